@@ -1,0 +1,2 @@
+"""The results store (import as kernelbench.db): SQLAlchemy schema, migrations and the default
+database file."""

@@ -1,0 +1,200 @@
+"""The op registry: one table that verify, tune, bench, roofline, inspect and the decoder all read.
+
+An op (OpSpec) is declared once in kernelbench/ops/<family>.py next to its reference function from
+reference/. Implementations (the reference itself, our Triton kernels in kernels/, a user's module)
+register against the op's name with `@register_impl`. Adding an op touches three files: the
+reference function, the spec, the kernel.
+
+Calling convention shared by every implementation of an op:
+    outputs = fn(**inputs, **config)
+`inputs` is the dict that `OpSpec.make_inputs` builds; outputs is a tensor or a tuple of tensors
+named by `OpSpec.outputs`. `config` holds only the kernel's tuning knobs (empty for references).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import torch
+
+from kernelbench.config import ShapeSet, get_shape_set
+
+Params = dict[str, Any]   # one concrete problem: shape letters and scalars, e.g. {"T": 16, "N": 1024, "K": 4096}
+Inputs = dict[str, Any]   # keyword arguments of the op's functions
+
+VALUE_MODES = ("normal", "outliers", "tiny", "ties", "large")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How an output is compared. exact: bitwise (after NaN-aware equality) for codes, scales, indices.
+    Otherwise |out - ref| <= atol + rtol * |ref| elementwise and ||out - ref||_F / ||ref||_F <= rel_fro.
+    `max_mismatch_frac` lets a fraction of elements break the elementwise bound (quantization codes
+    that flip at a rounding boundary); `why` records the error analysis the numbers come from."""
+    exact: bool = False
+    atol: float = 0.0
+    rtol: float = 0.0
+    rel_fro: float = float("inf")
+    max_mismatch_frac: float = 0.0
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The work an op must do: FLOPs, and the fewest bytes it must move (inputs read once, outputs
+    written once). This is the op's roofline."""
+    flops: float
+    bytes: float
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+@dataclass
+class OpSpec:
+    name: str
+    family: str
+    reference: Callable[..., Any]
+    make_inputs: Callable[[Params, torch.Generator, str | torch.device, str], Inputs]
+    cases: Callable[[ShapeSet], list[Params]]          # real deployment shapes for a shape set
+    strategy: Callable[[], Any]                        # hypothesis strategy of small Params (CPU-sized)
+    cost: Callable[[Params], Cost]
+    tolerance: Callable[[Params], dict[str, Tolerance]]  # output name -> Tolerance
+    outputs: tuple[str, ...]
+    inplace: tuple[str, ...] = ()      # inputs the op mutates; they are compared as outputs too
+    value_modes: tuple[str, ...] = ("normal",)
+    doc: str = ""
+    # name of the input dict key order for printing reproducible commands; informational
+    label: Callable[[Params], str] = field(default=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
+
+    def shape_cases(self, shape_set: str | ShapeSet) -> list[Params]:
+        ss = get_shape_set(shape_set) if isinstance(shape_set, str) else shape_set
+        return self.cases(ss)
+
+
+@dataclass
+class Impl:
+    op: str
+    name: str
+    fn: Callable[..., Any]
+    configs: Callable[[Params], list[dict]] | None = None   # the tuning space for a problem
+    default_config: Callable[[Params], dict] | None = None  # what runs when nothing was tuned
+    deterministic: bool = True
+    backend: str = "torch"          # "torch" (runs anywhere) or "triton" (GPU, or the interpreter on CPU)
+    source: str = ""                # module the implementation came from
+    kernels: Callable[[], list] | None = None  # the @triton.jit functions, for the sm_120 inspector
+
+    @property
+    def source_hash(self) -> str:
+        try:
+            mod = sys.modules[self.fn.__module__]
+            text = inspect.getsource(mod)
+        except (KeyError, OSError, TypeError):
+            text = self.fn.__qualname__
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class RegistryError(LookupError):
+    pass
+
+
+_OPS: dict[str, OpSpec] = {}
+_IMPLS: dict[str, dict[str, Impl]] = {}
+
+
+def register_op(spec: OpSpec) -> OpSpec:
+    if spec.name in _OPS and _OPS[spec.name] is not spec:
+        raise RegistryError(f"op {spec.name!r} is registered twice")
+    _OPS[spec.name] = spec
+    _IMPLS.setdefault(spec.name, {})["reference"] = Impl(spec.name, "reference", spec.reference,
+                                                          source=spec.reference.__module__)
+    return spec
+
+
+def register_impl(op: str, name: str, *, replace: bool = False, **kwargs) -> Callable:
+    """Decorator: register `fn` as implementation `name` of `op`."""
+    def wrap(fn):
+        impls = _IMPLS.setdefault(op, {})
+        if name in impls and not replace and impls[name].fn is not fn:
+            raise RegistryError(f"implementation {name!r} of op {op!r} is registered twice")
+        impls[name] = Impl(op, name, fn, source=fn.__module__, **kwargs)
+        return fn
+    return wrap
+
+
+def unregister_impl(op: str, name: str) -> None:
+    _IMPLS.get(op, {}).pop(name, None)
+
+
+_BUILTIN_OP_MODULES = ("quant", "linear", "moe", "norm", "rope", "attention", "compressor", "indexer",
+                       "mhc", "embed", "sampling")
+_BUILTIN_KERNEL_MODULES = _BUILTIN_OP_MODULES
+_loaded = False
+
+
+def load_builtin() -> None:
+    """Import every op spec and every in-tree kernel module (each registers itself)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for group, names in (("kernelbench.ops", _BUILTIN_OP_MODULES), ("kernelbench.kernels", _BUILTIN_KERNEL_MODULES)):
+        for name in names:
+            try:
+                importlib.import_module(f"{group}.{name}")
+            except ModuleNotFoundError as e:
+                if e.name != f"{group}.{name}":
+                    raise
+
+
+def load_module(path_or_name: str) -> None:
+    """Import a user's kernel module (a file path or a dotted module name); it registers its impls."""
+    p = Path(path_or_name)
+    if p.suffix == ".py" or p.exists():
+        if not p.exists():
+            raise FileNotFoundError(f"kernel module {p} does not exist")
+        mod_name = f"kernelbench_user_{p.stem}_{hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:8]}"
+        spec = importlib.util.spec_from_file_location(mod_name, p)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    else:
+        importlib.import_module(path_or_name)
+
+
+def ops(names: Iterable[str] | None = None) -> list[OpSpec]:
+    load_builtin()
+    if not names:
+        return [_OPS[k] for k in sorted(_OPS)]
+    out = []
+    for n in names:
+        out.append(get_op(n))
+    return out
+
+
+def get_op(name: str) -> OpSpec:
+    load_builtin()
+    try:
+        return _OPS[name]
+    except KeyError:
+        raise RegistryError(f"unknown op {name!r}; known ops: {', '.join(sorted(_OPS))}") from None
+
+
+def impls(op: str) -> dict[str, Impl]:
+    get_op(op)
+    return dict(_IMPLS.get(op, {}))
+
+
+def get_impl(op: str, name: str) -> Impl:
+    found = impls(op)
+    try:
+        return found[name]
+    except KeyError:
+        raise RegistryError(f"op {op!r} has no implementation {name!r}; it has: {', '.join(sorted(found))}") from None

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's test command: install (CPU torch from this machine's disk, never a CUDA build) and run
+# the tests, Triton kernels in the interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q torch==2.13.0 triton==3.6.0
+python3 -m pip install -q --no-build-isolation -e '.[test]'
+export TRITON_INTERPRET=1
+python3 -m pytest -q -p no:cacheprovider "$@"

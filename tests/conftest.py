@@ -1,0 +1,25 @@
+import os
+
+import pytest
+import torch
+from hypothesis import settings
+
+import kernelbench.profiles  # noqa: F401  (registers the profiles)
+
+settings.load_profile(os.environ.get("KB_HYPOTHESIS_PROFILE", "ci"))
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    slow_ok = os.environ.get("KB_SLOW") == "1"
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; runs on the device machine (scripts/device_run.sh)"))
+        if "slow" in item.keywords and not slow_ok:
+            item.add_marker(pytest.mark.skip(reason="slow check: opt in with KB_SLOW=1"))
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(1234)
