@@ -6,9 +6,10 @@ register against the op's name with `@register_impl`. Adding an op touches three
 reference function, the spec, the kernel.
 
 Calling convention shared by every implementation of an op:
-    outputs = fn(**inputs, **config)
+    outputs = fn(**inputs)                 # a kernel picks its config (kernelbench.tuning.lookup)
+    outputs = fn(**inputs, config=cfg)     # tune/bench pass one config of Impl.configs(params)
 `inputs` is the dict that `OpSpec.make_inputs` builds; outputs is a tensor or a tuple of tensors
-named by `OpSpec.outputs`. `config` holds only the kernel's tuning knobs (empty for references).
+named by `OpSpec.outputs`. References take no `config`.
 """
 from __future__ import annotations
 

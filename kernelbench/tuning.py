@@ -1,0 +1,114 @@
+"""Tuned configs at run time.
+
+`kernelbench tune` exports its choices to kernelbench/tuned/<version>.json:
+    {"version": 1, "entries": [{"device": "NVIDIA H200", "op": "fp8_linear",
+                                 "key": {"M": 16, "N": 1024, "K": 4096}, "config": {...},
+                                 "us": 7.1, "measured": "2026-11-29", "command": "..."}]}
+Kernels call `lookup(op, key, default)` when the caller passes no config. Resolution: the exact
+(device, op, key); else the nearest key on the same device (log distance over numeric fields, equal
+non-numeric fields required); else the same on any device; else `default`. Anything but an exact hit
+warns once per (op, key), and an unreadable file warns and falls back: never a crash.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+TUNED_DIR = Path(__file__).parent / "tuned"
+ENV_FILE = "KERNELBENCH_TUNED"          # a JSON file to use instead of the packaged one
+ENV_PIN = "KERNELBENCH_PIN_CONFIG"     # "op=json" pins one config for an op (escape hatch)
+FORMAT_VERSION = 1
+
+_warned: set = set()
+
+
+def tuned_file() -> Path:
+    env = os.environ.get(ENV_FILE)
+    return Path(env) if env else TUNED_DIR / f"v{FORMAT_VERSION}.json"
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, mtime: float) -> list[dict]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        warnings.warn(f"tuned configs at {path} are unreadable ({e}); using defaults")
+        return []
+    if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+        warnings.warn(f"tuned configs at {path} have version {data.get('version') if isinstance(data, dict) else '?'}, "
+                      f"expected {FORMAT_VERSION}; using defaults")
+        return []
+    return [e for e in data.get("entries", []) if isinstance(e, dict) and {"op", "key", "config"} <= set(e)]
+
+
+def entries() -> list[dict]:
+    path = tuned_file()
+    if not path.exists():
+        return []
+    return _load(str(path), path.stat().st_mtime)
+
+
+def current_device() -> str:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name()
+    except Exception:  # noqa: BLE001 - a broken CUDA setup must not stop a lookup
+        pass
+    return "cpu"
+
+
+def key_distance(a: dict, b: dict) -> float:
+    if set(a) != set(b):
+        return math.inf
+    d = 0.0
+    for k, va in a.items():
+        vb = b[k]
+        if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and not isinstance(va, bool):
+            d += abs(math.log2(max(va, 1) / max(vb, 1)))
+        elif va != vb:
+            return math.inf
+    return d
+
+
+def _pinned(op: str) -> dict | None:
+    pin = os.environ.get(ENV_PIN, "")
+    for part in filter(None, pin.split(";")):
+        name, _, cfg = part.partition("=")
+        if name.strip() == op:
+            return json.loads(cfg)
+    return None
+
+
+def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = None) -> dict:
+    pinned = _pinned(op)
+    if pinned is not None:
+        return {**default, **pinned}
+    device = device or current_device()
+    candidates = [e for e in entries() if e["op"] == op]
+    for scope in ([e for e in candidates if e.get("device") == device], candidates):
+        best, best_d = None, math.inf
+        for e in scope:
+            d = key_distance(key, e["key"])
+            if d < best_d:
+                best, best_d = e, d
+        if best is not None:
+            if best_d > 0 or best.get("device") != device:
+                _warn_once(op, key, f"using the config tuned for {best['key']} on {best.get('device')}")
+            return {**default, **best["config"]}
+    if device != "cpu":  # on the CPU interpreter there is nothing to tune
+        _warn_once(op, key, "no tuned config; using the default")
+    return dict(default)
+
+
+def _warn_once(op: str, key: dict, what: str) -> None:
+    tag = (op, tuple(sorted(key.items())))
+    if tag in _warned or os.environ.get("KERNELBENCH_QUIET_TUNING") == "1":
+        return
+    _warned.add(tag)
+    warnings.warn(f"{op} {key}: {what}", stacklevel=3)
