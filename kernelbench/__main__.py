@@ -1,0 +1,3 @@
+from kernelbench.cli import main
+
+main()
