@@ -7,4 +7,4 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile
 rm -rf build
 export PYTHONPATH=/tmp/kb:/tmp/site:${PYTHONPATH:-}
 export PYTHONUNBUFFERED=1
-cd /tmp && cd - >/dev/null
+export PYTHONSAFEPATH=1  # never import the uninstalled checkout from the working directory
