@@ -1,0 +1,103 @@
+"""Config, registry, backend and tuned-config lookup: the pieces every other module leans on."""
+import json
+import warnings
+
+import pytest
+import torch
+
+from kernelbench import registry, tuning
+from kernelbench.backend import Ops
+from kernelbench.config import CONFIGS, FLASH, PRO, TINY, ModelConfig, divide, get_config, get_shape_set
+from kernelbench.registry import Cost, OpSpec, Tolerance
+
+
+def test_configs_match_spec_table():
+    assert (FLASH.dim, FLASH.n_heads, FLASH.n_routed_experts, FLASH.index_topk) == (4096, 64, 256, 512)
+    assert (PRO.dim, PRO.n_heads, PRO.n_routed_experts, PRO.index_topk) == (7168, 128, 384, 1024)
+    # Flash: layers 0-1 SWA, then 21 x ratio 4 and 20 x ratio 128, then the MTP layer (ratio 0)
+    r = FLASH.compress_ratios
+    assert r[:2] == (0, 0) and r[-1] == 0 and r[2:-1].count(4) == 21 and r[2:-1].count(128) == 20
+    # Pro: 30 x 4 and 31 x 128 in all
+    assert PRO.compress_ratios[:-1].count(4) == 30 and PRO.compress_ratios[:-1].count(128) == 31
+    assert {TINY.layer_kind(i) for i in range(TINY.n_layers)} == {"swa", "csa", "hca"}
+    assert TINY.n_hash_layers >= 1 and TINY.n_mtp_layers == 1
+
+
+def test_hf_round_trip():
+    for cfg in CONFIGS.values():
+        assert ModelConfig.from_hf(cfg.to_hf(), name=cfg.name) == cfg
+
+
+def test_bad_configs_are_rejected():
+    with pytest.raises(ValueError, match="compress_ratios"):
+        TINY.replace(compress_ratios=(0, 4))
+    with pytest.raises(ValueError, match="multiple of the FP8 block"):
+        TINY.replace(dim=200)
+    with pytest.raises(ValueError, match="missing keys"):
+        ModelConfig.from_hf({"hidden_size": 8})
+    with pytest.raises(ValueError, match="not divisible by TP=3"):
+        FLASH.check_tp(3)
+    with pytest.raises(ValueError, match="unknown configuration"):
+        get_config("nope")
+    with pytest.raises(ValueError, match="unknown shape set"):
+        get_shape_set("nope")
+    assert divide(64, 8) == 8
+    with pytest.raises(ValueError):
+        divide(10, 4)
+
+
+def _toy_spec(name):
+    return OpSpec(
+        name=name, family="toy", reference=lambda x: x * 2,
+        make_inputs=lambda p, g, d, v: {"x": torch.randn(p["N"], generator=g).to(d)},
+        cases=lambda ss: [{"N": 4}], strategy=lambda: None, cost=lambda p: Cost(p["N"], 8 * p["N"]),
+        tolerance=lambda p: {"y": Tolerance(exact=True)}, outputs=("y",))
+
+
+def test_registry_and_backend_resolution():
+    spec = registry.register_op(_toy_spec("toy_double"))
+    try:
+        registry.register_impl("toy_double", "triton")(lambda x, config=None: x + x)
+        assert set(registry.impls("toy_double")) == {"reference", "triton"}
+        with pytest.raises(registry.RegistryError, match="registered twice"):
+            registry.register_impl("toy_double", "triton")(lambda x: x)
+        ops = Ops("triton")
+        x = torch.arange(4.0)
+        assert torch.equal(ops.toy_double(x=x), 2 * x) and "toy_double" not in ops.fallbacks
+        registry.unregister_impl("toy_double", "triton")
+        ops = Ops("triton")
+        assert torch.equal(ops.toy_double(x=x), 2 * x) and "toy_double" in ops.fallbacks
+        assert spec.cost({"N": 4}).intensity == 0.125
+        with pytest.raises(registry.RegistryError, match="unknown op"):
+            registry.get_op("no_such_op")
+        with pytest.raises(registry.RegistryError, match="has no implementation"):
+            registry.get_impl("toy_double", "cuda-magic")
+    finally:
+        registry._OPS.pop("toy_double", None)
+        registry._IMPLS.pop("toy_double", None)
+
+
+def test_tuning_lookup_exact_nearest_default_and_corrupt(tmp_path, monkeypatch):
+    f = tmp_path / "tuned.json"
+    f.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "GPU-A", "op": "opx", "key": {"M": 16, "N": 1024}, "config": {"BLOCK": 64}},
+        {"device": "GPU-A", "op": "opx", "key": {"M": 64, "N": 1024}, "config": {"BLOCK": 128}},
+        {"device": "GPU-B", "op": "opx", "key": {"M": 1, "N": 1024}, "config": {"BLOCK": 32}},
+    ]}))
+    monkeypatch.setenv(tuning.ENV_FILE, str(f))
+    default = {"BLOCK": 16, "WARPS": 4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuning.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A") == {"BLOCK": 64, "WARPS": 4}
+    with pytest.warns(UserWarning, match="tuned for"):
+        assert tuning.lookup("opx", {"M": 48, "N": 1024}, default, device="GPU-A")["BLOCK"] == 128
+    with pytest.warns(UserWarning, match="GPU-B"):
+        assert tuning.lookup("opx", {"M": 2, "N": 1024}, default, device="GPU-C")["BLOCK"] == 32
+    with pytest.warns(UserWarning, match="no tuned config"):
+        assert tuning.lookup("opy", {"M": 2}, default, device="GPU-C") == default
+    monkeypatch.setenv(tuning.ENV_PIN, 'opx={"BLOCK": 256}')
+    assert tuning.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A")["BLOCK"] == 256
+    monkeypatch.delenv(tuning.ENV_PIN)
+    f.write_text("{ not json")
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert tuning.lookup("opz", {"M": 1}, default, device="GPU-A") == default
