@@ -1,0 +1,107 @@
+"""Rotary position embedding (SPEC 3.4), YaRN frequencies, and the q path's per-head RMS + RoPE.
+
+Letters: T tokens, N rows of a rope input, Hl heads per rank, Dh head dim (512), R rope dims (64).
+
+RoPE rotates interleaved pairs (x[2i], x[2i+1]) as the complex number x[2i] + i x[2i+1] times
+e^{i p f_i}; the inverse multiplies by the conjugate. The angle p * f_i is rounded to fp32 in every
+compute mode: DeepSeek builds its cos/sin table from `torch.outer(t, freqs)` in fp32, so the fp32
+angle is part of the function (at p ~ 1M its rounding moves the angle by up to ~0.03 rad, far more
+than any kernel's arithmetic would). cos/sin of that angle and the rotation run in `acc`.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernelbench.config import ModelConfig
+from kernelbench.reference.norm import rms
+from kernelbench.reference.precision import acc
+
+
+# YaRN --------------------------------------------------------------------------------------------
+def yarn_correction_dim(num_rotations: float, dim: int, base: float, original_seq_len: int) -> float:
+    """The (fractional) frequency index i*2 at which a wavelength fits `num_rotations` times into
+    the original context: dim * ln(L / (2 pi n)) / (2 ln base)."""
+    return dim * math.log(original_seq_len / (num_rotations * 2 * math.pi)) / (2 * math.log(base))
+
+
+def yarn_correction_range(beta_fast: float, beta_slow: float, dim: int, base: float,
+                          original_seq_len: int) -> tuple[int, int]:
+    """(low, high) as DeepSeek's `find_correction_range`: floor/ceil of the correction dims, clipped
+    to [0, dim - 1]. For dim 64, base 160000, L 65536, beta 32/1 this is (15, 25) (SPEC 3.4)."""
+    low = math.floor(yarn_correction_dim(beta_fast, dim, base, original_seq_len))
+    high = math.ceil(yarn_correction_dim(beta_slow, dim, base, original_seq_len))
+    return max(low, 0), min(high, dim - 1)
+
+
+def rope_freqs(cfg: ModelConfig, compressed: bool) -> torch.Tensor:
+    """freqs [R/2] fp32. SWA layers: f_i = rope_theta^(-2i/R). Compressed layers (CSA/HCA and their
+    compressors): theta = compress_rope_theta with YaRN: f_i kept for i <= low, divided by `factor`
+    for i >= high, linearly blended between (ramp (i - low) / (high - low) over i < R/2, as DeepSeek's
+    `linear_ramp_factor`). Computed in fp64 and rounded once to fp32 (DeepSeek computes in fp32; the
+    two differ by at most an fp32 ulp or two; the fp32 tensor is what every implementation consumes)."""
+    dim = cfg.rope_head_dim
+    base = cfg.compress_rope_theta if compressed else cfg.rope_theta
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    if compressed:
+        low, high = yarn_correction_range(cfg.yarn_beta_fast, cfg.yarn_beta_slow, dim, base,
+                                          cfg.yarn_original_seq_len)
+        if high == low:
+            high += 0.001
+        ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        smooth = 1 - ramp
+        freqs = freqs / cfg.yarn_factor * (1 - smooth) + freqs * smooth
+    return freqs.to(torch.float32)
+
+
+# RoPE --------------------------------------------------------------------------------------------
+def rope_angles(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """[N] int64 x [R/2] fp32 -> angles [N, R/2] fp32: one fp32 multiply, as DeepSeek's table."""
+    return positions.to(torch.float32)[:, None] * freqs.to(torch.float32)[None, :]
+
+
+def apply_rope(x: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """x [N, ..., R] in the compute dtype, angles [N, R/2] -> rotated x, same dtype (no cast)."""
+    ang = angles.to(x.dtype).reshape(angles.shape[0], *([1] * (x.dim() - 2)), angles.shape[1])
+    cos, sin = torch.cos(ang), torch.sin(ang)
+    if inverse:
+        sin = -sin
+    xr, xi = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = xr * cos - xi * sin
+    out[..., 1::2] = xr * sin + xi * cos
+    return out
+
+
+def _check_rope_args(name: str, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, r: int) -> None:
+    if freqs.dim() != 1 or 2 * freqs.shape[0] != r:
+        raise ValueError(f"{name}: freqs must be [R/2] = [{r // 2}], got {tuple(freqs.shape)}")
+    if positions.dim() != 1 or positions.shape[0] != x.shape[0]:
+        raise ValueError(f"{name}: positions must be [{x.shape[0]}] (one per row of x), got {tuple(positions.shape)}")
+    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise TypeError(f"{name}: positions must be an integer tensor, got {positions.dtype}")
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """x [N, ..., R] bf16, positions [N] int64, freqs [R/2] fp32 -> y, same shape and dtype."""
+    if x.dim() < 2:
+        raise ValueError(f"rope: x must be [N, ..., R], got shape {tuple(x.shape)}")
+    _check_rope_args("rope", x, positions, freqs, x.shape[-1])
+    return apply_rope(acc(x), rope_angles(positions, freqs), inverse).to(x.dtype)
+
+
+def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, eps: float) -> torch.Tensor:
+    """q [T, Hl, Dh] bf16 -> per-head weightless RMS over Dh, then RoPE on the last R dims; bf16.
+
+    DeepSeek stores the normalized q in bf16 before the rotation; here both steps run in the compute
+    dtype with one final cast (the intermediate rounding is within the op's tolerance)."""
+    if q.dim() != 3:
+        raise ValueError(f"head_rms_norm_rope: q must be [T, Hl, Dh], got shape {tuple(q.shape)}")
+    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
+    if not 0 < r <= q.shape[-1]:
+        raise ValueError(f"head_rms_norm_rope: freqs [R/2] must give 0 < R <= Dh={q.shape[-1]}, got {tuple(freqs.shape)}")
+    _check_rope_args("head_rms_norm_rope", q, positions, freqs, r)
+    y = rms(acc(q), eps)
+    y = torch.cat([y[..., :-r], apply_rope(y[..., -r:], rope_angles(positions, freqs))], dim=-1)
+    return y.to(q.dtype)
