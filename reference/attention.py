@@ -1,0 +1,74 @@
+"""Sparse MQA decode attention with an attention sink (SPEC 3.4).
+
+Letters: T tokens, B sequences, N cache entries per sequence (W + Ncap), Hl heads per rank,
+Dh head dim (512; K = V = the whole entry), Ksel selected entries per token, R rope dims.
+
+For token t and head h over the selected j (index -1 = masked):
+    s_j = (q_h . kv_j) * scale;  m = max(max_j s_j, sink_h)
+    o_h = sum_j e^{s_j - m} kv_j / (sum_j e^{s_j - m} + e^{sink_h - m})
+The sink enters the denominator only. DeepSeek's `sparse_attn` returns bf16 and model.py then
+applies the inverse RoPE to the bf16 output's last R dims; this reference does the same (two bf16
+roundings), a fused kernel may rotate before its single cast.
+"""
+from __future__ import annotations
+
+import torch
+
+from kernelbench.reference.precision import acc
+from kernelbench.reference.rope import rope
+
+
+def check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs) -> None:
+    """Shape/dtype validation shared with the Triton wrapper (clear errors on bad input)."""
+    if q.dim() != 3 or kv.dim() != 3 or q.shape[2] != kv.shape[2]:
+        raise ValueError(f"sparse_attention: q [T, Hl, Dh] and kv [B, N, Dh] must agree, got {tuple(q.shape)} "
+                         f"and {tuple(kv.shape)}")
+    if q.dtype != torch.bfloat16 or kv.dtype != torch.bfloat16:
+        raise TypeError(f"sparse_attention: q and kv must be bf16, got {q.dtype}, {kv.dtype}")
+    t, hl, dh = q.shape
+    if indices.dim() != 2 or indices.shape[0] != t:
+        raise ValueError(f"sparse_attention: indices must be [T={t}, Ksel], got {tuple(indices.shape)}")
+    if indices.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"sparse_attention: indices must be int32 (or int64), got {indices.dtype}")
+    if seq_ids.dim() != 1 or seq_ids.shape[0] != t or seq_ids.dtype.is_floating_point:
+        raise ValueError(f"sparse_attention: seq_ids must be integer [T={t}], got {tuple(seq_ids.shape)} {seq_ids.dtype}")
+    if sink.dim() != 1 or sink.shape[0] != hl or sink.dtype != torch.float32:
+        raise ValueError(f"sparse_attention: sink must be fp32 [Hl={hl}], got {tuple(sink.shape)} {sink.dtype}")
+    if (positions is None) != (freqs is None):
+        raise ValueError("sparse_attention: positions and freqs go together (both or neither)")
+    if positions is not None:
+        if positions.dim() != 1 or positions.shape[0] != t:
+            raise ValueError(f"sparse_attention: positions must be [T={t}], got {tuple(positions.shape)}")
+        if freqs.dim() != 1 or not 0 < 2 * freqs.shape[0] <= dh:
+            raise ValueError(f"sparse_attention: freqs must be [R/2] with R <= Dh, got {tuple(freqs.shape)}")
+
+
+def check_index_ranges(kv, seq_ids, indices) -> None:
+    """Value checks (they read the tensors, so the graph-capturable kernel skips them)."""
+    if seq_ids.numel() and (int(seq_ids.min()) < 0 or int(seq_ids.max()) >= kv.shape[0]):
+        raise ValueError(f"sparse_attention: seq_ids must lie in [0, B={kv.shape[0]})")
+    if indices.numel() and (int(indices.min()) < -1 or int(indices.max()) >= kv.shape[1]):
+        raise ValueError(f"sparse_attention: indices must be -1 or in [0, N={kv.shape[1]}), got range "
+                         f"[{int(indices.min())}, {int(indices.max())}]")
+
+
+def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
+                     sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
+                     freqs: torch.Tensor | None = None) -> torch.Tensor:
+    """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] -> o [T, Hl, Dh] bf16."""
+    check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs)
+    check_index_ranges(kv, seq_ids, indices)
+    idx = indices.long()
+    valid = idx >= 0                                                   # (T, Ksel)
+    sel = acc(kv[seq_ids.long()[:, None], idx.clamp(min=0)])           # (T, Ksel, Dh)
+    s = torch.einsum("thd,tkd->thk", acc(q), sel) * scale              # (T, Hl, Ksel)
+    s = s.masked_fill(~valid[:, None, :], float("-inf"))
+    snk = acc(sink)[None, :].expand(q.shape[0], -1)                    # (T, Hl)
+    m = torch.maximum(s.amax(dim=-1), snk)                             # finite: the sink is
+    e = torch.exp(s - m[..., None])
+    denom = e.sum(dim=-1) + torch.exp(snk - m)
+    o = (torch.einsum("thk,tkd->thd", e, sel) / denom[..., None]).to(torch.bfloat16)
+    if positions is not None:
+        r = 2 * freqs.shape[0]
+        o = torch.cat([o[..., :-r], rope(o[..., -r:], positions, freqs, inverse=True)], dim=-1)
+    return o

@@ -1,0 +1,89 @@
+"""The lightning indexer (SPEC 3.4, ratio-4 layers): its query path and the top-k selection.
+
+Letters: T tokens, B sequences, Qr q_lora_rank, Hi indexer heads (64 per rank or fewer), Di = 128
+indexer head dim, R rope dims, Ncap capacity of the indexer key cache, S4 = (p+1)//ratio the
+sequence's ACTUAL number of compressed keys, K top-k.
+
+score[t] = sum_h w_h * relu(qi_h . k_t) for t < S4 (w already holds 128^-0.5 * Hi^-0.5);
+selected = the min(K, S4) best, ties broken toward the lower entry index (DeepSeek uses torch.topk,
+whose tie order is unspecified; a fixed order makes implementations comparable), padded with -1
+(indices) and -inf (scores). Everything is sized by S4, never by Ncap.
+"""
+from __future__ import annotations
+
+import torch
+
+from kernelbench.reference.hadamard import hadamard
+from kernelbench.reference.precision import acc
+from kernelbench.reference.quant import fp4_simulate
+from kernelbench.reference.rope import rope
+
+DI = 128
+
+
+def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
+              freqs: torch.Tensor) -> torch.Tensor:
+    """qr [T, Qr] bf16, weight [Hi*128, Qr] e4m3 (+ e8m0 block scales) -> qi [T, Hi, 128] bf16:
+    fp8 linear, RoPE on the last R dims, Hadamard, FP4 simulation (group 32)."""
+    from kernelbench.reference.linear import fp8_linear   # imported late: a sibling module
+    if weight.dim() != 2 or weight.shape[0] % DI:
+        raise ValueError(f"indexer_q: weight must be [Hi*128, Qr], got {tuple(weight.shape)}")
+    q = fp8_linear(qr, weight, weight_scale)                          # (T, Hi*128) bf16
+    t, hi = q.shape[0], weight.shape[0] // DI
+    q = q.view(t, hi, DI)
+    r = 2 * freqs.shape[0]
+    q = torch.cat([q[..., :DI - r], rope(q[..., DI - r:], positions, freqs)], dim=-1)
+    q = hadamard(q)
+    return fp4_simulate(q.reshape(t * hi, DI), 32).view(t, hi, DI)
+
+
+def check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio) -> None:
+    if qi.dim() != 3 or qi.shape[2] != DI or qi.dtype != torch.bfloat16:
+        raise ValueError(f"indexer_topk: qi must be bf16 [T, Hi, {DI}], got {tuple(qi.shape)} {qi.dtype}")
+    t, hi, _ = qi.shape
+    if w.shape != (t, hi) or w.dtype != torch.float32:
+        raise ValueError(f"indexer_topk: w must be fp32 [T={t}, Hi={hi}], got {tuple(w.shape)} {w.dtype}")
+    if k_cache.dim() != 3 or k_cache.shape[2] != DI or k_cache.dtype != torch.bfloat16:
+        raise ValueError(f"indexer_topk: k_cache must be bf16 [B, Ncap, {DI}], got {tuple(k_cache.shape)} {k_cache.dtype}")
+    for name, v in (("seq_ids", seq_ids), ("positions", positions)):
+        if v.dim() != 1 or v.shape[0] != t or v.dtype.is_floating_point or v.dtype == torch.bool:
+            raise ValueError(f"indexer_topk: {name} must be integer [T={t}], got {tuple(v.shape)} {v.dtype}")
+    if topk <= 0 or ratio <= 0:
+        raise ValueError(f"indexer_topk: topk and ratio must be positive, got {topk}, {ratio}")
+
+
+def check_ranges(k_cache, seq_ids, positions, ratio) -> None:
+    """Value checks that read the tensors (skipped by the graph-capturable kernel)."""
+    if not seq_ids.numel():
+        return
+    if int(seq_ids.min()) < 0 or int(seq_ids.max()) >= k_cache.shape[0]:
+        raise ValueError(f"indexer_topk: seq_ids must lie in [0, B={k_cache.shape[0]})")
+    if int(positions.min()) < 0:
+        raise ValueError("indexer_topk: positions must be >= 0")
+    if int(((positions + 1) // ratio).max()) > k_cache.shape[1]:
+        raise ValueError(f"indexer_topk: (p+1)//ratio exceeds the key cache capacity Ncap={k_cache.shape[1]}")
+
+
+def index_scores(qi: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """qi [Hi, 128], w [Hi], keys [S, 128] -> scores [S] in the compute dtype."""
+    return (torch.relu(acc(keys) @ acc(qi).t()) * acc(w)[None, :]).sum(dim=1)
+
+
+def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                 positions: torch.Tensor, topk: int, ratio: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> indices [T, topk] int32 (best first, -1 padded), scores [T, topk] fp32 (-inf padded)."""
+    check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
+    check_ranges(k_cache, seq_ids, positions, ratio)
+    t = qi.shape[0]
+    idx = torch.full((t, topk), -1, dtype=torch.int32, device=qi.device)
+    val = torch.full((t, topk), float("-inf"), dtype=torch.float32, device=qi.device)
+    for i in range(t):
+        n = (int(positions[i]) + 1) // ratio
+        if n == 0:
+            continue
+        s = index_scores(qi[i], w[i], k_cache[int(seq_ids[i]), :n])
+        order = torch.sort(s, descending=True, stable=True)
+        k = min(topk, n)
+        idx[i, :k] = order.indices[:k].to(torch.int32)
+        val[i, :k] = order.values[:k].to(torch.float32)
+    return idx, val
