@@ -1,0 +1,260 @@
+"""Opening the results database, and the small API every command writes through.
+
+    from kernelbench.db.store import Store
+    store = Store()                       # $KERNELBENCH_DB, else sqlite:///<data_dir>/kernelbench.sqlite
+    store = Store("sqlite:///run.sqlite") # any SQLAlchemy URL (the CLI's --db)
+    env = store.environment_id(kernelbench.fingerprint.fingerprint())   # get-or-create, returns the id
+    impl = store.op_impl_id("fp8_linear", "triton", source_hash, family="linear", backend="triton")
+    impl = store.impl_id(registry.get_impl("fp8_linear", "triton"))     # the same from a registry Impl
+    with store.session() as s:            # commits on success, rolls back on an exception
+        s.add(schema.BenchResult(environment_id=env, implementation_id=impl, ...))
+        s.scalars(select(schema.TuneTrial).where(...)).all()
+
+Opening migrates the database to the code's schema version (db/migrations.py). Errors are clear:
+CorruptDatabase (not a SQLite file, or malformed), SchemaTooNew (written by a newer kernelbench),
+NotAKernelbenchDatabase (someone else's tables). All derive from StoreError.
+
+Concurrency (SQLite): WAL journal, a 60 s busy timeout, and every transaction begins IMMEDIATE,
+so writers queue instead of failing and two `kernelbench verify` processes on one file lose
+nothing. Keep transactions short (one result or one batch), never a whole run.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from sqlalchemy import create_engine, event, select, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelbench.db import migrations, schema
+
+ENV_URL = "KERNELBENCH_DB"
+BUSY_TIMEOUT_MS = 60_000
+
+
+class StoreError(RuntimeError):
+    """Any problem opening or using the results database."""
+
+
+class CorruptDatabase(StoreError):
+    pass
+
+
+class SchemaTooNew(StoreError):
+    pass
+
+
+class NotAKernelbenchDatabase(StoreError):
+    pass
+
+
+def default_url() -> str:
+    """$KERNELBENCH_DB, else the SQLite file kernelbench.sqlite in kernelbench.profiles.data_dir()."""
+    env = os.environ.get(ENV_URL)
+    if env:
+        return env
+    from kernelbench.profiles import data_dir
+    return f"sqlite:///{data_dir() / 'kernelbench.sqlite'}"
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None     # we issue BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys = ON")
+        if engine.url.database not in (None, "", ":memory:"):
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = FULL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        # IMMEDIATE takes the write lock up front: a deferred transaction that reads then writes can
+        # fail with SQLITE_BUSY without waiting when another process committed in between.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _describe(url) -> str:
+    return url.database if url.get_backend_name() == "sqlite" and url.database else url.render_as_string(hide_password=True)
+
+
+class Store:
+    """The results database at `url` (default: default_url()), migrated on open unless migrate=False."""
+
+    def __init__(self, url: str | None = None, *, migrate: bool = True, echo: bool = False):
+        self.url = url or default_url()
+        try:
+            parsed = make_url(self.url)
+        except ArgumentError as e:
+            raise StoreError(f"not a database URL: {self.url!r} ({e}); use e.g. sqlite:///path/kb.sqlite") from None
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.where = _describe(parsed)
+        if self.is_sqlite and parsed.database not in (None, "", ":memory:"):
+            path = Path(parsed.database)
+            if path.is_dir():
+                raise StoreError(f"database path {path} is a directory, not a file")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine = create_engine(self.url, echo=echo, future=True)
+        except Exception as e:  # unknown dialect, missing driver
+            raise StoreError(f"cannot open database {self.where}: {e}") from None
+        if self.is_sqlite:
+            _sqlite_setup(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._check()
+        if migrate:
+            self.migrate()
+
+    # opening ------------------------------------------------------------------------------
+    def _wrap(self, e: Exception) -> StoreError:
+        msg = str(getattr(e, "orig", e))
+        if isinstance(e, DatabaseError) and not isinstance(e, (OperationalError, IntegrityError)) or \
+                "not a database" in msg or "malformed" in msg:
+            return CorruptDatabase(f"the database {self.where} is corrupt or not a SQLite file ({msg}); move it "
+                                   f"aside (keep it for recovery) or point --db / {ENV_URL} at another file")
+        return StoreError(f"database {self.where}: {msg}")
+
+    def _check(self) -> None:
+        if not self.is_sqlite:
+            return
+        try:
+            with self.engine.connect() as conn:
+                res = conn.exec_driver_sql("PRAGMA quick_check(1)").scalar()
+        except DatabaseError as e:
+            raise self._wrap(e) from None
+        if res != "ok":
+            raise CorruptDatabase(f"the database {self.where} failed SQLite's integrity check ({res}); move it aside "
+                                  f"(keep it for recovery) or point --db / {ENV_URL} at another file")
+
+    def migrate(self, migration_list: list[migrations.Migration] | None = None) -> list[int]:
+        """Bring the database to the latest schema version; returns the versions applied."""
+        try:
+            with self.engine.begin() as conn:
+                return migrations.upgrade(conn, migration_list)
+        except StoreError:
+            raise
+        except DatabaseError as e:
+            raise self._wrap(e) from None
+
+    def version(self) -> int | None:
+        with self.engine.connect() as conn:
+            return migrations.current_version(conn)
+
+    # sessions -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: committed when the block ends, rolled back if it raises."""
+        with self._sessions() as s:
+            try:
+                with s.begin():
+                    yield s
+            except DatabaseError as e:
+                if isinstance(e, IntegrityError):
+                    raise
+                raise self._wrap(e) from e
+
+    def get_or_create(self, model, lookup: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> int:
+        """The id of the row of `model` matching `lookup`, inserting it (with `defaults`) if absent.
+        Safe against a concurrent insert of the same row."""
+        for _ in range(3):
+            with self.session() as s:
+                found = s.scalars(select(model.id).filter_by(**lookup)).first()
+                if found is not None:
+                    return found
+                try:
+                    with s.begin_nested():
+                        row = model(**lookup, **(defaults or {}))
+                        s.add(row)
+                        s.flush()
+                        return row.id
+                except IntegrityError:
+                    continue  # someone inserted it between our select and insert (non-SQLite backends)
+        raise StoreError(f"could not get or create {model.__tablename__} {dict(lookup)}")
+
+    # keys ---------------------------------------------------------------------------------
+    def environment_id(self, fp: Mapping[str, Any]) -> int:
+        """Get-or-create the environment row of a fingerprint (kernelbench.fingerprint.fingerprint())."""
+        cols = {c.name for c in schema.Environment.__table__.columns} - {"id", "created"}
+        fields = {k: v for k, v in fp.items() if k in cols}
+        if "fingerprint" not in fields:
+            from kernelbench.fingerprint import fingerprint_hash
+            fields["fingerprint"] = fingerprint_hash(fp)
+        extra_keys = set(fp) - cols
+        if extra_keys and fields.get("extra") is None:
+            fields["extra"] = {k: fp[k] for k in sorted(extra_keys)}
+        return self.get_or_create(schema.Environment, {"fingerprint": fields.pop("fingerprint")}, fields)
+
+    def op_id(self, name: str, family: str = "") -> int:
+        return self.get_or_create(schema.Op, {"name": name}, {"family": family})
+
+    def op_impl_id(self, op: str, impl: str, source_hash: str, *, family: str = "", backend: str = "",
+                   source: str = "") -> int:
+        """Get-or-create the implementation row (op, impl, source_hash), and its op row."""
+        op_id = self.op_id(op, family)
+        return self.get_or_create(schema.Implementation, {"op_id": op_id, "name": impl, "source_hash": source_hash},
+                                  {"backend": backend, "source": source})
+
+    def impl_id(self, impl) -> int:
+        """op_impl_id for a registry Impl (kernelbench.registry.Impl)."""
+        from kernelbench import registry
+        family = registry.get_op(impl.op).family
+        return self.op_impl_id(impl.op, impl.name, impl.source_hash, family=family, backend=impl.backend,
+                               source=impl.source)
+
+    # verify ------------------------------------------------------------------------------
+    def start_verify_run(self, environment_id: int, **fields: Any) -> int:
+        """A verify_run row in status 'running'; fields: profile, device, shape_set, command, git_commit."""
+        with self.session() as s:
+            run = schema.VerifyRun(environment_id=environment_id, status="running", n_results=0, n_failed=0, **fields)
+            s.add(run)
+            s.flush()
+            return run.id
+
+    def add_verify_result(self, run_id: int, implementation_id: int, **fields: Any) -> int:
+        """One verify_result row (params, value_mode, seed, source, passed, stats, failure, repro,
+        elapsed_s), committed at once, and the run's counters."""
+        with self.session() as s:
+            row = schema.VerifyResult(run_id=run_id, implementation_id=implementation_id, **fields)
+            s.add(row)
+            run = s.get(schema.VerifyRun, run_id)
+            run.n_results += 1
+            run.n_failed += 0 if fields.get("passed") else 1
+            s.flush()
+            return row.id
+
+    def finish_verify_run(self, run_id: int, status: str) -> None:
+        with self.session() as s:
+            run = s.get(schema.VerifyRun, run_id)
+            run.status = status
+            run.finished = schema.utcnow()
+
+    def verify_results(self, run_id: int) -> list[dict]:
+        """A run's results as dicts (op, impl, params, value_mode, passed, stats, failure, repro, ...)."""
+        with self.session() as s:
+            rows = s.execute(select(schema.VerifyResult, schema.Implementation, schema.Op)
+                             .join(schema.Implementation, schema.VerifyResult.implementation_id == schema.Implementation.id)
+                             .join(schema.Op, schema.Implementation.op_id == schema.Op.id)
+                             .where(schema.VerifyResult.run_id == run_id).order_by(schema.VerifyResult.id)).all()
+            return [{"id": r.id, "op": o.name, "impl": i.name, "source_hash": i.source_hash, "params": r.params,
+                     "value_mode": r.value_mode, "seed": r.seed, "source": r.source, "passed": r.passed,
+                     "stats": r.stats, "failure": r.failure, "repro": r.repro, "elapsed_s": r.elapsed_s}
+                    for r, i, o in rows]
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"Store({self.where!r})"
+
+
+def raw_execute(store: Store, sql: str) -> list:
+    """Run a raw SQL statement (debugging, tests)."""
+    with store.engine.begin() as conn:
+        res = conn.execute(text(sql))
+        return list(res) if res.returns_rows else []
