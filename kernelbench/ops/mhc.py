@@ -1,0 +1,115 @@
+"""Op specs: mhc_pre, mhc_post, mhc_post_pre, mhc_head (reference/mhc.py).
+
+Letters: T tokens, D hidden (mHC parameters are replicated, so TP1 and TP8 shapes are the same),
+`iters` Sinkhorn iterations (20 in DSV4). fn is drawn with std 1/sqrt(4D), so the mixing logits m
+are O(1) after the RMS normalization (a trained checkpoint's range), and base/scale are O(1).
+"""
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from kernelbench.config import ShapeSet
+from kernelbench.ops.norm import BF16_RTOL, REL_FRO, _dedupe, draw
+from kernelbench.reference.mhc import HC, mhc_head, mhc_post, mhc_post_pre, mhc_pre, sinkhorn
+from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
+
+MIX = (2 + HC) * HC   # 24
+
+
+def _cases(ss: ShapeSet) -> list[dict]:
+    c = ss.config
+    return _dedupe([{"T": t, "D": c.dim, "iters": c.hc_sinkhorn_iters} for t in ss.batches])
+
+
+def _strategy():
+    return st.fixed_dictionaries({"T": st.integers(1, 4), "D": st.sampled_from([16, 64, 96, 256]),
+                                  "iters": st.sampled_from([1, 2, 20])})
+
+
+def _proj(p, gen, rows, nscale, device):
+    d4 = HC * p["D"]
+    return {"fn": draw((rows, d4), gen, "normal", torch.float32, device, scale=d4 ** -0.5),
+            "base": draw((rows,), gen, "normal", torch.float32, device),
+            "scale": (0.5 + torch.rand(nscale, generator=gen)).to(device)}
+
+
+def _post_inputs(p, gen, device, values):
+    t, d = p["T"], p["D"]
+    comb = sinkhorn(torch.randn(t, HC, HC, generator=gen) * 2, 20, 1e-6).to(torch.float32)
+    return {"x": draw((t, d), gen, values, device=device), "h": draw((t, HC, d), gen, values, device=device),
+            "post": (2 * torch.rand(t, HC, generator=gen)).to(device), "comb": comb.to(device)}
+
+
+def _pre_inputs(p, gen, device, values):
+    return {"h": draw((p["T"], HC, p["D"]), gen, values, device=device), **_proj(p, gen, MIX, 3, device),
+            "iters": p["iters"], "eps": 1e-6, "norm_eps": 1e-6}
+
+
+def _post_pre_inputs(p, gen, device, values):
+    return {**_post_inputs(p, gen, device, values), **_proj(p, gen, MIX, 3, device),
+            "iters": p["iters"], "eps": 1e-6, "norm_eps": 1e-6}
+
+
+def _head_inputs(p, gen, device, values):
+    return {"h": draw((p["T"], HC, p["D"]), gen, values, device=device), **_proj(p, gen, HC, 1, device),
+            "eps": 1e-6, "norm_eps": 1e-6}
+
+
+# Tolerances --------------------------------------------------------------------------------------
+_X = Tolerance(atol=1e-3, rtol=BF16_RTOL, rel_fro=REL_FRO,
+               why="x = sum of 4 positive weights times h: the weights carry the projection's fp32 error "
+                   "(4D-term dot, ~1e-6 rel); the 4-term signed sum can cancel (atol); one bf16 rounding "
+                   "(<= 2^-7 rel)")
+_COEF = Tolerance(atol=2e-5, rtol=1e-4, rel_fro=1e-5,
+                  why="fp32 outputs: m from a 4D-term fp32 dot (err ~sqrt(4D) * 2^-24 * |m| ~ 1e-5 at D=7168), "
+                      "through sigmoid (slope <= 1/4, x2 for post) and a contractive Sinkhorn in [0, 1]")
+_H = Tolerance(atol=1e-3, rtol=BF16_RTOL, rel_fro=REL_FRO,
+               why="5-term fp32 sum per element (err ~5 * 2^-24 * max term, can cancel: atol), then one bf16 "
+                   "rounding (<= 2^-7 rel)")
+
+
+def _pre_cost(p, rows=MIX):
+    t, d = p["T"], p["D"]
+    flops = 2.0 * t * rows * HC * d + 3.0 * t * HC * d + 2.0 * t * HC * d
+    return Cost(flops=flops, bytes=2.0 * t * HC * d + 4.0 * rows * HC * d + 2.0 * t * d + 4.0 * t * (HC + HC * HC))
+
+
+def _post_cost(p):
+    t, d = p["T"], p["D"]
+    return Cost(flops=2.0 * t * HC * d * (HC + 1),
+                bytes=2.0 * t * d + 2 * 2.0 * t * HC * d + 4.0 * t * (HC + HC * HC))
+
+
+def _post_pre_cost(p):
+    t, d = p["T"], p["D"]
+    pre, post = _pre_cost(p), _post_cost(p)
+    # one read of h, one write of h'; the pre reads h' from registers, not memory
+    return Cost(flops=pre.flops + post.flops, bytes=post.bytes + pre.bytes - 2.0 * t * HC * d)
+
+
+_MODES = ("normal", "outliers", "tiny")
+
+register_op(OpSpec(
+    name="mhc_pre", family="mhc", reference=mhc_pre, make_inputs=_pre_inputs, cases=_cases, strategy=_strategy,
+    cost=_pre_cost, tolerance=lambda p: {"x": _X, "post": _COEF, "comb": _COEF},
+    outputs=("x", "post", "comb"), value_modes=_MODES,
+    doc="RMS of flattened streams, 24-wide projection, split, Sinkhorn, weighted sum",
+))
+register_op(OpSpec(
+    name="mhc_post", family="mhc", reference=mhc_post, make_inputs=_post_inputs, cases=_cases, strategy=_strategy,
+    cost=_post_cost, tolerance=lambda p: {"h": _H}, outputs=("h",), value_modes=_MODES,
+    doc="h'[:, j] = post_j x + sum_i comb[i][j] h[:, i]",
+))
+register_op(OpSpec(
+    name="mhc_post_pre", family="mhc", reference=mhc_post_pre, make_inputs=_post_pre_inputs, cases=_cases,
+    strategy=_strategy, cost=_post_pre_cost,
+    tolerance=lambda p: {"h": _H, "x": _X, "post": _COEF, "comb": _COEF},
+    outputs=("h", "x", "post", "comb"), value_modes=_MODES,
+    doc="mhc_post of one sublayer fused with the next sublayer's mhc_pre (one read of h)",
+))
+register_op(OpSpec(
+    name="mhc_head", family="mhc", reference=mhc_head, make_inputs=_head_inputs, cases=_cases,
+    strategy=_strategy, cost=lambda p: _pre_cost(p, HC), tolerance=lambda p: {"x": _X}, outputs=("x",),
+    value_modes=_MODES, doc="final stream reduction: sigmoid weights, no Sinkhorn",
+))
