@@ -1,0 +1,160 @@
+"""Op specs: block-scaled FP8 / FP4 linear, bf16 linear, grouped wo_a, lm_head (reference/linear.py)."""
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from kernelbench.config import ShapeSet, divide
+from kernelbench.ops.quant import _dedup, act_values, fp4_weight, fp8_weight
+from kernelbench.reference import linear as L
+from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
+from kernelbench.testing import randn
+
+
+def fp8_linear_shapes(ss: ShapeSet) -> list[tuple[str, int, int]]:
+    """(layer, N, K) of every FP8 weight a rank multiplies in a decode step (SPEC section 2, 4)."""
+    c, tp = ss.config, ss.tp
+    return [("wq_a", c.q_lora_rank, c.dim), ("wkv", c.head_dim, c.dim),
+            ("wq_b", divide(c.n_heads, tp) * c.head_dim, c.q_lora_rank),
+            ("wo_b", c.dim, divide(c.o_groups, tp) * c.o_lora_rank),
+            ("indexer.wq_b", divide(c.index_n_heads, tp) * c.index_head_dim, c.q_lora_rank),
+            ("shared.w1", c.moe_inter_dim, c.dim), ("shared.w2", c.dim, c.moe_inter_dim),
+            ("mtp.e_proj", c.dim, c.dim)]
+
+
+def _linear_tol(p, out="y"):
+    K = p["K"]
+    why = (f"Kernel and reference see the same e4m3/e2m1 codes and power-of-two scales (products exact); "
+           f"they differ by fp32 accumulation order over K={K} (<= ~sqrt(K)*2^-24 relative, random signs) "
+           f"and the final bf16 rounding (2^-9 relative, can land on either side: 2^-8). Cancellation near "
+           f"zero needs an absolute floor: outputs are O(1) for normal inputs.")
+    return {out: Tolerance(atol=1e-3, rtol=2 ** -7, rel_fro=2 ** -8, max_mismatch_frac=1e-3, why=why)}
+
+
+def _gemm_cost(M, N, K, wbytes_per_elem, scale_bytes, out_bytes=2):
+    return Cost(flops=2.0 * M * N * K, bytes=N * K * wbytes_per_elem + scale_bytes + 2 * M * K + out_bytes * M * N)
+
+
+def _small_mnk():
+    return st.fixed_dictionaries({"M": st.integers(1, 5), "N": st.sampled_from([32, 96, 128, 200, 256]),
+                                  "K": st.sampled_from([128, 256, 384])})
+
+
+# ---- fp8_linear --------------------------------------------------------------------------------------------
+def _fp8_make(p, gen, device, values):
+    x = act_values((p["M"], p["K"]), gen, values, 128, "fp8")
+    w, s = fp8_weight(p["N"], p["K"], gen)
+    return {"x": x.to(device), "weight": w.to(device), "weight_scale": s.to(device)}
+
+
+def _fp8_cases(ss):
+    return _dedup([{"M": T, "N": N, "K": K} for _, N, K in fp8_linear_shapes(ss) for T in ss.batches])
+
+
+register_op(OpSpec(
+    name="fp8_linear", family="linear", reference=L.fp8_linear, make_inputs=_fp8_make, cases=_fp8_cases,
+    strategy=_small_mnk,
+    cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 1, -(-p["N"] // 128) * (p["K"] // 128)),
+    tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large"),
+    doc="y = act_quant_fp8(x) @ (q * s)^T, 128x128 weight blocks, fp32 accumulation, bf16 out."))
+
+
+# ---- fp4_linear --------------------------------------------------------------------------------------------
+def _fp4_make(p, gen, device, values):
+    x = act_values((p["M"], p["K"]), gen, values, 128, "fp8")
+    w, s = fp4_weight(p["N"], p["K"], gen)
+    return {"x": x.to(device), "weight": w.to(device), "weight_scale": s.to(device)}
+
+
+def _fp4_cases(ss):
+    c = ss.config
+    return _dedup([{"M": T, "N": N, "K": K} for N, K in ((c.moe_inter_dim, c.dim), (c.dim, c.moe_inter_dim))
+                   for T in ss.batches])
+
+
+register_op(OpSpec(
+    name="fp4_linear", family="linear", reference=L.fp4_linear, make_inputs=_fp4_make, cases=_fp4_cases,
+    strategy=_small_mnk,
+    cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 0.5, p["N"] * p["K"] // 32),
+    tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large"),
+    doc="One routed expert's GEMM: fp8 activations x MXFP4 (e2m1 + UE8M0 per 32) weights, bf16 out."))
+
+
+# ---- bf16_linear -------------------------------------------------------------------------------------------
+def _bf16_make(p, gen, device, values):
+    x = act_values((p["M"], p["K"]), gen, values, 128, "fp8")
+    w = randn((p["N"], p["K"]), gen, scale=p["K"] ** -0.5)
+    return {"x": x.to(device), "weight": w.to(device), "out_dtype": torch.float32}
+
+
+def _bf16_cases(ss):
+    c, tp = ss.config, ss.tp
+    shapes = [(c.n_routed_experts, c.dim),                  # gate logits
+              (2 * c.head_dim, c.dim), (2 * c.index_head_dim, c.dim),   # ratio-4 compressor wkv / wgate
+              (c.head_dim, c.dim),                          # ratio-128 compressor
+              (divide(c.index_n_heads, tp), c.dim)]         # indexer weights_proj
+    return _dedup([{"M": T, "N": N, "K": K} for N, K in shapes for T in ss.batches])
+
+
+def _bf16_tol(p, out="y"):
+    why = (f"Same bf16 inputs; fp32 accumulation over K={p['K']} in a different order than the fp64 "
+           f"reference: relative error ~sqrt(K)*2^-24 of sum|x||w|, O(1e-5) for O(1) outputs.")
+    return {out: Tolerance(atol=1e-4, rtol=1e-4, rel_fro=1e-5, max_mismatch_frac=1e-3, why=why)}
+
+
+register_op(OpSpec(
+    name="bf16_linear", family="linear", reference=L.bf16_linear, make_inputs=_bf16_make, cases=_bf16_cases,
+    strategy=lambda: st.fixed_dictionaries({"M": st.integers(1, 5), "N": st.sampled_from([16, 40, 128, 256]),
+                                            "K": st.sampled_from([64, 128, 256])}),
+    cost=lambda p: Cost(flops=2.0 * p["M"] * p["N"] * p["K"],
+                        bytes=2 * p["N"] * p["K"] + 2 * p["M"] * p["K"] + 4 * p["M"] * p["N"]),
+    tolerance=_bf16_tol, outputs=("y",), value_modes=("normal", "outliers", "large"),
+    doc="y = x @ W^T with bf16 operands, fp32 accumulation and output (gate, compressor, weights_proj)."))
+
+
+# ---- grouped_wo_a ------------------------------------------------------------------------------------------
+def _woa_make(p, gen, device, values):
+    o = act_values((p["T"], p["Gl"] * p["I"]), gen, values, 128, "fp8").view(p["T"], p["Gl"], p["I"])
+    w = randn((p["Gl"], p["O"], p["I"]), gen, scale=p["I"] ** -0.5)
+    return {"o": o.to(device), "weight": w.to(device)}
+
+
+def _woa_cases(ss):
+    c = ss.config
+    return [{"T": T, "Gl": divide(c.o_groups, ss.tp), "O": c.o_lora_rank, "I": c.heads_per_group * c.head_dim}
+            for T in ss.batches]
+
+
+def _woa_tol(p):
+    why = (f"bf16 inputs, fp32 accumulation over I={p['I']} (order differs from the fp64 reference: "
+           f"~sqrt(I)*2^-24 relative), then one bf16 rounding (2^-9, either side: 2^-8).")
+    return {"z": Tolerance(atol=1e-3, rtol=2 ** -7, rel_fro=2 ** -8, max_mismatch_frac=1e-3, why=why)}
+
+
+register_op(OpSpec(
+    name="grouped_wo_a", family="linear", reference=L.grouped_wo_a, make_inputs=_woa_make, cases=_woa_cases,
+    strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "Gl": st.integers(1, 3),
+                                            "O": st.sampled_from([32, 64, 128]), "I": st.sampled_from([64, 256])}),
+    cost=lambda p: Cost(flops=2.0 * p["T"] * p["Gl"] * p["O"] * p["I"],
+                        bytes=2 * p["Gl"] * p["O"] * p["I"] + 2 * p["T"] * p["Gl"] * (p["I"] + p["O"])),
+    tolerance=_woa_tol, outputs=("z",), value_modes=("normal", "outliers"),
+    doc="z[:, g] = o[:, g] @ wo_a[g]^T per output group (bf16 weights, as the reference loads wo_a)."))
+
+
+# ---- lm_head ----------------------------------------------------------------------------------------------
+def _head_make(p, gen, device, values):
+    x = act_values((p["T"], p["D"]), gen, values, 128, "fp8")
+    w = randn((p["V"], p["D"]), gen, scale=p["D"] ** -0.5)
+    return {"x": x.to(device), "weight": w.to(device)}
+
+
+register_op(OpSpec(
+    name="lm_head", family="linear", reference=L.lm_head, make_inputs=_head_make,
+    cases=lambda ss: [{"T": T, "V": divide(ss.config.vocab_size, ss.tp), "D": ss.config.dim} for T in ss.batches],
+    strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "V": st.sampled_from([50, 128, 300]),
+                                            "D": st.sampled_from([64, 256])}),
+    cost=lambda p: Cost(flops=2.0 * p["T"] * p["V"] * p["D"],
+                        bytes=2 * p["V"] * p["D"] + 2 * p["T"] * p["D"] + 4 * p["T"] * p["V"]),
+    tolerance=lambda p: _bf16_tol({"K": p["D"]}, "logits"), outputs=("logits",),
+    value_modes=("normal", "outliers", "large"),
+    doc="fp32 logits of this rank's vocab shard."))

@@ -1,0 +1,210 @@
+"""Op specs: the MoE layer (reference/moe.py): gate, routed FP4 experts, FP8 shared expert, whole layer.
+
+Params: T tokens, D hidden, E routed experts, El local experts, offset = first local expert,
+F moe_inter_dim, K top-k, V vocab (hash routing table rows), hash (route by token id), rs route_scale.
+The hash table is drawn with V = min(vocab, 8192) rows (the op reads only the rows of the
+batch's token ids; drawing 129280 random rows costs seconds). Cost counts the bytes of the experts a batch touches: with K distinct uniform picks of E per token,
+each expert is untouched with probability (1 - K/E)^T, so El * (1 - (1 - K/E)^T) local experts are read.
+"""
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from kernelbench.config import ShapeSet, divide
+from kernelbench.ops.quant import act_values, fp4_weight, fp8_weight
+from kernelbench.reference import moe as R
+from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
+from kernelbench.testing import randn
+
+LIMIT_SWIGLU = 10.0
+
+
+def _cases(ss: ShapeSet, hash_too: bool = True) -> list[dict]:
+    c, tp = ss.config, ss.tp
+    El = divide(c.n_routed_experts, tp)
+    rank = min(3, tp - 1)                    # an interior rank: offsets must be honoured
+    out = []
+    for T in ss.batches:
+        for h in ((False, True) if hash_too else (False,)):
+            out.append({"T": T, "D": c.dim, "E": c.n_routed_experts, "El": El, "offset": rank * El,
+                        "F": c.moe_inter_dim, "K": c.n_activated_experts, "V": min(c.vocab_size, 8192), "hash": h,
+                        "rs": c.route_scale})
+    return out
+
+
+def _strategy():
+    @st.composite
+    def draw(d):
+        E = d(st.sampled_from([4, 8, 16]))
+        El = d(st.sampled_from([E, E // 2, E // 4]))
+        return {"T": d(st.integers(1, 6)), "D": d(st.sampled_from([128, 256])), "E": E, "El": El,
+                "offset": d(st.sampled_from([0, E - El])), "F": d(st.sampled_from([128, 256])),
+                "K": d(st.integers(1, min(3, E))), "V": 64, "hash": d(st.booleans()),
+                "rs": d(st.sampled_from([1.0, 1.5, 2.5]))}
+    return draw()
+
+
+def touched_experts(p) -> float:
+    """Expected number of distinct local experts a batch of T tokens reads."""
+    return p["El"] * (1.0 - (1.0 - p["K"] / p["E"]) ** p["T"])
+
+
+def _gate_inputs(p, gen, values):
+    T, D, E, K = p["T"], p["D"], p["E"], p["K"]
+    x = act_values((T, D), gen, values, 128, "fp8")
+    w = randn((E, D), gen, scale=D ** -0.5)
+    bias = torch.randn(E, generator=gen) * 0.1
+    if values == "ties":                      # pairs of experts with identical scores: tie-break by index
+        w[1::2] = w[0::2][: E // 2]
+        bias[1::2] = bias[0::2][: E // 2]
+    token_ids = torch.randint(0, p["V"], (T,), generator=gen)
+    tid2eid = None
+    if p["hash"]:
+        tid2eid = torch.stack([torch.randperm(E, generator=gen)[:K] for _ in range(p["V"])]).to(torch.int32)
+        bias = None
+    return {"x": x, "weight": w, "bias": bias, "tid2eid": tid2eid, "token_ids": token_ids, "topk": K,
+            "route_scale": p["rs"]}
+
+
+def _routing(p, gen):
+    T, E, K = p["T"], p["E"], p["K"]
+    idx = torch.stack([torch.randperm(E, generator=gen)[:K] for _ in range(T)])           # (T, K) distinct
+    w = torch.rand((T, K), generator=gen) + 0.05
+    return w / w.sum(-1, keepdim=True) * p["rs"], idx.to(torch.int64)
+
+
+def _expert_weights(p, gen, prefix=""):
+    El, D, F = p["El"], p["D"], p["F"]
+    w1, s1 = fp4_weight(F, D, gen, El)
+    w3, s3 = fp4_weight(F, D, gen, El)
+    w2, s2 = fp4_weight(D, F, gen, El)
+    return {"w1": w1, "s1": s1, "w3": w3, "s3": s3, "w2": w2, "s2": s2}
+
+
+def _shared_weights(p, gen):
+    D, F = p["D"], p["F"]
+    w1, s1 = fp8_weight(F, D, gen)
+    w3, s3 = fp8_weight(F, D, gen)
+    w2, s2 = fp8_weight(D, F, gen)
+    return {"w1": w1, "s1": s1, "w3": w3, "s3": s3, "w2": w2, "s2": s2}
+
+
+def _to(d, device):
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
+
+
+def _x_values(shape, gen, values):
+    # x * 4: pre-activations ~N(0, 16), so the swiglu clamp at 10 is hit on a few % of elements.
+    return (act_values(shape, gen, values, 128, "fp8").float() * 4).to(torch.bfloat16)
+
+
+# ---- moe_gate -----------------------------------------------------------------------------------------------
+def _gate_make(p, gen, device, values):
+    return _to(_gate_inputs(p, gen, values), device)
+
+
+def _gate_tol(p):
+    why = ("scores: fp32 logits (accumulation order differs from the reference over D) through softplus/sqrt "
+           "and one normalization: ~1e-6 relative. indices: a kernel in fp32 can swap two experts whose "
+           "biased scores differ by less than ~1e-6 of their size (exact ties are broken by index in both): "
+           "allow 1% of entries.")
+    return {"weights": Tolerance(atol=1e-5, rtol=1e-4, max_mismatch_frac=0.02, why=why),
+            "indices": Tolerance(atol=0, rtol=0, max_mismatch_frac=0.01, why=why)}
+
+
+register_op(OpSpec(
+    name="moe_gate", family="moe", reference=R.moe_gate, make_inputs=_gate_make, cases=_cases,
+    strategy=_strategy,
+    cost=lambda p: Cost(flops=2.0 * p["T"] * p["E"] * p["D"] + 8 * p["T"] * p["E"],
+                        bytes=2 * p["E"] * p["D"] + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"] + 4 * p["E"]),
+    tolerance=_gate_tol, outputs=("weights", "indices"), value_modes=("normal", "outliers", "ties"),
+    doc="sqrtsoftplus scores, top-k of score + bias (or tid2eid for hash layers), weights normalized * route_scale."))
+
+
+# ---- moe_experts --------------------------------------------------------------------------------------------
+def _experts_make(p, gen, device, values):
+    x = _x_values((p["T"], p["D"]), gen, values)
+    w, idx = _routing(p, gen)
+    d = {"x": x, "weights": w, "indices": idx, **_expert_weights(p, gen), "expert_offset": p["offset"],
+         "swiglu_limit": LIMIT_SWIGLU}
+    return _to(d, device)
+
+
+def _expert_bytes(p):
+    return 3 * p["F"] * p["D"] // 2 + 3 * p["F"] * p["D"] // 32
+
+
+def _experts_cost(p):
+    frac = p["El"] / p["E"]
+    return Cost(flops=2.0 * p["T"] * p["K"] * frac * 3 * p["F"] * p["D"],
+                bytes=touched_experts(p) * _expert_bytes(p) + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"]
+                + 4 * p["T"] * p["D"])
+
+
+def _experts_tol(p):
+    why = ("Same fp8 activation codes and fp4 weights; differences: fp32 accumulation order (~1e-6), the "
+           "bf16 rounding of the W1/W3 outputs and of the SwiGLU product (kernel fp32 vs fp64 reference can "
+           "land on different sides: 2^-8), which can flip an e4m3 code of the W2 input at a tie (one step, "
+           "2^-3 of one element out of F, ~2^-3/sqrt(F) of a row), and the bf16 expert outputs. Elementwise "
+           "2^-6 with a floor, 1% allowed outside, Frobenius 2^-7.")
+    return {"y": Tolerance(atol=2e-3, rtol=2 ** -6, rel_fro=2 ** -7, max_mismatch_frac=0.01, why=why)}
+
+
+register_op(OpSpec(
+    name="moe_experts", family="moe", reference=R.moe_experts, make_inputs=_experts_make,
+    cases=lambda ss: _cases(ss, hash_too=False), strategy=_strategy, cost=_experts_cost, tolerance=_experts_tol,
+    outputs=("y",), value_modes=("normal", "outliers", "large"),
+    doc="Routed FP4 experts of this rank: W1/W3, clamp, SwiGLU, routing weight, W2, fp32 combine."))
+
+
+# ---- shared_expert ------------------------------------------------------------------------------------------
+def _shared_make(p, gen, device, values):
+    x = _x_values((p["T"], p["D"]), gen, values)
+    return _to({"x": x, **_shared_weights(p, gen), "swiglu_limit": LIMIT_SWIGLU}, device)
+
+
+def _shared_tol(p):
+    t = _experts_tol(p)["y"]
+    return {"y": Tolerance(atol=t.atol, rtol=t.rtol, rel_fro=t.rel_fro, max_mismatch_frac=t.max_mismatch_frac,
+                           why=t.why + " Output bf16 (2^-9).")}
+
+
+register_op(OpSpec(
+    name="shared_expert", family="moe", reference=R.shared_expert, make_inputs=_shared_make,
+    cases=lambda ss: [{"T": T, "D": ss.config.dim, "F": ss.config.moe_inter_dim} for T in ss.batches],
+    strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 6), "D": st.sampled_from([128, 256]),
+                                            "F": st.sampled_from([128, 256])}),
+    cost=lambda p: Cost(flops=6.0 * p["T"] * p["F"] * p["D"],
+                        bytes=3 * p["F"] * p["D"] + 3 * (p["F"] // 128) * (p["D"] // 128) + 4 * p["T"] * p["D"]),
+    tolerance=_shared_tol, outputs=("y",), value_modes=("normal", "outliers", "large"),
+    doc="FP8 shared expert with the same clamped SwiGLU, bf16 out."))
+
+
+# ---- moe_layer ----------------------------------------------------------------------------------------------
+def _layer_make(p, gen, device, values):
+    g = _gate_inputs(p, gen, "normal" if values == "ties" else values)
+    g["x"] = (g["x"].float() * 4).to(torch.bfloat16)
+    d = {**g, **_expert_weights(p, gen), "expert_offset": p["offset"], "swiglu_limit": LIMIT_SWIGLU}
+    d.update({f"shared_{k}": v for k, v in _shared_weights(p, gen).items()})
+    return _to(d, device)
+
+
+def _layer_cost(p):
+    e = _experts_cost(p)
+    return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"] + 6.0 * p["T"] * p["F"] * p["D"],
+                bytes=touched_experts(p) * _expert_bytes(p) + 3 * p["F"] * p["D"] + 2 * p["E"] * p["D"]
+                + 4 * p["T"] * p["D"])
+
+
+def _layer_tol(p):
+    why = (_experts_tol(p)["y"].why + " The gate runs inside: a near-tie swap of one expert (see moe_gate) changes "
+           "a whole row, so up to 2% of elements may fall outside and Frobenius 2^-5.")
+    return {"y": Tolerance(atol=4e-3, rtol=2 ** -6, rel_fro=2 ** -5, max_mismatch_frac=0.02, why=why)}
+
+
+register_op(OpSpec(
+    name="moe_layer", family="moe", reference=R.moe_layer, make_inputs=_layer_make, cases=_cases,
+    strategy=_strategy, cost=_layer_cost, tolerance=_layer_tol, outputs=("y",),
+    value_modes=("normal", "outliers"),
+    doc="Gate + routed experts of this rank + shared expert, bf16 out: the MoE performance goal's op."))
