@@ -1,0 +1,149 @@
+"""RoPE (interleaved pairs, with its inverse) and the q path's fused per-head RMS + RoPE.
+
+Legend: N rows (tokens), H rows per token (heads; any middle dims flattened), R rope dims,
+R2 = R/2 pairs, T tokens, Hl heads per rank, Dh head dim, BLOCK_H heads per program.
+
+The angle is one fp32 multiply p * f_i, exactly as the reference (and DeepSeek's fp32 cos/sin
+table); cos/sin and the rotation run in fp32; one bf16 rounding at the store. Pairs are read as
+two strided halves (x[2i], x[2i+1]); both halves sit in the same cache lines, so each byte of x
+is read from memory once.
+
+rope: grid (N, ceil(H / BLOCK_H)). head_rms_norm_rope: grid (T, ceil(Hl / BLOCK_H)); one program
+loads BLOCK_H whole heads ([BLOCK_H, Dh], <= 16 KiB bf16), reduces the sum of squares per head,
+stores the scaled non-rope dims and the rotated rope dims: one read and one write of q.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels.common import check_device, check_dtype
+from kernelbench.registry import register_impl
+from kernelbench.tuning import lookup
+
+
+def _check_rope_args(name, x, positions, freqs, r):
+    check_device(x, positions, freqs)
+    check_dtype("x", x, torch.bfloat16)
+    check_dtype("freqs", freqs, torch.float32)
+    check_dtype("positions", positions, torch.int64, torch.int32)
+    if freqs.dim() != 1 or 2 * freqs.shape[0] != r:
+        raise ValueError(f"{name}: freqs must be [R/2] = [{r // 2}], got {tuple(freqs.shape)}")
+    if positions.dim() != 1 or positions.shape[0] != x.shape[0]:
+        raise ValueError(f"{name}: positions must be [{x.shape[0]}] (one per row of x), got {tuple(positions.shape)}")
+
+
+@triton.jit
+def _rotate(xe, xo, pos, f_ptr, R2, BLOCK_R2: tl.constexpr, INVERSE: tl.constexpr):
+    """xe, xo [BLOCK_H, BLOCK_R2] fp32 even/odd halves; pos a scalar -> rotated (ye, yo)."""
+    i = tl.arange(0, BLOCK_R2)
+    f = tl.load(f_ptr + i, mask=i < R2, other=0.0)
+    ang = pos.to(tl.float32) * f
+    c = tl.cos(ang)[None, :]
+    s = tl.sin(ang)[None, :]
+    if INVERSE:
+        s = -s
+    return xe * c - xo * s, xe * s + xo * c
+
+
+# rope --------------------------------------------------------------------------------------------
+def rope_configs(params: dict) -> list[dict]:
+    return [{"BLOCK_H": bh, "num_warps": w} for bh in (1, 4, 8, 16) for w in (1, 2, 4)]
+
+
+def rope_default(params: dict) -> dict:
+    return {"BLOCK_H": min(16, triton.next_power_of_2(max(params.get("H", 1), 1))), "num_warps": 2}
+
+
+@triton.jit
+def _rope_kernel(x_ptr, y_ptr, pos_ptr, f_ptr,   # x, y (N, H, R) bf16 contiguous; pos (N,) int64; f (R/2,) fp32
+                 H, R2,
+                 BLOCK_H: tl.constexpr, BLOCK_R2: tl.constexpr, INVERSE: tl.constexpr):
+    n = tl.program_id(0)
+    hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    i = tl.arange(0, BLOCK_R2)
+    mask = (hs[:, None] < H) & (i[None, :] < R2)
+    offs = (n.to(tl.int64) * H + hs[:, None]) * (2 * R2) + 2 * i[None, :]
+    xe = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    xo = tl.load(x_ptr + offs + 1, mask=mask, other=0.0).to(tl.float32)
+    ye, yo = _rotate(xe, xo, tl.load(pos_ptr + n), f_ptr, R2, BLOCK_R2, INVERSE)
+    tl.store(y_ptr + offs, ye.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + offs + 1, yo.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@register_impl("rope", "triton", backend="triton", configs=rope_configs, default_config=rope_default,
+               kernels=lambda: [_rope_kernel])
+def rope(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, inverse: bool = False,
+         config: dict | None = None) -> torch.Tensor:
+    if x.dim() < 2:
+        raise ValueError(f"rope: x must be [N, ..., R], got shape {tuple(x.shape)}")
+    _check_rope_args("rope", x, positions, freqs, x.shape[-1])
+    n, r = x.shape[0], x.shape[-1]
+    xc = x.contiguous()
+    h = xc.numel() // max(n * r, 1)
+    y = torch.empty_like(xc)
+    key = {"N": n, "H": h, "R": r}
+    cfg = config or lookup("rope", key, rope_default(key))
+    if xc.numel():
+        _rope_kernel[(n, triton.cdiv(h, cfg["BLOCK_H"]))](
+            xc, y, positions.contiguous(), freqs.contiguous(), h, r // 2,
+            BLOCK_H=cfg["BLOCK_H"], BLOCK_R2=triton.next_power_of_2(r // 2), INVERSE=bool(inverse),
+            num_warps=cfg["num_warps"])
+    return y
+
+
+# head_rms_norm_rope ------------------------------------------------------------------------------
+def head_rope_configs(params: dict) -> list[dict]:
+    return [{"BLOCK_H": bh, "num_warps": w} for bh in (1, 2, 4, 8) for w in (2, 4, 8)]
+
+
+def head_rope_default(params: dict) -> dict:
+    return {"BLOCK_H": 2, "num_warps": 4}
+
+
+@triton.jit
+def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf16 contiguous; pos (T,); f (R/2,)
+                          HL, DH, R2, eps,
+                          BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr):
+    t = tl.program_id(0)
+    hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    d = tl.arange(0, BLOCK_D)
+    hmask = hs[:, None] < HL
+    row = (t.to(tl.int64) * HL + hs[:, None]) * DH
+    q = tl.load(q_ptr + row + d[None, :], mask=hmask & (d[None, :] < DH), other=0.0).to(tl.float32)
+    r = tl.rsqrt(tl.sum(q * q, axis=1) / DH + eps)[:, None]
+    nope = d[None, :] < DH - 2 * R2
+    tl.store(y_ptr + row + d[None, :], (q * r).to(y_ptr.dtype.element_ty), mask=hmask & nope)
+    # the rope dims, as even/odd halves (the same cache lines as the load above)
+    i = tl.arange(0, BLOCK_R2)
+    pm = hmask & (i[None, :] < R2)
+    offs = row + (DH - 2 * R2) + 2 * i[None, :]
+    xe = tl.load(q_ptr + offs, mask=pm, other=0.0).to(tl.float32) * r
+    xo = tl.load(q_ptr + offs + 1, mask=pm, other=0.0).to(tl.float32) * r
+    ye, yo = _rotate(xe, xo, tl.load(pos_ptr + t), f_ptr, R2, BLOCK_R2, False)
+    tl.store(y_ptr + offs, ye.to(y_ptr.dtype.element_ty), mask=pm)
+    tl.store(y_ptr + offs + 1, yo.to(y_ptr.dtype.element_ty), mask=pm)
+
+
+@register_impl("head_rms_norm_rope", "triton", backend="triton", configs=head_rope_configs,
+               default_config=head_rope_default, kernels=lambda: [_head_rms_rope_kernel])
+def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, eps: float,
+                       config: dict | None = None) -> torch.Tensor:
+    if q.dim() != 3:
+        raise ValueError(f"head_rms_norm_rope: q must be [T, Hl, Dh], got shape {tuple(q.shape)}")
+    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
+    if not 0 < r <= q.shape[-1]:
+        raise ValueError(f"head_rms_norm_rope: freqs [R/2] must give 0 < R <= Dh={q.shape[-1]}, got {tuple(freqs.shape)}")
+    _check_rope_args("head_rms_norm_rope", q, positions, freqs, r)
+    t, hl, dh = q.shape
+    qc = q.contiguous()
+    y = torch.empty_like(qc)
+    key = {"T": t, "Hl": hl, "Dh": dh}
+    cfg = config or lookup("head_rms_norm_rope", key, head_rope_default(key))
+    if qc.numel():
+        _head_rms_rope_kernel[(t, triton.cdiv(hl, cfg["BLOCK_H"]))](
+            qc, y, positions.contiguous(), freqs.contiguous(), hl, dh, r // 2, eps,
+            BLOCK_H=cfg["BLOCK_H"], BLOCK_D=triton.next_power_of_2(dh), BLOCK_R2=triton.next_power_of_2(r // 2),
+            num_warps=cfg["num_warps"])
+    return y
