@@ -11,6 +11,7 @@ warns once per (op, key), and an unreadable file warns and falls back: never a c
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,6 +26,20 @@ ENV_PIN = "KERNELBENCH_PIN_CONFIG"     # "op=json" pins one config for an op (es
 FORMAT_VERSION = 1
 
 _warned: set = set()
+_observers: list = []     # callables (op, key) told of every lookup: how `tune` learns a kernel's key
+
+
+@contextlib.contextmanager
+def observe_lookups():
+    """Collect the (op, key) of every lookup made inside the block (the tuner uses it to export
+    its choice under exactly the key the kernel will ask for)."""
+    seen: list[tuple[str, dict]] = []
+    obs = lambda op, key: seen.append((op, dict(key)))  # noqa: E731
+    _observers.append(obs)
+    try:
+        yield seen
+    finally:
+        _observers.remove(obs)
 
 
 def tuned_file() -> Path:
@@ -86,6 +101,8 @@ def _pinned(op: str) -> dict | None:
 
 
 def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = None) -> dict:
+    for obs in _observers:
+        obs(op, key)
     pinned = _pinned(op)
     if pinned is not None:
         return {**default, **pinned}

@@ -1,0 +1,387 @@
+"""The sm_120 / sm_90 inspector: compile every Triton kernel an implementation launches, for a GPU we
+do not have, and read what the compiler made of it. No GPU is needed.
+
+How kernels are found: the implementation's wrapper runs on CPU tensors of the real shapes inside
+`capture()`, which replaces `JITFunction.run` (and the interpreter's launcher under
+TRITON_INTERPRET=1) with a recorder: each `kernel[grid](*args, CONSTS=..., num_warps=, num_stages=)`
+becomes a `Launch` (function, grid, args, keyword arguments) and nothing executes. Each launch is
+then specialised exactly as Triton would at run time (its own binder infers the signature from the
+arguments: tensor dtypes -> "*bf16"/"*fp8e4nv"/..., ints -> "i32"/"i64", 16-byte divisibility) and
+compiled with `triton.compile(ASTSource(...), target=GPUTarget("cuda", arch, 32))`.
+
+What is read: shared memory (Triton's dynamic allocation, the number a launch must fit under the
+101,376 bytes of sm_120), registers, stack frame and local-memory traffic (spills) from
+`cuobjdump -res-usage` / `-sass` of the cubin, and the tensor-core instructions in PTX (mma.sync,
+wgmma, tcgen05.mma) and SASS (HMMA, QMMA, OMMA, IMMA, HGMMA, ...). A kernel on CUDA cores where it
+should be on tensor cores is how our users lost 77% of a decode step without noticing.
+
+Compiling needs real `JITFunction`s: under TRITON_INTERPRET=1 `triton.jit` returns interpreter
+objects that the compiler rejects, so `inspect_impls` then re-runs itself in a subprocess with the
+interpreter off (tests run that way).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+import torch
+
+from kernelbench import registry
+from kernelbench.devices import SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
+
+TARGETS = {"sm_120": 120, "sm_90": 90, "sm_100": 100}
+SMEM_LIMIT = {120: SM120_SMEM_PER_BLOCK, 90: SM90_SMEM_PER_BLOCK, 100: SM90_SMEM_PER_BLOCK}
+# Ops whose kernels must run on tensor cores: the GEMMs and attention of the decode step.
+TENSOR_CORE_OPS = ("fp8_linear", "moe_experts", "sparse_attention", "indexer_topk")
+PTX_MMA = re.compile(r"\b(mma\.sync\.aligned\.[\w.]+|wgmma\.mma_async[\w.]*|tcgen05\.mma[\w.]*)")
+SASS_MMA = re.compile(r"\b((?:HMMA|IMMA|QMMA|OMMA|HGMMA|IGMMA|QGMMA|UTC\w*MMA)[\w.]*)")
+SASS_LOCAL = re.compile(r"\b(LDL|STL)\b")
+
+
+class InspectorError(RuntimeError):
+    pass
+
+
+@dataclass
+class Launch:
+    fn: Any            # the JITFunction (or InterpretedFunction under the interpreter)
+    name: str          # module:qualname of the kernel
+    grid: tuple
+    args: tuple
+    kwargs: dict
+
+
+@dataclass
+class KernelReport:
+    kernel: str
+    grid: list
+    constexprs: dict
+    num_warps: int
+    num_stages: int
+    shared_bytes: int = 0
+    registers: int = 0
+    stack_bytes: int = 0
+    local_bytes: int = 0
+    local_ops: int = 0
+    ptx_mma: list = field(default_factory=list)
+    sass_mma: list = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def spills(self) -> bool:
+        return self.stack_bytes > 0 or self.local_bytes > 0 or self.local_ops > 0
+
+    @property
+    def tensor_cores(self) -> bool:
+        return bool(self.ptx_mma or self.sass_mma)
+
+
+@dataclass
+class ImplReport:
+    op: str
+    impl: str
+    target: str
+    params: dict
+    config: dict
+    kernels: list[KernelReport] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def max_shared(self) -> int:
+        return max((k.shared_bytes for k in self.kernels), default=0)
+
+    @property
+    def tensor_cores(self) -> bool:
+        return any(k.tensor_cores for k in self.kernels)
+
+    def problems(self, smem_limit: int) -> list[str]:
+        """Why this implementation/config is not fit for the target; empty when fit."""
+        out = [self.error] if self.error else []
+        if not self.kernels and not self.error:
+            out.append("no Triton launch was captured")
+        for k in self.kernels:
+            if k.error:
+                out.append(f"{k.kernel}: compile failed: {k.error}")
+            elif k.shared_bytes > smem_limit:
+                out.append(f"{k.kernel}: {k.shared_bytes} bytes of shared memory > {smem_limit}")
+            elif k.spills:
+                out.append(f"{k.kernel}: spills (stack {k.stack_bytes} B, local {k.local_bytes} B, "
+                           f"{k.local_ops} LDL/STL)")
+        if self.op in TENSOR_CORE_OPS and self.kernels and not self.tensor_cores:
+            out.append("no tensor-core instruction (mma/wgmma, HMMA/QMMA/OMMA) in any kernel")
+        return out
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["max_shared"] = self.max_shared
+        d["tensor_cores"] = self.tensor_cores
+        for k, kd in zip(self.kernels, d["kernels"]):
+            kd["spills"], kd["tensor_cores"] = k.spills, k.tensor_cores
+        return d
+
+
+# --- capture ------------------------------------------------------------------------------------
+
+def _permissive_check_device(*tensors):
+    devs = {t.device for t in tensors if isinstance(t, torch.Tensor)}
+    return devs.pop() if len(devs) == 1 else torch.device("cpu")
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[list[Launch]]:
+    """Record Triton launches instead of running them (compiled and interpreted launchers both)."""
+    from triton.runtime.jit import JITFunction
+    launches: list[Launch] = []
+
+    def record(self, *args, grid, warmup, **kwargs):
+        if warmup:
+            return None
+        fn = getattr(self, "fn", self)
+        name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
+        launches.append(Launch(self, name, grid, args, dict(kwargs)))
+        return None
+
+    patches = [(JITFunction, "run", JITFunction.run)]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        patches.append((InterpretedFunction, "run", InterpretedFunction.run))
+    except ImportError:
+        pass
+    # Kernel wrappers refuse CPU tensors outside the interpreter; during capture nothing runs.
+    common = sys.modules.get("kernelbench.kernels.common")
+    if common is not None:
+        for mod in list(sys.modules.values()):
+            if getattr(mod, "check_device", None) is common.check_device:
+                patches.append((mod, "check_device", common.check_device))
+    for owner, attr, _ in patches:
+        setattr(owner, attr, _permissive_check_device if attr == "check_device" else record)
+    try:
+        yield launches
+    finally:
+        for owner, attr, orig in patches:
+            setattr(owner, attr, orig)
+
+
+def capture_impl(impl: registry.Impl, spec: registry.OpSpec, params: dict, config: dict | None) -> list[Launch]:
+    gen = torch.Generator().manual_seed(0)
+    inputs = spec.make_inputs(params, gen, "cpu", "normal")
+    kw = {"config": config} if config is not None else {}
+    with capture() as launches, torch.no_grad():
+        impl.fn(**inputs, **kw)
+    return launches
+
+
+# --- compile and read ---------------------------------------------------------------------------
+
+def _tool(name: str) -> str:
+    import triton
+    path = getattr(getattr(triton.knobs.nvidia, name, None), "path", None)
+    if not path:
+        raise InspectorError(f"{name} not found (it ships with Triton under triton/backends/nvidia/bin)")
+    return path
+
+
+def _bind(launch: Launch, arch: int):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import JITFunction, create_function_from_signature
+    fn = launch.fn
+    if not isinstance(fn, JITFunction):
+        raise InspectorError(f"{launch.name} is not a compiled-mode JITFunction (TRITON_INTERPRET=1?): "
+                             "inspect_impls runs the compile step in a subprocess without the interpreter")
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    kwargs = {k: v for k, v in launch.kwargs.items() if k not in ("debug", "instrumentation_mode")}
+    bound, specialization, opts = binder(*launch.args, **kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, opts)
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    grid = launch.grid(bound) if callable(launch.grid) else launch.grid
+    named = {fn.arg_names[p[0]]: v for p, v in constexprs.items() if len(p) == 1}
+    return src, target, options, list(grid), named
+
+
+def _cubin_usage(cubin: bytes) -> tuple[dict, str]:
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+        path = f.name
+    try:
+        res = subprocess.run([_tool("cuobjdump"), "-res-usage", path], capture_output=True, text=True, timeout=120)
+        sass = subprocess.run([_tool("cuobjdump"), "-sass", path], capture_output=True, text=True, timeout=120)
+    finally:
+        os.unlink(path)
+    usage = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", res.stdout)}
+    return usage, sass.stdout
+
+
+def compile_launch(launch: Launch, arch: int) -> KernelReport:
+    import triton
+    report = KernelReport(kernel=launch.name, grid=[], constexprs={},
+                          num_warps=int(launch.kwargs.get("num_warps", 4)),
+                          num_stages=int(launch.kwargs.get("num_stages", 3)))
+    try:
+        src, target, options, report.grid, report.constexprs = _bind(launch, arch)
+        ck = triton.compile(src, target=target, options=options.__dict__)
+    except InspectorError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a config that does not compile is a result, not a crash
+        report.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
+        return report
+    report.constexprs = {k: (v if isinstance(v, (int, float, bool, str)) or v is None else str(v))
+                         for k, v in report.constexprs.items()}
+    report.shared_bytes = int(ck.metadata.shared)
+    usage, sass = _cubin_usage(ck.asm["cubin"])
+    report.registers = usage.get("REG", 0)
+    report.stack_bytes = usage.get("STACK", 0)
+    report.local_bytes = usage.get("LOCAL", 0)
+    report.shared_bytes = max(report.shared_bytes, usage.get("SHARED", 0))
+    report.local_ops = len(SASS_LOCAL.findall(sass))
+    report.ptx_mma = sorted(set(PTX_MMA.findall(ck.asm["ptx"])))
+    report.sass_mma = sorted(set(SASS_MMA.findall(sass)))
+    return report
+
+
+def inspect_impl(spec: registry.OpSpec, impl: registry.Impl, params: dict, config: dict | None,
+                 target: str = "sm_120", cache: dict | None = None) -> ImplReport:
+    """Capture, compile and read every kernel one call of `impl` launches at `params`."""
+    arch = TARGETS[target]
+    rep = ImplReport(op=spec.name, impl=impl.name, target=target, params=dict(params), config=dict(config or {}))
+    try:
+        launches = capture_impl(impl, spec, params, config)
+    except Exception as e:  # noqa: BLE001 - reported, and fatal for the sm_120 test
+        rep.error = f"capture failed: {type(e).__name__}: {e}"[:500]
+        return rep
+    for launch in launches:
+        key = _launch_key(launch, arch)
+        if cache is not None and key in cache:
+            rep.kernels.append(cache[key])
+            continue
+        kr = compile_launch(launch, arch)
+        if cache is not None:
+            cache[key] = kr
+        rep.kernels.append(kr)
+    return rep
+
+
+def _launch_key(launch: Launch, arch: int) -> str:
+    """Equal keys compile to the same binary: runtime ints by Triton's specialisation (0, 1,
+    divisible by 16, 64-bit), tensors by dtype and 16-byte alignment, constexprs by value."""
+    params = getattr(launch.fn, "params", [])
+    const = {p.name for p in params if getattr(p, "is_constexpr", False)}
+
+    def sig(name, a):
+        if name in const:
+            return repr(a)
+        if isinstance(a, torch.Tensor):
+            return f"T{a.dtype}:{a.data_ptr() % 16 == 0}"
+        if isinstance(a, int) and not isinstance(a, bool):
+            return f"i{a if a in (0, 1) else ('d16' if a % 16 == 0 else 'n')}:{a.bit_length() > 31}"
+        return repr(a)
+    names = [p.name for p in params] or [str(i) for i in range(len(launch.args))]
+    text = json.dumps([launch.name, arch, [sig(n, a) for n, a in zip(names, launch.args)],
+                       {k: repr(v) for k, v in sorted(launch.kwargs.items())}])
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+# --- many implementations -----------------------------------------------------------------------
+
+def triton_impls(op_names: list[str] | None = None) -> list[tuple[registry.OpSpec, registry.Impl]]:
+    out = []
+    for spec in registry.ops(op_names):
+        for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name):
+            if impl.backend == "triton":
+                out.append((spec, impl))
+    return out
+
+
+def batch_of(params: dict) -> int | None:
+    """The batch (tokens per step) of a case: T, else M, else B; None when the op has none."""
+    for k in ("T", "M", "B"):
+        if isinstance(params.get(k), int):
+            return params[k]
+    return None
+
+
+def configs_for(impl: registry.Impl, params: dict, all_configs: bool) -> list[dict | None]:
+    if all_configs and impl.configs is not None:
+        return list(impl.configs(params))
+    return [impl.default_config(params) if impl.default_config else None]
+
+
+def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-tp8", target: str = "sm_120",
+                  all_configs: bool = False, modules: tuple[str, ...] = (), batches: tuple[int, ...] | None = None,
+                  impl_names: tuple[str, ...] = ()) -> list[dict]:
+    """Inspect every Triton implementation of `op_names` (all ops when None) at every case of the
+    shape set: the default config, or every config of its space. Returns ImplReport dicts with a
+    `problems` list and a `label`."""
+    for m in modules:
+        registry.load_module(m)
+    jobs = []
+    for spec, impl in triton_impls(op_names):
+        if impl_names and impl.name not in impl_names:
+            continue
+        for params in spec.shape_cases(shape_set):
+            if batches and batch_of(params) not in (None, *batches):
+                continue
+            for cfg in configs_for(impl, params, all_configs):
+                jobs.append((spec.name, impl.name, params, cfg))
+    return inspect_jobs(jobs, target=target, modules=modules)
+
+
+def inspect_jobs(jobs: list[tuple[str, str, dict, dict | None]], *, target: str = "sm_120",
+                 modules: tuple[str, ...] = ()) -> list[dict]:
+    """Inspect (op, impl, params, config) jobs. Under the interpreter the work runs in a subprocess
+    with it off (the compiler needs real JITFunctions)."""
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return _inspect_subprocess(jobs, target, modules)
+    for m in modules:
+        registry.load_module(m)
+    limit = SMEM_LIMIT[TARGETS[target]]
+    cache: dict = {}
+    out = []
+    for op, impl_name, params, cfg in jobs:
+        spec, impl = registry.get_op(op), registry.get_impl(op, impl_name)
+        rep = inspect_impl(spec, impl, params, cfg, target, cache)
+        d = rep.as_dict()
+        d["problems"] = rep.problems(limit)
+        d["label"] = spec.label(params)
+        out.append(d)
+    return out
+
+
+def _inspect_subprocess(jobs, target, modules) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    with tempfile.TemporaryDirectory() as tmp:
+        req, out = os.path.join(tmp, "request.json"), os.path.join(tmp, "out.json")
+        with open(req, "w") as f:
+            json.dump({"jobs": jobs, "target": target, "modules": list(modules)}, f)
+        cmd = [sys.executable, "-m", "kernelbench.inspector", req, out]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+        if proc.returncode != 0:
+            raise InspectorError(f"inspector subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m kernelbench.inspector REQUEST.json OUT.json (the interpreter-free subprocess)."""
+    req_path, out_path = (argv or sys.argv[1:])[:2]
+    with open(req_path) as f:
+        req = json.load(f)
+    reports = inspect_jobs([tuple(j) for j in req["jobs"]], target=req["target"], modules=tuple(req["modules"]))
+    with open(out_path, "w") as f:
+        json.dump(reports, f, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
