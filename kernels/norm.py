@@ -20,6 +20,17 @@ from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
 
+@triton.jit
+def to_bf16(x, INTERP: tl.constexpr):
+    """fp32 -> bf16, round to nearest even. The Triton 3.6 interpreter truncates this cast (and
+    ignores fp_downcast_rounding="rtne"); under INTERP the rounding is done on the bits first, so
+    the interpreter's truncation lands on the RNE value. Compiled code casts directly (RNE)."""
+    if INTERP:
+        b = x.to(tl.uint32, bitcast=True)
+        x = (b + 0x7FFF + ((b >> 16) & 1)).to(tl.float32, bitcast=True)
+    return x.to(tl.bfloat16)
+
+
 # rms_norm ----------------------------------------------------------------------------------------
 def rms_norm_configs(params: dict) -> list[dict]:
     return [{"BLOCK_M": bm, "num_warps": w} for bm in (1, 2, 4) for w in (1, 2, 4, 8)]
@@ -33,7 +44,7 @@ def rms_norm_default(params: dict) -> dict:
 @triton.jit
 def _rms_norm_kernel(x_ptr, w_ptr, y_ptr,   # x (M, N) bf16, w (N,) bf16, y (M, N) bf16
                      M, N, s_xm, s_ym, eps,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERP: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
@@ -41,7 +52,7 @@ def _rms_norm_kernel(x_ptr, w_ptr, y_ptr,   # x (M, N) bf16, w (N,) bf16, y (M, 
     w = tl.load(w_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
     r = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     y = w[None, :] * (x * r[:, None])
-    tl.store(y_ptr + rows[:, None].to(tl.int64) * s_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + rows[:, None].to(tl.int64) * s_ym + cols[None, :], to_bf16(y, INTERP), mask=mask)
 
 
 @register_impl("rms_norm", "triton", backend="triton", configs=rms_norm_configs, default_config=rms_norm_default,
@@ -65,7 +76,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, config: dict | N
     if m:
         _rms_norm_kernel[(triton.cdiv(m, cfg["BLOCK_M"]),)](
             x2, weight.contiguous(), y, m, n, x2.stride(0), y.stride(0), eps,
-            BLOCK_M=cfg["BLOCK_M"], BLOCK_N=triton.next_power_of_2(n), num_warps=cfg["num_warps"])
+            BLOCK_M=cfg["BLOCK_M"], BLOCK_N=triton.next_power_of_2(n), INTERP=INTERPRET, num_warps=cfg["num_warps"])
     return y.reshape(x.shape)
 
 
@@ -92,7 +103,7 @@ def sylvester_tile(BLOCK: tl.constexpr, dtype: tl.constexpr):
 
 @triton.jit
 def _hadamard_kernel(x_ptr, y_ptr, M,   # x (M, 128) bf16, y (M, 128) bf16, both contiguous
-                     BLOCK_M: tl.constexpr, DOT_UPCAST: tl.constexpr):
+                     BLOCK_M: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, 128)
     offs = rows[:, None].to(tl.int64) * 128 + cols[None, :]
@@ -100,7 +111,7 @@ def _hadamard_kernel(x_ptr, y_ptr, M,   # x (M, 128) bf16, y (M, 128) bf16, both
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
     h = sylvester_tile(128, x_ptr.dtype.element_ty)
     y = tl.dot(dot_operand(x, DOT_UPCAST), dot_operand(h, DOT_UPCAST)) * 0.08838834764831845  # 128^-0.5
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + offs, to_bf16(y, INTERP), mask=mask)
 
 
 @register_impl("hadamard", "triton", backend="triton", configs=hadamard_configs, default_config=hadamard_default,
@@ -117,6 +128,6 @@ def hadamard(x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     cfg = config or lookup("hadamard", key, hadamard_default(key))
     if m:
         _hadamard_kernel[(triton.cdiv(m, cfg["BLOCK_M"]),)](
-            x2, y, m, BLOCK_M=cfg["BLOCK_M"], DOT_UPCAST=INTERPRET,
+            x2, y, m, BLOCK_M=cfg["BLOCK_M"], DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y.reshape(x.shape)

@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import check_device, check_dtype
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype
+from kernelbench.kernels.norm import to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -59,7 +60,7 @@ def rope_default(params: dict) -> dict:
 @triton.jit
 def _rope_kernel(x_ptr, y_ptr, pos_ptr, f_ptr,   # x, y (N, H, R) bf16 contiguous; pos (N,) int64; f (R/2,) fp32
                  H, R2,
-                 BLOCK_H: tl.constexpr, BLOCK_R2: tl.constexpr, INVERSE: tl.constexpr):
+                 BLOCK_H: tl.constexpr, BLOCK_R2: tl.constexpr, INVERSE: tl.constexpr, INTERP: tl.constexpr):
     n = tl.program_id(0)
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     i = tl.arange(0, BLOCK_R2)
@@ -68,8 +69,8 @@ def _rope_kernel(x_ptr, y_ptr, pos_ptr, f_ptr,   # x, y (N, H, R) bf16 contiguou
     xe = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     xo = tl.load(x_ptr + offs + 1, mask=mask, other=0.0).to(tl.float32)
     ye, yo = _rotate(xe, xo, tl.load(pos_ptr + n), f_ptr, R2, BLOCK_R2, INVERSE)
-    tl.store(y_ptr + offs, ye.to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(y_ptr + offs + 1, yo.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + offs, to_bf16(ye, INTERP), mask=mask)
+    tl.store(y_ptr + offs + 1, to_bf16(yo, INTERP), mask=mask)
 
 
 @register_impl("rope", "triton", backend="triton", configs=rope_configs, default_config=rope_default,
@@ -88,7 +89,7 @@ def rope(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, inverse:
     if xc.numel():
         _rope_kernel[(n, triton.cdiv(h, cfg["BLOCK_H"]))](
             xc, y, positions.contiguous(), freqs.contiguous(), h, r // 2,
-            BLOCK_H=cfg["BLOCK_H"], BLOCK_R2=triton.next_power_of_2(r // 2), INVERSE=bool(inverse),
+            BLOCK_H=cfg["BLOCK_H"], BLOCK_R2=triton.next_power_of_2(r // 2), INVERSE=bool(inverse), INTERP=INTERPRET,
             num_warps=cfg["num_warps"])
     return y
 
@@ -105,7 +106,8 @@ def head_rope_default(params: dict) -> dict:
 @triton.jit
 def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf16 contiguous; pos (T,); f (R/2,)
                           HL, DH, R2, eps,
-                          BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr):
+                          BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr,
+                          INTERP: tl.constexpr):
     t = tl.program_id(0)
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     d = tl.arange(0, BLOCK_D)
@@ -114,7 +116,7 @@ def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf1
     q = tl.load(q_ptr + row + d[None, :], mask=hmask & (d[None, :] < DH), other=0.0).to(tl.float32)
     r = tl.rsqrt(tl.sum(q * q, axis=1) / DH + eps)[:, None]
     nope = d[None, :] < DH - 2 * R2
-    tl.store(y_ptr + row + d[None, :], (q * r).to(y_ptr.dtype.element_ty), mask=hmask & nope)
+    tl.store(y_ptr + row + d[None, :], to_bf16(q * r, INTERP), mask=hmask & nope)
     # the rope dims, as even/odd halves (the same cache lines as the load above)
     i = tl.arange(0, BLOCK_R2)
     pm = hmask & (i[None, :] < R2)
@@ -122,8 +124,8 @@ def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf1
     xe = tl.load(q_ptr + offs, mask=pm, other=0.0).to(tl.float32) * r
     xo = tl.load(q_ptr + offs + 1, mask=pm, other=0.0).to(tl.float32) * r
     ye, yo = _rotate(xe, xo, tl.load(pos_ptr + t), f_ptr, R2, BLOCK_R2, False)
-    tl.store(y_ptr + offs, ye.to(y_ptr.dtype.element_ty), mask=pm)
-    tl.store(y_ptr + offs + 1, yo.to(y_ptr.dtype.element_ty), mask=pm)
+    tl.store(y_ptr + offs, to_bf16(ye, INTERP), mask=pm)
+    tl.store(y_ptr + offs + 1, to_bf16(yo, INTERP), mask=pm)
 
 
 @register_impl("head_rms_norm_rope", "triton", backend="triton", configs=head_rope_configs,
@@ -145,5 +147,5 @@ def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Te
         _head_rms_rope_kernel[(t, triton.cdiv(hl, cfg["BLOCK_H"]))](
             qc, y, positions.contiguous(), freqs.contiguous(), hl, dh, r // 2, eps,
             BLOCK_H=cfg["BLOCK_H"], BLOCK_D=triton.next_power_of_2(dh), BLOCK_R2=triton.next_power_of_2(r // 2),
-            num_warps=cfg["num_warps"])
+            INTERP=INTERPRET, num_warps=cfg["num_warps"])
     return y

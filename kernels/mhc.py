@@ -1,0 +1,293 @@
+"""mHC: pre (projection + split + Sinkhorn + weighted sum), post, post fused with the next pre, head.
+
+Legend: T tokens, D hidden, 4 streams, K = 4D the flattened stream width, ROWS projection rows
+(24 for pre, 4 for the head) padded to NPAD (32 / 16, the dot's minimum N is 16), S = ceil(D /
+BLOCK_D) splits of the projection, BLOCK_T tokens per projection program.
+
+The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of a 1.5-2.75 MB fp32
+weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn
+needs the whole reduction, so pre is two launches (the fewest without a grid-wide barrier):
+  1. `_mhc_proj` grid (ceil(T / BLOCK_T), S): each program takes BLOCK_D columns of all 4 streams
+     ([BLOCK_T, 4, BLOCK_D] of h), one fp32 dot with the matching [NPAD, 4 * BLOCK_D] slice of fn
+     (input_precision "ieee": tf32 would lose ~3 decimal digits of m), and the partial sum of
+     squares; partials go to a small fp32 workspace [S, T, NPAD] + [S, T]. With FUSE_POST it
+     first forms h' = post * x + comb^T h for its tile from x and h, stores h' in bf16 and projects
+     the rounded h' (the next pre reads the stored streams): post and pre share one read of h.
+  2. `_mhc_mix` grid (T, ceil(D / BLOCK_MIX)): sums the S partials, applies the rsqrt, sigmoid
+     splits and 20 Sinkhorn iterations on the 4 x 4 comb in registers (recomputed by every program
+     of a token: a few hundred flops, cheaper than a third launch), and writes x = sum_i pre_i h_i
+     for its columns; the first program of a token writes post and comb.
+mhc_post alone is `_mhc_post`, grid (T, ceil(D / BLOCK_D)): one read of x and h, one write of h'.
+Shared memory: the fp32 dot operands, BLOCK_T * 4 * BLOCK_D * 4 + NPAD * 4 * BLOCK_D * 4 bytes
+(<= 96 KiB for the shipped configs, checked in tests/test_mhc.py).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape
+from kernelbench.kernels.norm import to_bf16
+from kernelbench.registry import register_impl
+from kernelbench.tuning import lookup
+
+HC = 4
+SMEM_LIMIT = 101_376
+
+
+# config space ------------------------------------------------------------------------------------
+def _proj_smem(bt: int, bd: int, npad: int = 32) -> int:
+    return bt * HC * bd * 4 + npad * HC * bd * 4
+
+
+def mhc_configs(params: dict) -> list[dict]:
+    """BLOCK_T tokens x BLOCK_D columns per projection program, warps; BLOCK_MIX columns per mix program."""
+    out = []
+    for bt in (16, 32, 64):
+        for bd in (32, 64, 128):
+            if _proj_smem(bt, bd) > SMEM_LIMIT - 4096:
+                continue
+            for w in (4, 8):
+                for mix in (512, 1024, 2048):
+                    out.append({"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "BLOCK_MIX": mix, "mix_warps": 4})
+    return out
+
+
+def mhc_default(params: dict) -> dict:
+    t = params.get("T", 1)
+    return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 64, "num_warps": 4, "BLOCK_MIX": 1024, "mix_warps": 4}
+
+
+def mhc_post_configs(params: dict) -> list[dict]:
+    return [{"BLOCK_D": bd, "num_warps": w} for bd in (256, 512, 1024, 2048) for w in (2, 4, 8)]
+
+
+def mhc_post_default(params: dict) -> dict:
+    return {"BLOCK_D": 1024, "num_warps": 4}
+
+
+# kernels -----------------------------------------------------------------------------------------
+@triton.jit
+def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr,
+              # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32
+              # ws (S, T, NPAD) fp32, sq (S, T) fp32
+              T, D, ROWS,
+              FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, NPAD: tl.constexpr,
+              INTERP: tl.constexpr):
+    s = tl.program_id(1)
+    ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    k = tl.arange(0, HC)
+    d = s * BLOCK_D + tl.arange(0, BLOCK_D)
+    tmask = ts < T
+    m3 = tmask[:, None, None] & (d[None, None, :] < D)
+    hoff = ts[:, None, None].to(tl.int64) * (HC * D) + k[None, :, None] * D + d[None, None, :]
+    if FUSE_POST:
+        m2 = tmask[:, None] & (d[None, :] < D)
+        xv = tl.load(x_ptr + ts[:, None].to(tl.int64) * D + d[None, :], mask=m2, other=0.0).to(tl.float32)
+        pj = tl.load(post_ptr + ts[:, None] * HC + k[None, :], mask=tmask[:, None], other=0.0)
+        h = pj[:, :, None] * xv[:, None, :]                      # (BLOCK_T, 4 = j, BLOCK_D)
+        for i in tl.static_range(HC):
+            hi = tl.load(h_ptr + ts[:, None].to(tl.int64) * (HC * D) + i * D + d[None, :], mask=m2,
+                         other=0.0).to(tl.float32)
+            cij = tl.load(comb_ptr + ts[:, None] * (HC * HC) + i * HC + k[None, :], mask=tmask[:, None], other=0.0)
+            h += cij[:, :, None] * hi[:, None, :]
+        hb = to_bf16(h, INTERP)
+        tl.store(hout_ptr + hoff, hb, mask=m3)
+        h = hb.to(tl.float32)
+    else:
+        h = tl.load(h_ptr + hoff, mask=m3, other=0.0).to(tl.float32)
+    sq = tl.sum(tl.sum(h * h, axis=2), axis=1)
+    rows = tl.arange(0, NPAD)
+    fmask = (rows[:, None, None] < ROWS) & (d[None, None, :] < D)
+    fn = tl.load(fn_ptr + rows[:, None, None] * (HC * D) + k[None, :, None] * D + d[None, None, :], mask=fmask,
+                 other=0.0)
+    a = tl.reshape(h, (BLOCK_T, HC * BLOCK_D))
+    b = tl.reshape(fn, (NPAD, HC * BLOCK_D))
+    m = tl.dot(a, tl.trans(b), input_precision="ieee")
+    wrow = (s * T + ts).to(tl.int64)
+    tl.store(ws_ptr + wrow[:, None] * NPAD + rows[None, :], m, mask=tmask[:, None])
+    tl.store(sq_ptr + wrow, sq, mask=tmask)
+
+
+@triton.jit
+def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr,
+             # h (T, 4, D) bf16; ws (S, T, NPAD), sq (S, T); base (ROWS,), scale (3,) or (1,) fp32
+             # x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out (not written when HEAD)
+             T, D, S, iters, eps, norm_eps,
+             HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr,
+             INTERP: tl.constexpr):
+    t = tl.program_id(0)
+    pd = tl.program_id(1)
+    ss = tl.arange(0, BLOCK_S)
+    smask = ss < S
+    k = tl.arange(0, HC)
+    r = tl.rsqrt(tl.sum(tl.load(sq_ptr + ss * T + t, mask=smask, other=0.0), axis=0) / (HC * D) + norm_eps)
+    wrow = (ss * T + t).to(tl.int64) * NPAD
+    m_pre = tl.sum(tl.load(ws_ptr + wrow[:, None] + k[None, :], mask=smask[:, None], other=0.0), axis=0) * r
+    pre = tl.sigmoid(m_pre * tl.load(scale_ptr) + tl.load(base_ptr + k)) + eps
+    if not HEAD:
+        first = pd == 0
+        m_post = tl.sum(tl.load(ws_ptr + wrow[:, None] + HC + k[None, :], mask=smask[:, None], other=0.0), axis=0) * r
+        post = 2.0 * tl.sigmoid(m_post * tl.load(scale_ptr + 1) + tl.load(base_ptr + HC + k))
+        tl.store(post_ptr + t * HC + k, post, mask=first & (k < HC))
+        ij = k[:, None] * HC + k[None, :]
+        mc = tl.sum(tl.load(ws_ptr + wrow[:, None, None] + 2 * HC + ij[None, :, :], mask=smask[:, None, None],
+                            other=0.0), axis=0) * r
+        z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * HC + ij)
+        e = tl.exp(z - tl.max(z, axis=1)[:, None])
+        c = e / tl.sum(e, axis=1)[:, None] + eps
+        c = c / (tl.sum(c, axis=0)[None, :] + eps)
+        for _ in range(iters - 1):
+            c = c / (tl.sum(c, axis=1)[:, None] + eps)
+            c = c / (tl.sum(c, axis=0)[None, :] + eps)
+        tl.store(comb_ptr + t * (HC * HC) + ij, c, mask=first & (ij < HC * HC))
+    d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
+    hv = tl.load(h_ptr + t.to(tl.int64) * (HC * D) + k[:, None] * D + d[None, :], mask=d[None, :] < D,
+                 other=0.0).to(tl.float32)
+    x = tl.sum(pre[:, None] * hv, axis=0)
+    tl.store(x_ptr + t.to(tl.int64) * D + d, to_bf16(x, INTERP), mask=d < D)
+
+
+@triton.jit
+def _mhc_post(x_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x (T, D) bf16; h, out (T, 4, D) bf16; post, comb fp32
+              D, BLOCK_D: tl.constexpr, INTERP: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    k = tl.arange(0, HC)
+    dmask = d < D
+    xv = tl.load(x_ptr + t * D + d, mask=dmask, other=0.0).to(tl.float32)
+    acc = tl.load(post_ptr + t * HC + k)[:, None] * xv[None, :]            # (4 = j, BLOCK_D)
+    for i in tl.static_range(HC):
+        hi = tl.load(h_ptr + t * (HC * D) + i * D + d, mask=dmask, other=0.0).to(tl.float32)
+        acc += tl.load(comb_ptr + t * (HC * HC) + i * HC + k)[:, None] * hi[None, :]
+    tl.store(out_ptr + t * (HC * D) + k[:, None] * D + d[None, :], to_bf16(acc, INTERP),
+             mask=dmask[None, :])
+
+
+# wrappers ----------------------------------------------------------------------------------------
+def _check_h(name: str, h: torch.Tensor) -> tuple[int, int]:
+    check_dtype(f"{name}: h", h, torch.bfloat16)
+    if h.dim() != 3 or h.shape[1] != HC:
+        raise ValueError(f"{name}: h must be [T, {HC}, D], got shape {tuple(h.shape)}")
+    return h.shape[0], h.shape[2]
+
+
+def _check_proj(name, d, fn, base, scale, rows, nscale):
+    for what, tensor in (("fn", fn), ("base", base), ("scale", scale)):
+        check_dtype(f"{name}: {what}", tensor, torch.float32)
+    check_shape(f"{name}: fn", fn, (rows, HC * d))
+    check_shape(f"{name}: base", base, (rows,))
+    check_shape(f"{name}: scale", scale, (nscale,))
+
+
+def _check_post(name, t, d, x, post, comb):
+    check_dtype(f"{name}: x", x, torch.bfloat16)
+    check_dtype(f"{name}: post", post, torch.float32)
+    check_dtype(f"{name}: comb", comb, torch.float32)
+    check_shape(f"{name}: x", x, (t, d))
+    check_shape(f"{name}: post", post, (t, HC))
+    check_shape(f"{name}: comb", comb, (t, HC, HC))
+
+
+def _project(h, fn, rows, npad, cfg, fuse=None):
+    """Launch `_mhc_proj`; returns (ws, sq, S, h_out)."""
+    t, _, d = h.shape
+    s = triton.cdiv(d, cfg["BLOCK_D"])
+    ws = torch.empty((s, t, npad), dtype=torch.float32, device=h.device)
+    sq = torch.empty((s, t), dtype=torch.float32, device=h.device)
+    if fuse is None:
+        x = post = comb = hout = h
+    else:
+        x, post, comb = fuse
+        hout = torch.empty_like(h)
+    _mhc_proj[(triton.cdiv(t, cfg["BLOCK_T"]), s)](
+        h, x, post, comb, hout, fn, ws, sq, t, d, rows,
+        FUSE_POST=fuse is not None, BLOCK_T=cfg["BLOCK_T"], BLOCK_D=cfg["BLOCK_D"], NPAD=npad, INTERP=INTERPRET,
+        num_warps=cfg["num_warps"])
+    return ws, sq, s, hout
+
+
+def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False):
+    t, _, d = h.shape
+    x = torch.empty((t, d), dtype=h.dtype, device=h.device)
+    post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
+    comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
+    _mhc_mix[(t, triton.cdiv(d, cfg["BLOCK_MIX"]))](
+        h, ws, sq, base, scale, x, post, comb, t, d, s, iters, eps, norm_eps,
+        HEAD=head, NPAD=npad, BLOCK_S=triton.next_power_of_2(s), BLOCK_MIX=cfg["BLOCK_MIX"], INTERP=INTERPRET,
+        num_warps=cfg["mix_warps"])
+    return x, post, comb
+
+
+def _pre_cfg(op, t, d, config):
+    key = {"T": t, "D": d}
+    return config or lookup(op, key, mhc_default(key))
+
+
+def _check_iters(name, iters):
+    if int(iters) < 1:
+        raise ValueError(f"{name}: iters must be >= 1, got {iters}")
+
+
+@register_impl("mhc_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+               kernels=lambda: [_mhc_proj, _mhc_mix])
+def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
+    check_device(h, fn, base, scale)
+    t, d = _check_h("mhc_pre", h)
+    _check_proj("mhc_pre", d, fn, base, scale, (2 + HC) * HC, 3)
+    _check_iters("mhc_pre", iters)
+    if t == 0:
+        return h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
+    cfg = _pre_cfg("mhc_pre", t, d, config)
+    h = h.contiguous()
+    ws, sq, s, _ = _project(h, fn.contiguous(), 24, 32, cfg)
+    return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg)
+
+
+@register_impl("mhc_post", "triton", backend="triton", configs=mhc_post_configs, default_config=mhc_post_default,
+               kernels=lambda: [_mhc_post])
+def mhc_post(x, h, post, comb, config: dict | None = None):
+    check_device(x, h, post, comb)
+    t, d = _check_h("mhc_post", h)
+    _check_post("mhc_post", t, d, x, post, comb)
+    out = torch.empty((t, HC, d), dtype=h.dtype, device=h.device)
+    key = {"T": t, "D": d}
+    cfg = config or lookup("mhc_post", key, mhc_post_default(key))
+    if t:
+        _mhc_post[(t, triton.cdiv(d, cfg["BLOCK_D"]))](
+            x.contiguous(), h.contiguous(), post.contiguous(), comb.contiguous(), out, d,
+            BLOCK_D=cfg["BLOCK_D"], INTERP=INTERPRET, num_warps=cfg["num_warps"])
+    return out
+
+
+@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+               kernels=lambda: [_mhc_proj, _mhc_mix])
+def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+                 config: dict | None = None):
+    check_device(x, h, post, comb, fn, base, scale)
+    t, d = _check_h("mhc_post_pre", h)
+    _check_post("mhc_post_pre", t, d, x, post, comb)
+    _check_proj("mhc_post_pre", d, fn, base, scale, (2 + HC) * HC, 3)
+    _check_iters("mhc_post_pre", iters)
+    if t == 0:
+        return torch.empty_like(h), h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
+    cfg = _pre_cfg("mhc_post_pre", t, d, config)
+    h = h.contiguous()
+    ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
+                             fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
+    return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
+
+
+@register_impl("mhc_head", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+               kernels=lambda: [_mhc_proj, _mhc_mix])
+def mhc_head(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
+    check_device(h, fn, base, scale)
+    t, d = _check_h("mhc_head", h)
+    _check_proj("mhc_head", d, fn, base, scale, HC, 1)
+    if t == 0:
+        return h.new_empty((0, d))
+    cfg = _pre_cfg("mhc_head", t, d, config)
+    h = h.contiguous()
+    ws, sq, s, _ = _project(h, fn.contiguous(), HC, 16, cfg)
+    return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), 1, eps, norm_eps, 16, cfg, head=True)[0]
