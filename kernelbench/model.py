@@ -1,0 +1,440 @@
+"""The DeepSeek-V4 decoder, written once over the ops of docs/OPS.md (SPEC section 3).
+
+`Ops("reference")` makes this the reference model; `Ops("triton")` makes it the decoder that runs
+our kernels. Nothing here computes an op itself: every number goes through `self.ops.<op>(...)`
+with the OPS.md keyword signature. What is here is glue: reshapes, cache bookkeeping, index lists
+for prefill, residual adds, and the TP collectives of SPEC section 4.
+
+Letters: T tokens of a step, L prompt length, D hidden, H / Hl heads (per rank), Dh head dim, R rope
+dims, Qr q_lora_rank, G / Gl output groups, O o_lora_rank, Hg = H/G, E / El experts, F expert
+width, V / Vl vocab, W window, r compress ratio, Hi indexer heads, K index top-k.
+
+Tensor parallelism (SPEC 4), in the layers: column-parallel wq_b / attn_sink / wo_a (heads and
+groups), row-parallel wo_b + all-reduce, experts by index + all-reduce, vocab-parallel embedding
+(+ all-reduce) and head (+ all-gather). The lightning indexer is REPLICATED (as production engines
+do): `indexer_topk` takes the top-k inside the op, so a head-sharded indexer would need the full
+score vector all-reduced before the top-k, which the op contract does not expose. Caches are
+replicated. The loader (kernelbench.checkpoint) owns the sharding; layers take rank-local tensors.
+
+Decode takes a ragged batch: token t belongs to sequence slot seq_ids[t] at position positions[t].
+Prefill runs one sequence from position 0 (L tokens at once, causal index lists into a local
+[L tokens | compressed entries] buffer) and leaves that slot's caches as L decode steps would.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from kernelbench import checkpoint, registry
+from kernelbench.backend import Ops
+from kernelbench.cache import Cache, LayerCache
+from kernelbench.config import ModelConfig
+from kernelbench.reference.quant import dequant_fp8_weight
+from kernelbench.reference.rope import rope_freqs
+from kernelbench.tp import TPContext
+
+BF16 = torch.bfloat16
+
+# Ops of the contract whose spec may not be registered (compressor_prefill is "reference only is
+# fine" in docs/OPS.md): the decoder then calls the reference function and lists the op in
+# `ModelOps.unregistered`.
+_REFERENCE_MODULE = {"kv_write": "kv", "attention_indices": "kv", "compressor_step": "compressor",
+                     "compressor_prefill": "compressor", "indexer_q": "indexer", "indexer_topk": "indexer",
+                     "sparse_attention": "attention"}
+
+
+class ModelOps:
+    """`Ops` plus the reference fallback for contract ops that have no registered spec."""
+
+    def __init__(self, ops: Ops):
+        self.ops = ops
+        self.unregistered: set[str] = set()
+        self._fns: dict = {}
+
+    @property
+    def impl(self) -> str:
+        return self.ops.impl
+
+    @property
+    def fallbacks(self) -> set[str]:
+        return self.ops.fallbacks | self.unregistered
+
+    def __getattr__(self, op: str):
+        if op.startswith("_"):
+            raise AttributeError(op)
+        fn = self._fns.get(op)
+        if fn is None:
+            try:
+                fn = getattr(self.ops, op)
+            except registry.RegistryError:
+                if op not in _REFERENCE_MODULE:
+                    raise
+                module = importlib.import_module(f"kernelbench.reference.{_REFERENCE_MODULE[op]}")
+                fn = getattr(module, op)
+                self.unregistered.add(op)
+            self._fns[op] = fn
+        return fn
+
+
+@dataclass
+class Step:
+    """The tokens of one forward: ids [T], positions [T], seq_ids [T]; `prefill` = one sequence's
+    prompt from position 0 (then seq_ids are all that slot)."""
+    ids: torch.Tensor
+    positions: torch.Tensor
+    seq_ids: torch.Tensor
+    prefill: bool = False
+
+    @property
+    def T(self) -> int:
+        return self.ids.shape[0]
+
+
+class Env:
+    """What every layer shares: config, ops, TP context, rope frequency tables."""
+
+    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device):
+        self.cfg, self.tp = cfg, tp
+        self.ops = ops if isinstance(ops, ModelOps) else ModelOps(ops)
+        self.freqs = {False: rope_freqs(cfg, compressed=False).to(device),
+                      True: rope_freqs(cfg, compressed=True).to(device)}
+
+
+class Part(nn.Module):
+    """A module whose tensors are rank-local checkpoint tensors (buffers, no gradients)."""
+
+    def take(self, sd: dict, name: str, attr: str | None = None, value: torch.Tensor | None = None):
+        t = sd[name] if value is None else value
+        self.register_buffer(attr or name.rsplit(".", 1)[-1], t, persistent=False)
+        return t
+
+
+# ------------------------------------------------------------------------------------------------
+# Attention: q path, window KV, compressor, lightning indexer, sparse attention, grouped output
+# ------------------------------------------------------------------------------------------------
+class Compressor(Part):
+    def __init__(self, sd: dict, p: str, ratio: int, rotate: bool):
+        super().__init__()
+        self.ratio, self.rotate = ratio, rotate
+        for n in ("ape", "wkv.weight", "wgate.weight", "norm.weight"):
+            self.take(sd, f"{p}.{n}", n.split(".")[0])
+
+    def args(self, env: Env) -> dict:
+        return dict(wkv=self.wkv, wgate=self.wgate, ape=self.ape, norm_weight=self.norm, eps=env.cfg.norm_eps,
+                    freqs=env.freqs[True], ratio=self.ratio, rotate=self.rotate)
+
+    def step(self, env: Env, x, step: Step, state_kv, state_score, cache) -> None:
+        env.ops.compressor_step(x=x, positions=step.positions, seq_ids=step.seq_ids, state_kv=state_kv,
+                                state_score=state_score, cache=cache, **self.args(env))
+
+    def prefill(self, env: Env, x, seq: int, state_kv, state_score, cache) -> torch.Tensor:
+        entries, sk, ss = env.ops.compressor_prefill(x=x, **self.args(env))
+        cache[seq, :entries.shape[0]] = entries
+        state_kv[seq], state_score[seq] = sk, ss
+        return entries
+
+
+class Indexer(Part):
+    """Lightning indexer of a ratio-4 layer (replicated over TP ranks)."""
+
+    def __init__(self, env: Env, sd: dict, p: str):
+        super().__init__()
+        cfg = env.cfg
+        self.take(sd, f"{p}.wq_b.weight", "wq_b")
+        self.take(sd, f"{p}.wq_b.scale", "wq_b_scale")
+        self.take(sd, f"{p}.weights_proj.weight", "weights_proj")
+        self.n_heads = self.wq_b.shape[0] // cfg.index_head_dim
+        self.w_scale = cfg.index_head_dim ** -0.5 * self.n_heads ** -0.5
+        self.compressor = Compressor(sd, f"{p}.compressor", 4, rotate=True)
+
+    def forward(self, env: Env, x, qr, step: Step, lc: LayerCache) -> torch.Tensor:
+        """-> top-k compressed entry ids [T, K] (-1 padded), for entries < (p+1)//4 of each token."""
+        ops, cfg = env.ops, env.cfg
+        qi = ops.indexer_q(qr=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, positions=step.positions,
+                           freqs=env.freqs[True])
+        w = ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.float32) * self.w_scale
+        if step.prefill:
+            self.compressor.prefill(env, x, int(step.seq_ids[0]), lc.idx_kv, lc.idx_score, lc.idx_keys)
+        else:
+            self.compressor.step(env, x, step, lc.idx_kv, lc.idx_score, lc.idx_keys)
+        idx, _ = ops.indexer_topk(qi=qi, w=w, k_cache=lc.idx_keys, seq_ids=step.seq_ids, positions=step.positions,
+                                  topk=cfg.index_topk, ratio=4)
+        return idx
+
+
+class Attention(Part):
+    def __init__(self, env: Env, sd: dict, p: str, layer: int):
+        super().__init__()
+        cfg, tp = env.cfg, env.tp
+        self.ratio = cfg.compress_ratios[layer]
+        self.kind = cfg.layer_kind(layer)
+        self.n_local_heads = tp.part(cfg.n_heads, "n_heads")
+        self.n_local_groups = tp.part(cfg.o_groups, "o_groups")
+        for n in ("attn_sink", "q_norm.weight", "kv_norm.weight"):
+            self.take(sd, f"{p}.{n}", n.split(".")[0])
+        for n in ("wq_a", "wq_b", "wkv", "wo_b"):
+            self.take(sd, f"{p}.{n}.weight", n)
+            self.take(sd, f"{p}.{n}.scale", f"{n}_scale")
+        # wo_a: FP8 in the checkpoint, bf16 [Gl, O, Hg*Dh] for the grouped product (as DeepSeek's reference)
+        wo_a = dequant_fp8_weight(sd[f"{p}.wo_a.weight"], sd[f"{p}.wo_a.scale"], cfg.fp8_block).to(BF16)
+        self.take(sd, "", "wo_a", wo_a.view(self.n_local_groups, cfg.o_lora_rank, -1).contiguous())
+        self.compressor = Compressor(sd, f"{p}.compressor", self.ratio, rotate=False) if self.ratio else None
+        self.indexer = Indexer(env, sd, f"{p}.indexer") if self.ratio == 4 else None
+
+    def forward(self, env: Env, x: torch.Tensor, step: Step, lc: LayerCache) -> torch.Tensor:
+        ops, cfg, tp = env.ops, env.cfg, env.tp
+        T, W, Dh, eps = step.T, cfg.window_size, cfg.head_dim, cfg.norm_eps
+        freqs = env.freqs[self.ratio > 0]
+        qr = ops.rms_norm(x=ops.fp8_linear(x=x, weight=self.wq_a, weight_scale=self.wq_a_scale),
+                          weight=self.q_norm, eps=eps)
+        q = ops.fp8_linear(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale).view(T, self.n_local_heads, Dh)
+        q = ops.head_rms_norm_rope(q=q, positions=step.positions, freqs=freqs, eps=eps)
+        kv = ops.fp8_linear(x=x, weight=self.wkv, weight_scale=self.wkv_scale)
+        if step.prefill:
+            kv_all, seq_ids, indices = self._prefill_kv(env, x, qr, kv, step, lc)
+        else:
+            ops.kv_write(kv=kv, weight=self.kv_norm, eps=eps, positions=step.positions, seq_ids=step.seq_ids,
+                         freqs=freqs, window_cache=lc.window(W))
+            if self.compressor is not None:
+                self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
+            topk = self.indexer(env, x, qr, step, lc) if self.indexer is not None else None
+            indices = ops.attention_indices(positions=step.positions, kind=self.kind, window=W, ratio=self.ratio,
+                                            topk_indices=topk)
+            kv_all, seq_ids = lc.kv, step.seq_ids
+        o = ops.sparse_attention(q=q, kv=kv_all, seq_ids=seq_ids, indices=indices, sink=self.attn_sink,
+                                 scale=Dh ** -0.5, positions=step.positions, freqs=freqs)
+        z = ops.grouped_wo_a(o=o.reshape(T, self.n_local_groups, -1), weight=self.wo_a)       # [T, Gl, O]
+        out = ops.fp8_linear(x=z.reshape(T, -1), weight=self.wo_b, weight_scale=self.wo_b_scale)
+        if tp.active:
+            out = tp.all_reduce(out.float()).to(BF16)
+        return out
+
+    def _prefill_kv(self, env: Env, x, qr, kv, step: Step, lc: LayerCache):
+        """One sequence from position 0: the local buffer [L token entries | compressed entries], the
+        causal index lists into it, and the slot's caches left as L decode steps would leave them."""
+        ops, cfg = env.ops, env.cfg
+        L, W, dev = step.T, cfg.window_size, kv.device
+        seq = int(step.seq_ids[0])
+        freqs = env.freqs[self.ratio > 0]
+        # kv_write with a [L, 1, Dh] scratch "ring": one slot per token, so no token overwrites another
+        scratch = torch.empty(L, 1, cfg.head_dim, dtype=BF16, device=dev)
+        kv = ops.kv_write(kv=kv, weight=self.kv_norm, eps=cfg.norm_eps, positions=step.positions,
+                          seq_ids=torch.arange(L, device=dev), freqs=freqs, window_cache=scratch)
+        last = step.positions[-min(L, W):]
+        lc.kv[seq, last % W] = kv[-min(L, W):]                                    # the ring after L tokens
+        tok = torch.arange(L, device=dev)[:, None]
+        j = tok - W + 1 + torch.arange(W, device=dev)[None, :]
+        indices = [torch.where(j >= 0, j, -1)]                                    # window: tokens p-W+1 .. p
+        parts = [kv]
+        if self.compressor is not None:
+            entries = self.compressor.prefill(env, x, seq, lc.comp_kv, lc.comp_score, lc.compressed(W))
+            parts.append(entries)
+            if self.indexer is not None:
+                topk = self.indexer(env, x, qr, step, lc).long()
+                indices.append(torch.where(topk >= 0, topk + L, -1))
+            else:                                                                 # HCA: every entry < (p+1)//r
+                i = torch.arange(entries.shape[0], device=dev)[None, :]
+                indices.append(torch.where(i < (tok + 1) // self.ratio, i + L, -1))
+        return torch.cat(parts)[None], torch.zeros(L, dtype=torch.long, device=dev), \
+            torch.cat(indices, dim=1).to(torch.int32)
+
+
+# ------------------------------------------------------------------------------------------------
+# MoE: gate (hash or score routing), FP4 routed experts split by index, FP8 shared expert
+# ------------------------------------------------------------------------------------------------
+class MoE(Part):
+    def __init__(self, env: Env, sd: dict, p: str, layer: int):
+        super().__init__()
+        cfg, tp = env.cfg, env.tp
+        self.n_local = tp.part(cfg.n_routed_experts, "n_routed_experts")
+        self.offset = tp.rank * self.n_local
+        self.take(sd, f"{p}.gate.weight", "gate")
+        hashed = layer < cfg.n_hash_layers                  # hash routing: tid2eid, no bias
+        self.register_buffer("bias", None if hashed else sd[f"{p}.gate.bias"], persistent=False)
+        self.register_buffer("tid2eid", sd[f"{p}.gate.tid2eid"] if hashed else None, persistent=False)
+        experts = range(self.offset, self.offset + self.n_local)
+        for w in ("w1", "w2", "w3"):
+            for kind, sfx in (("weight", ""), ("scale", "_scale")):
+                t = torch.stack([sd[f"{p}.experts.{e}.{w}.{kind}"] for e in experts])
+                self.take(sd, "", w + sfx, t.view(torch.uint8) if kind == "weight" else t)
+            self.take(sd, f"{p}.shared_experts.{w}.weight", f"shared_{w}")
+            self.take(sd, f"{p}.shared_experts.{w}.scale", f"shared_{w}_scale")
+
+    def forward(self, env: Env, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        ops, cfg, tp = env.ops, env.cfg, env.tp
+        gate = dict(x=x, weight=self.gate, bias=self.bias, tid2eid=self.tid2eid, token_ids=ids,
+                    topk=cfg.n_activated_experts, route_scale=cfg.route_scale)
+        experts = dict(w1=self.w1, s1=self.w1_scale, w3=self.w3, s3=self.w3_scale, w2=self.w2, s2=self.w2_scale,
+                       expert_offset=self.offset, swiglu_limit=cfg.swiglu_limit)
+        shared = dict(w1=self.shared_w1, s1=self.shared_w1_scale, w3=self.shared_w3, s3=self.shared_w3_scale,
+                      w2=self.shared_w2, s2=self.shared_w2_scale)
+        if tp.world == 1:                      # all experts local: the one fused op
+            return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()})
+        weights, indices = ops.moe_gate(**gate)
+        y = ops.moe_experts(x=x, weights=weights, indices=indices, **experts)        # fp32 partial
+        y = tp.all_reduce(y)
+        y = y + ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared).float()
+        return y.to(BF16)
+
+
+# ------------------------------------------------------------------------------------------------
+# Blocks with mHC residual streams
+# ------------------------------------------------------------------------------------------------
+class Block(Part):
+    def __init__(self, env: Env, sd: dict, p: str, layer: int):
+        super().__init__()
+        self.layer = layer
+        for n in ("attn_norm.weight", "ffn_norm.weight"):
+            self.take(sd, f"{p}.{n}", n.split(".")[0])
+        for sub in ("attn", "ffn"):
+            for n in ("fn", "base", "scale"):
+                self.take(sd, f"{p}.hc_{sub}_{n}")
+        self.attn = Attention(env, sd, f"{p}.attn", layer)
+        self.ffn = MoE(env, sd, f"{p}.ffn", layer)
+
+    def hc(self, env: Env, sub: str) -> dict:
+        cfg = env.cfg
+        return dict(fn=getattr(self, f"hc_{sub}_fn"), base=getattr(self, f"hc_{sub}_base"),
+                    scale=getattr(self, f"hc_{sub}_scale"), iters=cfg.hc_sinkhorn_iters, eps=cfg.hc_eps,
+                    norm_eps=cfg.norm_eps)
+
+
+def run_blocks(env: Env, blocks: list[Block], h: torch.Tensor, step: Step, caches: list[LayerCache]) -> torch.Tensor:
+    """h [T, 4, D] through the blocks; mHC post of one sublayer is fused with the next one's pre."""
+    ops, eps = env.ops, env.cfg.norm_eps
+    x, post, comb = ops.mhc_pre(h=h, **blocks[0].hc(env, "attn"))
+    for i, (blk, lc) in enumerate(zip(blocks, caches)):
+        a = blk.attn(env, ops.rms_norm(x=x, weight=blk.attn_norm, eps=eps), step, lc)
+        h, x, post, comb = ops.mhc_post_pre(x=a, h=h, post=post, comb=comb, **blk.hc(env, "ffn"))
+        f = blk.ffn(env, ops.rms_norm(x=x, weight=blk.ffn_norm, eps=eps), step.ids)
+        if i + 1 < len(blocks):
+            h, x, post, comb = ops.mhc_post_pre(x=f, h=h, post=post, comb=comb, **blocks[i + 1].hc(env, "attn"))
+        else:
+            h = ops.mhc_post(x=f, h=h, post=post, comb=comb)
+    return h
+
+
+class Head(Part):
+    """mHC head, final norm, vocab-parallel lm_head + all-gather. The MTP block has its own mHC head and
+    norm and shares the main head's weight."""
+
+    def __init__(self, sd: dict, p: str, weight: torch.Tensor):
+        super().__init__()
+        pre = f"{p}." if p else ""
+        for n in ("fn", "base", "scale"):
+            self.take(sd, f"{pre}hc_head_{n}", n)
+        self.take(sd, f"{pre}norm.weight", "norm")
+        self.weight = weight
+
+    def forward(self, env: Env, h: torch.Tensor) -> torch.Tensor:
+        ops, cfg = env.ops, env.cfg
+        x = ops.mhc_head(h=h, fn=self.fn, base=self.base, scale=self.scale, eps=cfg.hc_eps, norm_eps=cfg.norm_eps)
+        x = ops.rms_norm(x=x, weight=self.norm, eps=cfg.norm_eps)
+        return env.tp.all_gather(ops.lm_head(x=x, weight=self.weight), dim=-1)       # [T, V] fp32
+
+
+class MTP(Part):
+    """The speculative draft block: e = enorm(embed(next ids)), streams hnorm'd, e_proj(e) + h_proj(h),
+    one block with its own caches, its own mHC head and norm, the shared embedding and head."""
+
+    def __init__(self, env: Env, sd: dict, p: str, layer: int, head_weight: torch.Tensor):
+        super().__init__()
+        for n in ("e_proj", "h_proj"):
+            self.take(sd, f"{p}.{n}.weight", n)
+            self.take(sd, f"{p}.{n}.scale", f"{n}_scale")
+        for n in ("enorm", "hnorm"):
+            self.take(sd, f"{p}.{n}.weight", n)
+        self.block = Block(env, sd, p, layer)
+        self.head = Head(sd, p, head_weight)
+
+
+# ------------------------------------------------------------------------------------------------
+# The model
+# ------------------------------------------------------------------------------------------------
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, sd: dict[str, torch.Tensor], ops: Ops | str = "reference",
+                 tp: TPContext | None = None, device="cpu"):
+        super().__init__()
+        tp = tp or TPContext()
+        cfg.check_tp(tp.world)
+        self.cfg, self.tp = cfg, tp
+        self.env = Env(cfg, Ops(ops) if isinstance(ops, str) else ops, tp, device)
+        self.embed = sd["embed.weight"]
+        self.vocab_start = tp.start(cfg.vocab_size)
+        self.layers = nn.ModuleList(Block(self.env, sd, f"layers.{i}", i) for i in range(cfg.n_layers))
+        self.head = Head(sd, "", sd["head.weight"])
+        self.mtp = nn.ModuleList(MTP(self.env, sd, f"mtp.{i}", cfg.n_layers + i, sd["head.weight"])
+                                 for i in range(cfg.n_mtp_layers))
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, ops: Ops | str = "reference", tp: TPContext | None = None,
+                        device="cpu") -> "Transformer":
+        tp = tp or TPContext()
+        cfg, sd = checkpoint.load(path, rank=tp.rank, world=tp.world, device=device, shard_indexer=False)
+        return cls(cfg, sd, ops, tp, device)
+
+    @property
+    def ops(self) -> ModelOps:
+        return self.env.ops
+
+    def new_cache(self, batch: int, max_len: int) -> Cache:
+        return Cache(self.cfg, batch, max_len, self.embed.device)
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.ops.embedding(ids=ids, weight=self.embed, vocab_start=self.vocab_start)
+        if self.tp.active:
+            x = self.tp.all_reduce(x.float()).to(BF16)
+        return x
+
+    def _check(self, step: Step, cache: Cache) -> None:
+        if step.positions.shape != step.ids.shape or step.seq_ids.shape != step.ids.shape or step.ids.dim() != 1:
+            raise ValueError(f"ids, positions and seq_ids must be 1-D of one length, got {tuple(step.ids.shape)}, "
+                             f"{tuple(step.positions.shape)}, {tuple(step.seq_ids.shape)}")
+        if step.T and int(step.positions.max()) >= cache.max_len:
+            raise ValueError(f"position {int(step.positions.max())} exceeds the cache's max_len {cache.max_len}")
+        if step.T and (int(step.ids.min()) < 0 or int(step.ids.max()) >= self.cfg.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size})")
+
+    @torch.inference_mode()
+    def forward(self, step: Step, cache: Cache) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> logits [T, V] fp32 (every rank holds all of V), final streams h [T, 4, D] (for MTP)."""
+        self._check(step, cache)
+        h = self._embed(step.ids)[:, None, :].expand(-1, self.cfg.hc_mult, -1).contiguous()
+        h = run_blocks(self.env, list(self.layers), h, step, cache.layers[:self.cfg.n_layers])
+        return self.head(self.env, h), h
+
+    def prefill(self, ids: torch.Tensor, seq: int, cache: Cache) -> tuple[torch.Tensor, torch.Tensor]:
+        """A prompt ids [L] into slot `seq` from position 0 -> logits [L, V], streams [L, 4, D]."""
+        if ids.dim() != 1 or not 0 < ids.shape[0] <= cache.max_len:
+            raise ValueError(f"prefill needs 1 <= L <= max_len={cache.max_len} ids, got shape {tuple(ids.shape)}")
+        if not 0 <= seq < cache.batch:
+            raise ValueError(f"sequence slot {seq} outside [0, {cache.batch})")
+        dev = ids.device
+        cache.reset(seq)
+        step = Step(ids, torch.arange(ids.shape[0], device=dev), torch.full_like(ids, seq), prefill=True)
+        return self(step, cache)
+
+    def decode(self, ids: torch.Tensor, positions: torch.Tensor, seq_ids: torch.Tensor,
+               cache: Cache) -> tuple[torch.Tensor, torch.Tensor]:
+        """One token per sequence (a ragged batch) -> logits [T, V], streams [T, 4, D]."""
+        return self(Step(ids, positions, seq_ids), cache)
+
+    @torch.inference_mode()
+    def mtp_forward(self, h: torch.Tensor, next_ids: torch.Tensor, step: Step, cache: Cache) -> torch.Tensor:
+        """Draft logits [T, V] of the token after next_ids, from the main model's streams h [T, 4, D] at
+        the same positions (step.positions) and next_ids [T] (the tokens that follow them)."""
+        if not len(self.mtp):
+            raise ValueError(f"{self.cfg.name} has no MTP layer")
+        ops, eps, m = self.ops, self.cfg.norm_eps, self.mtp[0]
+        T, D = h.shape[0], self.cfg.dim
+        mstep = Step(next_ids, step.positions, step.seq_ids, step.prefill)
+        e = ops.rms_norm(x=self._embed(next_ids), weight=m.enorm, eps=eps)
+        hh = ops.rms_norm(x=h.reshape(-1, D), weight=m.hnorm, eps=eps)
+        x = (ops.fp8_linear(x=e, weight=m.e_proj, weight_scale=m.e_proj_scale)[:, None]
+             + ops.fp8_linear(x=hh, weight=m.h_proj, weight_scale=m.h_proj_scale).view(T, -1, D))
+        x = run_blocks(self.env, [m.block], x, mstep, cache.layers[self.cfg.n_layers:self.cfg.n_layers + 1])
+        return m.head(self.env, x)
