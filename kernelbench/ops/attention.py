@@ -1,0 +1,227 @@
+"""Op specs: sparse_attention, kv_write, attention_indices (reference/attention.py, reference/kv.py).
+
+Letters: T tokens (one per sequence), B sequences (T + 1 slots, shuffled), Hl heads per rank, Dh
+head dim, R rope dims, W window, r compress ratio, K indexer top-k, ctx the longest sequence's
+length, Ncap compressed capacity, Ksel indices per token.
+
+Positions are a deterministic function of the params (`token_positions`): "ragged" batches hold
+sequences at different positions (some before the window fills, some before the first compressed
+entry), so `cost` counts exactly the entries a token really reads. Cache rows no token may read
+(ring slots not yet written, compressed entries past (p+1)//r) hold NaN: a kernel that touches a
+masked entry shows it.
+"""
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from kernelbench.config import FLASH, ShapeSet
+from kernelbench.ops.norm import draw
+from kernelbench.reference.attention import sparse_attention
+from kernelbench.reference.kv import attention_indices, kv_write, window_indices
+from kernelbench.reference.rope import rope_freqs
+from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
+
+BF16_ULP = 2.0 ** -8          # bf16 unit roundoff (half an ulp at 1.0)
+KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
+
+
+def token_positions(p: dict) -> torch.Tensor:
+    """[T] int64: ctx - 1 for every token, or spread over [0, ctx) when ragged (token 0 at ctx - 1)."""
+    t, ctx = p["T"], p["ctx"]
+    if not p.get("ragged"):
+        return torch.full((t,), ctx - 1, dtype=torch.int64)
+    return torch.tensor([ctx - 1 - (i * 7919 + (i * i) % 13) % ctx for i in range(t)], dtype=torch.int64)
+
+
+def ratio_of(p: dict) -> int:
+    """The compress ratio: 0 (swa), 4 (csa), the params' "ratio" or 128 (hca)."""
+    return p.get("ratio", 128) if p["kind"] == "hca" else KIND_RATIO[p["kind"]]
+
+
+def n_compressed(p: dict, pos: torch.Tensor) -> torch.Tensor:
+    r = ratio_of(p)
+    return (pos + 1) // r if r else torch.zeros_like(pos)
+
+
+def selected_counts(p: dict) -> torch.Tensor:
+    """[T]: entries each token really attends (valid indices)."""
+    pos = token_positions(p)
+    win = torch.clamp(pos + 1, max=p["W"])
+    n = n_compressed(p, pos)
+    if p["kind"] == "csa":
+        return win + torch.clamp(n, max=p["topk"])
+    return win + n if p["kind"] == "hca" else win
+
+
+def ksel(p: dict) -> int:
+    pos = token_positions(p)
+    if p["kind"] == "csa":
+        return p["W"] + p["topk"]
+    return p["W"] + (int(n_compressed(p, pos).max()) if p["kind"] == "hca" else 0)
+
+
+def capacity(p: dict) -> int:
+    r = ratio_of(p)
+    return (p["ctx"] // r + 3) if r else 0
+
+
+def freqs_for(p: dict) -> torch.Tensor:
+    return rope_freqs(FLASH.replace(rope_head_dim=p["R"]), compressed=p["kind"] != "swa")
+
+
+# sparse_attention ------------------------------------------------------------------------------
+def _attn_indices(p: dict, gen: torch.Generator, pos: torch.Tensor) -> torch.Tensor:
+    topk = None
+    if p["kind"] == "csa":
+        n = n_compressed(p, pos)
+        topk = torch.full((p["T"], p["topk"]), -1, dtype=torch.int32)
+        for i in range(p["T"]):
+            k = min(int(n[i]), p["topk"])
+            topk[i, :k] = torch.randperm(int(n[i]), generator=gen)[:k].to(torch.int32)
+    idx = attention_indices(pos, p["kind"], p["W"], ratio_of(p), topk)
+    if p.get("ragged"):   # attention is order-invariant: put the -1 entries anywhere
+        perm = torch.stack([torch.randperm(idx.shape[1], generator=gen) for _ in range(p["T"])])
+        idx = torch.gather(idx, 1, perm)
+    return idx
+
+
+def _attn_inputs(p, gen, device, values):
+    t, hl, dh, w = p["T"], p["Hl"], p["Dh"], p["W"]
+    pos = token_positions(p)
+    b = t + 1
+    seq_ids = torch.randperm(b, generator=gen)[:t]
+    n = w + capacity(p)
+    kv = draw((b, n, dh), gen, "normal" if values == "large" else values)
+    for i in range(t):   # rows this token may never read are NaN
+        s, pi = int(seq_ids[i]), int(pos[i])
+        if pi + 1 < w:
+            kv[s, pi + 1:w] = float("nan")
+        kv[s, w + int(n_compressed(p, pos[i:i + 1])[0]):] = float("nan")
+    qscale = 24.0 if values == "large" else 1.0    # large: logits in the hundreds (online-softmax stability)
+    q = draw((t, hl, dh), gen, "normal" if values == "large" else values, scale=qscale)
+    out = {"q": q.to(device), "kv": kv.to(device), "seq_ids": seq_ids.to(device),
+           "indices": _attn_indices(p, gen, pos).to(device),
+           "sink": (2.0 * torch.randn(hl, generator=gen)).to(device), "scale": dh ** -0.5,
+           "positions": None, "freqs": None}
+    if p.get("rope", True):
+        out["positions"], out["freqs"] = pos.to(device), freqs_for(p).to(device)
+    return out
+
+
+def _attn_cases(ss: ShapeSet) -> list[dict]:
+    c = ss.config
+    hl = c.n_heads // ss.tp
+    out = []
+    for t in ss.batches:
+        for ctx in sorted(set(ss.contexts) | {8192}):
+            for kind in ("csa", "hca", "swa"):
+                if kind == "swa" and ctx != 8192:
+                    continue
+                out.append({"T": t, "Hl": hl, "Dh": c.head_dim, "R": c.rope_head_dim, "W": c.window_size,
+                            "kind": kind, "topk": c.index_topk, "ctx": ctx, "ragged": False, "rope": True})
+    return out
+
+
+def _attn_strategy():
+    return st.fixed_dictionaries({
+        "T": st.integers(1, 4), "Hl": st.sampled_from([1, 8, 16, 20]), "Dh": st.sampled_from([128, 512]),
+        "R": st.just(64), "W": st.sampled_from([8, 16]), "kind": st.sampled_from(["csa", "hca", "swa"]), "ratio": st.just(8),
+        "topk": st.sampled_from([4, 8, 24]), "ctx": st.integers(1, 160), "ragged": st.booleans(),
+        "rope": st.booleans()})
+
+
+def _attn_cost(p: dict) -> Cost:
+    valid = float(selected_counts(p).sum())
+    t, hl, dh = p["T"], p["Hl"], p["Dh"]
+    return Cost(flops=4.0 * valid * hl * dh,
+                bytes=2.0 * valid * dh + 2.0 * 2 * t * hl * dh + 4.0 * t * ksel(p) + 8.0 * t + 4.0 * hl)
+
+
+ATTN_TOL = Tolerance(
+    atol=2 * 2.0 ** -7, rtol=4 * BF16_ULP, rel_fro=4 * BF16_ULP,
+    why="|err| <= ~2^-8 * max_j |kv_j| (p rounded to bf16 before the MMA), so these bounds assume N(0,1) "
+        "cache rows (no 'outliers' mode: a 64x outlier row legitimately moves o by ~64x more). "
+        "The reference rounds o to bf16, then (with RoPE) rotates and rounds again: up to 2 bf16 roundings "
+        "(2 x 2^-8 rel); a tensor-core kernel also rounds p to bf16 before p @ V (2^-8 rel per weight, "
+        "random signs, averaged by the softmax) and accumulates in fp32. o is a convex mix of N(0,1) rows, "
+        "|o| <~ 4, and cancels toward 0, so atol = 2 bf16 ulps at |o| ~ 1 (2^-6) covers the near-zero "
+        "elements. Measured rel_fro of the Triton kernel vs the fp64 reference: 0.004-0.005 (three bf16 "
+        "roundings of ~2^-9 rms each); rel_fro 2^-6 catches systematic errors (dropped sink, wrong scale, a missed entry).")
+
+register_op(OpSpec(
+    name="sparse_attention", family="attention", reference=sparse_attention, make_inputs=_attn_inputs,
+    cases=_attn_cases, strategy=_attn_strategy, cost=_attn_cost, tolerance=lambda p: {"o": ATTN_TOL},
+    outputs=("o",), value_modes=("normal", "large"),   # no "outliers": the bf16 p error scales with max|kv|
+    doc="sparse MQA decode attention over the selected entries with the sink in the denominator, fused "
+        "inverse RoPE; indices -1 are masked",
+))
+
+
+# kv_write ----------------------------------------------------------------------------------------
+def _kvw_inputs(p, gen, device, values):
+    t, dh, w = p["T"], p["Dh"], p["W"]
+    pos = token_positions(p)
+    b = t + 2
+    return {"kv": draw((t, dh), gen, values, device=device),
+            "weight": (1 + 0.25 * draw((dh,), gen)).to(device=device, dtype=torch.bfloat16),
+            "eps": 1e-6, "positions": pos.to(device),
+            "seq_ids": torch.randperm(b, generator=gen)[:t].to(device),
+            "freqs": rope_freqs(FLASH.replace(rope_head_dim=p["R"]), compressed=p.get("compressed", False)).to(device),
+            "window_cache": draw((b, w, dh), gen, "normal", device=device)}
+
+
+def _kvw_cases(ss: ShapeSet) -> list[dict]:
+    c = ss.config
+    return [{"T": t, "Dh": c.head_dim, "R": c.rope_head_dim, "W": c.window_size, "ctx": ctx, "ragged": t > 1,
+             "compressed": comp} for t in ss.batches for ctx in ss.contexts for comp in (False, True)]
+
+
+KVW_TOL = Tolerance(
+    atol=1e-6, rtol=2 * BF16_ULP, rel_fro=2.0 ** -6, max_mismatch_frac=2e-3,
+    why="norm in fp32 then bf16 (1 ulp may flip, 2^-8 rel); RoPE in fp32 of bf16 inputs (1 more ulp). The "
+        "FP8 simulation of the 448 nope dims quantizes the bf16 norm output: when a kernel's fp32 sum of "
+        "squares differs by rounding, a bf16 value near an e4m3 rounding boundary moves a whole e4m3 step "
+        "(2^-3 rel) for that element; such flips are rare (< 2e-3 of elements), and rel_fro bounds them.")
+
+register_op(OpSpec(
+    name="kv_write", family="attention", reference=kv_write, make_inputs=_kvw_inputs, cases=_kvw_cases,
+    strategy=lambda: st.fixed_dictionaries({
+        "T": st.integers(1, 5), "Dh": st.sampled_from([128, 512]), "R": st.just(64), "W": st.sampled_from([4, 16]),
+        "ctx": st.integers(1, 70), "ragged": st.booleans(), "compressed": st.booleans()}),
+    cost=lambda p: Cost(flops=12.0 * p["T"] * p["Dh"], bytes=2.0 * (3 * p["T"] * p["Dh"] + p["Dh"]) + 16.0 * p["T"]),
+    tolerance=lambda p: {"kv_out": KVW_TOL, "window_cache": KVW_TOL},
+    outputs=("kv_out",), inplace=("window_cache",), value_modes=("normal", "outliers", "large"),
+    doc="kv_norm, RoPE on the last R dims, FP8 simulation (group 64) of the rest, ring write at p % W",
+))
+
+
+# attention_indices -------------------------------------------------------------------------------
+def _ai_inputs(p, gen, device, values):
+    pos = token_positions(p)
+    topk = None
+    if p["kind"] == "csa":
+        n = n_compressed(p, pos)
+        topk = torch.full((p["T"], p["topk"]), -1, dtype=torch.int32)
+        for i in range(p["T"]):
+            k = min(int(n[i]), p["topk"])
+            topk[i, :k] = torch.randperm(int(n[i]), generator=gen)[:k].to(torch.int32)
+        topk = topk.to(device)
+    return {"positions": pos.to(device), "kind": p["kind"], "window": p["W"], "ratio": ratio_of(p),
+            "topk_indices": topk}
+
+
+register_op(OpSpec(
+    name="attention_indices", family="attention", reference=attention_indices, make_inputs=_ai_inputs,
+    cases=lambda ss: [{"T": t, "W": ss.config.window_size, "kind": k, "topk": ss.config.index_topk, "ctx": ctx,
+                       "ragged": t > 1} for t in ss.batches for ctx in ss.contexts for k in ("swa", "csa", "hca")],
+    strategy=lambda: st.fixed_dictionaries({
+        "T": st.integers(1, 5), "W": st.sampled_from([4, 16]), "kind": st.sampled_from(["swa", "csa", "hca"]), "ratio": st.just(8),
+        "topk": st.sampled_from([2, 8]), "ctx": st.integers(1, 100), "ragged": st.booleans()}),
+    cost=lambda p: Cost(flops=0.0, bytes=8.0 * p["T"] + 4.0 * p["T"] * (ksel(p) + (p["topk"] if p["kind"] == "csa" else 0))),
+    tolerance=lambda p: {"indices": Tolerance(exact=True, why="integer index lists: exact")},
+    outputs=("indices",),
+    doc="window ring (oldest to newest, -1 empty) + CSA top-k / HCA all compressed entries, offset by W",
+))
+
+__all__ = ["token_positions", "selected_counts", "window_indices"]

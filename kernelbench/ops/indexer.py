@@ -1,0 +1,126 @@
+"""Op specs: indexer_q and indexer_topk (reference/indexer.py).
+
+Letters: T tokens, B sequences (T + 1 slots), Qr q_lora_rank, Hi indexer heads, Di = 128, R rope
+dims, ctx the longest sequence's length, S4 = (p+1)//4 a token's actual keys, cap = Ncap the key
+cache's capacity (>= S4; deployment cases also use the 1M-token capacity), K top-k.
+
+Keys and queries are FP4-simulated as in the model (Hadamard then e2m1 with power-of-two scales),
+so exact score ties occur; "ties" mode also repeats key rows. Key rows at or past S4 are NaN: a
+kernel that reads beyond the actual length (the 18x bug of SPEC section 6) shows it.
+"""
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from kernelbench.config import FLASH, ShapeSet
+from kernelbench.ops.attention import token_positions
+from kernelbench.ops.norm import draw
+from kernelbench.reference.hadamard import hadamard
+from kernelbench.reference.indexer import indexer_q, indexer_topk
+from kernelbench.reference.quant import fp4_simulate, quant_fp8_weight
+from kernelbench.reference.rope import rope_freqs
+from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
+
+DI = 128
+
+
+def fp4_rows(shape, gen: torch.Generator, values: str = "normal") -> torch.Tensor:
+    """Random rows as the model stores them: Hadamard-rotated, FP4-simulated (group 32), bf16."""
+    x = hadamard(draw(shape, gen, values))
+    return fp4_simulate(x.reshape(-1, DI), 32).reshape(shape)
+
+
+# indexer_q ---------------------------------------------------------------------------------------
+def _q_inputs(p, gen, device, values):
+    wq, ws = quant_fp8_weight(torch.randn(p["Hi"] * DI, p["Qr"], generator=gen) * p["Qr"] ** -0.5)
+    return {"qr": draw((p["T"], p["Qr"]), gen, values, device=device), "weight": wq.to(device),
+            "weight_scale": ws.to(device), "positions": token_positions({**p, "ctx": p.get("ctx", 64)}).to(device),
+            "freqs": rope_freqs(FLASH.replace(rope_head_dim=p["R"]), compressed=True).to(device)}
+
+
+register_op(OpSpec(
+    name="indexer_q", family="indexer", reference=indexer_q, make_inputs=_q_inputs,
+    cases=lambda ss: [{"T": t, "Qr": ss.config.q_lora_rank, "Hi": hi, "R": ss.config.rope_head_dim, "ctx": 8192,
+                       "ragged": t > 1}
+                      for t in ss.batches for hi in sorted({ss.config.index_n_heads, ss.config.index_n_heads // ss.tp})],
+    strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "Qr": st.sampled_from([128, 256]),
+                                            "Hi": st.integers(1, 4), "R": st.just(64), "ctx": st.integers(1, 500),
+                                            "ragged": st.booleans()}),
+    cost=lambda p: Cost(flops=2.0 * p["T"] * p["Hi"] * DI * (p["Qr"] + DI),
+                        bytes=1.0 * p["Hi"] * DI * p["Qr"] + 2.0 * p["T"] * (p["Qr"] + p["Hi"] * DI)),
+    tolerance=lambda p: {"qi": Tolerance(
+        atol=1e-6, rtol=2 ** -7, rel_fro=2 ** -4, max_mismatch_frac=3e-2,
+        why="fp8 GEMM (bf16 out, 1 ulp may flip), RoPE and Hadamard in fp32 with bf16 outputs; the final FP4 "
+            "simulation turns a 1-ulp move across an e2m1 rounding boundary into a whole e2m1 step (up to "
+            "2^-1 rel): allowed for < 3% of elements, bounded in rel_fro")},
+    outputs=("qi",), value_modes=("normal", "outliers"),
+    doc="indexer query: fp8 linear, RoPE on the last R dims, Hadamard, FP4 simulation",
+))
+
+
+# indexer_topk ------------------------------------------------------------------------------------
+def _topk_inputs(p, gen, device, values):
+    t, hi, ratio = p["T"], p["Hi"], p.get("ratio", 4)
+    pos = token_positions(p)
+    n = (pos + 1) // ratio
+    cap = p["cap"]
+    b = t + 1
+    seq_ids = torch.randperm(b, generator=gen)[:t]
+    keys = torch.full((b, cap, DI), float("nan"), dtype=torch.bfloat16)
+    for i in range(t):
+        ni = int(n[i])
+        if ni:
+            rows = fp4_rows((ni, DI), gen)
+            if values == "ties":       # repeated keys: exact score ties, broken toward the lower index
+                src = torch.randint(0, ni, (ni,), generator=gen)
+                rows = rows[torch.where(torch.rand(ni, generator=gen) < 0.5, src, torch.arange(ni))]
+            keys[int(seq_ids[i]), :ni] = rows
+    qi = fp4_rows((t, hi, DI), gen)
+    w = torch.randn(t, hi, generator=gen) * (DI ** -0.5 * hi ** -0.5)
+    return {"qi": qi.to(device), "w": w.to(device), "k_cache": keys.to(device), "seq_ids": seq_ids.to(device),
+            "positions": pos.to(device), "topk": p["topk"], "ratio": ratio}
+
+
+def _topk_cases(ss: ShapeSet) -> list[dict]:
+    c = ss.config
+    out = []
+    for t in ss.batches:
+        for ctx in ss.contexts:
+            out.append({"T": t, "Hi": c.index_n_heads, "topk": c.index_topk, "ctx": ctx, "cap": ctx // 4,
+                        "ragged": False})
+        if max(ss.contexts) >= 65536:   # same actual length, 1M-token capacity: time must not change
+            out.append({"T": t, "Hi": c.index_n_heads, "topk": c.index_topk, "ctx": 8192,
+                        "cap": c.max_position_embeddings // 4, "ragged": False})
+    return out
+
+
+def _topk_cost(p) -> Cost:
+    ratio = p.get("ratio", 4)
+    keys = float(((token_positions(p) + 1) // ratio).sum())
+    t, hi, k = p["T"], p["Hi"], p["topk"]
+    return Cost(flops=2.0 * keys * hi * DI + 2.0 * keys * hi,
+                bytes=2.0 * keys * DI + 2.0 * t * hi * DI + 4.0 * t * hi + 16.0 * t + 8.0 * t * k)
+
+
+TOPK_TOL = {
+    "indices": Tolerance(exact=False, atol=0, rtol=0, max_mismatch_frac=5e-2,
+                         why="near-equal scores (|diff| ~ fp32 rounding of a 64-head sum) may swap places or "
+                             "swap in/out of the top-k between two correct implementations; exact ties are "
+                             "ordered by index and must match. tests/test_indexer.py checks exactness on "
+                             "inputs whose scores are exact in fp32 and checks the selected set by score."),
+    "scores": Tolerance(atol=1e-5, rtol=1e-5, rel_fro=1e-6,
+                        why="the sorted k best scores: fp32 sums of 64 relu'd dot products of FP4-simulated "
+                            "vectors (exact products), order-dependent rounding ~ 64 * 2^-24 rel; swaps of "
+                            "near-ties leave the sorted values unchanged to that rounding"),
+}
+
+register_op(OpSpec(
+    name="indexer_topk", family="indexer", reference=indexer_topk, make_inputs=_topk_inputs, cases=_topk_cases,
+    strategy=lambda: st.fixed_dictionaries({
+        "T": st.integers(1, 4), "Hi": st.sampled_from([1, 4, 16, 20]), "topk": st.sampled_from([1, 8, 40]),
+        "ctx": st.integers(1, 400), "cap": st.integers(100, 130), "ragged": st.booleans()}),
+    cost=_topk_cost, tolerance=lambda p: TOPK_TOL, outputs=("indices", "scores"),
+    value_modes=("normal", "ties"),
+    doc="lightning indexer scores over the ACTUAL (p+1)//ratio keys, exact top-k (ties to the lower index)",
+))
