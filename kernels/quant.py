@@ -88,6 +88,17 @@ def fp4_decode_bf16(nib, sexp):
     return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
 
 
+@triton.jit
+def to_bf16(x, RNE_FIX: tl.constexpr):
+    """fp32 -> bf16, round to nearest even. The Triton interpreter's cast truncates toward zero (triton 3.6:
+    1 + 2^-8 + 2^-12 -> 1.0); with RNE_FIX (pass INTERPRET) the rounding is done on the bits instead."""
+    if RNE_FIX:
+        b = x.to(tl.int32, bitcast=True)
+        b = b + 0x7FFF + ((b >> 16) & 1)
+        return (b >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    return x.to(tl.bfloat16)
+
+
 # ---- kernels ------------------------------------------------------------------------------------------------
 @triton.jit
 def _fp8_quant_kernel(x_ptr, q_ptr, s_ptr, y_ptr, K, NG,

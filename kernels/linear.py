@@ -1,0 +1,333 @@
+"""Triton linear layers: block-scaled FP8 and FP4 GEMM (activations fp8-quantized inside), bf16 GEMM
+(bf16_linear, lm_head, grouped_wo_a). Decode shapes: M = 1..64 rows against weights of 1-270 MB.
+
+Letters: M rows, N output features, K input features, G groups (grouped_wo_a), S split-K parts,
+BN x BM output tile (weights are the MMA's M side: `dot(W_tile (BN, BK), x_tile^T (BK, BM))`, so
+M = 1 pads only the small side to 16), KB = K / 128 quantization blocks.
+
+Work partitioning: grid (N tiles, S, M tiles * G). At decode the N tiles alone are too few for 132 SMs
+(N = 1024, BN = 64 is 16 programs), so K is split into S parts that write fp32 partials (S, M, N) and
+a second small kernel sums them in a fixed order (deterministic) and casts.
+FP8: x is quantized per 128-block inside the GEMM (each program quantizes the block it needs: exact
+same codes as act_quant_fp8), `tl.dot` on e4m3 x e4m3, block scales applied to each 128-deep partial.
+FP4: nibbles become bf16 bit patterns with the UE8M0 group scale added to the exponent field (integer
+ops, kernels/quant.py fp4_decode_bf16); x's fp8 values are exact in bf16; two bf16 dots per block
+(even and odd k) so the packed bytes never need interleaving.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
+from kernelbench.kernels.quant import e4m3_round_code, fp4_decode_bf16, pow2, to_bf16, ue8m0_exp
+from kernelbench.registry import register_impl
+from kernelbench.tuning import lookup
+
+NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned table overrides per device
+
+
+@triton.jit
+def quant_x_block(x_ptr, rm, M, K, k0, BLOCK: tl.constexpr):
+    """x rows rm, columns [k0, k0 + BLOCK) -> (e4m3 codes int32 (BM, BLOCK), dequantized fp32 values,
+    scale exponent (BM,)): act_quant_fp8 with UE8M0, one group per row."""
+    rk = k0 + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm < M)[:, None], other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-4)
+    se = ue8m0_exp(amax, 8, 0x600000)
+    v = tl.minimum(tl.maximum(x * pow2(-se)[:, None], -448.0), 448.0)
+    code, val = e4m3_round_code(v)
+    return code, val, se
+
+
+@triton.jit
+def _fp8_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
+                     KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (M, K) bf16; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16 or (S, M, N) fp32
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rk = tl.arange(0, 128)
+    KB = K // 128
+    nb = (pid_n * BN) // 128                          # BN divides 128: one weight-scale row per tile
+    kb0 = pid_s * KB_SPLIT
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
+        kb = kb0 + i
+        code, _, se = quant_x_block(x_ptr, rm, M, K, kb * 128, 128)
+        xq = code.to(tl.uint8).to(tl.float8e4nv, bitcast=True)                     # (BM, 128)
+        w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=(rn < N)[:, None], other=0.0)
+        d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
+        sw = tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127
+        acc += d * pow2(sw + se)[None, :]
+    omask = (rn < N)[:, None] & (rm < M)[None, :]
+    if SPLIT == 1:
+        tl.store(out_ptr + rm[None, :] * N + rn[:, None], to_bf16(acc, RNE_FIX), mask=omask)
+    else:
+        tl.store(out_ptr + pid_s * M * N + rm[None, :] * N + rn[:, None], acc, mask=omask)
+
+
+@triton.jit
+def _fp4_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
+                     KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                     RNE_FIX: tl.constexpr):
+    # x (M, K) bf16; w (N, K/2) uint8 e2m1 pairs; ws (N, K/32) uint8 e8m0 bits; out as _fp8_gemm_kernel
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rj = tl.arange(0, 64)                              # byte within a 128-deep block
+    KB = K // 128
+    kb0 = pid_s * KB_SPLIT
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    nmask = (rn < N)[:, None]
+    for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
+        kb = kb0 + i
+        _, val, se = quant_x_block(x_ptr, rm, M, K, kb * 128, 128)                 # (BM, 128)
+        xv = (val * pow2(se)[:, None]).to(tl.bfloat16)                               # exact
+        xe, xo = tl.split(tl.reshape(xv, (BM, 64, 2)))                               # even / odd k
+        b = tl.load(w_ptr + rn[:, None] * (K // 2) + kb * 64 + rj[None, :], mask=nmask, other=0).to(tl.int32)
+        sexp = tl.load(ws_ptr + rn[:, None] * (K // 32) + kb * 4 + rj[None, :] // 16, mask=nmask,
+                       other=127).to(tl.int32) - 127
+        wl = fp4_decode_bf16(b & 15, sexp)                                           # (BN, 64) bf16
+        wh = fp4_decode_bf16(b >> 4, sexp)
+        acc = tl.dot(dot_operand(wl, DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
+        acc = tl.dot(dot_operand(wh, DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
+    omask = (rn < N)[:, None] & (rm < M)[None, :]
+    if SPLIT == 1:
+        tl.store(out_ptr + rm[None, :] * N + rn[:, None], to_bf16(acc, RNE_FIX), mask=omask)
+    else:
+        tl.store(out_ptr + pid_s * M * N + rm[None, :] * N + rn[:, None], acc, mask=omask)
+
+
+@triton.jit
+def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K, G,
+                      sxm, sxg, swg, swn, som, sog, PART_STRIDE,
+                      KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
+                      OUT_BF16: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16);
+    # out[m, g, n] at m*som + g*sog + n (+ s*PART_STRIDE for fp32 partials)
+    pid_n, pid_s, pid_mg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n_mt = tl.cdiv(M, BM)
+    g = pid_mg // n_mt
+    rm = (pid_mg % n_mt) * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    kb0 = pid_s * KB_SPLIT
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
+        kb = kb0 + i
+        k = kb * BK + rk
+        kmask = k < K
+        x = tl.load(x_ptr + rm[:, None] * sxm + g * sxg + k[None, :], mask=(rm < M)[:, None] & kmask[None, :],
+                    other=0.0)
+        w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
+                    other=0.0)
+        acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
+    omask = (rn < N)[:, None] & (rm < M)[None, :]
+    optr = out_ptr + rm[None, :] * som + g * sog + rn[:, None]
+    if SPLIT == 1:
+        if OUT_BF16:
+            tl.store(optr, to_bf16(acc, RNE_FIX), mask=omask)
+        else:
+            tl.store(optr, acc, mask=omask)
+    else:
+        tl.store(optr + pid_s * PART_STRIDE, acc, mask=omask)
+
+
+@triton.jit
+def _splitk_reduce_kernel(part_ptr, out_ptr, NUMEL, SPLIT: tl.constexpr, OUT_BF16: tl.constexpr,
+                          BLOCK: tl.constexpr, RNE_FIX: tl.constexpr):
+    # part (S, NUMEL) fp32 -> out (NUMEL,) bf16 / fp32, summed in order s = 0..S-1 (deterministic)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < NUMEL
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):
+        acc += tl.load(part_ptr + s * NUMEL + offs, mask=mask, other=0.0)
+    if OUT_BF16:
+        tl.store(out_ptr + offs, to_bf16(acc, RNE_FIX), mask=mask)
+    else:
+        tl.store(out_ptr + offs, acc, mask=mask)
+
+
+# ---- config spaces ---------------------------------------------------------------------------------------------
+def _pow2_at_most(n: int) -> int:
+    return 1 << max(0, n.bit_length() - 1)
+
+
+def _split_for(n_tiles: int, kblocks: int) -> int:
+    """Enough K splits that ~2 programs run per SM, at least 2 blocks of K per split."""
+    want = max(1, (2 * NUM_SMS_TARGET) // max(1, n_tiles))
+    return _fit_split(min(_pow2_at_most(want), max(1, kblocks // 2)), kblocks)
+
+
+def _fit_split(split: int, kblocks: int) -> int:
+    """The largest S <= split dividing kblocks (every split then has the same number of K blocks)."""
+    split = max(1, min(split, kblocks))
+    while kblocks % split:
+        split -= 1
+    return split
+
+
+def gemm_configs(params: dict) -> list[dict]:
+    K = params.get("K", params.get("D", params.get("I", 128)))
+    kb = max(1, K // 128)
+    return [{"BM": bm, "BN": bn, "SPLIT": s, "num_warps": w, "num_stages": st}
+            for bm in (16, 32, 64) for bn in (32, 64, 128) for s in (1, 2, 4, 8, 16, 32) if s <= kb
+            for w in (4, 8) for st in (2, 3, 4)]
+
+
+def _default(M: int, N: int, K: int) -> dict:
+    bm = 16 if M <= 16 else (32 if M <= 32 else 64)
+    bn = 64
+    tiles = triton.cdiv(N, bn) * triton.cdiv(M, bm)
+    return {"BM": bm, "BN": bn, "SPLIT": _split_for(tiles, K // 128), "num_warps": 4, "num_stages": 3}
+
+
+def fp8_default(params: dict) -> dict:
+    return _default(params["M"], params["N"], params["K"])
+
+
+def bf16_default(params: dict) -> dict:
+    M = params.get("M", params.get("T"))
+    N = params.get("N", params.get("V", params.get("O")))
+    K = params.get("K", params.get("D", params.get("I")))
+    cfg = _default(M * params.get("Gl", 1), N, K)
+    return cfg
+
+
+# ---- launch helpers ------------------------------------------------------------------------------------------
+def _finish(part, out, split, out_bf16):
+    """Sum split-K partials (S, *out.shape) into out (contiguous)."""
+    numel = out.numel()
+    BLOCK = 1024
+    _splitk_reduce_kernel[(triton.cdiv(numel, BLOCK),)](part, out, numel, SPLIT=split, OUT_BF16=out_bf16,
+                                                        BLOCK=BLOCK, RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
+    return out
+
+
+def _check_cfg(cfg: dict) -> None:
+    if 128 % cfg["BN"]:
+        raise ValueError(f"BN={cfg['BN']} must divide the 128-row weight-scale block")
+
+
+def _check_linear_x(x, K, what):
+    check_dtype("x", x, torch.bfloat16)
+    if x.dim() != 2 or x.shape[1] != K:
+        raise ValueError(f"{what}: x must be [M, {K}], got shape {tuple(x.shape)}")
+
+
+@register_impl("fp8_linear", "triton", backend="triton", configs=gemm_configs, default_config=fp8_default,
+               kernels=lambda: [_fp8_gemm_kernel, _splitk_reduce_kernel])
+def fp8_linear(x, weight, weight_scale, config=None):
+    check_device(x, weight, weight_scale)
+    check_dtype("weight", weight, torch.float8_e4m3fn)
+    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
+    if weight.dim() != 2 or weight.shape[1] % 128:
+        raise ValueError(f"fp8_linear: weight must be [N, K] with K % 128 == 0, got {tuple(weight.shape)}")
+    N, K = weight.shape
+    _check_linear_x(x, K, "fp8_linear")
+    check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
+    M = x.shape[0]
+    cfg = config or lookup("fp8_linear", {"M": M, "N": N, "K": K}, fp8_default({"M": M, "N": N, "K": K}))
+    _check_cfg(cfg)
+    x, weight = x.contiguous(), weight.contiguous()
+    ws = weight_scale.contiguous().view(torch.uint8)
+    split = _fit_split(cfg["SPLIT"], K // 128)
+    kb_split = K // 128 // split
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]))
+    _fp8_gemm_kernel[grid](x, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, RNE_FIX=INTERPRET,
+                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return y if split == 1 else _finish(out, y, split, True)
+
+
+@register_impl("fp4_linear", "triton", backend="triton", configs=gemm_configs, default_config=fp8_default,
+               kernels=lambda: [_fp4_gemm_kernel, _splitk_reduce_kernel])
+def fp4_linear(x, weight, weight_scale, config=None):
+    check_device(x, weight, weight_scale)
+    check_dtype("weight", weight, torch.uint8)
+    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
+    if weight.dim() != 2 or (2 * weight.shape[1]) % 128:
+        raise ValueError(f"fp4_linear: weight must be [N, K/2] with K % 128 == 0, got {tuple(weight.shape)}")
+    N, K = weight.shape[0], 2 * weight.shape[1]
+    _check_linear_x(x, K, "fp4_linear")
+    check_shape("weight_scale", weight_scale, (N, K // 32))
+    M = x.shape[0]
+    cfg = config or lookup("fp4_linear", {"M": M, "N": N, "K": K}, fp8_default({"M": M, "N": N, "K": K}))
+    x, weight = x.contiguous(), weight.contiguous()
+    ws = weight_scale.contiguous().view(torch.uint8)
+    split = _fit_split(cfg["SPLIT"], K // 128)
+    kb_split = K // 128 // split
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]))
+    _fp4_gemm_kernel[grid](x, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split,
+                           DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return y if split == 1 else _finish(out, y, split, True)
+
+
+def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
+    """x3 (M, G, K) view, w3 (G, N, K) contiguous rows, y3 (M, G, N) contiguous -> y3."""
+    M, G, K = x3.shape
+    N = w3.shape[1]
+    BK = 128
+    split = _fit_split(cfg["SPLIT"], triton.cdiv(K, BK))
+    kb_split = triton.cdiv(K, BK) // split
+    part = y3 if split == 1 else torch.empty((split,) + tuple(y3.shape), dtype=torch.float32, device=y3.device)
+    grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]) * G)
+    _bf16_gemm_kernel[grid](x3, w3, part, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0),
+                            w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], BK=BK,
+                            SPLIT=split, OUT_BF16=out_bf16, DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
+                            num_stages=cfg["num_stages"])
+    return y3 if split == 1 else _finish(part, y3, split, out_bf16)
+
+
+def _linear_bf16(x, weight, out_dtype, config, op, key):
+    check_device(x, weight)
+    check_dtype("x", x, torch.bfloat16)
+    check_dtype("weight", weight, torch.bfloat16)
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        raise ValueError(f"{op}: x [M, K] and weight [N, K] expected, got {tuple(x.shape)} and {tuple(weight.shape)}")
+    if out_dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"{op}: out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype}")
+    M, K = x.shape
+    N = weight.shape[0]
+    cfg = config or lookup(op, key, _default(M, N, K))
+    x, weight = x.contiguous(), weight.contiguous()
+    y = torch.empty((M, N), dtype=out_dtype, device=x.device)
+    _bf16_gemm(x.view(M, 1, K), weight.view(1, N, K), y.view(M, 1, N), cfg, out_dtype == torch.bfloat16)
+    return y
+
+
+@register_impl("bf16_linear", "triton", backend="triton", configs=gemm_configs, default_config=bf16_default,
+               kernels=lambda: [_bf16_gemm_kernel, _splitk_reduce_kernel])
+def bf16_linear(x, weight, out_dtype=torch.float32, config=None):
+    return _linear_bf16(x, weight, out_dtype, config, "bf16_linear",
+                        {"M": x.shape[0], "N": weight.shape[0], "K": weight.shape[-1]})
+
+
+@register_impl("lm_head", "triton", backend="triton", configs=gemm_configs, default_config=bf16_default,
+               kernels=lambda: [_bf16_gemm_kernel, _splitk_reduce_kernel])
+def lm_head(x, weight, config=None):
+    return _linear_bf16(x, weight, torch.float32, config, "lm_head",
+                        {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]})
+
+
+@register_impl("grouped_wo_a", "triton", backend="triton", configs=gemm_configs, default_config=bf16_default,
+               kernels=lambda: [_bf16_gemm_kernel, _splitk_reduce_kernel])
+def grouped_wo_a(o, weight, config=None):
+    check_device(o, weight)
+    check_dtype("o", o, torch.bfloat16)
+    check_dtype("weight", weight, torch.bfloat16)
+    if o.dim() != 3 or weight.dim() != 3 or o.shape[1] != weight.shape[0] or o.shape[2] != weight.shape[2]:
+        raise ValueError(f"grouped_wo_a: o [T, Gl, I] and weight [Gl, O, I] expected, got {tuple(o.shape)} and "
+                         f"{tuple(weight.shape)}")
+    T, G, I = o.shape
+    O = weight.shape[1]
+    key = {"T": T, "Gl": G, "O": O, "I": I}
+    cfg = config or lookup("grouped_wo_a", key, bf16_default(key))
+    o, weight = o.contiguous(), weight.contiguous()
+    z = torch.empty((T, G, O), dtype=torch.bfloat16, device=o.device)
+    return _bf16_gemm(o, weight, z, cfg, True)
