@@ -102,7 +102,7 @@ class ImplReport:
     def tensor_cores(self) -> bool:
         return any(k.tensor_cores for k in self.kernels)
 
-    def problems(self, smem_limit: int) -> list[str]:
+    def problems(self, smem_limit: int, require_tensor_cores: bool | None = None) -> list[str]:
         """Why this implementation/config is not fit for the target; empty when fit."""
         out = [self.error] if self.error else []
         if not self.kernels and not self.error:
@@ -115,7 +115,8 @@ class ImplReport:
             elif k.spills:
                 out.append(f"{k.kernel}: spills (stack {k.stack_bytes} B, local {k.local_bytes} B, "
                            f"{k.local_ops} LDL/STL)")
-        if self.op in TENSOR_CORE_OPS and self.kernels and not self.tensor_cores:
+        need = self.op in TENSOR_CORE_OPS if require_tensor_cores is None else require_tensor_cores
+        if need and self.kernels and not self.tensor_cores:
             out.append("no tensor-core instruction (mma/wgmma, HMMA/QMMA/OMMA) in any kernel")
         return out
 
@@ -319,7 +320,7 @@ def configs_for(impl: registry.Impl, params: dict, all_configs: bool) -> list[di
 
 def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-tp8", target: str = "sm_120",
                   all_configs: bool = False, modules: tuple[str, ...] = (), batches: tuple[int, ...] | None = None,
-                  impl_names: tuple[str, ...] = ()) -> list[dict]:
+                  impl_names: tuple[str, ...] = (), tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS) -> list[dict]:
     """Inspect every Triton implementation of `op_names` (all ops when None) at every case of the
     shape set: the default config, or every config of its space. Returns ImplReport dicts with a
     `problems` list and a `label`."""
@@ -334,36 +335,53 @@ def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-
                 continue
             for cfg in configs_for(impl, params, all_configs):
                 jobs.append((spec.name, impl.name, params, cfg))
-    return inspect_jobs(jobs, target=target, modules=modules)
+    return inspect_jobs(jobs, target=target, modules=modules, tensor_core_ops=tensor_core_ops)
 
 
-def inspect_jobs(jobs: list[tuple[str, str, dict, dict | None]], *, target: str = "sm_120",
-                 modules: tuple[str, ...] = ()) -> list[dict]:
-    """Inspect (op, impl, params, config) jobs. Under the interpreter the work runs in a subprocess
+def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[str, ...] = (),
+                 tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS) -> list[dict]:
+    """Inspect (op, impl, params, config[, fn_ref]) jobs. Under the interpreter the work runs in a subprocess
     with it off (the compiler needs real JITFunctions)."""
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
-        return _inspect_subprocess(jobs, target, modules)
+        return _inspect_subprocess(jobs, target, modules, tensor_core_ops)
     for m in modules:
         registry.load_module(m)
     limit = SMEM_LIMIT[TARGETS[target]]
     cache: dict = {}
     out = []
-    for op, impl_name, params, cfg in jobs:
-        spec, impl = registry.get_op(op), registry.get_impl(op, impl_name)
+    for op, impl_name, params, cfg, *fn_ref in jobs:
+        spec, impl = registry.get_op(op), _find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
         rep = inspect_impl(spec, impl, params, cfg, target, cache)
         d = rep.as_dict()
-        d["problems"] = rep.problems(limit)
+        d["problems"] = rep.problems(limit, op in tensor_core_ops)
         d["label"] = spec.label(params)
         out.append(d)
     return out
 
 
-def _inspect_subprocess(jobs, target, modules) -> list[dict]:
+def fn_ref(impl: registry.Impl) -> str:
+    return f"{impl.fn.__module__}:{impl.fn.__qualname__}"
+
+
+def _find_impl(op: str, name: str, ref: str | None) -> registry.Impl:
+    """The impl by name; else (an impl registered only in the parent process) one with the same
+    wrapper function, which is all that compiling needs."""
+    found = registry.impls(op)
+    if name in found or ref is None:
+        return registry.get_impl(op, name)
+    for impl in found.values():
+        if fn_ref(impl) == ref:
+            return impl
+    return registry.get_impl(op, name)
+
+
+def _inspect_subprocess(jobs, target, modules, tensor_core_ops) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     with tempfile.TemporaryDirectory() as tmp:
         req, out = os.path.join(tmp, "request.json"), os.path.join(tmp, "out.json")
         with open(req, "w") as f:
-            json.dump({"jobs": jobs, "target": target, "modules": list(modules)}, f)
+            json.dump({"jobs": jobs, "target": target, "modules": list(modules),
+                       "tensor_core_ops": list(tensor_core_ops)}, f)
         cmd = [sys.executable, "-m", "kernelbench.inspector", req, out]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
         if proc.returncode != 0:
@@ -377,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     req_path, out_path = (argv or sys.argv[1:])[:2]
     with open(req_path) as f:
         req = json.load(f)
-    reports = inspect_jobs([tuple(j) for j in req["jobs"]], target=req["target"], modules=tuple(req["modules"]))
+    reports = inspect_jobs([tuple(j) for j in req["jobs"]], target=req["target"], modules=tuple(req["modules"]),
+                           tensor_core_ops=tuple(req["tensor_core_ops"]))
     with open(out_path, "w") as f:
         json.dump(reports, f, default=str)
     return 0

@@ -89,8 +89,42 @@ def toy_mm(x, w, config=None):
     return y
 
 
-def fake_timer(call, config):
+def fake_timer(calls, config):
     """A deterministic stand-in for the GPU timer: larger blocks are 'faster'. Returns samples in us."""
-    call()
+    calls[0]()
     base = 100.0 / (config["BLOCK_N"] * config["BLOCK_K"]) * 64
     return [base * (1 + 0.01 * i) for i in range(5)]
+
+
+@triton.jit
+def toy_mm_simt_kernel(x_ptr, w_ptr, y_ptr, M, N, K,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The same product on CUDA cores (broadcast multiply + sum): what the inspector must flag."""
+    pid_n = tl.program_id(0)
+    rm = tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        x = tl.load(x_ptr + rm[:, None] * K + (k0 + rk)[None, :], mask=(rm[:, None] < M), other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + (k0 + rk)[None, :], mask=(rn[:, None] < N), other=0.0)
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@register_impl(OP, "simt", backend="triton", configs=configs, default_config=default_config, replace=True)
+def toy_mm_simt(x, w, config=None):
+    cfg = config or default_config({})
+    M, K = x.shape
+    N = w.shape[0]
+    y = torch.empty((M, N), dtype=torch.float32, device=x.device)
+    toy_mm_simt_kernel[(triton.cdiv(N, cfg["BLOCK_N"]),)](x, w, y, M, N, K, BLOCK_M=max(16, triton.next_power_of_2(M)),
+                                                         BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
+                                                         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return y
+
+
+@register_impl(OP, "torch_only", backend="triton", replace=True)
+def toy_mm_no_kernel(x, w, config=None):
+    """Claims the Triton backend but launches no kernel: the inspector must not pass it silently."""
+    return (x @ w.T).float()

@@ -1,0 +1,384 @@
+"""The autotuner: every config of a Triton implementation's space, for one op at one shape.
+
+Per (implementation, params):
+1. Space: `Impl.configs(params)`. Exhaustive when it has at most `max_trials` configs; otherwise a
+   deterministic random sample of `max_trials - 1` configs (seeded by the shape) plus the default
+   config, so the tuned result is never worse than what runs untuned. The sample is stored as
+   trials like any other, so a later run with a larger `max_trials` only adds configs.
+2. Static check for sm_120 (the users' GPU), no GPU needed (inspector.py): a config that does not
+   compile, needs more than 101,376 bytes of shared memory or spills is recorded invalid with the
+   compiler's reason (invalid_compile, invalid_smem, invalid_spill) and never run.
+3. Trial on this device: one call checked against the reference (invalid_verify, with the error
+   statistics), then timed by `timer` (CUDA-graph replay over rotating inputs on a GPU; tests inject
+   a fake). With `isolate=True` trials run in a worker process: a config that crashes the process or
+   runs past `trial_timeout_s` is recorded (crash, timeout) and the worker restarted.
+4. Every trial is stored (db tune_trial, unique per environment, implementation, shape key and
+   config): an interrupted tune resumes and skips what it finished.
+5. The best `top_k` valid configs are re-timed interleaved (round-robin, `rounds` times) and the
+   lowest median wins: one lucky screening sample does not pick the winner.
+6. The choice is stored (tune_choice) and exported by `export()` to kernelbench/tuned/v1.json under
+   the key the kernel itself passes to `kernelbench.tuning.lookup` (observed on a call).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import json
+import multiprocessing as mp
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from kernelbench import registry, tuning
+from kernelbench.db import schema
+
+INVALID = ("invalid_compile", "invalid_smem", "invalid_spill", "invalid_verify", "crash", "timeout")
+Timer = Callable[[list, dict], list]   # (calls over rotating input sets, config) -> samples in us
+
+
+@dataclass
+class Trial:
+    config: dict
+    status: str
+    reason: str = ""
+    median_us: float | None = None
+    samples: list = field(default_factory=list)
+    resumed: bool = False
+
+
+@dataclass
+class TuneResult:
+    op: str
+    impl: str
+    params: dict
+    key: dict
+    device: str
+    trials: list[Trial]
+    chosen: dict | None
+    chosen_us: float | None
+    retimed: dict = field(default_factory=dict)   # canonical config -> retimed samples
+    untried: int = 0
+
+
+def canon(config: dict) -> str:
+    return schema.canonical_json(config)
+
+
+# --- timers -------------------------------------------------------------------------------------
+
+def gpu_timer(calls: list, config: dict, max_time_s: float = 0.25) -> list:
+    """CUDA-graph replay over the rotating input sets (timing.time_graph); samples in us."""
+    from kernelbench import timing
+    summary, _, _ = timing.time_graph(calls, max_time_s=max_time_s, target_rse=0.02, min_samples=10)
+    return summary.samples
+
+
+def resolve(ref: str) -> Callable:
+    """'package.module:attr' or '/path/file.py:attr' -> the object (timers for isolated workers)."""
+    where, _, attr = ref.rpartition(":")
+    if where.endswith(".py"):
+        registry.load_module(where)
+        import sys
+        mod = next(m for n, m in sys.modules.items() if getattr(m, "__file__", None)
+                   and Path(m.__file__).resolve() == Path(where).resolve())
+    else:
+        mod = importlib.import_module(where)
+    return getattr(mod, attr)
+
+
+# --- running one config --------------------------------------------------------------------------
+
+class Bench:
+    """Inputs of one (op, params) on one device, the reference outputs, and trial execution."""
+
+    def __init__(self, spec: registry.OpSpec, impl: registry.Impl, params: dict, device: str, seed: int = 0,
+                 max_sets: int = 64):
+        from kernelbench import timing
+        self.spec, self.impl, self.params = spec, impl, params
+        if device == "cuda":
+            self.sets, _, _ = timing.make_sets(spec, params, torch.device("cuda"), seed,
+                                               timing.l2_bytes(torch.device("cuda")), max_sets=max_sets)
+        else:
+            self.sets = [spec.make_inputs(params, torch.Generator().manual_seed(seed), device, "normal")]
+        self.check_inputs = timing._clone(self.sets[0])
+
+    def key(self) -> dict:
+        """The key the kernel passes to tuning.lookup (observed on one default call), else params."""
+        from kernelbench import timing
+        with tuning.observe_lookups() as seen:
+            self.impl.fn(**timing._clone(self.check_inputs))
+        mine = [k for op, k in seen if op == self.spec.name]
+        return mine[0] if mine else dict(self.params)
+
+    def verify(self, config: dict) -> tuple[bool, str]:
+        from kernelbench import timing
+        inputs = timing._clone(self.check_inputs)
+        outs = timing.as_outputs(self.spec, self.impl.fn(**inputs, config=config), inputs)
+        return timing.recheck(self.spec, self.params, outs, timing._clone(self.check_inputs))
+
+    def calls(self, config: dict) -> list:
+        return [(lambda s=s: self.impl.fn(**s, config=config)) for s in self.sets]
+
+    def trial(self, config: dict, timer: Timer) -> Trial:
+        try:
+            ok, detail = self.verify(config)
+        except Exception as e:  # noqa: BLE001 - a config that raises is invalid, with the reason
+            return Trial(config, "invalid_compile", f"raised {type(e).__name__}: {str(e)[:400]}")
+        if not ok:
+            return Trial(config, "invalid_verify", detail[:1000])
+        samples = [float(x) for x in timer(self.calls(config), config)]
+        return Trial(config, "ok", "", statistics.median(samples), samples)
+
+
+def _worker(conn, op: str, impl_name: str, params: dict, device: str, modules: list, timer_ref: str, seed: int,
+            wrapper_ref: str):
+    from kernelbench.inspector import _find_impl
+    registry.load_builtin()
+    for m in modules:
+        registry.load_module(m)
+    spec, impl = registry.get_op(op), _find_impl(op, impl_name, wrapper_ref)
+    bench = Bench(spec, impl, params, device, seed)
+    timer = gpu_timer if timer_ref == "gpu" else resolve(timer_ref)
+    conn.send(("ready", bench.key()))
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            return
+        if msg[0] == "trial":
+            try:
+                t = bench.trial(msg[1], timer)
+            except Exception as e:  # noqa: BLE001 - the timer itself failed: record, keep the worker
+                t = Trial(msg[1], "crash", f"raised {type(e).__name__}: {str(e)[:400]}")
+            conn.send(("trial", t.__dict__))
+        elif msg[0] == "time":
+            conn.send(("time", [float(x) for x in timer(bench.calls(msg[1]), msg[1])]))
+
+
+class IsolatedRunner:
+    """Trials in a worker process; a crash or a hang costs that config only."""
+
+    def __init__(self, impl, params, device, modules, timer_ref, seed, timeout_s):
+        from kernelbench.inspector import fn_ref
+        self.args = (impl.op, impl.name, params, device, list(modules), timer_ref, seed, fn_ref(impl))
+        self.timeout_s = timeout_s
+        self.proc = None
+        self.key = None
+
+    def _start(self):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, *self.args), daemon=True)
+        self.proc.start()
+        child.close()
+        try:
+            kind, self.key = self._recv(max(self.timeout_s, 600))
+        except (EOFError, TimeoutError, OSError):
+            self._kill()
+            raise RuntimeError(f"the tuning worker for {self.args[0]}/{self.args[1]} did not start "
+                               "(its traceback is above)") from None
+
+    def _recv(self, timeout):
+        if not self.conn.poll(timeout):
+            raise TimeoutError
+        return self.conn.recv()
+
+    def _kill(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.join(10)
+        self.proc = None
+
+    def request(self, msg) -> tuple[str, object]:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        self.conn.send(msg)
+        try:
+            return self._recv(self.timeout_s)
+        except TimeoutError:
+            self._kill()
+            return "timeout", f"no answer within {self.timeout_s:g} s; worker killed"
+        except (EOFError, ConnectionError, OSError):
+            code = self.proc.exitcode if self.proc else None
+            self.proc.join(5) if self.proc else None
+            code = self.proc.exitcode if self.proc else code
+            self._kill()
+            return "crash", f"worker died (exit code {code})"
+
+    def trial(self, config: dict) -> Trial:
+        kind, payload = self.request(("trial", config))
+        if kind == "trial":
+            return Trial(**payload)
+        return Trial(config, kind, str(payload))
+
+    def time(self, config: dict) -> list:
+        kind, payload = self.request(("time", config))
+        return payload if kind == "time" else []
+
+    def close(self):
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send(("stop",))
+                self.proc.join(10)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+
+
+# --- the trial log ------------------------------------------------------------------------------
+
+class TrialLog:
+    """tune_trial / tune_choice rows of one (environment, implementation, shape key)."""
+
+    def __init__(self, store, env_id: int, impl: registry.Impl, shape_key: dict, git_commit: str = ""):
+        self.store, self.env_id, self.shape_key, self.git = store, env_id, shape_key, git_commit
+        self.impl_id = store.impl_id(impl)
+        self.op_id = store.op_id(impl.op, registry.get_op(impl.op).family)
+
+    def finished(self) -> dict[str, Trial]:
+        from sqlalchemy import select
+        T = schema.TuneTrial
+        with self.store.session() as s:
+            rows = s.scalars(select(T).where(T.environment_id == self.env_id, T.implementation_id == self.impl_id,
+                                             T.shape_key == self.shape_key)).all()
+            return {canon(r.config): Trial(r.config, r.status, r.reason, r.median_us, r.samples or [], resumed=True)
+                    for r in rows}
+
+    def record(self, t: Trial) -> None:
+        with self.store.session() as s:
+            s.add(schema.TuneTrial(environment_id=self.env_id, implementation_id=self.impl_id,
+                                   shape_key=self.shape_key, config=t.config, status=t.status, reason=t.reason,
+                                   median_us=t.median_us, samples=t.samples or None, git_commit=self.git))
+
+    def choose(self, config: dict, median_us: float | None) -> None:
+        with self.store.session() as s:
+            s.add(schema.TuneChoice(environment_id=self.env_id, op_id=self.op_id, implementation_id=self.impl_id,
+                                    shape_key=self.shape_key, config=config, median_us=median_us,
+                                    git_commit=self.git))
+
+
+# --- the search ---------------------------------------------------------------------------------
+
+def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tuple[list[dict], int]:
+    """The configs to try (see the module doc) and how many of the space were left out."""
+    if impl.configs is None:
+        raise ValueError(f"{impl.op}/{impl.name} declares no config space (register_impl(configs=...))")
+    space = list(impl.configs(params))
+    default = impl.default_config(params) if impl.default_config else None
+    if len(space) <= max_trials:
+        picked = space
+    else:
+        rng = random.Random(canon({"op": impl.op, "params": params}))
+        picked = rng.sample(space, max_trials - 1 if default else max_trials)
+    if default is not None and canon(default) not in {canon(c) for c in picked}:
+        picked = [default] + picked
+    return picked, len(space) - len(picked)
+
+
+def static_check(spec, impl, params: dict, configs: list[dict], modules=(), target: str = "sm_120") -> dict:
+    """canonical config -> (status, reason) for the configs unfit for `target`."""
+    from kernelbench import inspector
+    reports = inspector.inspect_jobs([(spec.name, impl.name, params, c, inspector.fn_ref(impl)) for c in configs], target=target,
+                                     modules=tuple(modules))
+    bad = {}
+    for cfg, rep in zip(configs, reports):
+        problems = [p for p in rep["problems"] if "tensor-core" not in p]
+        if not problems:
+            continue
+        text = "; ".join(problems)
+        status = ("invalid_smem" if "shared memory" in text else "invalid_spill" if "spills" in text
+                  else "invalid_compile")
+        bad[canon(cfg)] = (status, f"{target}: {text}")
+    return bad
+
+
+def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer: Timer | None = None,
+             timer_ref: str = "gpu", isolate: bool = False, modules=(), max_trials: int = 64, top_k: int = 3,
+             rounds: int = 3, budget_s: float = 120.0, trial_timeout_s: float = 60.0, sm120_check: bool = True,
+             seed: int = 0, git_commit: str = "", log: Callable[[str], None] = lambda s: None) -> TuneResult:
+    """Tune one implementation at one problem (see the module doc for the method)."""
+    start = time.monotonic()
+    configs, left_out = candidate_configs(impl, params, max_trials)
+    if isolate:
+        runner = IsolatedRunner(impl, params, device, modules, timer_ref, seed, trial_timeout_s)
+        runner._start()
+        key, run_trial, time_cfg = runner.key, runner.trial, runner.time
+    else:
+        bench = Bench(spec, impl, params, device, seed)
+        timer = timer or gpu_timer
+        key = bench.key()
+        run_trial = lambda c: bench.trial(c, timer)  # noqa: E731
+        time_cfg = lambda c: [float(x) for x in timer(bench.calls(c), c)]  # noqa: E731
+    dev_name = tuning.current_device() if device == "cuda" else "cpu"
+    trial_log = TrialLog(store, env_id, impl, key, git_commit)
+    done = trial_log.finished()
+    todo = [c for c in configs if canon(c) not in done]
+    bad = static_check(spec, impl, params, todo, modules) if (sm120_check and todo) else {}
+    trials = [done[canon(c)] for c in configs if canon(c) in done]
+    try:
+        for i, c in enumerate(todo):
+            if time.monotonic() - start > budget_s:
+                left_out += len(todo) - i
+                log(f"time budget {budget_s:g} s spent; {len(todo) - i} configs of this shape left untried")
+                break
+            if canon(c) in bad:
+                t = Trial(c, *bad[canon(c)])
+            else:
+                t = run_trial(c)
+            trial_log.record(t)
+            trials.append(t)
+            log(f"  {canon(c)}: {t.status} {'' if t.median_us is None else f'{t.median_us:.2f} us'} {t.reason[:120]}")
+        ok = sorted((t for t in trials if t.status == "ok"), key=lambda t: t.median_us)
+        best = ok[:top_k]
+        retimed: dict[str, list] = {canon(t.config): [] for t in best}
+        if len(best) > 1:
+            for _ in range(rounds):
+                for t in best:
+                    retimed[canon(t.config)].extend(time_cfg(t.config))
+    finally:
+        if isolate:
+            runner.close()
+    chosen, chosen_us = None, None
+    if best:
+        med = {k: statistics.median(v) for k, v in retimed.items() if v}
+        if med:
+            k = min(med, key=med.get)
+            chosen, chosen_us = json.loads(k), med[k]
+        else:
+            chosen, chosen_us = best[0].config, best[0].median_us
+        trial_log.choose(chosen, chosen_us)
+    return TuneResult(spec.name, impl.name, dict(params), key, dev_name, trials, chosen, chosen_us, retimed, left_out)
+
+
+# --- export -------------------------------------------------------------------------------------
+
+def export(results: list[TuneResult], path: Path | None = None, command: str = "") -> Path:
+    """Merge the choices into the tuned JSON (kernelbench/tuned/v1.json unless `path`): an entry per
+    (device, op, key); entries of other devices, ops and keys are kept."""
+    path = Path(path) if path else tuning.TUNED_DIR / f"v{tuning.FORMAT_VERSION}.json"
+    data = {"version": tuning.FORMAT_VERSION, "entries": []}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON ({e}); move it aside before exporting") from None
+        if old.get("version") != tuning.FORMAT_VERSION:
+            raise ValueError(f"{path} has version {old.get('version')}, expected {tuning.FORMAT_VERSION}")
+        data["entries"] = old.get("entries", [])
+    today = _dt.date.today().isoformat()
+    for r in results:
+        if r.chosen is None:
+            continue
+        data["entries"] = [e for e in data["entries"]
+                           if not (e.get("device") == r.device and e.get("op") == r.op and e.get("key") == r.key)]
+        data["entries"].append({"device": r.device, "op": r.op, "impl": r.impl, "key": r.key, "config": r.chosen,
+                                "us": None if r.chosen_us is None else round(r.chosen_us, 3), "measured": today,
+                                "command": command})
+    data["entries"].sort(key=lambda e: (e["device"], e["op"], canon(e["key"])))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path

@@ -1,0 +1,89 @@
+"""The sm_120 inspector on toy kernels, without a GPU: launches are captured (not run), compiled for
+GPUTarget("cuda", 120, 32), and shared memory, registers, spills and tensor-core instructions are
+read from what the compiler made."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelbench import inspector, registry
+
+TOY = str(Path(__file__).with_name("kb_toy.py"))
+PARAMS = {"M": 16, "N": 64, "K": 128}
+SMALL = {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
+MID = {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3}      # between sm_120's and sm_90's limits
+HUGE = {"BLOCK_N": 256, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
+
+
+@pytest.fixture(scope="module")
+def toy():
+    registry.load_module(TOY)
+    return registry.get_op("toy_mm")
+
+
+@pytest.fixture(scope="module")
+def reports(toy):
+    jobs = [("toy_mm", "triton", PARAMS, SMALL), ("toy_mm", "triton", PARAMS, MID), ("toy_mm", "triton", PARAMS, HUGE),
+            ("toy_mm", "simt", PARAMS, SMALL), ("toy_mm", "torch_only", PARAMS, None)]
+    sm120 = inspector.inspect_jobs(jobs, target="sm_120", modules=(TOY,), tensor_core_ops=("toy_mm",))
+    sm90 = inspector.inspect_jobs(jobs[:3], target="sm_90", modules=(TOY,), tensor_core_ops=("toy_mm",))
+    return sm120, sm90
+
+
+def test_capture_records_launches_without_running_them(toy):
+    impl = registry.get_impl("toy_mm", "triton")
+    inputs = toy.make_inputs(PARAMS, torch.Generator().manual_seed(0), "cpu", "normal")
+    with inspector.capture() as launches:
+        y = impl.fn(**inputs, config=SMALL)
+    assert len(launches) == 1
+    (launch,) = launches
+    assert launch.name.endswith(":toy_mm_kernel")
+    assert launch.grid == (2,)                     # N=64 / BLOCK_N=32
+    assert launch.kwargs["BLOCK_N"] == 32 and launch.kwargs["num_warps"] == 4 and launch.kwargs["BLOCK_M"] == 16
+    assert launch.args[0] is inputs["x"]
+    # nothing ran: the output is whatever torch.empty left, not the product
+    assert not torch.allclose(y, toy.reference(**inputs))
+    # and outside the context the kernel runs again
+    y = impl.fn(**inputs, config=SMALL)
+    torch.testing.assert_close(y, toy.reference(**inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_dot_kernel_fits_sm120_and_uses_tensor_cores(reports):
+    rep = reports[0][0]
+    assert rep["problems"] == [], rep["problems"]
+    (k,) = rep["kernels"]
+    assert 0 < k["shared_bytes"] <= 101376
+    assert k["registers"] > 0 and not k["spills"]
+    assert any(i.startswith("mma.sync") for i in k["ptx_mma"])
+    assert any(i.startswith("HMMA") for i in k["sass_mma"])
+    assert k["constexprs"]["BLOCK_N"] == 32 and k["num_warps"] == 4
+
+
+def test_shared_memory_limit_depends_on_the_target(reports):
+    sm120, sm90 = reports
+    mid120, huge120 = sm120[1], sm120[2]
+    assert 101376 < mid120["max_shared"] <= 232448
+    assert any("shared memory" in p and "101376" in p for p in mid120["problems"])
+    assert sm90[1]["problems"] == []               # fits Hopper's 227 KB
+    assert any("232448" in p for p in sm90[2]["problems"])
+    assert any("shared memory" in p for p in huge120["problems"])
+
+
+def test_simt_kernel_is_flagged_where_tensor_cores_are_required(reports):
+    simt = reports[0][3]
+    assert simt["kernels"] and not simt["tensor_cores"]
+    assert all(not k["ptx_mma"] and not k["sass_mma"] for k in simt["kernels"])
+    assert any("tensor-core" in p for p in simt["problems"])
+
+
+def test_an_impl_that_launches_no_kernel_is_a_problem(reports):
+    rep = reports[0][4]
+    assert rep["kernels"] == []
+    assert rep["problems"] == ["no Triton launch was captured"]
+
+
+def test_compile_error_is_reported_not_raised(toy):
+    bad = {"BLOCK_N": 32, "BLOCK_K": 48, "num_warps": 4, "num_stages": 2}
+    (rep,) = inspector.inspect_jobs([("toy_mm", "triton", PARAMS, bad)], modules=(TOY,))
+    assert rep["kernels"][0]["error"]
+    assert any("compile failed" in p for p in rep["problems"])

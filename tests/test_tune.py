@@ -1,0 +1,164 @@
+"""The tuner on the Triton interpreter with a fake timer: invalid configs are recorded with their
+reason, an interrupted tune resumes without redoing trials, crashes and hangs are isolated, the
+interleaved re-time picks the winner, and the exported JSON drives the kernel with fallbacks."""
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelbench import registry, tune, tuning
+from kernelbench.db import schema
+from kernelbench.db.store import Store, raw_execute
+from kernelbench.fingerprint import fingerprint
+
+TOY = str(Path(__file__).with_name("kb_toy.py"))
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                                reason="runs the toy kernel in the Triton interpreter (TRITON_INTERPRET=1)")
+
+GOOD_SMALL = {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
+GOOD_BIG = {"BLOCK_N": 32, "BLOCK_K": 64, "num_warps": 4, "num_stages": 2}
+WRONG = {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "skip_last_k": True}
+TOO_BIG = {"BLOCK_N": 256, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}   # ~1.3 MB of smem on sm_120
+NO_COMPILE = {"BLOCK_N": 32, "BLOCK_K": 48, "num_warps": 4, "num_stages": 2}  # arange of 48: not a power of 2
+
+
+@pytest.fixture(scope="module")
+def toy():
+    registry.load_module(TOY)
+    return registry.get_op("toy_mm")
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(f"sqlite:///{tmp_path / 'kb.sqlite'}")
+    yield s, s.environment_id(fingerprint("cpu"))
+    s.dispose()
+
+
+def impl_with(space, name="tune_test"):
+    base = registry.get_impl("toy_mm", "triton")
+    registry.register_impl("toy_mm", name, backend="triton", configs=lambda p: list(space),
+                           default_config=lambda p: dict(space[0]), replace=True)(base.fn)
+    return registry.get_impl("toy_mm", name)
+
+
+class CountingTimer:
+    def __init__(self, fail_after=None):
+        self.calls, self.fail_after = [], fail_after
+
+    def __call__(self, calls, config):
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise KeyboardInterrupt("simulated interruption")
+        self.calls.append(tune.canon(config))
+        calls[0]()
+        return [100.0 / (config["BLOCK_N"] * config["BLOCK_K"]) * (1 + 0.01 * i) for i in range(5)]
+
+
+def test_invalid_configs_are_recorded_with_reasons_and_best_valid_is_chosen(toy, store):
+    s, env = store
+    impl = impl_with([GOOD_SMALL, WRONG, TOO_BIG, NO_COMPILE, GOOD_BIG])
+    timer = CountingTimer()
+    res = tune.tune_one(toy, impl, {"M": 16, "N": 64, "K": 128}, store=s, env_id=env, device="cpu", timer=timer,
+                        modules=(TOY,))
+    by = {tune.canon(t.config): t for t in res.trials}
+    assert by[tune.canon(WRONG)].status == "invalid_verify" and "mismatch" in by[tune.canon(WRONG)].reason
+    assert by[tune.canon(TOO_BIG)].status == "invalid_smem" and "101376" in by[tune.canon(TOO_BIG)].reason
+    assert by[tune.canon(NO_COMPILE)].status == "invalid_compile" and by[tune.canon(NO_COMPILE)].reason
+    assert by[tune.canon(GOOD_SMALL)].status == by[tune.canon(GOOD_BIG)].status == "ok"
+    # configs that failed a static check were never run
+    assert tune.canon(TOO_BIG) not in timer.calls and tune.canon(NO_COMPILE) not in timer.calls
+    assert res.chosen == GOOD_BIG
+    # the best two were re-timed interleaved, 3 rounds each
+    assert timer.calls[-6:] == [tune.canon(GOOD_BIG), tune.canon(GOOD_SMALL)] * 3
+    rows = raw_execute(s, "select status, reason from tune_trial")
+    assert sorted(r[0] for r in rows) == sorted(["ok", "ok", "invalid_verify", "invalid_smem", "invalid_compile"])
+    assert all(r[1] for r in rows if r[0] != "ok")
+    assert raw_execute(s, "select count(*) from tune_choice")[0][0] == 1
+    assert res.key == {"M": 16, "N": 64, "K": 128}   # the key the kernel passes to tuning.lookup
+
+
+def test_interrupted_tune_resumes_without_redoing_trials(toy, store):
+    s, env = store
+    space = [GOOD_SMALL, GOOD_BIG, {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}]
+    impl = impl_with(space, "resume_test")
+    params = {"M": 1, "N": 64, "K": 128}
+    first = CountingTimer(fail_after=1)
+    with pytest.raises(KeyboardInterrupt):
+        tune.tune_one(toy, impl, params, store=s, env_id=env, device="cpu", timer=first, sm120_check=False)
+    assert first.calls == [tune.canon(GOOD_SMALL)]
+    assert raw_execute(s, "select count(*) from tune_trial")[0][0] == 1
+    second = CountingTimer()
+    res = tune.tune_one(toy, impl, params, store=s, env_id=env, device="cpu", timer=second, sm120_check=False,
+                        top_k=1)
+    assert tune.canon(GOOD_SMALL) not in second.calls          # finished trial not redone
+    assert sorted(second.calls) == sorted(tune.canon(c) for c in space[1:])
+    assert [t.resumed for t in res.trials] == [True, False, False]
+    assert raw_execute(s, "select count(*) from tune_trial")[0][0] == 3
+    assert res.chosen == GOOD_BIG
+
+
+def test_crash_and_hang_are_isolated_and_recorded(toy, store):
+    s, env = store
+    crash = dict(GOOD_SMALL, crash=True)
+    hang = dict(GOOD_SMALL, hang=True)
+    impl = impl_with([GOOD_SMALL, crash, hang, GOOD_BIG], "isolate_test")
+    res = tune.tune_one(toy, impl, {"M": 16, "N": 64, "K": 128}, store=s, env_id=env, device="cpu", isolate=True,
+                        timer_ref=f"{TOY}:fake_timer", modules=(TOY,), trial_timeout_s=10, sm120_check=False)
+    by = {tune.canon(t.config): t for t in res.trials}
+    assert by[tune.canon(crash)].status == "crash" and "exit code" in by[tune.canon(crash)].reason
+    assert by[tune.canon(hang)].status == "timeout"
+    assert by[tune.canon(GOOD_BIG)].status == "ok"   # the worker was restarted after both
+    assert res.chosen == GOOD_BIG
+    assert raw_execute(s, "select count(*) from tune_trial where status in ('crash', 'timeout')")[0][0] == 2
+
+
+def test_export_drives_the_kernel_and_falls_back(toy, store, tmp_path, monkeypatch):
+    s, env = store
+    impl = impl_with([GOOD_SMALL, GOOD_BIG], "export_test")
+    res = tune.tune_one(toy, impl, {"M": 16, "N": 64, "K": 128}, store=s, env_id=env, device="cpu",
+                        timer=CountingTimer(), sm120_check=False)
+    path = tune.export([res], tmp_path / "v1.json", command="pytest")
+    data = json.loads(path.read_text())
+    assert data["version"] == 1 and data["entries"][0]["config"] == GOOD_BIG and data["entries"][0]["device"] == "cpu"
+    # exporting again replaces the entry instead of duplicating it
+    tune.export([res], path)
+    assert len(json.loads(path.read_text())["entries"]) == 1
+    monkeypatch.setenv(tuning.ENV_FILE, str(path))
+    default = {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
+    assert tuning.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
+    with warnings.catch_warnings(record=True) as w:            # nearest shape on this device, with a warning
+        warnings.simplefilter("always")
+        assert tuning.lookup("toy_mm", {"M": 3, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
+        assert tuning.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="NVIDIA X") == GOOD_BIG
+    assert len(w) == 2 and "tuned for" in str(w[0].message)
+    assert tuning.lookup("other_op", {"M": 16}, default, device="cpu") == default
+    # the kernel reads the tuned config (observed through its lookup) and still computes the right thing
+    spec = registry.get_op("toy_mm")
+    inputs = spec.make_inputs({"M": 16, "N": 64, "K": 128}, torch.Generator().manual_seed(3), "cpu", "normal")
+    with tuning.observe_lookups() as seen:
+        y = impl.fn(**inputs)
+    assert seen == [("toy_mm", {"M": 16, "N": 64, "K": 128})]
+    torch.testing.assert_close(y, spec.reference(**inputs), rtol=1e-4, atol=1e-4)
+    # a corrupt file warns and falls back to the default: never a crash
+    bad = tmp_path / "corrupt.json"
+    bad.write_text("{not json")
+    monkeypatch.setenv(tuning.ENV_FILE, str(bad))
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert tuning.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="cpu") == default
+    with pytest.raises(ValueError, match="not valid JSON"):
+        tune.export([res], bad)
+
+
+def test_sampled_search_keeps_the_default_and_is_deterministic(toy):
+    space = [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": 2}
+             for bn in (16, 32, 64) for bk in (32, 64) for w in (2, 4, 8)]
+    impl = impl_with(space, "sample_test")
+    a, left_a = tune.candidate_configs(impl, {"M": 16}, max_trials=5)
+    b, _ = tune.candidate_configs(impl, {"M": 16}, max_trials=5)
+    assert a == b and len(a) == 5 and left_a == len(space) - 5
+    assert space[0] in a
+    full, left = tune.candidate_configs(impl, {"M": 16}, max_trials=64)
+    assert full == space and left == 0
