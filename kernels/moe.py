@@ -1,0 +1,343 @@
+"""Triton MoE layer: gate (sqrtsoftplus + top-k / hash), routed MXFP4 experts, FP8 shared expert.
+
+Letters: T tokens, D hidden, E routed experts, El local experts, F moe_inter_dim, K top-k,
+TK = T * K routing slots (slot = t * K + k), BM tokens x BN features per tile.
+
+Routed experts, no host synchronisation (CUDA-graph capturable):
+  1. group slots by local expert on the device: key = expert - offset (El for non-local slots), a
+     scatter-add histogram, its cumsum (expert start offsets) and a stable argsort (torch ops);
+  2. `_moe_up_kernel`, grid (El, F / BN): one program per (expert, F tile) takes that expert's tokens as
+     the M dimension (empty experts exit at once), streams W1 and W3 once per BM tokens, decodes e2m1
+     in registers to bf16 bit patterns with the UE8M0 scale in the exponent (integer ops), tensor-core
+     dots, then bf16 rounding, clamp, SwiGLU and the routing weight; writes a (TK, F) bf16 by sorted position;
+  3. `_moe_down_kernel`, grid (El, D / BN): W2 on a (fp8 act-quantized per 128 inside, as fp4_linear),
+     bf16-rounded per expert output into a per-slot fp32 buffer (TK, D);
+  4. `_combine_kernel`: y[t] = sum over the token's local slots in k order (+ the shared expert):
+     a deterministic reduction, no atomics.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
+from kernelbench.kernels.linear import _bf16_gemm, _default, fp8_linear
+from kernelbench.kernels.quant import e4m3_round_code, fp4_decode_bf16, pow2, to_bf16, ue8m0_exp
+from kernelbench.registry import register_impl
+from kernelbench.tuning import lookup
+
+
+# ---- gate -------------------------------------------------------------------------------------------------
+@triton.jit
+def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale,
+                 K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr):
+    # logits (T, E) fp32; bias (E,) fp32; tid2eid (V, K) int32; token_ids (T,) int64 -> w (T, K) fp32, i (T, K) int64
+    t = tl.program_id(0)
+    e = tl.arange(0, EP)
+    em = e < E
+    lg = tl.load(logit_ptr + t * E + e, mask=em, other=0.0)
+    s = tl.sqrt(tl.where(lg > 20.0, lg, tl.log(1.0 + tl.exp(tl.minimum(lg, 20.0)))))  # sqrt(softplus)
+    kk = tl.arange(0, KP)
+    wv = tl.zeros((KP,), dtype=tl.float32)
+    iv = tl.zeros((KP,), dtype=tl.int32)
+    if HASH:
+        tok = tl.load(ids_ptr + t)
+        for k in tl.static_range(K):
+            idx = tl.load(tid_ptr + tok * K + k)
+            wk = tl.sum(tl.where(e == idx, s, 0.0))
+            wv = tl.where(kk == k, wk, wv)
+            iv = tl.where(kk == k, idx, iv)
+    else:
+        b = s
+        if HAS_BIAS:
+            b = s + tl.load(bias_ptr + e, mask=em, other=0.0)
+        b = tl.where(em, b, float("-inf"))
+        for k in tl.static_range(K):
+            m = tl.max(b)
+            idx = tl.min(tl.where(b == m, e, EP))                           # ties: lowest expert index
+            wk = tl.sum(tl.where(e == idx, s, 0.0))
+            b = tl.where(e == idx, float("-inf"), b)
+            wv = tl.where(kk == k, wk, wv)
+            iv = tl.where(kk == k, idx, iv)
+    wv = tl.math.div_rn(wv, tl.sum(wv)) * route_scale
+    tl.store(w_ptr + t * K + kk, wv, mask=kk < K)
+    tl.store(i_ptr + t * K + kk, iv.to(tl.int64), mask=kk < K)
+
+
+# ---- routed experts ------------------------------------------------------------------------------------------
+@triton.jit
+def _quant_rows(x_ptr, rows, rmask, LD, k0, BLOCK: tl.constexpr):
+    """Rows `rows` of a (., LD) bf16 matrix, columns [k0, k0 + BLOCK): fp8 act-quant (UE8M0, one group) and
+    return the dequantized values split into even / odd columns, bf16 (BM, BLOCK/2) each (exact)."""
+    rk = k0 + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + rows[:, None].to(tl.int64) * LD + rk[None, :], mask=rmask[:, None], other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-4)
+    se = ue8m0_exp(amax, 8, 0x600000)
+    _, val = e4m3_round_code(tl.minimum(tl.maximum(x * pow2(-se)[:, None], -448.0), 448.0))
+    xv = (val * pow2(se)[:, None]).to(tl.bfloat16)
+    return tl.split(tl.reshape(xv, (xv.shape[0], BLOCK // 2, 2)))
+
+
+@triton.jit
+def _fp4_tile_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xe, xo, DOT_UPCAST: tl.constexpr):
+    """acc (BN, BM) += W[rn, 128 kb : 128 kb + 128] . x^T, W packed e2m1 rows (LDW bytes) with e8m0 scale
+    rows (LDS bytes), x given as its even / odd columns (BM, 64) bf16."""
+    rj = tl.arange(0, 64)
+    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + rj[None, :]).to(tl.int32)
+    sexp = tl.load(s_ptr + rn[:, None] * LDS + kb * 4 + rj[None, :] // 16).to(tl.int32) - 127
+    acc = tl.dot(dot_operand(fp4_decode_bf16(b & 15, sexp), DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
+    acc = tl.dot(dot_operand(fp4_decode_bf16(b >> 4, sexp), DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
+    return acc
+
+
+@triton.jit
+def _moe_up_kernel(x_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, a_ptr, limit,
+                   D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                   DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (T, D) bf16; rw (TK,) fp32 routing weights; sorted (TK,) int32 slots grouped by expert; start (El+1,)
+    # w1, w3 (El, F, D/2) uint8; s1, s3 (El, F, D/32) uint8 e8m0; a (TK, F) bf16 by sorted position
+    e = tl.program_id(0)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    start = tl.load(start_ptr + e)
+    end = tl.load(start_ptr + e + 1)
+    e64 = e.to(tl.int64)
+    w1 = w1_ptr + e64 * (F * (D // 2))
+    w3 = w3_ptr + e64 * (F * (D // 2))
+    s1 = s1_ptr + e64 * (F * (D // 32))
+    s3 = s3_ptr + e64 * (F * (D // 32))
+    c = start
+    while c < end:
+        pos = c + tl.arange(0, BM)
+        pm = pos < end
+        slot = tl.load(sorted_ptr + pos, mask=pm, other=0)
+        tok = slot // K
+        accg = tl.zeros((BN, BM), dtype=tl.float32)
+        accu = tl.zeros((BN, BM), dtype=tl.float32)
+        for kb in range(D // 128):
+            xe, xo = _quant_rows(x_ptr, tok, pm, D, kb * 128, 128)
+            accg = _fp4_tile_dot(accg, w1, s1, rn, D // 2, D // 32, kb, xe, xo, DOT_UPCAST)
+            accu = _fp4_tile_dot(accu, w3, s3, rn, D // 2, D // 32, kb, xe, xo, DOT_UPCAST)
+        g = to_bf16(accg, RNE_FIX).to(tl.float32)          # the expert GEMMs return bf16
+        u = to_bf16(accu, RNE_FIX).to(tl.float32)
+        u = tl.minimum(tl.maximum(u, -limit), limit)
+        g = tl.minimum(g, limit)
+        rw = tl.load(rw_ptr + slot, mask=pm, other=0.0)
+        a = g / (1.0 + tl.exp(-g)) * u * rw[None, :]
+        tl.store(a_ptr + pos[None, :].to(tl.int64) * F + rn[:, None], to_bf16(a, RNE_FIX), mask=pm[None, :])
+        c += BM
+
+
+@triton.jit
+def _moe_down_kernel(a_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_ptr,
+                     D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                     DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    # a (TK, F) bf16 by sorted position; w2 (El, D, F/2) uint8; s2 (El, D, F/32) uint8; ybuf (TK, D) fp32 by slot
+    e = tl.program_id(0)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    start = tl.load(start_ptr + e)
+    end = tl.load(start_ptr + e + 1)
+    e64 = e.to(tl.int64)
+    w2 = w2_ptr + e64 * (D * (F // 2))
+    s2 = s2_ptr + e64 * (D * (F // 32))
+    c = start
+    while c < end:
+        pos = c + tl.arange(0, BM)
+        pm = pos < end
+        slot = tl.load(sorted_ptr + pos, mask=pm, other=0)
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+        for kb in range(F // 128):
+            ae, ao = _quant_rows(a_ptr, pos, pm, F, kb * 128, 128)
+            acc = _fp4_tile_dot(acc, w2, s2, rn, F // 2, F // 32, kb, ae, ao, DOT_UPCAST)
+        y = to_bf16(acc, RNE_FIX).to(tl.float32)            # each expert's output is bf16
+        tl.store(ybuf_ptr + slot[None, :].to(tl.int64) * D + rn[:, None], y, mask=pm[None, :])
+        c += BM
+
+
+@triton.jit
+def _combine_kernel(ybuf_ptr, idx_ptr, shared_ptr, out_ptr, D, offset, El,
+                    K: tl.constexpr, BLOCK: tl.constexpr, HAS_SHARED: tl.constexpr, OUT_BF16: tl.constexpr,
+                    RNE_FIX: tl.constexpr):
+    # ybuf (TK, D) fp32; idx (T, K) int64; shared (T, D) bf16 -> out (T, D) fp32 or bf16
+    t = tl.program_id(0)
+    d = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    dm = d < D
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for k in tl.static_range(K):
+        le = tl.load(idx_ptr + t * K + k) - offset
+        local = (le >= 0) & (le < El)
+        acc += tl.load(ybuf_ptr + (t * K + k).to(tl.int64) * D + d, mask=dm & local, other=0.0)
+    if HAS_SHARED:
+        acc += tl.load(shared_ptr + t * D + d, mask=dm, other=0.0).to(tl.float32)
+    if OUT_BF16:
+        tl.store(out_ptr + t * D + d, to_bf16(acc, RNE_FIX), mask=dm)
+    else:
+        tl.store(out_ptr + t * D + d, acc, mask=dm)
+
+
+@triton.jit
+def _swiglu_kernel(g_ptr, u_ptr, out_ptr, NUMEL, limit, BLOCK: tl.constexpr, RNE_FIX: tl.constexpr):
+    # g, u (T, F) bf16 -> silu(min(g, limit)) * clamp(u) as bf16 (the shared expert, no routing weight)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < NUMEL
+    g = tl.minimum(tl.load(g_ptr + offs, mask=m, other=0.0).to(tl.float32), limit)
+    u = tl.load(u_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    u = tl.minimum(tl.maximum(u, -limit), limit)
+    tl.store(out_ptr + offs, to_bf16(g / (1.0 + tl.exp(-g)) * u, RNE_FIX), mask=m)
+
+
+# ---- configs ---------------------------------------------------------------------------------------------------
+def moe_configs(params: dict) -> list[dict]:
+    return [{"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "num_warps": w, "num_stages": s}
+            for bm in (16, 32, 64) for bu in (16, 32, 64) for bd in (16, 32, 64) for w in (4, 8) for s in (2, 3)]
+
+
+def moe_default(params: dict) -> dict:
+    T, K, E = params["T"], params["K"], params["E"]
+    per_expert = T * K / E
+    bm = 16 if per_expert <= 16 else 32
+    return {"BM": bm, "BN_UP": 32, "BN_DOWN": 32, "num_warps": 4, "num_stages": 2}
+
+
+# ---- wrappers -------------------------------------------------------------------------------------------------
+def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+    check_device(x, weight, token_ids, *(t for t in (bias, tid2eid) if t is not None))
+    check_dtype("x", x, torch.bfloat16)
+    check_dtype("weight", weight, torch.bfloat16)
+    check_dtype("token_ids", token_ids, torch.int64)
+    if x.dim() != 2 or weight.dim() != 2 or weight.shape[1] != x.shape[1]:
+        raise ValueError(f"moe_gate: x [T, D] and weight [E, D] expected, got {tuple(x.shape)}, {tuple(weight.shape)}")
+    T, D = x.shape
+    E = weight.shape[0]
+    check_shape("token_ids", token_ids, (T,))
+    if not 0 < topk <= E:
+        raise ValueError(f"moe_gate: topk={topk} must be in 1..{E}")
+    if tid2eid is not None:
+        check_dtype("tid2eid", tid2eid, torch.int32)
+        check_shape("tid2eid", tid2eid, (None, topk))
+    if bias is not None:
+        check_dtype("bias", bias, torch.float32)
+        check_shape("bias", bias, (E,))
+    logits = torch.empty((T, E), dtype=torch.float32, device=x.device)
+    cfg = lookup("bf16_linear", {"M": T, "N": E, "K": D}, _default(T, E, D))
+    _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), logits.view(T, 1, E), cfg, False)
+    w = torch.empty((T, topk), dtype=torch.float32, device=x.device)
+    idx = torch.empty((T, topk), dtype=torch.int64, device=x.device)
+    dummy = logits
+    _topk_kernel[(T,)](logits, bias if bias is not None else dummy, tid2eid if tid2eid is not None else dummy,
+                       token_ids, w, idx, E, float(route_scale), K=topk, KP=triton.next_power_of_2(topk),
+                       EP=triton.next_power_of_2(E), HAS_BIAS=bias is not None and tid2eid is None,
+                       HASH=tid2eid is not None, num_warps=4, num_stages=1)
+    return w, idx
+
+
+@register_impl("moe_gate", "triton", backend="triton", kernels=lambda: [_topk_kernel])
+def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
+    return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+
+
+def _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2):
+    check_device(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    check_dtype("x", x, torch.bfloat16)
+    check_dtype("weights", weights, torch.float32)
+    check_dtype("indices", indices, torch.int64)
+    for n, t in (("w1", w1), ("w3", w3), ("w2", w2)):
+        check_dtype(n, t, torch.uint8)
+    for n, t in (("s1", s1), ("s3", s3), ("s2", s2)):
+        check_dtype(n, t, torch.float8_e8m0fnu)
+    if x.dim() != 2 or w1.dim() != 3:
+        raise ValueError(f"moe_experts: x must be [T, D] and w1 [El, F, D/2], got {tuple(x.shape)}, {tuple(w1.shape)}")
+    T, D = x.shape
+    El, F = w1.shape[0], w1.shape[1]
+    if D % 128 or F % 128:
+        raise ValueError(f"moe_experts: D={D} and F={F} must be multiples of 128")
+    check_shape("indices", indices, (T, None))
+    check_shape("weights", weights, tuple(indices.shape))
+    check_shape("w1", w1, (El, F, D // 2))
+    check_shape("w3", w3, (El, F, D // 2))
+    check_shape("w2", w2, (El, D, F // 2))
+    check_shape("s1", s1, (El, F, D // 32))
+    check_shape("s3", s3, (El, F, D // 32))
+    check_shape("s2", s2, (El, D, F // 32))
+
+
+def _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype):
+    T, D = x.shape
+    K = indices.shape[1]
+    El, F = w1.shape[0], w1.shape[1]
+    TK = T * K
+    dev = x.device
+    # 1. group slots by local expert, on the device
+    key = indices.reshape(-1) - expert_offset
+    key = torch.where((key >= 0) & (key < El), key, torch.full_like(key, El))
+    counts = torch.zeros(El + 1, dtype=torch.int32, device=dev).scatter_add_(0, key, torch.ones_like(key, dtype=torch.int32))
+    start = torch.zeros(El + 2, dtype=torch.int32, device=dev)
+    start[1:] = torch.cumsum(counts, 0)
+    order = torch.argsort(key, stable=True).to(torch.int32)          # (TK,) slots grouped by expert
+    x = x.contiguous()
+    rw = weights.contiguous().view(-1)
+    a = torch.empty((TK, F), dtype=torch.bfloat16, device=dev)
+    ybuf = torch.empty((TK, D), dtype=torch.float32, device=dev)
+    common = dict(DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    # 2. W1 / W3 + SwiGLU + routing weight
+    _moe_up_kernel[(El, F // cfg["BN_UP"])](
+        x, rw, order, start, w1, s1.view(torch.uint8), w3, s3.view(torch.uint8), a, float(swiglu_limit),
+        D=D, F=F, K=K, BM=cfg["BM"], BN=cfg["BN_UP"], **common)
+    # 3. W2 per expert into per-slot rows
+    _moe_down_kernel[(El, D // cfg["BN_DOWN"])](
+        a, order, start, w2, s2.view(torch.uint8), ybuf, D=D, F=F, BM=cfg["BM"], BN=cfg["BN_DOWN"], **common)
+    # 4. deterministic combine (+ shared expert)
+    out = torch.empty((T, D), dtype=out_dtype, device=dev)
+    BLOCK = 1024
+    _combine_kernel[(T, triton.cdiv(D, BLOCK))](
+        ybuf, indices.contiguous(), shared if shared is not None else x, out, D, int(expert_offset), El, K=K,
+        BLOCK=BLOCK, HAS_SHARED=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
+        num_warps=4, num_stages=1)
+    return out
+
+
+def _experts_key(x, indices, w1):
+    return {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": indices.shape[1]}
+
+
+@register_impl("moe_experts", "triton", backend="triton", configs=moe_configs, default_config=moe_default,
+               deterministic=True, kernels=lambda: [_moe_up_kernel, _moe_down_kernel, _combine_kernel])
+def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+    _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    key = _experts_key(x, indices, w1)
+    cfg = config or lookup("moe_experts", key, moe_default({**key, "E": max(key["El"], 1)}))
+    return _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                   torch.float32)
+
+
+def _shared(x, w1, s1, w3, s3, w2, s2, swiglu_limit):
+    check_device(x, w1, s1, w3, s3, w2, s2)
+    for n, t in (("w1", w1), ("w3", w3), ("w2", w2)):
+        check_dtype(n, t, torch.float8_e4m3fn)
+    g = fp8_linear(x, w1, s1)
+    u = fp8_linear(x, w3, s3)
+    if g.shape != u.shape:
+        raise ValueError(f"shared_expert: w1 and w3 shapes differ: {tuple(w1.shape)} vs {tuple(w3.shape)}")
+    a = torch.empty_like(g)
+    BLOCK = 1024
+    _swiglu_kernel[(triton.cdiv(g.numel(), BLOCK),)](g, u, a, g.numel(), float(swiglu_limit), BLOCK=BLOCK,
+                                                     RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
+    return fp8_linear(a, w2, s2)
+
+
+@register_impl("shared_expert", "triton", backend="triton", kernels=lambda: [_swiglu_kernel])
+def shared_expert(x, w1, s1, w3, s3, w2, s2, swiglu_limit, config=None):
+    return _shared(x, w1, s1, w3, s3, w2, s2, swiglu_limit)
+
+
+@register_impl("moe_layer", "triton", backend="triton", configs=moe_configs, default_config=moe_default,
+               deterministic=True,
+               kernels=lambda: [_topk_kernel, _moe_up_kernel, _moe_down_kernel, _combine_kernel, _swiglu_kernel])
+def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+              swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
+    shared = _shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit)
+    key = _experts_key(x, idx, w1)
+    cfg = config or lookup("moe_layer", key, moe_default({**key, "E": weight.shape[0]}))
+    return _routed(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16)
