@@ -61,6 +61,7 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     idx = indices.long()
     valid = idx >= 0                                                   # (T, Ksel)
     sel = acc(kv[seq_ids.long()[:, None], idx.clamp(min=0)])           # (T, Ksel, Dh)
+    sel = torch.where(valid[..., None], sel, torch.zeros((), dtype=sel.dtype))   # a masked row is never read
     s = torch.einsum("thd,tkd->thk", acc(q), sel) * scale              # (T, Hl, Ksel)
     s = s.masked_fill(~valid[:, None, :], float("-inf"))
     snk = acc(sink)[None, :].expand(q.shape[0], -1)                    # (T, Hl)

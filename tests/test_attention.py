@@ -1,0 +1,298 @@
+"""sparse_attention, kv_write, attention_indices: properties that catch a wrong reference without
+trusting it, the Triton kernel against the reference (interpreter, hypothesis, ragged batches),
+bad-input errors, and the sm_120 compile check of every shipped config."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+
+import pytest
+import torch
+from hypothesis import given
+
+from kernelbench import registry
+from kernelbench.config import FLASH, TINY
+from kernelbench.kernels import attention as K
+from kernelbench.reference.attention import sparse_attention
+from kernelbench.reference.kv import attention_indices, kv_write
+from kernelbench.reference.precision import compute_dtype
+from kernelbench.reference.rope import rope, rope_freqs
+from kernelbench.testing import assert_close, poison_
+
+registry.load_builtin()
+SPEC = registry.get_op("sparse_attention")
+TOL = SPEC.tolerance({})["o"]
+
+
+def _dense_with_sink(q, kv, sink, scale):
+    """Independent fp64 dense attention over every row of kv [N, Dh] with the sink as one extra logit
+    whose value row is zero (so it enters the denominator only)."""
+    qd, kd = q.double(), kv.double()
+    logits = torch.einsum("hd,nd->hn", qd, kd) * scale
+    full = torch.cat([logits, sink.double()[:, None]], dim=1)
+    p = torch.softmax(full, dim=1)[:, :-1]
+    return p @ kd
+
+
+def _case(gen, t=2, hl=8, dh=128, n=24, b=3):
+    q = torch.randn(t, hl, dh, generator=gen).bfloat16()
+    kv = torch.randn(b, n, dh, generator=gen).bfloat16()
+    sink = torch.randn(hl, generator=gen) * 2
+    return q, kv, sink
+
+
+def test_reference_equals_dense_softmax_with_sink(gen):
+    q, kv, sink = _case(gen, t=1, n=20)
+    idx = torch.randperm(20, generator=gen).to(torch.int32)[None]         # every entry, any order
+    with compute_dtype(torch.float64):
+        o = sparse_attention(q, kv, torch.tensor([1]), idx, sink, 128 ** -0.5)
+    dense = _dense_with_sink(q[0], kv[1], sink, 128 ** -0.5)
+    assert_close(o[0], dense, TOL)
+    # the sink matters: without it the result is measurably different
+    no_sink = _dense_with_sink(q[0], kv[1], torch.full_like(sink, -1e9), 128 ** -0.5)
+    assert (no_sink - dense).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_masked_entries_change_nothing(gen, impl):
+    q, kv, sink = _case(gen, t=2, n=30)
+    fn = registry.get_impl("sparse_attention", impl).fn
+    seq = torch.tensor([2, 0])
+    idx = torch.stack([torch.randperm(30, generator=gen)[:17] for _ in range(2)]).to(torch.int32)
+    padded = torch.full((2, 40), -1, dtype=torch.int32)
+    slots = torch.stack([torch.randperm(40, generator=gen)[:17] for _ in range(2)])
+    padded.scatter_(1, slots, idx)
+    kv_nan = kv.clone()
+    unused = torch.ones(30, dtype=torch.bool)
+    unused[idx[1].long()] = False
+    kv_nan[0, unused] = float("nan")                                     # rows token 1 never selects
+    a = fn(q=q, kv=kv, seq_ids=seq, indices=idx, sink=sink, scale=0.1)
+    b = fn(q=q, kv=kv_nan, seq_ids=seq, indices=padded, sink=sink, scale=0.1)
+    assert not torch.isnan(b).any()
+    assert_close(b, a, TOL)
+
+
+def test_all_masked_row_is_zero(gen):
+    q, kv, sink = _case(gen, t=1)
+    idx = torch.full((1, 16), -1, dtype=torch.int32)
+    for name in ("reference", "triton"):
+        o = registry.get_impl("sparse_attention", name).fn(q=q, kv=kv, seq_ids=torch.tensor([0]), indices=idx,
+                                                           sink=sink, scale=0.1)
+        assert torch.equal(o.float(), torch.zeros_like(o, dtype=torch.float32))
+
+
+def test_fused_inverse_rope_equals_separate(gen):
+    q, kv, sink = _case(gen, t=3, dh=512, hl=8, n=40, b=3)
+    seq = torch.tensor([1, 2, 0])
+    idx = torch.randint(-1, 40, (3, 33), generator=gen).to(torch.int32)
+    pos = torch.tensor([3, 100_000, 77])
+    freqs = rope_freqs(FLASH, compressed=True)
+    fused = K.sparse_attention(q, kv, seq, idx, sink, 512 ** -0.5, pos, freqs)
+    plain = K.sparse_attention(q, kv, seq, idx, sink, 512 ** -0.5)
+    sep = torch.cat([plain[..., :448], rope(plain[..., 448:], pos, freqs, inverse=True)], dim=-1)
+    assert torch.equal(fused[..., :448], plain[..., :448])
+    assert_close(fused, sep, TOL)
+    assert (fused[..., 448:].float() - plain[..., 448:].float()).abs().max() > 0.05   # it really rotated
+
+
+@pytest.mark.parametrize("cfg", [K.attention_default({}), {"BLOCK_H": 16, "BLOCK_N": 16, "num_warps": 4,
+                                                           "num_stages": 1, "waves": 64}])
+def test_kernel_ragged_batch_matches_reference(gen, cfg):
+    p = {"T": 4, "Hl": 8, "Dh": 512, "R": 64, "W": 16, "kind": "csa", "topk": 24, "ctx": 150, "ragged": True,
+         "rope": True}
+    inp = SPEC.make_inputs(p, gen, "cpu", "normal")
+    with compute_dtype(torch.float64):
+        ref = SPEC.reference(**inp)
+    out = K.sparse_attention(**inp, config=cfg)
+    assert_close(out, ref, TOL)
+
+
+@given(SPEC.strategy())
+def test_kernel_matches_reference_hypothesis(p):
+    gen = torch.Generator().manual_seed(7)
+    for mode in SPEC.value_modes:
+        inp = SPEC.make_inputs(p, gen, "cpu", mode)
+        with compute_dtype(torch.float64):
+            ref = SPEC.reference(**inp)
+        assert_close(K.sparse_attention(**inp), ref, SPEC.tolerance(p)["o"])
+
+
+def test_sparse_attention_bad_inputs(gen):
+    q, kv, sink = _case(gen)
+    seq, idx = torch.tensor([0, 1]), torch.zeros(2, 4, dtype=torch.int32)
+    for fn in (sparse_attention, K.sparse_attention):
+        with pytest.raises(TypeError, match="bf16"):
+            fn(q.float(), kv, seq, idx, sink, 0.1)
+        with pytest.raises(ValueError, match="must agree"):
+            fn(q, kv[..., :64], seq, idx, sink, 0.1)
+        with pytest.raises(ValueError, match="sink"):
+            fn(q, kv, seq, idx, sink[:3], 0.1)
+        with pytest.raises(ValueError, match="together"):
+            fn(q, kv, seq, idx, sink, 0.1, torch.tensor([1, 2]), None)
+        with pytest.raises(ValueError, match="indices"):
+            fn(q, kv, seq, idx[:1], sink, 0.1)
+    with pytest.raises(ValueError, match="indices must be -1"):
+        sparse_attention(q, kv, seq, idx + 100, sink, 0.1)
+
+
+# kv_write ----------------------------------------------------------------------------------------
+def test_kv_write_ring_and_format(gen):
+    t, dh, w, b = 3, 512, 16, 4
+    kv = torch.randn(t, dh, generator=gen).bfloat16() * 3
+    weight = (1 + 0.2 * torch.randn(dh, generator=gen)).bfloat16()
+    cache = torch.randn(b, w, dh, generator=gen).bfloat16()
+    before = cache.clone()
+    pos, seq = torch.tensor([0, 17, 300]), torch.tensor([3, 0, 1])
+    freqs = rope_freqs(FLASH, compressed=False)
+    out = kv_write(kv, weight, 1e-6, pos, seq, freqs, cache)
+    written = torch.zeros(b, w, dtype=torch.bool)
+    for i in range(t):
+        s, slot = int(seq[i]), int(pos[i]) % w
+        written[s, slot] = True
+        assert torch.equal(cache[s, slot], out[i])
+    assert torch.equal(cache[~written], before[~written])
+    # first 448 dims: e4m3 codes times one power of two per 64
+    nope = out[:, :448].float().view(t, 7, 64)
+    amax = nope.abs().amax(-1, keepdim=True)
+    scale = torch.exp2(torch.ceil(torch.log2(amax / 448)))
+    codes = nope / scale
+    assert torch.equal(codes.to(torch.float8_e4m3fn).float(), codes)
+    # rope dims keep the norm of each rotated pair (rotation), the norm is RMS-normalised
+    ref_norm = (kv.float() * torch.rsqrt(kv.float().square().mean(-1, keepdim=True) + 1e-6) * weight.float())
+    pair_out = out[:, 448:].float().view(t, 32, 2).norm(dim=-1)
+    pair_in = ref_norm[:, 448:].view(t, 32, 2).norm(dim=-1)
+    assert torch.allclose(pair_out, pair_in, rtol=2e-2, atol=1e-2)
+
+
+def test_kv_write_bad_inputs(gen):
+    kv = torch.randn(2, 128, generator=gen).bfloat16()
+    cache = torch.zeros(3, 8, 128, dtype=torch.bfloat16)
+    w, fr = torch.ones(128, dtype=torch.bfloat16), rope_freqs(TINY, False)
+    with pytest.raises(ValueError, match="duplicates"):
+        kv_write(kv, w, 1e-6, torch.tensor([1, 2]), torch.tensor([1, 1]), fr, cache)
+    with pytest.raises(ValueError, match="seq_ids"):
+        kv_write(kv, w, 1e-6, torch.tensor([1, 2]), torch.tensor([0, 3]), fr, cache)
+    with pytest.raises(TypeError, match="bf16"):
+        kv_write(kv.float(), w, 1e-6, torch.tensor([1, 2]), torch.tensor([0, 1]), fr, cache)
+
+
+# attention_indices -------------------------------------------------------------------------------
+def test_attention_indices_window_csa_hca():
+    pos = torch.tensor([0, 5, 7, 40])
+    w = 8
+    swa = attention_indices(pos, "swa", w, 0, None)
+    assert swa.shape == (4, 8) and swa.dtype == torch.int32
+    assert swa[0].tolist() == [-1] * 7 + [0]                                # oldest -> newest
+    assert swa[1].tolist() == [-1, -1, 0, 1, 2, 3, 4, 5]
+    assert swa[3].tolist() == [(40 - 7 + j) % 8 for j in range(8)] and swa[3, -1] == 40 % 8
+    topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
+    csa = attention_indices(pos, "csa", w, 4, topk)
+    assert torch.equal(csa[:, :w], swa)
+    assert csa[:, w:].tolist() == [[-1, -1], [8, -1], [9, 8], [17, 11]]
+    hca = attention_indices(pos, "hca", w, 8, None)
+    assert hca.shape == (4, 8 + 41 // 8)
+    assert hca[3, w:].tolist() == [8 + i for i in range(5)]
+    assert hca[2, w:].tolist() == [8] + [-1] * 4 and hca[1, w:].tolist() == [-1] * 5
+    with pytest.raises(ValueError, match="compressed entry"):
+        attention_indices(pos, "csa", w, 4, topk + 5)
+    with pytest.raises(ValueError, match="kind"):
+        attention_indices(pos, "mla", w, 4, None)
+
+
+# sm_120 (compiled here without a GPU; tests/test_indexer.py imports compile_sm120) -----------------
+
+SM120_SHARED = 101_376
+
+_COMPILE_SCRIPT = r"""
+import importlib, json, os, re, subprocess, sys, tempfile
+import triton
+import triton.backends.nvidia as nv
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+jobs = json.loads(sys.stdin.read())
+tool = os.path.join(os.path.dirname(nv.__file__), "bin", "cuobjdump")
+out = []
+for j in jobs:
+    fn = getattr(importlib.import_module(j["module"]), j["kernel"])
+    k = triton.compile(ASTSource(fn, j["signature"], constexprs=j["constexprs"]), target=GPUTarget("cuda", 120, 32),
+                       options={"num_warps": j["num_warps"], "num_stages": j["num_stages"]})
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(k.asm["cubin"])
+    usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    os.unlink(f.name)
+    out.append({"shared": k.metadata.shared, "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
+                "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+                "mma": len(re.findall(r"\bmma\.sync", k.asm["ptx"]))})
+print(json.dumps(out))
+"""
+
+
+def compile_sm120(jobs: list[dict]) -> list[dict]:
+    """Compile each job {module, kernel, signature, constexprs, num_warps, num_stages} for sm_120 (no GPU
+    needed) in a subprocess without TRITON_INTERPRET (the interpreter's functions cannot be compiled).
+    -> per job: shared bytes, registers, local bytes per thread (spills), count of mma.sync in the PTX."""
+    import json
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], input=json.dumps(jobs), capture_output=True,
+                         text=True, env=env, timeout=600)
+    if res.returncode:
+        raise RuntimeError(f"sm_120 compile failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def sm120_problems(rep: dict) -> list[str]:
+    out = []
+    if rep["shared"] > SM120_SHARED:
+        out.append(f"shared memory {rep['shared']} > {SM120_SHARED}")
+    if rep["local"]:
+        out.append(f"{rep['local']} bytes of local memory per thread (spills)")
+    return out
+
+
+SPLIT_SIG = {"q_ptr": "*bf16", "kv_ptr": "*bf16", "seq_ptr": "*i64", "idx_ptr": "*i32", "po_ptr": "*fp32",
+             "pml_ptr": "*fp32", "HL": "i32", "KSEL": "i32", "PER_SPLIT": "i32", "NSPLIT": "i32", "qk_scale": "fp32",
+             "s_qt": "i32", "s_qh": "i32", "s_kb": "i64", "s_kn": "i32", "s_it": "i32", "DH": "constexpr",
+             "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr"}
+COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_ptr": "*i64", "freqs_ptr": "*fp32",
+               "o_ptr": "*bf16", "HL": "i32", "NSPLIT": "i32", "s_ot": "i32", "s_oh": "i32", "DH": "constexpr",
+               "R": "constexpr", "S_P2": "constexpr", "ROPE": "constexpr"}
+
+
+def _shipped_split_configs():
+    seen = []
+    for hl in (8, 64):
+        for c in K.attention_configs({"Hl": hl}) + [K.attention_default({"Hl": hl})]:
+            key = (c["BLOCK_H"], c["BLOCK_N"], c["num_warps"], c["num_stages"])
+            if key not in seen:
+                seen.append(key)
+    return seen
+
+
+def test_shipped_configs_fit_sm120_with_tensor_cores():
+    jobs = [{"module": "kernelbench.kernels.attention", "kernel": "_attn_split", "signature": SPLIT_SIG,
+             "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False}, "num_warps": w,
+             "num_stages": s} for bh, bn, w, s in _shipped_split_configs()]
+    jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_combine", "signature": COMBINE_SIG,
+                 "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True}, "num_warps": 4, "num_stages": 1})
+    reps = compile_sm120(jobs)
+    for job, rep in zip(jobs, reps):
+        assert not sm120_problems(rep), (job["kernel"], job["constexprs"], job["num_warps"], rep)
+        if job["kernel"] == "_attn_split":
+            assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
+
+
+def test_split_plan_fills_machine_and_covers_every_entry():
+    for t, ksel, bn in ((1, 640, 32), (64, 640, 32), (16, 8320, 16), (3, 5, 16)):
+        per, n = K.split_plan(t, ksel, 1, bn, 2, 132)
+        assert per % bn == 0 and per * n >= ksel and per * (n - 1) < ksel
+        assert t * n >= min(2 * 132, t * math.ceil(ksel / bn))
+
+
+def test_kernel_output_fully_written(gen):
+    """Poisoned output buffer: the wrapper allocates, so check no NaN leaks from uninitialised memory."""
+    q, kv, sink = _case(gen, t=2)
+    o = poison_(torch.empty(2, 8, 128, dtype=torch.bfloat16))
+    o = K.sparse_attention(q, kv, torch.tensor([0, 1]), torch.randint(0, 24, (2, 20), generator=gen).int(), sink, 0.1)
+    assert not torch.isnan(o).any()
