@@ -78,6 +78,17 @@ def gpu_timer(calls: list, config: dict, max_time_s: float = 0.25) -> list:
     return summary.samples
 
 
+def cpu_timer(calls: list, config: dict, reps: int = 3) -> list:
+    """Wall-clock of interpreter calls (`tune --interpret`): exercises the tuner's paths on a CPU;
+    the numbers say nothing about a GPU and are never exported unless asked."""
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        calls[0]()
+        out.append((time.perf_counter() - t0) * 1e6)
+    return out
+
+
 def resolve(ref: str) -> Callable:
     """'package.module:attr' or '/path/file.py:attr' -> the object (timers for isolated workers)."""
     where, _, attr = ref.rpartition(":")
@@ -135,21 +146,23 @@ class Bench:
         return Trial(config, "ok", "", statistics.median(samples), samples)
 
 
-def _worker(conn, op: str, impl_name: str, params: dict, device: str, modules: list, timer_ref: str, seed: int,
-            wrapper_ref: str):
+def _worker(conn, op: str, impl_name: str, device: str, modules: list, timer_ref: str, seed: int, wrapper_ref: str):
     from kernelbench.inspector import _find_impl
     registry.load_builtin()
     for m in modules:
         registry.load_module(m)
     spec, impl = registry.get_op(op), _find_impl(op, impl_name, wrapper_ref)
-    bench = Bench(spec, impl, params, device, seed)
-    timer = gpu_timer if timer_ref == "gpu" else resolve(timer_ref)
-    conn.send(("ready", bench.key()))
+    timer = {"gpu": gpu_timer, "cpu": cpu_timer}.get(timer_ref) or resolve(timer_ref)
+    bench = None
+    conn.send(("ready", None))
     while True:
         msg = conn.recv()
         if msg[0] == "stop":
             return
-        if msg[0] == "trial":
+        if msg[0] == "setup":
+            bench = Bench(spec, impl, msg[1], device, seed)
+            conn.send(("setup", bench.key()))
+        elif msg[0] == "trial":
             try:
                 t = bench.trial(msg[1], timer)
             except Exception as e:  # noqa: BLE001 - the timer itself failed: record, keep the worker
@@ -160,13 +173,15 @@ def _worker(conn, op: str, impl_name: str, params: dict, device: str, modules: l
 
 
 class IsolatedRunner:
-    """Trials in a worker process; a crash or a hang costs that config only."""
+    """Trials in a worker process (one per implementation, re-used across shapes); a crash or a hang
+    costs that config only: the worker is killed, restarted and set up again."""
 
-    def __init__(self, impl, params, device, modules, timer_ref, seed, timeout_s):
+    def __init__(self, impl, device, modules, timer_ref, seed, timeout_s):
         from kernelbench.inspector import fn_ref
-        self.args = (impl.op, impl.name, params, device, list(modules), timer_ref, seed, fn_ref(impl))
+        self.args = (impl.op, impl.name, device, list(modules), timer_ref, seed, fn_ref(impl))
         self.timeout_s = timeout_s
         self.proc = None
+        self.params = None
         self.key = None
 
     def _start(self):
@@ -176,11 +191,24 @@ class IsolatedRunner:
         self.proc.start()
         child.close()
         try:
-            kind, self.key = self._recv(max(self.timeout_s, 600))
+            self._recv(600)
+            if self.params is not None:
+                self.conn.send(("setup", self.params))
+                _, self.key = self._recv(600)
         except (EOFError, TimeoutError, OSError):
             self._kill()
             raise RuntimeError(f"the tuning worker for {self.args[0]}/{self.args[1]} did not start "
                                "(its traceback is above)") from None
+
+    def setup(self, params: dict) -> dict:
+        """Build this shape's inputs in the worker; returns the kernel's tuning key."""
+        self.params = dict(params)
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        else:
+            self.conn.send(("setup", self.params))
+            _, self.key = self._recv(600)
+        return self.key
 
     def _recv(self, timeout):
         if not self.conn.poll(timeout):
@@ -203,9 +231,9 @@ class IsolatedRunner:
             self._kill()
             return "timeout", f"no answer within {self.timeout_s:g} s; worker killed"
         except (EOFError, ConnectionError, OSError):
-            code = self.proc.exitcode if self.proc else None
-            self.proc.join(5) if self.proc else None
-            code = self.proc.exitcode if self.proc else code
+            if self.proc is not None:
+                self.proc.join(5)
+            code = self.proc.exitcode if self.proc is not None else None
             self._kill()
             return "crash", f"worker died (exit code {code})"
 
@@ -299,14 +327,17 @@ def static_check(spec, impl, params: dict, configs: list[dict], modules=(), targ
 def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer: Timer | None = None,
              timer_ref: str = "gpu", isolate: bool = False, modules=(), max_trials: int = 64, top_k: int = 3,
              rounds: int = 3, budget_s: float = 120.0, trial_timeout_s: float = 60.0, sm120_check: bool = True,
-             seed: int = 0, git_commit: str = "", log: Callable[[str], None] = lambda s: None) -> TuneResult:
-    """Tune one implementation at one problem (see the module doc for the method)."""
+             seed: int = 0, git_commit: str = "", runner: IsolatedRunner | None = None,
+             log: Callable[[str], None] = lambda s: None) -> TuneResult:
+    """Tune one implementation at one problem (see the module doc for the method). With `isolate`,
+    trials run in `runner` (made here and closed at the end when not given)."""
     start = time.monotonic()
     configs, left_out = candidate_configs(impl, params, max_trials)
+    own_runner = isolate and runner is None
     if isolate:
-        runner = IsolatedRunner(impl, params, device, modules, timer_ref, seed, trial_timeout_s)
-        runner._start()
-        key, run_trial, time_cfg = runner.key, runner.trial, runner.time
+        runner = runner or IsolatedRunner(impl, device, modules, timer_ref, seed, trial_timeout_s)
+        key = runner.setup(params)
+        run_trial, time_cfg = runner.trial, runner.time
     else:
         bench = Bench(spec, impl, params, device, seed)
         timer = timer or gpu_timer
@@ -340,7 +371,7 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
                 for t in best:
                     retimed[canon(t.config)].extend(time_cfg(t.config))
     finally:
-        if isolate:
+        if own_runner:
             runner.close()
     chosen, chosen_us = None, None
     if best:

@@ -1,0 +1,57 @@
+"""`kernelbench inspect [OP ...] --target sm_120|sm_90`: compile every Triton implementation (and, with
+--all-configs, every config of its space) for the target without a GPU, and report shared memory,
+registers, spills and tensor-core instructions. Exit status 1 when any kernel does not fit."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kernelbench import inspector
+
+
+@click.command("inspect")
+@click.argument("ops", nargs=-1)
+@click.option("--target", type=click.Choice(sorted(inspector.TARGETS)), default="sm_120", show_default=True)
+@click.option("--shapes", "shape_set", default="flash-tp8", show_default=True)
+@click.option("--batch", "batches", multiple=True, type=int, help="only these batch sizes C")
+@click.option("--all-configs", is_flag=True, help="every config of each impl's space, not only the default")
+@click.option("--impl", "impl_names", multiple=True, help="only these implementations")
+@click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
+@click.option("--json", "json_out", default=None, help="write the reports as JSON (kernelbench gate --inspect)")
+def command(ops, target, shape_set, batches, all_configs, impl_names, modules, json_out):
+    """Compile Triton kernels for sm_120 (or sm_90) and report resources and tensor-core use."""
+    try:
+        reports = inspector.inspect_impls(list(ops) or None, shape_set=shape_set, target=target,
+                                          all_configs=all_configs, modules=tuple(modules),
+                                          batches=tuple(batches) or None, impl_names=tuple(impl_names))
+    except inspector.InspectorError as e:
+        raise click.ClickException(str(e)) from None
+    limit = inspector.SMEM_LIMIT[inspector.TARGETS[target]]
+    t = Table(title=f"Triton kernels compiled for {target} (shared memory limit {limit} bytes)")
+    for col in ("op", "impl", "shape", "config", "kernel", "smem B", "regs", "spill", "tensor cores", "problems"):
+        t.add_column(col)
+    bad = 0
+    for r in reports:
+        bad += bool(r["problems"])
+        cfg = json.dumps(r["config"], sort_keys=True, separators=(",", ":"))
+        kernels = r["kernels"] or [None]
+        for i, k in enumerate(kernels):
+            first = i == 0
+            t.add_row(r["op"] if first else "", r["impl"] if first else "", r["label"][:40] if first else "",
+                      cfg[:50] if first else "", "-" if k is None else k["kernel"].split(":")[-1],
+                      "-" if k is None else str(k["shared_bytes"]), "-" if k is None else str(k["registers"]),
+                      "-" if k is None else ("yes" if k["spills"] else "no"),
+                      "-" if k is None else (",".join(k["sass_mma"] or k["ptx_mma"])[:40] or "none (SIMT)"),
+                      "; ".join(r["problems"])[:90] if first else "")
+    Console(width=240).print(t)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"target": target, "shape_set": shape_set, "reports": reports}, f, indent=1, default=str)
+    click.echo(f"{len(reports)} implementation/shape/config combinations, {bad} with problems")
+    if not reports:
+        click.echo("no Triton implementation is registered for these ops")
+    sys.exit(1 if bad else 0)
