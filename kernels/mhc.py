@@ -7,10 +7,11 @@ BLOCK_D) splits of the projection, BLOCK_T tokens per projection program.
 The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of a 1.5-2.75 MB fp32
 weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn
 needs the whole reduction, so pre is two launches (the fewest without a grid-wide barrier):
-  1. `_mhc_proj` grid (ceil(T / BLOCK_T), S): each program takes BLOCK_D columns of all 4 streams
-     ([BLOCK_T, 4, BLOCK_D] of h), one fp32 dot with the matching [NPAD, 4 * BLOCK_D] slice of fn
-     (input_precision "ieee": tf32 would lose ~3 decimal digits of m), and the partial sum of
-     squares; partials go to a small fp32 workspace [S, T, NPAD] + [S, T]. With FUSE_POST it
+  1. `_mhc_proj` grid (ceil(T / BLOCK_T), S): each program takes BLOCK_D columns of each of the 4
+     streams ([BLOCK_T, BLOCK_D] bf16 tiles), multiplies them with the matching [NPAD, BLOCK_D] slices
+     of fn on tensor cores with fp32 accuracy (fn split exactly into three bf16 parts, h is exactly
+     bf16: three bf16 MMAs, fp32 accumulation; tf32 would keep 10 bits of fn, an fp32 FMA dot spilled
+     registers on sm_120), and the partial sum of squares; partials go to a small fp32 workspace [S, T, NPAD] + [S, T]. With FUSE_POST it
      first forms h' = post * x + comb^T h for its tile from x and h, stores h' in bf16 and projects
      the rounded h' (the next pre reads the stored streams): post and pre share one read of h.
   2. `_mhc_mix` grid (T, ceil(D / BLOCK_MIX)): sums the S partials, applies the rsqrt, sigmoid
@@ -18,8 +19,8 @@ needs the whole reduction, so pre is two launches (the fewest without a grid-wid
      of a token: a few hundred flops, cheaper than a third launch), and writes x = sum_i pre_i h_i
      for its columns; the first program of a token writes post and comb.
 mhc_post alone is `_mhc_post`, grid (T, ceil(D / BLOCK_D)): one read of x and h, one write of h'.
-Shared memory: the fp32 dot operands, BLOCK_T * 4 * BLOCK_D * 4 + NPAD * 4 * BLOCK_D * 4 bytes
-(<= 96 KiB for the shipped configs, checked in tests/test_mhc.py).
+Shared memory: the bf16 dot operands, BLOCK_T * BLOCK_D * 2 + 3 * NPAD * BLOCK_D * 2 bytes per stream
+(checked against sm_120's 101,376 bytes in tests/test_mhc.py).
 """
 from __future__ import annotations
 
@@ -27,36 +28,30 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
 from kernelbench.kernels.norm import to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
 HC = 4
-SMEM_LIMIT = 101_376
+_HC = tl.constexpr(HC)   # the same, as a constant the kernels can read
 
 
 # config space ------------------------------------------------------------------------------------
-def _proj_smem(bt: int, bd: int, npad: int = 32) -> int:
-    return bt * HC * bd * 4 + npad * HC * bd * 4
-
-
 def mhc_configs(params: dict) -> list[dict]:
-    """BLOCK_T tokens x BLOCK_D columns per projection program, warps; BLOCK_MIX columns per mix program."""
-    out = []
-    for bt in (16, 32, 64):
-        for bd in (32, 64, 128):
-            if _proj_smem(bt, bd) > SMEM_LIMIT - 4096:
-                continue
-            for w in (4, 8):
-                for mix in (512, 1024, 2048):
-                    out.append({"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "BLOCK_MIX": mix, "mix_warps": 4})
-    return out
+    """(BLOCK_T tokens, BLOCK_D columns, warps) of the projection program x BLOCK_MIX columns per mix
+    program. Only tiles that compile for sm_120 without register spills in both the plain and the
+    fused-post form are listed (compiled for GPUTarget("cuda", 120, 32) at T=64, D=4096: bigger
+    tiles, e.g. (16, 64) at 4 warps with the old unrolled stream loop or (32, 128), spilled)."""
+    tiles = ((16, 32, 4), (16, 64, 4), (16, 64, 8), (16, 128, 8), (32, 64, 8), (64, 32, 8))
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "BLOCK_MIX": mix, "mix_warps": 4}
+            for bt, bd, w in tiles for mix in (512, 1024, 2048)]
 
 
 def mhc_default(params: dict) -> dict:
     t = params.get("T", 1)
-    return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 64, "num_warps": 4, "BLOCK_MIX": 1024, "mix_warps": 4}
+    return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 64, "num_warps": 4 if t <= 16 else 8,
+            "BLOCK_MIX": 1024, "mix_warps": 4}
 
 
 def mhc_post_configs(params: dict) -> list[dict]:
@@ -74,39 +69,50 @@ def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr
               # ws (S, T, NPAD) fp32, sq (S, T) fp32
               T, D, ROWS,
               FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, NPAD: tl.constexpr,
-              INTERP: tl.constexpr):
+              DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
     s = tl.program_id(1)
     ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    k = tl.arange(0, HC)
     d = s * BLOCK_D + tl.arange(0, BLOCK_D)
     tmask = ts < T
-    m3 = tmask[:, None, None] & (d[None, None, :] < D)
-    hoff = ts[:, None, None].to(tl.int64) * (HC * D) + k[None, :, None] * D + d[None, None, :]
-    if FUSE_POST:
-        m2 = tmask[:, None] & (d[None, :] < D)
-        xv = tl.load(x_ptr + ts[:, None].to(tl.int64) * D + d[None, :], mask=m2, other=0.0).to(tl.float32)
-        pj = tl.load(post_ptr + ts[:, None] * HC + k[None, :], mask=tmask[:, None], other=0.0)
-        h = pj[:, :, None] * xv[:, None, :]                      # (BLOCK_T, 4 = j, BLOCK_D)
-        for i in tl.static_range(HC):
-            hi = tl.load(h_ptr + ts[:, None].to(tl.int64) * (HC * D) + i * D + d[None, :], mask=m2,
-                         other=0.0).to(tl.float32)
-            cij = tl.load(comb_ptr + ts[:, None] * (HC * HC) + i * HC + k[None, :], mask=tmask[:, None], other=0.0)
-            h += cij[:, :, None] * hi[:, None, :]
-        hb = to_bf16(h, INTERP)
-        tl.store(hout_ptr + hoff, hb, mask=m3)
-        h = hb.to(tl.float32)
-    else:
-        h = tl.load(h_ptr + hoff, mask=m3, other=0.0).to(tl.float32)
-    sq = tl.sum(tl.sum(h * h, axis=2), axis=1)
+    m2 = tmask[:, None] & (d[None, :] < D)
+    hrow = ts[:, None].to(tl.int64) * (_HC * D) + d[None, :]
     rows = tl.arange(0, NPAD)
-    fmask = (rows[:, None, None] < ROWS) & (d[None, None, :] < D)
-    fn = tl.load(fn_ptr + rows[:, None, None] * (HC * D) + k[None, :, None] * D + d[None, None, :], mask=fmask,
-                 other=0.0)
-    a = tl.reshape(h, (BLOCK_T, HC * BLOCK_D))
-    b = tl.reshape(fn, (NPAD, HC * BLOCK_D))
-    m = tl.dot(a, tl.trans(b), input_precision="ieee")
+    fmask = (rows[:, None] < ROWS) & (d[None, :] < D)
+    acc = tl.zeros((BLOCK_T, NPAD), dtype=tl.float32)
+    sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
+    if FUSE_POST:
+        xv = tl.load(x_ptr + ts[:, None].to(tl.int64) * D + d[None, :], mask=m2, other=0.0).to(tl.float32)
+        h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0)
+        h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0)
+        h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0)
+        h3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0)
+    for j in range(_HC):   # a loop, not unrolled: unrolling hoisted 4 fn tiles and spilled
+        if FUSE_POST:   # h'_j = post_j x + sum_i comb[i][j] h_i, rounded to bf16 as stored
+            cb = comb_ptr + ts * (_HC * _HC) + j
+            hj = tl.load(post_ptr + ts * _HC + j, mask=tmask, other=0.0)[:, None] * xv
+            hj += tl.load(cb, mask=tmask, other=0.0)[:, None] * h0.to(tl.float32)
+            hj += tl.load(cb + _HC, mask=tmask, other=0.0)[:, None] * h1.to(tl.float32)
+            hj += tl.load(cb + 2 * _HC, mask=tmask, other=0.0)[:, None] * h2.to(tl.float32)
+            hj += tl.load(cb + 3 * _HC, mask=tmask, other=0.0)[:, None] * h3.to(tl.float32)
+            hb = to_bf16(hj, INTERP)
+            tl.store(hout_ptr + hrow + j * D, hb, mask=m2)
+        else:
+            hb = tl.load(h_ptr + hrow + j * D, mask=m2, other=0.0)
+        hf = hb.to(tl.float32)
+        sq += tl.sum(hf * hf, axis=1)
+        # fn (fp32) = b1 + b2 + b3 exactly, each bf16: three bf16 tensor-core products of the exact
+        # bf16 h give the fp32-accurate projection (tf32 would keep only 10 mantissa bits of fn).
+        f = tl.load(fn_ptr + rows[:, None] * (_HC * D) + j * D + d[None, :], mask=fmask, other=0.0)
+        b1 = f.to(tl.bfloat16)
+        r1 = f - b1.to(tl.float32)
+        b2 = r1.to(tl.bfloat16)
+        b3 = (r1 - b2.to(tl.float32)).to(tl.bfloat16)
+        a = dot_operand(hb, DOT_UPCAST)
+        acc = tl.dot(a, dot_operand(tl.trans(b3), DOT_UPCAST), acc)
+        acc = tl.dot(a, dot_operand(tl.trans(b2), DOT_UPCAST), acc)
+        acc = tl.dot(a, dot_operand(tl.trans(b1), DOT_UPCAST), acc)
     wrow = (s * T + ts).to(tl.int64)
-    tl.store(ws_ptr + wrow[:, None] * NPAD + rows[None, :], m, mask=tmask[:, None])
+    tl.store(ws_ptr + wrow[:, None] * NPAD + rows[None, :], acc, mask=tmask[:, None])
     tl.store(sq_ptr + wrow, sq, mask=tmask)
 
 
@@ -114,36 +120,36 @@ def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr
 def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr,
              # h (T, 4, D) bf16; ws (S, T, NPAD), sq (S, T); base (ROWS,), scale (3,) or (1,) fp32
              # x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out (not written when HEAD)
-             T, D, S, iters, eps, norm_eps,
-             HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr,
-             INTERP: tl.constexpr):
+             T, D, S, eps, norm_eps,
+             ITERS: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
+             BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
     t = tl.program_id(0)
     pd = tl.program_id(1)
     ss = tl.arange(0, BLOCK_S)
     smask = ss < S
-    k = tl.arange(0, HC)
-    r = tl.rsqrt(tl.sum(tl.load(sq_ptr + ss * T + t, mask=smask, other=0.0), axis=0) / (HC * D) + norm_eps)
+    k = tl.arange(0, _HC)
+    r = tl.rsqrt(tl.sum(tl.load(sq_ptr + ss * T + t, mask=smask, other=0.0), axis=0) / (_HC * D) + norm_eps)
     wrow = (ss * T + t).to(tl.int64) * NPAD
     m_pre = tl.sum(tl.load(ws_ptr + wrow[:, None] + k[None, :], mask=smask[:, None], other=0.0), axis=0) * r
     pre = tl.sigmoid(m_pre * tl.load(scale_ptr) + tl.load(base_ptr + k)) + eps
     if not HEAD:
         first = pd == 0
-        m_post = tl.sum(tl.load(ws_ptr + wrow[:, None] + HC + k[None, :], mask=smask[:, None], other=0.0), axis=0) * r
-        post = 2.0 * tl.sigmoid(m_post * tl.load(scale_ptr + 1) + tl.load(base_ptr + HC + k))
-        tl.store(post_ptr + t * HC + k, post, mask=first & (k < HC))
-        ij = k[:, None] * HC + k[None, :]
-        mc = tl.sum(tl.load(ws_ptr + wrow[:, None, None] + 2 * HC + ij[None, :, :], mask=smask[:, None, None],
+        m_post = tl.sum(tl.load(ws_ptr + wrow[:, None] + _HC + k[None, :], mask=smask[:, None], other=0.0), axis=0) * r
+        post = 2.0 * tl.sigmoid(m_post * tl.load(scale_ptr + 1) + tl.load(base_ptr + _HC + k))
+        tl.store(post_ptr + t * _HC + k, post, mask=first & (k < _HC))
+        ij = k[:, None] * _HC + k[None, :]
+        mc = tl.sum(tl.load(ws_ptr + wrow[:, None, None] + 2 * _HC + ij[None, :, :], mask=smask[:, None, None],
                             other=0.0), axis=0) * r
-        z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * HC + ij)
+        z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * _HC + ij)
         e = tl.exp(z - tl.max(z, axis=1)[:, None])
         c = e / tl.sum(e, axis=1)[:, None] + eps
         c = c / (tl.sum(c, axis=0)[None, :] + eps)
-        for _ in range(iters - 1):
+        for _ in range(ITERS - 1):
             c = c / (tl.sum(c, axis=1)[:, None] + eps)
             c = c / (tl.sum(c, axis=0)[None, :] + eps)
-        tl.store(comb_ptr + t * (HC * HC) + ij, c, mask=first & (ij < HC * HC))
+        tl.store(comb_ptr + t * (_HC * _HC) + ij, c, mask=first & (ij < _HC * _HC))
     d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
-    hv = tl.load(h_ptr + t.to(tl.int64) * (HC * D) + k[:, None] * D + d[None, :], mask=d[None, :] < D,
+    hv = tl.load(h_ptr + t.to(tl.int64) * (_HC * D) + k[:, None] * D + d[None, :], mask=d[None, :] < D,
                  other=0.0).to(tl.float32)
     x = tl.sum(pre[:, None] * hv, axis=0)
     tl.store(x_ptr + t.to(tl.int64) * D + d, to_bf16(x, INTERP), mask=d < D)
@@ -154,14 +160,14 @@ def _mhc_post(x_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x (T, D) bf16; h, o
               D, BLOCK_D: tl.constexpr, INTERP: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
     d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    k = tl.arange(0, HC)
+    k = tl.arange(0, _HC)
     dmask = d < D
     xv = tl.load(x_ptr + t * D + d, mask=dmask, other=0.0).to(tl.float32)
-    acc = tl.load(post_ptr + t * HC + k)[:, None] * xv[None, :]            # (4 = j, BLOCK_D)
-    for i in tl.static_range(HC):
-        hi = tl.load(h_ptr + t * (HC * D) + i * D + d, mask=dmask, other=0.0).to(tl.float32)
-        acc += tl.load(comb_ptr + t * (HC * HC) + i * HC + k)[:, None] * hi[None, :]
-    tl.store(out_ptr + t * (HC * D) + k[:, None] * D + d[None, :], to_bf16(acc, INTERP),
+    acc = tl.load(post_ptr + t * _HC + k)[:, None] * xv[None, :]            # (4 = j, BLOCK_D)
+    for i in tl.static_range(_HC):
+        hi = tl.load(h_ptr + t * (_HC * D) + i * D + d, mask=dmask, other=0.0).to(tl.float32)
+        acc += tl.load(comb_ptr + t * (_HC * _HC) + i * _HC + k)[:, None] * hi[None, :]
+    tl.store(out_ptr + t * (_HC * D) + k[:, None] * D + d[None, :], to_bf16(acc, INTERP),
              mask=dmask[None, :])
 
 
@@ -203,7 +209,7 @@ def _project(h, fn, rows, npad, cfg, fuse=None):
         hout = torch.empty_like(h)
     _mhc_proj[(triton.cdiv(t, cfg["BLOCK_T"]), s)](
         h, x, post, comb, hout, fn, ws, sq, t, d, rows,
-        FUSE_POST=fuse is not None, BLOCK_T=cfg["BLOCK_T"], BLOCK_D=cfg["BLOCK_D"], NPAD=npad, INTERP=INTERPRET,
+        FUSE_POST=fuse is not None, BLOCK_T=cfg["BLOCK_T"], BLOCK_D=cfg["BLOCK_D"], NPAD=npad, DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
         num_warps=cfg["num_warps"])
     return ws, sq, s, hout
 
@@ -214,8 +220,9 @@ def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
     _mhc_mix[(t, triton.cdiv(d, cfg["BLOCK_MIX"]))](
-        h, ws, sq, base, scale, x, post, comb, t, d, s, iters, eps, norm_eps,
-        HEAD=head, NPAD=npad, BLOCK_S=triton.next_power_of_2(s), BLOCK_MIX=cfg["BLOCK_MIX"], INTERP=INTERPRET,
+        h, ws, sq, base, scale, x, post, comb, t, d, s, eps, norm_eps,
+        ITERS=iters, HEAD=head, NPAD=npad, BLOCK_S=triton.next_power_of_2(s), BLOCK_MIX=cfg["BLOCK_MIX"],
+        INTERP=INTERPRET,
         num_warps=cfg["mix_warps"])
     return x, post, comb
 

@@ -21,7 +21,7 @@ from kernelbench.kernels.common import check_device, check_dtype
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
-BIG: tl.constexpr = 2 ** 62   # larger than any index
+BIG = tl.constexpr(2 ** 62)   # larger than any index
 
 
 def sample_configs(params: dict) -> list[dict]:
