@@ -1,0 +1,204 @@
+"""rms_norm, hadamard, rope (+ YaRN freqs), head_rms_norm_rope: properties that hold whatever the
+reference says (checked on the reference in fp64 and on the kernels), kernel vs reference in the
+interpreter, and the errors bad inputs get."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernelbench import registry
+from kernelbench.config import FLASH, PRO, TINY
+from kernelbench.kernels.common import INTERPRET
+from kernelbench.reference import hadamard as HD
+from kernelbench.reference import norm as NR
+from kernelbench.reference import rope as RP
+from kernelbench.reference.precision import compute_dtype
+from kernelbench.verify_check import LAYOUTS, Example, check_example
+
+registry.load_builtin()
+needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
+                                  reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")
+
+
+def triton_fn(op):
+    return registry.get_impl(op, "triton").fn
+
+
+def verify(op, params, values, seed, layout):
+    ex = Example(op, "triton", params, values, seed, layout)
+    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex)
+    assert res.passed, f"{ex.repro()}\n{res.failure}"
+
+
+# YaRN frequencies --------------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", [FLASH, PRO])
+def test_yarn_correction_dims_are_15_and_25(cfg):
+    # SPEC 3.4: theta 160000, original length 65536, beta 32 / 1 -> dims 15 and 25
+    assert RP.yarn_correction_range(cfg.yarn_beta_fast, cfg.yarn_beta_slow, cfg.rope_head_dim,
+                                    cfg.compress_rope_theta, cfg.yarn_original_seq_len) == (15, 25)
+    # the unrounded dims, from the wavelength definition: 2*pi*theta^(2i/R) * beta = L
+    for beta, lo, hi in ((32.0, 15, 16), (1.0, 24, 25)):
+        i = math.log(65536 / (2 * math.pi * beta)) / math.log(160000) * 64 / 2
+        assert lo < i < hi
+
+
+def test_plain_freqs_for_swa_layers():
+    f = RP.rope_freqs(FLASH, compressed=False)
+    assert f.dtype == torch.float32 and f.shape == (32,)
+    want = [10000.0 ** (-2 * i / 64) for i in range(32)]
+    assert torch.allclose(f.double(), torch.tensor(want, dtype=torch.float64), rtol=1e-7, atol=0)
+
+
+def test_yarn_freqs_keep_low_dims_divide_high_dims_blend_between():
+    f = RP.rope_freqs(FLASH, compressed=True).double()
+    plain = torch.tensor([160000.0 ** (-2 * i / 64) for i in range(32)], dtype=torch.float64)
+    assert torch.allclose(f[:16], plain[:16], rtol=1e-7)            # i <= low = 15: unchanged
+    assert torch.allclose(f[25:], plain[25:] / 16, rtol=1e-7)      # i >= high = 25: divided by factor 16
+    mid = f[16:25] / plain[16:25]                                  # strictly between, and falling
+    assert bool(((mid < 1) & (mid > 1 / 16)).all()) and bool((mid[1:] < mid[:-1]).all())
+    # linear ramp in i: the weight of the 1/factor branch is (i - 15) / 10
+    w = (1 - mid) / (1 - 1 / 16)
+    assert torch.allclose(w, (torch.arange(16, 25, dtype=torch.float64) - 15) / 10, atol=1e-6)
+
+
+# RoPE --------------------------------------------------------------------------------------------
+def test_rope_rotates_each_pair_by_its_own_angle():
+    f = RP.rope_freqs(FLASH, compressed=True)
+    pos = torch.tensor([0, 1, 1000, 1048575])
+    x = torch.zeros(4, 1, 64, dtype=torch.float64)
+    x[..., 0::2] = 1.0                                   # every pair = 1 + 0i
+    with compute_dtype(torch.float64):
+        y = RP.rope(x, pos, f)
+    ang = (pos.numpy().astype(np.float32)[:, None] * f.numpy()[None, :]).astype(np.float64)   # fp32 angle
+    assert np.allclose(y[:, 0, 0::2].numpy(), np.cos(ang), atol=1e-12)
+    assert np.allclose(y[:, 0, 1::2].numpy(), np.sin(ang), atol=1e-12)   # counter-clockwise: i * sin
+
+
+def test_rope_inverse_is_identity_and_keeps_pair_norms():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 3, 64, generator=g, dtype=torch.float64)
+    pos = torch.randint(0, 1 << 20, (5,), generator=g)
+    f = RP.rope_freqs(FLASH, compressed=False)
+    with compute_dtype(torch.float64):
+        y = RP.rope(x, pos, f)
+        back = RP.rope(y, pos, f, inverse=True)
+    assert torch.allclose(back, x, atol=1e-12)
+    norms = lambda t: t[..., 0::2] ** 2 + t[..., 1::2] ** 2   # noqa: E731
+    assert torch.allclose(norms(y), norms(x), rtol=1e-12)
+    assert not torch.allclose(y, x, atol=1e-3)           # and it did rotate
+
+
+@needs_triton
+def test_rope_kernel_inverse_undoes_rotation_at_1m_positions():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 4, 64, generator=g).bfloat16()
+    pos = torch.tensor([5, 654321, 1048575])
+    f = RP.rope_freqs(FLASH, compressed=True)
+    back = triton_fn("rope")(x=triton_fn("rope")(x=x, positions=pos, freqs=f), positions=pos, freqs=f, inverse=True)
+    assert torch.allclose(back.float(), x.float(), rtol=2 ** -6, atol=2 ** -6)
+    zero = triton_fn("rope")(x=x, positions=torch.zeros(3, dtype=torch.int64), freqs=f)
+    assert torch.equal(zero, x)                         # position 0 rotates by nothing
+
+
+def test_head_rms_norm_rope_is_unit_rms_then_rotated():
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 3, 128, generator=g, dtype=torch.float64) * 7
+    pos = torch.tensor([3, 70000])
+    f = RP.rope_freqs(TINY, compressed=True)
+    with compute_dtype(torch.float64):
+        y = RP.head_rms_norm_rope(q, pos, f, eps=1e-12)
+        rms = q.square().mean(-1, keepdim=True).sqrt()
+        assert torch.allclose(y.square().mean(-1), torch.ones(2, 3, dtype=torch.float64), atol=1e-9)
+        assert torch.allclose(y[..., :64], q[..., :64] / rms, atol=1e-9)
+        assert torch.allclose(y[..., 64:], RP.rope((q / rms)[..., 64:], pos, f), atol=1e-9)
+
+
+# rms_norm and hadamard ---------------------------------------------------------------------------
+def test_rms_norm_output_has_unit_rms_before_the_weight():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 300, generator=g, dtype=torch.float64) * torch.tensor([[0.01], [1], [30], [1e3]])
+    w = torch.rand(300, generator=g, dtype=torch.float64) + 0.5
+    with compute_dtype(torch.float64):
+        y = NR.rms_norm(x, w, eps=1e-12)
+    assert torch.allclose((y / w).square().mean(-1), torch.ones(4, dtype=torch.float64), atol=1e-9)
+    xb, wb = x.bfloat16(), w.bfloat16()
+    # a power-of-two scale is exact in bf16 and cancels in the norm
+    assert torch.equal(NR.rms_norm(xb * 4, wb, 0.0), NR.rms_norm(xb, wb, 0.0))
+
+
+def test_sylvester_matrix_is_the_bit_rule_and_orthogonal():
+    h = HD.sylvester(128, torch.float64)
+    want = torch.tensor([[(-1) ** bin(i & j).count("1") for j in range(128)] for i in range(128)], dtype=torch.float64)
+    assert torch.equal(h, want)
+    assert torch.equal(h @ h.T, 128 * torch.eye(128, dtype=torch.float64))
+
+
+def test_hadamard_twice_is_identity_and_keeps_norms():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 2, 128, generator=g, dtype=torch.float64)
+    with compute_dtype(torch.float64):
+        y = HD.hadamard(x)
+        assert torch.allclose(HD.hadamard(y), x, atol=1e-12)
+    assert torch.allclose(y.norm(dim=-1), x.norm(dim=-1), rtol=1e-12)
+    e5 = torch.zeros(128, dtype=torch.float64)
+    e5[5] = 1
+    with compute_dtype(torch.float64):
+        assert torch.allclose(HD.hadamard(e5), HD.sylvester(128, torch.float64)[5] / math.sqrt(128))
+
+
+@needs_triton
+def test_hadamard_kernel_twice_is_identity():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(40, 128, generator=g).bfloat16()
+    y = triton_fn("hadamard")(x=triton_fn("hadamard")(x=x))
+    assert torch.allclose(y.float(), x.float(), rtol=2 ** -6, atol=2 ** -6)
+
+
+# kernels vs reference ----------------------------------------------------------------------------
+@needs_triton
+@pytest.mark.parametrize("op", ["rms_norm", "hadamard", "rope", "head_rms_norm_rope"])
+def test_kernel_matches_reference(op):
+    spec = registry.get_op(op)
+
+    @given(params=spec.strategy(), values=st.sampled_from(spec.value_modes), seed=st.integers(0, 2 ** 16),
+           layout=st.sampled_from(LAYOUTS))
+    def run(params, values, seed, layout):
+        verify(op, params, values, seed, layout)
+    run()
+
+
+@needs_triton
+def test_kernels_at_a_flash_shape():
+    for op, p in (("rms_norm", {"M": 2, "N": 4096}), ("head_rms_norm_rope", {"model": "flash", "T": 2, "Hl": 8,
+                  "Dh": 512, "R": 64, "L": 1048576, "compressed": True})):
+        verify(op, p, "outliers", 7, "contiguous")
+
+
+# bad input -----------------------------------------------------------------------------------------
+BAD = [
+    ("rms_norm", dict(x=torch.ones(2, 8, dtype=torch.bfloat16), weight=torch.ones(7, dtype=torch.bfloat16), eps=1e-6),
+     ValueError, "must agree"),
+    ("hadamard", dict(x=torch.ones(2, 64, dtype=torch.bfloat16)), ValueError, "128"),
+    ("rope", dict(x=torch.ones(2, 1, 64, dtype=torch.bfloat16), positions=torch.zeros(2, dtype=torch.int64),
+                  freqs=torch.ones(16)), ValueError, "freqs"),
+    ("rope", dict(x=torch.ones(2, 1, 64, dtype=torch.bfloat16), positions=torch.zeros(3, dtype=torch.int64),
+                  freqs=torch.ones(32)), ValueError, "positions"),
+    ("head_rms_norm_rope", dict(q=torch.ones(2, 64, dtype=torch.bfloat16), positions=torch.zeros(2, dtype=torch.int64),
+                                freqs=torch.ones(32), eps=1e-6), ValueError, "T, Hl, Dh"),
+]
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+@pytest.mark.parametrize("op,inputs,exc,msg", BAD, ids=[f"{b[0]}-{b[3]}" for b in BAD])
+def test_bad_input_is_a_clear_error(impl, op, inputs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        registry.get_impl(op, impl).fn(**inputs)
+
+
+@needs_triton
+def test_kernel_rejects_fp32_activations():
+    with pytest.raises(TypeError, match="bfloat16"):
+        triton_fn("rms_norm")(x=torch.ones(2, 8), weight=torch.ones(8, dtype=torch.bfloat16), eps=1e-6)
