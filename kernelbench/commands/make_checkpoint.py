@@ -1,0 +1,36 @@
+"""`kernelbench make-checkpoint DIR`: a random checkpoint of a configuration in the official layout."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from kernelbench import checkpoint
+from kernelbench.config import CONFIGS, get_config
+
+
+def make_checkpoint(path: str | Path, config: str = "tiny", seed: int = 0, shards: int = 4,
+                    force: bool = False) -> Path:
+    path = Path(path)
+    if path.exists() and any(path.iterdir()) and not force:
+        raise click.UsageError(f"{path} exists and is not empty (use --force to write into it)")
+    cfg = get_config(config)
+    return checkpoint.write_random(path, cfg, seed=seed, n_shards=shards)
+
+
+@click.command("make-checkpoint")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--config", "config", default="tiny", show_default=True, type=click.Choice(sorted(CONFIGS)),
+              help="model configuration (flash and pro are hundreds of GB)")
+@click.option("--seed", default=0, show_default=True, help="random seed of the weights")
+@click.option("--shards", default=4, show_default=True, help="number of safetensors shard files")
+@click.option("--force", is_flag=True, help="write into a non-empty directory")
+def command(directory: str, config: str, seed: int, shards: int, force: bool):
+    """Write a random DeepSeek-V4 checkpoint (config.json, index, FP8/FP4 safetensors shards) to DIRECTORY."""
+    path = make_checkpoint(directory, config, seed, shards, force)
+    files = sorted(path.glob("*.safetensors"))
+    size = sum(f.stat().st_size for f in files)
+    n = len(checkpoint.read_index(path))
+    Console().print(f"[green]wrote[/] {path}: config {config!r}, seed {seed}, {n} tensors in {len(files)} shards, "
+                    f"{size / 1e6:.1f} MB")
