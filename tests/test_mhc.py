@@ -1,0 +1,179 @@
+"""mHC: Sinkhorn and the split checked against their definitions, post's orientation, pre's
+invariances, head, kernels vs reference in the interpreter, errors, and the sm_120 compile."""
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernelbench import inspector, registry
+from kernelbench.kernels.common import INTERPRET
+from kernelbench.reference import mhc as M
+from kernelbench.reference.precision import compute_dtype
+from kernelbench.verify_check import LAYOUTS, Example, check_example
+
+registry.load_builtin()
+needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
+                                  reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")
+OPS = ("mhc_pre", "mhc_post", "mhc_post_pre", "mhc_head")
+
+
+def inputs(op, params, values="normal", seed=0):
+    return registry.get_op(op).make_inputs(params, torch.Generator().manual_seed(seed), "cpu", values)
+
+
+def verify(op, params, values, seed, layout):
+    ex = Example(op, "triton", params, values, seed, layout)
+    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex)
+    assert res.passed, f"{ex.repro()}\n{res.failure}"
+
+
+# Sinkhorn and the split --------------------------------------------------------------------------
+def test_sinkhorn_is_near_doubly_stochastic():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(50, 4, 4, generator=g, dtype=torch.float64) * 1.5   # O(1) logits, as the op's inputs
+    with compute_dtype(torch.float64):
+        c = M.sinkhorn(logits, 20, 1e-6)
+        one = M.sinkhorn(logits, 1, 1e-6)
+    assert bool((c > 0).all())
+    assert torch.allclose(c.sum(-2), torch.ones(50, 4, dtype=torch.float64), atol=1e-5)   # columns: last step
+    assert torch.allclose(c.sum(-1), torch.ones(50, 4, dtype=torch.float64), atol=1e-3)   # rows: converged
+    assert torch.allclose(one.sum(-2), torch.ones(50, 4, dtype=torch.float64), atol=1e-5)
+    # more iterations only bring the rows closer to 1
+    row_err = lambda k: (M.sinkhorn(logits, k, 1e-6).sum(-1) - 1).abs().max()   # noqa: E731
+    assert row_err(20) < row_err(3) < row_err(1)
+
+
+def test_split_ranges_follow_the_definitions():
+    g = torch.Generator().manual_seed(1)
+    m = torch.randn(7, 24, generator=g, dtype=torch.float64) * 4
+    base = torch.randn(24, generator=g, dtype=torch.float64)
+    scale = torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64)
+    with compute_dtype(torch.float64):
+        pre, post, comb = M.split_sinkhorn(m, base, scale, 20, 1e-6)
+    assert torch.allclose(pre, torch.sigmoid(m[:, :4] * 0.5 + base[:4]) + 1e-6)
+    assert torch.allclose(post, 2 * torch.sigmoid(m[:, 4:8] * 1.5 + base[4:8]))
+    # comb's first step is a softmax over each row of the 4x4 logits m[8 + 4i + j]
+    with compute_dtype(torch.float64):
+        first = M.sinkhorn((m[:, 8:] * 2.0 + base[8:]).view(7, 4, 4), 20, 1e-6)
+    assert torch.allclose(comb, first)
+
+
+# post --------------------------------------------------------------------------------------------
+def _post_case(t=3, d=40, seed=2):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(t, d, generator=g).bfloat16(), torch.randn(t, 4, d, generator=g).bfloat16())
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_post_orientation_source_i_to_destination_j(impl):
+    x, h = _post_case()
+    fn = registry.get_impl("mhc_post", impl).fn
+    comb = torch.zeros(3, 4, 4)
+    comb[:, 0, 2] = 1.0                      # comb[i=0][j=2]: stream 0 feeds stream 2
+    comb[:, 3, 0] = 0.5
+    post = torch.tensor([[0.0, 1.0, 0.0, 0.0]]).repeat(3, 1)
+    out = fn(x=x, h=h, post=post, comb=comb)
+    assert torch.equal(out[:, 2], h[:, 0])
+    assert torch.equal(out[:, 0], (0.5 * h[:, 3].float()).bfloat16())
+    assert torch.equal(out[:, 1], x)
+    assert torch.equal(out[:, 3], torch.zeros_like(x))
+    ident = fn(x=x, h=h, post=torch.zeros(3, 4), comb=torch.eye(4).repeat(3, 1, 1))
+    assert torch.equal(ident, h)
+
+
+# pre and head --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_pre_with_zero_projection_mixes_by_sigmoid_of_base(impl):
+    _, h = _post_case(t=2, d=64)
+    base = torch.linspace(-2, 2, 24)
+    x, post, comb = registry.get_impl("mhc_pre", impl).fn(
+        h=h, fn=torch.zeros(24, 256), base=base, scale=torch.ones(3), iters=20, eps=1e-6, norm_eps=1e-6)
+    pre = torch.sigmoid(base[:4].double()) + 1e-6
+    want = (pre[None, :, None] * h.double()).sum(1)
+    assert torch.allclose(x.double(), want, rtol=2 ** -7, atol=1e-6)
+    assert torch.allclose(post, (2 * torch.sigmoid(base[4:8])).expand(2, 4), atol=1e-6)
+    with compute_dtype(torch.float64):
+        want_comb = M.sinkhorn(base[8:].double().view(1, 4, 4), 20, 1e-6).float()
+    assert torch.allclose(comb, want_comb.expand(2, 4, 4), atol=1e-6)
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_pre_is_invariant_to_the_scale_of_h(impl):
+    inp = inputs("mhc_pre", {"T": 3, "D": 64, "iters": 20})
+    fn = registry.get_impl("mhc_pre", impl).fn
+    x1, post1, comb1 = fn(**inp)
+    x4, post4, comb4 = fn(**{**inp, "h": inp["h"] * 4})          # exact in bf16
+    assert torch.allclose(post4, post1, rtol=1e-5, atol=1e-6) and torch.allclose(comb4, comb1, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(x4.float(), 4 * x1.float(), rtol=2 ** -7, atol=1e-3)
+    assert not torch.allclose(comb1, torch.full_like(comb1, 0.25), atol=1e-2)   # a non-trivial comb
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_head_is_sigmoid_weighted_sum_without_sinkhorn(impl):
+    inp = inputs("mhc_head", {"T": 2, "D": 64, "iters": 20})
+    h = inp["h"]
+    xf = h.double().flatten(1)
+    m = (xf @ inp["fn"].double().T) * torch.rsqrt(xf.square().mean(-1, keepdim=True) + 1e-6)
+    pre = torch.sigmoid(m * inp["scale"].double() + inp["base"].double()) + 1e-6
+    want = (pre[:, :, None] * h.double()).sum(1)
+    x = registry.get_impl("mhc_head", impl).fn(**inp)
+    assert torch.allclose(x.double(), want, rtol=2 ** -7, atol=1e-3)
+
+
+def test_post_pre_is_post_then_pre_on_the_stored_streams():
+    inp = inputs("mhc_post_pre", {"T": 2, "D": 32, "iters": 5})
+    h2, x, post, comb = M.mhc_post_pre(**inp)
+    assert torch.equal(h2, M.mhc_post(inp["x"], inp["h"], inp["post"], inp["comb"]))
+    pre_args = {k: inp[k] for k in ("fn", "base", "scale", "iters", "eps", "norm_eps")}
+    for a, b in zip((x, post, comb), M.mhc_pre(h2, **pre_args)):
+        assert torch.equal(a, b)
+
+
+# kernels vs reference ------------------------------------------------------------------------------
+@needs_triton
+@pytest.mark.parametrize("op", OPS)
+def test_kernel_matches_reference(op):
+    spec = registry.get_op(op)
+
+    @given(params=spec.strategy(), values=st.sampled_from(spec.value_modes), seed=st.integers(0, 2 ** 16),
+           layout=st.sampled_from(LAYOUTS))
+    def run(params, values, seed, layout):
+        verify(op, params, values, seed, layout)
+    run()
+
+
+@needs_triton
+@pytest.mark.parametrize("op", OPS)
+def test_kernel_with_many_splits_and_two_token_blocks(op):
+    # D = 768: 12 projection splits (not a power of two); T = 17 > BLOCK_T = 16: a partial token block
+    verify(op, {"T": 17, "D": 768, "iters": 20}, "outliers", 3, "contiguous")
+
+
+# errors --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_bad_input_is_a_clear_error(impl):
+    inp = inputs("mhc_pre", {"T": 2, "D": 16, "iters": 2})
+    fn = registry.get_impl("mhc_pre", impl).fn
+    with pytest.raises(ValueError, match="fn"):
+        fn(**{**inp, "fn": inp["fn"][:20]})
+    with pytest.raises(ValueError, match=r"\[T, 4, D\]"):
+        fn(**{**inp, "h": inp["h"][:, :3]})
+    with pytest.raises(ValueError, match="iters"):
+        fn(**{**inp, "iters": 0})
+    post_in = inputs("mhc_post", {"T": 2, "D": 16, "iters": 2})
+    with pytest.raises(ValueError, match="comb"):
+        registry.get_impl("mhc_post", impl).fn(**{**post_in, "comb": post_in["comb"][:, :3]})
+
+
+# sm_120 ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("all_configs", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_sm120_compile_fits_without_spills_on_tensor_cores(all_configs):
+    reps = inspector.inspect_impls(list(OPS), shape_set="flash-tp8", target="sm_120", batches=(64,),
+                                   all_configs=all_configs)
+    assert len(reps) >= len(OPS)
+    for rep in reps:
+        assert rep["problems"] == [], (rep["label"], rep["config"], rep["problems"])
+        for k in rep["kernels"]:
+            assert k["shared_bytes"] <= 101376 and not k["spills"], k
+            if k["kernel"].endswith("_mhc_proj"):
+                assert any(i.startswith("HMMA") for i in k["sass_mma"]), k   # the projection is on tensor cores
