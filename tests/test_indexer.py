@@ -1,0 +1,168 @@
+"""indexer_q and indexer_topk: top-k against an independent brute force, -1 padding, work independent
+of the cache capacity, the Triton kernel against the reference (exact on fp32-exact scores, ties
+included; hypothesis over ragged batches), bad inputs, and the sm_120 compile of shipped configs."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+
+from kernelbench import registry
+from kernelbench.kernels import indexer as K
+from kernelbench.ops.indexer import fp4_rows
+from kernelbench.reference.indexer import indexer_q, indexer_topk
+from kernelbench.reference.precision import compute_dtype
+from kernelbench.reference.quant import quant_fp8_weight
+from kernelbench.reference.rope import rope_freqs
+from kernelbench.config import FLASH
+from kernelbench.testing import assert_close
+from test_attention import compile_sm120, sm120_problems
+
+registry.load_builtin()
+SPEC = registry.get_op("indexer_topk")
+
+
+def _exact_case(gen, t=3, hi=4, cap=64, positions=(40, 3, 255), ties=False):
+    """FP4 keys and queries (few-bit mantissas) and weights k/64 with |k| < 16: every product and every
+    partial sum is exact in fp32, so any summation order gives the same bits and top-k is unambiguous."""
+    b = t + 1
+    keys = torch.full((b, cap, 128), float("nan"), dtype=torch.bfloat16)
+    seq = torch.randperm(b, generator=gen)[:t]
+    pos = torch.tensor(positions[:t])
+    for i in range(t):
+        n = (int(pos[i]) + 1) // 4
+        rows = fp4_rows((n, 128), gen)
+        if ties and n > 1:
+            rows[1::2] = rows[0::2][: rows[1::2].shape[0]]                # every odd row repeats its even row
+        keys[int(seq[i]), :n] = rows
+    qi = fp4_rows((t, hi, 128), gen)
+    w = torch.randint(-15, 16, (t, hi), generator=gen).float() / 64
+    return qi, w, keys, seq, pos
+
+
+def _brute(qi, w, keys, seq, pos, topk):
+    out = []
+    for i in range(qi.shape[0]):
+        n = (int(pos[i]) + 1) // 4
+        rows = keys[int(seq[i]), :n].double()
+        sc = [sum(float(w[i, h]) * max(0.0, float(qi[i, h].double() @ rows[j])) for h in range(qi.shape[1]))
+              for j in range(n)]
+        order = sorted(range(n), key=lambda j: (-sc[j], j))[:topk]
+        out.append(order + [-1] * (topk - len(order)))
+    return torch.tensor(out, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_reference_topk_equals_brute_force(gen, ties):
+    qi, w, keys, seq, pos = _exact_case(gen, positions=(40, 3, 90), cap=30, ties=ties)
+    idx, val = indexer_topk(qi, w, keys, seq, pos, topk=8)
+    assert torch.equal(idx, _brute(qi, w, keys, seq, pos, 8))
+    assert idx[1].tolist() == [0] + [-1] * 7 and torch.isneginf(val[1, 1:]).all()   # (3+1)//4 = 1 entry
+
+def test_fewer_entries_than_topk_are_padded(gen):
+    qi, w, keys, seq, pos = _exact_case(gen, positions=(2, 4, 21), cap=10)
+    for name in ("reference", "triton"):
+        idx, val = registry.get_impl("indexer_topk", name).fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos,
+                                                              topk=8)
+        assert idx[0].tolist() == [-1] * 8                                 # (2+1)//4 = 0 entries
+        assert sorted(idx[1, :1].tolist()) == [0] and idx[1, 1:].tolist() == [-1] * 7
+        assert sorted(idx[2, :5].tolist()) == [0, 1, 2, 3, 4] and idx[2, 5:].tolist() == [-1] * 3
+        assert torch.isfinite(val[2, :5]).all() and torch.isneginf(val[2, 5:]).all()
+        assert (val[2, :4] >= val[2, 1:5]).all()                           # best first
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_kernel_exact_on_exact_scores(gen, ties):
+    qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
+    for topk in (5, 16, 64):
+        ref = indexer_topk(qi, w, keys, seq, pos, topk)
+        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32})
+        assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
+        assert torch.equal(out[1], ref[1])
+
+
+def test_result_independent_of_capacity(gen):
+    """Same entries in caches of capacity 20 and 400 (the rest NaN): identical results. A kernel that
+    scored the capacity would read NaN rows and select them."""
+    qi, w, small, seq, pos = _exact_case(gen, cap=20, positions=(40, 3, 79))
+    big = torch.full((small.shape[0], 400, 128), float("nan"), dtype=torch.bfloat16)
+    big[:, :20] = small
+    for name in ("reference", "triton"):
+        fn = registry.get_impl("indexer_topk", name).fn
+        a = fn(qi=qi, w=w, k_cache=small, seq_ids=seq, positions=pos, topk=12)
+        b = fn(qi=qi, w=w, k_cache=big, seq_ids=seq, positions=pos, topk=12)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        assert int(a[0].max()) < 20
+
+
+@given(SPEC.strategy())
+def test_kernel_matches_reference_hypothesis(p):
+    gen = torch.Generator().manual_seed(11)
+    for mode in SPEC.value_modes:
+        inp = SPEC.make_inputs(p, gen, "cpu", mode)
+        with compute_dtype(torch.float64):
+            ref = SPEC.reference(**inp)
+        out = K.indexer_topk(**inp)
+        tol = SPEC.tolerance(p)
+        assert_close(out[1], ref[1], tol["scores"], "scores")
+        assert_close(out[0], ref[0], tol["indices"], "indices")
+        # every selected entry is a real one of that token, no duplicates
+        n = (inp["positions"] + 1) // 4
+        for i in range(p["T"]):
+            sel = out[0][i][out[0][i] >= 0]
+            assert sel.numel() == min(int(n[i]), p["topk"]) and sel.unique().numel() == sel.numel()
+            assert sel.numel() == 0 or int(sel.max()) < int(n[i])
+
+
+def test_indexer_q_format(gen):
+    t, hi, qr = 3, 2, 128
+    wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
+    x = torch.randn(t, qr, generator=gen).bfloat16()
+    qi = indexer_q(x, wq, ws, torch.tensor([0, 9, 70000]), rope_freqs(FLASH, compressed=True))
+    assert qi.shape == (t, hi, 128) and qi.dtype == torch.bfloat16
+    g = qi.float().view(-1, 32)
+    scale = torch.exp2(torch.ceil(torch.log2(g.abs().amax(-1, keepdim=True).clamp_min(1e-30) / 6)))
+    e2m1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    assert torch.isin((g / scale).abs(), e2m1).all()                       # FP4 codes times a power of two
+
+
+def test_indexer_topk_bad_inputs(gen):
+    qi, w, keys, seq, pos = _exact_case(gen, cap=30, positions=(40, 3, 79))
+    for fn in (indexer_topk, K.indexer_topk):
+        with pytest.raises(ValueError, match="w must be"):
+            fn(qi, w[:, :2], keys, seq, pos, 4)
+        with pytest.raises(ValueError, match="k_cache"):
+            fn(qi, w, keys[..., :64], seq, pos, 4)
+        with pytest.raises(ValueError, match="positive"):
+            fn(qi, w, keys, seq, pos, 0)
+        with pytest.raises(ValueError, match="qi"):
+            fn(qi.float(), w, keys, seq, pos, 4)
+    with pytest.raises(ValueError, match="capacity"):
+        indexer_topk(qi, w, keys, seq, pos + 200, 4)
+
+
+SCORES_SIG = {"qi_ptr": "*bf16", "w_ptr": "*fp32", "k_ptr": "*bf16", "seq_ptr": "*i64", "pos_ptr": "*i64",
+              "sc_ptr": "*fp32", "HI": "i32", "RATIO": "i32", "P": "i32", "s_qt": "i32", "s_qh": "i32", "s_wt": "i32",
+              "s_kb": "i64", "s_kn": "i32", "s_st": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
+              "BLOCK_S": "constexpr", "DOT_UPCAST": "constexpr"}
+TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32",
+            "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr"}
+
+
+def test_shipped_configs_fit_sm120_with_tensor_cores():
+    seen, jobs = set(), []
+    for c in K.indexer_configs({}) + [K.indexer_default({})]:
+        key = (c["BLOCK_S"], c["num_warps"], c["num_stages"])
+        if key in seen:
+            continue
+        seen.add(key)
+        jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_scores", "signature": SCORES_SIG,
+                     "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": key[0], "DOT_UPCAST": False},
+                     "num_warps": key[1], "num_stages": key[2]})
+    for kp in (512, 1024):
+        jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk", "signature": TOPK_SIG,
+                     "constexprs": {"KP": kp, "SCAN": 1024}, "num_warps": 8, "num_stages": 1})
+    for job, rep in zip(jobs, compile_sm120(jobs)):
+        assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
+        if job["kernel"] == "_index_scores":
+            assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
