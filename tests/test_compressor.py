@@ -1,0 +1,163 @@
+"""The KV compressor: the pooled entry equals an explicit per-channel softmax over the right rows
+(overlap for r = 4 with a -inf/0 previous block at the start, plain blocks for r >= 8), prefill equals
+token-by-token steps (entries and state), ragged batches step independently, only slot p // r is
+written, and bad inputs fail clearly."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+
+from kernelbench import registry
+from kernelbench.config import FLASH
+from kernelbench.reference.compressor import compressor_prefill, compressor_step, init_state
+from kernelbench.reference.hadamard import hadamard
+from kernelbench.reference.norm import rms_norm
+from kernelbench.reference.quant import fp4_simulate, fp8_simulate
+from kernelbench.reference.rope import rope, rope_freqs
+from kernelbench.testing import assert_close
+
+registry.load_builtin()
+FREQS = rope_freqs(FLASH, compressed=True)
+
+
+def _weights(gen, ratio, d=128, dim=64):
+    c = 2 if ratio == 4 else 1
+    return dict(wkv=(torch.randn(c * d, dim, generator=gen) * dim ** -0.5).bfloat16(),
+                wgate=(torch.randn(c * d, dim, generator=gen) * dim ** -0.5).bfloat16(),
+                ape=torch.randn(ratio, c * d, generator=gen) * 0.5,
+                norm_weight=(1 + 0.2 * torch.randn(d, generator=gen)).bfloat16(), eps=1e-6, freqs=FREQS)
+
+
+def _explicit_entry(x, w, ratio, block, d, rotate):
+    """fp64, one channel at a time, rows chosen by token index: the SPEC's pooling then finalize."""
+    kv = x.double() @ w["wkv"].double().t()
+    sc = x.double() @ w["wgate"].double().t() + w["ape"].double()[torch.arange(x.shape[0]) % ratio]
+    cur = list(range(block * ratio, (block + 1) * ratio))
+    e = torch.empty(d, dtype=torch.float64)
+    for ch in range(d):
+        if ratio == 4:
+            rows_k = [kv[i, d + ch] for i in cur]
+            rows_s = [sc[i, d + ch] for i in cur]
+            if block > 0:
+                prev = [i - ratio for i in cur]
+                rows_k += [kv[i, ch] for i in prev]
+                rows_s += [sc[i, ch] for i in prev]
+        else:
+            rows_k = [kv[i, ch] for i in cur]
+            rows_s = [sc[i, ch] for i in cur]
+        s = torch.stack(rows_s)
+        p = torch.exp(s - s.max())
+        e[ch] = (p * torch.stack(rows_k)).sum() / p.sum()
+    y = rms_norm(e.to(torch.bfloat16)[None], w["norm_weight"], w["eps"])
+    y = torch.cat([y[:, :-64], rope(y[:, -64:], torch.tensor([block * ratio]), FREQS)], dim=1)
+    if rotate:
+        return fp4_simulate(hadamard(y), 32)[0]
+    return torch.cat([fp8_simulate(y[:, :-64].contiguous(), 64), y[:, -64:]], dim=1)[0]
+
+
+@pytest.mark.parametrize("ratio,rotate", [(4, False), (4, True), (8, False)])
+def test_entries_equal_explicit_pooling(gen, ratio, rotate):
+    w = _weights(gen, ratio)
+    x = torch.randn(3 * ratio + 1, 64, generator=gen).bfloat16()
+    entries, _, _ = compressor_prefill(x, **w, ratio=ratio, rotate=rotate)
+    assert entries.shape == (3, 128)
+    tol = registry.get_op("compressor_step").tolerance({"rotate": rotate})["cache"]
+    for b in range(3):
+        assert_close(entries[b], _explicit_entry(x, w, ratio, b, 128, rotate), tol, f"entry {b}")
+
+
+def _step_all(x, w, ratio, rotate, seq=1, b=3, ncap=12):
+    sk, ss = init_state(b, ratio, 128)
+    cache = torch.full((b, ncap, 128), 7.0, dtype=torch.bfloat16)
+    flags = []
+    for p in range(x.shape[0]):
+        flags.append(bool(compressor_step(x[p:p + 1], **w, positions=torch.tensor([p]), seq_ids=torch.tensor([seq]),
+                                          state_kv=sk, state_score=ss, cache=cache, ratio=ratio, rotate=rotate)[0]))
+    return cache, sk, ss, flags
+
+
+@pytest.mark.parametrize("ratio,rotate,length", [(4, False, 23), (4, True, 16), (8, False, 21), (12, False, 5)])
+def test_prefill_equals_steps(gen, ratio, rotate, length):
+    w = _weights(gen, ratio)
+    x = torch.randn(length, 64, generator=gen).bfloat16()
+    entries, pk, ps = compressor_prefill(x, **w, ratio=ratio, rotate=rotate)
+    cache, sk, ss, flags = _step_all(x, w, ratio, rotate)
+    n = length // ratio
+    assert flags == [(p + 1) % ratio == 0 for p in range(length)]
+    assert torch.equal(cache[1, :n], entries)
+    assert (cache[1, n:] == 7.0).all() and (cache[[0, 2]] == 7.0).all()    # nothing else written
+    tol = registry.get_op("compressor_step").tolerance({"rotate": rotate})["state_kv"]
+    assert_close(sk[1], pk, tol, "state_kv")
+    assert_close(ss[1], ps, tol, "state_score")
+    assert torch.equal(torch.isinf(ss[1]), torch.isinf(ps))
+
+
+def test_prefix_then_steps_equals_steps(gen):
+    """A prefill of 10 tokens followed by steps gives the entries of stepping from the start."""
+    w = _weights(gen, 4)
+    x = torch.randn(22, 64, generator=gen).bfloat16()
+    full, _, _, _ = _step_all(x, w, 4, False)
+    entries, pk, ps = compressor_prefill(x[:10], **w, ratio=4, rotate=False)
+    sk, ss = init_state(3, 4, 128)
+    sk[1], ss[1] = pk, ps
+    cache = torch.full((3, 12, 128), 7.0, dtype=torch.bfloat16)
+    cache[1, :2] = entries
+    for p in range(10, 22):
+        compressor_step(x[p:p + 1], **w, positions=torch.tensor([p]), seq_ids=torch.tensor([1]), state_kv=sk,
+                        state_score=ss, cache=cache, ratio=4, rotate=False)
+    assert_close(cache[1, :5], full[1, :5], registry.get_op("compressor_step").tolerance({"rotate": False})["cache"])
+
+
+def test_ragged_batch_steps_like_single_sequences(gen):
+    """Two sequences at different positions stepped together equal each stepped alone."""
+    w = _weights(gen, 4)
+    xa, xb = torch.randn(13, 64, generator=gen).bfloat16(), torch.randn(6, 64, generator=gen).bfloat16()
+    ca, _, _, _ = _step_all(xa, w, 4, True, seq=0)
+    cb, _, _, _ = _step_all(xb, w, 4, True, seq=2)
+    sk, ss = init_state(3, 4, 128)
+    cache = torch.full((3, 12, 128), 7.0, dtype=torch.bfloat16)
+    for i in range(13):   # a joins late: b runs positions 0..5 alongside a's 7..12
+        rows, pos, seq = [xa[i]], [i], [0]
+        if i >= 7:
+            rows.append(xb[i - 7]), pos.append(i - 7), seq.append(2)
+        compressor_step(torch.stack(rows), **w, positions=torch.tensor(pos), seq_ids=torch.tensor(seq), state_kv=sk,
+                        state_score=ss, cache=cache, ratio=4, rotate=True)
+    assert torch.equal(cache[0], ca[0]) and torch.equal(cache[2], cb[2]) and (cache[1] == 7.0).all()
+
+
+@given(registry.get_op("compressor_step").strategy())
+def test_step_spec_inputs_reference_is_consistent(p):
+    """On the spec's inputs (random realistic state), fp32 and fp64 reference agree within the tolerance:
+    the tolerance is achievable and make_inputs is valid."""
+    from kernelbench.reference.precision import compute_dtype
+    spec = registry.get_op("compressor_step")
+    gen = torch.Generator().manual_seed(5)
+    inp = spec.make_inputs(p, gen, "cpu", "normal")
+    a = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    b = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    ea = compressor_step(**a)
+    with compute_dtype(torch.float64):
+        eb = compressor_step(**b)
+    tol = spec.tolerance(p)
+    assert torch.equal(ea, eb)
+    for k in ("state_kv", "state_score", "cache"):
+        assert_close(a[k], b[k], tol[k], k)
+
+
+def test_bad_inputs(gen):
+    w = _weights(gen, 4)
+    x = torch.randn(2, 64, generator=gen).bfloat16()
+    sk, ss = init_state(3, 4, 128)
+    cache = torch.zeros(3, 4, 128, dtype=torch.bfloat16)
+    kw = dict(positions=torch.tensor([1, 2]), seq_ids=torch.tensor([0, 1]), state_kv=sk, state_score=ss, cache=cache)
+    with pytest.raises(ValueError, match="ratio"):
+        compressor_step(x, **w, **kw, ratio=6, rotate=False)
+    with pytest.raises(ValueError, match="ape"):
+        compressor_step(x, **{**w, "ape": w["ape"][:2]}, **kw, ratio=4, rotate=False)
+    with pytest.raises(ValueError, match="states"):
+        compressor_step(x, **w, **{**kw, "state_kv": sk[:, :4]}, ratio=4, rotate=False)
+    with pytest.raises(ValueError, match="capacity"):
+        compressor_step(x, **w, **{**kw, "positions": torch.tensor([1, 19])}, ratio=4, rotate=False)
+    with pytest.raises(ValueError, match="duplicates"):
+        compressor_step(x, **w, **{**kw, "seq_ids": torch.tensor([1, 1])}, ratio=4, rotate=False)
