@@ -179,6 +179,8 @@ def _run_hypothesis(spec, impl, opts: Options, on_result: Callable[[ExampleResul
         r = state["failed"] or ExampleResult(Example(spec.name, impl.name, {}, "normal", 0), passed=False)
         r.failure = (r.failure + "\n" if r.failure else "") + f"hypothesis stopped: {type(e).__name__}: {e}"
         on_result(r)
+    messages = [f"shrinking stopped at the {opts.shrink_seconds:g} s cap (Options.shrink_seconds): the failing example "
+                f"shown may not be minimal" if "working to shrink" in m else m for m in messages]
     if state["skipped"]:
         messages.append(f"time budget of {opts.time_budget_s:g} s spent: {state['skipped']} hypothesis examples "
                         f"were not run")
