@@ -235,6 +235,16 @@ def random_tensor(spec: ParamSpec, gen: torch.Generator, shape: tuple[int, ...] 
 # ------------------------------------------------------------------------------------------------
 # Writer
 # ------------------------------------------------------------------------------------------------
+def random_local_state(cfg: ModelConfig, rank: int = 0, world: int = 1, seed: int = 0, device="cpu",
+                       shard_indexer: bool = False) -> dict[str, torch.Tensor]:
+    """Random rank-local tensors of a TP-`world` layout drawn directly on `device` (benchmarks of
+    Flash-sized layers, no checkpoint on disk); the same names, shapes and dtypes `load` returns."""
+    cfg.check_tp(world)
+    gen = torch.Generator(device=device).manual_seed(seed + rank)
+    return {name: random_tensor(spec, gen, local_shape(name, spec, world, shard_indexer), device)
+            for name, spec in param_specs(cfg).items() if is_local(spec, cfg, rank, world)}
+
+
 def random_state(cfg: ModelConfig, seed: int = 0) -> dict[str, torch.Tensor]:
     """The full (TP1) tensors of the random checkpoint `write_random(cfg, seed)` writes."""
     gen = torch.Generator().manual_seed(seed)

@@ -400,9 +400,11 @@ class Transformer(nn.Module):
             raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size})")
 
     @torch.inference_mode()
-    def forward(self, step: Step, cache: Cache) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> logits [T, V] fp32 (every rank holds all of V), final streams h [T, 4, D] (for MTP)."""
-        self._check(step, cache)
+    def forward(self, step: Step, cache: Cache, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> logits [T, V] fp32 (every rank holds all of V), final streams h [T, 4, D] (for MTP).
+        check=False skips the input checks that read tensors on the host (CUDA-graph capture)."""
+        if check:
+            self._check(step, cache)
         h = self._embed(step.ids)[:, None, :].expand(-1, self.cfg.hc_mult, -1).contiguous()
         h = run_blocks(self.env, list(self.layers), h, step, cache.layers[:self.cfg.n_layers])
         return self.head(self.env, h), h
@@ -419,9 +421,9 @@ class Transformer(nn.Module):
         return self(step, cache)
 
     def decode(self, ids: torch.Tensor, positions: torch.Tensor, seq_ids: torch.Tensor,
-               cache: Cache) -> tuple[torch.Tensor, torch.Tensor]:
+               cache: Cache, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """One token per sequence (a ragged batch) -> logits [T, V], streams [T, 4, D]."""
-        return self(Step(ids, positions, seq_ids), cache)
+        return self(Step(ids, positions, seq_ids), cache, check)
 
     @torch.inference_mode()
     def mtp_forward(self, h: torch.Tensor, next_ids: torch.Tensor, step: Step, cache: Cache) -> torch.Tensor:
