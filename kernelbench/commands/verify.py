@@ -199,8 +199,14 @@ def _null():
 def _progress(console):
     """A rich progress bar over (op, impl) pairs, with the running example count."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    if not console.is_terminal:
-        return None, None
+    if not console.is_terminal:   # a log (CI, the GPU machine): one line per pair as it starts
+        last = {"pair": None}
+
+        def log(i, total, label, result):
+            if label != last["pair"]:
+                last["pair"] = label
+                console.print(f"verify [{i + 1}/{total}] {label}", highlight=False)
+        return log, None
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ex]}"),
                    TimeElapsedColumn(), console=console, transient=True)
     state = {"task": None, "n": 0, "failed": 0, "pair": None}
