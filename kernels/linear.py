@@ -8,11 +8,12 @@ M = 1 pads only the small side to 16), KB = K / 128 quantization blocks.
 Work partitioning: grid (N tiles, S, M tiles * G). At decode the N tiles alone are too few for 132 SMs
 (N = 1024, BN = 64 is 16 programs), so K is split into S parts that write fp32 partials (S, M, N) and
 a second small kernel sums them in a fixed order (deterministic) and casts.
-FP8: x is quantized per 128-block inside the GEMM (each program quantizes the block it needs: exact
-same codes as act_quant_fp8), `tl.dot` on e4m3 x e4m3, block scales applied to each 128-deep partial.
-FP4: nibbles become bf16 bit patterns with the UE8M0 group scale added to the exponent field (integer
-ops, kernels/quant.py fp4_decode_bf16); x's fp8 values are exact in bf16; two bf16 dots per block
-(even and odd k) so the packed bytes never need interleaving.
+FP8: x is quantized first (kernels/quant.py, one small launch: quantizing inside the GEMM cost 255
+registers and blocked software pipelining), then `tl.dot` on e4m3 x e4m3 with both block scales applied
+to each 128-deep partial.
+FP4: x is fp8-simulated first (bf16 values e4m3 * 2^k, exact); nibbles become bf16 bit patterns with the
+UE8M0 group scale added to the exponent field (integer ops, kernels/quant.py fp4_decode_bf16); two bf16
+dots per 128-block (even and odd k) so the packed bytes never need interleaving.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
-from kernelbench.kernels.quant import e4m3_round_code, fp4_decode_bf16, pow2, to_bf16, ue8m0_exp
+from kernelbench.kernels.quant import _launch_fp8, fp4_decode_bf16, pow2, to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -29,22 +30,11 @@ NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned t
 
 
 @triton.jit
-def quant_x_block(x_ptr, rm, M, K, k0, BLOCK: tl.constexpr):
-    """x rows rm, columns [k0, k0 + BLOCK) -> (e4m3 codes int32 (BM, BLOCK), dequantized fp32 values,
-    scale exponent (BM,)): act_quant_fp8 with UE8M0, one group per row."""
-    rk = k0 + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm < M)[:, None], other=0.0).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-4)
-    se = ue8m0_exp(amax, 8, 0x600000)
-    v = tl.minimum(tl.maximum(x * pow2(-se)[:, None], -448.0), 448.0)
-    code, val = e4m3_round_code(v)
-    return code, val, se
-
-
-@triton.jit
-def _fp8_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
-                     KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr, RNE_FIX: tl.constexpr):
-    # x (M, K) bf16; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16 or (S, M, N) fp32
+def _fp8_gemm_kernel(xq_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
+                     KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                     RNE_FIX: tl.constexpr):
+    # xq (M, K) e4m3 codes; sx (M, K/128) fp32 UE8M0 scales; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0
+    # bits; out (M, N) bf16, or (S, M, N) fp32 partials when SPLIT > 1
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -53,15 +43,17 @@ def _fp8_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
     nb = (pid_n * BN) // 128                          # BN divides 128: one weight-scale row per tile
     kb0 = pid_s * KB_SPLIT
     acc = tl.zeros((BN, BM), dtype=tl.float32)
+    mmask = rm < M
+    nmask = rn < N
     for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
         kb = kb0 + i
-        code, _, se = quant_x_block(x_ptr, rm, M, K, kb * 128, 128)
-        xq = code.to(tl.uint8).to(tl.float8e4nv, bitcast=True)                     # (BM, 128)
-        w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=(rn < N)[:, None], other=0.0)
+        xq = tl.load(xq_ptr + rm[:, None] * K + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
+        sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0)                  # (BM,)
+        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
-        sw = tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127
-        acc += d * pow2(sw + se)[None, :]
-    omask = (rn < N)[:, None] & (rm < M)[None, :]
+        acc += d * (sx * sw)[None, :]
+    omask = nmask[:, None] & mmask[None, :]
     if SPLIT == 1:
         tl.store(out_ptr + rm[None, :] * N + rn[:, None], to_bf16(acc, RNE_FIX), mask=omask)
     else:
@@ -69,30 +61,34 @@ def _fp8_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
 
 
 @triton.jit
+def fp4_tile_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, x_ptr, rows, rmask, LDX, DOT_UPCAST: tl.constexpr):
+    """acc (BN, BM) += W[rn, 128 kb : 128 kb + 128] . X[rows, same]^T. W: packed e2m1 rows of LDW bytes with
+    e8m0 scale rows of LDS bytes; X: bf16 rows of LDX values (already fp8-simulated: exact e4m3 * 2^k).
+    Even and odd k go to two dots, so the packed bytes never need interleaving."""
+    rj = tl.arange(0, 64)
+    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + rj[None, :]).to(tl.int32)             # (BN, 64)
+    sexp = tl.load(s_ptr + rn[:, None] * LDS + kb * 4 + rj[None, :] // 16).to(tl.int32) - 127
+    xrow = x_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + 2 * rj[None, :]
+    xe = tl.load(xrow, mask=rmask[:, None], other=0.0)                                        # (BM, 64)
+    xo = tl.load(xrow + 1, mask=rmask[:, None], other=0.0)
+    acc = tl.dot(dot_operand(fp4_decode_bf16(b & 15, sexp), DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
+    acc = tl.dot(dot_operand(fp4_decode_bf16(b >> 4, sexp), DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
+    return acc
+
+
+@triton.jit
 def _fp4_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
-                     KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                     RNE_FIX: tl.constexpr):
-    # x (M, K) bf16; w (N, K/2) uint8 e2m1 pairs; ws (N, K/32) uint8 e8m0 bits; out as _fp8_gemm_kernel
+                     KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                     DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (M, K) bf16 fp8-simulated (group 128); w (N, K/2) uint8 e2m1 pairs; ws (N, K/32) uint8 e8m0 bits
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
     rm = pid_m * BM + tl.arange(0, BM)
-    rj = tl.arange(0, 64)                              # byte within a 128-deep block
-    KB = K // 128
+    rn_safe = tl.minimum(rn, N - 1)                   # loads stay in bounds; the store is masked
     kb0 = pid_s * KB_SPLIT
     acc = tl.zeros((BN, BM), dtype=tl.float32)
-    nmask = (rn < N)[:, None]
-    for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
-        kb = kb0 + i
-        _, val, se = quant_x_block(x_ptr, rm, M, K, kb * 128, 128)                 # (BM, 128)
-        xv = (val * pow2(se)[:, None]).to(tl.bfloat16)                               # exact
-        xe, xo = tl.split(tl.reshape(xv, (BM, 64, 2)))                               # even / odd k
-        b = tl.load(w_ptr + rn[:, None] * (K // 2) + kb * 64 + rj[None, :], mask=nmask, other=0).to(tl.int32)
-        sexp = tl.load(ws_ptr + rn[:, None] * (K // 32) + kb * 4 + rj[None, :] // 16, mask=nmask,
-                       other=127).to(tl.int32) - 127
-        wl = fp4_decode_bf16(b & 15, sexp)                                           # (BN, 64) bf16
-        wh = fp4_decode_bf16(b >> 4, sexp)
-        acc = tl.dot(dot_operand(wl, DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
-        acc = tl.dot(dot_operand(wh, DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
+    for i in tl.range(0, KB_SPLIT):
+        acc = fp4_tile_dot(acc, w_ptr, ws_ptr, rn_safe, K // 2, K // 32, kb0 + i, x_ptr, rm, rm < M, K, DOT_UPCAST)
     omask = (rn < N)[:, None] & (rm < M)[None, :]
     if SPLIT == 1:
         tl.store(out_ptr + rm[None, :] * N + rn[:, None], to_bf16(acc, RNE_FIX), mask=omask)
@@ -231,14 +227,15 @@ def fp8_linear(x, weight, weight_scale, config=None):
     M = x.shape[0]
     cfg = config or lookup("fp8_linear", {"M": M, "N": N, "K": K}, fp8_default({"M": M, "N": N, "K": K}))
     _check_cfg(cfg)
-    x, weight = x.contiguous(), weight.contiguous()
+    weight = weight.contiguous()
     ws = weight_scale.contiguous().view(torch.uint8)
+    xq, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")   # (M, K) e4m3, (M, K/128) fp32
     split = _fit_split(cfg["SPLIT"], K // 128)
     kb_split = K // 128 // split
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]))
-    _fp8_gemm_kernel[grid](x, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, RNE_FIX=INTERPRET,
+    _fp8_gemm_kernel[grid](xq, sx, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, RNE_FIX=INTERPRET,
                            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y if split == 1 else _finish(out, y, split, True)
 
@@ -256,8 +253,9 @@ def fp4_linear(x, weight, weight_scale, config=None):
     check_shape("weight_scale", weight_scale, (N, K // 32))
     M = x.shape[0]
     cfg = config or lookup("fp4_linear", {"M": M, "N": N, "K": K}, fp8_default({"M": M, "N": N, "K": K}))
-    x, weight = x.contiguous(), weight.contiguous()
+    weight = weight.contiguous()
     ws = weight_scale.contiguous().view(torch.uint8)
+    x = _launch_fp8(x, 128, "ue8m0", True, None, "fp8_simulate")[0]      # (M, K) bf16 = e4m3 * 2^k exactly
     split = _fit_split(cfg["SPLIT"], K // 128)
     kb_split = K // 128 // split
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)

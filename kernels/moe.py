@@ -10,7 +10,7 @@ Routed experts, no host synchronisation (CUDA-graph capturable):
      the M dimension (empty experts exit at once), streams W1 and W3 once per BM tokens, decodes e2m1
      in registers to bf16 bit patterns with the UE8M0 scale in the exponent (integer ops), tensor-core
      dots, then bf16 rounding, clamp, SwiGLU and the routing weight; writes a (TK, F) bf16 by sorted position;
-  3. `_moe_down_kernel`, grid (El, D / BN): W2 on a (fp8 act-quantized per 128 inside, as fp4_linear),
+  3. fp8-simulate a, then `_moe_down_kernel`, grid (El, D / BN): W2 on a,
      bf16-rounded per expert output into a per-slot fp32 buffer (TK, D);
   4. `_combine_kernel`: y[t] = sum over the token's local slots in k order (+ the shared expert):
      a deterministic reduction, no atomics.
@@ -22,8 +22,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
-from kernelbench.kernels.linear import _bf16_gemm, _default, fp8_linear
-from kernelbench.kernels.quant import e4m3_round_code, fp4_decode_bf16, pow2, to_bf16, ue8m0_exp
+from kernelbench.kernels.linear import _bf16_gemm, _default, fp4_tile_dot, fp8_linear
+from kernelbench.kernels.quant import _launch_fp8, to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -37,7 +37,12 @@ def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
     e = tl.arange(0, EP)
     em = e < E
     lg = tl.load(logit_ptr + t * E + e, mask=em, other=0.0)
-    s = tl.sqrt(tl.where(lg > 20.0, lg, tl.log(1.0 + tl.exp(tl.minimum(lg, 20.0)))))  # sqrt(softplus)
+    # softplus = log1p(exp(l)) (torch: l for l > 20); log1p(y) = log(1 + y) * y / ((1 + y) - 1) keeps the
+    # tiny scores of very negative logits (a plain log(1 + y) rounds them to 0 and can select 0-weight experts)
+    y = tl.exp(tl.minimum(lg, 20.0))
+    u = 1.0 + y
+    l1p = tl.where(u == 1.0, y, tl.log(u) * (y / (u - 1.0)))
+    s = tl.sqrt(tl.where(lg > 20.0, lg, l1p))
     kk = tl.arange(0, KP)
     wv = tl.zeros((KP,), dtype=tl.float32)
     iv = tl.zeros((KP,), dtype=tl.int32)
@@ -67,35 +72,10 @@ def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
 
 # ---- routed experts ------------------------------------------------------------------------------------------
 @triton.jit
-def _quant_rows(x_ptr, rows, rmask, LD, k0, BLOCK: tl.constexpr):
-    """Rows `rows` of a (., LD) bf16 matrix, columns [k0, k0 + BLOCK): fp8 act-quant (UE8M0, one group) and
-    return the dequantized values split into even / odd columns, bf16 (BM, BLOCK/2) each (exact)."""
-    rk = k0 + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + rows[:, None].to(tl.int64) * LD + rk[None, :], mask=rmask[:, None], other=0.0).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-4)
-    se = ue8m0_exp(amax, 8, 0x600000)
-    _, val = e4m3_round_code(tl.minimum(tl.maximum(x * pow2(-se)[:, None], -448.0), 448.0))
-    xv = (val * pow2(se)[:, None]).to(tl.bfloat16)
-    return tl.split(tl.reshape(xv, (xv.shape[0], BLOCK // 2, 2)))
-
-
-@triton.jit
-def _fp4_tile_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xe, xo, DOT_UPCAST: tl.constexpr):
-    """acc (BN, BM) += W[rn, 128 kb : 128 kb + 128] . x^T, W packed e2m1 rows (LDW bytes) with e8m0 scale
-    rows (LDS bytes), x given as its even / odd columns (BM, 64) bf16."""
-    rj = tl.arange(0, 64)
-    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + rj[None, :]).to(tl.int32)
-    sexp = tl.load(s_ptr + rn[:, None] * LDS + kb * 4 + rj[None, :] // 16).to(tl.int32) - 127
-    acc = tl.dot(dot_operand(fp4_decode_bf16(b & 15, sexp), DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
-    acc = tl.dot(dot_operand(fp4_decode_bf16(b >> 4, sexp), DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
-    return acc
-
-
-@triton.jit
 def _moe_up_kernel(x_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, a_ptr, limit,
                    D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                    DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
-    # x (T, D) bf16; rw (TK,) fp32 routing weights; sorted (TK,) int32 slots grouped by expert; start (El+1,)
+    # x (T, D) bf16 fp8-simulated (group 128); rw (TK,) fp32 routing weights; sorted (TK,) int32 slots grouped by expert; start (El+1,)
     # w1, w3 (El, F, D/2) uint8; s1, s3 (El, F, D/32) uint8 e8m0; a (TK, F) bf16 by sorted position
     e = tl.program_id(0)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -115,9 +95,8 @@ def _moe_up_kernel(x_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr,
         accg = tl.zeros((BN, BM), dtype=tl.float32)
         accu = tl.zeros((BN, BM), dtype=tl.float32)
         for kb in range(D // 128):
-            xe, xo = _quant_rows(x_ptr, tok, pm, D, kb * 128, 128)
-            accg = _fp4_tile_dot(accg, w1, s1, rn, D // 2, D // 32, kb, xe, xo, DOT_UPCAST)
-            accu = _fp4_tile_dot(accu, w3, s3, rn, D // 2, D // 32, kb, xe, xo, DOT_UPCAST)
+            accg = fp4_tile_dot(accg, w1, s1, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
+            accu = fp4_tile_dot(accu, w3, s3, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
         g = to_bf16(accg, RNE_FIX).to(tl.float32)          # the expert GEMMs return bf16
         u = to_bf16(accu, RNE_FIX).to(tl.float32)
         u = tl.minimum(tl.maximum(u, -limit), limit)
@@ -132,7 +111,7 @@ def _moe_up_kernel(x_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr,
 def _moe_down_kernel(a_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_ptr,
                      D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                      DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
-    # a (TK, F) bf16 by sorted position; w2 (El, D, F/2) uint8; s2 (El, D, F/32) uint8; ybuf (TK, D) fp32 by slot
+    # a (TK, F) bf16 fp8-simulated, by sorted position; w2 (El, D, F/2) uint8; s2 (El, D, F/32) uint8; ybuf (TK, D) fp32 by slot
     e = tl.program_id(0)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     start = tl.load(start_ptr + e)
@@ -147,8 +126,7 @@ def _moe_down_kernel(a_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_ptr,
         slot = tl.load(sorted_ptr + pos, mask=pm, other=0)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         for kb in range(F // 128):
-            ae, ao = _quant_rows(a_ptr, pos, pm, F, kb * 128, 128)
-            acc = _fp4_tile_dot(acc, w2, s2, rn, F // 2, F // 32, kb, ae, ao, DOT_UPCAST)
+            acc = fp4_tile_dot(acc, w2, s2, rn, F // 2, F // 32, kb, a_ptr, pos, pm, F, DOT_UPCAST)
         y = to_bf16(acc, RNE_FIX).to(tl.float32)            # each expert's output is bf16
         tl.store(ybuf_ptr + slot[None, :].to(tl.int64) * D + rn[:, None], y, mask=pm[None, :])
         c += BM
@@ -274,16 +252,17 @@ def _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_l
     start = torch.zeros(El + 2, dtype=torch.int32, device=dev)
     start[1:] = torch.cumsum(counts, 0)
     order = torch.argsort(key, stable=True).to(torch.int32)          # (TK,) slots grouped by expert
-    x = x.contiguous()
+    xs = _launch_fp8(x, 128, "ue8m0", True, None, "fp8_simulate")[0]     # (T, D) bf16, the GEMM's fp8 values
     rw = weights.contiguous().view(-1)
     a = torch.empty((TK, F), dtype=torch.bfloat16, device=dev)
     ybuf = torch.empty((TK, D), dtype=torch.float32, device=dev)
     common = dict(DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     # 2. W1 / W3 + SwiGLU + routing weight
     _moe_up_kernel[(El, F // cfg["BN_UP"])](
-        x, rw, order, start, w1, s1.view(torch.uint8), w3, s3.view(torch.uint8), a, float(swiglu_limit),
+        xs, rw, order, start, w1, s1.view(torch.uint8), w3, s3.view(torch.uint8), a, float(swiglu_limit),
         D=D, F=F, K=K, BM=cfg["BM"], BN=cfg["BN_UP"], **common)
-    # 3. W2 per expert into per-slot rows
+    # 3. W2 per expert into per-slot rows (its input act-quantized per 128 first, as fp4_linear does)
+    a = _launch_fp8(a, 128, "ue8m0", True, None, "fp8_simulate")[0]
     _moe_down_kernel[(El, D // cfg["BN_DOWN"])](
         a, order, start, w2, s2.view(torch.uint8), ybuf, D=D, F=F, BM=cfg["BM"], BN=cfg["BN_DOWN"], **common)
     # 4. deterministic combine (+ shared expert)

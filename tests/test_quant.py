@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 
 from kernelbench.reference import quant as Q
-from tests._quant_moe_util import check_against_reference, poisoned_empty, spec_and_impl
+from _quant_moe_util import check_against_reference, poisoned_empty, spec_and_impl
 
 E4M3_GRID = torch.arange(0, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).double()   # all finite >= 0 values
 E2M1_MAG = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)

@@ -52,7 +52,7 @@ def touched_experts(p) -> float:
 
 def _gate_inputs(p, gen, values):
     T, D, E, K = p["T"], p["D"], p["E"], p["K"]
-    x = act_values((T, D), gen, values, 128, "fp8")
+    x = act_values((T, D), gen, "normal" if values == "ties" else values, 128, "fp8")
     w = randn((E, D), gen, scale=D ** -0.5)
     bias = torch.randn(E, generator=gen) * 0.1
     if values == "ties":                      # pairs of experts with identical scores: tie-break by index

@@ -1,0 +1,125 @@
+"""Linear layers: the block-scaled GEMM references checked against an independent per-block formula,
+against the unquantized product, kernels == reference (interpreter, poisoned outputs), bad inputs."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from kernelbench.reference import linear as L
+from kernelbench.reference import quant as Q
+from _quant_moe_util import check_against_reference, poisoned_empty, spec_and_impl
+
+
+def _blockwise_fp8(x, w, ws):
+    """SPEC: C[m, n] = sum_kb (A_blk . B_blk) * sa[m, kb] * sb[n // 128, kb], codes as plain numbers."""
+    q, sa = Q.act_quant_fp8(x, 128)
+    M, K = x.shape
+    N = w.shape[0]
+    out = torch.zeros(M, N, dtype=torch.float64)
+    for kb in range(K // 128):
+        a = q[:, kb * 128:(kb + 1) * 128].double()
+        b = w[:, kb * 128:(kb + 1) * 128].double()
+        sb = ws[:, kb].double().repeat_interleave(128)[:N]
+        out += (a @ b.T) * sa[:, kb].double()[:, None] * sb[None, :]
+    return out
+
+
+@pytest.mark.parametrize("N", [128, 200])
+def test_fp8_linear_reference_is_the_block_formula(N, gen):
+    x = (torch.randn(3, 256, generator=gen) * 2).bfloat16()
+    q, s = Q.quant_fp8_weight(torch.randn(N, 256, generator=gen) * 0.05)
+    want = _blockwise_fp8(x, q, s)
+    got = L.fp8_linear(x, q, s)
+    assert torch.allclose(got.double(), want, rtol=2 ** -8, atol=1e-6)
+
+
+def test_fp8_and_fp4_linear_approximate_the_real_product(gen):
+    x = torch.randn(4, 512, generator=gen).bfloat16()
+    w = torch.randn(256, 512, generator=gen) * 0.05
+    exact = x.double() @ w.double().T
+    q, s = Q.quant_fp8_weight(w)
+    e8 = (L.fp8_linear(x, q, s).double() - exact).norm() / exact.norm()
+    p, s4 = Q.quant_fp4_weight(w)
+    e4 = (L.fp4_linear(x, p, s4).double() - exact).norm() / exact.norm()
+    assert 1e-3 < e8 < 0.05          # 3 mantissa bits on both operands
+    assert 0.03 < e4 < 0.25          # 1 mantissa bit on the weight
+    assert e8 < e4
+
+
+def test_fp4_linear_reference_uses_the_code_table_and_low_nibble_first(gen):
+    x = torch.randn(2, 128, generator=gen).bfloat16()
+    packed = torch.randint(0, 256, (3, 64), generator=gen, dtype=torch.uint8)
+    scale = torch.full((3, 4), 2.0 ** -3).to(torch.float8_e8m0fnu)
+    table = torch.tensor(Q.E2M1_VALUES, dtype=torch.float64)
+    w = torch.empty(3, 128, dtype=torch.float64)
+    w[:, 0::2] = table[(packed & 15).long()]
+    w[:, 1::2] = table[(packed >> 4).long()]
+    xq = L.dequant_act_fp8(x)
+    want = (xq.double() @ (w * 2.0 ** -3).T)
+    assert torch.allclose(L.fp4_linear(x, packed, scale).double(), want, rtol=2 ** -8, atol=1e-6)
+
+
+def test_grouped_wo_a_and_lm_head_reference(gen):
+    o = torch.randn(3, 2, 64, generator=gen).bfloat16()
+    w = torch.randn(2, 32, 64, generator=gen).bfloat16()
+    z = L.grouped_wo_a(o, w)
+    for g in range(2):
+        assert torch.allclose(z[:, g].float(), (o[:, g].float() @ w[g].float().T), rtol=2 ** -8, atol=1e-5)
+    logits = L.lm_head(o[:, 0], w[0])
+    assert logits.dtype == torch.float32 and logits.shape == (3, 32)
+
+
+# ---- kernels == reference --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["fp8_linear", "fp4_linear", "bf16_linear", "grouped_wo_a", "lm_head"])
+def test_kernel_matches_reference(op, monkeypatch):
+    poisoned_empty(monkeypatch)
+    spec, _ = spec_and_impl(op)
+
+    @settings(max_examples=4)
+    @given(spec.strategy())
+    def run(p):
+        for values in spec.value_modes[:2]:
+            check_against_reference(op, p, values)
+    run()
+
+
+@pytest.mark.parametrize("op", ["fp8_linear", "fp4_linear"])
+@pytest.mark.parametrize("cfg", [{"BM": 16, "BN": 32, "SPLIT": 1, "num_warps": 4, "num_stages": 2},
+                                 {"BM": 16, "BN": 64, "SPLIT": 3, "num_warps": 4, "num_stages": 3}])
+def test_split_k_and_ragged_n(op, cfg, monkeypatch):
+    """N not a multiple of the tile, M above one tile, K split unevenly requested (3 -> a divisor)."""
+    poisoned_empty(monkeypatch)
+    check_against_reference(op, {"M": 17, "N": 200, "K": 384}, "outliers", config=cfg)
+
+
+def test_bf16_linear_bf16_out_and_odd_k(monkeypatch):
+    poisoned_empty(monkeypatch)
+    _, impl = spec_and_impl("bf16_linear")
+    x = torch.randn(3, 96).bfloat16()
+    w = torch.randn(40, 96).bfloat16()
+    y = impl.fn(x, w, out_dtype=torch.bfloat16)
+    assert y.dtype == torch.bfloat16
+    assert torch.allclose(y.float(), L.bf16_linear(x, w, torch.bfloat16).float(), rtol=2 ** -7, atol=1e-3)
+
+
+def test_bad_inputs():
+    _, f8 = spec_and_impl("fp8_linear")
+    _, f4 = spec_and_impl("fp4_linear")
+    _, woa = spec_and_impl("grouped_wo_a")
+    w, s = Q.quant_fp8_weight(torch.randn(128, 256))
+    with pytest.raises(TypeError, match="bfloat16"):
+        f8.fn(torch.randn(2, 256), w, s)
+    with pytest.raises(ValueError, match=r"\[M, 256\]"):
+        f8.fn(torch.randn(2, 128).bfloat16(), w, s)
+    with pytest.raises(ValueError, match="weight_scale"):
+        f8.fn(torch.randn(2, 256).bfloat16(), w, s[:, :1])
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        f8.fn(torch.randn(2, 256).bfloat16(), w.float(), s)
+    p, s4 = Q.quant_fp4_weight(torch.randn(64, 256))
+    with pytest.raises(TypeError, match="float8_e8m0fnu"):
+        f4.fn(torch.randn(2, 256).bfloat16(), p, s4.float())
+    with pytest.raises(ValueError, match="grouped_wo_a"):
+        woa.fn(torch.randn(2, 3, 64).bfloat16(), torch.randn(2, 8, 64).bfloat16())
+    with pytest.raises(ValueError):
+        L.fp8_linear(torch.randn(2, 128).bfloat16(), w, s)
