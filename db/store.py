@@ -16,7 +16,10 @@ NotAKernelbenchDatabase (someone else's tables). All derive from StoreError.
 
 Concurrency (SQLite): WAL journal, a 60 s busy timeout, and every transaction begins IMMEDIATE,
 so writers queue instead of failing and two `kernelbench verify` processes on one file lose
-nothing. Keep transactions short (one result or one batch), never a whole run.
+nothing. Keep transactions short (one result or one batch), never a whole run, and call no Store
+method inside an open `store.session()` block once it has executed a statement: each method runs
+its own transaction, and SQLite's single writer would make it wait for the outer one (until the
+busy timeout). Compute ids first (`store.impl_id(...)`), then open the session.
 """
 from __future__ import annotations
 
