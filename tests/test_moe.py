@@ -1,0 +1,180 @@
+"""MoE: gate, routed experts, shared expert, layer. Properties of the reference that do not trust it,
+kernels == reference (interpreter, poisoned outputs), bad inputs, CUDA-graph capture on a GPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelbench.reference import moe as R
+from kernelbench.reference import quant as Q
+from _quant_moe_util import check_against_reference, poisoned_empty, spec_and_impl
+
+SMALL = {"T": 5, "D": 256, "E": 8, "El": 4, "offset": 4, "F": 128, "K": 2, "V": 64, "hash": False, "rs": 1.5}
+
+
+def _inputs(op, p, values="normal", seed=0):
+    spec, _ = spec_and_impl(op)
+    return spec.make_inputs(p, torch.Generator().manual_seed(seed), "cpu", values)
+
+
+# ---- reference properties -----------------------------------------------------------------------------------
+def test_gate_weights_sum_to_route_scale_and_pick_the_biased_top_k():
+    inp = _inputs("moe_gate", {**SMALL, "E": 16, "K": 3})
+    w, idx = R.moe_gate(**inp)
+    assert torch.allclose(w.sum(-1), torch.full((5,), 1.5), rtol=1e-6)
+    s = F.softplus(inp["x"].double() @ inp["weight"].double().T).sqrt()
+    biased = s + inp["bias"].double()
+    for t in range(5):
+        want = set(torch.argsort(biased[t], descending=True)[:3].tolist())
+        assert set(idx[t].tolist()) == want
+        # weights come from the UNbiased scores
+        assert torch.allclose(w[t].double(), s[t, idx[t]] / s[t, idx[t]].sum() * 1.5, rtol=1e-5)
+    assert bool((biased.gather(1, idx)[:, :-1] >= biased.gather(1, idx)[:, 1:]).all())   # descending
+
+
+def test_gate_ties_go_to_the_lower_index():
+    inp = _inputs("moe_gate", {**SMALL, "E": 8, "K": 4}, values="ties")
+    w, idx = R.moe_gate(**inp)
+    for t in range(5):
+        row = idx[t].tolist()
+        for a, b in zip(row, row[1:]):
+            if a // 2 == b // 2:          # a tied pair (rows 2i and 2i+1 are identical): lower index first
+                assert a < b
+
+
+def test_hash_routing_uses_tid2eid():
+    inp = _inputs("moe_gate", {**SMALL, "hash": True, "E": 16, "K": 3})
+    w, idx = R.moe_gate(**inp)
+    assert torch.equal(idx, inp["tid2eid"][inp["token_ids"]].long())
+    assert torch.allclose(w.sum(-1), torch.full((5,), 1.5), rtol=1e-6)
+
+
+def test_swiglu_clamp():
+    g = torch.tensor([-20.0, 0.0, 5.0, 50.0])
+    u = torch.tensor([30.0, 1.0, -40.0, 3.0])
+    out = R.swiglu(g, u, 10.0)
+    want = torch.stack([F.silu(torch.tensor(-20.0)) * 10, torch.tensor(0.0), F.silu(torch.tensor(5.0)) * -10,
+                        F.silu(torch.tensor(10.0)) * 3])
+    assert torch.allclose(out, want)
+
+
+def test_experts_only_local_and_linear_in_routing_weight():
+    p = dict(SMALL)
+    inp = _inputs("moe_experts", p)
+    y = R.moe_experts(**inp)
+    local = (inp["indices"] >= 4) & (inp["indices"] < 8)
+    assert bool((y[~local.any(1)] == 0).all()) and bool((y[local.any(1)] != 0).any(1).all())
+    # doubling the routing weights doubles y exactly (power-of-two scales, bf16 roundings commute with 2x)
+    y2 = R.moe_experts(**{**inp, "weights": inp["weights"] * 2})
+    assert torch.equal(y2, 2 * y)
+    # no local expert selected at all -> exactly zero
+    y0 = R.moe_experts(**{**inp, "expert_offset": 100})
+    assert bool((y0 == 0).all())
+
+
+def test_experts_is_the_sum_of_single_expert_ffns():
+    inp = _inputs("moe_experts", SMALL)
+    y = R.moe_experts(**inp).double()
+    want = torch.zeros_like(y)
+    table = torch.tensor(Q.E2M1_VALUES, dtype=torch.float64)
+
+    def deq(w, s):                        # independent FP4 dequantization (code table, low nibble even)
+        v = torch.stack((table[(w & 15).long()], table[(w >> 4).long()]), -1).flatten(-2)
+        return v * s.double().repeat_interleave(32, -1)
+
+    from kernelbench.reference.linear import dequant_act_fp8
+    for t in range(5):
+        for k in range(2):
+            e = int(inp["indices"][t, k]) - 4
+            if not 0 <= e < 4:
+                continue
+            xq = dequant_act_fp8(inp["x"][t:t + 1]).double()
+            g = (xq @ deq(inp["w1"][e], inp["s1"][e]).T).bfloat16().double()
+            u = (xq @ deq(inp["w3"][e], inp["s3"][e]).T).bfloat16().double()
+            a = (F.silu(g.clamp(max=10)) * u.clamp(-10, 10) * float(inp["weights"][t, k])).bfloat16()
+            want[t] += ((dequant_act_fp8(a).double() @ deq(inp["w2"][e], inp["s2"][e]).T).bfloat16().double())[0]
+    assert torch.allclose(y, want, rtol=2 ** -7, atol=1e-4)
+
+
+def test_layer_is_gate_experts_shared():
+    inp = _inputs("moe_layer", SMALL)
+    y = R.moe_layer(**inp)
+    w, idx = R.moe_gate(inp["x"], inp["weight"], inp["bias"], inp["tid2eid"], inp["token_ids"], 2, 1.5)
+    routed = R.moe_experts(inp["x"], w, idx, inp["w1"], inp["s1"], inp["w3"], inp["s3"], inp["w2"], inp["s2"], 4, 10.0)
+    shared = R.shared_expert(inp["x"], *(inp[f"shared_{k}"] for k in ("w1", "s1", "w3", "s3", "w2", "s2")), 10.0)
+    assert torch.equal(y, (routed + shared.float()).bfloat16())
+
+
+# ---- kernels == reference --------------------------------------------------------------------------------------
+GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3}]
+EXPERT_CASES = [dict(SMALL), {**SMALL, "El": 8, "offset": 0, "T": 3, "K": 3, "F": 256},
+                {**SMALL, "T": 1, "El": 2, "offset": 2, "D": 128}]
+
+
+@pytest.mark.parametrize("p", GATE_CASES)
+@pytest.mark.parametrize("values", ["normal", "outliers", "ties"])
+def test_gate_kernel(p, values, monkeypatch):
+    poisoned_empty(monkeypatch)
+    check_against_reference("moe_gate", p, values)
+
+
+@pytest.mark.parametrize("p", EXPERT_CASES)
+def test_experts_kernel(p, monkeypatch):
+    poisoned_empty(monkeypatch)
+    check_against_reference("moe_experts", p, "outliers")
+
+
+def test_experts_kernel_many_tokens_per_expert(monkeypatch):
+    """More tokens on one expert than one BM tile (the token loop), and large values (clamp active)."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2}
+    check_against_reference("moe_experts", p, "large",
+                            config={"BM": 16, "BN_UP": 16, "BN_DOWN": 32, "num_warps": 4, "num_stages": 2})
+
+
+def test_shared_expert_kernel(monkeypatch):
+    poisoned_empty(monkeypatch)
+    check_against_reference("shared_expert", {"T": 3, "D": 256, "F": 128}, "outliers")
+
+
+@pytest.mark.parametrize("p", [dict(SMALL), {**SMALL, "hash": True, "offset": 0}])
+def test_layer_kernel(p, monkeypatch):
+    poisoned_empty(monkeypatch)
+    check_against_reference("moe_layer", p, "normal")
+
+
+def test_bad_inputs():
+    _, ex = spec_and_impl("moe_experts")
+    _, gate = spec_and_impl("moe_gate")
+    inp = _inputs("moe_experts", SMALL)
+    with pytest.raises(TypeError, match="int64"):
+        ex.fn(**{**inp, "indices": inp["indices"].int()})
+    with pytest.raises(ValueError, match="w2"):
+        ex.fn(**{**inp, "w2": inp["w2"][:, :, :32]})
+    with pytest.raises(TypeError, match="float8_e8m0fnu"):
+        ex.fn(**{**inp, "s1": inp["s1"].float()})
+    g = _inputs("moe_gate", SMALL)
+    with pytest.raises(ValueError, match="topk"):
+        gate.fn(**{**g, "topk": 0})
+    with pytest.raises(ValueError, match="tid2eid"):
+        gate.fn(**{**g, "tid2eid": torch.zeros(64, 3, dtype=torch.int32)})
+    with pytest.raises(TypeError):
+        R.moe_experts(**{**inp, "x": inp["x"].float()})
+
+
+@pytest.mark.gpu
+def test_moe_layer_is_cuda_graph_capturable():
+    spec, impl = spec_and_impl("moe_layer")
+    p = {**SMALL, "T": 16, "E": 32, "El": 8, "offset": 8, "K": 6, "D": 512, "F": 256}
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(0), "cuda", "normal")
+    impl.fn(**inp)                                            # compile outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = impl.fn(**inp)
+    inp["x"].copy_(torch.randn_like(inp["x"].float()).bfloat16())
+    g.replay()
+    torch.cuda.synchronize()
+    ref = impl.fn(**inp)
+    assert torch.equal(out, ref)                              # deterministic, and the graph saw the new x
