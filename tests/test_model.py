@@ -189,3 +189,60 @@ def test_triton_backend_matches_reference_teacher_forced(tiny_ckpt):
     assert err.median() < 0.3, err
     assert (out["tri"].argmax(-1) == out["ref"].argmax(-1)).float().mean() > 0.5
     assert tri.ops.impl == "triton" and len(tri.ops.fallbacks) < 30
+
+
+# --- the commands over the model ----------------------------------------------------------------
+def test_generate_is_greedy_deterministic_and_uses_the_checkpoint(tiny_ckpt, model):
+    from kernelbench.commands.generate import GenerateOptions, run_generate
+    opts = GenerateOptions(str(tiny_ckpt), batch=2, prompt_len=9, steps=3, seed=4)
+    a = run_generate(TPContext(), opts)
+    assert a.finite and [len(t) for t in a.tokens] == [3, 3] and [len(p) for p in a.prompts] == [9, 12]
+    assert a.mtp_tries == 2 * 2
+    # the first token is the argmax of the prompt's last logits, the second the argmax after feeding it
+    cache = model.new_cache(1, 16)
+    prompt = torch.tensor(a.prompts[1])
+    first = int(model.prefill(prompt, 0, cache)[0][-1].argmax())
+    assert first == a.tokens[1][0]
+    second = model.decode(torch.tensor([first]), torch.tensor([12]), torch.tensor([0]), cache)[0].argmax()
+    assert int(second) == a.tokens[1][1]
+    # deterministic, and the MTP draft head never changes the tokens
+    opts.mtp = False
+    b = run_generate(TPContext(), opts)
+    assert b.tokens == a.tokens and b.mtp_tries == 0
+
+
+def test_cli_make_checkpoint_generate_and_decode_bench(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from kernelbench.cli import main
+    runner = CliRunner()
+    ck_dir = tmp_path / "ck"
+    r = runner.invoke(main, ["make-checkpoint", str(ck_dir), "--seed", "2", "--shards", "2"])
+    assert r.exit_code == 0, r.output
+    assert ck.load(ck_dir)[0] == TINY and len(list(ck_dir.glob("*.safetensors"))) == 2
+    r = runner.invoke(main, ["make-checkpoint", str(ck_dir)])
+    assert r.exit_code != 0 and "not empty" in r.output
+    r = runner.invoke(main, ["generate", "--checkpoint", str(ck_dir), "--steps", "2", "--batch", "1",
+                             "--prompt-len", "5", "--no-mtp"])
+    assert r.exit_code == 0, r.output
+    assert "generated tokens" in r.output and "logits finite" in r.output
+    out = tmp_path / "bench.json"
+    r = runner.invoke(main, ["decode-bench", "--batches", "1,3", "--steps", "2", "--warmup", "0", "--context", "20",
+                             "--layers", "swa,csa,hca", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert [p["batch"] for p in res["points"]] == [1, 3] and res["capacity"] >= 22
+    assert all(p["step_ms"] > 0 for p in res["points"]) and "fit: step =" in r.output
+    r = runner.invoke(main, ["decode-bench", "--layers", "swa,mla"])
+    assert r.exit_code != 0 and "--layers" in r.output
+
+
+def test_fit_line_recovers_the_users_anchor():
+    from kernelbench.commands.decode_bench import bench_config, fit_line
+    a, b = fit_line([1, 16, 64], [40 + 31 * c for c in (1, 16, 64)])
+    assert abs(a - 40) < 1e-9 and abs(b - 31) < 1e-9
+    cfg = bench_config("flash", "swa,csa,hca,csa")
+    assert cfg.compress_ratios == (0, 4, 128, 4) and cfg.dim == 4096 and cfg.n_mtp_layers == 0
+    cfg.check_tp(8)

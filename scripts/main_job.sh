@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The README's main-job command: install (CPU torch from this machine's disk, never a CUDA build),
+# write a tiny random checkpoint in the official DeepSeek-V4 layout, then prefill a ragged batch of
+# prompts and decode tokens from it with the reference model on the CPU.
+#   scripts/main_job.sh                       # defaults
+#   scripts/main_job.sh --impl triton         # the Triton decoder (TRITON_INTERPRET=1 is set on a CPU)
+#   scripts/main_job.sh --tp 2                # two CPU processes, gloo
+# KB_CKPT=DIR keeps the checkpoint in DIR (reused when it already holds one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q torch==2.13.0 triton==3.6.0
+python3 -m pip install -q --no-build-isolation -e .
+if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    export TRITON_INTERPRET=1
+fi
+CKPT="${KB_CKPT:-$(mktemp -d)/tiny}"
+if [ ! -f "$CKPT/config.json" ]; then
+    python3 -m kernelbench make-checkpoint "$CKPT" --config tiny --seed 0
+fi
+python3 -m kernelbench generate --checkpoint "$CKPT" --batch 2 --prompt-len 24 --steps 8 "$@"
