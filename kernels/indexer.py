@@ -34,12 +34,15 @@ DI = 128
 
 # config space ----------------------------------------------------------------------------------
 def indexer_configs(params: dict) -> list[dict]:
-    return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": 1024}
-            for bs in (64, 128) for w in (4, 8) for st in (2, 3) for wv in (2, 4)]
+    """Score launch: keys per block, warps, stages, programs (x SMs); top-k launch: scores per scan
+    step and its warps (one program per token walks S4 five times: wide steps amortize L2 latency)."""
+    return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw}
+            for bs in (64, 128) for w in (4, 8) for st in (2, 3) for wv in (2, 4)
+            for sc, tw in ((2048, 8), (4096, 16), (8192, 16))]
 
 
 def indexer_default(params: dict) -> dict:
-    return {"BLOCK_S": 128, "num_warps": 4, "num_stages": 3, "waves": 4, "SCAN": 1024}
+    return {"BLOCK_S": 128, "num_warps": 4, "num_stages": 3, "waves": 4, "SCAN": 4096, "TOPK_WARPS": 16}
 
 
 @triton.jit
@@ -176,5 +179,5 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
-                      KP=kp, SCAN=cfg.get("SCAN", 1024), num_warps=8, num_stages=1)
+                      KP=kp, SCAN=cfg.get("SCAN", 4096), num_warps=cfg.get("TOPK_WARPS", 16), num_stages=1)
     return idx, val

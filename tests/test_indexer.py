@@ -76,7 +76,7 @@ def test_kernel_exact_on_exact_scores(gen, ties):
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
     for topk in (5, 16, 64):
         ref = indexer_topk(qi, w, keys, seq, pos, topk)
-        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32})
+        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4})
         assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
         assert torch.equal(out[1], ref[1])
 
@@ -159,9 +159,11 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_scores", "signature": SCORES_SIG,
                      "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": key[0], "DOT_UPCAST": False},
                      "num_warps": key[1], "num_stages": key[2]})
-    for kp in (512, 1024):
-        jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk", "signature": TOPK_SIG,
-                     "constexprs": {"KP": kp, "SCAN": 1024}, "num_warps": 8, "num_stages": 1})
+    scans = sorted({(c["SCAN"], c["TOPK_WARPS"]) for c in K.indexer_configs({}) + [K.indexer_default({})]})
+    for kp in (512, 1024):   # Flash and Pro top-k
+        for scan, warps in scans:
+            jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk", "signature": TOPK_SIG,
+                         "constexprs": {"KP": kp, "SCAN": scan}, "num_warps": warps, "num_stages": 1})
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
         if job["kernel"] == "_index_scores":
