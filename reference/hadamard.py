@@ -14,18 +14,19 @@ from kernelbench.reference.precision import acc
 
 
 @lru_cache(maxsize=16)
-def _sylvester_cpu(n: int, dtype: torch.dtype) -> torch.Tensor:
+def _sylvester(n: int, dtype: torch.dtype, device: str) -> torch.Tensor:
     if n < 1 or n & (n - 1):
         raise ValueError(f"Sylvester Hadamard size must be a power of two, got {n}")
     h = torch.ones(1, 1, dtype=dtype)
     while h.shape[0] < n:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
-    return h
+    return h.to(device)
 
 
 def sylvester(n: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> torch.Tensor:
-    """The unscaled n x n Sylvester Hadamard matrix of +-1 entries."""
-    return _sylvester_cpu(n, dtype).to(device)
+    """The unscaled n x n Sylvester Hadamard matrix of +-1 entries. Cached per device, so a call
+    after the first copies nothing to the device (CUDA-graph capturable)."""
+    return _sylvester(n, dtype, str(torch.device(device)))
 
 
 def hadamard(x: torch.Tensor) -> torch.Tensor:
