@@ -28,17 +28,17 @@ LAUNCH_US = 3.0     # a floor under modeled times: one launch's latency (H200 gr
 # whatever the context, so its context axis is a capacity test too (the kv cache grows with ctx).
 PRESETS = {
     "indexer_topk": [
+        ("capacity", {"T": 16, "Hi": 64, "topk": 512, "ctx": 512, "cap": 128, "ragged": False}, "cap",
+         [2048, 16384, 262144]),
         ("batch", {"T": 1, "Hi": 64, "topk": 512, "ctx": 8192, "cap": 2048, "ragged": False}, "T", [1, 4, 16, 64]),
         ("context", {"T": 4, "Hi": 64, "topk": 512, "ctx": 512, "cap": 128, "ragged": False}, "ctx",
          [512, 8192, 65536, 262144, 1048576]),
-        ("capacity", {"T": 16, "Hi": 64, "topk": 512, "ctx": 512, "cap": 128, "ragged": False}, "cap",
-         [2048, 16384, 262144]),
     ],
     "sparse_attention": [
-        ("batch", {"T": 1, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "csa", "topk": 512, "ctx": 8192,
-                   "ragged": False, "rope": True}, "T", [1, 4, 16, 64]),
         ("capacity", {"T": 4, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "csa", "topk": 512, "ctx": 8192,
                       "ragged": False, "rope": True}, "ctx", [8192, 65536, 262144, 1048576]),
+        ("batch", {"T": 1, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "csa", "topk": 512, "ctx": 8192,
+                   "ragged": False, "rope": True}, "T", [1, 4, 16, 64]),
         ("context", {"T": 4, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "hca", "topk": 512, "ctx": 8192,
                      "ragged": False, "rope": True}, "ctx", [8192, 65536, 262144, 1048576]),
     ],

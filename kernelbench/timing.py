@@ -268,14 +268,17 @@ def tensor_bytes(inputs: dict) -> int:
 
 
 def make_sets(spec, params: dict, device, seed: int, l2: int, *, max_sets: int = 256,
-              budget_bytes: float = 8e9) -> tuple[list[dict], int, bool]:
-    """Fresh random input sets (never zeros) whose total covers >= 3 x L2 where the caps allow."""
+              budget_bytes: float = 8e9, distinct: int = 4) -> tuple[list[dict], int, bool]:
+    """Input sets whose total covers >= 3 x L2 where the caps allow. The first `distinct` are fresh
+    random draws (never zeros); the rest are device copies of those at new addresses: what keeps the
+    L2 cold is the addresses, and drawing hundreds of real-size sets on the CPU would cost minutes."""
     gen = torch.Generator().manual_seed(seed)
     first = spec.make_inputs(params, gen, device, "normal")
     per = max(1, tensor_bytes(first))
     want = math.ceil(L2_ROTATE_FACTOR * l2 / per)
     n = max(1, min(want, max_sets, int(budget_bytes // per)))
-    sets = [first] + [spec.make_inputs(params, gen, device, "normal") for _ in range(n - 1)]
+    sets = [first] + [spec.make_inputs(params, gen, device, "normal") for _ in range(min(n, distinct) - 1)]
+    sets += [_clone(sets[i % len(sets)]) for i in range(n - len(sets))]
     return sets, n * per, n * per >= L2_ROTATE_FACTOR * l2
 
 

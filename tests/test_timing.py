@@ -68,6 +68,8 @@ def test_rotating_sets_are_fresh_and_cover_three_times_l2(toy):
     sets, total, cold = timing.make_sets(toy, params, "cpu", seed=1, l2=10 * per)
     assert len(sets) == 30 and total == 30 * per and cold
     assert not torch.equal(sets[0]["x"], sets[1]["x"]) and bool((sets[0]["x"] != 0).all())
+    # beyond the distinct draws, sets are copies at new addresses (what keeps L2 cold)
+    assert torch.equal(sets[4]["x"], sets[0]["x"]) and sets[4]["x"].data_ptr() != sets[0]["x"].data_ptr()
     sets, total, cold = timing.make_sets(toy, params, "cpu", seed=1, l2=10 * per, max_sets=4)
     assert len(sets) == 4 and not cold       # the cap is reported, not hidden
 

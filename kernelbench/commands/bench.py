@@ -132,6 +132,8 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
                     continue
                 record(store, env_id, impl, m, ceilings, run_tag, git)
                 rows.append(as_row(device, m, git))
+                if json_out:   # after every result: a run cut short still leaves what it measured
+                    _write(json_out, device, git, run_tag, rows)
                 pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
                 ok = "yes" if m.ok else ("WRONG" if not m.verified else "ROOFLINE")
                 failures += 0 if m.ok else 1
@@ -145,8 +147,7 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
                 _free()
     console.print(table)
     if json_out:
-        with open(json_out, "w") as f:
-            json.dump({"device": device, "git_commit": git, "run_tag": run_tag, "results": rows}, f, indent=1)
+        _write(json_out, device, git, run_tag, rows)
     console.print(f"{len(rows)} results stored in {store.where} (run tag {run_tag}); {failures} failed or flagged")
     sys.exit(1 if failures else 0)
 
@@ -156,3 +157,8 @@ def _free() -> None:
     import torch
     gc.collect()
     torch.cuda.empty_cache()
+
+
+def _write(path: str, device: str, git: str, run_tag: str, rows: list) -> None:
+    with open(path, "w") as f:
+        json.dump({"device": device, "git_commit": git, "run_tag": run_tag, "results": rows}, f, indent=1)

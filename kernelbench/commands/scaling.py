@@ -68,6 +68,8 @@ def command(ops, impl_names, axes, max_time_s, ratio, db, json_out, png):
                     _free()
                     continue
                 sweeps.append(sw)
+                if json_out:   # after every sweep: a run cut short still leaves what it measured
+                    _write(json_out, fp["gpu_name"], tag, sweeps)
     t = Table(title=f"scaling on {fp['gpu_name']}")
     for col in ("op", "impl", "axis", "x", "us (median)", "floor us", "fit a + b x", "r2", "flags"):
         t.add_column(col)
@@ -76,9 +78,11 @@ def command(ops, impl_names, axes, max_time_s, ratio, db, json_out, png):
                   " ".join(f"{p.median_us:.1f}" for p in sw.points), " ".join(f"{p.modeled_us:.1f}" for p in sw.points),
                   f"{sw.fit.a:.2f} + {sw.fit.b:.3g} x", f"{sw.fit.r2:.3f}", "; ".join(sw.flags) or "-")
     console.print(t)
-    if json_out:
-        with open(json_out, "w") as f:
-            json.dump({"device": fp["gpu_name"], "run_tag": tag, "sweeps": [s.as_dict() for s in sweeps]}, f, indent=1)
     if png and sweeps:
         sc.plot(sweeps, png)
     console.print(f"{sum(bool(s.flags) for s in sweeps)} of {len(sweeps)} sweeps flagged; points stored with run tag {tag}")
+
+
+def _write(path: str, device: str, tag: str, sweeps: list) -> None:
+    with open(path, "w") as f:
+        json.dump({"device": device, "run_tag": tag, "sweeps": [s.as_dict() for s in sweeps]}, f, indent=1)
