@@ -35,8 +35,14 @@ def to_bf16(x, INTERP: tl.constexpr):
 
 
 # rms_norm ----------------------------------------------------------------------------------------
+MAX_VALUES_PER_THREAD = 64   # fp32 values a thread may hold for a row tile without spilling (sm_120, 255 regs)
+
+
 def rms_norm_configs(params: dict) -> list[dict]:
-    return [{"BLOCK_M": bm, "num_warps": w} for bm in (1, 2, 4) for w in (1, 2, 4, 8)]
+    """Rows per program x warps, keeping BLOCK_M * BLOCK_N / (32 * warps) <= 64 fp32 values per thread."""
+    bn = triton.next_power_of_2(params.get("N", 4096))
+    return [{"BLOCK_M": bm, "num_warps": w} for bm in (1, 2, 4) for w in (1, 2, 4, 8)
+            if bm * bn <= MAX_VALUES_PER_THREAD * 32 * w]
 
 
 def rms_norm_default(params: dict) -> dict:
@@ -85,7 +91,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, config: dict | N
 
 # hadamard ----------------------------------------------------------------------------------------
 def hadamard_configs(params: dict) -> list[dict]:
-    return [{"BLOCK_M": bm, "num_warps": w, "num_stages": 1} for bm in (16, 32, 64, 128) for w in (4, 8)]
+    """Rows per program x warps; the fp32 [BLOCK_M, 128] accumulator stays <= 64 values per thread."""
+    return [{"BLOCK_M": bm, "num_warps": w, "num_stages": 1} for bm in (16, 32, 64, 128) for w in (4, 8)
+            if bm * 128 <= MAX_VALUES_PER_THREAD * 32 * w]
 
 
 def hadamard_default(params: dict) -> dict:

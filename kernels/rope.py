@@ -115,7 +115,9 @@ def rope(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, inverse:
 
 # head_rms_norm_rope ------------------------------------------------------------------------------
 def head_rope_configs(params: dict) -> list[dict]:
-    return [{"BLOCK_H": bh, "num_warps": w} for bh in (1, 2, 4, 8) for w in (2, 4, 8)]
+    """Heads per program x warps, <= 64 fp32 values of q per thread."""
+    bd = triton.next_power_of_2(params.get("Dh", 512))
+    return [{"BLOCK_H": bh, "num_warps": w} for bh in (1, 2, 4, 8) for w in (2, 4, 8) if bh * bd <= 64 * 32 * w]
 
 
 def head_rope_default(params: dict) -> dict:

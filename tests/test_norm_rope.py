@@ -202,3 +202,15 @@ def test_bad_input_is_a_clear_error(impl, op, inputs, exc, msg):
 def test_kernel_rejects_fp32_activations():
     with pytest.raises(TypeError, match="bfloat16"):
         triton_fn("rms_norm")(x=torch.ones(2, 8), weight=torch.ones(8, dtype=torch.bfloat16), eps=1e-6)
+
+
+# sm_120 ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("all_configs", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("shape_set", ["flash-tp8", "pro-tp1"])
+def test_sm120_compile_fits_without_spills(shape_set, all_configs):
+    from kernelbench import inspector
+    ops = ["rms_norm", "hadamard", "rope", "head_rms_norm_rope"]
+    reps = inspector.inspect_impls(ops, shape_set=shape_set, target="sm_120", batches=(64,), all_configs=all_configs)
+    assert {r["op"] for r in reps} == set(ops)
+    for rep in reps:
+        assert rep["problems"] == [], (rep["label"], rep["config"], rep["problems"])
