@@ -52,9 +52,9 @@ def command(ops, impl_names, axes, max_time_s, ratio, db, json_out, png):
                 if axes and axis not in axes:
                     continue
 
-                def measure(spec, impl, params, impl_=impl):
+                def measure(spec, impl, params, impl_=impl, tag_=f"{tag}:{op}:{axis}"):
                     m = timing.measure_impl(spec, impl_, params, max_sets=4, max_time_s=max_time_s, peaks=peaks)
-                    record(store, env_id, impl_, m, ceil, tag, git)
+                    record(store, env_id, impl_, m, ceil, tag_, git)
                     _free()
                     return m.summary
 
