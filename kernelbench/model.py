@@ -22,14 +22,13 @@ Prefill runs one sequence from position 0 (L tokens at once, causal index lists 
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from kernelbench import checkpoint, registry
+from kernelbench import checkpoint
 from kernelbench.backend import Ops
 from kernelbench.cache import Cache, LayerCache
 from kernelbench.config import ModelConfig
@@ -38,47 +37,6 @@ from kernelbench.reference.rope import rope_freqs
 from kernelbench.tp import TPContext
 
 BF16 = torch.bfloat16
-
-# Ops of the contract whose spec may not be registered (compressor_prefill is "reference only is
-# fine" in docs/OPS.md): the decoder then calls the reference function and lists the op in
-# `ModelOps.unregistered`.
-_REFERENCE_MODULE = {"kv_write": "kv", "attention_indices": "kv", "compressor_step": "compressor",
-                     "compressor_prefill": "compressor", "indexer_q": "indexer", "indexer_topk": "indexer",
-                     "sparse_attention": "attention"}
-
-
-class ModelOps:
-    """`Ops` plus the reference fallback for contract ops that have no registered spec."""
-
-    def __init__(self, ops: Ops):
-        self.ops = ops
-        self.unregistered: set[str] = set()
-        self._fns: dict = {}
-
-    @property
-    def impl(self) -> str:
-        return self.ops.impl
-
-    @property
-    def fallbacks(self) -> set[str]:
-        return self.ops.fallbacks | self.unregistered
-
-    def __getattr__(self, op: str):
-        if op.startswith("_"):
-            raise AttributeError(op)
-        fn = self._fns.get(op)
-        if fn is None:
-            try:
-                fn = getattr(self.ops, op)
-            except registry.RegistryError:
-                if op not in _REFERENCE_MODULE:
-                    raise
-                module = importlib.import_module(f"kernelbench.reference.{_REFERENCE_MODULE[op]}")
-                fn = getattr(module, op)
-                self.unregistered.add(op)
-            self._fns[op] = fn
-        return fn
-
 
 @dataclass
 class Step:
@@ -99,7 +57,7 @@ class Env:
 
     def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device):
         self.cfg, self.tp = cfg, tp
-        self.ops = ops if isinstance(ops, ModelOps) else ModelOps(ops)
+        self.ops = ops
         self.freqs = {False: rope_freqs(cfg, compressed=False).to(device),
                       True: rope_freqs(cfg, compressed=True).to(device)}
 
@@ -378,7 +336,7 @@ class Transformer(nn.Module):
         return cls(cfg, sd, ops, tp, device)
 
     @property
-    def ops(self) -> ModelOps:
+    def ops(self) -> Ops:
         return self.env.ops
 
     def new_cache(self, batch: int, max_len: int) -> Cache:

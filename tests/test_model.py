@@ -185,6 +185,18 @@ def test_triton_backend_matches_reference_teacher_forced(tiny_ckpt):
             rows.append(m.decode(ids, pos, torch.arange(2, device=dev), cache)[0])
         out[name] = torch.cat(rows)
     assert torch.isfinite(out["tri"]).all()
+    # per sublayer on identical inputs (no chaos): the attention differs by the kernel's bf16 rounding
+    # of o (~0.3%), which FP8 re-quantization of z turns into ~sqrt(0.003 * e4m3 ulp) ~ 2%
+    x = torch.randn(10, TINY.dim, generator=gen).to(torch.bfloat16).to(dev)
+    ids = torch.randint(2, TINY.vocab_size, (10,), generator=gen).to(dev)
+    step = Step(ids, torch.arange(10, device=dev), torch.zeros(10, dtype=torch.long, device=dev), prefill=True)
+    sub = {}
+    for name, m in (("ref", ref), ("tri", tri)):
+        cache = m.new_cache(1, 16)
+        with torch.inference_mode():
+            sub[name] = [m.layers[1].attn(m.env, x, step, cache.layers[1]), m.layers[1].ffn(m.env, x, ids)]
+    assert rel(sub["tri"][0].flatten(), sub["ref"][0].flatten()) < 0.05
+    assert rel(sub["tri"][1].flatten(), sub["ref"][1].flatten()) < 0.01
     err = rel(out["tri"], out["ref"])
     assert err.median() < 0.3, err
     assert (out["tri"].argmax(-1) == out["ref"].argmax(-1)).float().mean() > 0.5
