@@ -22,7 +22,10 @@ import torch
 import triton
 import triton.language as tl
 
+from kernelbench.kernels import kv as _kv  # noqa: F401  (registers kv_write's Triton implementation)
 from kernelbench.kernels.common import INTERPRET, check_device, dot_operand
+from kernelbench.kernels.quant import to_bf16
+from kernelbench.kernels.rope import _sincos
 from kernelbench.reference.attention import check_sparse_attention
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
@@ -120,7 +123,8 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, po_ptr, pml_ptr,   # q (T, Hl, 
 @triton.jit
 def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T, Hl, Dh) bf16
                   HL, NSPLIT, s_ot, s_oh,
-                  DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, ROPE: tl.constexpr):
+                  DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, ROPE: tl.constexpr,
+                  RNE_FIX: tl.constexpr):
     t = tl.program_id(0)
     h = tl.program_id(1)
     offs_s = tl.arange(0, S_P2)
@@ -147,15 +151,14 @@ def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T
         is_rope = fi >= 0
         f = tl.load(freqs_ptr + tl.where(is_rope, fi, 0), mask=is_rope, other=0.0)
         ang = tl.load(pos_ptr + t).to(tl.float32) * f                      # fp32 angle, as the reference
-        c = tl.cos(ang)
-        sn = tl.sin(ang)
+        sn, c = _sincos(ang)                                               # no local-memory slow path
         e2 = even * c + odd * sn                                           # (e + i o) * e^{-i ang}
         o2 = odd * c - even * sn
         even = tl.where(is_rope, e2, even)
         odd = tl.where(is_rope, o2, odd)
     out = o_ptr + t * s_ot + h * s_oh
-    tl.store(out + 2 * offs_j, even.to(tl.bfloat16))
-    tl.store(out + 2 * offs_j + 1, odd.to(tl.bfloat16))
+    tl.store(out + 2 * offs_j, to_bf16(even, RNE_FIX))
+    tl.store(out + 2 * offs_j + 1, to_bf16(odd, RNE_FIX))
 
 
 _SM_COUNT: dict = {}
@@ -217,6 +220,7 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     _attn_combine[(t, hl)](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, o, hl, nsplit, o.stride(0), o.stride(1),
-        DH=dh, R=r, S_P2=max(2, triton.next_power_of_2(nsplit)), ROPE=rope_on, num_warps=4, num_stages=1)
+        DH=dh, R=r, S_P2=max(2, triton.next_power_of_2(nsplit)), ROPE=rope_on, RNE_FIX=INTERPRET,
+        num_warps=4, num_stages=1)
     return o
 

@@ -14,6 +14,7 @@ from hypothesis import given
 from kernelbench import registry
 from kernelbench.config import FLASH, TINY
 from kernelbench.kernels import attention as K
+from kernelbench.kernels import kv as KV
 from kernelbench.reference.attention import sparse_attention
 from kernelbench.reference.kv import attention_indices, kv_write
 from kernelbench.reference.precision import compute_dtype
@@ -165,6 +166,23 @@ def test_kv_write_ring_and_format(gen):
     assert torch.allclose(pair_out, pair_in, rtol=2e-2, atol=1e-2)
 
 
+KVW = registry.get_op("kv_write")
+
+
+@given(KVW.strategy())
+def test_kv_write_kernel_matches_reference(p):
+    gen = torch.Generator().manual_seed(3)
+    for mode in KVW.value_modes:
+        inp = KVW.make_inputs(p, gen, "cpu", mode)
+        a = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+        with compute_dtype(torch.float64):
+            ref = kv_write(**a)
+        out = KV.kv_write(**inp)
+        tol = KVW.tolerance(p)
+        assert_close(out, ref, tol["kv_out"], "kv_out")
+        assert_close(inp["window_cache"], a["window_cache"], tol["window_cache"], "window_cache")
+
+
 def test_kv_write_bad_inputs(gen):
     kv = torch.randn(2, 128, generator=gen).bfloat16()
     cache = torch.zeros(3, 8, 128, dtype=torch.bfloat16)
@@ -173,8 +191,11 @@ def test_kv_write_bad_inputs(gen):
         kv_write(kv, w, 1e-6, torch.tensor([1, 2]), torch.tensor([1, 1]), fr, cache)
     with pytest.raises(ValueError, match="seq_ids"):
         kv_write(kv, w, 1e-6, torch.tensor([1, 2]), torch.tensor([0, 3]), fr, cache)
-    with pytest.raises(TypeError, match="bf16"):
-        kv_write(kv.float(), w, 1e-6, torch.tensor([1, 2]), torch.tensor([0, 1]), fr, cache)
+    for fn in (kv_write, KV.kv_write):
+        with pytest.raises(TypeError, match="bf16"):
+            fn(kv.float(), w, 1e-6, torch.tensor([1, 2]), torch.tensor([0, 1]), fr, cache)
+        with pytest.raises(ValueError, match="must agree"):
+            fn(kv, w, 1e-6, torch.tensor([1, 2]), torch.tensor([0, 1]), fr, cache[..., :64])
 
 
 # attention_indices -------------------------------------------------------------------------------
@@ -257,7 +278,12 @@ SPLIT_SIG = {"q_ptr": "*bf16", "kv_ptr": "*bf16", "seq_ptr": "*i64", "idx_ptr": 
              "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr"}
 COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_ptr": "*i64", "freqs_ptr": "*fp32",
                "o_ptr": "*bf16", "HL": "i32", "NSPLIT": "i32", "s_ot": "i32", "s_oh": "i32", "DH": "constexpr",
-               "R": "constexpr", "S_P2": "constexpr", "ROPE": "constexpr"}
+               "R": "constexpr", "S_P2": "constexpr", "ROPE": "constexpr", "RNE_FIX": "constexpr"}
+
+
+KV_SIG = {"kv_ptr": "*bf16", "w_ptr": "*bf16", "pos_ptr": "*i64", "seq_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16",
+          "cache_ptr": "*bf16", "eps": "fp32", "W": "i32", "s_cb": "i32", "s_cw": "i32", "DH": "constexpr",
+          "R": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr"}
 
 
 def _shipped_split_configs():
@@ -275,7 +301,11 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
              "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False}, "num_warps": w,
              "num_stages": s} for bh, bn, w, s in _shipped_split_configs()]
     jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_combine", "signature": COMBINE_SIG,
-                 "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True}, "num_warps": 4, "num_stages": 1})
+                 "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True, "RNE_FIX": False}, "num_warps": 4,
+                 "num_stages": 1})
+    for w in sorted({c["num_warps"] for c in KV.kv_write_configs({})}):
+        jobs.append({"module": "kernelbench.kernels.kv", "kernel": "_kv_write_kernel", "signature": KV_SIG,
+                     "constexprs": {"DH": 512, "R": 64, "NG_P2": 8, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})
     reps = compile_sm120(jobs)
     for job, rep in zip(jobs, reps):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], job["num_warps"], rep)

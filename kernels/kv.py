@@ -1,0 +1,105 @@
+"""kv_write fused (SPEC 3.4): kv_norm + RoPE on the last R dims + FP8 simulation (group 64, UE8M0) of
+the first Dh - R dims + the write into the sequence's window ring slot p % W, in one launch.
+
+Legend: T tokens, B sequences, W window, Dh head dim (512), R rope dims (64), NG = (Dh - R) / 64 FP8
+groups (7). Grid (T,): one program per token reads its Dh values once and writes them twice (the
+returned kv' and the ring slot). Rounding follows the reference step by step: the normed values are
+rounded to bf16 (RNE) before the FP8 simulation and before the rotation, as DeepSeek's model.py does.
+Imported by kernels/attention.py (the registry loads kernels by op family).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels.common import INTERPRET, check_device
+from kernelbench.kernels.quant import e4m3_round_code, pow2, to_bf16, ue8m0_exp
+from kernelbench.kernels.rope import _sincos
+from kernelbench.reference.kv import _check_tokens
+from kernelbench.registry import register_impl
+from kernelbench.tuning import lookup
+
+
+def kv_write_configs(params: dict) -> list[dict]:
+    return [{"num_warps": w} for w in (1, 2, 4)]
+
+
+def kv_write_default(params: dict) -> dict:
+    return {"num_warps": 2}
+
+
+@triton.jit
+def _kv_write_kernel(kv_ptr, w_ptr, pos_ptr, seq_ptr, f_ptr, out_ptr, cache_ptr,   # kv, out (T, Dh) bf16
+                     eps, W, s_cb, s_cw,                                         # cache (B, W, Dh) bf16
+                     DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr, RNE_FIX: tl.constexpr):
+    t = tl.program_id(0)
+    NOPE: tl.constexpr = DH - R
+    d = tl.arange(0, DH)
+    x = tl.load(kv_ptr + t * DH + d).to(tl.float32)
+    rs = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / DH + eps)
+    pos = tl.load(pos_ptr + t)
+    dst = cache_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_cb + (pos % W) * s_cw
+    # nope dims: (NG, 64) groups -> bf16 norm -> e4m3 with one power-of-two scale per group
+    g = tl.arange(0, NG_P2)
+    offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
+    gm = (g < NOPE // 64)[:, None]
+    xn = tl.load(kv_ptr + t * DH + offs, mask=gm, other=0.0).to(tl.float32)
+    wn = tl.load(w_ptr + offs, mask=gm, other=0.0).to(tl.float32)
+    y = to_bf16((xn * rs) * wn, RNE_FIX).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(y), axis=1), 1e-4)
+    se = ue8m0_exp(amax, 8, 0x600000)                                    # 448 = 1.75 * 2^8
+    v = tl.minimum(tl.maximum(y * pow2(-se)[:, None], -448.0), 448.0)
+    _, val = e4m3_round_code(v)
+    q = (val * pow2(se)[:, None]).to(tl.bfloat16)                       # exact: 4 significant bits
+    tl.store(out_ptr + t * DH + offs, q, mask=gm)
+    tl.store(dst + offs, q, mask=gm)
+    # rope dims: interleaved pairs of the bf16 normed values, rotated by p * f
+    i = tl.arange(0, R // 2)
+    ev = NOPE + 2 * i
+    xe = to_bf16((tl.load(kv_ptr + t * DH + ev).to(tl.float32) * rs) * tl.load(w_ptr + ev).to(tl.float32),
+                 RNE_FIX).to(tl.float32)
+    xo = to_bf16((tl.load(kv_ptr + t * DH + ev + 1).to(tl.float32) * rs) * tl.load(w_ptr + ev + 1).to(tl.float32),
+                 RNE_FIX).to(tl.float32)
+    sn, cs = _sincos(pos.to(tl.float32) * tl.load(f_ptr + i))
+    ye = to_bf16(xe * cs - xo * sn, RNE_FIX)
+    yo = to_bf16(xe * sn + xo * cs, RNE_FIX)
+    tl.store(out_ptr + t * DH + ev, ye)
+    tl.store(out_ptr + t * DH + ev + 1, yo)
+    tl.store(dst + ev, ye)
+    tl.store(dst + ev + 1, yo)
+
+
+@register_impl("kv_write", "triton", backend="triton", configs=kv_write_configs, default_config=kv_write_default,
+               kernels=lambda: [_kv_write_kernel])
+def kv_write(kv: torch.Tensor, weight: torch.Tensor, eps: float, positions: torch.Tensor, seq_ids: torch.Tensor,
+             freqs: torch.Tensor, window_cache: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """kv [T, Dh] bf16 -> kv' [T, Dh] bf16, also written to window_cache[seq, p % W] (in place).
+    Shapes are checked; seq_ids/positions values are not (that would need a host sync)."""
+    if kv.dim() != 2 or window_cache.dim() != 3 or kv.shape[1] != window_cache.shape[2]:
+        raise ValueError(f"kv_write: kv [T, Dh] and window_cache [B, W, Dh] must agree, got {tuple(kv.shape)} "
+                         f"and {tuple(window_cache.shape)}")
+    if kv.dtype != torch.bfloat16 or window_cache.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16:
+        raise TypeError(f"kv_write: kv, weight and window_cache must be bf16, got {kv.dtype}, {weight.dtype}, "
+                        f"{window_cache.dtype}")
+    t, dh = kv.shape
+    r = 2 * freqs.shape[0]
+    if not 0 < r < dh or (dh - r) % 64 or dh & (dh - 1) or r & (r - 1) or weight.shape != (dh,):
+        raise ValueError(f"kv_write: need Dh a power of two, R a power of two, Dh - R a multiple of 64, "
+                         f"weight [Dh]; got Dh={dh}, R={r}, weight {tuple(weight.shape)}")
+    if positions.dim() != 1 or positions.shape[0] != t or seq_ids.dim() != 1 or seq_ids.shape[0] != t:
+        raise ValueError(f"kv_write: positions and seq_ids must be [T={t}]")
+    if window_cache.stride(2) != 1:
+        raise ValueError("kv_write: window_cache must be contiguous in Dh")
+    if kv.device.type == "cpu":
+        _check_tokens("kv_write", positions, seq_ids, t, window_cache.shape[0])   # cheap on the CPU
+    dev = check_device(kv, weight, positions, seq_ids, freqs, window_cache)
+    cfg = config or lookup("kv_write", {"T": t, "Dh": dh}, kv_write_default({}))
+    out = torch.empty_like(kv)
+    if t:
+        _kv_write_kernel[(t,)](kv.contiguous(), weight.contiguous(), positions.contiguous(), seq_ids.contiguous(),
+                               freqs.contiguous(), out, window_cache, float(eps), window_cache.shape[1],
+                               window_cache.stride(0), window_cache.stride(1), DH=dh, R=r,
+                               NG_P2=triton.next_power_of_2((dh - r) // 64), RNE_FIX=INTERPRET,
+                               num_warps=cfg["num_warps"], num_stages=1)
+    return out
