@@ -164,10 +164,16 @@ def _shared_make(p, gen, device, values):
     return _to({"x": x, **_shared_weights(p, gen), "swiglu_limit": LIMIT_SWIGLU}, device)
 
 
+_HOPPER_FP8 = ("Measured on an H200 (2026-11-29, scripts/bench_quant_moe.py): fp8_linear vs an fp32 reference has "
+               "rel_fro 5.6e-4..8.6e-4 (the fp8 tensor-core dot accumulates each 128-deep block with reduced "
+               "precision, cf. DeepSeek-V3's note on Hopper FP8 accumulation; the bf16-operand FP4 path is ~1e-6), "
+               "which flips bf16 roundings of g/u and then e4m3 codes of the SwiGLU product; over three GEMMs the "
+               "shared expert measured rel_fro 3.1e-3..4.4e-3. Outputs have rms ~16 at Flash shapes with these "
+               "inputs (~5 at CPU test sizes): atol 0.25, rtol 2^-6, 2% outside, Frobenius 2^-6.")
+
+
 def _shared_tol(p):
-    t = _experts_tol(p)["y"]
-    return {"y": Tolerance(atol=t.atol, rtol=t.rtol, rel_fro=t.rel_fro, max_mismatch_frac=t.max_mismatch_frac,
-                           why=t.why + " Output bf16 (2^-9).")}
+    return {"y": Tolerance(atol=0.25, rtol=2 ** -6, rel_fro=2 ** -6, max_mismatch_frac=0.02, why=_HOPPER_FP8)}
 
 
 register_op(OpSpec(
@@ -198,9 +204,9 @@ def _layer_cost(p):
 
 
 def _layer_tol(p):
-    why = (_experts_tol(p)["y"].why + " The gate runs inside: a near-tie swap of one expert (see moe_gate) changes "
-           "a whole row, so up to 2% of elements may fall outside and Frobenius 2^-5.")
-    return {"y": Tolerance(atol=4e-3, rtol=2 ** -6, rel_fro=2 ** -5, max_mismatch_frac=0.02, why=why)}
+    why = (_HOPPER_FP8 + " The gate runs inside: a near-tie swap of one expert (see moe_gate) changes a whole row, "
+           "so up to 3% of elements may fall outside and Frobenius 2^-5. Measured on the H200: 2.0e-3..4.0e-3.")
+    return {"y": Tolerance(atol=0.25, rtol=2 ** -6, rel_fro=2 ** -5, max_mismatch_frac=0.03, why=why)}
 
 
 register_op(OpSpec(
