@@ -129,14 +129,23 @@ def _strided_copy(t: torch.Tensor) -> torch.Tensor:
     return view
 
 
+def exact_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same sizes, strides and storage offset (a view the op spec made stays a view)."""
+    if t.is_contiguous():
+        return t.clone()
+    copy = torch.tensor([], dtype=t.dtype, device=t.device)
+    return copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
+
+
 def materialize(inputs: dict, layout: str = "contiguous", keep: tuple[str, ...] = ()) -> dict:
-    """Fresh copies of every tensor input (other values shared); strided layout for all but `keep`."""
+    """Fresh copies of every tensor input (other values shared). "contiguous" keeps the layout the op
+    spec made (contiguous in practice); "strided" makes every input but `keep` a padded view."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
     out = {}
     for k, v in inputs.items():
         if isinstance(v, torch.Tensor):
-            out[k] = _strided_copy(v) if layout == "strided" and k not in keep else v.clone()
+            out[k] = _strided_copy(v) if layout == "strided" and k not in keep else exact_copy(v)
         else:
             out[k] = v
     return out

@@ -290,3 +290,18 @@ def test_cli_clear_errors(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "no CUDA GPU is visible" in res.output
     res = runner.invoke(command, [TOY, "--device", "cpu", "--params", "{not json"])
     assert res.exit_code == 2 and "not JSON" in res.output
+
+
+def test_copies_keep_the_spec_layout_and_strided_views_hide_poison():
+    from kernelbench.verify_check import materialize
+    base = torch.arange(24.0).view(4, 6)
+    inputs = {"v": base[:, 1:5:2], "w": torch.arange(5.0), "n": 3}
+    same = materialize(inputs)
+    assert same["v"].stride() == (6, 2) and torch.equal(same["v"], inputs["v"])
+    assert same["v"].data_ptr() != inputs["v"].data_ptr() and same["n"] == 3
+    strided = materialize(inputs, "strided", keep=("w",))
+    assert torch.equal(strided["v"], inputs["v"]) and not strided["v"].is_contiguous()
+    assert strided["w"].is_contiguous()
+    # reading the view's storage as if it were contiguous meets the poisoned padding
+    flat = torch.as_strided(strided["v"], (inputs["v"].numel(),), (1,))
+    assert torch.isnan(flat).any()
