@@ -38,6 +38,7 @@ from kernelbench.tp import TPContext
 
 BF16 = torch.bfloat16
 
+
 @dataclass
 class Step:
     """The tokens of one forward: ids [T], positions [T], seq_ids [T]; `prefill` = one sequence's
