@@ -39,18 +39,22 @@ _HC = tl.constexpr(HC)   # the same, as a constant the kernels can read
 
 # config space ------------------------------------------------------------------------------------
 def mhc_configs(params: dict) -> list[dict]:
-    """(BLOCK_T tokens, BLOCK_D columns, warps) of the projection program x BLOCK_MIX columns per mix
-    program. Only tiles that compile for sm_120 without register spills in both the plain and the
-    fused-post form are listed (compiled for GPUTarget("cuda", 120, 32) at T=64, D=4096: bigger
-    tiles, e.g. (16, 64) at 4 warps with the old unrolled stream loop or (32, 128), spilled)."""
+    """(BLOCK_T tokens, BLOCK_D columns, warps) of the projection program, NJ streams per projection
+    program (4: one program walks all four; 1: the stream index is a grid axis, 4x the programs),
+    and (BLOCK_MIX columns, warps) of the mix program. Only projection tiles that compile for sm_120
+    without register spills in both the plain and the fused-post form are listed (compiled for
+    GPUTarget("cuda", 120, 32) at T=64, D=4096: bigger tiles, e.g. (32, 128), spilled), and mix
+    tiles of <= 64 fp32 h values per thread; 1-2 mix warps keep Sinkhorn's reductions inside a warp
+    (no barrier). The default is the configuration measured on the H200 (docs/perf/mhc_norm.md)."""
     tiles = ((16, 32, 4), (16, 64, 4), (16, 64, 8), (16, 128, 8), (32, 64, 8), (64, 32, 8))
-    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "BLOCK_MIX": mix, "mix_warps": 4}
-            for bt, bd, w in tiles for mix in (512, 1024, 2048)]
+    mixes = ((512, 1), (512, 2), (1024, 2), (512, 4), (1024, 4), (2048, 4))
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "NJ": nj, "BLOCK_MIX": mix, "mix_warps": mw}
+            for bt, bd, w in tiles for nj in (4, 1) for mix, mw in mixes]
 
 
 def mhc_default(params: dict) -> dict:
     t = params.get("T", 1)
-    return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 64, "num_warps": 4 if t <= 16 else 8,
+    return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 64, "num_warps": 4 if t <= 16 else 8, "NJ": 4,
             "BLOCK_MIX": 1024, "mix_warps": 4}
 
 
@@ -66,11 +70,12 @@ def mhc_post_default(params: dict) -> dict:
 @triton.jit
 def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr,
               # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32
-              # ws (S, T, NPAD) fp32, sq (S, T) fp32
+              # ws (S * 4 / NJ, T, NPAD) fp32, sq (S * 4 / NJ, T) fp32
               T, D, ROWS,
               FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, NPAD: tl.constexpr,
-              DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+              NJ: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
     s = tl.program_id(1)
+    j0 = tl.program_id(2) * NJ      # this program's streams: j0 .. j0 + NJ - 1
     ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     d = s * BLOCK_D + tl.arange(0, BLOCK_D)
     tmask = ts < T
@@ -86,7 +91,8 @@ def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr
         h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0)
         h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0)
         h3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0)
-    for j in range(_HC):   # a loop, not unrolled: unrolling hoisted 4 fn tiles and spilled
+    for jj in range(NJ):   # a loop, not unrolled: unrolling hoisted 4 fn tiles and spilled
+        j = j0 + jj
         if FUSE_POST:   # h'_j = post_j x + sum_i comb[i][j] h_i, rounded to bf16 as stored
             cb = comb_ptr + ts * (_HC * _HC) + j
             hj = tl.load(post_ptr + ts * _HC + j, mask=tmask, other=0.0)[:, None] * xv
@@ -111,35 +117,44 @@ def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr
         acc = tl.dot(a, dot_operand(tl.trans(b3), DOT_UPCAST), acc)
         acc = tl.dot(a, dot_operand(tl.trans(b2), DOT_UPCAST), acc)
         acc = tl.dot(a, dot_operand(tl.trans(b1), DOT_UPCAST), acc)
-    wrow = (s * T + ts).to(tl.int64)
+    wrow = ((s * tl.num_programs(2) + tl.program_id(2)) * T + ts).to(tl.int64)
     tl.store(ws_ptr + wrow[:, None] * NPAD + rows[None, :], acc, mask=tmask[:, None])
     tl.store(sq_ptr + wrow, sq, mask=tmask)
 
 
 @triton.jit
 def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr,
-             # h (T, 4, D) bf16; ws (S, T, NPAD), sq (S, T); base (ROWS,), scale (3,) or (1,) fp32
+             # h (T, 4, D) bf16; ws (S, T, NPAD), sq (S, T) partials; base (ROWS,), scale (3,) or (1,) fp32
              # x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out (not written when HEAD)
              T, D, S, eps, norm_eps,
              ITERS: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
-             BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
+             NCHUNK: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
     t = tl.program_id(0)
     pd = tl.program_id(1)
-    ss = tl.arange(0, BLOCK_S)
-    smask = ss < S
     k = tl.arange(0, _HC)
-    r = tl.rsqrt(tl.sum(tl.load(sq_ptr + ss * T + t, mask=smask, other=0.0), axis=0) / (_HC * D) + norm_eps)
-    wrow = (ss * T + t).to(tl.int64) * NPAD
-    m_pre = tl.sum(tl.load(ws_ptr + wrow[:, None] + k[None, :], mask=smask[:, None], other=0.0), axis=0) * r
-    pre = tl.sigmoid(m_pre * tl.load(scale_ptr) + tl.load(base_ptr + k)) + eps
+    ij = k[:, None] * _HC + k[None, :]
+    sq = tl.zeros((BLOCK_S,), dtype=tl.float32)
+    m_pre = tl.zeros((_HC,), dtype=tl.float32)
+    m_post = tl.zeros((_HC,), dtype=tl.float32)
+    mc = tl.zeros((_HC, _HC), dtype=tl.float32)
+    for c in range(NCHUNK):   # the S partials, BLOCK_S at a time
+        ss = c * BLOCK_S + tl.arange(0, BLOCK_S)
+        smask = ss < S
+        sq += tl.load(sq_ptr + ss * T + t, mask=smask, other=0.0)
+        wrow = (ss * T + t).to(tl.int64) * NPAD
+        m_pre += tl.sum(tl.load(ws_ptr + wrow[:, None] + k[None, :], mask=smask[:, None], other=0.0), axis=0)
+        if not HEAD:
+            m_post += tl.sum(tl.load(ws_ptr + wrow[:, None] + _HC + k[None, :], mask=smask[:, None], other=0.0),
+                             axis=0)
+            mc += tl.sum(tl.load(ws_ptr + wrow[:, None, None] + 2 * _HC + ij[None, :, :], mask=smask[:, None, None],
+                                 other=0.0), axis=0)
+    r = tl.rsqrt(tl.sum(sq, axis=0) / (_HC * D) + norm_eps)
+    pre = tl.sigmoid(m_pre * r * tl.load(scale_ptr) + tl.load(base_ptr + k)) + eps
     if not HEAD:
         first = pd == 0
-        m_post = tl.sum(tl.load(ws_ptr + wrow[:, None] + _HC + k[None, :], mask=smask[:, None], other=0.0), axis=0) * r
-        post = 2.0 * tl.sigmoid(m_post * tl.load(scale_ptr + 1) + tl.load(base_ptr + _HC + k))
+        post = 2.0 * tl.sigmoid(m_post * r * tl.load(scale_ptr + 1) + tl.load(base_ptr + _HC + k))
         tl.store(post_ptr + t * _HC + k, post, mask=first & (k < _HC))
-        ij = k[:, None] * _HC + k[None, :]
-        mc = tl.sum(tl.load(ws_ptr + wrow[:, None, None] + 2 * _HC + ij[None, :, :], mask=smask[:, None, None],
-                            other=0.0), axis=0) * r
+        mc = mc * r
         z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * _HC + ij)
         e = tl.exp(z - tl.max(z, axis=1)[:, None])
         c = e / tl.sum(e, axis=1)[:, None] + eps
@@ -199,7 +214,11 @@ def _check_post(name, t, d, x, post, comb):
 def _project(h, fn, rows, npad, cfg, fuse=None):
     """Launch `_mhc_proj`; returns (ws, sq, S, h_out)."""
     t, _, d = h.shape
-    s = triton.cdiv(d, cfg["BLOCK_D"])
+    nj = cfg.get("NJ", HC)
+    if nj not in (1, 2, 4):
+        raise ValueError(f"config NJ (streams per projection program) must be 1, 2 or 4, got {nj}")
+    groups = HC // nj
+    s = triton.cdiv(d, cfg["BLOCK_D"]) * groups
     ws = torch.empty((s, t, npad), dtype=torch.float32, device=h.device)
     sq = torch.empty((s, t), dtype=torch.float32, device=h.device)
     if fuse is None:
@@ -207,10 +226,10 @@ def _project(h, fn, rows, npad, cfg, fuse=None):
     else:
         x, post, comb = fuse
         hout = torch.empty_like(h)
-    _mhc_proj[(triton.cdiv(t, cfg["BLOCK_T"]), s)](
+    _mhc_proj[(triton.cdiv(t, cfg["BLOCK_T"]), s // groups, groups)](
         h, x, post, comb, hout, fn, ws, sq, t, d, rows,
-        FUSE_POST=fuse is not None, BLOCK_T=cfg["BLOCK_T"], BLOCK_D=cfg["BLOCK_D"], NPAD=npad, DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
-        num_warps=cfg["num_warps"])
+        FUSE_POST=fuse is not None, BLOCK_T=cfg["BLOCK_T"], BLOCK_D=cfg["BLOCK_D"], NPAD=npad, NJ=nj,
+        DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"])
     return ws, sq, s, hout
 
 
@@ -219,11 +238,11 @@ def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False)
     x = torch.empty((t, d), dtype=h.dtype, device=h.device)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
+    bs = min(triton.next_power_of_2(s), 32 * cfg["mix_warps"])   # <= 16 partial values per thread per chunk
     _mhc_mix[(t, triton.cdiv(d, cfg["BLOCK_MIX"]))](
         h, ws, sq, base, scale, x, post, comb, t, d, s, eps, norm_eps,
-        ITERS=iters, HEAD=head, NPAD=npad, BLOCK_S=triton.next_power_of_2(s), BLOCK_MIX=cfg["BLOCK_MIX"],
-        INTERP=INTERPRET,
-        num_warps=cfg["mix_warps"])
+        ITERS=iters, HEAD=head, NPAD=npad, BLOCK_S=bs, NCHUNK=triton.cdiv(s, bs), BLOCK_MIX=cfg["BLOCK_MIX"],
+        INTERP=INTERPRET, num_warps=cfg["mix_warps"])
     return x, post, comb
 
 

@@ -149,6 +149,23 @@ def test_kernel_with_many_splits_and_two_token_blocks(op):
     verify(op, {"T": 17, "D": 768, "iters": 20}, "outliers", 3, "contiguous")
 
 
+@needs_triton
+@pytest.mark.parametrize("op", ["mhc_pre", "mhc_post_pre", "mhc_head"])
+def test_kernel_config_variants(op):
+    # streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32
+    from kernelbench.reference.precision import compute_dtype
+    from kernelbench.testing import assert_close
+    spec, params = registry.get_op(op), {"T": 17, "D": 768, "iters": 20}
+    inp = inputs(op, params, "normal", 4)
+    with compute_dtype(torch.float64):
+        ref = spec.reference(**inp)
+    cfg = {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "NJ": 1, "BLOCK_MIX": 512, "mix_warps": 1}
+    out = registry.get_impl(op, "triton").fn(**inp, config=cfg)
+    outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
+    for name, o, r in zip(spec.outputs, outs, refs):
+        assert_close(o, r, spec.tolerance(params)[name], name)
+
+
 # errors --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
 def test_bad_input_is_a_clear_error(impl):
