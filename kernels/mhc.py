@@ -7,16 +7,18 @@ BLOCK_D) splits of the projection, BLOCK_T tokens per projection program.
 The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of a 1.5-2.75 MB fp32
 weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn
 needs the whole reduction, so pre is two launches (the fewest without a grid-wide barrier):
-  1. `_mhc_proj` grid (ceil(T / BLOCK_T), S): each program takes BLOCK_D columns of each of the 4
-     streams ([BLOCK_T, BLOCK_D] bf16 tiles), multiplies them with the matching [NPAD, BLOCK_D] slices
+  1. `_mhc_proj` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D), 4 / NJ): each program takes BLOCK_D
+     columns of NJ of the 4 streams ([BLOCK_T, BLOCK_D] bf16 tiles), multiplies them with the matching [NPAD, BLOCK_D] slices
      of fn on tensor cores with fp32 accuracy (fn split exactly into three bf16 parts, h is exactly
      bf16: three bf16 MMAs, fp32 accumulation; tf32 would keep 10 bits of fn, an fp32 FMA dot spilled
-     registers on sm_120), and the partial sum of squares; partials go to a small fp32 workspace [S, T, NPAD] + [S, T]. With FUSE_POST it
+     registers on sm_120), and the partial sum of squares; partials go to a small fp32 workspace
+     [S, T, NPAD] + [S, T] (S = D / BLOCK_D x 4 / NJ when the streams are a grid axis). With FUSE_POST it
      first forms h' = post * x + comb^T h for its tile from x and h, stores h' in bf16 and projects
      the rounded h' (the next pre reads the stored streams): post and pre share one read of h.
   2. `_mhc_mix` grid (T, ceil(D / BLOCK_MIX)): sums the S partials, applies the rsqrt, sigmoid
      splits and 20 Sinkhorn iterations on the 4 x 4 comb in registers (recomputed by every program
-     of a token: a few hundred flops, cheaper than a third launch), and writes x = sum_i pre_i h_i
+     of a token; with 4 warps its cross-warp reductions cost ~3.6 us of latency on the H200, see
+     docs/perf/mhc_norm.md: 1-2 warp configs keep them in a warp), and writes x = sum_i pre_i h_i
      for its columns; the first program of a token writes post and comb.
 mhc_post alone is `_mhc_post`, grid (T, ceil(D / BLOCK_D)): one read of x and h, one write of h'.
 Shared memory: the bf16 dot operands, BLOCK_T * BLOCK_D * 2 + 3 * NPAD * BLOCK_D * 2 bytes per stream

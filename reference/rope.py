@@ -100,7 +100,8 @@ def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Te
         raise ValueError(f"head_rms_norm_rope: q must be [T, Hl, Dh], got shape {tuple(q.shape)}")
     r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
     if not 0 < r <= q.shape[-1]:
-        raise ValueError(f"head_rms_norm_rope: freqs [R/2] must give 0 < R <= Dh={q.shape[-1]}, got {tuple(freqs.shape)}")
+        raise ValueError(f"head_rms_norm_rope: freqs [R/2] must give 0 < R <= Dh={q.shape[-1]}, "
+                         f"got {tuple(freqs.shape)}")
     _check_rope_args("head_rms_norm_rope", q, positions, freqs, r)
     y = rms(acc(q), eps)
     y = torch.cat([y[..., :-r], apply_rope(y[..., -r:], rope_angles(positions, freqs))], dim=-1)

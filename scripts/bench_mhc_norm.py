@@ -84,7 +84,8 @@ def main() -> int:
             try:
                 m = measure_impl(spec, impl, params, max_time_s=args.max_time_s, max_sets=128)
             except Exception as e:  # noqa: BLE001 - record and go on
-                rec = {"kind": "error", "op": op, "impl": impl_name, "params": params, "error": f"{type(e).__name__}: {e}"}
+                rec = {"kind": "error", "op": op, "impl": impl_name, "params": params,
+                       "error": f"{type(e).__name__}: {e}"}
                 print(json.dumps(rec), flush=True)
                 log.write(json.dumps(rec) + "\n")
                 continue
