@@ -301,7 +301,8 @@ def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tup
         picked = space
     else:
         rng = random.Random(canon({"op": impl.op, "params": params}))
-        picked = rng.sample(space, max_trials - 1 if default else max_trials)
+        others = [c for c in space if default is None or canon(c) != canon(default)]
+        picked = rng.sample(others, max_trials - 1 if default else max_trials)
     if default is not None and canon(default) not in {canon(c) for c in picked}:
         picked = [default] + picked
     return picked, len(space) - len(picked)

@@ -53,9 +53,9 @@ def command(ops, device, shape_set, floors, png, json_out, db):
                     points.append(rl.point(spec.name, "-", label, c.flops, c.bytes, ceil))
     points.sort(key=lambda p: (p.op, p.label, p.impl))
     Console(width=220).print(rl.table(points, ceil))
-    if png:
-        rl.plot(points, ceil, png)
-        click.echo(f"plot written to {png}")
     if json_out:
         with open(json_out, "w") as f:
             json.dump({"device": device, "ceilings": ceil.__dict__, "points": [p.as_dict() for p in points]}, f, indent=1)
+    if png:
+        rl.plot(points, ceil, png)
+        click.echo(f"plot written to {png}")
