@@ -9,7 +9,8 @@ Launches (graph-capturable: no host reads of device data; every bound is read on
   1. `_index_scores` grid (T, P): P depends on T and the SM count only. Program (t, j) walks blocks
      j, j+P, ... below ceil(S4/BS): keys [BS, 128] bf16 x qi^T [128, Hi] on tensor cores, relu,
      times w, summed over heads -> scores[t, :S4] fp32. Work and bytes are S4 * 256 per token.
-  2. `_index_topk` grid (T,): radix select of the K-th largest score on 32-bit order-preserving keys
+  2. `_index_topk` grid (T,) (or, with SEGMENTS > 1, `_index_topk_segments` grid (T, SEGMENTS) then
+     `_index_topk_merge` grid (T,) over the segments' candidates): radix select of the K-th largest score on 32-bit order-preserving keys
      (4 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
      survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
@@ -35,14 +36,18 @@ DI = 128
 # config space ----------------------------------------------------------------------------------
 def indexer_configs(params: dict) -> list[dict]:
     """Score launch: keys per block, warps, stages, programs (x SMs); top-k launch: scores per scan
-    step and its warps (one program per token walks S4 five times: wide steps amortize L2 latency)."""
-    return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw}
+    step and its warps (one program per token walks S4 five times: wide steps amortize L2 latency);
+    SEGMENTS > 1 splits each token's top-k over that many programs plus a merge over SEGMENTS x KP
+    candidates (verified on the CPU, not yet timed on a GPU: the default stays 1, the measured path)."""
+    return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
+             "SEGMENTS": seg}
             for bs in (64, 128) for w in (4, 8) for st in (2, 3) for wv in (2, 4)
-            for sc, tw in ((2048, 8), (4096, 16), (8192, 16))]
+            for sc, tw in ((2048, 8), (4096, 16), (8192, 16)) for seg in (1, 4, 16)]
 
 
 def indexer_default(params: dict) -> dict:
-    return {"BLOCK_S": 128, "num_warps": 4, "num_stages": 3, "waves": 4, "SCAN": 4096, "TOPK_WARPS": 16}
+    return {"BLOCK_S": 128, "num_warps": 4, "num_stages": 3, "waves": 4, "SCAN": 4096, "TOPK_WARPS": 16,
+            "SEGMENTS": 1}
 
 
 @triton.jit
@@ -85,14 +90,28 @@ def _flip_index(i):
 
 
 @triton.jit
-def _radix_pass(sc_row, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr, SCAN: tl.constexpr):
+def _load_keys(src, offs, m, base, PACKED: tl.constexpr):
+    """-> (order key uint32, packed uint64 = key << 32 | ~index) of the elements at offs.
+    PACKED: src holds packed candidates (int64) already; else fp32 scores whose index is base + offs."""
+    if PACKED:
+        packed = tl.load(src + offs, mask=m, other=0).to(tl.uint64, bitcast=True)
+        key = (packed >> 32).to(tl.uint32)
+    else:
+        key = _order_key(tl.load(src + offs, mask=m, other=0.0))
+        packed = (key.to(tl.uint64) << 32) | _flip_index(base + offs).to(tl.uint64)
+    return key, packed
+
+
+@triton.jit
+def _radix_pass(src, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr, SCAN: tl.constexpr,
+                PACKED: tl.constexpr):
     """Histogram of the 8-bit digit at SHIFT over keys whose higher digits equal `prefix`; pick the
     digit holding the k_rem-th largest. Returns the extended prefix and the rank left inside it."""
     hist = tl.zeros([256], tl.int32)
     for s0 in range(0, n, SCAN):
         offs = s0 + tl.arange(0, SCAN)
         m = offs < n
-        key = _order_key(tl.load(sc_row + offs, mask=m, other=0.0))
+        key, _ = _load_keys(src, offs, m, 0, PACKED)
         match = m & ((key & HIMASK) == (prefix & HIMASK))
         digit = ((key >> SHIFT) & 0xFF).to(tl.int32)
         hist += tl.histogram(digit, 256, mask=match)
@@ -105,38 +124,39 @@ def _radix_pass(sc_row, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.conste
 
 
 @triton.jit
-def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, KP) int64; out (T, K)
-                RATIO, TOPK, s_st, s_ot,
-                KP: tl.constexpr, SCAN: tl.constexpr):
-    t = tl.program_id(0)
-    n = (tl.load(pos_ptr + t) + 1) // RATIO
-    k_eff = tl.minimum(n, TOPK)
-    sc_row = sc_ptr + t * s_st
+def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr):
+    """Write the k_eff largest of the n keys at src into stage[0:k_eff] as packed values (unsorted):
+    radix select of the k_eff-th key, then every key above it and the lowest-position keys equal to it.
+    Equal keys appear in index order at src (scores, or candidates laid out segment by segment), so
+    'lowest position' is 'lowest index'."""
     prefix = tl.zeros([], tl.uint32)
     k_rem = k_eff
-    prefix, k_rem = _radix_pass(sc_row, n, prefix, k_rem, 24, 0x00000000, SCAN)
-    prefix, k_rem = _radix_pass(sc_row, n, prefix, k_rem, 16, 0xFF000000, SCAN)
-    prefix, k_rem = _radix_pass(sc_row, n, prefix, k_rem, 8, 0xFFFF0000, SCAN)
-    prefix, k_rem = _radix_pass(sc_row, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN)
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 24, 0x00000000, SCAN, PACKED)
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 16, 0xFF000000, SCAN, PACKED)
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 8, 0xFFFF0000, SCAN, PACKED)
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN, PACKED)
     c_gt = k_eff - k_rem                                                # keys strictly above the threshold
-    stage = stage_ptr + t * KP
     n_gt = 0
     n_eq = 0
     for s0 in range(0, n, SCAN):
         offs = s0 + tl.arange(0, SCAN)
         m = offs < n
-        key = _order_key(tl.load(sc_row + offs, mask=m, other=0.0))
+        key, packed = _load_keys(src, offs, m, base, PACKED)
         gt = m & (key > prefix)
         eq = m & (key == prefix)
         r_gt = n_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
         r_eq = n_eq + tl.cumsum(eq.to(tl.int32), axis=0) - 1
         take = gt | (eq & (r_eq < k_rem))
         dst = tl.where(gt, r_gt, c_gt + r_eq)
-        packed = (key.to(tl.uint64) << 32) | _flip_index(offs).to(tl.uint64)
         tl.store(stage + dst, packed.to(tl.int64, bitcast=True), mask=take)
         n_gt += tl.sum(gt.to(tl.int32), axis=0)
         n_eq += tl.sum(eq.to(tl.int32), axis=0)
     tl.debug_barrier()                                                  # staged writes visible to the CTA
+
+
+@triton.jit
+def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, KP: tl.constexpr):
+    """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row."""
     offs_k = tl.arange(0, KP)
     valid = offs_k < k_eff
     packed = tl.load(stage + offs_k, mask=valid, other=0).to(tl.uint64, bitcast=True)
@@ -145,12 +165,58 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
     idx = tl.where(valid, idx, -1)
     val = tl.load(sc_row + tl.where(valid, idx, 0), mask=valid, other=float("-inf"))
     omask = offs_k < TOPK
-    tl.store(idx_ptr + t * s_ot + offs_k, idx, mask=omask)
-    tl.store(val_ptr + t * s_ot + offs_k, val, mask=omask)
+    tl.store(idx_out + offs_k, idx, mask=omask)
+    tl.store(val_out + offs_k, val, mask=omask)
+
+
+@triton.jit
+def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, KP) int64; out (T, K)
+                RATIO, TOPK, s_st, s_ot,
+                KP: tl.constexpr, SCAN: tl.constexpr):
+    """One program per token: select over its S4 scores, sort, write (the path measured on the H200)."""
+    t = tl.program_id(0)
+    n = (tl.load(pos_ptr + t) + 1) // RATIO
+    k_eff = tl.minimum(n, TOPK)
+    sc_row = sc_ptr + t * s_st
+    _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False)
+    _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP)
+
+
+@triton.jit
+def _index_topk_segments(sc_ptr, pos_ptr, cand_ptr,                # cand (T, SEG * KP) int64
+                         RATIO, TOPK, SEG, s_st,
+                         KP: tl.constexpr, SCAN: tl.constexpr):
+    """Segmented top-k, step 1, grid (T, SEG): program j selects the top-k of its contiguous slice of
+    the token's S4 scores and writes them (packed, unsorted, zero-padded to KP) to its candidate slot."""
+    t = tl.program_id(0)
+    j = tl.program_id(1)
+    n = (tl.load(pos_ptr + t) + 1) // RATIO
+    seg = tl.cdiv(tl.cdiv(n, SEG), SCAN) * SCAN                         # whole scan steps per segment
+    start = j * seg
+    seg_n = tl.minimum(tl.maximum(n - start, 0), seg)
+    k_j = tl.minimum(seg_n, TOPK)
+    slot = cand_ptr + (t * SEG + j) * KP
+    _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False)
+    offs_k = tl.arange(0, KP)
+    kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)           # pad with 0: below every key
+    tl.store(slot + offs_k, kept)
+
+
+@triton.jit
+def _index_topk_merge(sc_ptr, pos_ptr, cand_ptr, stage_ptr, idx_ptr, val_ptr,
+                      RATIO, TOPK, SEG, s_st, s_ot,
+                      KP: tl.constexpr, SCAN: tl.constexpr):
+    """Segmented top-k, step 2, grid (T,): the same select over the SEG x KP candidates, then sort."""
+    t = tl.program_id(0)
+    n = (tl.load(pos_ptr + t) + 1) // RATIO
+    k_eff = tl.minimum(n, TOPK)
+    _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True)
+    _emit_sorted(stage_ptr + t * KP, k_eff, sc_ptr + t * s_st, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP)
 
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
-               default_config=indexer_default, kernels=lambda: [_index_scores, _index_topk])
+               default_config=indexer_default,
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                  positions: torch.Tensor, topk: int, ratio: int = 4,
                  config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -178,6 +244,14 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
-                      KP=kp, SCAN=cfg.get("SCAN", 4096), num_warps=cfg.get("TOPK_WARPS", 16), num_stages=1)
+    scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", 1)
+    if seg <= 1:
+        _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
+                          KP=kp, SCAN=scan, num_warps=twarps, num_stages=1)
+    else:
+        cand = torch.empty(t, seg * kp, dtype=torch.int64, device=dev)
+        _index_topk_segments[(t, seg)](scores, pos, cand, ratio, topk, seg, scores.stride(0),
+                                       KP=kp, SCAN=scan, num_warps=twarps, num_stages=1)
+        _index_topk_merge[(t,)](scores, pos, cand, stage, idx, val, ratio, topk, seg, scores.stride(0),
+                                idx.stride(0), KP=kp, SCAN=scan, num_warps=twarps, num_stages=1)
     return idx, val

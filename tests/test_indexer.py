@@ -71,12 +71,13 @@ def test_fewer_entries_than_topk_are_padded(gen):
         assert (val[2, :4] >= val[2, 1:5]).all()                           # best first
 
 
-@pytest.mark.parametrize("ties", [False, True])
-def test_kernel_exact_on_exact_scores(gen, ties):
+@pytest.mark.parametrize("ties,segments", [(False, 1), (True, 1), (True, 3)])
+def test_kernel_exact_on_exact_scores(gen, ties, segments):
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
     for topk in (5, 16, 64):
         ref = indexer_topk(qi, w, keys, seq, pos, topk)
-        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4})
+        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32,
+                                                                  "TOPK_WARPS": 4, "SEGMENTS": segments})
         assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
         assert torch.equal(out[1], ref[1])
 
@@ -149,6 +150,13 @@ TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr"
             "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr"}
 
 
+SEG_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "RATIO": "i32", "TOPK": "i32", "SEG": "i32",
+           "s_st": "i32", "KP": "constexpr", "SCAN": "constexpr"}
+MERGE_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32",
+             "val_ptr": "*fp32", "RATIO": "i32", "TOPK": "i32", "SEG": "i32", "s_st": "i32", "s_ot": "i32",
+             "KP": "constexpr", "SCAN": "constexpr"}
+
+
 def test_shipped_configs_fit_sm120_with_tensor_cores():
     seen, jobs = set(), []
     for c in K.indexer_configs({}) + [K.indexer_default({})]:
@@ -162,9 +170,13 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     scans = sorted({(c["SCAN"], c["TOPK_WARPS"]) for c in K.indexer_configs({}) + [K.indexer_default({})]})
     for kp in (512, 1024):   # Flash and Pro top-k
         for scan, warps in scans:
-            jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk", "signature": TOPK_SIG,
-                         "constexprs": {"KP": kp, "SCAN": scan}, "num_warps": warps, "num_stages": 1})
+            kerns = [("_index_topk", TOPK_SIG)]
+            if kp == 1024 and scan != 4096:   # the segmented pair at the largest KP, both warp counts
+                kerns += [("_index_topk_segments", SEG_SIG), ("_index_topk_merge", MERGE_SIG)]
+            for kern, sig in kerns:
+                jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
+                             "constexprs": {"KP": kp, "SCAN": scan}, "num_warps": warps, "num_stages": 1})
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
-        if job["kernel"] == "_index_scores":
+        if job["kernel"] == "_index_scores":  # the top-k kernels have no matrix product
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
