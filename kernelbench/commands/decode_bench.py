@@ -61,6 +61,7 @@ class BenchResult:
     fixed_ms: float = math.nan           # a in step = a + b*C
     per_request_ms: float = math.nan     # b
     fallbacks: list[str] = field(default_factory=list)
+    profile: str = ""                    # torch.profiler table at the largest C (--profile)
 
 
 def bench_config(base: str, layers: str) -> ModelConfig:
@@ -104,7 +105,8 @@ def _time_steps(run, positions: torch.Tensor, steps: int, dev: torch.device) -> 
 
 
 def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: list[int], context: int,
-              capacity: int, steps: int, warmup: int, graph: str, seed: int = 0) -> BenchResult:
+              capacity: int, steps: int, warmup: int, graph: str, seed: int = 0,
+              profile: bool = False) -> BenchResult:
     dev = torch.device(device)
     sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
     model = Transformer(cfg, sd, Ops(impl), tp, dev)
@@ -126,6 +128,9 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
         for _ in range(warmup):
             eager()
             positions.add_(1)
+        if res.graph and graph == "auto" and model.ops.fallbacks and not res.graph_error:
+            res.graph_error = (f"not attempted: reference fallbacks read tensors on the host "
+                               f"({', '.join(sorted(model.ops.fallbacks))}); --graph on forces a try")
         if res.graph and not res.graph_error:
             try:
                 g = torch.cuda.CUDAGraph()
@@ -145,9 +150,56 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
         q = statistics.quantiles(times, n=10, method="inclusive") if len(times) >= 2 else [times[0]] * 9
         med = statistics.median(times)
         res.points.append(BenchPoint(c, med, q[0], q[-1], 1e3 * c / med))
+        if profile and c == max(batches):
+            res.profile = _profile(model, eager, positions, dev)
     res.fixed_ms, res.per_request_ms = fit_line([p.batch for p in res.points], [p.step_ms for p in res.points])
     res.fallbacks = sorted(model.ops.fallbacks) if impl != "reference" else []
     return res
+
+
+class _LabelledOps:
+    """Ops whose every call is a profiler range named after the op (for --profile)."""
+
+    def __init__(self, ops: Ops):
+        self._ops = ops
+
+    def __getattr__(self, op: str):
+        fn = getattr(self._ops, op)
+        if not callable(fn):
+            return fn
+
+        def labelled(**kw):
+            with torch.profiler.record_function(op):
+                return fn(**kw)
+        return labelled
+
+
+def _profile(model: Transformer, run, positions: torch.Tensor, dev: torch.device, steps: int = 2) -> str:
+    """Time per op of the contract over `steps` eager decode steps (torch.profiler ranges per op)."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    plain = model.env.ops
+    model.env.ops = _LabelledOps(plain)
+    try:
+        with profile(activities=acts) as prof:
+            for _ in range(steps):
+                run()
+                positions.add_(1)
+            _sync(dev)
+    finally:
+        model.env.ops = plain
+    from kernelbench import registry
+    names = {o.name for o in registry.ops()}
+    events = [e for e in prof.key_averages() if e.key in names]
+    gpu = [getattr(e, "device_time_total", 0.0) or getattr(e, "cuda_time_total", 0.0) for e in events]
+    use_gpu = dev.type == "cuda" and any(gpu)          # else host time (the ranges' wall time on the CPU)
+    rows = [(g if use_gpu else e.cpu_time_total, e.key, e.count) for e, g in zip(events, gpu)]
+    total = sum(r[0] for r in rows) or 1.0
+    where = "GPU" if use_gpu else "host"
+    lines = [f"{'op':<22}{'calls/step':>11}{where + ' ms/step':>14}{'share':>8}"]
+    for t, name, n in sorted(rows, reverse=True):
+        lines.append(f"{name:<22}{n / steps:>11.0f}{t / 1e3 / steps:>14.3f}{100 * t / total:>7.1f}%")
+    return "\n".join(lines)
 
 
 def report(res: BenchResult, console: Console) -> None:
@@ -163,7 +215,7 @@ def report(res: BenchResult, console: Console) -> None:
     if not math.isnan(b):
         console.print(f"fit: step = {a:.2f} ms + {b:.3f} ms x C  (users' anchor before the fix: 40 ms + 31 ms x N)")
         if b > 0:
-            console.print(f"throughput ceiling from per-request cost: {1e3 / b:.0f} tokens/s")
+            console.print(f"throughput ceiling from per-request cost: {1e3 / b:.3g} tokens/s")
         big = max(p.batch for p in res.points)
         if b > 0 and b * big > a:
             console.print(f"[yellow]per-request cost dominates at C={big} ({b * big:.1f} ms of {a + b * big:.1f} ms): "
@@ -172,6 +224,9 @@ def report(res: BenchResult, console: Console) -> None:
         console.print(f"[yellow]CUDA graph capture failed, timed eagerly:[/] {res.graph_error}")
     if res.fallbacks:
         console.print(f"[yellow]ops without a {res.impl} kernel ran their reference:[/] {', '.join(res.fallbacks)}")
+    if res.profile:
+        console.print(f"time per op at C={max(p.batch for p in res.points)} (eager, 2 steps):")
+        console.print(res.profile, markup=False, highlight=False)
 
 
 def _ints(text: str) -> list[int]:
@@ -199,8 +254,9 @@ def _ints(text: str) -> list[int]:
 @click.option("--warmup", default=None, type=int, help="untimed steps per C (default 1 on a CPU, 3 on a GPU)")
 @click.option("--graph", default="auto", show_default=True, type=click.Choice(["auto", "on", "off"]),
               help="CUDA graph (auto: with --impl triton on a GPU)")
+@click.option("--profile", is_flag=True, help="also print the ops that take the time at the largest C")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="write the results here")
-def command(impl, device, base, layers, tp, batches, context, capacity, steps, warmup, graph, json_path):
+def command(impl, device, base, layers, tp, batches, context, capacity, steps, warmup, graph, profile, json_path):
     """Decode step time at C = 1, 16, 64 and its fit a + b*C."""
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise click.UsageError("--impl triton on a CPU needs TRITON_INTERPRET=1 (the Triton interpreter)")
@@ -229,7 +285,8 @@ def command(impl, device, base, layers, tp, batches, context, capacity, steps, w
     capacity = capacity or context + warmup + steps + 8
     if capacity < context + warmup + steps + 1:
         raise click.UsageError(f"--capacity {capacity} is below context + warmup + steps")
-    res = run_bench(ctx, cfg, impl, device, _ints(batches), context, capacity, steps, warmup, graph)
+    res = run_bench(ctx, cfg, impl, device, _ints(batches), context, capacity, steps, warmup, graph,
+                    profile=profile)
     if ctx.rank == 0:
         report(res, Console(width=160))
         if json_path:
