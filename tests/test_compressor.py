@@ -10,6 +10,7 @@ from hypothesis import given
 
 from kernelbench import registry
 from kernelbench.config import FLASH
+from kernelbench.kernels import compressor as KC
 from kernelbench.reference.compressor import compressor_prefill, compressor_step, init_state
 from kernelbench.reference.hadamard import hadamard
 from kernelbench.reference.norm import rms_norm
@@ -161,3 +162,83 @@ def test_bad_inputs(gen):
         compressor_step(x, **w, **{**kw, "positions": torch.tensor([1, 19])}, ratio=4, rotate=False)
     with pytest.raises(ValueError, match="duplicates"):
         compressor_step(x, **w, **{**kw, "seq_ids": torch.tensor([1, 1])}, ratio=4, rotate=False)
+
+
+# Triton kernel ------------------------------------------------------------------------------------
+STEP = registry.get_op("compressor_step")
+
+
+@given(STEP.strategy())
+def test_kernel_matches_reference_hypothesis(p):
+    gen = torch.Generator().manual_seed(9)
+    inp = STEP.make_inputs(p, gen, "cpu", "normal")
+    ref = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    from kernelbench.reference.precision import compute_dtype
+    with compute_dtype(torch.float64):
+        e_ref = compressor_step(**ref)
+    e_out = KC.compressor_step(**inp)
+    tol = STEP.tolerance(p)
+    assert torch.equal(e_out, e_ref)
+    for k in ("state_kv", "state_score", "cache"):
+        assert_close(inp[k], ref[k], tol[k], k)
+
+
+@pytest.mark.parametrize("ratio,rotate,length", [(4, False, 13), (4, True, 9), (8, False, 17)])
+def test_kernel_steps_equal_prefill(gen, ratio, rotate, length):
+    """Token-by-token kernel steps from an empty state give the prefill's entries and state."""
+    w = _weights(gen, ratio)
+    x = torch.randn(length, 64, generator=gen).bfloat16()
+    entries, pk, ps = compressor_prefill(x, **w, ratio=ratio, rotate=rotate)
+    sk, ss = init_state(2, ratio, 128)
+    cache = torch.full((2, 4, 128), 7.0, dtype=torch.bfloat16)
+    for p in range(length):
+        KC.compressor_step(x[p:p + 1], **w, positions=torch.tensor([p]), seq_ids=torch.tensor([1]), state_kv=sk,
+                           state_score=ss, cache=cache, ratio=ratio, rotate=rotate)
+    n = length // ratio
+    tol = STEP.tolerance({"rotate": rotate})
+    assert_close(cache[1, :n], entries, tol["cache"], "entries")
+    assert (cache[1, n:] == 7.0).all() and (cache[0] == 7.0).all()
+    assert_close(sk[1], pk, tol["state_kv"], "state_kv")
+    assert_close(ss[1], ps, tol["state_score"], "state_score")
+
+
+def test_kernel_bad_inputs(gen):
+    w = _weights(gen, 4)
+    x = torch.randn(2, 64, generator=gen).bfloat16()
+    sk, ss = init_state(3, 4, 128)
+    cache = torch.zeros(3, 4, 128, dtype=torch.bfloat16)
+    kw = dict(positions=torch.tensor([1, 2]), seq_ids=torch.tensor([0, 1]), state_kv=sk, state_score=ss, cache=cache)
+    with pytest.raises(ValueError, match="ratio"):
+        KC.compressor_step(x, **w, **kw, ratio=6, rotate=False)
+    with pytest.raises(ValueError, match="states"):
+        KC.compressor_step(x, **w, **{**kw, "state_kv": sk.double()}, ratio=4, rotate=False)
+    with pytest.raises(ValueError, match="cache"):
+        KC.compressor_step(x, **w, **{**kw, "cache": cache.float()}, ratio=4, rotate=False)
+
+
+PROJECT_SIG = {"x_ptr": "*bf16", "wkv_ptr": "*bf16", "wg_ptr": "*bf16", "ape_ptr": "*fp32", "pos_ptr": "*i64",
+               "seq_ptr": "*i64", "sk_ptr": "*fp32", "ss_ptr": "*fp32", "T": "i32", "D": "i32", "N": "i32",
+               "RATIO": "i32", "OFF": "i32", "s_sb": "i32", "s_sr": "i32", "BLOCK_M": "constexpr",
+               "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "DOT_UPCAST": "constexpr"}
+EMIT_SIG = {"sk_ptr": "*fp32", "ss_ptr": "*fp32", "pos_ptr": "*i64", "seq_ptr": "*i64", "nw_ptr": "*bf16",
+            "f_ptr": "*fp32", "cache_ptr": "*bf16", "eps": "fp32", "RATIO": "i32", "s_sb": "i32", "s_sr": "i32",
+            "s_cb": "i32", "s_cn": "i32", "DD": "constexpr", "C": "constexpr", "R": "constexpr", "ROWS": "constexpr",
+            "ROTATE": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr"}
+
+
+def test_shipped_configs_fit_sm120():
+    from test_attention import compile_sm120, sm120_problems
+    cfgs = KC.compressor_configs({}) + [KC.compressor_default({})]
+    jobs = [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_project", "signature": PROJECT_SIG,
+             "constexprs": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "DOT_UPCAST": False}, "num_warps": w,
+             "num_stages": s}
+            for bm in (16, 32) for bn, bk, w, s in sorted({(c["BLOCK_N"], c["BLOCK_K"], c["num_warps"], c["num_stages"])
+                                                           for c in cfgs})]
+    jobs += [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_emit", "signature": EMIT_SIG,
+              "constexprs": {"DD": dd, "C": c, "R": 64, "ROWS": rows, "ROTATE": rot, "NG_P2": 8 if dd == 512 else 1,
+                             "RNE_FIX": False}, "num_warps": 4, "num_stages": 1}
+             for dd, c, rot in ((512, 2, False), (512, 1, False), (128, 2, True)) for rows in sorted({c["ROWS"] for c in cfgs})]
+    for job, rep in zip(jobs, compile_sm120(jobs)):
+        assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
+        if job["kernel"] == "_comp_project":
+            assert rep["mma"] > 0, job["constexprs"]

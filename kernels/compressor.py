@@ -1,0 +1,197 @@
+"""compressor_step fused (SPEC 3.4, reference/compressor.py): the decode step of the KV compressor.
+
+Legend: T tokens, B sequences, D hidden, d entry width (DD: 512 attention / 128 indexer), c = 2 for
+r = 4 (overlap) else 1, N = c*d projection width, r ratio, R rope dims, RB state rows per step.
+State layout (reference/compressor.py): state_kv / state_score [B, c*r, c*d] fp32; token p goes to
+row (r if c == 2 else 0) + p % r.
+
+Two launches, graph-capturable (which tokens emit is decided on the device):
+  1. `_comp_project` grid (N / BN, T / BM): x [T, D] against wkv and wgate [N, D] on tensor cores (the
+     weights are read once for the whole batch), + ape[p % r]; the epilogue scatters both rows into
+     the token's state slot.
+  2. `_comp_emit` grid (T,): tokens with (p+1) % r != 0 return at once. An emitting token pools its
+     2r (overlap) or r rows per channel with an online softmax over row blocks, rounds to bf16, RMS
+     norm, RoPE at p + 1 - r, then FP8 simulation of the first d - R dims (attention) or Hadamard +
+     FP4 simulation (indexer), written to cache[seq, p // r]; the cache slot doubles as the scratch
+     between those steps (a barrier between each). With overlap it then moves rows [r, 2r) to [0, r).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand
+from kernelbench.kernels.quant import e2m1_code, e2m1_value, e4m3_round_code, pow2, to_bf16, ue8m0_exp
+from kernelbench.kernels.rope import _sincos
+from kernelbench.reference.compressor import check_weights
+from kernelbench.registry import register_impl
+from kernelbench.tuning import lookup
+
+
+def compressor_configs(params: dict) -> list[dict]:
+    """Projection tile (BLOCK_M follows T: 16 up to 16 tokens, else 32) and state rows per pooling step."""
+    return [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 3, "ROWS": rb}
+            for bn in (32, 64) for bk in (64, 128) for rb in (8, 16)]
+
+
+def compressor_default(params: dict) -> dict:
+    return {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "ROWS": 8}
+
+
+@triton.jit
+def _comp_project(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr,   # x (T, D) bf16; w (N, D)
+                  T, D, N, RATIO, OFF, s_sb, s_sr,                                   # state (B, c*r, N) fp32
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_UPCAST: tl.constexpr):
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    mm = offs_m < T
+    nm = offs_n < N
+    acc_k = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    acc_g = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for k0 in range(0, D, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        km = offs_k < D
+        x = dot_operand(tl.load(x_ptr + offs_m[:, None] * D + offs_k[None, :], mask=mm[:, None] & km[None, :],
+                                other=0.0), DOT_UPCAST)
+        wk = tl.load(wkv_ptr + offs_n[:, None] * D + offs_k[None, :], mask=nm[:, None] & km[None, :], other=0.0)
+        wg = tl.load(wg_ptr + offs_n[:, None] * D + offs_k[None, :], mask=nm[:, None] & km[None, :], other=0.0)
+        acc_k = tl.dot(x, tl.trans(dot_operand(wk, DOT_UPCAST)), acc_k)
+        acc_g = tl.dot(x, tl.trans(dot_operand(wg, DOT_UPCAST)), acc_g)
+    pos = tl.load(pos_ptr + offs_m, mask=mm, other=0)
+    seq = tl.load(seq_ptr + offs_m, mask=mm, other=0).to(tl.int64)
+    ph = pos % RATIO
+    m2 = mm[:, None] & nm[None, :]
+    acc_g += tl.load(ape_ptr + ph[:, None] * N + offs_n[None, :], mask=m2, other=0.0)
+    row = seq[:, None] * s_sb + (OFF + ph)[:, None] * s_sr + offs_n[None, :]
+    tl.store(sk_ptr + row, acc_k, mask=m2)
+    tl.store(ss_ptr + row, acc_g, mask=m2)
+
+
+@triton.jit
+def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr,   # cache (B, Ncap, DD) bf16
+               eps, RATIO, s_sb, s_sr, s_cb, s_cn,
+               DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
+               NG_P2: tl.constexpr, RNE_FIX: tl.constexpr):
+    t = tl.program_id(0)
+    p = tl.load(pos_ptr + t)
+    if (p + 1) % RATIO == 0:
+        seq = tl.load(seq_ptr + t).to(tl.int64)
+        ch = tl.arange(0, DD)
+        m_i = tl.full([DD], float("-inf"), tl.float32)
+        l_i = tl.zeros([DD], tl.float32)
+        acc = tl.zeros([DD], tl.float32)
+        for r0 in range(0, C * RATIO, ROWS):                            # online softmax over the pooled rows
+            rows = r0 + tl.arange(0, ROWS)
+            rm = (rows < C * RATIO)[:, None]
+            col = tl.where(rows >= RATIO, DD, 0) * (C - 1)               # overlap: current rows use [d, 2d)
+            off = seq * s_sb + rows[:, None] * s_sr + col[:, None] + ch[None, :]
+            kv = tl.load(sk_ptr + off, mask=rm, other=0.0)
+            sc = tl.load(ss_ptr + off, mask=rm, other=float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(sc, axis=0))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.exp(m_i - m_safe)
+            e = tl.exp(sc - m_safe[None, :])
+            l_i = l_i * alpha + tl.sum(e, axis=0)
+            acc = acc * alpha + tl.sum(e * kv, axis=0)
+            m_i = m_new
+        y = to_bf16(acc / l_i, RNE_FIX).to(tl.float32)                  # the pooled entry in bf16
+        rs = 1.0 / tl.sqrt(tl.sum(y * y, axis=0) / DD + eps)
+        y = to_bf16((y * rs) * tl.load(nw_ptr + ch).to(tl.float32), RNE_FIX)
+        dst = cache_ptr + seq * s_cb + (p // RATIO) * s_cn
+        tl.store(dst + ch, y)
+        tl.debug_barrier()
+        i = tl.arange(0, R // 2)                                        # RoPE at the block start
+        ev = DD - R + 2 * i
+        xe = tl.load(dst + ev).to(tl.float32)
+        xo = tl.load(dst + ev + 1).to(tl.float32)
+        sn, cs = _sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i))
+        tl.debug_barrier()
+        tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
+        tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
+        tl.debug_barrier()
+        if ROTATE:                                                      # Hadamard, then FP4 (group 32)
+            yv = tl.load(dst + ch).to(tl.float32)
+            par = ch[:, None] & ch[None, :]
+            par = par ^ (par >> 4)
+            par = par ^ (par >> 2)
+            par = par ^ (par >> 1)
+            sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                 # H[i, j] = (-1)^popcount(i & j)
+            yh = to_bf16(tl.sum(yv[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+            tl.debug_barrier()
+            tl.store(dst + ch, yh)
+            tl.debug_barrier()
+            g = tl.arange(0, DD // 32)
+            offs = g[:, None] * 32 + tl.arange(0, 32)[None, :]
+            xq = tl.load(dst + offs).to(tl.float32)
+            amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
+            se = ue8m0_exp(amax, 2, 0x400000)                           # 6 = 1.5 * 2^2
+            code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+            tl.debug_barrier()
+            tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
+        else:                                                           # FP8 (group 64) of the first d - R
+            g = tl.arange(0, NG_P2)
+            offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
+            gm = (g < (DD - R) // 64)[:, None]
+            xq = tl.load(dst + offs, mask=gm, other=0.0).to(tl.float32)
+            amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 1e-4)
+            se = ue8m0_exp(amax, 8, 0x600000)                           # 448 = 1.75 * 2^8
+            _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
+            tl.debug_barrier()
+            tl.store(dst + offs, (val * pow2(se)[:, None]).to(tl.bfloat16), mask=gm)
+        if C == 2:                                                      # current block becomes "previous"
+            tl.debug_barrier()
+            for r0 in range(0, RATIO, ROWS):
+                rows = r0 + tl.arange(0, ROWS)
+                rm = (rows < RATIO)[:, None]
+                for c0 in tl.static_range(0, 2 * DD, DD):
+                    src = seq * s_sb + (rows + RATIO)[:, None] * s_sr + c0 + ch[None, :]
+                    dst_row = seq * s_sb + rows[:, None] * s_sr + c0 + ch[None, :]
+                    kv = tl.load(sk_ptr + src, mask=rm)
+                    sc = tl.load(ss_ptr + src, mask=rm)
+                    tl.store(sk_ptr + dst_row, kv, mask=rm)
+                    tl.store(ss_ptr + dst_row, sc, mask=rm)
+
+
+@register_impl("compressor_step", "triton", backend="triton", configs=compressor_configs,
+               default_config=compressor_default, kernels=lambda: [_comp_project, _comp_emit])
+def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
+                    ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
+    """In place on state_kv, state_score and cache; returns emitted [T] bool ((p+1) % r == 0).
+    Shapes are checked; positions/seq_ids values are not (no host sync)."""
+    c, d = check_weights("compressor_step", x, wkv, wgate, ape, norm_weight, freqs, ratio)
+    t, dim = x.shape
+    b = cache.shape[0]
+    if state_kv.shape != (b, c * ratio, c * d) or state_score.shape != state_kv.shape or \
+            state_kv.dtype != torch.float32 or state_score.dtype != torch.float32:
+        raise ValueError(f"compressor_step: states must be fp32 [B={b}, c*r={c * ratio}, c*d={c * d}], got "
+                         f"{tuple(state_kv.shape)} and {tuple(state_score.shape)}")
+    if cache.dim() != 3 or cache.shape[2] != d or cache.dtype != torch.bfloat16:
+        raise ValueError(f"compressor_step: cache must be bf16 [B, Ncap, d={d}], got {tuple(cache.shape)}")
+    if d & (d - 1) or (rotate and d != 128):
+        raise ValueError(f"compressor_step: d must be a power of two (128 with rotate), got {d}")
+    if positions.shape != (t,) or seq_ids.shape != (t,):
+        raise ValueError(f"compressor_step: positions and seq_ids must be [T={t}]")
+    if not (state_kv.is_contiguous() and state_score.is_contiguous() and cache.stride(2) == 1):
+        raise ValueError("compressor_step: states must be contiguous and cache contiguous in d")
+    dev = check_device(x, wkv, wgate, ape, norm_weight, positions, seq_ids, freqs, state_kv, state_score, cache)
+    cfg = config or lookup("compressor_step", {"T": t, "D": dim, "d": d, "ratio": ratio}, compressor_default({}))
+    pos, seq = positions.contiguous(), seq_ids.contiguous()
+    emitted = (pos + 1) % ratio == 0
+    if t == 0:
+        return emitted
+    n = c * d
+    bm = 16 if t <= 16 else 32
+    _comp_project[(triton.cdiv(n, cfg["BLOCK_N"]), triton.cdiv(t, bm))](
+        x.contiguous(), wkv.contiguous(), wgate.contiguous(), ape.contiguous(), pos, seq, state_kv, state_score,
+        t, dim, n, ratio, ratio if c == 2 else 0, state_kv.stride(0), state_kv.stride(1),
+        BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"], DOT_UPCAST=INTERPRET,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    r = 2 * freqs.shape[0]
+    _comp_emit[(t,)](state_kv, state_score, pos, seq, norm_weight.contiguous(), freqs.contiguous(), cache,
+                     float(eps), ratio, state_kv.stride(0), state_kv.stride(1), cache.stride(0), cache.stride(1),
+                     DD=d, C=c, R=r, ROWS=cfg["ROWS"], ROTATE=bool(rotate),
+                     NG_P2=triton.next_power_of_2(max(1, (d - r) // 64)), RNE_FIX=INTERPRET,
+                     num_warps=4, num_stages=1)
+    return emitted
