@@ -114,10 +114,12 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     cache.fill_random(torch.Generator(device=dev).manual_seed(seed))
     use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context, capacity, use_graph)
-    vl = cfg.vocab_size // tp.world
+    # with simulated TP, ids from this rank's vocab shard (the others would embed to zero rows)
+    lo, hi = (0, cfg.vocab_size) if not tp.simulate else (tp.start(cfg.vocab_size), tp.start(cfg.vocab_size)
+                                                          + tp.part(cfg.vocab_size))
     for c in batches:
-        gen = torch.Generator().manual_seed(seed + c)
-        ids = torch.randint(tp.rank * vl, (tp.rank + 1) * vl, (c,), generator=gen).to(dev)   # this rank's shard
+        gen = torch.Generator().manual_seed(seed + c)                  # the same ids on every rank
+        ids = torch.randint(lo, hi, (c,), generator=gen).to(dev)
         positions = torch.full((c,), context, dtype=torch.long, device=dev)
         seq_ids = torch.arange(c, device=dev)
 
