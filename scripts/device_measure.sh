@@ -69,7 +69,7 @@ for spec in "fp8_linear:$(scale 45):8192" "moe_experts:$(scale 35):8192" "indexe
             "sparse_attention:$(scale 25):8192"; do
     IFS=: read -r op budget ctx <<< "$spec"
     step "tune_$op" $(( budget + 30 )) $KB tune "$op" --shapes flash-tp8 --batch 1 --batch 16 --batch 64 \
-        --context "$ctx" --max-trials 12 --top-k 3 --rounds 2 --budget "$budget" --trial-timeout 30 \
+        --context "$ctx" --max-trials 8 --top-k 3 --rounds 2 --budget "$budget" --trial-timeout 30 \
         --export "$OUT/tuned_v1.json"
 done
 
