@@ -97,3 +97,12 @@ def test_database_roundtrip_roofline_history_and_calibration(store, tmp_path):
     assert r.exit_code == 0 and "calibrated+datasheet" in r.output and (tmp_path / "r.png").exists()
     r = CliRunner().invoke(main, ["history", "rms_norm", "--db", db])
     assert r.exit_code != 0 and "no bench results" in r.output
+
+
+def test_a_corrupt_database_is_a_clear_error(tmp_path):
+    from kernelbench.cli import main
+    bad = tmp_path / "kb.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    for args in (["history", "fp8_linear"], ["roofline", "--device", "h200"], ["gate", "--current", "db:latest"]):
+        r = CliRunner().invoke(main, args + ["--db", f"sqlite:///{bad}"])
+        assert r.exit_code != 0 and "corrupt" in r.output, (args, r.output)
