@@ -66,13 +66,18 @@ def fp4_tile_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, x_ptr, rows, rmask, LDX, D
     e8m0 scale rows of LDS bytes; X: bf16 rows of LDX values (already fp8-simulated: exact e4m3 * 2^k).
     Even and odd k go to two dots, so the packed bytes never need interleaving."""
     rj = tl.arange(0, 64)
-    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + rj[None, :]).to(tl.int32)             # (BN, 64)
-    sexp = tl.load(s_ptr + rn[:, None] * LDS + kb * 4 + rj[None, :] // 16).to(tl.int32) - 127
+    BN: tl.constexpr = rn.shape[0]
+    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + rj[None, :])                          # (BN, 64) uint8
+    b = tl.reshape(b, (BN, 4, 16)).to(tl.int32)                                             # 4 scale groups
+    sexp = tl.load(s_ptr + rn[:, None] * LDS + kb * 4 + tl.arange(0, 4)[None, :]).to(tl.int32) - 127
+    sexp = sexp[:, :, None]                                                                  # (BN, 4, 1)
     xrow = x_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + 2 * rj[None, :]
     xe = tl.load(xrow, mask=rmask[:, None], other=0.0)                                        # (BM, 64)
     xo = tl.load(xrow + 1, mask=rmask[:, None], other=0.0)
-    acc = tl.dot(dot_operand(fp4_decode_bf16(b & 15, sexp), DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
-    acc = tl.dot(dot_operand(fp4_decode_bf16(b >> 4, sexp), DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
+    wl = tl.reshape(fp4_decode_bf16(b & 15, sexp), (BN, 64))
+    wh = tl.reshape(fp4_decode_bf16(b >> 4, sexp), (BN, 64))
+    acc = tl.dot(dot_operand(wl, DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
+    acc = tl.dot(dot_operand(wh, DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
     return acc
 
 
@@ -253,8 +258,8 @@ def fp8_linear(x, weight, weight_scale, config=None):
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]))
-    _fp8_gemm_kernel[grid](xq, sx, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, RNE_FIX=INTERPRET,
-                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    _fp8_gemm_kernel[grid](xq, sx, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"],
+                           SPLIT=split, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y if split == 1 else _finish(out, y, split, True)
 
 
@@ -280,7 +285,8 @@ def fp4_linear(x, weight, weight_scale, config=None):
     out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]))
     _fp4_gemm_kernel[grid](x, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split,
-                           DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                           DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
+                           num_stages=cfg["num_stages"])
     return y if split == 1 else _finish(out, y, split, True)
 
 
@@ -293,10 +299,10 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
     kb_split = triton.cdiv(K, BK) // split
     part = y3 if split == 1 else torch.empty((split,) + tuple(y3.shape), dtype=torch.float32, device=y3.device)
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]) * G)
-    _bf16_gemm_kernel[grid](x3, w3, part, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0),
-                            w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], BK=BK,
-                            SPLIT=split, OUT_BF16=out_bf16, DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
-                            num_stages=cfg["num_stages"])
+    _bf16_gemm_kernel[grid](x3, w3, part, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0), w3.stride(1),
+                            y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"],
+                            BK=BK, SPLIT=split, OUT_BF16=out_bf16, DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET,
+                            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y3 if split == 1 else _finish(part, y3, split, out_bf16)
 
 

@@ -108,7 +108,7 @@ def test_layer_is_gate_experts_shared():
 
 # ---- kernels == reference --------------------------------------------------------------------------------------
 GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3}]
-EXPERT_CASES = [dict(SMALL), {**SMALL, "El": 8, "offset": 0, "T": 3, "K": 3, "F": 256},
+EXPERT_CASES = [dict(SMALL), {**SMALL, "El": 8, "offset": 0, "T": 3, "K": 3, "F": 256, "D": 128},
                 {**SMALL, "T": 1, "El": 2, "offset": 2, "D": 128}]
 
 
@@ -130,7 +130,7 @@ def test_experts_kernel_many_tokens_per_expert(monkeypatch):
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2}
     check_against_reference("moe_experts", p, "large",
-                            config={"BM": 16, "BN_UP": 16, "BN_DOWN": 32, "num_warps": 4, "num_stages": 2})
+                            config={"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2})
 
 
 def test_shared_expert_kernel(monkeypatch):

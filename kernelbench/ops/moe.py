@@ -2,9 +2,9 @@
 
 Params: T tokens, D hidden, E routed experts, El local experts, offset = first local expert,
 F moe_inter_dim, K top-k, V vocab (hash routing table rows), hash (route by token id), rs route_scale.
-The hash table is drawn with V = min(vocab, 8192) rows (the op reads only the rows of the
-batch's token ids; drawing 129280 random rows costs seconds). Cost counts the bytes of the experts a batch touches: with K distinct uniform picks of E per token,
-each expert is untouched with probability (1 - K/E)^T, so El * (1 - (1 - K/E)^T) local experts are read.
+The hash table is drawn with V = min(vocab, 8192) rows (the op reads only the rows of the batch's token
+ids; drawing 129280 random rows costs seconds). Cost counts the bytes of the experts a batch touches: with
+K distinct uniform picks of E per token, each expert is untouched with probability (1 - K/E)^T, so El * (1 - (1 - K/E)^T) local experts are read.
 """
 from __future__ import annotations
 
