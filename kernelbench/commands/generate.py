@@ -63,6 +63,9 @@ def prepare_checkpoint(path: str | None, config: str, seed: int) -> Path:
         return path
     if path.exists() and any(path.iterdir()):
         raise click.UsageError(f"{path} is neither a checkpoint (no config.json) nor empty")
+    if config != "tiny":
+        raise click.UsageError(f"generate builds only tiny checkpoints; a random {config!r} one is hundreds of GB "
+                               f"(kernelbench make-checkpoint --config {config} --yes writes it)")
     return checkpoint.write_random(path, get_config(config), seed=seed)
 
 
