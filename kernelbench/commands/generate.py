@@ -56,16 +56,16 @@ class GenerateResult:
 
 def prepare_checkpoint(path: str | None, config: str, seed: int) -> Path:
     """An existing checkpoint directory, or a new random one of `config` (in a temp dir if path is None)."""
-    if path is None:
-        path = Path(tempfile.mkdtemp(prefix="kb-ckpt-")) / config
-    path = Path(path)
-    if (path / "config.json").exists():
-        return path
-    if path.exists() and any(path.iterdir()):
-        raise click.UsageError(f"{path} is neither a checkpoint (no config.json) nor empty")
+    if path is not None and (Path(path) / "config.json").exists():
+        return Path(path)
     if config != "tiny":
         raise click.UsageError(f"generate builds only tiny checkpoints; a random {config!r} one is hundreds of GB "
                                f"(kernelbench make-checkpoint --config {config} --yes writes it)")
+    if path is None:
+        path = Path(tempfile.mkdtemp(prefix="kb-ckpt-")) / config
+    path = Path(path)
+    if path.exists() and any(path.iterdir()):
+        raise click.UsageError(f"{path} is neither a checkpoint (no config.json) nor empty")
     return checkpoint.write_random(path, get_config(config), seed=seed)
 
 
