@@ -172,6 +172,7 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
             raise click.BadParameter(f"not JSON: {e}", param_hint="--params") from None
         if not isinstance(params, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--params")
+    _terminate_as_interrupt()
     out = Console(stderr=as_json, width=200)
     err = Console(stderr=True)
     progress_cb, bar = _progress(err)
@@ -189,6 +190,19 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
         _print_human(doc, out)
     if not doc["passed"]:
         sys.exit(1)
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (a `timeout`, a job limit) ends the run like Ctrl-C: its verify_run row is marked
+    'interrupted' and every result already written stays."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (embedded use): leave the default
+        pass
 
 
 def _null():
