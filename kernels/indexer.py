@@ -238,6 +238,7 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
     scores = torch.empty(t, k_cache.shape[1], dtype=torch.float32, device=dev)   # allocation only
     stage = torch.empty(t, kp, dtype=torch.int64, device=dev)
     pos = positions.contiguous()
+    w = w.contiguous()                                                   # the kernel reads w rows unit-stride
     p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
     _index_scores[(t, p)](
         qi, w, k_cache, seq_ids.contiguous(), pos, scores, hi, ratio, p,

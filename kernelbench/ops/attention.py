@@ -119,7 +119,8 @@ def _attn_cases(ss: ShapeSet) -> list[dict]:
                 if kind == "swa" and ctx != 8192:
                     continue
                 out.append({"T": t, "Hl": hl, "Dh": c.head_dim, "R": c.rope_head_dim, "W": c.window_size,
-                            "kind": kind, "topk": c.index_topk, "ctx": ctx, "ragged": False, "rope": True})
+                            "kind": kind, "ratio": max(c.compress_ratios), "topk": c.index_topk, "ctx": ctx,
+                            "ragged": False, "rope": True})
     return out
 
 
@@ -213,8 +214,9 @@ def _ai_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="attention_indices", family="attention", reference=attention_indices, make_inputs=_ai_inputs,
-    cases=lambda ss: [{"T": t, "W": ss.config.window_size, "kind": k, "topk": ss.config.index_topk, "ctx": ctx,
-                       "ragged": t > 1} for t in ss.batches for ctx in ss.contexts for k in ("swa", "csa", "hca")],
+    cases=lambda ss: [{"T": t, "W": ss.config.window_size, "kind": k, "ratio": max(ss.config.compress_ratios),
+                       "topk": ss.config.index_topk, "ctx": ctx, "ragged": t > 1}
+                      for t in ss.batches for ctx in ss.contexts for k in ("swa", "csa", "hca")],
     strategy=lambda: st.fixed_dictionaries({
         "T": st.integers(1, 5), "W": st.sampled_from([4, 16]), "kind": st.sampled_from(["swa", "csa", "hca"]), "ratio": st.just(8),
         "topk": st.sampled_from([2, 8]), "ctx": st.integers(1, 100), "ragged": st.booleans()}),

@@ -55,7 +55,8 @@ def _cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
     out = []
     for t in ss.batches:
-        for ratio, d, rotate in ((4, c.head_dim, False), (128, c.head_dim, False), (4, c.index_head_dim, True)):
+        hca = max(c.compress_ratios)
+        for ratio, d, rotate in ((4, c.head_dim, False), (hca, c.head_dim, False), (4, c.index_head_dim, True)):
             out.append({"T": t, "D": c.dim, "d": d, "R": c.rope_head_dim, "ratio": ratio, "rotate": rotate,
                         "ctx": 8192, "ragged": False})
     return out
@@ -117,7 +118,8 @@ def _prefill_tol(p) -> dict:
 register_op(OpSpec(
     name="compressor_prefill", family="compressor", reference=compressor_prefill, make_inputs=_prefill_inputs,
     cases=lambda ss: [{"L": L, "D": ss.config.dim, "d": d, "R": ss.config.rope_head_dim, "ratio": r, "rotate": rot}
-                      for L in (512, 1000) for r, d, rot in ((4, ss.config.head_dim, False), (128, ss.config.head_dim, False),
+                      for L in (512, 1000) for r, d, rot in ((4, ss.config.head_dim, False),
+                                                               (max(ss.config.compress_ratios), ss.config.head_dim, False),
                                                                (4, ss.config.index_head_dim, True))],
     strategy=lambda: st.fixed_dictionaries({
         "L": st.integers(1, 40), "D": st.sampled_from([64, 128]), "d": st.just(128), "R": st.just(64),
