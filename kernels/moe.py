@@ -210,6 +210,9 @@ def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), logits.view(T, 1, E), cfg, False)
     w = torch.empty((T, topk), dtype=torch.float32, device=x.device)
     idx = torch.empty((T, topk), dtype=torch.int64, device=x.device)
+    token_ids = token_ids.contiguous()
+    bias = bias.contiguous() if bias is not None else None
+    tid2eid = tid2eid.contiguous() if tid2eid is not None else None
     dummy = logits
     _topk_kernel[(T,)](logits, bias if bias is not None else dummy, tid2eid if tid2eid is not None else dummy,
                        token_ids, w, idx, E, float(route_scale), K=topk, KP=triton.next_power_of_2(topk),
@@ -263,6 +266,8 @@ def _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_l
     order = torch.argsort(key, stable=True).to(torch.int32)          # (TK,) slots grouped by expert
     xs = _launch_fp8(x, 128, "ue8m0", True, None, "fp8_simulate")[0]     # (T, D) bf16, the GEMM's fp8 values
     rw = weights.contiguous().view(-1)
+    w1, w3, w2 = w1.contiguous(), w3.contiguous(), w2.contiguous()
+    s1, s3, s2 = s1.contiguous(), s3.contiguous(), s2.contiguous()
     a = torch.empty((TK, F), dtype=torch.bfloat16, device=dev)
     ybuf = torch.empty((TK, D), dtype=torch.float32, device=dev)
     common = dict(DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
