@@ -104,6 +104,7 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
 
 
 def _print_human(doc: dict, console) -> None:
+    from rich.markup import escape
     from rich.table import Table
     table = Table(title=f"verify run {doc['run_id']} on {doc['device']}"
                         + (f", shapes {doc['shape_set']}" if doc["shape_set"] else "") + f", profile {doc['profile']}")
@@ -123,6 +124,8 @@ def _print_human(doc: dict, console) -> None:
     for p in doc["pairs"]:
         if p["skipped"]:
             console.print(f"[yellow]skipped[/] {p['op']} / {p['impl']}: {p['skipped']}")
+        for n in p["notes"]:
+            console.print(f"[dim]{p['op']} / {p['impl']}:[/] {escape(n)}", highlight=False)
     for f in doc["failures"]:
         console.print(f"\n[bold red]FAIL[/] {f['op']} / {f['impl']} ({f['source']}) params={f['params']} "
                       f"values={f['values']} seed={f['seed']} layout={f['layout']}")
