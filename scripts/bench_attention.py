@@ -226,10 +226,34 @@ def bench_indexer(dev, gen, bw, smoke=False) -> list[dict]:
     return rows
 
 
+# kv_write and compressor_step (small ops: launch-bound; timed for the record) --------------------
+def bench_small_ops(dev, bw) -> list[dict]:
+    from kernelbench import registry
+    from kernelbench.kernels import compressor as KC
+    from kernelbench.kernels import kv as KV
+    registry.load_builtin()
+    rows = []
+    for op, fn in (("kv_write", KV.kv_write), ("compressor_step", KC.compressor_step)):
+        spec = registry.get_op(op)
+        for p in spec.shape_cases("flash-tp8"):
+            if over_budget(f"{op} {p}"):
+                continue
+            gen = torch.Generator().manual_seed(7)
+            sets = [spec.make_inputs(p, gen, dev, "normal") for _ in range(4)]
+            us = graph_time_us(lambda s: fn(**s), sets)
+            cost = spec.cost(p)
+            print(f"{op} {p} {us:.1f} us", flush=True)
+            rows.append({"op": op, "params": p, "us": us, "GBps": cost.bytes / us / 1e3,
+                         "frac_copy": cost.bytes / us / 1e3 / bw, "sets": len(sets)})
+    return rows
+
+
 def summary(rows, bw) -> str:
     lines = [f"copy bandwidth (read + write): {bw:.0f} GB/s"]
     for r in rows:
-        if r.get("impl") == "reference":
+        if r["op"] in ("kv_write", "compressor_step"):
+            lines.append(f"{r['op']:16s} {json.dumps(r['params'])} {r['us']:.1f} us {100 * r['frac_copy']:.1f}%")
+        elif r.get("impl") == "reference":
             lines.append(f"  reference {r['op']} C={r['C']} {'Hl=' + str(r.get('Hl')) if 'Hl' in r else 'ctx=' + str(r.get('ctx'))}: {r['us']:.1f} us")
         elif r.get("best") or r.get("default"):
             tag = "best" if r.get("best") else "default"
@@ -244,7 +268,7 @@ def summary(rows, bw) -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, no graphs (CPU interpreter)")
-    ap.add_argument("--only", choices=["attention", "indexer"], default=None)
+    ap.add_argument("--only", choices=["attention", "indexer", "small"], default=None)
     args = ap.parse_args()
     dev = "cpu" if args.smoke else "cuda"
     gen = torch.Generator(device=dev).manual_seed(2026)
@@ -266,6 +290,9 @@ def main():
         print(summary(rows, bw), flush=True)
     if args.only in (None, "indexer"):
         rows += bench_indexer(dev, gen, bw, args.smoke)
+        save()
+    if args.only in (None, "small") and not args.smoke:
+        rows += bench_small_ops(dev, bw)
         save()
     if not args.smoke:
         fit = [r for r in rows if r["op"] == "indexer_topk" and r.get("best") and r["C"] == 64 and r["cap"] == r["ctx"] // 4]
