@@ -76,8 +76,8 @@ def _step_cost(p) -> Cost:
     m = int(((pos + 1) % r == 0).sum())               # tokens that pool and write an entry
     rows = c * r
     return Cost(flops=2.0 * 2 * t * c * d * dim + m * (4.0 * rows * d + 20.0 * d + (2.0 * 128 * d if p["rotate"] else 0)),
-                bytes=2.0 * t * dim + 2.0 * 2 * c * d * dim + 4.0 * r * c * d + 2.0 * d + 8.0 * t * c * d * 2
-                + m * (8.0 * rows * c * d + 2.0 * d))
+                bytes=2.0 * t * dim + 2.0 * 2 * c * d * dim + 4.0 * r * c * d + 2.0 * d + 8.0 * t * c * d   # x, W, ape, state rows
+                + m * (8.0 * rows * d + (32.0 * r * d if c == 2 else 0.0) + 2.0 * d))   # pooled rows, overlap shift, entry
 
 
 def _tol(p) -> dict:
