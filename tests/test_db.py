@@ -210,3 +210,25 @@ def test_concurrent_writers_lose_nothing(url):
         assert len(s.scalars(select(schema.Environment)).all()) == 1
         assert len(s.scalars(select(schema.Implementation)).all()) == 1
     assert store.version() == migrations.latest_version()
+
+
+def test_fingerprint_describes_a_gpu(monkeypatch):
+    """The CUDA branch, with the device properties faked (no GPU here)."""
+    import types
+
+    import torch
+
+    import kernelbench.fingerprint as F
+    props = types.SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
+                                  L2_cache_size=60 * 2 ** 20, total_memory=143_771_156_480)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    monkeypatch.setattr(F, "_driver", lambda: "570.86")
+    fp = F.fingerprint("cuda")
+    assert (fp["gpu_name"], fp["compute_capability"], fp["sm_count"], fp["l2_bytes"], fp["driver"]) == \
+        ("NVIDIA H200", "9.0", 132, 60 * 2 ** 20, "570.86")
+    assert fp["fingerprint"] == fingerprint_hash(fp) != fingerprint("cpu")["fingerprint"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        F.fingerprint("cuda")
