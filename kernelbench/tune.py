@@ -25,6 +25,7 @@ import datetime as _dt
 import importlib
 import json
 import multiprocessing as mp
+import os
 import random
 import statistics
 import time
@@ -104,6 +105,12 @@ def resolve(ref: str) -> Callable:
 
 # --- running one config --------------------------------------------------------------------------
 
+def cuda_fault(e: BaseException) -> bool:
+    """An error after which the process's CUDA context is unusable (illegal address, launch failure)."""
+    text = str(e)
+    return "CUDA error" in text or "illegal memory access" in text or "unspecified launch failure" in text
+
+
 class Bench:
     """Inputs of one (op, params) on one device, the reference outputs, and trial execution."""
 
@@ -139,6 +146,8 @@ class Bench:
         try:
             ok, detail = self.verify(config)
         except Exception as e:  # noqa: BLE001 - a config that raises is invalid, with the reason
+            if cuda_fault(e):   # the CUDA context is gone: a crash, not a property of the config alone
+                return Trial(config, "crash", f"CUDA fault: {type(e).__name__}: {str(e)[:400]}")
             return Trial(config, "invalid_compile", f"raised {type(e).__name__}: {str(e)[:400]}")
         if not ok:
             return Trial(config, "invalid_verify", detail[:1000])
@@ -168,6 +177,9 @@ def _worker(conn, op: str, impl_name: str, device: str, modules: list, timer_ref
             except Exception as e:  # noqa: BLE001 - the timer itself failed: record, keep the worker
                 t = Trial(msg[1], "crash", f"raised {type(e).__name__}: {str(e)[:400]}")
             conn.send(("trial", t.__dict__))
+            if t.status == "crash":     # a dead CUDA context poisons every later trial: start afresh
+                conn.close()
+                os._exit(3)
         elif msg[0] == "time":
             conn.send(("time", [float(x) for x in timer(bench.calls(msg[1]), msg[1])]))
 
@@ -362,6 +374,9 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
             else:
                 t = run_trial(c)
             trial_log.record(t)
+            if t.status == "crash" and not isolate:
+                raise RuntimeError(f"{canon(c)} crashed this process's CUDA context ({t.reason}); it is recorded. "
+                                   "Re-run (finished trials are kept) with --isolate to tune past it")
             trials.append(t)
             log(f"  {canon(c)}: {t.status} {'' if t.median_us is None else f'{t.median_us:.2f} us'} {t.reason[:120]}")
         ok = sorted((t for t in trials if t.status == "ok"), key=lambda t: t.median_us)

@@ -162,3 +162,18 @@ def test_sampled_search_keeps_the_default_and_is_deterministic(toy):
     assert space[0] in a
     full, left = tune.candidate_configs(impl, {"M": 16}, max_trials=64)
     assert full == space and left == 0
+
+
+def test_a_cuda_fault_is_a_crash_not_an_invalid_config(toy, store):
+    assert tune.cuda_fault(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not tune.cuda_fault(ValueError("BLOCK_K must divide K"))
+    s, env = store
+    impl = impl_with([GOOD_SMALL], "fault_test")
+    spec = registry.get_op("toy_mm")
+    bench = tune.Bench(spec, impl, {"M": 1, "N": 64, "K": 128}, "cpu")
+
+    def faulting_verify(config):
+        raise RuntimeError("CUDA error: unspecified launch failure")
+    bench.verify = faulting_verify
+    t = bench.trial(GOOD_SMALL, CountingTimer())
+    assert t.status == "crash" and "CUDA fault" in t.reason
