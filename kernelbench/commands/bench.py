@@ -128,6 +128,13 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
                 except Exception as e:  # noqa: BLE001 - one failing case must not end the run
                     failures += 1
                     console.print(f"[red]{spec.name}/{impl.name} {spec.label(params)}: {type(e).__name__}: {e}[/red]")
+                    from kernelbench.tune import cuda_fault
+                    if cuda_fault(e):
+                        console.print("[red]the CUDA context is unusable after this fault: stopping; results so far "
+                                      "are stored. Re-run from the next op (`kernelbench bench OP ...`).[/red]")
+                        if json_out:
+                            _write(json_out, device, git, run_tag, rows)
+                        sys.exit(2)
                     _free()
                     continue
                 record(store, env_id, impl, m, ceilings, run_tag, git)
