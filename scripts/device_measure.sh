@@ -55,11 +55,13 @@ if [ -f "$TUNED_SRC" ]; then cp "$TUNED_SRC" "$OUT/tuned_v1.json"; fi
 
 step calibrate "$(scale 60)" $KB calibrate
 
-# The ops of the decode step that matter most first; every triton impl, then the reference peers.
-BENCH_OPS="fp8_linear moe_experts moe_layer sparse_attention indexer_topk shared_expert fp4_linear act_quant_fp8 rms_norm mhc_pre mhc_post lm_head"
-step bench_triton "$(scale 130)" $KB bench $BENCH_OPS --impl triton --shapes flash-tp8 --batch 1 --batch 16 --batch 64 \
-    --context 512 --context 8192 --max-time 0.3 --target-rse 0.02 --max-sets 128 --run-tag "device-triton" \
-    --json "$OUT/bench_triton.json"
+# The ops of the decode step that matter most first; every triton impl, then the reference peers. Two
+# processes, so that a CUDA fault in one group (which ends its process) leaves the other measured.
+BENCH_ARGS="--impl triton --shapes flash-tp8 --batch 1 --batch 16 --batch 64 --context 512 --context 8192 --max-time 0.3 --target-rse 0.02 --max-sets 128"
+step bench_triton_gemm "$(scale 75)" $KB bench fp8_linear moe_experts moe_layer shared_expert fp4_linear lm_head \
+    $BENCH_ARGS --run-tag "device-triton-gemm" --json "$OUT/bench_triton_gemm.json"
+step bench_triton_attn "$(scale 60)" $KB bench sparse_attention indexer_topk act_quant_fp8 rms_norm mhc_pre mhc_post \
+    $BENCH_ARGS --run-tag "device-triton-attn" --json "$OUT/bench_triton_attn.json"
 step bench_reference "$(scale 35)" $KB bench fp8_linear sparse_attention indexer_topk --impl reference --shapes flash-tp8 \
     --batch 1 --batch 16 --batch 64 --context 8192 --max-time 0.2 --target-rse 0.03 --max-sets 64 \
     --run-tag "device-reference" --json "$OUT/bench_reference.json"
@@ -104,7 +106,7 @@ if db.exists():
     for op, key, cfg, us in con.execute("select o.name, c.shape_key, c.config, c.median_us from tune_choice c join op o "
                                         "on c.op_id = o.id order by c.id"):
         print(f"| {op} | {key} | {cfg} | {us if us is None else round(us, 2)} |")
-for name in ("bench_triton.json", "bench_reference.json"):
+for name in sorted(p.name for p in out.glob("bench_*.json")):
     data = load(name)
     if not data:
         continue

@@ -97,6 +97,8 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                         console.print(f"[red]  failed: {type(e).__name__}: {e}[/red]")
                         continue
                     results.append(r)
+                    if not no_export and r.chosen is not None:   # as it goes: a run cut short keeps its choices
+                        tuner.export([r], export_path, command="kernelbench tune " + " ".join(sys.argv[2:]))
             finally:
                 if runner is not None:
                     runner.close()
@@ -112,7 +114,6 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
     for s in skipped:
         console.print(f"[yellow]not tuned (budget spent): {s}[/yellow]")
     if results and not no_export:
-        path = tuner.export(results, export_path, command="kernelbench tune " + " ".join(sys.argv[2:]))
-        console.print(f"choices exported to {path}")
+        console.print(f"choices exported to {export_path or 'kernelbench/tuned/v1.json'}")
     if not results:
         console.print("nothing was tuned (no Triton implementation with a config space for these ops?)")
