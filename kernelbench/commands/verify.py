@@ -100,6 +100,7 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
         raise
     finally:
         rec.finish(status)
+        store.dispose()   # closes the connections: SQLite folds the WAL back into the one file
     return _doc(reports, rec.run_id, store.where, opts, notes)
 
 
