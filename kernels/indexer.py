@@ -26,6 +26,8 @@ import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import INTERPRET, check_device, dot_operand
+from kernelbench.kernels.quant import e2m1_code, e2m1_value, pow2, to_bf16, ue8m0_exp
+from kernelbench.kernels.rope import _sincos
 from kernelbench.reference.indexer import check_indexer_topk
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
@@ -41,7 +43,7 @@ def indexer_configs(params: dict) -> list[dict]:
     candidates (verified on the CPU, not yet timed on a GPU: the default stays 1, the measured path)."""
     return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
              "SEGMENTS": seg}
-            for bs in (64, 128) for w in (4, 8) for st in (2, 3) for wv in (2, 4)
+            for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
             for sc, tw in ((2048, 8), (4096, 16), (8192, 16)) for seg in (1, 4, 16)]
 
 
@@ -256,3 +258,69 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         _index_topk_merge[(t,)](scores, pos, cand, stage, idx, val, ratio, topk, seg, scores.stride(0),
                                 idx.stride(0), KP=kp, SCAN=scan, num_warps=twarps, num_stages=1)
     return idx, val
+
+
+# indexer_q: the fp8 GEMM (kernels/linear.py), then one fused epilogue launch ---------------------
+@triton.jit
+def _indexer_q_epilogue(q_ptr, pos_ptr, f_ptr, out_ptr, HI,            # q, out (T, Hi, 128) bf16 contiguous
+                        R: tl.constexpr, RNE_FIX: tl.constexpr):
+    """Program (t * Hi + h): RoPE on the last R dims, Hadamard, FP4 simulation (group 32), each step
+    rounded to bf16 as the reference does; `out` is the scratch between steps (barriers between)."""
+    row = tl.program_id(0)
+    t = row // HI
+    src = q_ptr + row.to(tl.int64) * 128
+    dst = out_ptr + row.to(tl.int64) * 128
+    d = tl.arange(0, 128)
+    x = tl.load(src + d)
+    tl.store(dst + d, x, mask=d < 128 - R)
+    i = tl.arange(0, R // 2)
+    ev = 128 - R + 2 * i
+    xe = tl.load(src + ev).to(tl.float32)
+    xo = tl.load(src + ev + 1).to(tl.float32)
+    sn, cs = _sincos(tl.load(pos_ptr + t).to(tl.float32) * tl.load(f_ptr + i))
+    tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
+    tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
+    tl.debug_barrier()
+    y = tl.load(dst + d).to(tl.float32)
+    par = d[:, None] & d[None, :]
+    par = par ^ (par >> 4)
+    par = par ^ (par >> 2)
+    par = par ^ (par >> 1)
+    sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                         # H[i, j] = (-1)^popcount(i & j)
+    yh = to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # / sqrt(128)
+    tl.debug_barrier()
+    tl.store(dst + d, yh)
+    tl.debug_barrier()
+    offs = tl.arange(0, 4)[:, None] * 32 + tl.arange(0, 32)[None, :]
+    v = tl.load(dst + offs).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(v), axis=1), 6.0 * 2.0 ** -126)
+    se = ue8m0_exp(amax, 2, 0x400000)                                   # 6 = 1.5 * 2^2
+    code = e2m1_code(tl.minimum(tl.maximum(v * pow2(-se)[:, None], -6.0), 6.0))
+    tl.debug_barrier()
+    tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
+
+
+@register_impl("indexer_q", "triton", backend="triton", configs=lambda p: [{"num_warps": w} for w in (1, 2, 4)],
+               default_config=lambda p: {"num_warps": 2}, kernels=lambda: [_indexer_q_epilogue])
+def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
+              freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """qr [T, Qr] bf16 -> qi [T, Hi, 128] bf16: the Triton fp8 GEMM, then RoPE + Hadamard + FP4 in one
+    launch (instead of three elementwise passes)."""
+    from kernelbench.kernels.linear import fp8_linear
+    if weight.dim() != 2 or weight.shape[0] % DI:
+        raise ValueError(f"indexer_q: weight must be [Hi*128, Qr], got {tuple(weight.shape)}")
+    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
+    if r not in (16, 32, 64, 128):
+        raise ValueError(f"indexer_q: freqs must be [R/2] with R a power of two in 16..128, got {tuple(freqs.shape)}")
+    t = qr.shape[0]
+    if positions.dim() != 1 or positions.shape[0] != t:
+        raise ValueError(f"indexer_q: positions must be [T={t}], got {tuple(positions.shape)}")
+    dev = check_device(qr, weight, weight_scale, positions, freqs)
+    cfg = config or {"num_warps": 2}
+    hi = weight.shape[0] // DI
+    q = fp8_linear(qr, weight, weight_scale).contiguous()               # (T, Hi*128) bf16
+    out = torch.empty(t, hi, DI, dtype=torch.bfloat16, device=dev)
+    if t:
+        _indexer_q_epilogue[(t * hi,)](q, positions.contiguous(), freqs.contiguous(), out, hi, R=r,
+                                       RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=1)
+    return out

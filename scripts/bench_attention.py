@@ -166,7 +166,7 @@ def indexer_set(c, ctx, cap, dev, gen, hi=64, topk=512):
 
 
 _D = KI.indexer_default({})
-IDX_CONFIGS = [_D, {**_D, "BLOCK_S": 64}, {**_D, "num_warps": 8}, {**_D, "waves": 2, "num_stages": 2},
+IDX_CONFIGS = [_D, {**_D, "BLOCK_S": 64}, {**_D, "num_warps": 8}, {**_D, "waves": 2},
                {**_D, "SCAN": 8192}, {**_D, "SCAN": 2048, "TOPK_WARPS": 8}]
 
 

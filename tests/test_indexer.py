@@ -127,6 +127,18 @@ def test_indexer_q_format(gen):
     assert torch.isin((g / scale).abs(), e2m1).all()                       # FP4 codes times a power of two
 
 
+def test_indexer_q_kernel_matches_reference(gen):
+    t, hi, qr = 3, 4, 256
+    wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
+    x = torch.randn(t, qr, generator=gen).bfloat16()
+    pos, fr = torch.tensor([0, 9, 700000]), rope_freqs(FLASH, compressed=True)
+    ref = indexer_q(x, wq, ws, pos, fr)
+    out = K.indexer_q(x, wq, ws, pos, fr)
+    assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
+    with pytest.raises(ValueError, match="positions"):
+        K.indexer_q(x, wq, ws, pos[:2], fr)
+
+
 def test_indexer_topk_bad_inputs(gen):
     qi, w, keys, seq, pos = _exact_case(gen, cap=30, positions=(40, 3, 79))
     for fn in (indexer_topk, K.indexer_topk):
@@ -157,6 +169,10 @@ MERGE_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "stage_pt
              "KP": "constexpr", "SCAN": "constexpr"}
 
 
+QEPI_SIG = {"q_ptr": "*bf16", "pos_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16", "HI": "i32", "R": "constexpr",
+            "RNE_FIX": "constexpr"}
+
+
 def test_shipped_configs_fit_sm120_with_tensor_cores():
     seen, jobs = set(), []
     for c in K.indexer_configs({}) + [K.indexer_default({})]:
@@ -176,6 +192,9 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
             for kern, sig in kerns:
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
                              "constexprs": {"KP": kp, "SCAN": scan}, "num_warps": warps, "num_stages": 1})
+    for w in (1, 2, 4):
+        jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_indexer_q_epilogue", "signature": QEPI_SIG,
+                     "constexprs": {"R": 64, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
         if job["kernel"] == "_index_scores":  # the top-k kernels have no matrix product
