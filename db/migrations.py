@@ -158,8 +158,13 @@ def op_add_column(conn: Connection, table: str, column: Column) -> None:
     conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {ddl}"))
 
 
+def _v2(conn: Connection) -> None:
+    op_add_column(conn, "verify_result", Column("layout", String(16), nullable=False, server_default="contiguous"))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema: environment, op, implementation, verify, calibration, bench, tune", _v1),
+    Migration(2, "verify_result.layout: the input layout an example ran with", _v2),
 ]
 
 

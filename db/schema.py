@@ -132,7 +132,8 @@ class VerifyResult(Base):
     """One verified example. `stats` maps each output name to its error statistics
     (max_abs, max_rel, rel_fro, cosine, mismatches, numel, nan_mismatch, first_bad, passed) plus
     the checks that are not per-output under the key "checks" (written, inputs_unmodified,
-    deterministic). `source`: "case" (a real shape of the shape set), "hypothesis" or "replay"."""
+    deterministic). `source`: "case" (a real shape of the shape set), "hypothesis" or "replay";
+    `layout`: "contiguous" (as the op spec made the inputs) or "strided" (padded views)."""
     __tablename__ = "verify_result"
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("verify_run.id"), index=True)
@@ -141,6 +142,7 @@ class VerifyResult(Base):
     value_mode: Mapped[str] = mapped_column(String(32))
     seed: Mapped[int] = mapped_column(Integer, default=0)
     source: Mapped[str] = mapped_column(String(16), default="hypothesis")
+    layout: Mapped[str] = mapped_column(String(16), default="contiguous", server_default="contiguous")  # v2
     passed: Mapped[bool] = mapped_column(Boolean)
     stats: Mapped[dict] = mapped_column(CanonicalJSON)
     failure: Mapped[str] = mapped_column(Text, default="")

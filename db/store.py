@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from sqlalchemy import create_engine, event, select, text
+from sqlalchemy import create_engine, event, select
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -245,7 +245,7 @@ class Store:
                              .join(schema.Op, schema.Implementation.op_id == schema.Op.id)
                              .where(schema.VerifyResult.run_id == run_id).order_by(schema.VerifyResult.id)).all()
             return [{"id": r.id, "op": o.name, "impl": i.name, "source_hash": i.source_hash, "params": r.params,
-                     "value_mode": r.value_mode, "seed": r.seed, "source": r.source, "passed": r.passed,
+                     "value_mode": r.value_mode, "seed": r.seed, "source": r.source, "layout": r.layout, "passed": r.passed,
                      "stats": r.stats, "failure": r.failure, "repro": r.repro, "elapsed_s": r.elapsed_s}
                     for r, i, o in rows]
 
@@ -257,7 +257,7 @@ class Store:
 
 
 def raw_execute(store: Store, sql: str) -> list:
-    """Run a raw SQL statement (debugging, tests)."""
+    """Run one raw SQL statement as the driver sees it (no bind parameters; debugging, tests)."""
     with store.engine.begin() as conn:
-        res = conn.execute(text(sql))
+        res = conn.exec_driver_sql(sql)
         return list(res) if res.returns_rows else []

@@ -32,7 +32,7 @@ class Recorder:
         ex = r.example
         return self.store.add_verify_result(
             self.run_id, self.impl_id(ex.op, ex.impl), params=ex.params, value_mode=ex.values, seed=ex.seed,
-            source=ex.source if ex.layout == "contiguous" else f"{ex.source}:{ex.layout}", passed=r.passed,
+            source=ex.source, layout=ex.layout, passed=r.passed,
             stats=r.stats, failure=r.failure, repro="" if r.passed else ex.repro(self.opts.device,
                                                                                 self.opts.kernel_modules),
             elapsed_s=r.elapsed_s)

@@ -232,3 +232,21 @@ def test_fingerprint_describes_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="no CUDA device"):
         F.fingerprint("cuda")
+
+
+def test_a_version_1_database_upgrades_with_its_data(url):
+    store = Store(url, migrate=False)
+    assert store.migrate(migrations.MIGRATIONS[:1]) == [1]
+    env = store.environment_id(_fp())
+    impl = store.op_impl_id("rms_norm", "triton", "h")
+    raw_execute(store, "INSERT INTO verify_run (environment_id, started, profile, device, shape_set, command, status, "
+                       f"git_commit, n_results, n_failed) VALUES ({env}, '2026-11-29', 'ci', 'cpu', '', '', 'passed', "
+                       "'', 1, 0)")
+    raw_execute(store, "INSERT INTO verify_result (run_id, implementation_id, params, value_mode, seed, source, passed, "
+                       f"stats, failure, repro, elapsed_s, created) VALUES (1, {impl}, '{{\"M\":1}}', 'normal', 7, "
+                       "'hypothesis', 1, '{}', '', '', 0.5, '2026-11-29')")
+    store.dispose()
+    store = Store(url)   # opening migrates
+    assert store.version() == migrations.latest_version()
+    (row,) = store.verify_results(1)
+    assert (row["params"], row["seed"], row["layout"], row["passed"]) == ({"M": 1}, 7, "contiguous", True)
