@@ -134,6 +134,12 @@ def unregister_impl(op: str, name: str) -> None:
     _IMPLS.get(op, {}).pop(name, None)
 
 
+def unregister_op(name: str) -> None:
+    """Remove an op and all its implementations (tests register temporary toy ops)."""
+    _OPS.pop(name, None)
+    _IMPLS.pop(name, None)
+
+
 _BUILTIN_OP_MODULES = ("quant", "linear", "moe", "norm", "rope", "attention", "compressor", "indexer",
                        "mhc", "embed", "sampling")
 _BUILTIN_KERNEL_MODULES = _BUILTIN_OP_MODULES
@@ -162,6 +168,8 @@ def load_module(path_or_name: str) -> None:
         if not p.exists():
             raise FileNotFoundError(f"kernel module {p} does not exist")
         mod_name = f"kernelbench_user_{p.stem}_{hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:8]}"
+        if mod_name in sys.modules:  # loading the same file twice registers nothing twice
+            return
         spec = importlib.util.spec_from_file_location(mod_name, p)
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
