@@ -465,8 +465,22 @@ def _find_impl(op: str, name: str, ref: str | None) -> registry.Impl:
     return registry.get_impl(op, name)
 
 
+def _user_module_files(jobs) -> list[str]:
+    """Files of modules loaded by path (registry.load_module) that define the jobs' impls or ops:
+    the subprocess must load them too."""
+    files = []
+    for op, impl_name, *_ in jobs:
+        for obj in (registry.get_op(op).reference, _find_impl(op, impl_name, None).fn):
+            mod = sys.modules.get(getattr(obj, "__module__", ""))
+            path = getattr(mod, "__file__", None)
+            if mod is not None and mod.__name__.startswith("kernelbench_user_") and path and path not in files:
+                files.append(path)
+    return files
+
+
 def _inspect_subprocess(jobs, target, modules, tensor_core_ops) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    modules = list(modules) + [f for f in _user_module_files(jobs) if f not in modules]
     with tempfile.TemporaryDirectory() as tmp:
         req, out = os.path.join(tmp, "request.json"), os.path.join(tmp, "out.json")
         with open(req, "w") as f:
