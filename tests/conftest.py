@@ -15,7 +15,7 @@ def pytest_collection_modifyitems(config, items):
     slow_ok = os.environ.get("KB_SLOW") == "1"
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
-            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; runs on the device machine (scripts/device_run.sh)"))
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; runs on the device machine (scripts/device_all.sh)"))
         if "slow" in item.keywords and not slow_ok:
             item.add_marker(pytest.mark.skip(reason="slow check: opt in with KB_SLOW=1"))
 
