@@ -66,18 +66,13 @@ def fp4_tile_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, x_ptr, rows, rmask, LDX, D
     e8m0 scale rows of LDS bytes; X: bf16 rows of LDX values (already fp8-simulated: exact e4m3 * 2^k).
     Even and odd k go to two dots, so the packed bytes never need interleaving."""
     rj = tl.arange(0, 64)
-    BN: tl.constexpr = rn.shape[0]
-    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + rj[None, :])                          # (BN, 64) uint8
-    b = tl.reshape(b, (BN, 4, 16)).to(tl.int32)                                             # 4 scale groups
-    sexp = tl.load(s_ptr + rn[:, None] * LDS + kb * 4 + tl.arange(0, 4)[None, :]).to(tl.int32) - 127
-    sexp = sexp[:, :, None]                                                                  # (BN, 4, 1)
+    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + rj[None, :]).to(tl.int32)             # (BN, 64)
+    sexp = tl.load(s_ptr + rn[:, None] * LDS + kb * 4 + rj[None, :] // 16).to(tl.int32) - 127
     xrow = x_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + 2 * rj[None, :]
     xe = tl.load(xrow, mask=rmask[:, None], other=0.0)                                        # (BM, 64)
     xo = tl.load(xrow + 1, mask=rmask[:, None], other=0.0)
-    wl = tl.reshape(fp4_decode_bf16(b & 15, sexp), (BN, 64))
-    wh = tl.reshape(fp4_decode_bf16(b >> 4, sexp), (BN, 64))
-    acc = tl.dot(dot_operand(wl, DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
-    acc = tl.dot(dot_operand(wh, DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
+    acc = tl.dot(dot_operand(fp4_decode_bf16(b & 15, sexp), DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
+    acc = tl.dot(dot_operand(fp4_decode_bf16(b >> 4, sexp), DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
     return acc
 
 

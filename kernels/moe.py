@@ -166,10 +166,10 @@ def _swiglu_kernel(g_ptr, u_ptr, out_ptr, NUMEL, limit, BLOCK: tl.constexpr, RNE
 
 # ---- configs ---------------------------------------------------------------------------------------------------
 # (BM, BN_UP, BN_DOWN, num_warps) that compile for sm_120 with no spills at Flash sizes (D 4096, F 2048; triton 3.6,
-# cuobjdump -res-usage: STACK 0, for both kernels). Spilling and excluded: up (16, 16, 4 warps), BM 32 with BN >= 32
-# at 8 warps, BM 64 with BN >= 32; down (32, 16, 8 warps), BM 64 with BN >= 32.
-MOE_TILES = ((16, 32, 16, 4), (16, 32, 32, 4), (16, 64, 32, 4), (16, 64, 64, 4), (32, 16, 16, 4), (32, 32, 32, 4),
-             (16, 16, 16, 8), (16, 32, 32, 8), (16, 32, 64, 8), (16, 64, 32, 8), (16, 64, 64, 8), (64, 16, 16, 8))
+# `kernelbench inspect moe_experts --all-configs`, num_stages 2 and 3). Excluded: (16, 32, 32 / 64, 8 warps), whose
+# up-kernel spills 16 bytes at num_stages 2 (ptxas caps 8-warp tiles at 128 registers).
+MOE_TILES = ((16, 16, 16, 4), (16, 16, 32, 4), (16, 32, 16, 4), (16, 32, 32, 4), (16, 64, 32, 4), (16, 64, 64, 4),
+             (32, 16, 16, 4), (32, 32, 32, 4), (16, 16, 16, 8), (16, 64, 32, 8), (16, 64, 64, 8), (64, 16, 16, 8))
 
 
 def moe_configs(params: dict) -> list[dict]:
@@ -180,10 +180,8 @@ def moe_configs(params: dict) -> list[dict]:
 def moe_default(params: dict) -> dict:
     # H200, Flash TP8 moe_layer (2026-11-29): C=1 BN 16/16 117.7 us vs 32/32 136.5 us (more programs on the one
     # or two touched experts); C=16 / 64 BN 32/32 470.6 / 1047.2 us vs 16/16 551.0 / 1279.9 us.
-    # (The BN 16 / 4-warp tile measured at C=1 spills in the up-kernel since the decode change; 8 warps do not.)
-    if params["T"] <= 4:
-        return {"BM": 16, "BN_UP": 16, "BN_DOWN": 16, "num_warps": 8, "num_stages": 2}
-    return {"BM": 16, "BN_UP": 32, "BN_DOWN": 32, "num_warps": 4, "num_stages": 2}
+    small = params["T"] <= 4
+    return {"BM": 16, "BN_UP": 16 if small else 32, "BN_DOWN": 16 if small else 32, "num_warps": 4, "num_stages": 2}
 
 
 # ---- wrappers -------------------------------------------------------------------------------------------------

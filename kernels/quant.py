@@ -78,15 +78,14 @@ def e2m1_value(code):
 
 @triton.jit
 def fp4_decode_bf16(nib, sexp):
-    """e2m1 nibble (int32 0..15) times 2^sexp -> bf16, with integer ops only: the fp32 bit pattern is
-    (em << 22) + ((sexp + 126) << 23) for em >= 2 (exponent and mantissa bits line up), the exponent alone
-    for em == 1 (0.5), 0 for em == 0; the sign moves from bit 3 to bit 31. Building fp32 bits (not bf16 bits
-    through int16) avoids the byte-permute narrowing; the fp32 -> bf16 cast is exact (<= 2 significant bits)."""
+    """e2m1 nibble (int32 0..15) times 2^sexp -> bf16, with integer ops only: the bf16 bit pattern is
+    (em << 6) + ((sexp + 126) << 7) for em >= 2 (exponent and mantissa bits line up), the exponent alone for
+    em == 1 (0.5), 0 for em == 0; the sign moves from bit 3 to bit 15."""
     em = nib & 7
-    base = (sexp + 126) << 23
-    mag = tl.where(em >= 2, (em << 22) + base, tl.where(em == 1, base, 0))
-    bits = mag | ((nib & 8) << 28)
-    return bits.to(tl.float32, bitcast=True).to(tl.bfloat16)
+    base = (sexp + 126) << 7
+    mag = tl.where(em >= 2, (em << 6) + base, tl.where(em == 1, base, 0))
+    bits = mag | ((nib & 8) << 12)
+    return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
 
 
 @triton.jit

@@ -180,8 +180,8 @@ def main():
                              "F": 2048, "K": 6, "V": 8192, "hash": False, "rs": 1.5}
     weights = ("w1", "s1", "w3", "s3", "w2", "s2", "shared_w1", "shared_s1", "shared_w3", "shared_s3",
                "shared_w2", "shared_s2", "weight", "bias")
-    moe_cfgs = (None, {"BM": 16, "BN_UP": 16, "BN_DOWN": 16, "num_warps": 8, "num_stages": 2},
-                {"BM": 16, "BN_UP": 32, "BN_DOWN": 64, "num_warps": 8, "num_stages": 2})
+    moe_cfgs = (None, {"BM": 16, "BN_UP": 16, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2},
+                {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "num_warps": 8, "num_stages": 2})
     for T in Cs:
         bench("moe_layer", moe_p(T), f"flash-tp8 C={T}", n_sets=8, shared_keys=weights, configs=moe_cfgs,
               ref_time=T == 16)
