@@ -119,11 +119,18 @@ def register_op(spec: OpSpec) -> OpSpec:
     return spec
 
 
+def _origin(fn) -> tuple:
+    code = getattr(fn, "__code__", None)
+    return (fn.__module__, fn.__qualname__, getattr(code, "co_filename", None), getattr(code, "co_firstlineno", None))
+
+
 def register_impl(op: str, name: str, *, replace: bool = False, **kwargs) -> Callable:
     """Decorator: register `fn` as implementation `name` of `op`."""
     def wrap(fn):
         impls = _IMPLS.setdefault(op, {})
-        if name in impls and not replace and impls[name].fn is not fn:
+        old = impls.get(name)
+        reloaded = old is not None and _origin(old.fn) == _origin(fn)   # the same module imported again
+        if old is not None and not replace and old.fn is not fn and not reloaded:
             raise RegistryError(f"implementation {name!r} of op {op!r} is registered twice")
         impls[name] = Impl(op, name, fn, source=fn.__module__, **kwargs)
         return fn
@@ -168,8 +175,6 @@ def load_module(path_or_name: str) -> None:
         if not p.exists():
             raise FileNotFoundError(f"kernel module {p} does not exist")
         mod_name = f"kernelbench_user_{p.stem}_{hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:8]}"
-        if mod_name in sys.modules:  # loading the same file twice registers nothing twice
-            return
         spec = importlib.util.spec_from_file_location(mod_name, p)
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
