@@ -43,14 +43,17 @@ def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
     u = 1.0 + y
     l1p = tl.where(u == 1.0, y, tl.log(u) * (y / (u - 1.0)))
     s = tl.sqrt(tl.where(lg > 20.0, lg, l1p))
+    # log(s), finite for every finite logit: the weights are normalised in the log domain (see
+    # reference.moe.log_gate_scores), so a token whose selected scores all underflow gets no 0/0
+    ls = 0.5 * tl.where(lg > 20.0, tl.log(tl.maximum(lg, 20.0)), tl.where(lg < -15.0, lg, tl.log(l1p)))
     kk = tl.arange(0, KP)
-    wv = tl.zeros((KP,), dtype=tl.float32)
+    wv = tl.full((KP,), float("-inf"), dtype=tl.float32)
     iv = tl.zeros((KP,), dtype=tl.int32)
     if HASH:
         tok = tl.load(ids_ptr + t)
         for k in tl.static_range(K):
             idx = tl.load(tid_ptr + tok * K + k)
-            wk = tl.sum(tl.where(e == idx, s, 0.0))
+            wk = tl.sum(tl.where(e == idx, ls, 0.0))
             wv = tl.where(kk == k, wk, wv)
             iv = tl.where(kk == k, idx, iv)
     else:
@@ -61,10 +64,11 @@ def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
         for k in tl.static_range(K):
             m = tl.max(b)
             idx = tl.min(tl.where(b == m, e, EP))                           # ties: lowest expert index
-            wk = tl.sum(tl.where(e == idx, s, 0.0))
+            wk = tl.sum(tl.where(e == idx, ls, 0.0))
             b = tl.where(e == idx, float("-inf"), b)
             wv = tl.where(kk == k, wk, wv)
             iv = tl.where(kk == k, idx, iv)
+    wv = tl.exp(wv - tl.max(wv))                                            # unused slots: exp(-inf) = 0
     wv = tl.math.div_rn(wv, tl.sum(wv)) * route_scale
     tl.store(w_ptr + t * K + kk, wv, mask=kk < K)
     tl.store(i_ptr + t * K + kk, iv.to(tl.int64), mask=kk < K)

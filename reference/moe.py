@@ -30,6 +30,16 @@ def gate_scores(x, weight):
     return F.softplus(acc(x) @ acc(weight).T).sqrt()
 
 
+def log_gate_scores(logits):
+    """log(sqrt(softplus(l))), finite for every finite logit. The routing weights are normalised in this
+    log domain: w_i = exp(ls_i - max ls) / sum_j exp(ls_j - max ls). Where DeepSeek's `s / s.sum()` is
+    defined the two are the same function; when every selected score underflows (logits below about
+    -104 in fp32: found by `kernelbench verify` with outlier activations) theirs is 0/0 = NaN and this is
+    the limit it tends to."""
+    return 0.5 * torch.where(logits > 20, torch.log(logits.clamp_min(20)),
+                             torch.where(logits < -15, logits, torch.log(F.softplus(logits.clamp(-15, 20)))))
+
+
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     """-> weights (T, K) fp32 summing to route_scale, indices (T, K) int64."""
     _check("x", x, torch.bfloat16, 2)
@@ -51,8 +61,8 @@ def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     else:
         biased = s if bias is None else s + acc(bias)
         idx = torch.sort(biased, dim=-1, descending=True, stable=True).indices[:, :topk]
-    w = s.gather(1, idx)
-    w = w / w.sum(-1, keepdim=True) * route_scale
+    ls = log_gate_scores(acc(x) @ acc(weight).T).gather(1, idx)
+    w = torch.softmax(ls, dim=-1) * route_scale
     return w.float(), idx.to(torch.int64)
 
 

@@ -178,3 +178,25 @@ def test_moe_layer_is_cuda_graph_capturable():
     torch.cuda.synchronize()
     ref = impl.fn(**inp)
     assert torch.equal(out, ref)                              # deterministic, and the graph saw the new x
+
+
+@pytest.mark.parametrize("impl_name", ["reference", "triton"])
+def test_gate_weights_stay_finite_when_every_selected_score_underflows(impl_name):
+    # logits near -300: sqrt(softplus(l)) underflows to 0 in fp32 and s / s.sum() would be 0/0 (found by
+    # `kernelbench verify --device cuda` with outlier activations); the log-domain normalisation gives the
+    # limit: route_scale for K=1, exp((l_i - l_j)/2) ratios for K=2.
+    from kernelbench import registry
+    fn = registry.get_impl("moe_gate", impl_name).fn
+    T, D, E = 3, 128, 4
+    x = torch.full((T, D), 1.0, dtype=torch.bfloat16)
+    weight = torch.full((E, D), -2.0, dtype=torch.bfloat16)
+    weight[1] = -2.0 - 1.0 / 64                                          # logit -258 vs -256
+    ids = torch.arange(T, dtype=torch.int64)
+    w1, _ = fn(x=x, weight=weight, bias=None, tid2eid=torch.zeros(8, 1, dtype=torch.int32), token_ids=ids,
+               topk=1, route_scale=1.5)
+    assert torch.equal(w1, torch.full((T, 1), 1.5))
+    tid = torch.tensor([[0, 1]] * 8, dtype=torch.int32)
+    w2, _ = fn(x=x, weight=weight, bias=None, tid2eid=tid, token_ids=ids, topk=2, route_scale=1.0)
+    ratio = torch.exp(torch.tensor(1.0, dtype=torch.float64))              # exp((-256 - -258) / 2)
+    assert torch.isfinite(w2).all()
+    assert torch.allclose((w2[:, 0] / w2[:, 1]).double(), ratio.expand(T), rtol=1e-5)
