@@ -88,9 +88,11 @@ def _tol(p) -> dict:
                           "then FP8 (e4m3 step 2^-3 rel) or Hadamard + FP4 (e2m1 step up to 2^-1 rel) simulation: "
                           "an input moved by 1 bf16 ulp across a rounding boundary moves a whole quantization step, "
                           "rare for e4m3 (< 0.5% of elements), more common for e2m1 (< 3%); rel_fro bounds those.")
-    state = Tolerance(atol=1e-5, rtol=1e-5, rel_fro=1e-6,
-                      why="fp32 projections x @ W^T over D terms of N(0,1) x N(0,1/D): accumulation-order error "
-                          "~ sqrt(D) * 2^-24 ~ 1e-6 absolute; scores add ape exactly")
+    state = Tolerance(atol=6e-5, rtol=1e-5, rel_fro=1e-5,
+                      why="fp32 projections x @ W^T over D terms of N(0,1) x N(0,1/D), outputs O(1): accumulation-"
+                          "order error is a random walk of ~sqrt(D) * 2^-24 (4e-6 at D=4096) per element, so the "
+                          "largest of ~5e5 elements reaches ~5 sigma (measured on the H200 at Flash shapes: max_abs "
+                          "2.2e-5, rel_fro 2.2e-6; the first bound, 1e-5 / 1e-6, was one sigma); scores add ape exactly")
     return {"emitted": Tolerance(exact=True, why="(p+1) % r == 0, exact"), "cache": entry,
             "state_kv": state, "state_score": state}
 
