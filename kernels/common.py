@@ -1,5 +1,12 @@
 """What every kernel module shares: interpreter detection and the bf16-dot workaround.
 
+Interpreter defects (triton 3.6, numpy 2.4), each watched by tests/test_interpreter_defect.py:
+- fp32 -> bf16 casts truncate instead of rounding to nearest even (and ignore fp_downcast_rounding):
+  kernels cast through `to_bf16(x, INTERPRET)`, which rounds on the bits under the interpreter only;
+- `range()` over a runtime kernel argument fails (`int()` of a 1-element array, refused by numpy
+  >= 2.4): `fix_interpreter_loops` patches that one conversion, applied on import under the interpreter;
+- and the one below.
+
 The Triton interpreter (TRITON_INTERPRET=1, how CI runs kernels on a CPU) computes `tl.dot` on
 bfloat16 operands wrongly: it multiplies the raw bits (upstream triton issue 11584). fp8 and fp32
 operands are correct there. Kernels therefore pass `DOT_UPCAST=INTERPRET` and call `dot_operand`,
@@ -23,6 +30,59 @@ def dot_operand(x, DOT_UPCAST: tl.constexpr):
     if DOT_UPCAST:
         return x.to(tl.float32)
     return x
+
+
+@triton.jit
+def to_bf16(x, RNE_FIX: tl.constexpr):
+    """fp32 -> bf16, round to nearest even. With RNE_FIX (pass INTERPRET) the rounding is done on the
+    bits and the bf16 pattern built by bitcast, because the interpreter's cast truncates
+    (1 + 2^-8 + 2^-12 -> 1.0); compiled code casts directly (RNE)."""
+    if RNE_FIX:
+        b = x.to(tl.int32, bitcast=True)
+        b = b + 0x7FFF + ((b >> 16) & 1)
+        return (b >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    return x.to(tl.bfloat16)
+
+
+@triton.jit
+def sincos(ang):
+    """sin and cos of fp32 angles of any size (RoPE's p * f reaches ~1e6 rad) without libdevice's
+    sinf/cosf, whose Payne-Hanek slow path puts a 28-byte array in local memory (a stack frame and
+    LDL/STL on sm_120). The angle is reduced by pi/2 in fp64 (exact for |angle| < 2^24: error ~1e-10
+    rad), then fp32 minimax polynomials on [-pi/4, pi/4] (the classic Cephes sinf/cosf coefficients)
+    and the quadrant. Measured: <= 1.5 fp32 ulp against fp64 over angles in [1e-3, 1.6e6]."""
+    a = ang.to(tl.float64)
+    q = tl.floor(a * tl.full([], 0.6366197723675814, tl.float64) + 0.5)        # 2 / pi
+    r = (a - q * tl.full([], 1.5707963267948966, tl.float64)).to(tl.float32)   # pi / 2
+    quad = q.to(tl.int32) & 3
+    z = r * r
+    s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4))
+    c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5))
+    sin = tl.where(quad == 0, s, tl.where(quad == 1, c, tl.where(quad == 2, -s, -c)))
+    cos = tl.where(quad == 0, c, tl.where(quad == 1, -s, tl.where(quad == 2, -c, s)))
+    return sin, cos
+
+
+def fix_interpreter_loops() -> None:
+    """Triton 3.6's interpreter converts a loop bound with `int(array)`, which numpy >= 2.4 refuses for
+    the 1-element arrays that hold scalar kernel arguments, so `range(0, n)` over a runtime `n` fails
+    on the CPU. Patch that one conversion (interpreter only; compiled kernels are untouched)."""
+    import numpy as np
+    import triton.runtime.interpreter as interp
+    if getattr(interp, "_kb_index_fix", False):
+        return
+    orig = interp._patch_lang_tensor
+
+    def patched(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    interp._patch_lang_tensor = patched
+    interp._kb_index_fix = True
+
+
+if INTERPRET:
+    fix_interpreter_loops()
 
 
 def check_device(*tensors: torch.Tensor) -> torch.device:

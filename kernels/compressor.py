@@ -22,9 +22,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand
-from kernelbench.kernels.quant import e2m1_code, e2m1_value, e4m3_round_code, pow2, to_bf16, ue8m0_exp
-from kernelbench.kernels.rope import _sincos
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
+from kernelbench.kernels.quant import e2m1_code, e2m1_value, e4m3_round_code, pow2, ue8m0_exp
 from kernelbench.reference.compressor import check_weights
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
@@ -106,7 +105,7 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr,   # c
         ev = DD - R + 2 * i
         xe = tl.load(dst + ev).to(tl.float32)
         xo = tl.load(dst + ev + 1).to(tl.float32)
-        sn, cs = _sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i))
+        sn, cs = sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i))
         tl.debug_barrier()
         tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
         tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))

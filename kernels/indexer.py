@@ -25,9 +25,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand
-from kernelbench.kernels.quant import e2m1_code, e2m1_value, pow2, to_bf16, ue8m0_exp
-from kernelbench.kernels.rope import _sincos
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
+from kernelbench.kernels.quant import e2m1_code, e2m1_value, pow2, ue8m0_exp
 from kernelbench.reference.indexer import check_indexer_topk
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
@@ -277,7 +276,7 @@ def _indexer_q_epilogue(q_ptr, pos_ptr, f_ptr, out_ptr, HI,            # q, out 
     ev = 128 - R + 2 * i
     xe = tl.load(src + ev).to(tl.float32)
     xo = tl.load(src + ev + 1).to(tl.float32)
-    sn, cs = _sincos(tl.load(pos_ptr + t).to(tl.float32) * tl.load(f_ptr + i))
+    sn, cs = sincos(tl.load(pos_ptr + t).to(tl.float32) * tl.load(f_ptr + i))
     tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
     tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
     tl.debug_barrier()

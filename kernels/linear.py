@@ -21,8 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
-from kernelbench.kernels.quant import _launch_fp8, fp4_decode_bf16, pow2, to_bf16
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
+from kernelbench.kernels.quant import _launch_fp8, fp4_decode_bf16, pow2
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 

@@ -30,8 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
-from kernelbench.kernels.norm import to_bf16
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 

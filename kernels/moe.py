@@ -21,9 +21,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.kernels.linear import _bf16_gemm, _default, fp4_tile_dot, fp8_linear
-from kernelbench.kernels.quant import _launch_fp8, to_bf16
+from kernelbench.kernels.quant import _launch_fp8
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 

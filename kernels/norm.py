@@ -15,23 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, dot_operand
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, dot_operand, to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
-
-
-@triton.jit
-def to_bf16(x, INTERP: tl.constexpr):
-    """fp32 -> bf16, round to nearest even. The Triton 3.6 interpreter truncates this cast (and
-    ignores fp_downcast_rounding="rtne"), and turns zeros and subnormals into +-1.17e-38 after a bit
-    adjustment; under INTERP the rounding is done on the bits first, so the interpreter's truncation
-    lands on the RNE value, and zero-exponent inputs (zeros, fp32 subnormals) become signed zeros.
-    Compiled code casts directly (RNE, subnormals kept)."""
-    if INTERP:
-        b = x.to(tl.uint32, bitcast=True)
-        b = tl.where((b & 0x7F800000) == 0, b & 0x80000000, b + 0x7FFF + ((b >> 16) & 1))
-        x = b.to(tl.float32, bitcast=True)
-    return x.to(tl.bfloat16)
 
 
 # rms_norm ----------------------------------------------------------------------------------------

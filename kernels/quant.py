@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import check_device, check_dtype
+from kernelbench.kernels.common import check_device, check_dtype, to_bf16  # noqa: F401 (to_bf16 re-exported)
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -86,17 +86,6 @@ def fp4_decode_bf16(nib, sexp):
     mag = tl.where(em >= 2, (em << 6) + base, tl.where(em == 1, base, 0))
     bits = mag | ((nib & 8) << 12)
     return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
-
-
-@triton.jit
-def to_bf16(x, RNE_FIX: tl.constexpr):
-    """fp32 -> bf16, round to nearest even. The Triton interpreter's cast truncates toward zero (triton 3.6:
-    1 + 2^-8 + 2^-12 -> 1.0); with RNE_FIX (pass INTERPRET) the rounding is done on the bits instead."""
-    if RNE_FIX:
-        b = x.to(tl.int32, bitcast=True)
-        b = b + 0x7FFF + ((b >> 16) & 1)
-        return (b >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
-    return x.to(tl.bfloat16)
 
 
 # ---- kernels ------------------------------------------------------------------------------------------------

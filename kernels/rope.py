@@ -18,9 +18,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype
-from kernelbench.kernels.norm import to_bf16
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, sincos, to_bf16
 from kernelbench.registry import register_impl
+
+_sincos = sincos   # old name, still imported by kernels/attention.py and kernels/kv.py
 from kernelbench.tuning import lookup
 
 
@@ -36,30 +37,11 @@ def _check_rope_args(name, x, positions, freqs, r):
 
 
 @triton.jit
-def _sincos(ang):
-    """sin and cos of fp32 angles of any size (p * f reaches ~1e6 rad) without libdevice's sinf/cosf,
-    whose Payne-Hanek slow path puts a 28-byte array in local memory (a stack frame and LDL/STL on
-    sm_120). The angle is reduced by pi/2 in fp64 (exact for |angle| < 2^24: error ~1e-10 rad), then
-    fp32 minimax polynomials on [-pi/4, pi/4] (the classic Cephes sinf/cosf coefficients) and the
-    quadrant. Measured: <= 1.5 fp32 ulp against fp64 over angles in [1e-3, 1.6e6]."""
-    a = ang.to(tl.float64)
-    q = tl.floor(a * tl.full([], 0.6366197723675814, tl.float64) + 0.5)        # 2 / pi
-    r = (a - q * tl.full([], 1.5707963267948966, tl.float64)).to(tl.float32)   # pi / 2
-    quad = q.to(tl.int32) & 3
-    z = r * r
-    s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4))
-    c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5))
-    sin = tl.where(quad == 0, s, tl.where(quad == 1, c, tl.where(quad == 2, -s, -c)))
-    cos = tl.where(quad == 0, c, tl.where(quad == 1, -s, tl.where(quad == 2, -c, s)))
-    return sin, cos
-
-
-@triton.jit
 def _rotate(xe, xo, pos, f_ptr, R2, BLOCK_R2: tl.constexpr, INVERSE: tl.constexpr):
     """xe, xo [BLOCK_H, BLOCK_R2] fp32 even/odd halves; pos a scalar -> rotated (ye, yo)."""
     i = tl.arange(0, BLOCK_R2)
     f = tl.load(f_ptr + i, mask=i < R2, other=0.0)
-    s, c = _sincos(pos.to(tl.float32) * f)
+    s, c = sincos(pos.to(tl.float32) * f)
     s = s[None, :]
     c = c[None, :]
     if INVERSE:

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, dot_operand
+from kernelbench.kernels.common import INTERPRET, dot_operand, to_bf16
 
 
 @triton.jit
@@ -48,3 +48,37 @@ def test_gpu_bf16_dot_is_right():
     # bf16 operands, fp32 accumulation: error ~ bf16 rounding of the inputs is already in ref (it uses
     # the same bf16 values), so only fp32 accumulation error remains.
     assert _run(upcast=False, device="cuda") < 1e-5
+
+
+@triton.jit
+def _cast_kernel(x_ptr, plain_ptr, fixed_ptr, N: tl.constexpr, RNE_FIX: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    tl.store(plain_ptr + r, x.to(tl.bfloat16))
+    tl.store(fixed_ptr + r, to_bf16(x, RNE_FIX))
+
+
+def _casts(device: str, fix: bool):
+    # 1 + 2^-8 + 2^-12 lies above the midpoint between bf16 neighbours 1 and 1 + 2^-7: RNE gives 1 + 2^-7
+    x = torch.tensor([1 + 2**-8 + 2**-12, -(1 + 2**-8 + 2**-12), 3.0, 0.0, -0.0, 1e-40, float("inf"), 2**-9 + 1],
+                     dtype=torch.float32, device=device)
+    plain = torch.empty(8, dtype=torch.bfloat16, device=device)
+    fixed = torch.empty(8, dtype=torch.bfloat16, device=device)
+    _cast_kernel[(1,)](x, plain, fixed, N=8, RNE_FIX=fix)
+    return x.to(torch.bfloat16), plain, fixed   # torch's cast is RNE
+
+
+@pytest.mark.skipif(not INTERPRET, reason="checks the Triton interpreter (TRITON_INTERPRET=1)")
+def test_interpreter_bf16_cast_still_truncates_and_to_bf16_rounds():
+    rne, plain, fixed = _casts("cpu", fix=True)
+    assert not torch.equal(plain.view(torch.int16), rne.view(torch.int16)), \
+        "upstream made the interpreter's fp32->bf16 cast round to nearest: drop to_bf16's RNE_FIX path"
+    assert torch.equal(fixed.view(torch.int16), rne.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(INTERPRET, reason="compiled kernels only")
+def test_gpu_bf16_cast_rounds_to_nearest():
+    rne, plain, fixed = _casts("cuda", fix=False)
+    assert torch.equal(plain.view(torch.int16), rne.view(torch.int16))
+    assert torch.equal(fixed.view(torch.int16), rne.view(torch.int16))
