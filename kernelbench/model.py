@@ -153,6 +153,7 @@ class Attention(Part):
         q = ops.fp8_linear(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale).view(T, self.n_local_heads, Dh)
         q = ops.head_rms_norm_rope(q=q, positions=step.positions, freqs=freqs, eps=eps)
         kv = ops.fp8_linear(x=x, weight=self.wkv, weight_scale=self.wkv_scale)
+        lengths = None
         if step.prefill:
             kv_all, seq_ids, indices = self._prefill_kv(env, x, qr, kv, step, lc)
         else:
@@ -161,16 +162,25 @@ class Attention(Part):
             if self.compressor is not None:
                 self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
             topk = self.indexer(env, x, qr, step, lc) if self.indexer is not None else None
-            indices = ops.attention_indices(positions=step.positions, kind=self.kind, window=W, ratio=self.ratio,
-                                            topk_indices=topk)
+            # fixed width from the layer kind (graph-capturable); lengths bound the attention work per token
+            indices, lengths = ops.attention_indices(positions=step.positions, kind=self.kind, window=W,
+                                                     ratio=self.ratio, topk_indices=topk,
+                                                     n_max=self.index_width(cfg, lc))
             kv_all, seq_ids = lc.kv, step.seq_ids
         o = ops.sparse_attention(q=q, kv=kv_all, seq_ids=seq_ids, indices=indices, sink=self.attn_sink,
-                                 scale=Dh ** -0.5, positions=step.positions, freqs=freqs)
+                                 scale=Dh ** -0.5, positions=step.positions, freqs=freqs, lengths=lengths)
         z = ops.grouped_wo_a(o=o.reshape(T, self.n_local_groups, -1), weight=self.wo_a)       # [T, Gl, O]
         out = ops.fp8_linear(x=z.reshape(T, -1), weight=self.wo_b, weight_scale=self.wo_b_scale)
         if tp.active:
             out = tp.all_reduce(out.float()).to(BF16)
         return out
+
+    def index_width(self, cfg: ModelConfig, lc: LayerCache) -> int:
+        """attention_indices' n_max: swa W, csa W + index_topk, hca W + the cache's compressed capacity."""
+        W = cfg.window_size
+        if self.kind == "swa":
+            return W
+        return W + (cfg.index_topk if self.kind == "csa" else lc.compressed(W).shape[1])
 
     def _prefill_kv(self, env: Env, x, qr, kv, step: Step, lc: LayerCache):
         """One sequence from position 0: the local buffer [L token entries | compressed entries], the

@@ -36,11 +36,15 @@ PRESETS = {
     ],
     "sparse_attention": [
         ("capacity", {"T": 4, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "csa", "topk": 512, "ctx": 8192,
-                      "ragged": False, "rope": True}, "ctx", [8192, 65536, 262144, 1048576]),
+                      "ragged": False, "rope": True, "lengths": True}, "ctx", [8192, 65536, 262144, 1048576]),
         ("batch", {"T": 1, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "csa", "topk": 512, "ctx": 8192,
-                   "ragged": False, "rope": True}, "T", [1, 4, 16, 64]),
+                   "ragged": False, "rope": True, "lengths": True}, "T", [1, 4, 16, 64]),
         ("context", {"T": 4, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "hca", "topk": 512, "ctx": 8192,
-                     "ragged": False, "rope": True}, "ctx", [8192, 65536, 262144, 1048576]),
+                     "ragged": False, "rope": True, "lengths": True}, "ctx", [8192, 65536, 262144, 1048576]),
+        # hca index rows are W + capacity wide (attention_indices' fixed width): lengths must keep the
+        # time at the actual length's
+        ("capacity", {"T": 4, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "hca", "topk": 512, "ctx": 8192,
+                      "cap": 0, "ragged": False, "rope": True, "lengths": True}, "cap", [0, 2048, 8192]),
     ],
 }
 # the indexer's context sweep keeps the cache just big enough for the context

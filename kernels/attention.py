@@ -7,7 +7,8 @@ BN entries per block.
 
 Two launches, both graph-capturable (no host reads of device data):
   1. `_attn_split` grid (T, S, ceil(Hl/BH)): one program owns BH heads of one token and a slice of
-     its index list; it gathers BN entries at a time ([BN, Dh] bf16, one read of each selected row),
+     its index list (ending at lengths[t] when given: a split past it runs no block, so HCA rows that
+     are Ncap wide but mostly -1 cost what their valid prefix costs, plus one empty program per split); it gathers BN entries at a time ([BN, Dh] bf16, one read of each selected row),
      scores them with one tensor-core dot (q [BH, Dh] x kv^T), runs the online softmax in base 2
      (masked -1 entries score -inf), and accumulates p @ kv (second tensor-core dot, the same tile
      as V). It writes an fp32 partial output and its (max, sum) pair.
@@ -79,10 +80,11 @@ def attention_default(params: dict) -> dict:
 
 
 @triton.jit
-def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, po_ptr, pml_ptr,   # q (T, Hl, Dh) bf16; kv (B, N, Dh) bf16
+def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q (T, Hl, Dh) bf16; kv (B, N, Dh)
                 HL, KSEL, PER_SPLIT, NSPLIT, qk_scale,                # qk_scale = scale * log2(e)
                 s_qt, s_qh, s_kb, s_kn, s_it,
-                DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr):
+                DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                HAS_LEN: tl.constexpr):
     t = tl.program_id(0)
     sp = tl.program_id(1)
     hb = tl.program_id(2)
@@ -98,6 +100,8 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, po_ptr, pml_ptr,   # q (T, Hl, 
     acc = tl.zeros([BLOCK_H, DH], tl.float32)
     start = sp * PER_SPLIT
     end = tl.minimum(start + PER_SPLIT, KSEL)
+    if HAS_LEN:                                                            # columns >= lengths[t]: not read
+        end = tl.minimum(end, tl.load(len_ptr + t).to(tl.int32))         # a split past it runs no block
     for n0 in range(start, end, BLOCK_N):                                 # splits own whole BN blocks
         offs_n = n0 + tl.arange(0, BLOCK_N)
         idx = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
@@ -187,12 +191,15 @@ def split_plan(t: int, ksel: int, head_blocks: int, block_n: int, waves: int, sm
                default_config=attention_default, kernels=lambda: [_attn_split, _attn_combine])
 def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                      sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
-                     freqs: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
+                     freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
+                     config: dict | None = None) -> torch.Tensor:
     """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] int32 (-1 = masked) -> o [T, Hl, Dh] bf16.
-    Indices are not range-checked on the device (that would need a host sync); out-of-range values
-    are the caller's bug, as in FlashMLA."""
-    check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs)
-    dev = check_device(q, kv, seq_ids, indices, sink, positions, freqs)
+    lengths [T] int32 (optional): token t reads only index columns < lengths[t]; the loops end there on
+    the device, so the work follows lengths, not Ksel (HCA rows are Ncap wide, mostly -1).
+    Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
+    values are the caller's bug, as in FlashMLA."""
+    check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
+    dev = check_device(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     t, hl, dh = q.shape
     if dh & (dh - 1) or dh < 16:
         raise ValueError(f"sparse_attention: Dh must be a power of two >= 16, got {dh}")
@@ -210,10 +217,11 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     per, nsplit = split_plan(t, ksel, hb, bn, cfg.get("waves", 2), sm_count(dev))
     po = torch.empty(t, nsplit, hl, dh, dtype=torch.float32, device=dev)
     pml = torch.empty(t, nsplit, hl, 2, dtype=torch.float32, device=dev)
+    has_len = lengths is not None
     _attn_split[(t, nsplit, hb)](
-        q, kv, seq_ids, indices, po, pml, hl, ksel, per, nsplit, float(scale) * LOG2E,
+        q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit, float(scale) * LOG2E,
         q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
-        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET,
+        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2

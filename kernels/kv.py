@@ -5,6 +5,9 @@ Legend: T tokens, B sequences, W window, Dh head dim (512), R rope dims (64), NG
 groups (7). Grid (T,): one program per token reads its Dh values once and writes them twice (the
 returned kv' and the ring slot). Rounding follows the reference step by step: the normed values are
 rounded to bf16 (RNE) before the FP8 simulation and before the rotation, as DeepSeek's model.py does.
+`attention_indices`: grid (T, ceil(n_max / BLOCK)), one program writes BLOCK columns of one token's
+index row from its position alone (plus its top-k row for CSA); the output width n_max comes from
+the caller, so nothing is read on the host (CUDA-graph capturable).
 Imported by kernels/attention.py (the registry loads kernels by op family).
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ import triton.language as tl
 from kernelbench.kernels.common import INTERPRET, check_device
 from kernelbench.kernels.quant import e4m3_round_code, pow2, to_bf16, ue8m0_exp
 from kernelbench.kernels.rope import _sincos
-from kernelbench.reference.kv import _check_tokens
+from kernelbench.reference.kv import _check_tokens, check_attention_indices
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -103,3 +106,70 @@ def kv_write(kv: torch.Tensor, weight: torch.Tensor, eps: float, positions: torc
                                NG_P2=triton.next_power_of_2((dh - r) // 64), RNE_FIX=INTERPRET,
                                num_warps=cfg["num_warps"], num_stages=1)
     return out
+
+
+# attention_indices -------------------------------------------------------------------------------
+KIND_CODE = {"swa": 0, "csa": 1, "hca": 2}
+
+
+def attention_indices_configs(params: dict) -> list[dict]:
+    return [{"BLOCK": b, "num_warps": w} for b in (128, 256, 1024) for w in (1, 4)]
+
+
+def attention_indices_default(params: dict) -> dict:
+    return {"BLOCK": 256, "num_warps": 1}
+
+
+@triton.jit
+def _attention_indices_kernel(pos_ptr, topk_ptr, out_ptr, len_ptr,    # out (T, n_max) int32, len (T,) int32
+                              W, RATIO, K, N_MAX, s_tt, s_ot,
+                              KIND: tl.constexpr, BLOCK: tl.constexpr):
+    """Column c of token t (position p): c < W ring slot (p-W+1+c) % W or -1 before position 0;
+    c >= W, j = c - W: csa W + topk[t, j] (or -1), hca W + j while j < (p+1)//ratio (else -1)."""
+    t = tl.program_id(0)
+    cb = tl.program_id(1)
+    p = tl.load(pos_ptr + t).to(tl.int64)
+    c = cb * BLOCK + tl.arange(0, BLOCK)
+    tok = p - W + 1 + c
+    win = tl.where(tok >= 0, tok % W, -1)
+    j = c - W
+    if KIND == 0:
+        val = win
+        length = W
+    elif KIND == 1:
+        ti = tl.load(topk_ptr + t * s_tt + j, mask=(j >= 0) & (j < K), other=-1).to(tl.int64)
+        val = tl.where(c < W, win, tl.where(ti >= 0, ti + W, -1))
+        length = W + K
+    else:
+        n = (p + 1) // RATIO
+        val = tl.where(c < W, win, tl.where(j < n, j + W, -1))
+        length = (W + tl.minimum(n, N_MAX - W)).to(tl.int32)
+    tl.store(out_ptr + t.to(tl.int64) * s_ot + c, val.to(tl.int32), mask=c < N_MAX)
+    if cb == 0:
+        tl.store(len_ptr + t, length)
+
+
+@register_impl("attention_indices", "triton", backend="triton", configs=attention_indices_configs,
+               default_config=attention_indices_default, kernels=lambda: [_attention_indices_kernel])
+def attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: int,
+                      topk_indices: torch.Tensor | None, n_max: int,
+                      config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions [T] -> indices [T, n_max] int32, lengths [T] int32 (contract: reference/kv.py).
+    Shapes are checked; position and top-k values are not (no host sync): an hca position with more
+    than n_max - W compressed entries gets its first n_max - W (lengths clamped to n_max)."""
+    k = check_attention_indices(positions, kind, window, ratio, topk_indices, n_max)
+    dev = check_device(positions, topk_indices)
+    t = positions.shape[0]
+    cfg = config or lookup("attention_indices", {"T": t, "n_max": n_max, "kind": kind},
+                           attention_indices_default({}))
+    out = torch.empty(t, n_max, dtype=torch.int32, device=dev)
+    lengths = torch.empty(t, dtype=torch.int32, device=dev)
+    if t == 0:
+        return out, lengths
+    pos = positions.contiguous()
+    topk = topk_indices.contiguous() if kind == "csa" else pos
+    _attention_indices_kernel[(t, triton.cdiv(n_max, cfg["BLOCK"]))](
+        pos, topk, out, lengths, window, ratio if kind != "swa" else 1, k, n_max,
+        topk.stride(0) if kind == "csa" else 0, out.stride(0),
+        KIND=KIND_CODE[kind], BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"], num_stages=1)
+    return out, lengths

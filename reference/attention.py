@@ -18,7 +18,7 @@ from kernelbench.reference.precision import acc
 from kernelbench.reference.rope import rope
 
 
-def check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs) -> None:
+def check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs, lengths=None) -> None:
     """Shape/dtype validation shared with the Triton wrapper (clear errors on bad input)."""
     if q.dim() != 3 or kv.dim() != 3 or q.shape[2] != kv.shape[2]:
         raise ValueError(f"sparse_attention: q [T, Hl, Dh] and kv [B, N, Dh] must agree, got {tuple(q.shape)} "
@@ -36,6 +36,9 @@ def check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs) -> N
         raise ValueError(f"sparse_attention: sink must be fp32 [Hl={hl}], got {tuple(sink.shape)} {sink.dtype}")
     if (positions is None) != (freqs is None):
         raise ValueError("sparse_attention: positions and freqs go together (both or neither)")
+    if lengths is not None and (lengths.dim() != 1 or lengths.shape[0] != t or lengths.dtype not in
+                                (torch.int32, torch.int64)):
+        raise ValueError(f"sparse_attention: lengths must be int32 [T={t}], got {tuple(lengths.shape)} {lengths.dtype}")
     if positions is not None:
         if positions.dim() != 1 or positions.shape[0] != t:
             raise ValueError(f"sparse_attention: positions must be [T={t}], got {tuple(positions.shape)}")
@@ -52,11 +55,26 @@ def check_index_ranges(kv, seq_ids, indices) -> None:
                          f"[{int(indices.min())}, {int(indices.max())}]")
 
 
+def apply_lengths(indices: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
+    """indices [T, Ksel] with every column >= lengths[t] set to -1 (those columns are never read, whatever
+    they hold); lengths values must lie in [0, Ksel] (checked: this reads them on the host)."""
+    if lengths is None:
+        return indices
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > indices.shape[1]):
+        raise ValueError(f"sparse_attention: lengths must lie in [0, Ksel={indices.shape[1]}], got range "
+                         f"[{int(lengths.min())}, {int(lengths.max())}]")
+    col = torch.arange(indices.shape[1], device=indices.device)[None, :]
+    return torch.where(col < lengths.long()[:, None], indices, torch.full_like(indices, -1))
+
+
 def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                      sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
-                     freqs: torch.Tensor | None = None) -> torch.Tensor:
-    """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] -> o [T, Hl, Dh] bf16."""
-    check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs)
+                     freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] -> o [T, Hl, Dh] bf16.
+    lengths [T] int32 (optional): token t reads only columns < lengths[t] of its index row (the rest is
+    ignored, whatever it holds), so a kernel's work follows lengths, not Ksel."""
+    check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
+    indices = apply_lengths(indices, lengths)
     check_index_ranges(kv, seq_ids, indices)
     idx = indices.long()
     valid = idx >= 0                                                   # (T, Ksel)

@@ -68,33 +68,73 @@ def window_indices(positions: torch.Tensor, window: int) -> torch.Tensor:
 
 
 def attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: int,
-                      topk_indices: torch.Tensor | None) -> torch.Tensor:
-    """positions [T] -> indices [T, W + K] int32 into the per-sequence cache [ring W | compressed].
+                      topk_indices: torch.Tensor | None, n_max: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions [T] -> indices [T, n_max] int32 into the per-sequence cache [ring W | compressed],
+    lengths [T] int32.
 
-    swa: the window only (K = 0). csa: + W + topk_indices[t] (K = topk_indices.shape[1]; -1 stays -1).
-    hca: + W + i for every compressed entry i < (p+1)//ratio; K = max over the batch of (p+1)//ratio
-    (read on the host: this reference syncs), shorter rows padded with -1."""
-    if kind not in KINDS:
-        raise ValueError(f"attention_indices: kind must be one of {KINDS}, got {kind!r}")
-    if window <= 0:
-        raise ValueError(f"attention_indices: window must be positive, got {window}")
-    _check_tokens("attention_indices", positions, None, positions.shape[0] if positions.dim() == 1 else -1, None)
+    The width n_max is fixed by the caller from the layer kind, never read from the positions (so the
+    op is CUDA-graph capturable): swa W; csa W + K (K = topk_indices.shape[1]); hca W + Ncap (the
+    cache's compressed capacity, e.g. capacity // ratio).
+    Columns [0, W): the window ring slots of tokens p-W+1 .. p (oldest to newest), -1 before position 0.
+    csa: column W + j = W + topk_indices[t, j] (-1 stays -1). hca: column W + i = W + i for every
+    compressed entry i < (p+1)//ratio, -1 past it.
+    lengths[t]: columns >= lengths[t] hold no entry (swa W, csa W + K, hca W + (p+1)//ratio); columns
+    below it may still be -1. The WORK of attention must scale with lengths, not with n_max: an hca row
+    is mostly -1 at short contexts, and sparse_attention(lengths=...) reads only columns < lengths[t].
+    This reference reads positions and topk_indices on the host to validate them; the Triton kernel
+    does not (values are the caller's contract)."""
+    k = check_attention_indices(positions, kind, window, ratio, topk_indices, n_max)
+    _check_tokens("attention_indices", positions, None, positions.shape[0], None)
     win = window_indices(positions, window)
+    t = positions.shape[0]
     if kind == "swa":
-        return win
-    if ratio <= 0:
-        raise ValueError(f"attention_indices: {kind} needs a positive ratio, got {ratio}")
+        return win, torch.full((t,), window, dtype=torch.int32, device=positions.device)
+    n = (positions.long() + 1) // ratio
     if kind == "csa":
-        if topk_indices is None or topk_indices.dim() != 2 or topk_indices.shape[0] != positions.shape[0]:
-            raise ValueError("attention_indices: csa needs topk_indices [T, K]")
-        n = (positions.long() + 1) // ratio
         ti = topk_indices.long()
         if ((ti >= n[:, None]) | (ti < -1)).any():
             raise ValueError("attention_indices: topk_indices must be -1 or a compressed entry < (p+1)//ratio")
         comp = torch.where(ti >= 0, ti + window, torch.full_like(ti, -1))
-        return torch.cat([win, comp.to(torch.int32)], dim=1)
-    n = (positions.long() + 1) // ratio
-    k = int(n.max()) if n.numel() else 0
+        lengths = torch.full((t,), window + k, dtype=torch.int32, device=positions.device)
+        return torch.cat([win, comp.to(torch.int32)], dim=1), lengths
+    if t and int(n.max()) > k:
+        raise ValueError(f"attention_indices: hca position {int(positions.max())} has {int(n.max())} compressed "
+                         f"entries, more than the n_max - W = {k} columns")
     i = torch.arange(k, device=positions.device)[None, :]
     comp = torch.where(i < n[:, None], i + window, torch.full_like(i, -1))
-    return torch.cat([win, comp.to(torch.int32)], dim=1)
+    return torch.cat([win, comp.to(torch.int32)], dim=1), (window + n).to(torch.int32)
+
+
+def check_attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: int,
+                            topk_indices: torch.Tensor | None, n_max: int) -> int:
+    """Shape/argument checks (no tensor values read), shared with the Triton wrapper -> the number of
+    compressed columns n_max - W."""
+    if kind not in KINDS:
+        raise ValueError(f"attention_indices: kind must be one of {KINDS}, got {kind!r}")
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(f"attention_indices: window must be a positive int, got {window!r}")
+    if isinstance(n_max, bool) or not isinstance(n_max, int):
+        raise TypeError(f"attention_indices: n_max must be an int, got {type(n_max).__name__}")
+    if positions.dim() != 1:
+        raise ValueError(f"attention_indices: positions must be [T], got {tuple(positions.shape)}")
+    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise TypeError(f"attention_indices: positions must be integers, got {positions.dtype}")
+    if kind == "swa":
+        if n_max != window:
+            raise ValueError(f"attention_indices: swa has n_max = W = {window} columns, got n_max={n_max}")
+        return 0
+    if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio <= 0:
+        raise ValueError(f"attention_indices: {kind} needs a positive int ratio, got {ratio!r}")
+    if kind == "csa":
+        if topk_indices is None or topk_indices.dim() != 2 or topk_indices.shape[0] != positions.shape[0]:
+            raise ValueError("attention_indices: csa needs topk_indices [T, K]")
+        if topk_indices.dtype.is_floating_point or topk_indices.dtype == torch.bool:
+            raise TypeError(f"attention_indices: topk_indices must be integers, got {topk_indices.dtype}")
+        if n_max != window + topk_indices.shape[1]:
+            raise ValueError(f"attention_indices: csa has n_max = W + K = {window + topk_indices.shape[1]} "
+                             f"columns, got n_max={n_max}")
+        return topk_indices.shape[1]
+    if n_max < window:
+        raise ValueError(f"attention_indices: hca needs n_max >= W = {window} (W + compressed capacity), "
+                         f"got n_max={n_max}")
+    return n_max - window

@@ -199,26 +199,108 @@ def test_kv_write_bad_inputs(gen):
 
 
 # attention_indices -------------------------------------------------------------------------------
-def test_attention_indices_window_csa_hca():
+AI = registry.get_op("attention_indices")
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_attention_indices_window_csa_hca(impl):
+    fn = registry.get_impl("attention_indices", impl).fn
     pos = torch.tensor([0, 5, 7, 40])
     w = 8
-    swa = attention_indices(pos, "swa", w, 0, None)
-    assert swa.shape == (4, 8) and swa.dtype == torch.int32
+    swa, ln = fn(positions=pos, kind="swa", window=w, ratio=0, topk_indices=None, n_max=w)
+    assert swa.shape == (4, 8) and swa.dtype == torch.int32 and ln.dtype == torch.int32
+    assert ln.tolist() == [8] * 4
     assert swa[0].tolist() == [-1] * 7 + [0]                                # oldest -> newest
     assert swa[1].tolist() == [-1, -1, 0, 1, 2, 3, 4, 5]
     assert swa[3].tolist() == [(40 - 7 + j) % 8 for j in range(8)] and swa[3, -1] == 40 % 8
     topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
-    csa = attention_indices(pos, "csa", w, 4, topk)
-    assert torch.equal(csa[:, :w], swa)
+    csa, ln = fn(positions=pos, kind="csa", window=w, ratio=4, topk_indices=topk, n_max=w + 2)
+    assert torch.equal(csa[:, :w], swa) and ln.tolist() == [10] * 4
     assert csa[:, w:].tolist() == [[-1, -1], [8, -1], [9, 8], [17, 11]]
-    hca = attention_indices(pos, "hca", w, 8, None)
-    assert hca.shape == (4, 8 + 41 // 8)
-    assert hca[3, w:].tolist() == [8 + i for i in range(5)]
-    assert hca[2, w:].tolist() == [8] + [-1] * 4 and hca[1, w:].tolist() == [-1] * 5
-    with pytest.raises(ValueError, match="compressed entry"):
-        attention_indices(pos, "csa", w, 4, topk + 5)
+    # hca: the width is the caller's (W + capacity), not the batch's longest row
+    hca, ln = fn(positions=pos, kind="hca", window=w, ratio=8, topk_indices=None, n_max=w + 12)
+    assert hca.shape == (4, 8 + 12) and torch.equal(hca[:, :w], swa)
+    assert hca[3, w:].tolist() == [8 + i for i in range(5)] + [-1] * 7
+    assert hca[2, w:].tolist() == [8] + [-1] * 11 and hca[1, w:].tolist() == [-1] * 12
+    assert ln.tolist() == [8, 8, 9, 13]                                     # W + (p+1)//8
+    for i in range(4):                                                      # nothing valid past lengths
+        assert (hca[i, int(ln[i]):] == -1).all()
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_attention_indices_bad_inputs(impl):
+    fn = registry.get_impl("attention_indices", impl).fn
+    pos = torch.tensor([0, 5, 7, 40])
+    topk = torch.zeros(4, 2, dtype=torch.int32)
     with pytest.raises(ValueError, match="kind"):
-        attention_indices(pos, "mla", w, 4, None)
+        fn(positions=pos, kind="mla", window=8, ratio=4, topk_indices=None, n_max=8)
+    with pytest.raises(ValueError, match="n_max = W"):
+        fn(positions=pos, kind="swa", window=8, ratio=0, topk_indices=None, n_max=9)
+    with pytest.raises(ValueError, match="n_max = W \\+ K"):
+        fn(positions=pos, kind="csa", window=8, ratio=4, topk_indices=topk, n_max=12)
+    with pytest.raises(ValueError, match="topk_indices"):
+        fn(positions=pos, kind="csa", window=8, ratio=4, topk_indices=None, n_max=10)
+    with pytest.raises(ValueError, match="n_max >= W"):
+        fn(positions=pos, kind="hca", window=8, ratio=8, topk_indices=None, n_max=7)
+    with pytest.raises(TypeError, match="n_max"):
+        fn(positions=pos, kind="hca", window=8, ratio=8, topk_indices=None, n_max=torch.tensor(20))
+    with pytest.raises(ValueError, match="ratio"):
+        fn(positions=pos, kind="hca", window=8, ratio=0, topk_indices=None, n_max=20)
+
+
+def test_attention_indices_reference_value_checks():
+    pos = torch.tensor([0, 5, 7, 40])
+    topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="compressed entry"):
+        attention_indices(pos, "csa", 8, 4, topk + 5, 10)
+    with pytest.raises(ValueError, match="more than the n_max - W"):
+        attention_indices(pos, "hca", 8, 8, None, 8 + 4)                   # p=40 has 5 entries
+
+
+@given(AI.strategy())
+def test_attention_indices_kernel_matches_reference(p):
+    gen = torch.Generator().manual_seed(5)
+    inp = AI.make_inputs(p, gen, "cpu", "normal")
+    ref = attention_indices(**inp)
+    for cfg in (None, {"BLOCK": 128, "num_warps": 4}):
+        out = KV.attention_indices(**inp, config=cfg)
+        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+
+
+def test_hca_attention_work_follows_lengths_not_width(gen):
+    """HCA rows are W + capacity wide; with lengths the kernel reads only the columns below lengths.
+    Columns past lengths point at NaN rows: reading one would show."""
+    q, kv, sink = _case(gen, t=2, dh=128, n=8 + 64, b=2)
+    pos = torch.tensor([20, 3])
+    idx, ln = attention_indices(pos, "hca", 8, 8, None, 8 + 64)
+    kv[:, 8 + 3:] = float("nan")                                            # compressed entries never written
+    kv[1, 4:8] = float("nan")                                               # ring slots of seq 1 not yet written
+    bad = idx.clone()
+    col = torch.arange(idx.shape[1])[None, :]
+    bad[col >= ln[:, None].long()] = 8 + 3                                  # past lengths: NaN rows
+    ref = sparse_attention(q, kv, torch.tensor([0, 1]), idx, sink, 0.1)
+    for fn in (sparse_attention, K.sparse_attention):
+        o = fn(q, kv, torch.tensor([0, 1]), bad, sink, 0.1, lengths=ln)
+        assert not torch.isnan(o).any()
+        assert_close(o, ref, TOL)
+    with pytest.raises(ValueError, match="lengths"):
+        sparse_attention(q, kv, torch.tensor([0, 1]), idx, sink, 0.1, lengths=ln[:1])
+    with pytest.raises(ValueError, match="lengths must lie"):
+        sparse_attention(q, kv, torch.tensor([0, 1]), idx, sink, 0.1, lengths=ln + 100)
+
+
+def test_hca_cost_follows_lengths_not_capacity():
+    """The modelled cost of HCA attention (what scaling sweeps compare time against) is the same at any
+    allocated capacity when lengths bound the work; without lengths the index columns read grow."""
+    base = {"T": 4, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "hca", "ratio": 128, "topk": 512, "ctx": 8192,
+            "ragged": False, "rope": True}
+    with_len = [SPEC.cost({**base, "lengths": True, "cap": cap}).bytes for cap in (0, 2048, 8192)]
+    assert with_len[0] == with_len[1] == with_len[2]
+    without = [SPEC.cost({**base, "lengths": False, "cap": cap}).bytes for cap in (0, 8192)]
+    assert without[1] > without[0]
+    inp = SPEC.make_inputs({**base, "T": 1, "Hl": 1, "Dh": 128, "ctx": 300, "W": 16, "cap": 40, "lengths": True},
+                           torch.Generator().manual_seed(0), "cpu", "normal")
+    assert inp["indices"].shape == (1, 16 + 40) and inp["lengths"].tolist() == [16 + 300 // 128]
 
 
 # sm_120 (compiled here without a GPU; tests/test_indexer.py imports compile_sm120) -----------------
@@ -272,10 +354,10 @@ def sm120_problems(rep: dict) -> list[str]:
     return out
 
 
-SPLIT_SIG = {"q_ptr": "*bf16", "kv_ptr": "*bf16", "seq_ptr": "*i64", "idx_ptr": "*i32", "po_ptr": "*fp32",
+SPLIT_SIG = {"q_ptr": "*bf16", "kv_ptr": "*bf16", "seq_ptr": "*i64", "idx_ptr": "*i32", "len_ptr": "*i32", "po_ptr": "*fp32",
              "pml_ptr": "*fp32", "HL": "i32", "KSEL": "i32", "PER_SPLIT": "i32", "NSPLIT": "i32", "qk_scale": "fp32",
              "s_qt": "i32", "s_qh": "i32", "s_kb": "i64", "s_kn": "i32", "s_it": "i32", "DH": "constexpr",
-             "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr"}
+             "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr", "HAS_LEN": "constexpr"}
 COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_ptr": "*i64", "freqs_ptr": "*fp32",
                "o_ptr": "*bf16", "HL": "i32", "NSPLIT": "i32", "s_ot": "i32", "s_oh": "i32", "DH": "constexpr",
                "R": "constexpr", "S_P2": "constexpr", "ROPE": "constexpr", "RNE_FIX": "constexpr"}
@@ -284,6 +366,8 @@ COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_
 KV_SIG = {"kv_ptr": "*bf16", "w_ptr": "*bf16", "pos_ptr": "*i64", "seq_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16",
           "cache_ptr": "*bf16", "eps": "fp32", "W": "i32", "s_cb": "i32", "s_cw": "i32", "DH": "constexpr",
           "R": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr"}
+AI_SIG = {"pos_ptr": "*i64", "topk_ptr": "*i32", "out_ptr": "*i32", "len_ptr": "*i32", "W": "i32", "RATIO": "i32",
+          "K": "i32", "N_MAX": "i32", "s_tt": "i32", "s_ot": "i32", "KIND": "constexpr", "BLOCK": "constexpr"}
 
 
 def _shipped_split_configs():
@@ -298,14 +382,19 @@ def _shipped_split_configs():
 
 def test_shipped_configs_fit_sm120_with_tensor_cores():
     jobs = [{"module": "kernelbench.kernels.attention", "kernel": "_attn_split", "signature": SPLIT_SIG,
-             "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False}, "num_warps": w,
-             "num_stages": s} for bh, bn, w, s in _shipped_split_configs()]
+             "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": has_len},
+             "num_warps": w, "num_stages": s} for bh, bn, w, s in _shipped_split_configs() for has_len in (False, True)]
     jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_combine", "signature": COMBINE_SIG,
                  "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True, "RNE_FIX": False}, "num_warps": 4,
                  "num_stages": 1})
     for w in sorted({c["num_warps"] for c in KV.kv_write_configs({})}):
         jobs.append({"module": "kernelbench.kernels.kv", "kernel": "_kv_write_kernel", "signature": KV_SIG,
                      "constexprs": {"DH": 512, "R": 64, "NG_P2": 8, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})
+    for c in KV.attention_indices_configs({}) + [KV.attention_indices_default({})]:
+        for kind in (0, 1, 2):
+            jobs.append({"module": "kernelbench.kernels.kv", "kernel": "_attention_indices_kernel", "signature": AI_SIG,
+                         "constexprs": {"KIND": kind, "BLOCK": c["BLOCK"]}, "num_warps": c["num_warps"],
+                         "num_stages": 1})
     reps = compile_sm120(jobs)
     for job, rep in zip(jobs, reps):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], job["num_warps"], rep)

@@ -54,16 +54,27 @@ def selected_counts(p: dict) -> torch.Tensor:
     return win + n if p["kind"] == "hca" else win
 
 
+def capacity(p: dict) -> int:
+    """Compressed entries per sequence in the cache: a few past the longest sequence's, or the params'
+    "cap" (allocated capacity, for sweeps at a fixed actual length) when larger."""
+    r = ratio_of(p)
+    return max(p["ctx"] // r + 3, p.get("cap", 0)) if r else 0
+
+
 def ksel(p: dict) -> int:
-    pos = token_positions(p)
+    """The index row width n_max, fixed by the layer kind (never by the positions): swa W, csa W + K,
+    hca W + the compressed capacity."""
     if p["kind"] == "csa":
         return p["W"] + p["topk"]
-    return p["W"] + (int(n_compressed(p, pos).max()) if p["kind"] == "hca" else 0)
+    return p["W"] + (capacity(p) if p["kind"] == "hca" else 0)
 
 
-def capacity(p: dict) -> int:
-    r = ratio_of(p)
-    return (p["ctx"] // r + 3) if r else 0
+def row_lengths(p: dict) -> torch.Tensor:
+    """[T]: the columns attention_indices declares (its lengths output): swa W, csa W + K, hca W + (p+1)//r."""
+    pos = token_positions(p)
+    if p["kind"] == "hca":
+        return p["W"] + n_compressed(p, pos)
+    return torch.full_like(pos, ksel(p))
 
 
 def freqs_for(p: dict) -> torch.Tensor:
@@ -79,11 +90,17 @@ def _attn_indices(p: dict, gen: torch.Generator, pos: torch.Tensor) -> torch.Ten
         for i in range(p["T"]):
             k = min(int(n[i]), p["topk"])
             topk[i, :k] = torch.randperm(int(n[i]), generator=gen)[:k].to(torch.int32)
-    idx = attention_indices(pos, p["kind"], p["W"], ratio_of(p), topk)
-    if p.get("ragged"):   # attention is order-invariant: put the -1 entries anywhere
-        perm = torch.stack([torch.randperm(idx.shape[1], generator=gen) for _ in range(p["T"])])
-        idx = torch.gather(idx, 1, perm)
-    return idx
+    idx, lengths = attention_indices(pos, p["kind"], p["W"], ratio_of(p), topk, ksel(p))
+    if p.get("ragged"):   # attention is order-invariant: put the -1 entries anywhere (below lengths)
+        for i in range(p["T"]):
+            n = int(lengths[i]) if p.get("lengths") else idx.shape[1]
+            idx[i, :n] = idx[i, torch.randperm(n, generator=gen)]
+    if p.get("lengths"):  # columns past lengths point at NaN rows (entry (p+1)//r): a kernel reading them shows
+        col = torch.arange(idx.shape[1])[None, :]
+        nan_row = (p["W"] + n_compressed(p, pos)).to(torch.int32)[:, None].expand_as(idx)
+        idx = torch.where(col < lengths[:, None], idx, nan_row)
+        return idx, lengths
+    return idx, None
 
 
 def _attn_inputs(p, gen, device, values):
@@ -100,10 +117,10 @@ def _attn_inputs(p, gen, device, values):
         kv[s, w + int(n_compressed(p, pos[i:i + 1])[0]):] = float("nan")
     qscale = 24.0 if values == "large" else 1.0    # large: logits in the hundreds (online-softmax stability)
     q = draw((t, hl, dh), gen, "normal" if values == "large" else values, scale=qscale)
-    out = {"q": q.to(device), "kv": kv.to(device), "seq_ids": seq_ids.to(device),
-           "indices": _attn_indices(p, gen, pos).to(device),
+    idx, lengths = _attn_indices(p, gen, pos)
+    out = {"q": q.to(device), "kv": kv.to(device), "seq_ids": seq_ids.to(device), "indices": idx.to(device),
            "sink": (2.0 * torch.randn(hl, generator=gen)).to(device), "scale": dh ** -0.5,
-           "positions": None, "freqs": None}
+           "positions": None, "freqs": None, "lengths": None if lengths is None else lengths.to(device)}
     if p.get("rope", True):
         out["positions"], out["freqs"] = pos.to(device), freqs_for(p).to(device)
     return out
@@ -120,7 +137,7 @@ def _attn_cases(ss: ShapeSet) -> list[dict]:
                     continue
                 out.append({"T": t, "Hl": hl, "Dh": c.head_dim, "R": c.rope_head_dim, "W": c.window_size,
                             "kind": kind, "ratio": max(c.compress_ratios), "topk": c.index_topk, "ctx": ctx,
-                            "ragged": False, "rope": True})
+                            "ragged": False, "rope": True, "lengths": True})
     return out
 
 
@@ -129,14 +146,16 @@ def _attn_strategy():
         "T": st.integers(1, 4), "Hl": st.sampled_from([1, 8, 16, 20]), "Dh": st.sampled_from([128, 512]),
         "R": st.just(64), "W": st.sampled_from([8, 16]), "kind": st.sampled_from(["csa", "hca", "swa"]), "ratio": st.just(8),
         "topk": st.sampled_from([4, 8, 24]), "ctx": st.integers(1, 160), "ragged": st.booleans(),
-        "rope": st.booleans()})
+        "rope": st.booleans(), "lengths": st.booleans()})
 
 
 def _attn_cost(p: dict) -> Cost:
     valid = float(selected_counts(p).sum())
     t, hl, dh = p["T"], p["Hl"], p["Dh"]
+    cols = float(row_lengths(p).sum()) if p.get("lengths") else float(t * ksel(p))   # index columns read
     return Cost(flops=4.0 * valid * hl * dh,
-                bytes=2.0 * valid * dh + 2.0 * 2 * t * hl * dh + 4.0 * t * ksel(p) + 8.0 * t + 4.0 * hl)
+                bytes=2.0 * valid * dh + 2.0 * 2 * t * hl * dh + 4.0 * cols + 8.0 * t + 4.0 * hl
+                + (4.0 * t if p.get("lengths") else 0.0))
 
 
 ATTN_TOL = Tolerance(
@@ -155,7 +174,7 @@ register_op(OpSpec(
     cases=_attn_cases, strategy=_attn_strategy, cost=_attn_cost, tolerance=lambda p: {"o": ATTN_TOL},
     outputs=("o",), value_modes=("normal", "large"),   # no "outliers": the bf16 p error scales with max|kv|
     doc="sparse MQA decode attention over the selected entries with the sink in the denominator, fused "
-        "inverse RoPE; indices -1 are masked",
+        "inverse RoPE; indices -1 are masked; columns >= lengths[t] (optional) are not read",
 ))
 
 
@@ -209,7 +228,13 @@ def _ai_inputs(p, gen, device, values):
             topk[i, :k] = torch.randperm(int(n[i]), generator=gen)[:k].to(torch.int32)
         topk = topk.to(device)
     return {"positions": pos.to(device), "kind": p["kind"], "window": p["W"], "ratio": ratio_of(p),
-            "topk_indices": topk}
+            "topk_indices": topk, "n_max": ksel(p)}
+
+
+def _ai_cost(p: dict) -> Cost:
+    """Reads positions (+ the top-k rows for csa), writes the n_max-wide rows and the lengths."""
+    t = p["T"]
+    return Cost(flops=0.0, bytes=8.0 * t + 4.0 * t * (ksel(p) + 1) + (4.0 * t * p["topk"] if p["kind"] == "csa" else 0.0))
 
 
 register_op(OpSpec(
@@ -220,10 +245,12 @@ register_op(OpSpec(
     strategy=lambda: st.fixed_dictionaries({
         "T": st.integers(1, 5), "W": st.sampled_from([4, 16]), "kind": st.sampled_from(["swa", "csa", "hca"]), "ratio": st.just(8),
         "topk": st.sampled_from([2, 8]), "ctx": st.integers(1, 100), "ragged": st.booleans()}),
-    cost=lambda p: Cost(flops=0.0, bytes=8.0 * p["T"] + 4.0 * p["T"] * (ksel(p) + (p["topk"] if p["kind"] == "csa" else 0))),
-    tolerance=lambda p: {"indices": Tolerance(exact=True, why="integer index lists: exact")},
-    outputs=("indices",),
-    doc="window ring (oldest to newest, -1 empty) + CSA top-k / HCA all compressed entries, offset by W",
+    cost=_ai_cost,
+    tolerance=lambda p: {"indices": Tolerance(exact=True, why="integer index lists: exact"),
+                         "lengths": Tolerance(exact=True, why="integer counts: exact")},
+    outputs=("indices", "lengths"),
+    doc="window ring (oldest to newest, -1 empty) + CSA top-k / HCA all compressed entries, offset by W; "
+        "fixed width n_max from the layer kind, lengths[t] = columns that may hold an entry",
 ))
 
-__all__ = ["token_positions", "selected_counts", "window_indices"]
+__all__ = ["token_positions", "selected_counts", "window_indices", "row_lengths"]

@@ -7,9 +7,10 @@ from kernelbench.registry import register_impl
 
 
 @register_impl("sparse_attention", "planted_sink")
-def sparse_attention(q, kv, seq_ids, indices, sink, scale, positions=None, freqs=None, config=None):
+def sparse_attention(q, kv, seq_ids, indices, sink, scale, positions=None, freqs=None, lengths=None, config=None):
+    from kernelbench.reference.attention import apply_lengths
     from kernelbench.reference.rope import rope
-    idx = indices.long()
+    idx = apply_lengths(indices, lengths).long()
     valid = idx >= 0
     sel = kv[seq_ids.long()[:, None], idx.clamp(min=0)].float()
     sel = torch.where(valid[..., None], sel, torch.zeros((), dtype=sel.dtype))
