@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
-from kernelbench.kernels.quant import _launch_fp8, fp4_decode_bf16, pow2
+from kernelbench.kernels.quant import _launch_fp8, fp4_decode_bf16, fp4_hi_e4m3, fp4_lo_e4m3, pow2
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -74,6 +74,28 @@ def fp4_tile_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, x_ptr, rows, rmask, LDX, D
     acc = tl.dot(dot_operand(fp4_decode_bf16(b & 15, sexp), DOT_UPCAST), dot_operand(tl.trans(xe), DOT_UPCAST), acc)
     acc = tl.dot(dot_operand(fp4_decode_bf16(b >> 4, sexp), DOT_UPCAST), dot_operand(tl.trans(xo), DOT_UPCAST), acc)
     return acc
+
+
+@triton.jit
+def fp4_tile_dot_fp8(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
+    """Same product as fp4_tile_dot with the cheap decode: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T
+    where X is given as e4m3 codes xq (rows of LDX) with fp32 UE8M0 scales sx (rows of LDX / 128): the act-quant
+    of the spec's fp4 GEMM, the same values as the bf16 fp8-simulated X. Each byte becomes two e4m3 codes
+    (value / 64, kernels/quant.py fp4_lo_e4m3 / fp4_hi_e4m3), interleaved back to k order (join + reshape), and
+    one fp8 x fp8 dot per 32-wide scale group (fp8 MMA k = 32): acc += dot * (sw[n] * 64) * sx[m]."""
+    BN: tl.constexpr = rn.shape[0]
+    rj = tl.arange(0, 16)
+    rk = tl.arange(0, 32)
+    xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :]
+    sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)    # (BM,)
+    kacc = tl.zeros(acc.shape, dtype=tl.float32)
+    for g in tl.static_range(4):
+        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + g * 16 + rj[None, :])               # (BN, 16) bytes
+        w = tl.reshape(tl.join(fp4_lo_e4m3(b), fp4_hi_e4m3(b)), (BN, 32))                     # (BN, 32) k order
+        sw = pow2(tl.load(s_ptr + rn * LDS + kb * 4 + g).to(tl.int32) - 121)                  # 2^(e - 127) * 64
+        xq = tl.load(xrow + g * 32, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
+        kacc += tl.dot(w, tl.trans(xq)) * sw[:, None]
+    return acc + kacc * sx[None, :]
 
 
 @triton.jit

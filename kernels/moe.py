@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
-from kernelbench.kernels.linear import _bf16_gemm, _default, fp4_tile_dot, fp8_linear
+from kernelbench.kernels.linear import _bf16_gemm, _default, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
 from kernelbench.kernels.quant import _launch_fp8
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
@@ -76,10 +76,11 @@ def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
 
 # ---- routed experts ------------------------------------------------------------------------------------------
 @triton.jit
-def _moe_up_kernel(x_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, a_ptr, limit,
+def _moe_up_kernel(x_ptr, sx_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, a_ptr, limit,
                    D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                   DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
-    # x (T, D) bf16 fp8-simulated (group 128); rw (TK,) fp32 routing weights; sorted (TK,) int32 slots grouped by expert; start (El+1,)
+                   FP8_DOT: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (T, D) bf16 fp8-simulated (group 128), or with FP8_DOT its e4m3 codes and sx (T, D/128) fp32 scales;
+    # rw (TK,) fp32 routing weights; sorted (TK,) int32 slots grouped by expert; start (El+1,)
     # w1, w3 (El, F, D/2) uint8; s1, s3 (El, F, D/32) uint8 e8m0; a (TK, F) bf16 by sorted position
     e = tl.program_id(0)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -99,8 +100,12 @@ def _moe_up_kernel(x_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr,
         accg = tl.zeros((BN, BM), dtype=tl.float32)
         accu = tl.zeros((BN, BM), dtype=tl.float32)
         for kb in range(D // 128):
-            accg = fp4_tile_dot(accg, w1, s1, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
-            accu = fp4_tile_dot(accu, w3, s3, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
+            if FP8_DOT:
+                accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, x_ptr, sx_ptr, tok, pm, D)
+                accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, x_ptr, sx_ptr, tok, pm, D)
+            else:
+                accg = fp4_tile_dot(accg, w1, s1, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
+                accu = fp4_tile_dot(accu, w3, s3, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
         g = to_bf16(accg, RNE_FIX).to(tl.float32)          # the expert GEMMs return bf16
         u = to_bf16(accu, RNE_FIX).to(tl.float32)
         u = tl.minimum(tl.maximum(u, -limit), limit)
@@ -112,10 +117,11 @@ def _moe_up_kernel(x_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr,
 
 
 @triton.jit
-def _moe_down_kernel(a_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_ptr,
+def _moe_down_kernel(a_ptr, sa_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_ptr,
                      D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                     DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
-    # a (TK, F) bf16 fp8-simulated, by sorted position; w2 (El, D, F/2) uint8; s2 (El, D, F/32) uint8; ybuf (TK, D) fp32 by slot
+                     FP8_DOT: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    # a (TK, F) bf16 fp8-simulated by sorted position, or with FP8_DOT its e4m3 codes and sa (TK, F/128) fp32;
+    # w2 (El, D, F/2) uint8; s2 (El, D, F/32) uint8; ybuf (TK, D) fp32 by slot
     e = tl.program_id(0)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     start = tl.load(start_ptr + e)
@@ -130,7 +136,10 @@ def _moe_down_kernel(a_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_ptr,
         slot = tl.load(sorted_ptr + pos, mask=pm, other=0)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         for kb in range(F // 128):
-            acc = fp4_tile_dot(acc, w2, s2, rn, F // 2, F // 32, kb, a_ptr, pos, pm, F, DOT_UPCAST)
+            if FP8_DOT:
+                acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, kb, a_ptr, sa_ptr, pos, pm, F)
+            else:
+                acc = fp4_tile_dot(acc, w2, s2, rn, F // 2, F // 32, kb, a_ptr, pos, pm, F, DOT_UPCAST)
         y = to_bf16(acc, RNE_FIX).to(tl.float32)            # each expert's output is bf16
         tl.store(ybuf_ptr + slot[None, :].to(tl.int64) * D + rn[:, None], y, mask=pm[None, :])
         c += BM
@@ -177,8 +186,10 @@ MOE_TILES = ((16, 16, 16, 4), (16, 16, 32, 4), (16, 32, 16, 4), (16, 32, 32, 4),
 
 
 def moe_configs(params: dict) -> list[dict]:
-    return [{"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "num_warps": w, "num_stages": s}
-            for bm, bu, bd, w in MOE_TILES for s in (2, 3)]
+    # DECODE: "bf16" = e2m1 -> bf16 bit patterns with the scale in the exponent, bf16 dots (kernels/linear.py
+    # fp4_tile_dot); "fp8" = e2m1 -> e4m3 codes (3 int ops per value), fp8 dots per 32-group (fp4_tile_dot_fp8)
+    return [{"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "num_warps": w, "num_stages": s, "DECODE": dec}
+            for dec in ("fp8", "bf16") for bm, bu, bd, w in MOE_TILES for s in (2, 3)]
 
 
 def moe_default(params: dict) -> dict:
@@ -266,21 +277,30 @@ def _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_l
     start = torch.zeros(El + 2, dtype=torch.int32, device=dev)
     start[1:] = torch.cumsum(counts, 0)
     order = torch.argsort(key, stable=True).to(torch.int32)          # (TK,) slots grouped by expert
-    xs = _launch_fp8(x, 128, "ue8m0", True, None, "fp8_simulate")[0]     # (T, D) bf16, the GEMM's fp8 values
+    fp8 = cfg.get("DECODE", "bf16") == "fp8"
+    if fp8:     # e4m3 codes + fp32 UE8M0 scales: the same values fp8_simulate gives, for fp8 x fp8 dots
+        xs, sxs = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    else:
+        xs = _launch_fp8(x, 128, "ue8m0", True, None, "fp8_simulate")[0]     # (T, D) bf16, the GEMM's fp8 values
+        sxs = order                                                      # unused (no scales)
     rw = weights.contiguous().view(-1)
     w1, w3, w2 = w1.contiguous(), w3.contiguous(), w2.contiguous()
     s1, s3, s2 = s1.contiguous(), s3.contiguous(), s2.contiguous()
     a = torch.empty((TK, F), dtype=torch.bfloat16, device=dev)
     ybuf = torch.empty((TK, D), dtype=torch.float32, device=dev)
-    common = dict(DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    common = dict(FP8_DOT=fp8, DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
+                  num_stages=cfg["num_stages"])
     # 2. W1 / W3 + SwiGLU + routing weight
     _moe_up_kernel[(El, F // cfg["BN_UP"])](
-        xs, rw, order, start, w1, s1.view(torch.uint8), w3, s3.view(torch.uint8), a, float(swiglu_limit),
+        xs, sxs, rw, order, start, w1, s1.view(torch.uint8), w3, s3.view(torch.uint8), a, float(swiglu_limit),
         D=D, F=F, K=K, BM=cfg["BM"], BN=cfg["BN_UP"], **common)
     # 3. W2 per expert into per-slot rows (its input act-quantized per 128 first, as fp4_linear does)
-    a = _launch_fp8(a, 128, "ue8m0", True, None, "fp8_simulate")[0]
+    if fp8:
+        a, sa = _launch_fp8(a, 128, "ue8m0", False, None, "act_quant_fp8")
+    else:
+        a, sa = _launch_fp8(a, 128, "ue8m0", True, None, "fp8_simulate")[0], order
     _moe_down_kernel[(El, D // cfg["BN_DOWN"])](
-        a, order, start, w2, s2.view(torch.uint8), ybuf, D=D, F=F, BM=cfg["BM"], BN=cfg["BN_DOWN"], **common)
+        a, sa, order, start, w2, s2.view(torch.uint8), ybuf, D=D, F=F, BM=cfg["BM"], BN=cfg["BN_DOWN"], **common)
     # 4. deterministic combine (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024

@@ -66,25 +66,31 @@ def main(arch: int = 120) -> int:
                      "BK": 128, "OUT_BF16": False}
                 c = {k: v for k, v in c.items() if k in sig}
                 rows.append((kind, (bm, bn, w, st), *compile_report(fn, sig, c, w, st, arch)))
-    up_sig = {"x_ptr": "*bf16", "rw_ptr": "*fp32", "sorted_ptr": "*i32", "start_ptr": "*i32", "w1_ptr": "*u8",
+    up_sig = {"x_ptr": "*bf16", "sx_ptr": "*i32", "rw_ptr": "*fp32", "sorted_ptr": "*i32", "start_ptr": "*i32", "w1_ptr": "*u8",
               "s1_ptr": "*u8", "w3_ptr": "*u8", "s3_ptr": "*u8", "a_ptr": "*bf16", "limit": "fp32", "D": "constexpr",
-              "F": "constexpr", "K": "constexpr", "BM": "constexpr", "BN": "constexpr", "DOT_UPCAST": "constexpr",
-              "RNE_FIX": "constexpr"}
-    down_sig = {"a_ptr": "*bf16", "sorted_ptr": "*i32", "start_ptr": "*i32", "w2_ptr": "*u8", "s2_ptr": "*u8",
+              "F": "constexpr", "K": "constexpr", "BM": "constexpr", "BN": "constexpr", "FP8_DOT": "constexpr",
+              "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
+    down_sig = {"a_ptr": "*bf16", "sa_ptr": "*i32", "sorted_ptr": "*i32", "start_ptr": "*i32", "w2_ptr": "*u8", "s2_ptr": "*u8",
                 "ybuf_ptr": "*fp32", "D": "constexpr", "F": "constexpr", "BM": "constexpr", "BN": "constexpr",
-                "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
-    for bm, bu, bd, w in KM.MOE_TILES:
-        for st in (2, 3):
-            rows.append(("moe_up", (bm, bu, w, st), *compile_report(
-                KM._moe_up_kernel, up_sig, {"D": 4096, "F": 2048, "K": 6, "BM": bm, "BN": bu, "DOT_UPCAST": False,
-                                            "RNE_FIX": False}, w, st, arch)))
-            rows.append(("moe_down", (bm, bd, w, st), *compile_report(
-                KM._moe_down_kernel, down_sig, {"D": 4096, "F": 2048, "BM": bm, "BN": bd, "DOT_UPCAST": False,
-                                                "RNE_FIX": False}, w, st, arch)))
+                "FP8_DOT": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
+    # DECODE "fp8" (kernels/moe.py moe_configs): activations arrive as e4m3 codes + fp32 scales
+    fp8_types = {"x_ptr": "*fp8e4nv", "sx_ptr": "*fp32", "a_ptr": "*fp8e4nv", "sa_ptr": "*fp32"}
+    for fp8 in (False, True):
+        us = {k: fp8_types.get(k, t) if fp8 else t for k, t in up_sig.items()}
+        ds = {k: fp8_types.get(k, t) if fp8 else t for k, t in down_sig.items()}
+        tag = "_fp8" if fp8 else ""
+        for bm, bu, bd, w in KM.MOE_TILES:
+            for st in (2, 3):
+                rows.append(("moe_up" + tag, (bm, bu, w, st), *compile_report(
+                    KM._moe_up_kernel, us, {"D": 4096, "F": 2048, "K": 6, "BM": bm, "BN": bu, "FP8_DOT": fp8,
+                                            "DOT_UPCAST": False, "RNE_FIX": False}, w, st, arch)))
+                rows.append(("moe_down" + tag, (bm, bd, w, st), *compile_report(
+                    KM._moe_down_kernel, ds, {"D": 4096, "F": 2048, "BM": bm, "BN": bd, "FP8_DOT": fp8,
+                                              "DOT_UPCAST": False, "RNE_FIX": False}, w, st, arch)))
     for kind, cfg, smem, reg, stack, mma in rows:
         flag = smem > SMEM_LIMIT or stack > 0
         bad += flag
-        print(f"{'BAD ' if flag else 'ok  '}{kind:9s} BM,BN,warps,stages={cfg} shared={smem} regs={reg} stack={stack} {mma}")
+        print(f"{'BAD ' if flag else 'ok  '}{kind:13s} BM,BN,warps,stages={cfg} shared={smem} regs={reg} stack={stack} {mma}")
     print(f"{len(rows)} configs, {bad} over the limits")
     return 1 if bad else 0
 

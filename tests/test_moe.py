@@ -200,3 +200,14 @@ def test_gate_weights_stay_finite_when_every_selected_score_underflows(impl_name
     ratio = torch.exp(torch.tensor(1.0, dtype=torch.float64))              # exp((-256 - -258) / 2)
     assert torch.isfinite(w2).all()
     assert torch.allclose((w2[:, 0] / w2[:, 1]).double(), ratio.expand(T), rtol=1e-5)
+
+
+@pytest.mark.parametrize("decode", ["fp8", "bf16"])
+def test_experts_kernel_decode_paths(decode, monkeypatch):
+    """Both weight decodes (e2m1 -> bf16 bits + bf16 dots, e2m1 -> e4m3 codes + fp8 dots) against the reference,
+    with several token tiles per expert."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2}
+    check_against_reference("moe_experts", p, "outliers",
+                            config={"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2,
+                                    "DECODE": decode})
