@@ -15,14 +15,10 @@ from kernelbench.verify import Options, interpreter_active, select_pairs, verify
 # (op, impl) -> why it is not run on the CPU at all
 SKIPS: dict[tuple[str, str], str] = {}
 
-# (op, impl) -> the open bug verify finds; the sweep reports it but does not fail on it
-_MOE_STRIDES = ("wrong results (or NaN) for strided, non-contiguous inputs that the reference accepts; found by "
-                "verify's strided layout on 2026-11-29; the kernel must honour strides or refuse them clearly")
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("moe_gate", "triton"): _MOE_STRIDES,
-    ("moe_experts", "triton"): _MOE_STRIDES,
-    ("moe_layer", "triton"): _MOE_STRIDES,
-}
+# (op, impl) -> the open bug verify finds; the sweep reports it but does not fail on it. An entry that
+# passes fails the sweep (stale). History: the MoE kernels' strided-input bug found here on 2026-11-29
+# was fixed the same day (inputs made contiguous) and its entries removed.
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 EXAMPLES = 2
 
@@ -45,6 +41,8 @@ def test_every_registered_implementation_verifies():
             line = (f"{spec.name}/{impl.name}: {rep.failures[0].short()}\n"
                     f"    reproduce: {rep.failures[0].example.repro('cpu')}")
             (known if (spec.name, impl.name) in KNOWN_FAILURES else failed).append(line)
+        elif (spec.name, impl.name) in KNOWN_FAILURES:
+            failed.append(f"{spec.name}/{impl.name} passes now: remove it from KNOWN_FAILURES")
     for line in known:
         print("known failure:", line)
     problems = [f"produced no result: {x}" for x in no_result] + [f"failed: {x}" for x in failed]
