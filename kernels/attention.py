@@ -24,37 +24,12 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels import kv as _kv  # noqa: F401  (registers kv_write's Triton implementation)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand
-from kernelbench.kernels.quant import to_bf16
-from kernelbench.kernels.rope import _sincos
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
 from kernelbench.reference.attention import check_sparse_attention
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
 LOG2E = 1.4426950408889634
-
-
-def fix_interpreter_loops() -> None:
-    """Triton 3.6's interpreter converts a loop bound with `int(array)`, which numpy >= 2.4 refuses for
-    the 1-element arrays that hold scalar kernel arguments, so `range(0, n)` over a runtime `n` fails
-    on the CPU. Patch that one conversion (interpreter only; compiled kernels are untouched).
-    Belongs in kernels/common.py; kept here until it moves there."""
-    import numpy as np
-    import triton.runtime.interpreter as interp
-    if getattr(interp, "_kb_index_fix", False):
-        return
-    orig = interp._patch_lang_tensor
-
-    def patched(tensor, scope):
-        orig(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
-
-    interp._patch_lang_tensor = patched
-    interp._kb_index_fix = True
-
-
-if INTERPRET:
-    fix_interpreter_loops()
 
 
 # config space ----------------------------------------------------------------------------------
@@ -155,7 +130,7 @@ def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T
         is_rope = fi >= 0
         f = tl.load(freqs_ptr + tl.where(is_rope, fi, 0), mask=is_rope, other=0.0)
         ang = tl.load(pos_ptr + t).to(tl.float32) * f                      # fp32 angle, as the reference
-        sn, c = _sincos(ang)                                               # no local-memory slow path
+        sn, c = sincos(ang)                                               # no local-memory slow path
         e2 = even * c + odd * sn                                           # (e + i o) * e^{-i ang}
         o2 = odd * c - even * sn
         even = tl.where(is_rope, e2, even)

@@ -16,9 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device
-from kernelbench.kernels.quant import e4m3_round_code, pow2, to_bf16, ue8m0_exp
-from kernelbench.kernels.rope import _sincos
+from kernelbench.kernels.common import INTERPRET, check_device, sincos, to_bf16
+from kernelbench.kernels.quant import e4m3_round_code, pow2, ue8m0_exp
 from kernelbench.reference.kv import _check_tokens, check_attention_indices
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
@@ -64,7 +63,7 @@ def _kv_write_kernel(kv_ptr, w_ptr, pos_ptr, seq_ptr, f_ptr, out_ptr, cache_ptr,
                  RNE_FIX).to(tl.float32)
     xo = to_bf16((tl.load(kv_ptr + t * DH + ev + 1).to(tl.float32) * rs) * tl.load(w_ptr + ev + 1).to(tl.float32),
                  RNE_FIX).to(tl.float32)
-    sn, cs = _sincos(pos.to(tl.float32) * tl.load(f_ptr + i))
+    sn, cs = sincos(pos.to(tl.float32) * tl.load(f_ptr + i))
     ye = to_bf16(xe * cs - xo * sn, RNE_FIX)
     yo = to_bf16(xe * sn + xo * cs, RNE_FIX)
     tl.store(out_ptr + t * DH + ev, ye)

@@ -4,7 +4,7 @@ Legend: N rows (tokens), H rows per token (heads; any middle dims flattened), R 
 R2 = R/2 pairs, T tokens, Hl heads per rank, Dh head dim, BLOCK_H heads per program.
 
 The angle is one fp32 multiply p * f_i, exactly as the reference (and DeepSeek's fp32 cos/sin
-table); cos/sin (`_sincos`) and the rotation run in fp32; one bf16 rounding at the store. Pairs are read as
+table); cos/sin (`common.sincos`) and the rotation run in fp32; one bf16 rounding at the store. Pairs are read as
 two strided halves (x[2i], x[2i+1]); both halves sit in the same cache lines, so each byte of x
 is read from memory once.
 
@@ -20,8 +20,6 @@ import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, sincos, to_bf16
 from kernelbench.registry import register_impl
-
-_sincos = sincos   # old name, still imported by kernels/attention.py and kernels/kv.py
 from kernelbench.tuning import lookup
 
 
