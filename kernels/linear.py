@@ -84,14 +84,20 @@ def fp4_tile_dot_fp8(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, 
     (value / 64, kernels/quant.py fp4_lo_e4m3 / fp4_hi_e4m3), interleaved back to k order (join + reshape), and
     one fp8 x fp8 dot per 32-wide scale group (fp8 MMA k = 32): acc += dot * (sw[n] * 64) * sx[m]."""
     BN: tl.constexpr = rn.shape[0]
-    rj = tl.arange(0, 16)
+    rq = tl.arange(0, 4)
+    r4 = tl.arange(0, 4).to(tl.uint32)
     rk = tl.arange(0, 32)
     xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :]
     sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)    # (BM,)
     kacc = tl.zeros(acc.shape, dtype=tl.float32)
     for g in tl.static_range(4):
-        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + g * 16 + rj[None, :])               # (BN, 16) bytes
-        w = tl.reshape(tl.join(fp4_lo_e4m3(b), fp4_hi_e4m3(b)), (BN, 32))                     # (BN, 32) k order
+        wp = (w_ptr + rn[:, None] * LDW + kb * 64 + g * 16).to(tl.pointer_type(tl.uint32))
+        q = tl.load(wp + rq[None, :])                                                         # (BN, 4) words
+        lo = ((q << 2) & 0x1C1C1C1C) | ((q << 4) & 0x80808080)
+        hi = ((q >> 2) & 0x1C1C1C1C) | (q & 0x80808080)
+        lo = ((lo[:, :, None] >> (8 * r4)[None, None, :]) & 0xFF).to(tl.uint8)                # (BN, 4, 4)
+        hi = ((hi[:, :, None] >> (8 * r4)[None, None, :]) & 0xFF).to(tl.uint8)
+        w = tl.reshape(tl.join(lo, hi), (BN, 32)).to(tl.float8e4nv, bitcast=True)
         sw = pow2(tl.load(s_ptr + rn * LDS + kb * 4 + g).to(tl.int32) - 121)                  # 2^(e - 127) * 64
         xq = tl.load(xrow + g * 32, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
         kacc += tl.dot(w, tl.trans(xq)) * sw[:, None]
@@ -99,10 +105,11 @@ def fp4_tile_dot_fp8(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, 
 
 
 @triton.jit
-def _fp4_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
+def _fp4_gemm_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
                      KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                     DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
-    # x (M, K) bf16 fp8-simulated (group 128); w (N, K/2) uint8 e2m1 pairs; ws (N, K/32) uint8 e8m0 bits
+                     FP8_DOT: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (M, K) bf16 fp8-simulated (group 128), or with FP8_DOT e4m3 codes and sx (M, K/128) fp32 scales;
+    # w (N, K/2) uint8 e2m1 pairs; ws (N, K/32) uint8 e8m0 bits
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -110,7 +117,10 @@ def _fp4_gemm_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
     kb0 = pid_s * KB_SPLIT
     acc = tl.zeros((BN, BM), dtype=tl.float32)
     for i in tl.range(0, KB_SPLIT):
-        acc = fp4_tile_dot(acc, w_ptr, ws_ptr, rn_safe, K // 2, K // 32, kb0 + i, x_ptr, rm, rm < M, K, DOT_UPCAST)
+        if FP8_DOT:
+            acc = fp4_tile_dot_fp8(acc, w_ptr, ws_ptr, rn_safe, K // 2, K // 32, kb0 + i, x_ptr, sx_ptr, rm, rm < M, K)
+        else:
+            acc = fp4_tile_dot(acc, w_ptr, ws_ptr, rn_safe, K // 2, K // 32, kb0 + i, x_ptr, rm, rm < M, K, DOT_UPCAST)
     omask = (rn < N)[:, None] & (rm < M)[None, :]
     if SPLIT == 1:
         tl.store(out_ptr + rm[None, :] * N + rn[:, None], to_bf16(acc, RNE_FIX), mask=omask)
@@ -206,8 +216,15 @@ def fp8_configs(params: dict) -> list[dict]:
     return _configs(FP8_TILES, params)
 
 
+def fp4_default(params: dict) -> dict:
+    # DECODE stays "bf16" here: the default tile (16, 64, 8 warps) loses the fp8 decode's gain on sm_90 (loop 421 ->
+    # 388 SASS instructions: both warpgroups decode the whole weight tile); (16, 64, 4 warps) + fp8 is 711 -> 410.
+    return {**fp8_default(params), "DECODE": "bf16"}
+
+
 def fp4_configs(params: dict) -> list[dict]:
-    return _configs(FP4_TILES, params)
+    # DECODE as in kernels/moe.py moe_configs: "bf16" (fp4_tile_dot) or "fp8" (fp4_tile_dot_fp8)
+    return [{**c, "DECODE": d} for d in ("fp8", "bf16") for c in _configs(FP4_TILES, params)]
 
 
 def bf16_configs(params: dict) -> list[dict]:
@@ -280,7 +297,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     return y if split == 1 else _finish(out, y, split, True)
 
 
-@register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp8_default,
+@register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp4_default,
                kernels=lambda: [_fp4_gemm_kernel, _splitk_reduce_kernel])
 def fp4_linear(x, weight, weight_scale, config=None):
     check_device(x, weight, weight_scale)
@@ -292,17 +309,22 @@ def fp4_linear(x, weight, weight_scale, config=None):
     _check_linear_x(x, K, "fp4_linear")
     check_shape("weight_scale", weight_scale, (N, K // 32))
     M = x.shape[0]
-    cfg = config or lookup("fp4_linear", {"M": M, "N": N, "K": K}, fp8_default({"M": M, "N": N, "K": K}))
+    cfg = config or lookup("fp4_linear", {"M": M, "N": N, "K": K}, fp4_default({"M": M, "N": N, "K": K}))
     weight = weight.contiguous()
     ws = weight_scale.contiguous().view(torch.uint8)
-    x = _launch_fp8(x, 128, "ue8m0", True, None, "fp8_simulate")[0]      # (M, K) bf16 = e4m3 * 2^k exactly
+    fp8 = cfg.get("DECODE", "bf16") == "fp8" and weight.data_ptr() % 4 == 0     # it reads the weights as words
+    if fp8:     # e4m3 codes + fp32 UE8M0 scales (the same values as the simulated bf16)
+        x, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    else:
+        x = _launch_fp8(x, 128, "ue8m0", True, None, "fp8_simulate")[0]      # (M, K) bf16 = e4m3 * 2^k exactly
+        sx = ws                                                              # unused
     split = _fit_split(cfg["SPLIT"], K // 128)
     kb_split = K // 128 // split
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]))
-    _fp4_gemm_kernel[grid](x, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split,
-                           DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
+    _fp4_gemm_kernel[grid](x, sx, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"], SPLIT=split,
+                           FP8_DOT=fp8, DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
                            num_stages=cfg["num_stages"])
     return y if split == 1 else _finish(out, y, split, True)
 

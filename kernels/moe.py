@@ -195,8 +195,14 @@ def moe_configs(params: dict) -> list[dict]:
 def moe_default(params: dict) -> dict:
     # H200, Flash TP8 moe_layer (2026-11-29): C=1 BN 16/16 117.7 us vs 32/32 136.5 us (more programs on the one
     # or two touched experts); C=16 / 64 BN 32/32 470.6 / 1047.2 us vs 16/16 551.0 / 1279.9 us.
+    # DECODE (static SASS, Flash sizes, 4 warps, 2 stages, instructions in the K loop per thread, bf16 -> fp8):
+    # sm_90  BN 32: up 882 -> 616, down 506 -> 348 (HMMA: Triton's mma.sync path upcasts fp8 to f16 on sm_90);
+    #        BN 64: up 1336 -> 720, down 707 -> 401 (QGMMA); BN 16: up 612 -> 666, down 364 -> 363 (no gain);
+    # sm_120 BN 32: up 880 -> 510, down 486 -> 275 (QMMA); BN 64: 1460 -> 503, 785 -> 274; BN 16: 578 -> 539, 340 -> 299.
+    # So fp8 for the BN 32 tiles; the small-T BN 16 tiles keep bf16 until `kernelbench tune` has timed both.
     small = params["T"] <= 4
-    return {"BM": 16, "BN_UP": 16 if small else 32, "BN_DOWN": 16 if small else 32, "num_warps": 4, "num_stages": 2}
+    return {"BM": 16, "BN_UP": 16 if small else 32, "BN_DOWN": 16 if small else 32, "num_warps": 4, "num_stages": 2,
+            "DECODE": "bf16" if small else "fp8"}
 
 
 # ---- wrappers -------------------------------------------------------------------------------------------------
@@ -277,7 +283,7 @@ def _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_l
     start = torch.zeros(El + 2, dtype=torch.int32, device=dev)
     start[1:] = torch.cumsum(counts, 0)
     order = torch.argsort(key, stable=True).to(torch.int32)          # (TK,) slots grouped by expert
-    fp8 = cfg.get("DECODE", "bf16") == "fp8"
+    fp8 = cfg.get("DECODE", "bf16") == "fp8" and all(w.data_ptr() % 4 == 0 for w in (w1, w3, w2))  # read as words
     if fp8:     # e4m3 codes + fp32 UE8M0 scales: the same values fp8_simulate gives, for fp8 x fp8 dots
         xs, sxs = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
     else:

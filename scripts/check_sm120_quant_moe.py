@@ -46,8 +46,11 @@ def gemm_sig(kind):
         return KL._fp8_gemm_kernel, {"xq_ptr": "*fp8e4nv", "sx_ptr": "*fp32", "w_ptr": "*fp8e4nv", "ws_ptr": "*u8",
                                      "out_ptr": "*fp32", **base}
     if kind == "fp4":
-        return KL._fp4_gemm_kernel, {"x_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "out_ptr": "*fp32", **base,
-                                     "DOT_UPCAST": "constexpr"}
+        return KL._fp4_gemm_kernel, {"x_ptr": "*bf16", "sx_ptr": "*u8", "w_ptr": "*u8", "ws_ptr": "*u8",
+                                     "out_ptr": "*fp32", **base, "FP8_DOT": "constexpr", "DOT_UPCAST": "constexpr"}
+    if kind == "fp4_fp8":
+        return KL._fp4_gemm_kernel, {"x_ptr": "*fp8e4nv", "sx_ptr": "*fp32", "w_ptr": "*u8", "ws_ptr": "*u8",
+                                     "out_ptr": "*fp32", **base, "FP8_DOT": "constexpr", "DOT_UPCAST": "constexpr"}
     return KL._bf16_gemm_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*fp32", "M": "i32", "N": "i32",
                                   "K": "i32", "G": "i32", "sxm": "i32", "sxg": "i32", "swg": "i32", "swn": "i32",
                                   "som": "i32", "sog": "i32", "PART_STRIDE": "i32", "KB_SPLIT": "constexpr",
@@ -58,11 +61,12 @@ def gemm_sig(kind):
 def main(arch: int = 120) -> int:
     bad = 0
     rows = []
-    for kind, tiles in (("fp8", KL.FP8_TILES), ("fp4", KL.FP4_TILES), ("bf16", KL.BF16_TILES)):
+    for kind, tiles in (("fp8", KL.FP8_TILES), ("fp4", KL.FP4_TILES), ("fp4_fp8", KL.FP4_TILES), ("bf16", KL.BF16_TILES)):
         fn, sig = gemm_sig(kind)
         for bm, bn, w in tiles:
             for st in (2, 3, 4):
                 c = {"KB_SPLIT": 8, "BM": bm, "BN": bn, "SPLIT": 2, "RNE_FIX": False, "DOT_UPCAST": False,
+                     "FP8_DOT": kind == "fp4_fp8",
                      "BK": 128, "OUT_BF16": False}
                 c = {k: v for k, v in c.items() if k in sig}
                 rows.append((kind, (bm, bn, w, st), *compile_report(fn, sig, c, w, st, arch)))

@@ -98,6 +98,14 @@ def test_split_k_and_ragged_n(op, cfg, monkeypatch):
     check_against_reference(op, {"M": 17, "N": 200, "K": 384}, "outliers", config=cfg)
 
 
+@pytest.mark.parametrize("decode", ["fp8", "bf16"])
+def test_fp4_linear_decode_paths(decode, monkeypatch):
+    """Both e2m1 decodes (bf16 bits + bf16 dots, e4m3 codes + fp8 dots per 32-group), ragged N and M, split K."""
+    poisoned_empty(monkeypatch)
+    cfg = {"BM": 16, "BN": 32, "SPLIT": 2, "num_warps": 4, "num_stages": 2, "DECODE": decode}
+    check_against_reference("fp4_linear", {"M": 17, "N": 200, "K": 512}, "outliers", config=cfg)
+
+
 def test_bf16_linear_bf16_out_and_odd_k(monkeypatch):
     poisoned_empty(monkeypatch)
     _, impl = spec_and_impl("bf16_linear")
