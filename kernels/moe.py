@@ -78,7 +78,7 @@ def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
 @triton.jit
 def _moe_up_kernel(x_ptr, sx_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, a_ptr, limit,
                    D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                   FP8_DOT: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+                   FP8_DOT: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr = False):
     # x (T, D) bf16 fp8-simulated (group 128), or with FP8_DOT its e4m3 codes and sx (T, D/128) fp32 scales;
     # rw (TK,) fp32 routing weights; sorted (TK,) int32 slots grouped by expert; start (El+1,)
     # w1, w3 (El, F, D/2) uint8; s1, s3 (El, F, D/32) uint8 e8m0; a (TK, F) bf16 by sorted position
@@ -101,8 +101,8 @@ def _moe_up_kernel(x_ptr, sx_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr,
         accu = tl.zeros((BN, BM), dtype=tl.float32)
         for kb in range(D // 128):
             if FP8_DOT:
-                accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, x_ptr, sx_ptr, tok, pm, D)
-                accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, x_ptr, sx_ptr, tok, pm, D)
+                accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, x_ptr, sx_ptr, tok, pm, D, ASM)
+                accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, x_ptr, sx_ptr, tok, pm, D, ASM)
             else:
                 accg = fp4_tile_dot(accg, w1, s1, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
                 accu = fp4_tile_dot(accu, w3, s3, rn, D // 2, D // 32, kb, x_ptr, tok, pm, D, DOT_UPCAST)
@@ -119,7 +119,7 @@ def _moe_up_kernel(x_ptr, sx_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr,
 @triton.jit
 def _moe_down_kernel(a_ptr, sa_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_ptr,
                      D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                     FP8_DOT: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+                     FP8_DOT: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr = False):
     # a (TK, F) bf16 fp8-simulated by sorted position, or with FP8_DOT its e4m3 codes and sa (TK, F/128) fp32;
     # w2 (El, D, F/2) uint8; s2 (El, D, F/32) uint8; ybuf (TK, D) fp32 by slot
     e = tl.program_id(0)
@@ -137,7 +137,7 @@ def _moe_down_kernel(a_ptr, sa_ptr, sorted_ptr, start_ptr, w2_ptr, s2_ptr, ybuf_
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         for kb in range(F // 128):
             if FP8_DOT:
-                acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, kb, a_ptr, sa_ptr, pos, pm, F)
+                acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, kb, a_ptr, sa_ptr, pos, pm, F, ASM)
             else:
                 acc = fp4_tile_dot(acc, w2, s2, rn, F // 2, F // 32, kb, a_ptr, pos, pm, F, DOT_UPCAST)
         y = to_bf16(acc, RNE_FIX).to(tl.float32)            # each expert's output is bf16
@@ -187,9 +187,13 @@ MOE_TILES = ((16, 16, 16, 4), (16, 16, 32, 4), (16, 32, 16, 4), (16, 32, 32, 4),
 
 def moe_configs(params: dict) -> list[dict]:
     # DECODE: "bf16" = e2m1 -> bf16 bit patterns with the scale in the exponent, bf16 dots (kernels/linear.py
-    # fp4_tile_dot); "fp8" = e2m1 -> e4m3 codes (3 int ops per value), fp8 dots per 32-group (fp4_tile_dot_fp8)
+    # fp4_tile_dot); "fp8" = e2m1 -> e4m3 codes (3 int ops per value), fp8 dots per 32-group (fp4_tile_dot_fp8);
+    # "fp8_asm" = the same with the word ops in inline PTX (compiled runs only; the interpreter runs "fp8"), offered
+    # for the BN 64 tiles, where it cut the sm_90 K loop by ~25% (it spills on sm_90 at BN 32)
     return [{"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "num_warps": w, "num_stages": s, "DECODE": dec}
-            for dec in ("fp8", "bf16") for bm, bu, bd, w in MOE_TILES for s in (2, 3)]
+            for dec in ("fp8", "bf16") for bm, bu, bd, w in MOE_TILES for s in (2, 3)] + \
+        [{"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "num_warps": w, "num_stages": s, "DECODE": "fp8_asm"}
+         for bm, bu, bd, w in MOE_TILES if max(bu, bd) >= 64 for s in (2, 3)]
 
 
 def moe_default(params: dict) -> dict:
@@ -283,7 +287,7 @@ def _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_l
     start = torch.zeros(El + 2, dtype=torch.int32, device=dev)
     start[1:] = torch.cumsum(counts, 0)
     order = torch.argsort(key, stable=True).to(torch.int32)          # (TK,) slots grouped by expert
-    fp8 = cfg.get("DECODE", "bf16") == "fp8" and all(w.data_ptr() % 4 == 0 for w in (w1, w3, w2))  # read as words
+    fp8 = cfg.get("DECODE", "bf16") in ("fp8", "fp8_asm") and all(w.data_ptr() % 4 == 0 for w in (w1, w3, w2))  # read as words
     if fp8:     # e4m3 codes + fp32 UE8M0 scales: the same values fp8_simulate gives, for fp8 x fp8 dots
         xs, sxs = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
     else:
@@ -294,8 +298,8 @@ def _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_l
     s1, s3, s2 = s1.contiguous(), s3.contiguous(), s2.contiguous()
     a = torch.empty((TK, F), dtype=torch.bfloat16, device=dev)
     ybuf = torch.empty((TK, D), dtype=torch.float32, device=dev)
-    common = dict(FP8_DOT=fp8, DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
-                  num_stages=cfg["num_stages"])
+    common = dict(FP8_DOT=fp8, ASM=fp8 and cfg["DECODE"] == "fp8_asm" and not INTERPRET, DOT_UPCAST=INTERPRET,
+                  RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     # 2. W1 / W3 + SwiGLU + routing weight
     _moe_up_kernel[(El, F // cfg["BN_UP"])](
         xs, sxs, rw, order, start, w1, s1.view(torch.uint8), w3, s3.view(torch.uint8), a, float(swiglu_limit),

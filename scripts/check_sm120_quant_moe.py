@@ -73,24 +73,24 @@ def main(arch: int = 120) -> int:
     up_sig = {"x_ptr": "*bf16", "sx_ptr": "*i32", "rw_ptr": "*fp32", "sorted_ptr": "*i32", "start_ptr": "*i32", "w1_ptr": "*u8",
               "s1_ptr": "*u8", "w3_ptr": "*u8", "s3_ptr": "*u8", "a_ptr": "*bf16", "limit": "fp32", "D": "constexpr",
               "F": "constexpr", "K": "constexpr", "BM": "constexpr", "BN": "constexpr", "FP8_DOT": "constexpr",
-              "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
+              "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr", "ASM": "constexpr"}
     down_sig = {"a_ptr": "*bf16", "sa_ptr": "*i32", "sorted_ptr": "*i32", "start_ptr": "*i32", "w2_ptr": "*u8", "s2_ptr": "*u8",
                 "ybuf_ptr": "*fp32", "D": "constexpr", "F": "constexpr", "BM": "constexpr", "BN": "constexpr",
-                "FP8_DOT": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
+                "FP8_DOT": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr", "ASM": "constexpr"}
     # DECODE "fp8" (kernels/moe.py moe_configs): activations arrive as e4m3 codes + fp32 scales
     fp8_types = {"x_ptr": "*fp8e4nv", "sx_ptr": "*fp32", "a_ptr": "*fp8e4nv", "sa_ptr": "*fp32"}
-    for fp8 in (False, True):
+    for fp8, asm in ((False, False), (True, False), (True, True)):
         us = {k: fp8_types.get(k, t) if fp8 else t for k, t in up_sig.items()}
         ds = {k: fp8_types.get(k, t) if fp8 else t for k, t in down_sig.items()}
-        tag = "_fp8" if fp8 else ""
+        tag = ("_fp8asm" if asm else "_fp8") if fp8 else ""
         for bm, bu, bd, w in KM.MOE_TILES:
             for st in (2, 3):
                 rows.append(("moe_up" + tag, (bm, bu, w, st), *compile_report(
                     KM._moe_up_kernel, us, {"D": 4096, "F": 2048, "K": 6, "BM": bm, "BN": bu, "FP8_DOT": fp8,
-                                            "DOT_UPCAST": False, "RNE_FIX": False}, w, st, arch)))
+                                            "ASM": asm, "DOT_UPCAST": False, "RNE_FIX": False}, w, st, arch)))
                 rows.append(("moe_down" + tag, (bm, bd, w, st), *compile_report(
                     KM._moe_down_kernel, ds, {"D": 4096, "F": 2048, "BM": bm, "BN": bd, "FP8_DOT": fp8,
-                                              "DOT_UPCAST": False, "RNE_FIX": False}, w, st, arch)))
+                                              "ASM": asm, "DOT_UPCAST": False, "RNE_FIX": False}, w, st, arch)))
     for kind, cfg, smem, reg, stack, mma in rows:
         flag = smem > SMEM_LIMIT or stack > 0
         bad += flag
