@@ -1,30 +1,48 @@
 #!/usr/bin/env bash
-# GPU call A on the device machine (about 9 minutes): the GPU-only tests, `kernelbench verify` of every
-# kernel at Flash TP8 decode shapes (C = 1, 16, 64) plus hypothesis examples, and the decode benchmark.
+# The closing GPU call on the device machine (about 8 minutes): the GPU-only tests, `kernelbench verify`
+# of every kernel at Flash TP8 decode shapes (C = 1, 16, 64) plus hypothesis examples, the decode
+# benchmark (CUDA graph), a MoE/indexer tune, a MoE bench and the sparse-attention scaling sweeps.
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_all.sh", carry=[".whl"], timeout_s=600)
-# Call B is scripts/device_measure.sh (calibrate, bench, tune, roofline, scaling).
+# The device tool brings back at most 8 files, so everything is packed into $OUT/results.tgz.
+# (scripts/device_measure.sh is the longer calibrate/bench/tune/roofline/scaling run.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
 OUT="${OUT:-/tmp/kb_out}"
-mkdir -p "$OUT"
+W=/tmp/kb_results
+rm -rf "$W"; mkdir -p "$W"
 source scripts/device_env.sh || { echo "device_env.sh failed"; exit 1; }
-export KERNELBENCH_HOME="$OUT/home" KERNELBENCH_QUIET_TUNING=1
+export KERNELBENCH_HOME="$W/home" KERNELBENCH_QUIET_TUNING=1 KERNELBENCH_DB="sqlite:///$W/kernelbench.sqlite"
 export KERNELBENCH_GIT_COMMIT="${KERNELBENCH_GIT_COMMIT:-unknown}"
-step() {  # step NAME SECONDS COMMAND...
+KB="python3 -m kernelbench"
+TOTAL=${KB_TOTAL_S:-540}
+step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
     local name=$1 limit=$2; shift 2
-    local t=$(date +%s)
+    local t=$(date +%s) left=$(( TOTAL - ($(date +%s) - T0) ))
+    if [ "$left" -lt 20 ]; then echo "$name skipped: ${left}s left" | tee -a "$W/status.txt"; return; fi
+    if [ "$limit" -gt "$left" ]; then limit=$left; fi
     echo "=== $name (limit ${limit}s, at $(( t - T0 ))s) ==="
-    timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1
-    echo "$name rc=$? wall=$(( $(date +%s) - t ))s" | tee -a "$OUT/status.txt"
-    tail -n 30 "$OUT/$name.log"
+    timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
+    echo "$name rc=$? wall=$(( $(date +%s) - t ))s" | tee -a "$W/status.txt"
+    tail -n 25 "$W/$name.log"
 }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/environment.txt" 2>&1
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$OUT/environment.txt"
-step gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests
-step verify 300 sh -c "python3 -m kernelbench verify --device cuda --shapes flash-tp8 --examples 8 --time-budget 5 \
-    --db sqlite:///$OUT/verify-h200.sqlite --json > $OUT/verify-h200.json"
-step decode_bench 120 python3 -m kernelbench decode-bench --device cuda --impl triton --profile \
-    --json "$OUT/decode_bench.json"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$W/environment.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$W/environment.txt"
+echo "commit $KERNELBENCH_GIT_COMMIT" >> "$W/environment.txt"
+step gpu_tests 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests
+step verify 240 sh -c "$KB verify --device cuda --shapes flash-tp8 --examples 6 --time-budget 4 \
+    --db sqlite:///$W/verify-h200.sqlite --json > $W/verify-h200.json"
+step decode_bench 90 $KB decode-bench --device cuda --impl triton --graph on --profile --json "$W/decode_bench.json"
+step tune_moe 100 $KB tune moe_experts --shapes flash-tp8 --batch 1 --batch 16 --batch 64 --max-trials 6 --top-k 2 \
+    --rounds 2 --budget 90 --trial-timeout 30 --no-sm120-check --export "$W/tuned_v1.json"
+step tune_indexer 70 $KB tune indexer_topk --shapes flash-tp8 --batch 1 --batch 16 --batch 64 --context 512 \
+    --max-trials 6 --top-k 2 --rounds 2 --budget 60 --trial-timeout 30 --no-sm120-check --export "$W/tuned_v1.json"
+step bench_moe 60 $KB bench moe_layer moe_experts --impl triton --shapes flash-tp8 --batch 1 --batch 16 --batch 64 \
+    --max-time 0.3 --target-rse 0.02 --max-sets 128 --run-tag device-final-moe --json "$W/bench_moe.json"
+step scaling_attn 60 $KB scaling sparse_attention --impl triton --max-time 0.3 --json "$W/scaling_attn.json"
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$W/kernelbench.sqlite" 2>/dev/null
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$W/verify-h200.sqlite" 2>/dev/null
+rm -rf "$W/home"
+tar czf "$OUT/results.tgz" -C "$W" .
 echo "=== done in $(( $(date +%s) - T0 ))s ==="
-cat "$OUT/status.txt"
+cat "$W/status.txt"
