@@ -6,7 +6,8 @@
                                  "us": 7.1, "measured": "2026-11-29", "command": "..."}]}
 Kernels call `lookup(op, key, default)` when the caller passes no config. Resolution: the exact
 (device, op, key); else the nearest key on the same device (log distance over numeric fields, equal
-non-numeric fields required); else the same on any device; else `default`. Anything but an exact hit
+non-numeric fields required); else the same on any device; else `default`. On the CPU (the
+interpreter) the default always runs. Anything but an exact hit
 warns once per (op, key), and an unreadable file warns and falls back: never a crash.
 """
 from __future__ import annotations
@@ -107,6 +108,8 @@ def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = Non
     if pinned is not None:
         return {**default, **pinned}
     device = device or current_device()
+    if device == "cpu":        # the interpreter: GPU-tuned tiles mean nothing there
+        return dict(default)
     candidates = [e for e in entries() if e["op"] == op]
     for scope in ([e for e in candidates if e.get("device") == device], candidates):
         best, best_d = None, math.inf
@@ -118,8 +121,7 @@ def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = Non
             if best_d > 0 or best.get("device") != device:
                 _warn_once(op, key, f"using the config tuned for {best['key']} on {best.get('device')}")
             return {**default, **best["config"]}
-    if device != "cpu":  # on the CPU interpreter there is nothing to tune
-        _warn_once(op, key, "no tuned config; using the default")
+    _warn_once(op, key, "no tuned config; using the default")
     return dict(default)
 
 
