@@ -6,8 +6,8 @@
                                  "us": 7.1, "measured": "2026-11-29", "command": "..."}]}
 Kernels call `lookup(op, key, default)` when the caller passes no config. Resolution: the exact
 (device, op, key); else the nearest key on the same device (log distance over numeric fields, equal
-non-numeric fields required); else the same on any device; else `default`. On the CPU (the
-interpreter) the default always runs. Anything but an exact hit
+non-numeric fields required); else the same on any device (not on the CPU: the interpreter
+never borrows GPU-tuned tiles); else `default`. Anything but an exact hit
 warns once per (op, key), and an unreadable file warns and falls back: never a crash.
 """
 from __future__ import annotations
@@ -108,10 +108,11 @@ def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = Non
     if pinned is not None:
         return {**default, **pinned}
     device = device or current_device()
-    if device == "cpu":        # the interpreter: GPU-tuned tiles mean nothing there
-        return dict(default)
     candidates = [e for e in entries() if e["op"] == op]
-    for scope in ([e for e in candidates if e.get("device") == device], candidates):
+    scopes = [[e for e in candidates if e.get("device") == device]]
+    if device != "cpu":        # the interpreter never borrows GPU-tuned tiles
+        scopes.append(candidates)
+    for scope in scopes:
         best, best_d = None, math.inf
         for e in scope:
             d = key_distance(key, e["key"])
