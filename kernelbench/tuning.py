@@ -120,14 +120,15 @@ def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = Non
                 best, best_d = e, d
         if best is not None:
             if best_d > 0 or best.get("device") != device:
-                _warn_once(op, key, f"using the config tuned for {best['key']} on {best.get('device')}")
+                _warn_once(op, key, f"using the config tuned for {best['key']} on {best.get('device')}", device)
             return {**default, **best["config"]}
-    _warn_once(op, key, "no tuned config; using the default")
+    if device != "cpu":        # the interpreter has nothing to tune: no warning there
+        _warn_once(op, key, "no tuned config; using the default", device)
     return dict(default)
 
 
-def _warn_once(op: str, key: dict, what: str) -> None:
-    tag = (op, tuple(sorted(key.items())))
+def _warn_once(op: str, key: dict, what: str, device: str) -> None:
+    tag = (op, device, tuple(sorted(key.items())))
     if tag in _warned or os.environ.get("KERNELBENCH_QUIET_TUNING") == "1":
         return
     _warned.add(tag)
