@@ -183,7 +183,9 @@ _HOPPER_FP8 = ("Measured on an H200 (2026-11-29, scripts/bench_quant_moe.py): fp
 
 
 def _shared_tol(p):
-    return {"y": Tolerance(atol=0.25, rtol=2 ** -6, rel_fro=2 ** -6, max_mismatch_frac=0.02, why=_HOPPER_FP8)}
+    return {"y": Tolerance(atol=0.25, rtol=2 ** -6, rel_fro=2 ** -6, max_mismatch_frac=_ROW_FLIP_FRAC,
+                           why=_HOPPER_FP8 + _ROW_FLIP + " Seen for the shared expert too (H200 verify, "
+                               "2026-11-29: T=3, 'large' values, 19 of 384 elements in one row, rel_fro 7.4e-3).")}
 
 
 register_op(OpSpec(
