@@ -3,25 +3,13 @@ softmax (seeded, with a bound that a correct sampler misses with probability < 1
 vs reference in the interpreter, errors."""
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
 from kernelbench import registry
-from kernelbench.kernels.common import INTERPRET
-from kernelbench.reference.embed import embedding
 from kernelbench.reference.sampling import sample
-from kernelbench.verify_check import LAYOUTS, Example, check_example
+from _kernel_check import needs_triton, verify_drawn
 
 registry.load_builtin()
-needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
-                                  reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")
 IMPLS = ["reference", pytest.param("triton", marks=needs_triton)]
-
-
-def verify(op, params, values, seed, layout):
-    ex = Example(op, "triton", params, values, seed, layout)
-    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex)
-    assert res.passed, f"{ex.repro()}\n{res.failure}"
 
 
 # embedding ---------------------------------------------------------------------------------------
@@ -91,13 +79,7 @@ def test_kernel_draws_the_same_tokens_as_the_reference():
 @needs_triton
 @pytest.mark.parametrize("op", ["embedding", "sample"])
 def test_kernel_matches_reference(op):
-    spec = registry.get_op(op)
-
-    @given(params=spec.strategy(), values=st.sampled_from(spec.value_modes), seed=st.integers(0, 2 ** 16),
-           layout=st.sampled_from(LAYOUTS))
-    def run(params, values, seed, layout):
-        verify(op, params, values, seed, layout)
-    run()
+    verify_drawn(op)
 
 
 # errors --------------------------------------------------------------------------------------------

@@ -2,29 +2,18 @@
 invariances, head, kernels vs reference in the interpreter, errors, and the sm_120 compile."""
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
 from kernelbench import inspector, registry
-from kernelbench.kernels.common import INTERPRET
 from kernelbench.reference import mhc as M
 from kernelbench.reference.precision import compute_dtype
-from kernelbench.verify_check import LAYOUTS, Example, check_example
+from _kernel_check import needs_triton, verify, verify_drawn
 
 registry.load_builtin()
-needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
-                                  reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")
 OPS = ("mhc_pre", "mhc_post", "mhc_post_pre", "mhc_head")
 
 
 def inputs(op, params, values="normal", seed=0):
     return registry.get_op(op).make_inputs(params, torch.Generator().manual_seed(seed), "cpu", values)
-
-
-def verify(op, params, values, seed, layout):
-    ex = Example(op, "triton", params, values, seed, layout)
-    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex)
-    assert res.passed, f"{ex.repro()}\n{res.failure}"
 
 
 # Sinkhorn and the split --------------------------------------------------------------------------
@@ -133,13 +122,7 @@ def test_post_pre_is_post_then_pre_on_the_stored_streams():
 @needs_triton
 @pytest.mark.parametrize("op", OPS)
 def test_kernel_matches_reference(op):
-    spec = registry.get_op(op)
-
-    @given(params=spec.strategy(), values=st.sampled_from(spec.value_modes), seed=st.integers(0, 2 ** 16),
-           layout=st.sampled_from(LAYOUTS))
-    def run(params, values, seed, layout):
-        verify(op, params, values, seed, layout)
-    run()
+    verify_drawn(op)
 
 
 @needs_triton

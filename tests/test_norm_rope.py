@@ -6,31 +6,20 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
 from kernelbench import registry
 from kernelbench.config import FLASH, PRO, TINY
-from kernelbench.kernels.common import INTERPRET
 from kernelbench.reference import hadamard as HD
 from kernelbench.reference import norm as NR
 from kernelbench.reference import rope as RP
 from kernelbench.reference.precision import compute_dtype
-from kernelbench.verify_check import LAYOUTS, Example, check_example
+from _kernel_check import needs_triton, verify, verify_drawn
 
 registry.load_builtin()
-needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
-                                  reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")
 
 
 def triton_fn(op):
     return registry.get_impl(op, "triton").fn
-
-
-def verify(op, params, values, seed, layout):
-    ex = Example(op, "triton", params, values, seed, layout)
-    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex)
-    assert res.passed, f"{ex.repro()}\n{res.failure}"
 
 
 # YaRN frequencies --------------------------------------------------------------------------------
@@ -161,13 +150,7 @@ def test_hadamard_kernel_twice_is_identity():
 @needs_triton
 @pytest.mark.parametrize("op", ["rms_norm", "hadamard", "rope", "head_rms_norm_rope"])
 def test_kernel_matches_reference(op):
-    spec = registry.get_op(op)
-
-    @given(params=spec.strategy(), values=st.sampled_from(spec.value_modes), seed=st.integers(0, 2 ** 16),
-           layout=st.sampled_from(LAYOUTS))
-    def run(params, values, seed, layout):
-        verify(op, params, values, seed, layout)
-    run()
+    verify_drawn(op)
 
 
 @needs_triton

@@ -1,0 +1,33 @@
+"""Helpers the per-family kernel tests share: the Triton skip marker, one verify example (the engine's
+own check: poisoned allocations, fp64 reference, untouched inputs, strided layouts), and a hypothesis
+sweep of an op's strategy through it."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernelbench import registry
+from kernelbench.kernels.common import INTERPRET
+from kernelbench.verify_check import LAYOUTS, Example, check_example
+
+needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
+                                  reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")
+
+
+def verify(op, params, values, seed, layout):
+    ex = Example(op, "triton", params, values, seed, layout)
+    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex)
+    assert res.passed, f"{ex.repro()}\n{res.failure}"
+
+
+def verify_drawn(op):
+    """The op's Triton kernel against its reference on hypothesis-drawn params, values, seeds, layouts."""
+    spec = registry.get_op(op)
+
+    @given(params=spec.strategy(), values=st.sampled_from(spec.value_modes), seed=st.integers(0, 2 ** 16),
+           layout=st.sampled_from(LAYOUTS))
+    def run(params, values, seed, layout):
+        verify(op, params, values, seed, layout)
+    run()
