@@ -9,7 +9,7 @@
 # KB_CKPT=DIR keeps the checkpoint in DIR (reused when it already holds one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q torch==2.13.0 triton==3.6.0
+python3 -m pip install -q "setuptools>=64" torch==2.13.0 triton==3.6.0
 python3 -m pip install -q --no-build-isolation -e .
 if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     export TRITON_INTERPRET=1

@@ -3,7 +3,7 @@
 # the tests, Triton kernels in the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q torch==2.13.0 triton==3.6.0
+python3 -m pip install -q "setuptools>=64" torch==2.13.0 triton==3.6.0
 python3 -m pip install -q --no-build-isolation -e '.[test]'
 export TRITON_INTERPRET=1
 python3 -m pytest -q -p no:cacheprovider "$@"
