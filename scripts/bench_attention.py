@@ -16,11 +16,11 @@ import argparse
 import json
 import math
 import os
-import statistics
 import time
 
 import torch
 
+from kernelbench import calibrate, timing
 from kernelbench.config import FLASH
 from kernelbench.kernels import attention as KA
 from kernelbench.kernels import indexer as KI
@@ -41,46 +41,13 @@ def over_budget(what: str) -> bool:
 
 
 def copy_bandwidth(dev) -> float:
-    """GB/s of a 1 GiB device-to-device copy, counting bytes read + written (median of 20)."""
-    a = torch.empty(2 ** 29, dtype=torch.int16, device=dev).random_()
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    times = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        b.copy_(a)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e-3)
-    return 2 * a.numel() * 2 / statistics.median(times) / 1e9
+    """GB/s of a 1 GiB device-to-device copy, bytes read + written (kernelbench.calibrate)."""
+    return calibrate.copy_bandwidth().value
 
 
-def graph_time_us(fn, sets: list, replays: int = 15) -> float:
-    """Median per-call microseconds of a CUDA graph of len(sets) calls, one per input set."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for s in sets[:2]:
-            fn(s)                                        # warm-up: compile, allocate
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for s in sets:
-            fn(s)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e3 / len(sets))
-    return statistics.median(times)
+def graph_time_us(fn, sets: list) -> float:
+    """Median per-call microseconds of a CUDA graph of len(sets) calls, one per input set (kernelbench.timing)."""
+    return timing.time_graph([lambda s=s: fn(s) for s in sets], launches=len(sets))[0].median_us
 
 
 def eager_time_us(fn, sets: list, reps: int = 5) -> float:

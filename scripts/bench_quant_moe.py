@@ -18,6 +18,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from _quant_moe_util import as_tuple, spec_and_impl  # noqa: E402
 
+from kernelbench import calibrate, timing  # noqa: E402
 from kernelbench.testing import error_stats, passes  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
@@ -27,45 +28,13 @@ RESULTS: list[dict] = []
 
 
 def copy_bandwidth() -> float:
-    n = 2 ** 30
-    a = torch.empty(n, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    a.random_(0, 255)
-    for _ in range(3):
-        b.copy_(a)
-    ts = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        b.copy_(a)
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3)
-    ts.sort()
-    return 2 * n / ts[len(ts) // 2]
+    """bytes/s of a 1 GiB device-to-device copy, read + written (kernelbench.calibrate)."""
+    return calibrate.copy_bandwidth().value * 1e9
 
 
-def graph_time(fn, sets, reps=20) -> float:
-    """Median seconds per call: one graph runs fn over every input set in turn; replay it reps times."""
-    for inp in sets[:2]:
-        fn(inp)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for inp in sets:
-            fn(inp)
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3 / len(sets))
-    ts.sort()
-    return ts[len(ts) // 2]
+def graph_time(fn, sets) -> float:
+    """Median seconds per call: one graph runs fn over every input set in turn (kernelbench.timing)."""
+    return timing.time_graph([lambda inp=inp: fn(inp) for inp in sets], launches=len(sets))[0].median_us * 1e-6
 
 
 def event_time(fn, reps=5) -> float:
