@@ -203,10 +203,12 @@ def moe_default(params: dict) -> dict:
     # sm_90  BN 32: up 882 -> 616, down 506 -> 348 (HMMA: Triton's mma.sync path upcasts fp8 to f16 on sm_90);
     #        BN 64: up 1336 -> 720, down 707 -> 401 (QGMMA); BN 16: up 612 -> 666, down 364 -> 363 (no gain);
     # sm_120 BN 32: up 880 -> 510, down 486 -> 275 (QMMA); BN 64: 1460 -> 503, 785 -> 274; BN 16: 578 -> 539, 340 -> 299.
-    # So fp8 for the BN 32 tiles; the small-T BN 16 tiles keep bf16 until `kernelbench tune` has timed both.
+    # Timed (kernelbench tune moe_experts, H200, 2026-11-29, data/h200-2026-11-29/call3_final): T=1 fp8 BN 16/32
+    # 3 stages 125.5 us vs the earlier bf16 BN 16/16 default 172.5 us; T=16 / 64 fp8 BN 32/32 2 stages 393.8 /
+    # 610.5 us, the best of the trials (bf16 BN 64/64: 573.8 us at T=16).
     small = params["T"] <= 4
-    return {"BM": 16, "BN_UP": 16 if small else 32, "BN_DOWN": 16 if small else 32, "num_warps": 4, "num_stages": 2,
-            "DECODE": "bf16" if small else "fp8"}
+    return {"BM": 16, "BN_UP": 16 if small else 32, "BN_DOWN": 32, "num_warps": 4, "num_stages": 3 if small else 2,
+            "DECODE": "fp8"}
 
 
 # ---- wrappers -------------------------------------------------------------------------------------------------
