@@ -34,17 +34,13 @@ class ErrorStats:
         return asdict(self)
 
 
-def _as_float(t: torch.Tensor) -> torch.Tensor:
-    if t.dtype in (torch.bool,) or not t.is_floating_point():
-        return t.to(torch.float64)
-    return t.to(torch.float64)
 
 
 def error_stats(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> ErrorStats:
     if out.shape != ref.shape:
         raise ValueError(f"shape mismatch: got {tuple(out.shape)}, reference {tuple(ref.shape)}")
-    o = _as_float(out.detach().cpu())
-    r = _as_float(ref.detach().cpu())
+    o = out.detach().cpu().to(torch.float64)
+    r = ref.detach().cpu().to(torch.float64)
     o_nan, r_nan = torch.isnan(o), torch.isnan(r)
     nan_mismatch = int((o_nan != r_nan).sum())
     both = ~(o_nan | r_nan)

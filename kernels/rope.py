@@ -19,19 +19,17 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, sincos, to_bf16
+from kernelbench.reference.rope import check_head_rms_norm_rope, check_rope_args
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
 
-def _check_rope_args(name, x, positions, freqs, r):
+def _check_kernel_args(x, positions, freqs):
+    """What a kernel needs beyond the reference's shape checks: one device and the exact dtypes."""
     check_device(x, positions, freqs)
     check_dtype("x", x, torch.bfloat16)
     check_dtype("freqs", freqs, torch.float32)
     check_dtype("positions", positions, torch.int64, torch.int32)
-    if freqs.dim() != 1 or 2 * freqs.shape[0] != r:
-        raise ValueError(f"{name}: freqs must be [R/2] = [{r // 2}], got {tuple(freqs.shape)}")
-    if positions.dim() != 1 or positions.shape[0] != x.shape[0]:
-        raise ValueError(f"{name}: positions must be [{x.shape[0]}] (one per row of x), got {tuple(positions.shape)}")
 
 
 @triton.jit
@@ -78,7 +76,8 @@ def rope(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, inverse:
          config: dict | None = None) -> torch.Tensor:
     if x.dim() < 2:
         raise ValueError(f"rope: x must be [N, ..., R], got shape {tuple(x.shape)}")
-    _check_rope_args("rope", x, positions, freqs, x.shape[-1])
+    check_rope_args("rope", x, positions, freqs, x.shape[-1])
+    _check_kernel_args(x, positions, freqs)
     n, r = x.shape[0], x.shape[-1]
     xc = x.contiguous()
     h = xc.numel() // max(n * r, 1)
@@ -133,13 +132,8 @@ def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf1
                default_config=head_rope_default, kernels=lambda: [_head_rms_rope_kernel])
 def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, eps: float,
                        config: dict | None = None) -> torch.Tensor:
-    if q.dim() != 3:
-        raise ValueError(f"head_rms_norm_rope: q must be [T, Hl, Dh], got shape {tuple(q.shape)}")
-    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
-    if not 0 < r <= q.shape[-1]:
-        raise ValueError(f"head_rms_norm_rope: freqs [R/2] must give 0 < R <= Dh={q.shape[-1]}, "
-                         f"got {tuple(freqs.shape)}")
-    _check_rope_args("head_rms_norm_rope", q, positions, freqs, r)
+    r = check_head_rms_norm_rope(q, positions, freqs)
+    _check_kernel_args(q, positions, freqs)
     t, hl, dh = q.shape
     qc = q.contiguous()
     y = torch.empty_like(qc)

@@ -74,7 +74,7 @@ def apply_rope(x: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> 
     return out
 
 
-def _check_rope_args(name: str, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, r: int) -> None:
+def check_rope_args(name: str, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, r: int) -> None:
     if freqs.dim() != 1 or 2 * freqs.shape[0] != r:
         raise ValueError(f"{name}: freqs must be [R/2] = [{r // 2}], got {tuple(freqs.shape)}")
     if positions.dim() != 1 or positions.shape[0] != x.shape[0]:
@@ -87,8 +87,20 @@ def rope(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, inverse:
     """x [N, ..., R] bf16, positions [N] int64, freqs [R/2] fp32 -> y, same shape and dtype."""
     if x.dim() < 2:
         raise ValueError(f"rope: x must be [N, ..., R], got shape {tuple(x.shape)}")
-    _check_rope_args("rope", x, positions, freqs, x.shape[-1])
+    check_rope_args("rope", x, positions, freqs, x.shape[-1])
     return apply_rope(acc(x), rope_angles(positions, freqs), inverse).to(x.dtype)
+
+
+def check_head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor) -> int:
+    """Validates head_rms_norm_rope's arguments (reference and kernels); returns R, the rotated dims."""
+    if q.dim() != 3:
+        raise ValueError(f"head_rms_norm_rope: q must be [T, Hl, Dh], got shape {tuple(q.shape)}")
+    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
+    if not 0 < r <= q.shape[-1]:
+        raise ValueError(f"head_rms_norm_rope: freqs [R/2] must give 0 < R <= Dh={q.shape[-1]}, "
+                         f"got {tuple(freqs.shape)}")
+    check_rope_args("head_rms_norm_rope", q, positions, freqs, r)
+    return r
 
 
 def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, eps: float) -> torch.Tensor:
@@ -96,13 +108,7 @@ def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Te
 
     DeepSeek stores the normalized q in bf16 before the rotation; here both steps run in the compute
     dtype with one final cast (the intermediate rounding is within the op's tolerance)."""
-    if q.dim() != 3:
-        raise ValueError(f"head_rms_norm_rope: q must be [T, Hl, Dh], got shape {tuple(q.shape)}")
-    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
-    if not 0 < r <= q.shape[-1]:
-        raise ValueError(f"head_rms_norm_rope: freqs [R/2] must give 0 < R <= Dh={q.shape[-1]}, "
-                         f"got {tuple(freqs.shape)}")
-    _check_rope_args("head_rms_norm_rope", q, positions, freqs, r)
+    r = check_head_rms_norm_rope(q, positions, freqs)
     y = rms(acc(q), eps)
     y = torch.cat([y[..., :-r], apply_rope(y[..., -r:], rope_angles(positions, freqs))], dim=-1)
     return y.to(q.dtype)

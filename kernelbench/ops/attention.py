@@ -82,14 +82,20 @@ def freqs_for(p: dict) -> torch.Tensor:
 
 
 # sparse_attention ------------------------------------------------------------------------------
+def _draw_topk(p: dict, gen: torch.Generator, pos: torch.Tensor) -> torch.Tensor | None:
+    """CSA: what the indexer could select, distinct compressed entries per token (-1 padded); else None."""
+    if p["kind"] != "csa":
+        return None
+    n = n_compressed(p, pos)
+    topk = torch.full((p["T"], p["topk"]), -1, dtype=torch.int32)
+    for i in range(p["T"]):
+        k = min(int(n[i]), p["topk"])
+        topk[i, :k] = torch.randperm(int(n[i]), generator=gen)[:k].to(torch.int32)
+    return topk
+
+
 def _attn_indices(p: dict, gen: torch.Generator, pos: torch.Tensor) -> torch.Tensor:
-    topk = None
-    if p["kind"] == "csa":
-        n = n_compressed(p, pos)
-        topk = torch.full((p["T"], p["topk"]), -1, dtype=torch.int32)
-        for i in range(p["T"]):
-            k = min(int(n[i]), p["topk"])
-            topk[i, :k] = torch.randperm(int(n[i]), generator=gen)[:k].to(torch.int32)
+    topk = _draw_topk(p, gen, pos)
     idx, lengths = attention_indices(pos, p["kind"], p["W"], ratio_of(p), topk, ksel(p))
     if p.get("ragged"):   # attention is order-invariant: put the -1 entries anywhere (below lengths)
         for i in range(p["T"]):
@@ -219,14 +225,8 @@ register_op(OpSpec(
 # attention_indices -------------------------------------------------------------------------------
 def _ai_inputs(p, gen, device, values):
     pos = token_positions(p)
-    topk = None
-    if p["kind"] == "csa":
-        n = n_compressed(p, pos)
-        topk = torch.full((p["T"], p["topk"]), -1, dtype=torch.int32)
-        for i in range(p["T"]):
-            k = min(int(n[i]), p["topk"])
-            topk[i, :k] = torch.randperm(int(n[i]), generator=gen)[:k].to(torch.int32)
-        topk = topk.to(device)
+    topk = _draw_topk(p, gen, pos)
+    topk = None if topk is None else topk.to(device)
     return {"positions": pos.to(device), "kind": p["kind"], "window": p["W"], "ratio": ratio_of(p),
             "topk_indices": topk, "n_max": ksel(p)}
 
