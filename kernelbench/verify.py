@@ -86,6 +86,8 @@ class Options:
     kernel_modules: tuple[str, ...] = ()  # shown in reproduction commands
     shrink_seconds: float = 120.0         # cap on hypothesis' shrinking of one failure (its default: 300)
     time_budget_s: float | None = None    # per pair: after this, hypothesis examples are skipped (not counted)
+    probes: bool = True                   # run the op's semantic probes (kernelbench/probes.py) first
+    path_examples: int | None = None      # per non-default config path (verify_paths.py); None: examples // 4, >= 2
 
 
 @dataclass
@@ -100,6 +102,7 @@ class PairReport:
     failures: list[ExampleResult] = field(default_factory=list)   # minimal failing examples
     worst: dict = field(default_factory=dict)                     # output -> worst max_abs/max_rel/rel_fro/cosine
     notes: list[str] = field(default_factory=list)
+    paths: list = field(default_factory=list)                     # verify_paths.PathVerdict per extra config
 
     @property
     def status(self) -> str:
@@ -189,7 +192,9 @@ def _run_hypothesis(spec, impl, opts: Options, on_result: Callable[[ExampleResul
 
 def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], None] | None = None) -> PairReport:
     """Verify one implementation: the shape set's real cases, then hypothesis examples."""
+    from kernelbench.probes import run_probes
     from kernelbench.registry import get_shape_set
+    from kernelbench.verify_paths import verify_paths
     rep = PairReport(spec.name, impl.name, impl.backend)
     reason = skip_reason(impl, opts.device)
     if reason:
@@ -213,15 +218,24 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
             for values in modes:
                 emit(check_example(spec, impl, Example(spec.name, impl.name, params, values, 0, "contiguous", "case"),
                                    opts.device))
+    if opts.probes and opts.examples > 0:
+        run_probes(spec, impl, opts.device, emit)
     if opts.examples > 0:
         rep.notes += _run_hypothesis(spec, impl, opts, emit)
+        n = opts.path_examples if opts.path_examples is not None else max(2, opts.examples // 4)
+        rep.paths = verify_paths(spec, impl, opts, emit, n,
+                                 lambda s, i, o, e: rep.notes.extend(_run_hypothesis(s, i, o, e)))
     return rep
 
 
 def replay(spec, impl, example: Example, device: str) -> ExampleResult:
     """Check exactly one example (what a reproduction command runs)."""
+    from kernelbench.probes import spec_for
+    from kernelbench.verify_paths import with_config
     example.source = "replay"
-    return check_example(spec, impl, example, device)
+    if example.config is not None:
+        impl = with_config(impl, example.config)
+    return check_example(spec_for(spec, example.values), impl, example, device)
 
 
 def select_pairs(op_names: Iterable[str] = (), impl_names: Iterable[str] = ()) -> list[tuple]:
