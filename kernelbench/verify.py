@@ -18,6 +18,7 @@ are imported; `prepare_device` does it), where bf16 `tl.dot` operands are upcast
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ INTERPRETER_NOTE = ("CPU mode: Triton kernels ran in the Triton interpreter, whe
                     "cuda` on a GPU checks that.")
 NO_INTERPRETER = ("the Triton kernels were imported without TRITON_INTERPRET=1 and no GPU is in use; run "
                   "`kernelbench verify --device cpu` in a fresh process (it sets TRITON_INTERPRET=1)")
+
+
+EDGE_MODES = ("boundary",)   # value modes every verify run draws (ops/quant.py boundary_values)
 
 
 class DeviceError(RuntimeError):
@@ -223,6 +227,10 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
     if opts.examples > 0:
         rep.notes += _run_hypothesis(spec, impl, opts, emit)
         n = opts.path_examples if opts.path_examples is not None else max(2, opts.examples // 4)
+        for mode in EDGE_MODES:       # drawn on purpose, not left to the sampler: n examples each
+            if mode in spec.value_modes:
+                rep.notes += _run_hypothesis(dataclasses.replace(spec, value_modes=(mode,)), impl,
+                                             dataclasses.replace(opts, examples=n), emit)
         rep.paths = verify_paths(spec, impl, opts, emit, n,
                                  lambda s, i, o, e: rep.notes.extend(_run_hypothesis(s, i, o, e)))
     return rep

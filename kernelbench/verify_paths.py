@@ -227,3 +227,19 @@ def verified_paths(store, op: str, impl: str, device_kind: str, device_name: str
         if ok and json.loads(key) not in out:
             out.append(json.loads(key))
     return out
+
+
+class UnverifiedPath(ValueError):
+    pass
+
+
+def require_verified(store, op: str, impl: str, device: str, config: dict) -> None:
+    """Refuse (UnverifiedPath) a config whose path has no passing verification of (op, impl) on `device`
+    (a torch device name, or "cpu") in the results database."""
+    from kernelbench import registry
+    kind, name = ("cpu", None) if device == "cpu" else ("cuda", device)
+    want = path_key(registry.get_impl(op, impl), config)
+    if want not in verified_paths(store, op, impl, kind, name):
+        raise UnverifiedPath(f"{op}/{impl}: config {json.dumps(config, sort_keys=True)} takes path {want}, which has no "
+                             f"passing verification on {device}; run `kernelbench verify {op} --impl {impl} --device "
+                             f"{kind}` first")
