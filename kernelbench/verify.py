@@ -227,8 +227,8 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
     if opts.examples > 0:
         rep.notes += _run_hypothesis(spec, impl, opts, emit)
         n = opts.path_examples if opts.path_examples is not None else max(2, opts.examples // 4)
-        for mode in EDGE_MODES:       # drawn on purpose, not left to the sampler: n examples each
-            if mode in spec.value_modes:
+        for mode in EDGE_MODES:       # drawn on purpose, not left to the sampler (unless already failed)
+            if mode in spec.value_modes and not rep.failed:
                 rep.notes += _run_hypothesis(dataclasses.replace(spec, value_modes=(mode,)), impl,
                                              dataclasses.replace(opts, examples=n), emit)
         rep.paths = verify_paths(spec, impl, opts, emit, n,

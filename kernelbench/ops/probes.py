@@ -5,7 +5,8 @@ for that input. Rules probed:
   SwiGLU (routed and shared experts): gate clamped above only; up clamped on both sides;
   Sinkhorn: the iteration count (1..3) from a non-converged start;
   MoE gate: exact score ties go to the lower expert index; hash layers route by tid2eid, not scores;
-  indexer top-k: among equal scores the lower index first.
+  indexer top-k: among equal scores the lower index first;
+  sparse attention: the sink in the denominator only (a sink above every score), index -1 masked.
 """
 from __future__ import annotations
 
@@ -163,6 +164,40 @@ def _indexer_ties_tol(spec):
     return tol
 
 
+# ---- sparse attention -----------------------------------------------------------------------------------
+_ATTN = {"T": 2, "Hl": 8, "Dh": 128, "R": 64, "W": 8, "kind": "csa", "ratio": 8, "topk": 8, "ctx": 40,
+         "ragged": False, "rope": True, "lengths": False}
+
+
+def _attn_sink_build(p, gen, device):
+    """sink = 40 for every head, above every score (|s| <~ 5 for N(0,1) q and kv at scale Dh^-0.5): the sink
+    takes all but e^-35 of the softmax mass, so o ~ 1e-14; a kernel that drops it, or adds the sink's
+    weight to the numerator, gives o = O(1)."""
+    from kernelbench.ops.attention import _attn_inputs
+    d = _attn_inputs(p, torch.Generator().manual_seed(17), "cpu", "normal")
+    d["sink"] = torch.full_like(d["sink"], 40.0)
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
+
+
+def _attn_mask_build(p, gen, device):
+    """Every selected slot -1 except the lowest valid one (cache row 0): o = kv_0 * sigmoid(s_0 - sink)
+    (sink -2: the row dominates). A kernel that reads a -1 slot reads another row (or the NaN rows the op
+    spec leaves where a token must not read); one that masks index 0 too returns 0."""
+    from kernelbench.ops.attention import _attn_inputs
+    d = _attn_inputs(p, torch.Generator().manual_seed(19), "cpu", "normal")
+    idx = d["indices"]
+    keep = torch.where(idx >= 0, idx, torch.full_like(idx, 1 << 30)).min(dim=1, keepdim=True).values
+    d["indices"] = torch.where(idx == keep, idx, torch.full_like(idx, -1))
+    d["sink"] = torch.full_like(d["sink"], -2.0)
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
+
+
+def _attn_sink_tol(p):
+    why = ("|o| <= max|kv| * n * e^-(40 - max s) < 1e-10; the same kernel without the sink gives |o| ~ 0.1..3: "
+           "atol 1e-6 (no relative part: the reference is ~0)")
+    return {"o": Tolerance(atol=1e-6, why=why)}
+
+
 def _attach_all() -> None:
     ops = {s.name: s for s in registry.ops()}
     if "shared_expert" in ops:
@@ -185,6 +220,13 @@ def _attach_all() -> None:
         attach(spec, Probe("topk_ties_lower_index", "indexer top-k: among equal scores the lower index first",
                            {"T": 2, "Hi": 4, "topk": 8, "ctx": 64, "cap": 16, "ragged": False},
                            _indexer_ties_build, _indexer_ties_tol(spec)))
+    if "sparse_attention" in ops:
+        spec = ops["sparse_attention"]
+        attach(spec,
+               Probe("sink_above_every_score", "attention sink: in the denominator only, above every score",
+                     dict(_ATTN), _attn_sink_build, _attn_sink_tol),
+               Probe("masked_slots", "indices -1 are masked (empty window slots)", dict(_ATTN), _attn_mask_build,
+                     lambda p, _s=spec: _s.tolerance(p)))
 
 
 _attach_all()
