@@ -39,7 +39,13 @@ def _paths_doc(r) -> list[dict]:
                  "reason": r.skipped}]
     n_paths = sum(p.examples for p in r.paths)
     f_paths = sum(p.failed for p in r.paths)
-    default = {"config": None, "label": "default", "why": ["the config the kernel picks itself on this device"],
+    from kernelbench import registry
+    from kernelbench.verify_paths import select_paths
+    try:
+        why = select_paths(registry.get_impl(r.op, r.impl))[0].why
+    except Exception as e:  # noqa: BLE001 - a broken config space shows, it does not hide the verdicts
+        why = [f"paths unavailable: {type(e).__name__}: {e}"]
+    default = {"config": None, "label": "default", "why": ["the config the kernel picks itself here"] + why[1:],
                "status": "FAIL" if r.failed - f_paths else "pass", "examples": r.n - n_paths,
                "failed": r.failed - f_paths, "reason": ""}
     return [default] + [p.as_dict() for p in r.paths]
