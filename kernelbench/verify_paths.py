@@ -207,14 +207,10 @@ def verified_paths(store, op: str, impl: str, device_kind: str, device_name: str
                     schema.Implementation.source_hash == impl_obj.source_hash,
                     schema.VerifyRun.device == device_kind))
         rows = s.execute(q).all()
-        envs = {}
-        if device_name:
-            for env in s.execute(select(schema.Environment)).scalars():
-                envs[env.id] = json.dumps(getattr(env, "fingerprint", None) or {}, default=str) + str(
-                    {c.name: getattr(env, c.name) for c in env.__table__.columns})
+        envs = {env.id: env.gpu_name for env in s.execute(select(schema.Environment)).scalars()} if device_name else {}
     per_run: dict[tuple, bool] = {}
     for run_id, passed, stats, env_id in rows:
-        if device_name and device_name not in envs.get(env_id, ""):
+        if device_name and envs.get(env_id) != device_name:
             continue
         cfg = ((stats or {}).get("checks") or {}).get("config")
         if cfg is None and impl_obj.default_config is not None:    # the default path: its representative config

@@ -112,3 +112,117 @@ def test_compiled_only_path_is_not_verified_here_and_tune_export_refuses(tmp_pat
         store.dispose()
     finally:
         registry.unregister_impl("rms_norm", "toy_paths")
+
+
+def test_json_reports_every_path_and_replays_one(tmp_path):
+    from kernelbench.commands.verify import run_verify
+    _toy_impl()
+    try:
+        url = f"sqlite:///{tmp_path}/kb.sqlite"
+        doc = run_verify(["rms_norm"], ["toy_paths"], device="cpu", examples=2, profile="ci", db=url)
+        paths = doc["pairs"][0]["paths"]
+        assert [(p["label"], p["status"]) for p in paths] == [("default", "pass"),
+                                                              ('{"MODE":"fast_asm"}', NOT_HERE)]
+        assert "verify --device cuda" in paths[1]["reason"]
+        one = run_verify(["rms_norm"], ["toy_paths"], device="cpu", profile="ci", db=url,
+                         params={"M": 1, "N": 8}, values="normal", seed=0, config={"MODE": "plain"})
+        assert one["passed"] and one["pairs"][0]["examples"] == 1
+    finally:
+        registry.unregister_impl("rms_norm", "toy_paths")
+
+
+def test_probes_run_first_and_replay_by_name():
+    from kernelbench.probes import PREFIX, run_probes
+    from kernelbench.verify import replay
+    registry.load_builtin()
+    spec = registry.get_op("mhc_pre")
+    ref = registry.get_impl("mhc_pre", "reference")
+    seen = []
+    run_probes(spec, ref, "cpu", seen.append)
+    assert [r.example.values for r in seen] == [PREFIX + f"sinkhorn_iters_{n}" for n in (1, 2, 3)]
+    assert all(r.passed for r in seen)
+    again = replay(spec, ref, seen[2].example, "cpu")
+    assert again.passed and again.example.values == "probe:sinkhorn_iters_3"
+    rep = verify_pair(spec, ref, Options(device="cpu", examples=2, profile="ci"))
+    assert rep.n == 3 + 2 and not rep.failed
+
+
+def test_every_probe_holds_for_the_reference():
+    """Each probe's input and derived tolerance accept the reference itself (fp64 vs fp64 run)."""
+    from kernelbench.probes import run_probes
+    registry.load_builtin()
+    n = 0
+    for spec in registry.ops():
+        seen = []
+        run_probes(spec, registry.get_impl(spec.name, "reference"), "cpu", seen.append)
+        bad = [r.failure for r in seen if not r.passed]
+        assert not bad, bad
+        n += len(seen)
+    assert n >= 12
+
+
+def _probe_verdicts(spec, fn):
+    from kernelbench.probes import run_probes
+    impl = registry.Impl(spec.name, "violation", fn)
+    seen = []
+    run_probes(spec, impl, "cpu", seen.append)
+    return {r.example.values.split(":", 1)[1]: r.passed for r in seen}
+
+
+def _ref(op):
+    registry.load_builtin()
+    return registry.get_op(op), registry.get_op(op).reference
+
+
+def test_sinkhorn_probes_see_one_iteration_short():
+    spec, ref = _ref("mhc_pre")
+
+    def short(h, fn, base, scale, iters, eps, norm_eps):
+        return ref(h, fn, base, scale, max(iters - 1, 1), eps, norm_eps)
+    v = _probe_verdicts(spec, short)
+    assert v == {"sinkhorn_iters_1": True, "sinkhorn_iters_2": False, "sinkhorn_iters_3": False}
+
+
+def test_gate_probes_see_tie_and_hash_violations(planted):
+    spec, ref = _ref("moe_gate")
+    _, ties = planted("topk_ties.py", "moe_gate", "planted_ties")
+    assert _probe_verdicts(spec, ties.fn)["topk_ties_lower_index"] is False
+
+    def by_score(x, weight, bias, tid2eid, token_ids, topk, route_scale):   # ignores the hash table
+        return ref(x, weight, bias, None, token_ids, topk, route_scale)
+    assert _probe_verdicts(spec, by_score)["hash_routing"] is False
+
+
+def test_attention_probes_see_dropped_sink_and_masked_slot_zero(planted):
+    spec, _ = _ref("sparse_attention")
+    _, sink = planted("dropped_sink.py", "sparse_attention", "planted_sink")
+    _, mask = planted("mask_off_by_one.py", "sparse_attention", "planted_mask")
+    assert _probe_verdicts(spec, sink.fn)["sink_above_every_score"] is False
+    assert _probe_verdicts(spec, mask.fn)["masked_slots"] is False
+
+
+def test_swiglu_probes_see_each_clamp():
+    import torch.nn.functional as F
+    from kernelbench.reference import moe as R
+    spec, ref = _ref("moe_experts")
+
+    def variant(g_clamp, u_clamp):
+        def swiglu(g, u, limit):
+            return F.silu(g_clamp(g, limit)) * u_clamp(u, limit)
+        return swiglu
+
+    def run_with(swiglu):     # the reference with its SwiGLU swapped for the violating one
+        def fn(**kw):
+            old, R.swiglu = R.swiglu, swiglu
+            try:
+                return ref(**kw)
+            finally:
+                R.swiglu = old
+        return fn
+    both = variant(lambda g, lim: g.clamp(-lim, lim), lambda u, lim: u.clamp(-lim, lim))
+    no_gate = variant(lambda g, lim: g, lambda u, lim: u.clamp(-lim, lim))
+    up_above_only = variant(lambda g, lim: g.clamp(max=lim), lambda u, lim: u.clamp(max=lim))
+    assert _probe_verdicts(spec, run_with(both))["swiglu_gate_below_limit"] is False
+    assert _probe_verdicts(spec, run_with(no_gate))["swiglu_clamp_above_and_up_below"] is False
+    assert _probe_verdicts(spec, run_with(up_above_only))["swiglu_clamp_above_and_up_below"] is False
+    assert all(_probe_verdicts(spec, ref).values())
