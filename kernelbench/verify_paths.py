@@ -167,7 +167,15 @@ def verify_paths(spec, impl, opts, emit, path_examples: int, run_one) -> list[Pa
     The default path is verified by the caller (verify_pair)."""
     from kernelbench.probes import run_probes
     verdicts = []
-    for path in select_paths(impl)[1:]:
+    try:
+        paths = select_paths(impl)
+    except Exception as e:  # a broken config space is the implementation's bug: visible, not fatal
+        from kernelbench.verify_check import Example, ExampleResult
+        why = f"selecting the config paths (Impl.configs / default_config) raised {type(e).__name__}: {e}"
+        emit(ExampleResult(Example(spec.name, impl.name, {}, "normal", 0, "contiguous", "case"), passed=False,
+                           failure=why))
+        return [PathVerdict(None, "config space", [], "FAIL", 1, 1, why)]
+    for path in paths[1:]:
         v = PathVerdict(path.config, path.label, path.why)
         verdicts.append(v)
         if path.compiled_only and opts.device == "cpu":

@@ -97,6 +97,8 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
                 ex = Example(spec.name, impl.name, params, values or spec.value_modes[0], seed or 0, layout,
                              config=config)
                 r = replay(spec, impl, ex, device)
+                if config is not None:
+                    r.stats.setdefault("checks", {})["config"] = dict(config)
                 rec.result(r)
                 rep.add(r)
                 rep.notes.append(json.dumps(r.stats, default=str))
