@@ -91,7 +91,7 @@ class Options:
     shrink_seconds: float = 120.0         # cap on hypothesis' shrinking of one failure (its default: 300)
     time_budget_s: float | None = None    # per pair: after this, hypothesis examples are skipped (not counted)
     probes: bool = True                   # run the op's semantic probes (kernelbench/probes.py) first
-    path_examples: int | None = None      # per non-default config path (verify_paths.py); None: examples // 4, >= 2
+    path_examples: int | None = None      # per config path (verify_paths.py) and edge mode; None: examples // 4, >= 1
 
 
 @dataclass
@@ -226,7 +226,7 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
         run_probes(spec, impl, opts.device, emit)
     if opts.examples > 0:
         rep.notes += _run_hypothesis(spec, impl, opts, emit)
-        n = opts.path_examples if opts.path_examples is not None else max(2, opts.examples // 4)
+        n = opts.path_examples if opts.path_examples is not None else max(1, opts.examples // 4)
         for mode in EDGE_MODES:       # drawn on purpose, not left to the sampler (unless already failed)
             if mode in spec.value_modes and not rep.failed:
                 rep.notes += _run_hypothesis(dataclasses.replace(spec, value_modes=(mode,)), impl,

@@ -244,6 +244,6 @@ def require_verified(store, op: str, impl: str, device: str, config: dict) -> No
     kind, name = ("cpu", None) if device == "cpu" else ("cuda", device)
     want = path_key(registry.get_impl(op, impl), config)
     if want not in verified_paths(store, op, impl, kind, name):
-        raise UnverifiedPath(f"{op}/{impl}: config {json.dumps(config, sort_keys=True)} takes path {want}, which has no "
-                             f"passing verification on {device}; run `kernelbench verify {op} --impl {impl} --device "
-                             f"{kind}` first")
+        raise UnverifiedPath(f"{op}/{impl}: config {json.dumps(config, sort_keys=True)} takes path {want}, which "
+                             f"has no passing verification on {device}; run `kernelbench verify {op} --impl {impl} "
+                             f"--device {kind}` first, into the same database")

@@ -202,7 +202,8 @@ def _print_paths(doc: dict, console) -> None:
 @click.option("--seed", type=int, default=None, help="replay: the input generator's seed")
 @click.option("--layout", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True,
               help="replay: the input layout")
-@click.option("--config", "config_json", default=None, help="replay: the config the implementation is called with (JSON)")
+@click.option("--config", "config_json", default=None,
+              help="replay: the config the implementation is called with (JSON)")
 def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, profile, case_values, time_budget,
             params_json, values, seed, layout, config_json):
     """Prove implementations compute their op's reference function, on drawn and real inputs."""

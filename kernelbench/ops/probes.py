@@ -51,8 +51,8 @@ def _shared_build(p, gen, device):
 
 def _experts_build(p, gen, device):
     T, D, F = p["T"], p["D"], p["F"]
-    d = {"x": torch.ones(T, D, dtype=torch.bfloat16), "weights": torch.ones(T, 1), "indices": torch.zeros(T, 1,
-                                                                                                          dtype=torch.int64),
+    d = {"x": torch.ones(T, D, dtype=torch.bfloat16), "weights": torch.ones(T, 1),
+         "indices": torch.zeros(T, 1, dtype=torch.int64),
          "w1": _fp4_const((1, F, D), p["g1"]), "s1": _e8m0((1, F, D // 32), -2),
          "w3": _fp4_const((1, F, D), p["u1"]), "s3": _e8m0((1, F, D // 32), -2),
          "w2": _fp4_const((1, D, F), 1.0), "s2": _e8m0((1, D, F // 32), p["e2"]), "expert_offset": 0,

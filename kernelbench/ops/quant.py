@@ -87,7 +87,7 @@ def boundary_values(M: int, K: int, gen: torch.Generator, group: int, fmt: str =
     for r in range(M):
         for g in range(K // G):
             pat = BOUNDARY_PATTERNS[(g + r) % len(BOUNDARY_PATTERNS)]
-            k = int(torch.randint(-6, 7, (1,), generator=gen)) if fp8 else int(torch.randint(-3, 4, (1,), generator=gen))
+            k = int(torch.randint(-6, 7, (1,), generator=gen) if fp8 else torch.randint(-3, 4, (1,), generator=gen))
             s = 2.0 ** k
             sign = torch.randint(0, 2, (G,), generator=gen).float() * 2 - 1
             if pat == "midpoints_offgrid_max":
