@@ -72,6 +72,7 @@ class OpSpec:
     inplace: tuple[str, ...] = ()      # inputs the op mutates; they are compared as outputs too
     value_modes: tuple[str, ...] = ("normal",)
     doc: str = ""
+    probes: tuple = ()                 # kernelbench.probes.Probe: inputs that make one rule dominate
     # name of the input dict key order for printing reproducible commands; informational
     label: Callable[[Params], str] = field(default=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
 
@@ -91,6 +92,8 @@ class Impl:
     backend: str = "torch"          # "torch" (runs anywhere) or "triton" (GPU, or the interpreter on CPU)
     source: str = ""                # module the implementation came from
     kernels: Callable[[], list] | None = None  # the @triton.jit functions, for the sm_120 inspector
+    # config -> why it cannot run in the interpreter (compiled-only paths), or None; see verify_paths.py
+    compiled_only: Callable[[dict], str | None] | None = None
 
     @property
     def source_hash(self) -> str:
@@ -148,7 +151,7 @@ def unregister_op(name: str) -> None:
 
 
 _BUILTIN_OP_MODULES = ("quant", "linear", "moe", "norm", "rope", "attention", "compressor", "indexer",
-                       "mhc", "embed", "sampling")
+                       "mhc", "embed", "sampling", "probes")   # probes last: it attaches to the specs above
 _BUILTIN_KERNEL_MODULES = _BUILTIN_OP_MODULES
 _loaded = False
 

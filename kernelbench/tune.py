@@ -403,9 +403,16 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
 
 # --- export -------------------------------------------------------------------------------------
 
-def export(results: list[TuneResult], path: Path | None = None, command: str = "") -> Path:
+def export(results: list[TuneResult], path: Path | None = None, command: str = "", store=None) -> Path:
     """Merge the choices into the tuned JSON (kernelbench/tuned/v1.json unless `path`): an entry per
-    (device, op, key); entries of other devices, ops and keys are kept."""
+    (device, op, key); entries of other devices, ops and keys are kept. With `store` (the results
+    database), a choice whose code path has no passing `kernelbench verify` on its device is refused
+    (verify_paths.UnverifiedPath) before anything is written."""
+    if store is not None:
+        from kernelbench.verify_paths import require_verified
+        for r in results:
+            if r.chosen is not None:
+                require_verified(store, r.op, r.impl, r.device, r.chosen)
     path = Path(path) if path else tuning.TUNED_DIR / f"v{tuning.FORMAT_VERSION}.json"
     data = {"version": tuning.FORMAT_VERSION, "entries": []}
     if path.exists():

@@ -18,6 +18,7 @@ are imported; `prepare_device` does it), where bf16 `tl.dot` operands are upcast
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ INTERPRETER_NOTE = ("CPU mode: Triton kernels ran in the Triton interpreter, whe
                     "cuda` on a GPU checks that.")
 NO_INTERPRETER = ("the Triton kernels were imported without TRITON_INTERPRET=1 and no GPU is in use; run "
                   "`kernelbench verify --device cpu` in a fresh process (it sets TRITON_INTERPRET=1)")
+
+
+EDGE_MODES = ("boundary",)   # value modes every verify run draws (ops/quant.py boundary_values)
 
 
 class DeviceError(RuntimeError):
@@ -86,6 +90,8 @@ class Options:
     kernel_modules: tuple[str, ...] = ()  # shown in reproduction commands
     shrink_seconds: float = 120.0         # cap on hypothesis' shrinking of one failure (its default: 300)
     time_budget_s: float | None = None    # per pair: after this, hypothesis examples are skipped (not counted)
+    probes: bool = True                   # run the op's semantic probes (kernelbench/probes.py) first
+    path_examples: int | None = None      # per config path (verify_paths.py) and edge mode; None: examples // 4, >= 1
 
 
 @dataclass
@@ -100,6 +106,7 @@ class PairReport:
     failures: list[ExampleResult] = field(default_factory=list)   # minimal failing examples
     worst: dict = field(default_factory=dict)                     # output -> worst max_abs/max_rel/rel_fro/cosine
     notes: list[str] = field(default_factory=list)
+    paths: list = field(default_factory=list)                     # verify_paths.PathVerdict per extra config
 
     @property
     def status(self) -> str:
@@ -189,7 +196,9 @@ def _run_hypothesis(spec, impl, opts: Options, on_result: Callable[[ExampleResul
 
 def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], None] | None = None) -> PairReport:
     """Verify one implementation: the shape set's real cases, then hypothesis examples."""
+    from kernelbench.probes import run_probes
     from kernelbench.registry import get_shape_set
+    from kernelbench.verify_paths import verify_paths
     rep = PairReport(spec.name, impl.name, impl.backend)
     reason = skip_reason(impl, opts.device)
     if reason:
@@ -213,15 +222,28 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
             for values in modes:
                 emit(check_example(spec, impl, Example(spec.name, impl.name, params, values, 0, "contiguous", "case"),
                                    opts.device))
+    if opts.probes and opts.examples > 0:
+        run_probes(spec, impl, opts.device, emit)
     if opts.examples > 0:
         rep.notes += _run_hypothesis(spec, impl, opts, emit)
+        n = opts.path_examples if opts.path_examples is not None else max(1, opts.examples // 4)
+        for mode in EDGE_MODES:       # drawn on purpose, not left to the sampler (unless already failed)
+            if mode in spec.value_modes and not rep.failed:
+                rep.notes += _run_hypothesis(dataclasses.replace(spec, value_modes=(mode,)), impl,
+                                             dataclasses.replace(opts, examples=n), emit)
+        rep.paths = verify_paths(spec, impl, opts, emit, n,
+                                 lambda s, i, o, e: rep.notes.extend(_run_hypothesis(s, i, o, e)))
     return rep
 
 
 def replay(spec, impl, example: Example, device: str) -> ExampleResult:
     """Check exactly one example (what a reproduction command runs)."""
+    from kernelbench.probes import spec_for
+    from kernelbench.verify_paths import with_config
     example.source = "replay"
-    return check_example(spec, impl, example, device)
+    if example.config is not None:
+        impl = with_config(impl, example.config)
+    return check_example(spec_for(spec, example.values), impl, example, device)
 
 
 def select_pairs(op_names: Iterable[str] = (), impl_names: Iterable[str] = ()) -> list[tuple]:

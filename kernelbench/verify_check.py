@@ -44,7 +44,8 @@ class Example:
     values: str = "normal"
     seed: int = 0
     layout: str = "contiguous"
-    source: str = "hypothesis"       # "case" (a real shape of the shape set), "hypothesis", "replay"
+    source: str = "hypothesis"       # "case" (a real shape of the shape set), "hypothesis", "replay", "probe"
+    config: dict | None = None       # the config the implementation was called with (None: its own choice)
 
     def repro(self, device: str = "cpu", kernel_modules: tuple[str, ...] = ()) -> str:
         params = json.dumps(self.params, sort_keys=True, separators=(",", ":"))
@@ -52,6 +53,8 @@ class Example:
                f"--seed {self.seed} --device {device}")
         if self.layout != "contiguous":
             cmd += f" --layout {self.layout}"
+        if self.config is not None:
+            cmd += f" --config '{json.dumps(self.config, sort_keys=True, separators=(',', ':'))}'"
         for m in kernel_modules:
             cmd += f" --kernel-module {m}"
         return cmd

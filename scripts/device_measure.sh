@@ -66,6 +66,11 @@ step bench_reference "$(scale 35)" $KB bench fp8_linear sparse_attention indexer
     --batch 1 --batch 16 --batch 64 --context 8192 --max-time 0.2 --target-rse 0.03 --max-sets 64 \
     --run-tag "device-reference" --json "$OUT/bench_reference.json"
 
+# tune exports only configs whose code path passed `kernelbench verify` on this device (verify_paths.py):
+# verify every config path of the tuned ops first, into the same database.
+step verify_tuned_ops "$(scale 60)" $KB verify fp8_linear moe_experts indexer_topk sparse_attention --impl triton \
+    --device cuda --profile ci --examples 8 --shapes none --json > "$OUT/verify_tuned_ops.json"
+
 # op:budget:context (the indexer's flash-tp8 cases are at context 512, sparse attention's at 8192)
 for spec in "fp8_linear:$(scale 45):8192" "moe_experts:$(scale 35):8192" "indexer_topk:$(scale 25):512" \
             "sparse_attention:$(scale 25):8192"; do

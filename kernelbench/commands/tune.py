@@ -98,7 +98,11 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                         continue
                     results.append(r)
                     if not no_export and r.chosen is not None:   # as it goes: a run cut short keeps its choices
-                        tuner.export([r], export_path, command="kernelbench tune " + " ".join(sys.argv[2:]))
+                        try:
+                            tuner.export([r], export_path, command="kernelbench tune " + " ".join(sys.argv[2:]),
+                                         store=store)
+                        except ValueError as e:   # verify_paths.UnverifiedPath: not exported
+                            console.print(f"[red]  not exported: {e}[/red]")
             finally:
                 if runner is not None:
                     runner.close()

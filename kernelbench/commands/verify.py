@@ -23,18 +23,37 @@ def _doc(reports, run_id, store_where, opts, notes) -> dict:
         "passed": not any(r.failed for r in reports),
         "pairs": [{"op": r.op, "impl": r.impl, "backend": r.backend, "status": r.status, "examples": r.n,
                    "failed": r.failed, "rejected_strided": r.rejected, "skipped": r.skipped, "worst": r.worst,
-                   "notes": r.notes} for r in reports],
+                   "notes": r.notes, "paths": _paths_doc(r)} for r in reports],
         "failures": [{"op": f.example.op, "impl": f.example.impl, "params": f.example.params,
                       "values": f.example.values, "seed": f.example.seed, "layout": f.example.layout,
-                      "source": f.example.source, "failure": f.failure,
+                      "source": f.example.source, "config": f.example.config, "failure": f.failure,
                       "repro": f.example.repro(opts.device, opts.kernel_modules)}
                      for r in reports for f in r.failures],
     }
 
 
+def _paths_doc(r) -> list[dict]:
+    """Per config path of the pair: the default (verified by the pair's examples), then verify_paths'."""
+    if r.skipped:
+        return [{"config": None, "label": "default", "why": [], "status": "skipped", "examples": 0, "failed": 0,
+                 "reason": r.skipped}]
+    n_paths = sum(p.examples for p in r.paths)
+    f_paths = sum(p.failed for p in r.paths)
+    from kernelbench import registry
+    from kernelbench.verify_paths import select_paths
+    try:
+        why = select_paths(registry.get_impl(r.op, r.impl))[0].why
+    except Exception as e:  # noqa: BLE001 - a broken config space shows, it does not hide the verdicts
+        why = [f"paths unavailable: {type(e).__name__}: {e}"]
+    default = {"config": None, "label": "default", "why": ["the config the kernel picks itself here"] + why[1:],
+               "status": "FAIL" if r.failed - f_paths else "pass", "examples": r.n - n_paths,
+               "failed": r.failed - f_paths, "reason": ""}
+    return [default] + [p.as_dict() for p in r.paths]
+
+
 def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore", shapes=None, kernel_modules=(),
                db=None, case_values="normal", params=None, values=None, seed=None, layout="contiguous",
-               time_budget=None, progress=None, command="") -> dict:
+               time_budget=None, progress=None, command="", config=None) -> dict:
     """The command as a function: verify, record, and return the JSON document (see `_doc`)."""
     from kernelbench.verify import INTERPRETER_NOTE, Options, prepare_device, select_pairs, verify_pair, \
         interpreter_active
@@ -75,8 +94,11 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
             rep = PairReport(spec.name, impl.name, impl.backend)
             rep.skipped = skip_reason(impl, device) or ""
             if not rep.skipped:
-                ex = Example(spec.name, impl.name, params, values or spec.value_modes[0], seed or 0, layout)
+                ex = Example(spec.name, impl.name, params, values or spec.value_modes[0], seed or 0, layout,
+                             config=config)
                 r = replay(spec, impl, ex, device)
+                if config is not None:
+                    r.stats.setdefault("checks", {})["config"] = dict(config)
                 rec.result(r)
                 rep.add(r)
                 rep.notes.append(json.dumps(r.stats, default=str))
@@ -122,6 +144,7 @@ def _print_human(doc: dict, console) -> None:
                       str(p["rejected_strided"]), "" if rel is None else f"{rel:.3g}",
                       "" if mab is None else f"{mab:.3g}", "" if cos is None else f"{cos:.6f}")
     console.print(table)
+    _print_paths(doc, console)
     for p in doc["pairs"]:
         if p["skipped"]:
             console.print(f"[yellow]skipped[/] {p['op']} / {p['impl']}: {p['skipped']}")
@@ -135,6 +158,24 @@ def _print_human(doc: dict, console) -> None:
     for n in doc["notes"]:
         console.print(f"[cyan]note:[/] {n}")
     console.print(f"results: {doc['db']} (verify_run {doc['run_id']})")
+
+
+def _print_paths(doc: dict, console) -> None:
+    """Per (op, impl) with more than one config path: each path's verdict (verify_paths.py)."""
+    from rich.markup import escape
+    from rich.table import Table
+    rows = [(p, c) for p in doc["pairs"] for c in p.get("paths", []) if len(p.get("paths", [])) > 1]
+    if not rows:
+        return
+    table = Table(title="config paths (kernelbench/verify_paths.py)")
+    for col in ("op", "impl", "config", "status", "examples", "failed", "why"):
+        table.add_column(col, justify="right" if col in ("examples", "failed") else "left")
+    for p, c in rows:
+        style = {"FAIL": "bold red", "pass": "green"}.get(c["status"], "yellow")
+        why = "; ".join(c["why"]) + (f" [{c['reason']}]" if c["reason"] else "")
+        table.add_row(p["op"], p["impl"], escape(c["label"]), f"[{style}]{c['status']}[/]", str(c["examples"]),
+                      str(c["failed"]), escape(why))
+    console.print(table)
 
 
 @click.command("verify")
@@ -161,8 +202,10 @@ def _print_human(doc: dict, console) -> None:
 @click.option("--seed", type=int, default=None, help="replay: the input generator's seed")
 @click.option("--layout", type=click.Choice(["contiguous", "strided"]), default="contiguous", show_default=True,
               help="replay: the input layout")
+@click.option("--config", "config_json", default=None,
+              help="replay: the config the implementation is called with (JSON)")
 def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, profile, case_values, time_budget,
-            params_json, values, seed, layout):
+            params_json, values, seed, layout, config_json):
     """Prove implementations compute their op's reference function, on drawn and real inputs."""
     from rich.console import Console
     from kernelbench.db.store import StoreError
@@ -176,6 +219,14 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
             raise click.BadParameter(f"not JSON: {e}", param_hint="--params") from None
         if not isinstance(params, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--params")
+    config = None
+    if config_json is not None:
+        try:
+            config = json.loads(config_json)
+        except json.JSONDecodeError as e:
+            raise click.BadParameter(f"not JSON: {e}", param_hint="--config") from None
+        if not isinstance(config, dict):
+            raise click.BadParameter("must be a JSON object", param_hint="--config")
     _terminate_as_interrupt()
     out = Console(stderr=as_json, width=200)
     err = Console(stderr=True)
@@ -185,7 +236,8 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
             doc = run_verify(ops, impls, device=device, examples=examples, profile=profile, shapes=shapes,
                              kernel_modules=kernel_modules, db=db, case_values=case_values, params=params,
                              values=values, seed=seed, layout=layout, time_budget=time_budget,
-                             progress=progress_cb, command=shlex.join(["kernelbench", "verify", *sys.argv[2:]]))
+                             progress=progress_cb, command=shlex.join(["kernelbench", "verify", *sys.argv[2:]]),
+                             config=config)
     except (DeviceError, StoreError, RegistryError, LookupError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     if as_json:

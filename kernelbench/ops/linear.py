@@ -60,7 +60,7 @@ register_op(OpSpec(
     name="fp8_linear", family="linear", reference=L.fp8_linear, make_inputs=_fp8_make, cases=_fp8_cases,
     strategy=_small_mnk,
     cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 1, -(-p["N"] // 128) * (p["K"] // 128)),
-    tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large"),
+    tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large", "boundary"),
     doc="y = act_quant_fp8(x) @ (q * s)^T, 128x128 weight blocks, fp32 accumulation, bf16 out."))
 
 
@@ -81,7 +81,7 @@ register_op(OpSpec(
     name="fp4_linear", family="linear", reference=L.fp4_linear, make_inputs=_fp4_make, cases=_fp4_cases,
     strategy=_small_mnk,
     cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 0.5, p["N"] * p["K"] // 32),
-    tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large"),
+    tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large", "boundary"),
     doc="One routed expert's GEMM: fp8 activations x MXFP4 (e2m1 + UE8M0 per 32) weights, bf16 out."))
 
 

@@ -164,7 +164,7 @@ def _experts_tol(p):
 register_op(OpSpec(
     name="moe_experts", family="moe", reference=R.moe_experts, make_inputs=_experts_make,
     cases=lambda ss: _cases(ss, hash_too=False), strategy=_strategy, cost=_experts_cost, tolerance=_experts_tol,
-    outputs=("y",), value_modes=("normal", "outliers", "large"),
+    outputs=("y",), value_modes=("normal", "outliers", "large", "boundary"),
     doc="Routed FP4 experts of this rank: W1/W3, clamp, SwiGLU, routing weight, W2, fp32 combine."))
 
 
@@ -195,7 +195,7 @@ register_op(OpSpec(
                                             "F": st.sampled_from([128, 256])}),
     cost=lambda p: Cost(flops=6.0 * p["T"] * p["F"] * p["D"],
                         bytes=3 * p["F"] * p["D"] + 3 * (p["F"] // 128) * (p["D"] // 128) + 4 * p["T"] * p["D"]),
-    tolerance=_shared_tol, outputs=("y",), value_modes=("normal", "outliers", "large"),
+    tolerance=_shared_tol, outputs=("y",), value_modes=("normal", "outliers", "large", "boundary"),
     doc="FP8 shared expert with the same clamped SwiGLU, bf16 out."))
 
 

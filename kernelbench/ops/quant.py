@@ -27,7 +27,8 @@ def act_values(shape, gen: torch.Generator, values: str, group: int = 128, fmt: 
     normal: N(0, 1); outliers: N(0,1) with ~0.5% of entries x300 (one group's scale set by a spike);
     tiny: every other group near zero (1e-7, under the amax floor) and the rest N(0, 1e-3);
     ties: per group one element at the format max (scale 1) and the rest exact midpoints between
-    adjacent codes (the rounding tie cases); large: N(0, 1e4)."""
+    adjacent codes (the rounding tie cases); large: N(0, 1e4);
+    boundary: the format's edges, one pattern per group in turn (`boundary_values`)."""
     M, K = shape[0], math.prod(shape[1:])
     if values == "normal":
         x = randn((M, K), gen, dtype=torch.float32)
@@ -52,9 +53,64 @@ def act_values(shape, gen: torch.Generator, values: str, group: int = 128, fmt: 
         g[:, :, 0] = top
     elif values == "large":
         x = randn((M, K), gen, dtype=torch.float32) * 1e4
+    elif values == "boundary":
+        x = boundary_values(M, K, gen, group, fmt)
     else:
         raise ValueError(f"unknown value mode {values!r}")
     return x.to(torch.bfloat16).view(shape)
+
+
+BOUNDARY_PATTERNS = ("max_pow2", "max_pow2_above", "max_pow2_below", "midpoints_offgrid_max", "amax_floor")
+
+
+def boundary_values(M: int, K: int, gen: torch.Generator, group: int, fmt: str = "fp8") -> torch.Tensor:
+    """fp32 (M, K), bf16-exact, drawing the quantization format's edges on purpose. Group i of a row uses
+    pattern (i + row) % 5 of BOUNDARY_PATTERNS, with k a random power of two per group:
+      max_pow2:        amax exactly fmax * 2^k (448 * 2^k e4m3, 6 * 2^k e2m1): amax / fmax is a power of two,
+                       where ceil(log2) and floor(log2) + 1 disagree;
+      max_pow2_above / _below: amax one bf16 step above / below fmax * 2^k;
+      each of these three puts the other values half normal, half in the format's subnormal range at that
+      scale (|x / s| < 2^-6 for e4m3, < 1 for e2m1), beside the normal maximum;
+      midpoints_offgrid_max: amax off the code grid (300 * 2^k e4m3, 5 * 2^k e2m1: scale 2^k) and the rest
+                       exact midpoints between adjacent codes at that scale (rounding ties);
+      amax_floor:      the UE8M0 scale's low end: amax at the amax floor of the format (the smallest scale
+                       the quantizer makes), values one bf16 step either side of it.
+    The UE8M0 top (2^127) is out of reach of bf16 inputs (448 * 2^119 > bf16 max), so it is not drawn."""
+    from kernelbench.reference.quant import FP4_AMAX_FLOOR, FP8_AMAX_FLOOR
+    fp8 = fmt == "fp8"
+    fmax, floor = (448.0, FP8_AMAX_FLOOR) if fp8 else (6.0, FP4_AMAX_FLOOR)
+    sub_top = 2.0 ** -6 if fp8 else 1.0               # |x / s| below this is a subnormal code
+    grid = _FP8_GRID if fp8 else torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    mids = (grid[1:] + grid[:-1]) / 2
+    G = group if K % group == 0 else K
+    x = torch.empty(M, K // G, G)
+    for r in range(M):
+        for g in range(K // G):
+            pat = BOUNDARY_PATTERNS[(g + r) % len(BOUNDARY_PATTERNS)]
+            k = int(torch.randint(-6, 7, (1,), generator=gen) if fp8 else torch.randint(-3, 4, (1,), generator=gen))
+            s = 2.0 ** k
+            sign = torch.randint(0, 2, (G,), generator=gen).float() * 2 - 1
+            if pat == "midpoints_offgrid_max":
+                v = mids[torch.randint(0, mids.numel(), (G,), generator=gen)] * s * sign
+                top = (300.0 if fp8 else 5.0) * s
+            elif pat == "amax_floor":
+                v = floor * (0.25 + 0.5 * torch.rand(G, generator=gen)) * sign
+                top = floor
+            else:
+                normal = torch.rand(G, generator=gen) * fmax * s
+                sub = torch.rand(G, generator=gen) * sub_top * s
+                v = torch.where(torch.arange(G) % 2 == 0, normal, sub) * sign
+                top = fmax * s
+            v = v.to(torch.bfloat16).float()
+            i = int(torch.randint(0, G, (1,), generator=gen))
+            t = torch.tensor(top).to(torch.bfloat16)
+            if pat == "max_pow2_above" or (pat == "amax_floor" and g % 2):
+                t = torch.nextafter(t, torch.tensor(float("inf"), dtype=torch.bfloat16))
+            elif pat == "max_pow2_below":
+                t = torch.nextafter(t, torch.tensor(0.0, dtype=torch.bfloat16))
+            v[i] = float(t) * (1 if i % 2 == 0 else -1)
+            x[r, g] = v
+    return x.view(M, K)
 
 
 def fp8_weight(N: int, K: int, gen: torch.Generator, n_mats: int | None = None):
@@ -131,7 +187,7 @@ def _aq8_tol(p):
 register_op(OpSpec(
     name="act_quant_fp8", family="quant", reference=Q.act_quant_fp8, make_inputs=_aq8_make, cases=_aq8_cases,
     strategy=_aq8_strategy, cost=_aq8_cost, tolerance=_aq8_tol, outputs=("q", "s"),
-    value_modes=("normal", "outliers", "tiny", "ties", "large"),
+    value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="Per-row, per-group FP8 e4m3 activation quantization with UE8M0 or fp32 scales."))
 
 
@@ -170,7 +226,7 @@ def _sim8_tol(p):
 register_op(OpSpec(
     name="fp8_simulate", family="quant", reference=Q.fp8_simulate, make_inputs=_sim8_make, cases=_sim8_cases,
     strategy=_sim8_strategy, cost=_sim8_cost, tolerance=_sim8_tol, outputs=("y",),
-    value_modes=("normal", "outliers", "tiny", "ties", "large"),
+    value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="bf16(dequant(quant_e4m3(x))) per group: the KV-cache FP8 simulation."))
 
 
@@ -206,7 +262,7 @@ register_op(OpSpec(
     cost=lambda p: Cost(flops=10 * p["M"] * p["K"], bytes=2 * p["M"] * p["K"] + p["M"] * p["K"] // 2
                         + 4 * p["M"] * p["K"] // p["group"]),
     tolerance=lambda p: {"q": Tolerance(exact=True, why=_FP4_WHY), "s": Tolerance(exact=True, why=_FP4_WHY)},
-    outputs=("q", "s"), value_modes=("normal", "outliers", "tiny", "ties", "large"),
+    outputs=("q", "s"), value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="Per-group-32 e2m1 activation quantization, UE8M0 scales, two codes per byte (low nibble even)."))
 
 register_op(OpSpec(
@@ -214,5 +270,5 @@ register_op(OpSpec(
     cases=lambda ss: _fp4_cases(ss, "N"), strategy=lambda: _fp4_strategy("N"),
     cost=lambda p: Cost(flops=12 * p["M"] * p["N"], bytes=4 * p["M"] * p["N"]),
     tolerance=lambda p: {"y": Tolerance(exact=True, why=_FP4_WHY + " q*s is exact in bf16.")},
-    outputs=("y",), value_modes=("normal", "outliers", "tiny", "ties", "large"),
+    outputs=("y",), value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="bf16(e2m1(x/s)*s) per group of 32: the indexer's FP4 simulation."))
