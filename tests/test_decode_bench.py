@@ -127,12 +127,12 @@ def test_decode_bench_refuses_bad_options_in_one_line(args, why, tmp_path):
 def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     out = tmp_path / "d.json"
     url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
-    r = CliRunner().invoke(main, ["decode-bench", "--layers", "swa", "--batches", "1,2,3", "--steps", "2", "--warmup",
+    r = CliRunner().invoke(main, ["decode-bench", "--layers", "swa", "--batches", "1,3", "--steps", "2", "--warmup",
                                   "0", "--context", "8:20", "--contexts", "4,12", "--profile", "--json", str(out),
                                   "--db", url])
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
-    assert [p["batch"] for p in res["points"]] == [1, 2, 3] and [p["batch"] for p in res["context_points"]] == [1, 1]
+    assert [p["batch"] for p in res["points"]] == [1, 3] and [p["batch"] for p in res["context_points"]] == [1, 1]
     assert [p["context"] for p in res["context_points"]] == [4, 12]
     assert res["layers"] == 1 and res["capacity"] >= 20 + 2 + 8
     for p in res["points"]:
@@ -145,5 +145,37 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     from kernelbench.commands.bench import open_store
     from kernelbench.roofline import latest_bench
     rows = latest_bench(open_store(url), ops=[db.DECODE_OP])
-    assert len(rows) == 5 and {r["params"]["C"] for r in rows} == {1, 2, 3}
+    assert len(rows) == 4 and {r["params"]["C"] for r in rows} == {1, 3}
     assert all(r["extra"]["tokens_per_s"] > 0 for r in rows)
+
+
+def test_decode_bench_use_swaps_one_op_for_a_users_module(tmp_path):
+    from kernelbench import registry
+    marker = tmp_path / "calls.txt"
+    mod = tmp_path / "my_norm.py"
+    mod.write_text(f'''
+from kernelbench.registry import get_impl, register_impl
+
+@register_impl("rms_norm", "wholemodel_test_norm")
+def my_rms_norm(**kw):
+    with open({str(marker)!r}, "a") as f:
+        f.write("x")
+    return get_impl("rms_norm", "reference").fn(**kw)
+''')
+    out = tmp_path / "d.json"
+    try:
+        r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--layers", "swa", "--batches", "1", "--steps", "1",
+                                      "--warmup", "0", "--context", "8", "--module", str(mod),
+                                      "--use", "rms_norm=wholemodel_test_norm", "--json", str(out)])
+        assert r.exit_code == 0, r.output
+        res = json.loads(out.read_text())
+        assert res["overrides"] == {"rms_norm": "wholemodel_test_norm"} and res["impl"] == "reference"
+        # one layer: attn + ffn + q norms, the head's: called in the byte-counting step and the timed step
+        assert len(marker.read_text()) >= 2 * 3
+    finally:
+        registry.unregister_impl("rms_norm", "wholemodel_test_norm")
+
+
+def test_scaling_module_errors_are_one_line():
+    r = CliRunner().invoke(main, ["scaling", "--module", "/nonexistent/mine.py"])
+    assert r.exit_code == 2 and "--module" in r.output and "Traceback" not in r.output, r.output
