@@ -250,8 +250,9 @@ def _out_bytes(out) -> float:
     return _nbytes(out)
 
 
-SPARSE_ARGS = {"sparse_attention": ("kv",), "indexer_topk": ("k_cache",),
-               "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"), "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3")}
+SPARSE_ARGS = {"sparse_attention": ("kv",), "indexer_topk": ("k_cache",), "embedding": ("weight",),
+               "moe_gate": ("tid2eid",), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
+               "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid")}
 STATE_ARGS = ("window_cache", "cache", "state_kv", "state_score")     # per-sequence rows of caches and states
 
 
@@ -269,8 +270,11 @@ def call_bytes(op: str, kw: dict, out) -> float:
     elif op == "indexer_topk":
         kc = kw["k_cache"]
         total += float(((kw["positions"] + 1) // kw.get("ratio", 4)).sum()) * kc.shape[-1] * kc.element_size()
+    elif op == "embedding":        # the rows of the step's ids
+        w = kw["weight"]
+        total += kw["ids"].numel() * w.shape[-1] * w.element_size()
     elif op in ("moe_experts", "moe_layer"):
-        w = [kw[k] for k in SPARSE_ARGS[op] if isinstance(kw.get(k), torch.Tensor)]
+        w = [kw[k] for k in ("w1", "w2", "w3", "s1", "s2", "s3") if isinstance(kw.get(k), torch.Tensor)]
         n_local = w[0].shape[0] if w else 1
         ind, offset = kw.get("indices"), kw.get("expert_offset", 0)
         if isinstance(ind, torch.Tensor):
@@ -278,6 +282,9 @@ def call_bytes(op: str, kw: dict, out) -> float:
         else:                      # the fused layer routes inside: at most tokens x top-k experts
             touched = min(n_local, int(kw["x"].shape[0]) * int(kw.get("topk", n_local)))
         total += sum(_nbytes(t) for t in w) * touched / max(1, n_local)
+    if isinstance(kw.get("tid2eid"), torch.Tensor):      # hash routing reads the rows of the step's tokens
+        t = kw["tid2eid"]
+        total += kw["token_ids"].numel() * t.shape[-1] * t.element_size()
     n_seq = kw["seq_ids"].numel() if isinstance(kw.get("seq_ids"), torch.Tensor) else 0
     for k in STATE_ARGS:
         t = kw.get(k)

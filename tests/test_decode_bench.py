@@ -179,3 +179,54 @@ def my_rms_norm(**kw):
 def test_scaling_module_errors_are_one_line():
     r = CliRunner().invoke(main, ["scaling", "--module", "/nonexistent/mine.py"])
     assert r.exit_code == 2 and "--module" in r.output and "Traceback" not in r.output, r.output
+
+
+class _Ev:
+    """A stand-in for a Kineto event (the methods decode_bench reads)."""
+
+    def __init__(self, name, dev, start, dur, corr, linked=0, annotation=False, kind="kernel"):
+        self._v = (name, dev, start, dur, corr, linked, annotation, kind)
+
+    def name(self): return self._v[0]                      # noqa: E704
+    def device_type(self): return self._v[1]               # noqa: E704
+    def start_ns(self): return self._v[2]                  # noqa: E704
+    def end_ns(self): return self._v[2] + self._v[3]       # noqa: E704
+    def duration_ns(self): return self._v[3]               # noqa: E704
+    def correlation_id(self): return self._v[4]            # noqa: E704
+    def linked_correlation_id(self): return self._v[5]     # noqa: E704
+    def is_user_annotation(self): return self._v[6]        # noqa: E704
+    def activity_type(self): return self._v[7]             # noqa: E704
+
+
+def test_kineto_records_link_kernels_to_their_launch_and_skip_device_annotations():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+    CPU, GPU = DeviceType.CPU, DeviceType.CUDA
+    evs = [_Ev("rms_norm", CPU, 100, 50, 1, annotation=True, kind="user_annotation"),
+           _Ev("cuLaunchKernel", CPU, 110, 5, 501, linked=1, kind="cuda_driver"),
+           _Ev("fp8_linear", CPU, 200, 80, 2, annotation=True, kind="user_annotation"),
+           _Ev("aten::mm", CPU, 210, 30, 3, kind="cpu_op"),
+           _Ev("cudaLaunchKernel", CPU, 215, 5, 502, linked=3, kind="cuda_runtime"),
+           _Ev("cudaLaunchKernel", CPU, 400, 5, 503, kind="cuda_runtime"),         # outside any range
+           _Ev("norm_k", GPU, 1000, 7000, 501, linked=1),
+           _Ev("gemm_k", GPU, 9000, 20000, 502, linked=3),
+           _Ev("add_k", GPU, 30000, 1000, 503),
+           _Ev("fp8_linear", GPU, 8900, 20200, 2, annotation=True, kind="gpu_user_annotation"),
+           _Ev("Memset (Device)", GPU, 29500, 300, 504, kind="gpu_memset")]
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: evs)))
+    ranges, kernels = db._records(prof, {"rms_norm", "fp8_linear"})
+    assert [r.op for r in ranges] == ["rms_norm", "fp8_linear"]
+    assert [k.name for k in kernels] == ["norm_k", "gemm_k", "add_k", "Memset (Device)"]   # no annotation copy
+    rows = {r.op: r for r in db.attribute(ranges, kernels, 1)}
+    assert rows["rms_norm"].gpu_ms == pytest.approx(0.007) and rows["fp8_linear"].gpu_ms == pytest.approx(0.020)
+    assert rows[db.OUTSIDE].gpu_ms == pytest.approx(0.0013)
+    order = db._device_kernels_in_order(prof)
+    assert [k.name for k in order] == ["norm_k", "gemm_k", "Memset (Device)", "add_k"]
+
+
+def test_embedding_bytes_are_the_rows_read():
+    w = torch.zeros(1000, 64, dtype=torch.bfloat16)
+    ids = torch.tensor([1, 2, 3])
+    out = torch.zeros(3, 64, dtype=torch.bfloat16)
+    assert db.call_bytes("embedding", dict(ids=ids, weight=w, vocab_start=0), out) == 24 + 2 * 3 * 64 * 2
