@@ -666,9 +666,11 @@ def print_result(res: BenchResult, console) -> None:
     for p in res.points + res.context_points:
         if p.attribution:
             busy, frac = attribution_check(p)
-            console.print(f"C={p.batch} ctx {p.context:.0f}: op rows sum to {busy:.3f} ms of the {p.step_ms:.3f} ms step "
+            console.print(f"C={p.batch} ctx {p.context:.0f}: op rows sum to {busy:.3f} ms of the {p.step_ms:.3f} ms "
+                          f"step "
                           f"({100 * frac:.0f}%, {p.attribution_source}); {p.kernels_per_step:.0f} kernels per step, "
-                          f"{p.kernels_per_layer:.1f} per layer" + (f"; {p.attribution_note}" if p.attribution_note else ""))
+                          f"{p.kernels_per_layer:.1f} per layer"
+                          + (f"; {p.attribution_note}" if p.attribution_note else ""))
     profiled = [p for p in res.points if p.attribution]
     if profiled:
         p = max(profiled, key=lambda q: q.batch)
@@ -714,7 +716,8 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                          "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                          "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags}
                 s.add(schema.BenchResult(
-                    environment_id=env_id, implementation_id=impl_id, shape_label=f"C={p.batch},ctx={params['context']}",
+                    environment_id=env_id, implementation_id=impl_id,
+                    shape_label=f"C={p.batch},ctx={params['context']}",
                     params=params, config={"overrides": res.overrides} if res.overrides else {},
                     method="graph" if res.graph and not res.graph_error else "eager", median_us=p.step_ms * 1e3,
                     q1_us=p.q1_ms * 1e3, q3_us=p.q3_ms * 1e3, n=len(p.samples_ms), samples=p.samples_ms,

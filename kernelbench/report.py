@@ -197,7 +197,8 @@ def build(store, gate_path: str | None = None, run_tag: str | None = None, plots
                         f"{' (rank-0 shapes, collectives skipped)' if e0.get('simulated_tp') else ''}, "
                         f"{'CUDA graph' if e0.get('graph') else 'eager'}, commit {d0['git_commit'][:12]}, "
                         f"run {d0['run_tag']}")
-        by_c = sorted((r for r in decode if r["params"].get("axis", "batch") == "batch"), key=lambda r: r["params"]["C"])
+        by_c = sorted((r for r in decode if r["params"].get("axis", "batch") == "batch"),
+                      key=lambda r: r["params"]["C"])
         by_ctx = sorted((r for r in decode if r["params"].get("axis") == "context"),
                         key=lambda r: r["extra"].get("mean_context", 0))
         head = ["C", "context", "step ms", "q1..q3 ms", "tokens/s", "roofline ms", "% of roofline", "op rows sum"]

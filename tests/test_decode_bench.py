@@ -230,3 +230,22 @@ def test_embedding_bytes_are_the_rows_read():
     ids = torch.tensor([1, 2, 3])
     out = torch.zeros(3, 64, dtype=torch.bfloat16)
     assert db.call_bytes("embedding", dict(ids=ids, weight=w, vocab_start=0), out) == 24 + 2 * 3 * 64 * 2
+
+
+@pytest.mark.gpu
+def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
+    """On a GPU: the short Flash set under a CUDA graph; the op rows come from the replayed kernels, never
+    exceed the step, and with the idle row they make the step."""
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, ["decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers",
+                                  "short", "--batches", "1,16", "--steps", "10", "--profile", "--no-store",
+                                  "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["graph"] and not res["graph_error"]
+    for p in res["points"]:
+        assert p["attribution_source"] == "graph replay kernels", p["attribution_note"]
+        busy = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] != db.IDLE)
+        idle = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] == db.IDLE)
+        assert 0 < busy <= 1.05 * p["step_ms"] and busy + idle == pytest.approx(max(p["step_ms"], busy))
+        assert p["kernels_per_layer"] > 0 and p["roofline_ms"] > 0

@@ -71,7 +71,8 @@ def _ceiling_gbps(device: str, store) -> float | None:
 @click.option("--capacity", default=None, type=click.IntRange(min=1),
               help="cache capacity per sequence (default longest context + steps + 16)")
 @click.option("--steps", default=None, type=click.IntRange(min=1), help="timed steps per point (default 3 CPU, 20 GPU)")
-@click.option("--warmup", default=None, type=click.IntRange(min=0), help="untimed steps per point (default 1 CPU, 3 GPU)")
+@click.option("--warmup", default=None, type=click.IntRange(min=0),
+              help="untimed steps per point (default 1 CPU, 3 GPU)")
 @click.option("--graph", default="auto", show_default=True, type=click.Choice(["auto", "on", "off"]),
               help="CUDA graph (auto: with a non-reference --impl on a GPU)")
 @click.option("--profile", is_flag=True, help="per-op attribution at every C (kernel times grouped by op)")
@@ -132,7 +133,8 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
                                gbps=_ceiling_gbps(device, store),
-                               progress=lambda i, what: bar.update(task, description=f"decode-bench {what}", completed=i))
+                               progress=lambda i, what: bar.update(task, description=f"decode-bench {what}",
+                                                                   completed=i))
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:
