@@ -635,21 +635,20 @@ def print_result(res: BenchResult, console) -> None:
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
-    for title, pts, key in (("vs C", res.points, "batch"), ("vs context", res.context_points, "context")):
-        if not pts:
-            continue
-        t = Table(title=f"decode step {title}: {res.config} ({res.layers} layers), {res.impl}{use}, {res.device}, "
-                        f"{tp}, context {res.context if key == 'batch' else 'swept'}, CUDA graph {graph}")
-        for col in ("C", "mean ctx", "step ms", "p10", "p90", "tokens/s", "roofline ms", "% of roofline",
-                    "fit a+bC ms"):
-            t.add_column(col, justify="right")
+    t = Table(title=f"decode step: {res.config} ({res.layers} layers), {res.impl}{use}, {res.device}, {tp}, "
+                    f"context {res.context}, CUDA graph {graph}")
+    for col in ("sweep", "C", "mean ctx", "step ms", "p10", "p90", "tokens/s", "roofline ms", "% of roofline",
+                "fit a+bC ms", "op rows ms"):
+        t.add_column(col, justify="right")
+    for sweep, pts in (("C", res.points), ("context", res.context_points)):
         for p in pts:
             roof = "" if math.isnan(p.roofline_ms) else f"{p.roofline_ms:.3f}"
             pct = "" if math.isnan(p.roofline_ms) else f"{100 * p.roofline_ms / p.step_ms:.0f}%"
-            fit = f"{res.fixed_ms + res.per_request_ms * p.batch:.2f}" if fit_ok and key == "batch" else ""
-            t.add_row(str(p.batch), f"{p.context:.0f}", f"{p.step_ms:.3f}", f"{p.p10_ms:.3f}", f"{p.p90_ms:.3f}",
-                      f"{p.tokens_per_s:.1f}", roof, pct, fit)
-        console.print(t)
+            fit = f"{res.fixed_ms + res.per_request_ms * p.batch:.2f}" if fit_ok and sweep == "C" else ""
+            busy = f"{attribution_check(p)[0]:.3f}" if p.attribution else ""
+            t.add_row(sweep, str(p.batch), f"{p.context:.0f}", f"{p.step_ms:.3f}", f"{p.p10_ms:.3f}",
+                      f"{p.p90_ms:.3f}", f"{p.tokens_per_s:.1f}", roof, pct, fit, busy)
+    console.print(t)
     if fit_ok:
         ci = lambda v: "" if math.isnan(v) else f" ± {v:.3g}"  # noqa: E731
         console.print(f"fit: step = {res.fixed_ms:.3f}{ci(res.fixed_ci_ms)} ms + {res.per_request_ms:.4f}"
