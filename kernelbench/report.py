@@ -233,8 +233,9 @@ def build(store, gate_path: str | None = None, run_tag: str | None = None, plots
             ops = Section("Where the step goes (per op, per step)")
             big = prof[-1]
             ms = big["median_us"] / 1e3
-            ops.text.append(f"C={big['params']['C']}, {big['extra'].get('attribution_source', '')}; "
-                            f"{big['extra'].get('kernels_per_step', 0):.0f} kernels per step")
+            kps = big["extra"].get("kernels_per_step", 0)
+            ops.text.append(f"C={big['params']['C']}, {big['extra'].get('attribution_source', '')}; {kps:.0f} kernels "
+                            f"per step, {kps / max(1, big['params']['layers']):.1f} per layer")
             ops.tables.append((["op", "calls", "ms", "share", "MB"],
                                [[a["op"], f"{a['calls']:g}", f"{a['gpu_ms']:.3f}", f"{100 * a['gpu_ms'] / ms:.1f}%",
                                  f"{a['bytes'] / 1e6:.2f}" if a["bytes"] else ""]
