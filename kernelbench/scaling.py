@@ -51,15 +51,22 @@ PRESETS = {
 DERIVE = {("indexer_topk", "context"): lambda p: {**p, "cap": max(p["cap"], p["ctx"] // 4)}}
 
 
+# two-sided 95% Student t quantiles by degrees of freedom (1..30); 1.96 beyond
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
 @dataclass
 class Fit:
     a: float
     b: float
     r2: float
+    a_ci: float = float("nan")    # 95% confidence half-widths (nan with two points: no residual left)
+    b_ci: float = float("nan")
 
 
 def fit_line(xs: list[float], ys: list[float]) -> Fit:
-    """Least squares y = a + b x."""
+    """Least squares y = a + b x, with 95% confidence intervals of a and b."""
     n = len(xs)
     if n < 2:
         raise ValueError("a fit needs at least two points")
@@ -69,7 +76,13 @@ def fit_line(xs: list[float], ys: list[float]) -> Fit:
     a = my - b * mx
     ss_tot = sum((y - my) ** 2 for y in ys)
     ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
-    return Fit(a, b, 1 - ss_res / ss_tot if ss_tot else 1.0)
+    fit = Fit(a, b, 1 - ss_res / ss_tot if ss_tot else 1.0)
+    if n > 2 and sxx:
+        t = _T95[n - 3] if n - 2 <= len(_T95) else 1.96
+        s2 = ss_res / (n - 2)
+        fit.b_ci = t * (s2 / sxx) ** 0.5
+        fit.a_ci = t * (s2 * (1 / n + mx * mx / sxx)) ** 0.5
+    return fit
 
 
 @dataclass

@@ -32,7 +32,8 @@ echo "commit $KERNELBENCH_GIT_COMMIT" >> "$W/environment.txt"
 step gpu_tests 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests
 step verify 240 sh -c "$KB verify --device cuda --shapes flash-tp8 --examples 6 --time-budget 4 \
     --db sqlite:///$W/verify-h200.sqlite --json > $W/verify-h200.json"
-step decode_bench 90 $KB decode-bench --device cuda --impl triton --graph on --profile --json "$W/decode_bench.json"
+step decode_bench 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --profile \
+    --json "$W/decode_bench.json"
 step tune_moe 100 $KB tune moe_experts --shapes flash-tp8 --batch 1 --batch 16 --batch 64 --max-trials 6 --top-k 2 \
     --rounds 2 --budget 90 --trial-timeout 30 --no-sm120-check --export "$W/tuned_v1.json"
 step tune_indexer 70 $KB tune indexer_topk --shapes flash-tp8 --batch 1 --batch 16 --batch 64 --context 512 \
@@ -40,6 +41,7 @@ step tune_indexer 70 $KB tune indexer_topk --shapes flash-tp8 --batch 1 --batch 
 step bench_moe 60 $KB bench moe_layer moe_experts --impl triton --shapes flash-tp8 --batch 1 --batch 16 --batch 64 \
     --max-time 0.3 --target-rse 0.02 --max-sets 128 --run-tag device-final-moe --json "$W/bench_moe.json"
 step scaling_attn 60 $KB scaling sparse_attention --impl triton --max-time 0.3 --json "$W/scaling_attn.json"
+step report 30 $KB report --out "$W/report.html"
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$W/kernelbench.sqlite" 2>/dev/null
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$W/verify-h200.sqlite" 2>/dev/null
 rm -rf "$W/home"

@@ -242,7 +242,7 @@ def test_cli_make_checkpoint_generate_and_decode_bench(tmp_path):
     assert "generated tokens" in r.output and "logits finite" in r.output
     out = tmp_path / "bench.json"
     r = runner.invoke(main, ["decode-bench", "--batches", "1,3", "--steps", "2", "--warmup", "0", "--context", "20",
-                             "--layers", "swa,csa,hca", "--json", str(out)])
+                             "--layers", "swa,csa,hca", "--json", str(out), "--no-store"])
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
     assert [p["batch"] for p in res["points"]] == [1, 3] and res["capacity"] >= 22
@@ -252,9 +252,10 @@ def test_cli_make_checkpoint_generate_and_decode_bench(tmp_path):
 
 
 def test_fit_line_recovers_the_users_anchor():
-    from kernelbench.commands.decode_bench import bench_config, fit_line
-    a, b = fit_line([1, 16, 64], [40 + 31 * c for c in (1, 16, 64)])
-    assert abs(a - 40) < 1e-9 and abs(b - 31) < 1e-9
+    from kernelbench.decode_bench import bench_config
+    from kernelbench.scaling import fit_line
+    fit = fit_line([1, 16, 64], [40 + 31 * c for c in (1, 16, 64)])
+    assert abs(fit.a - 40) < 1e-9 and abs(fit.b - 31) < 1e-9
     cfg = bench_config("flash", "swa,csa,hca,csa")
     assert cfg.compress_ratios == (0, 4, 128, 4) and cfg.dim == 4096 and cfg.n_mtp_layers == 0
     cfg.check_tp(8)

@@ -1,6 +1,7 @@
 """Scaling analysis on the real op specs with modelled timers: the fit, and the two findings our
 users needed (cost that follows allocated capacity, per-request cost that batching does not
 amortize), without flagging noise or work that legitimately grows."""
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -32,6 +33,21 @@ def test_fit_line_recovers_the_users_step_model():
     assert fit.a == pytest.approx(40) and fit.b == pytest.approx(31) and fit.r2 == pytest.approx(1)
     with pytest.raises(ValueError):
         sc.fit_line([1], [2])
+
+
+def test_fit_line_confidence_interval_covers_the_truth_and_shrinks_with_points():
+    import random
+    rng = random.Random(7)
+    xs = [1, 2, 4, 8, 16, 32, 64, 128]
+    covered = 0
+    for _ in range(200):
+        fit = sc.fit_line(xs, [40 + 0.3 * x + rng.gauss(0, 1.0) for x in xs])
+        covered += abs(fit.b - 0.3) <= fit.b_ci and abs(fit.a - 40) <= fit.a_ci
+    assert 150 <= covered <= 200                          # ~90% joint coverage of two 95% intervals
+    wide = sc.fit_line(xs[:3], [40 + 0.3 * x + e for x, e in zip(xs, (1, -1, 1))])
+    narrow = sc.fit_line(xs * 4, [40 + 0.3 * x + e for x, e in zip(xs * 4, (1, -1) * 16)])
+    assert narrow.b_ci < wide.b_ci
+    assert math.isnan(sc.fit_line([1, 2], [3, 4]).b_ci)   # two points leave no residual to estimate from
 
 
 def test_indexer_cost_following_capacity_is_flagged():

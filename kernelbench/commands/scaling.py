@@ -21,11 +21,18 @@ from kernelbench import scaling as sc
 @click.option("--axis", "axes", multiple=True, type=click.Choice(sc.AXES), help="only these axes")
 @click.option("--max-time", "max_time_s", type=float, default=0.5, show_default=True, help="seconds per point at most")
 @click.option("--ratio", type=float, default=1.25, show_default=True, help="growth over the modeled growth that flags")
+@click.option("--module", "modules", multiple=True,
+              help="a user kernel module (path or dotted name) whose implementations are swept too")
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--json", "json_out", default=None, help="write the sweeps as JSON")
 @click.option("--png", default=None, help="write the sweeps' plot here")
-def command(ops, impl_names, axes, max_time_s, ratio, db, json_out, png):
+def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png):
     """Scaling sweeps of OPS (default: the indexer and sparse attention presets)."""
+    for m in modules:
+        try:
+            registry.load_module(m)
+        except (FileNotFoundError, ImportError) as e:
+            raise click.UsageError(f"--module {m}: {e}") from None
     try:
         timing.require_cuda()
     except timing.NoGPUError as e:

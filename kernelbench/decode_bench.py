@@ -1,0 +1,731 @@
+"""The whole decoder, measured as users measure it: decode step time against the number of
+concurrent requests C and against context, full depth by default on a GPU, with per-op attribution
+that adds up to the step (`kernelbench decode-bench` is a thin command over this module).
+
+    layers:     "flash" / "pro" / "tiny" (that config's own layer list: Flash 43 layers, 3 hash
+                layers), "short" (swa,csa,hca,csa: quick runs, the CPU default), or a comma list
+    context:    "512" (every sequence), "512:65536" (log-uniform per sequence, seeded) or "@FILE"
+                (lengths, whitespace or comma separated, used in order and cycled)
+    attribution: each op's time from the kernels it launched. An eager step is profiled with one
+                record_function range per op call; every kernel is assigned to the innermost op range
+                around its launch. With a CUDA graph, the replayed kernels (the same sequence the eager
+                step launched) take their op from their position in that sequence, so the rows are the
+                graph's own kernel times; what is left of the step is the idle time between kernels.
+
+On one GPU the TP8 per-rank shapes run with the collectives skipped. Weights are random; caches are
+filled with random values and each sequence starts at its context length (no prefill): step time
+depends on shapes and lengths, not on values.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from kernelbench import checkpoint
+from kernelbench import scaling as sc
+from kernelbench.backend import Ops
+from kernelbench.config import CONFIGS, ModelConfig
+from kernelbench.model import Step, Transformer
+from kernelbench.tp import TPContext
+
+KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
+SHORT = "swa,csa,hca,csa"
+OUTSIDE = "(outside ops)"          # kernels launched outside any op range (embedding glue, residual adds)
+IDLE = "(idle between kernels)"    # step time no kernel ran in
+
+
+class BenchError(ValueError):
+    """A usage error (bad layers, context, override): one line for the user."""
+
+
+# ------------------------------------------------------------------------------------------------
+# configuration: layers, MTP, contexts
+# ------------------------------------------------------------------------------------------------
+def bench_config(base: str, layers: str = SHORT, mtp: bool = False) -> ModelConfig:
+    """The widths of `base` with the layer list `layers`: a config name (its own list, hash layers and
+    MTP ratio), "short", or a comma list of swa, csa, hca. `mtp` adds the config's MTP layer."""
+    cfg = CONFIGS[base]
+    spec = layers.strip().lower()
+    if spec in CONFIGS:
+        own = CONFIGS[spec]
+        ratios, n_hash = own.compress_ratios[:own.n_layers], own.n_hash_layers
+        mtp_ratios = own.compress_ratios[own.n_layers:][:1] or (0,)
+        name = f"{base}" if spec == base else f"{base}-{spec}-layers"
+    else:
+        kinds = [k.strip() for k in (SHORT if spec == "short" else spec).split(",") if k.strip()]
+        bad = [k for k in kinds if k not in KIND_RATIO]
+        if not kinds or bad:
+            raise BenchError(f"--layers takes flash, pro, tiny, short or a comma list of swa, csa, hca; "
+                             f"got {layers!r}")
+        ratios = tuple(KIND_RATIO[k] if base != "tiny" or k != "hca" else 8 for k in kinds)
+        n_hash, mtp_ratios = min(1, len(kinds)), (0,)
+        name = f"{base}-{'-'.join(kinds)}"
+    extra = tuple(mtp_ratios) if mtp else ()
+    return cfg.replace(name=name + ("+mtp" if mtp else ""), n_layers=len(ratios), compress_ratios=tuple(ratios) + extra,
+                       n_mtp_layers=len(extra), n_hash_layers=min(n_hash, len(ratios)))
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    """Tokens already in each sequence: fixed, log-uniform in [lo, hi] per sequence, or a list."""
+    text: str
+    lo: int
+    hi: int
+    values: tuple[int, ...] = ()
+
+    def lengths(self, c: int, seed: int = 0) -> list[int]:
+        if self.values:
+            return [self.values[i % len(self.values)] for i in range(c)]
+        if self.lo == self.hi:
+            return [self.lo] * c
+        rng = random.Random(seed * 1_000_003 + c)
+        a, b = math.log(self.lo), math.log(self.hi)
+        return [min(self.hi, max(self.lo, round(math.exp(rng.uniform(a, b))))) for _ in range(c)]
+
+    @property
+    def max_len(self) -> int:
+        return max(self.values) if self.values else self.hi
+
+
+def parse_context(text: str) -> ContextSpec:
+    """'512', '512:65536' or '@FILE' -> ContextSpec (BenchError with one line on bad input)."""
+    text = str(text).strip()
+
+    def positive(v: str, what: str) -> int:
+        try:
+            n = int(v)
+        except ValueError:
+            raise BenchError(f"--context: {what} {v!r} is not an integer") from None
+        if n < 1:
+            raise BenchError(f"--context: {what} must be >= 1 token, got {n}")
+        return n
+
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            words = path.read_text().replace(",", " ").split()
+        except OSError as e:
+            raise BenchError(f"--context {text}: cannot read {path}: {e.strerror or e}") from None
+        if not words:
+            raise BenchError(f"--context {text}: {path} holds no lengths")
+        vals = tuple(positive(w, f"length in {path}") for w in words)
+        return ContextSpec(text, min(vals), max(vals), vals)
+    if ":" in text:
+        lo_s, _, hi_s = text.partition(":")
+        lo, hi = positive(lo_s, "lower bound"), positive(hi_s, "upper bound")
+        if lo > hi:
+            raise BenchError(f"--context {text}: lower bound above upper bound")
+        return ContextSpec(text, lo, hi)
+    n = positive(text, "length")
+    return ContextSpec(text, n, n)
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """['moe_experts=mine', ...] -> {op: impl}, each checked against the registry."""
+    from kernelbench import registry
+    out = {}
+    for item in items:
+        op, sep, impl = item.partition("=")
+        if not sep or not op.strip() or not impl.strip():
+            raise BenchError(f"--use takes OP=IMPL, got {item!r}")
+        try:
+            registry.get_impl(op.strip(), impl.strip())
+        except registry.RegistryError as e:
+            raise BenchError(f"--use {item}: {e}") from None
+        out[op.strip()] = impl.strip()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# attribution: pure functions over kernel records (tested on CPU with synthetic records)
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Range:
+    """An op's range on the host: [start, end) in ns."""
+    op: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel (or memcpy/memset) on the device: its name, GPU duration (ns), and the host time of its
+    launch (None when unknown, e.g. a kernel replayed from a CUDA graph)."""
+    name: str
+    dur: int
+    launch: int | None = None
+    op: str | None = None           # set when the op is already known (positional labelling)
+    start: int = 0                  # GPU start (ns): the order kernels ran in
+
+
+@dataclass
+class Row:
+    """One op's share of a step: calls per step, GPU ms per step, bytes per step."""
+    op: str
+    calls: float
+    gpu_ms: float
+    bytes: float = 0.0
+    kernels: float = 0.0
+
+    def as_json(self) -> dict:
+        return {"op": self.op, "calls": self.calls, "gpu_ms": self.gpu_ms, "bytes": self.bytes}
+
+
+def assign_ops(ranges: list[Range], kernels: list[Kernel]) -> list[Kernel]:
+    """Each kernel with the op of the innermost range containing its launch (OUTSIDE if none)."""
+    rs = sorted(ranges, key=lambda r: (r.start, -r.end))
+    starts = [r.start for r in rs]
+    import bisect
+    out = []
+    for k in kernels:
+        if k.op is not None:
+            out.append(k)
+            continue
+        op = OUTSIDE
+        if k.launch is not None:
+            i = bisect.bisect_right(starts, k.launch)
+            best = None
+            for r in rs[:i]:          # ranges that started at or before the launch; innermost = latest start
+                if r.end > k.launch and (best is None or r.start >= best.start):
+                    best = r
+            op = best.op if best is not None else OUTSIDE
+        out.append(Kernel(k.name, k.dur, k.launch, op, k.start))
+    return out
+
+
+def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
+              op_bytes: dict[str, float] | None = None, step_ms: float | None = None) -> list[Row]:
+    """Per-op rows per step from the kernels of `steps` steps: calls (ranges of that op), GPU ms (the
+    durations of the kernels assigned to it), bytes (op_bytes, per step), sorted by time. Every kernel
+    is counted once. With `step_ms`, a last row IDLE holds the step time no kernel covered."""
+    if steps < 1:
+        raise ValueError("attribution needs at least one step")
+    calls: dict[str, int] = {}
+    for r in ranges:
+        calls[r.op] = calls.get(r.op, 0) + 1
+    ns: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for k in assign_ops(ranges, kernels):
+        ns[k.op] = ns.get(k.op, 0) + k.dur
+        count[k.op] = count.get(k.op, 0) + 1
+    op_bytes = op_bytes or {}
+    rows = [Row(op, calls.get(op, 0) / steps, ns.get(op, 0) / 1e6 / steps, op_bytes.get(op, 0.0),
+                count.get(op, 0) / steps) for op in set(calls) | set(ns)]
+    rows.sort(key=lambda r: (-r.gpu_ms, r.op))
+    if step_ms is not None:
+        busy = sum(r.gpu_ms for r in rows)
+        rows.append(Row(IDLE, 0, max(0.0, step_ms - busy)))
+    return rows
+
+
+def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> tuple[list[Kernel], str]:
+    """Give the kernels of `steps` graph replays the ops of the eager step's kernels at the same
+    position. -> (labelled kernels, "" or why the sequences do not line up: then nothing is labelled)."""
+    n = len(eager)
+    if n == 0 or len(replay) != n * steps:
+        return [], f"{len(replay)} replayed kernels for {steps} steps, the eager step launched {n}"
+    mismatched = sum(replay[s * n + i].name != eager[i].name for s in range(steps) for i in range(n))
+    if mismatched:
+        return [], f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's"
+    return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start) for i, k in enumerate(replay)], ""
+
+
+# ------------------------------------------------------------------------------------------------
+# bytes per op call (the bandwidth roofline of the step)
+# ------------------------------------------------------------------------------------------------
+def _nbytes(t) -> float:
+    return float(t.numel() * t.element_size()) if isinstance(t, torch.Tensor) else 0.0
+
+
+def _out_bytes(out) -> float:
+    if isinstance(out, (tuple, list)):
+        return sum(_out_bytes(o) for o in out)
+    return _nbytes(out)
+
+
+SPARSE_ARGS = {"sparse_attention": ("kv",), "indexer_topk": ("k_cache",), "embedding": ("weight",),
+               "moe_gate": ("tid2eid",), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
+               "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid")}
+STATE_ARGS = ("window_cache", "cache", "state_kv", "state_score")     # per-sequence rows of caches and states
+
+
+def call_bytes(op: str, kw: dict, out) -> float:
+    """An estimate of the bytes one call must move: every tensor argument read once and every output
+    written once, except what is read sparsely: the attended KV rows (sparse_attention), the scored
+    key rows (indexer_topk), the chosen experts' weights (MoE), and one row per sequence of the step's
+    caches and compressor states (read and written). Reads values on the host: eager steps only."""
+    skip = set(SPARSE_ARGS.get(op, ())) | set(STATE_ARGS)
+    total = sum(_nbytes(v) for k, v in kw.items() if k not in skip) + _out_bytes(out)
+    if op == "sparse_attention":
+        kv, lengths = kw["kv"], kw.get("lengths")
+        rows = float(lengths.sum()) if isinstance(lengths, torch.Tensor) else float((kw["indices"] >= 0).sum())
+        total += rows * kv.shape[-1] * kv.element_size()
+    elif op == "indexer_topk":
+        kc = kw["k_cache"]
+        total += float(((kw["positions"] + 1) // kw.get("ratio", 4)).sum()) * kc.shape[-1] * kc.element_size()
+    elif op == "embedding":        # the rows of the step's ids
+        w = kw["weight"]
+        total += kw["ids"].numel() * w.shape[-1] * w.element_size()
+    elif op in ("moe_experts", "moe_layer"):
+        w = [kw[k] for k in ("w1", "w2", "w3", "s1", "s2", "s3") if isinstance(kw.get(k), torch.Tensor)]
+        n_local = w[0].shape[0] if w else 1
+        ind, offset = kw.get("indices"), kw.get("expert_offset", 0)
+        if isinstance(ind, torch.Tensor):
+            touched = int(torch.unique(ind[(ind >= offset) & (ind < offset + n_local)]).numel())
+        else:                      # the fused layer routes inside: at most tokens x top-k experts
+            touched = min(n_local, int(kw["x"].shape[0]) * int(kw.get("topk", n_local)))
+        total += sum(_nbytes(t) for t in w) * touched / max(1, n_local)
+    if isinstance(kw.get("tid2eid"), torch.Tensor):      # hash routing reads the rows of the step's tokens
+        t = kw["tid2eid"]
+        total += kw["token_ids"].numel() * t.shape[-1] * t.element_size()
+    n_seq = kw["seq_ids"].numel() if isinstance(kw.get("seq_ids"), torch.Tensor) else 0
+    for k in STATE_ARGS:
+        t = kw.get(k)
+        if isinstance(t, torch.Tensor) and t.dim() >= 2 and n_seq:
+            total += 2 * _nbytes(t) / (t.shape[0] * t.shape[1]) * n_seq
+    return total
+
+
+class RecordingOps:
+    """Ops whose every call is counted, its bytes estimated (call_bytes) and, with `ranges`, wrapped in
+    a record_function range named after the op."""
+
+    def __init__(self, ops: Ops, ranges: bool = False, measure_bytes: bool = True):
+        self._ops, self._ranges, self._measure = ops, ranges, measure_bytes
+        self.calls: dict[str, int] = {}
+        self.bytes: dict[str, float] = {}
+
+    @property
+    def fallbacks(self):
+        return self._ops.fallbacks
+
+    def __getattr__(self, op: str):
+        fn = getattr(self._ops, op)
+        if not callable(fn):
+            return fn
+
+        def recorded(**kw):
+            if self._ranges:
+                with torch.profiler.record_function(op):
+                    out = fn(**kw)
+            else:
+                out = fn(**kw)
+            self.calls[op] = self.calls.get(op, 0) + 1
+            if self._measure:
+                self.bytes[op] = self.bytes.get(op, 0.0) + call_bytes(op, kw, out)
+            return out
+        return recorded
+
+
+# ------------------------------------------------------------------------------------------------
+# the benchmark
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class BenchPoint:
+    batch: int
+    context: float                       # mean tokens already in a sequence
+    step_ms: float                       # median over the timed steps
+    p10_ms: float
+    p90_ms: float
+    q1_ms: float
+    q3_ms: float
+    tokens_per_s: float
+    roofline_ms: float = math.nan        # bytes the step must move / copy bandwidth
+    bytes: float = 0.0
+    kernels_per_step: float = 0.0
+    kernels_per_layer: float = 0.0
+    attribution: list[dict] = field(default_factory=list)   # [{op, calls, gpu_ms, bytes}] per step
+    attribution_source: str = ""         # "graph replay kernels", "eager kernels", "host time"
+    attribution_note: str = ""
+    samples_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class BenchResult:
+    config: str
+    impl: str
+    device: str
+    tp: int
+    simulated_tp: bool
+    context: str
+    capacity: int
+    graph: bool
+    layers: int = 0
+    mtp: bool = False
+    overrides: dict = field(default_factory=dict)
+    gbps: float = math.nan               # the copy-bandwidth ceiling used for roofline and % columns
+    graph_error: str = ""
+    points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
+    context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
+    fixed_ms: float = math.nan           # a in step = a + b*C
+    per_request_ms: float = math.nan     # b
+    fixed_ci_ms: float = math.nan        # 95% half-widths
+    per_request_ci_ms: float = math.nan
+    fit_r2: float = math.nan
+    flags: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _time_steps(run, advance, steps: int, dev: torch.device) -> list[float]:
+    out = []
+    for _ in range(steps):
+        _sync(dev)
+        t0 = time.perf_counter()
+        run()
+        _sync(dev)
+        out.append(1e3 * (time.perf_counter() - t0))
+        advance()
+    return out
+
+
+def _is_gpu_work(e) -> bool:
+    """A kernel, memcpy or memset on the device (not a device-side copy of a range, not a sync)."""
+    from torch.autograd import DeviceType
+    if e.device_type() == DeviceType.CPU or e.duration_ns() <= 0 or e.is_user_annotation():
+        return False
+    kind = str(e.activity_type() if hasattr(e, "activity_type") else "").lower()
+    return "annotation" not in kind and "sync" not in kind
+
+
+def _records(prof, op_names: set[str]) -> tuple[list[Range], list[Kernel]]:
+    """torch.profiler (Kineto) events -> op ranges and device kernels with their launch's host time."""
+    from torch.autograd import DeviceType
+    evs = list(prof.profiler.kineto_results.events())
+    ranges, kernels, launch_at, frontend = [], [], {}, {}
+    for e in evs:
+        if e.device_type() != DeviceType.CPU:
+            continue
+        if e.linked_correlation_id() > 0 or e.name().startswith("cu"):   # a runtime or driver call (cuLaunchKernel)
+            launch_at[e.correlation_id()] = e.start_ns()
+        else:
+            frontend[e.correlation_id()] = e.start_ns()
+            if e.name() in op_names and e.is_user_annotation():
+                ranges.append(Range(e.name(), e.start_ns(), e.end_ns()))
+    for e in evs:
+        if not _is_gpu_work(e):
+            continue
+        t = launch_at.get(e.correlation_id(), frontend.get(e.linked_correlation_id()))
+        kernels.append(Kernel(e.name(), e.duration_ns(), t, None, e.start_ns()))
+    return ranges, kernels
+
+
+def _device_kernels_in_order(prof) -> list[Kernel]:
+    ks = [e for e in prof.profiler.kineto_results.events() if _is_gpu_work(e)]
+    ks.sort(key=lambda e: e.start_ns())
+    return [Kernel(e.name(), e.duration_ns(), None, None, e.start_ns()) for e in ks]
+
+
+def _host_records(prof, op_names: set[str]) -> tuple[list[Range], list[Kernel]]:
+    """CPU runs: each op range's exclusive host time stands in for its kernels."""
+    evs = [e for e in prof.profiler.kineto_results.events() if e.name() in op_names and e.is_user_annotation()]
+    ranges = [Range(e.name(), e.start_ns(), e.end_ns()) for e in evs]
+    kernels = []
+    for r in ranges:
+        inner = sum(o.end - o.start for o in ranges if o is not r and r.start <= o.start and o.end <= r.end
+                    and not any(m is not r and m is not o and r.start <= m.start and m.end <= r.end
+                                and m.start <= o.start and o.end <= m.end for m in ranges))
+        kernels.append(Kernel(r.op, max(0, r.end - r.start - inner), r.start))
+    return ranges, kernels
+
+
+def profile_step(model: Transformer, eager: Callable, replay: Callable | None, reset: Callable, dev: torch.device,
+                 step_ms: float, op_bytes: dict[str, float], steps: int = 3) -> tuple[list[Row], str, str, float]:
+    """Attribution at one point -> (rows incl. IDLE, source, note, kernels per step). The profiled eager
+    step only adds ranges (no byte counting: it would launch kernels the graph does not have)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from kernelbench import registry
+    names = {o.name for o in registry.ops()}
+    plain = model.env.ops
+    model.env.ops = RecordingOps(plain, ranges=True, measure_bytes=False)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    try:
+        reset()
+        with profile(activities=acts) as prof:
+            eager()
+            _sync(dev)
+    finally:
+        model.env.ops = plain
+    if dev.type != "cuda":
+        ranges, kernels = _host_records(prof, names)
+        rows = attribute(ranges, kernels, 1, op_bytes, step_ms)
+        return rows, "host time", "", float(len(kernels))
+    ranges, kernels = _records(prof, names)
+    labelled = assign_ops(ranges, kernels)
+    if replay is None:
+        return attribute(ranges, labelled, 1, op_bytes, step_ms), "eager kernels", "", float(len(kernels))
+    reset()
+    with profile(activities=[ProfilerActivity.CUDA]) as gprof:
+        for _ in range(steps):
+            replay()
+        _sync(dev)
+    eager_seq = sorted(labelled, key=lambda k: k.start)
+    got, why = label_by_position(eager_seq, _device_kernels_in_order(gprof), steps)
+    if why:
+        return (attribute(ranges, labelled, 1, op_bytes, step_ms), "eager kernels",
+                f"graph replay not attributed ({why})", float(len(kernels)))
+    calls_ranges = [r for _ in range(steps) for r in ranges]
+    return attribute(calls_ranges, got, steps, op_bytes, step_ms), "graph replay kernels", "", len(got) / steps
+
+
+def _quantiles(times: list[float]) -> tuple[float, float, float, float]:
+    if len(times) < 2:
+        return times[0], times[0], times[0], times[0]
+    dec = statistics.quantiles(times, n=10, method="inclusive")
+    qs = statistics.quantiles(times, n=4, method="inclusive")
+    return dec[0], dec[-1], qs[0], qs[-1]
+
+
+def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: list[int], context: ContextSpec,
+              steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
+              contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
+              gbps: float | None = None, progress: Callable[[int, str], None] | None = None) -> BenchResult:
+    """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C)."""
+    dev = torch.device(device)
+    sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
+    model = Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
+    del sd
+    use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
+    res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
+                      layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
+                      gbps=gbps if gbps else math.nan)
+    # with simulated TP, ids from this rank's vocab shard (the others would embed to zero rows)
+    lo, hi = (0, cfg.vocab_size) if not tp.simulate else (tp.start(cfg.vocab_size), tp.start(cfg.vocab_size)
+                                                          + tp.part(cfg.vocab_size))
+    plan = [(c, context, res.points) for c in batches] + [(min(batches), ctx, res.context_points) for ctx in contexts]
+    for i, (c, ctx, into) in enumerate(plan):
+        if progress:
+            progress(i, f"C={c}, context {ctx.text} ({i + 1}/{len(plan)})")
+        lengths = ctx.lengths(c, seed)
+        cap = capacity or (max(lengths) + warmup + steps + 16)
+        if cap < max(lengths) + warmup + steps + 8:
+            raise BenchError(f"--capacity {cap} is below the longest context + warmup + steps + 8")
+        res.capacity = max(res.capacity, cap)
+        pt = _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, profile, dev)
+        into.append(pt)
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    _analyse(res)
+    res.fallbacks = sorted(model.ops.fallbacks) if impl != "reference" else []
+    return res
+
+
+def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
+               steps: int, warmup: int, graph: str, seed: int, profile: bool, dev: torch.device) -> BenchPoint:
+    cfg = model.cfg
+    cache = model.new_cache(c, cap)
+    cache.fill_random(torch.Generator(device=dev).manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed + c)                      # the same ids on every rank
+    ids = torch.randint(lo, hi, (c,), generator=gen).to(dev)
+    base = torch.tensor(lengths, dtype=torch.long, device=dev)
+    positions = base.clone()
+    seq_ids = torch.arange(c, device=dev)
+    mtp = cfg.n_mtp_layers > 0
+
+    def eager():
+        _, h = model.decode(ids, positions, seq_ids, cache, check=False)
+        if mtp:
+            model.mtp_forward(h, ids, Step(ids, positions, seq_ids), cache)
+
+    def advance():
+        positions.add_(1)
+
+    def reset():
+        positions.copy_(base)
+
+    # bytes of one step (bandwidth roofline), from an eager step with counting ops
+    plain = model.env.ops
+    rec = RecordingOps(plain)
+    model.env.ops = rec
+    try:
+        eager()
+    finally:
+        model.env.ops = plain
+    nbytes = sum(rec.bytes.values())
+    for _ in range(warmup):
+        eager()
+        advance()
+    run, replay = eager, None
+    if res.graph and graph == "auto" and model.ops.fallbacks and not res.graph_error:
+        res.graph_error = (f"not attempted: reference fallbacks read tensors on the host "
+                           f"({', '.join(sorted(model.ops.fallbacks))}); --graph on forces a try")
+    g = None
+    if res.graph and not res.graph_error:
+        try:
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream(dev)
+            s.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(s):
+                eager()                                  # warm the side stream's allocator
+            torch.cuda.current_stream(dev).wait_stream(s)
+            with torch.cuda.graph(g):
+                eager()
+            run = replay = g.replay
+        except Exception as e:  # noqa: BLE001 - reported, then timed eagerly
+            res.graph_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            g = None
+            _sync(dev)
+    reset()
+    times = _time_steps(run, advance, steps, dev)
+    p10, p90, q1, q3 = _quantiles(times)
+    med = statistics.median(times)
+    pt = BenchPoint(c, statistics.fmean(lengths), med, p10, p90, q1, q3, 1e3 * c / med, bytes=nbytes,
+                    samples_ms=[round(t, 4) for t in times])
+    if not math.isnan(res.gbps):
+        pt.roofline_ms = nbytes / (res.gbps * 1e9) * 1e3
+    if profile:
+        rows, pt.attribution_source, pt.attribution_note, kps = profile_step(model, eager, replay, reset, dev, med,
+                                                                             dict(rec.bytes))
+        pt.attribution = [r.as_json() for r in rows]
+        pt.kernels_per_step = kps
+        pt.kernels_per_layer = kps / max(1, res.layers)
+    del g
+    return pt
+
+
+def _analyse(res: BenchResult) -> None:
+    """Fit step = a + b*C with its confidence interval; with a roofline, raise scaling.py's flags on
+    both axes (time growing faster than the bytes the step must move)."""
+    for axis, pts in (("batch", res.points), ("context", res.context_points)):
+        xs = [float(p.batch if axis == "batch" else p.context) for p in pts]
+        if len(set(xs)) < 2:
+            continue
+        roof = all(not math.isnan(p.roofline_ms) for p in pts)
+        sw = sc.Sweep("decode_step", res.impl, axis, "C" if axis == "batch" else "context", [
+            sc.Point(x, {}, p.step_ms * 1e3, p.q1_ms * 1e3, p.q3_ms * 1e3,
+                     max(sc.LAUNCH_US, p.roofline_ms * 1e3) if roof else p.step_ms * 1e3)
+            for x, p in zip(xs, pts)])
+        sc.analyse(sw)
+        if roof:
+            res.flags += sw.flags
+        if axis == "batch":
+            f = sw.fit
+            res.fixed_ms, res.per_request_ms, res.fit_r2 = f.a / 1e3, f.b / 1e3, f.r2
+            res.fixed_ci_ms, res.per_request_ci_ms = f.a_ci / 1e3, f.b_ci / 1e3
+
+
+def as_json(res: BenchResult) -> dict:
+    return asdict(res)
+
+
+# ------------------------------------------------------------------------------------------------
+# output: the terminal tables and the database rows
+# ------------------------------------------------------------------------------------------------
+def attribution_check(pt: BenchPoint) -> tuple[float, float]:
+    """-> (sum of the op rows' GPU ms, that sum / the measured step) at one point."""
+    busy = sum(r["gpu_ms"] for r in pt.attribution if r["op"] != IDLE)
+    return busy, busy / pt.step_ms if pt.step_ms else math.nan
+
+
+def print_result(res: BenchResult, console) -> None:
+    from rich.table import Table
+    tp = f"TP{res.tp}" + (" (rank-0 shapes, collectives skipped)" if res.simulated_tp else "")
+    use = "".join(f", {k}={v}" for k, v in res.overrides.items())
+    graph = "yes" if res.graph and not res.graph_error else "no"
+    fit_ok = not math.isnan(res.per_request_ms)
+    t = Table(title=f"decode step: {res.config} ({res.layers} layers), {res.impl}{use}, {res.device}, {tp}, "
+                    f"context {res.context}, CUDA graph {graph}")
+    for col in ("sweep", "C", "mean ctx", "step ms", "p10", "p90", "tokens/s", "roofline ms", "% of roofline",
+                "fit a+bC ms", "op rows ms"):
+        t.add_column(col, justify="right")
+    for sweep, pts in (("C", res.points), ("context", res.context_points)):
+        for p in pts:
+            roof = "" if math.isnan(p.roofline_ms) else f"{p.roofline_ms:.3f}"
+            pct = "" if math.isnan(p.roofline_ms) else f"{100 * p.roofline_ms / p.step_ms:.0f}%"
+            fit = f"{res.fixed_ms + res.per_request_ms * p.batch:.2f}" if fit_ok and sweep == "C" else ""
+            busy = f"{attribution_check(p)[0]:.3f}" if p.attribution else ""
+            t.add_row(sweep, str(p.batch), f"{p.context:.0f}", f"{p.step_ms:.3f}", f"{p.p10_ms:.3f}",
+                      f"{p.p90_ms:.3f}", f"{p.tokens_per_s:.1f}", roof, pct, fit, busy)
+    console.print(t)
+    if fit_ok:
+        ci = lambda v: "" if math.isnan(v) else f" ± {v:.3g}"  # noqa: E731
+        console.print(f"fit: step = {res.fixed_ms:.3f}{ci(res.fixed_ci_ms)} ms + {res.per_request_ms:.4f}"
+                      f"{ci(res.per_request_ci_ms)} ms x C (95% CI, r2 {res.fit_r2:.3f}; the users' anchor before "
+                      f"the fix: 40 ms + 31 ms x N)")
+        if res.per_request_ms > 0:
+            console.print(f"throughput ceiling from per-request cost: {1e3 / res.per_request_ms:.3g} tokens/s")
+    for f in res.flags:
+        console.print(f"[yellow]flag:[/] {f}", markup=True, highlight=False)
+    if res.graph_error:
+        console.print(f"[yellow]CUDA graph capture failed, timed eagerly:[/] {res.graph_error}")
+    if res.fallbacks:
+        console.print(f"[yellow]ops without a {res.impl} kernel ran their reference:[/] {', '.join(res.fallbacks)}")
+    for p in res.points + res.context_points:
+        if p.attribution:
+            busy, frac = attribution_check(p)
+            console.print(f"C={p.batch} ctx {p.context:.0f}: op rows sum to {busy:.3f} ms of the {p.step_ms:.3f} ms "
+                          f"step "
+                          f"({100 * frac:.0f}%, {p.attribution_source}); {p.kernels_per_step:.0f} kernels per step, "
+                          f"{p.kernels_per_layer:.1f} per layer"
+                          + (f"; {p.attribution_note}" if p.attribution_note else ""))
+    profiled = [p for p in res.points if p.attribution]
+    if profiled:
+        p = max(profiled, key=lambda q: q.batch)
+        console.print(attribution_table(p, res.gbps))
+
+
+def attribution_table(p: BenchPoint, gbps: float):
+    from rich.table import Table
+    where = "GPU" if p.attribution_source != "host time" else "host"
+    t = Table(title=f"time per op at C={p.batch} ({p.attribution_source}), per step")
+    for col in ("op", "calls", f"{where} ms", "share", "MB", "GB/s", "% of copy BW"):
+        t.add_column(col, justify="right" if col != "op" else "left")
+    for r in p.attribution:
+        ms, mb = r["gpu_ms"], r["bytes"] / 1e6
+        rate = r["bytes"] / (ms * 1e-3) / 1e9 if ms > 0 and r["bytes"] else math.nan
+        t.add_row(r["op"], f"{r['calls']:g}", f"{ms:.3f}", f"{100 * ms / p.step_ms:.1f}%", f"{mb:.2f}" if mb else "",
+                  "" if math.isnan(rate) else f"{rate:.0f}",
+                  "" if math.isnan(rate) or math.isnan(gbps) else f"{100 * rate / gbps:.0f}%")
+    return t
+
+
+DECODE_OP = "decode_step"      # the database's op name for whole-step results (kernelbench report reads them)
+
+
+def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -> int:
+    """One bench_result row per point, under the op "decode_step" and implementation res.impl (with
+    its --use overrides in the name); params say which model, C and context. -> rows written."""
+    from kernelbench.db import schema
+    name = res.impl + "".join(f"+{k}={v}" for k, v in sorted(res.overrides.items()))
+    impl_id = store.op_impl_id(DECODE_OP, name, (git or "unknown")[:16], family="model", backend="model")
+    n = 0
+    with store.session() as s:
+        for axis, pts in (("batch", res.points), ("context", res.context_points)):
+            for p in pts:
+                params = {"config": res.config, "layers": res.layers, "tp": res.tp, "C": p.batch,
+                          "context": res.context if axis == "batch" else round(p.context), "axis": axis}
+                extra = {"tokens_per_s": p.tokens_per_s, "roofline_ms": None if math.isnan(p.roofline_ms)
+                         else p.roofline_ms, "p10_ms": p.p10_ms, "p90_ms": p.p90_ms, "mean_context": p.context,
+                         "attribution": p.attribution, "attribution_source": p.attribution_source,
+                         "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
+                         "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
+                         "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
+                         "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
+                         "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags}
+                s.add(schema.BenchResult(
+                    environment_id=env_id, implementation_id=impl_id,
+                    shape_label=f"C={p.batch},ctx={params['context']}",
+                    params=params, config={"overrides": res.overrides} if res.overrides else {},
+                    method="graph" if res.graph and not res.graph_error else "eager", median_us=p.step_ms * 1e3,
+                    q1_us=p.q1_ms * 1e3, q3_us=p.q3_ms * 1e3, n=len(p.samples_ms), samples=p.samples_ms,
+                    bytes=p.bytes, gbps=p.bytes / (p.step_ms * 1e-3) / 1e9 if p.step_ms else None,
+                    fraction_of_ceiling=None if math.isnan(p.roofline_ms) else p.roofline_ms / p.step_ms,
+                    git_commit=git, run_tag=run_tag, extra=extra))
+                n += 1
+    return n
+
+
+def _num(v: float):
+    return None if v is None or math.isnan(v) else v

@@ -1,0 +1,251 @@
+"""decode-bench's pure parts (layer sets, contexts, attribution, bytes) and the command on the CPU with
+the reference ops (the Triton decoder in the interpreter is too slow for the default run)."""
+import json
+import math
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from kernelbench import decode_bench as db
+from kernelbench.cli import main
+from kernelbench.config import FLASH, PRO, TINY
+
+
+# ---- layer sets --------------------------------------------------------------------------------
+def test_full_depth_layer_sets_follow_the_config():
+    cfg = db.bench_config("flash", "flash")
+    assert cfg.n_layers == 43 and cfg.compress_ratios == FLASH.compress_ratios[:43]
+    assert cfg.n_hash_layers == 3 and cfg.n_mtp_layers == 0
+    assert [cfg.layer_kind(i) for i in range(43)].count("csa") == 21
+    mtp = db.bench_config("flash", "flash", mtp=True)
+    assert mtp.n_mtp_layers == 1 and mtp.compress_ratios == FLASH.compress_ratios
+    pro = db.bench_config("pro", "pro")
+    assert pro.n_layers == 61 and pro.compress_ratios == PRO.compress_ratios[:61] and pro.dim == 7168
+    short = db.bench_config("flash", "short")
+    assert short.compress_ratios == (0, 4, 128, 4) and short.n_hash_layers == 1
+    assert db.bench_config("tiny", "swa,hca").compress_ratios == (0, 8)     # tiny's HCA ratio
+    assert db.bench_config("tiny", "tiny").compress_ratios == TINY.compress_ratios[:TINY.n_layers]
+    for bad in ("swa,mla", "", "flashy"):
+        with pytest.raises(db.BenchError, match="--layers"):
+            db.bench_config("flash", bad)
+
+
+# ---- contexts ----------------------------------------------------------------------------------
+def test_context_fixed_range_and_file(tmp_path):
+    assert db.parse_context("512").lengths(3) == [512, 512, 512]
+    spec = db.parse_context("512:65536")
+    a = spec.lengths(64, seed=1)
+    assert a == spec.lengths(64, seed=1) and a != spec.lengths(64, seed=2)        # seeded
+    assert min(a) >= 512 and max(a) <= 65536 and spec.max_len == 65536
+    logs = [math.log(v) for v in a]                 # log-uniform: the median log sits near the middle
+    assert abs(sorted(logs)[32] - (math.log(512) + math.log(65536)) / 2) < 1.2
+    f = tmp_path / "lens.txt"
+    f.write_text("100, 200\n300\n")
+    spec = db.parse_context(f"@{f}")
+    assert spec.lengths(5) == [100, 200, 300, 100, 200] and spec.max_len == 300
+
+
+@pytest.mark.parametrize("text,why", [("-1", ">= 1"), ("0", ">= 1"), ("abc", "not an integer"),
+                                      ("900:100", "above"), ("5:x", "not an integer"), ("@/nonexistent/x", "cannot read")])
+def test_context_errors_are_one_line(text, why):
+    with pytest.raises(db.BenchError, match=why) as e:
+        db.parse_context(text)
+    assert "\n" not in str(e.value)
+
+
+# ---- attribution -------------------------------------------------------------------------------
+def test_attribution_groups_kernels_by_innermost_range_over_steps():
+    # two steps; per step: rms_norm [0,10) launches 1 kernel; moe_layer [20,60) holds a nested
+    # moe_gate [25,30) (1 kernel) and launches 2 of its own; one kernel launched outside any op range
+    ranges, kernels = [], []
+    for s in range(2):
+        o = 1000 * s
+        ranges += [db.Range("rms_norm", o + 0, o + 10), db.Range("moe_layer", o + 20, o + 60),
+                   db.Range("moe_gate", o + 25, o + 30)]
+        kernels += [db.Kernel("norm_k", 4_000, o + 5), db.Kernel("gate_k", 2_000, o + 26),
+                    db.Kernel("up_k", 10_000, o + 35), db.Kernel("down_k", 6_000, o + 59),
+                    db.Kernel("add_k", 1_000, o + 70), db.Kernel("replayed", 500, None)]
+    rows = db.attribute(ranges, kernels, steps=2, op_bytes={"moe_layer": 1e6}, step_ms=0.03)
+    by = {r.op: r for r in rows}
+    assert len(by) == len(rows)                                          # no duplicated rows
+    assert by["moe_layer"].gpu_ms == pytest.approx(0.016) and by["moe_layer"].kernels == 2
+    assert by["moe_gate"].gpu_ms == pytest.approx(0.002) and by["moe_gate"].calls == 1
+    assert by["rms_norm"].gpu_ms == pytest.approx(0.004)
+    assert by[db.OUTSIDE].gpu_ms == pytest.approx(0.0015) and by[db.OUTSIDE].calls == 0
+    assert by["moe_layer"].bytes == 1e6
+    busy = sum(r.gpu_ms for r in rows if r.op != db.IDLE)
+    assert busy == pytest.approx(sum(k.dur for k in kernels) / 1e6 / 2)  # every kernel counted once
+    assert rows[-1].op == db.IDLE and rows[-1].gpu_ms == pytest.approx(0.03 - busy)
+    assert rows[0].op == "moe_layer"                                     # sorted by time
+    assert db.Row("x", 1, 2.0, 3.0).as_json() == {"op": "x", "calls": 1, "gpu_ms": 2.0, "bytes": 3.0}
+    with pytest.raises(ValueError):
+        db.attribute(ranges, kernels, steps=0)
+
+
+def test_graph_replay_kernels_take_their_op_from_the_eager_sequence():
+    eager = [db.Kernel("a", 5, 1, "rms_norm"), db.Kernel("b", 5, 2, "fp8_linear"), db.Kernel("a", 5, 3, "rms_norm")]
+    replay = [db.Kernel(n, d) for n, d in (("a", 1000), ("b", 3000), ("a", 2000)) * 2]
+    got, why = db.label_by_position(eager, replay, steps=2)
+    assert why == "" and [k.op for k in got] == ["rms_norm", "fp8_linear", "rms_norm"] * 2
+    rows = {r.op: r for r in db.attribute([], got, steps=2)}
+    assert rows["rms_norm"].gpu_ms == pytest.approx(0.003) and rows["fp8_linear"].gpu_ms == pytest.approx(0.003)
+    assert db.label_by_position(eager, replay[:5], steps=2)[1]                 # count differs
+    swapped = [db.Kernel("b" if k.name == "a" else "a", k.dur) for k in replay]
+    got, why = db.label_by_position(eager, swapped, steps=2)
+    assert got == [] and "differ" in why
+
+
+def test_call_bytes_counts_what_is_read_sparsely():
+    kv = torch.zeros(4, 1000, 512, dtype=torch.bfloat16)            # a big cache: only attended rows count
+    q = torch.zeros(2, 8, 512, dtype=torch.bfloat16)
+    lengths = torch.tensor([10, 30])
+    kw = dict(q=q, kv=kv, seq_ids=torch.tensor([0, 1]), indices=torch.zeros(2, 64, dtype=torch.int32), lengths=lengths)
+    out = torch.zeros(2, 8, 512, dtype=torch.bfloat16)
+    got = db.call_bytes("sparse_attention", kw, out)
+    dense = sum(db._nbytes(v) for k, v in kw.items() if k != "kv") + db._nbytes(out)
+    assert got == pytest.approx(dense + 40 * 512 * 2)
+    w = torch.zeros(8, 64, 32, dtype=torch.uint8)                     # 8 local experts, 2 touched
+    kw = dict(x=torch.zeros(2, 64), w1=w, w2=w, w3=w, indices=torch.tensor([[1, 3], [3, 1]]), expert_offset=0)
+    y = torch.zeros(2, 64)
+    assert db.call_bytes("moe_experts", kw, y) == pytest.approx(
+        db._nbytes(kw["x"]) + db._nbytes(kw["indices"]) + db._nbytes(y) + 3 * w.numel() * 2 / 8)
+
+
+# ---- the command -------------------------------------------------------------------------------
+@pytest.mark.parametrize("args,why", [(["--context", "-1"], ">= 1"), (["--steps", "0"], "--steps"),
+                                      (["--layers", "swa,mla"], "--layers"), (["--use", "nosuch=x"], "--use"),
+                                      (["--use", "rms_norm"], "OP=IMPL"), (["--impl", "nosuch"], "--impl"),
+                                      (["--contexts", "1:0"], "--context"), (["--module", "/nonexistent.py"], "exist")])
+def test_decode_bench_refuses_bad_options_in_one_line(args, why, tmp_path):
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store", *args])
+    assert r.exit_code == 2, r.output
+    assert why in r.output and "Traceback" not in r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("Error")]) == 1
+
+
+def test_decode_bench_cpu_profile_json_and_store(tmp_path):
+    out = tmp_path / "d.json"
+    url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    r = CliRunner().invoke(main, ["decode-bench", "--layers", "swa", "--batches", "1,3", "--steps", "2", "--warmup",
+                                  "0", "--context", "8:20", "--contexts", "4,12", "--profile", "--json", str(out),
+                                  "--db", url])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert [p["batch"] for p in res["points"]] == [1, 3] and [p["batch"] for p in res["context_points"]] == [1, 1]
+    assert [p["context"] for p in res["context_points"]] == [4, 12]
+    assert res["layers"] == 1 and res["capacity"] >= 20 + 2 + 8
+    for p in res["points"]:
+        ops = [a["op"] for a in p["attribution"]]
+        assert len(ops) == len(set(ops)) and {"sparse_attention", "moe_layer", "lm_head"} <= set(ops)
+        assert all(set(a) == {"op", "calls", "gpu_ms", "bytes"} for a in p["attribution"])
+        assert p["attribution_source"] == "host time" and p["kernels_per_step"] > 0
+        assert p["bytes"] > 0
+    assert not math.isnan(res["per_request_ms"]) and "fit: step =" in r.output and "time per op" in r.output
+    from kernelbench.commands.bench import open_store
+    from kernelbench.roofline import latest_bench
+    rows = latest_bench(open_store(url), ops=[db.DECODE_OP])
+    assert len(rows) == 4 and {r["params"]["C"] for r in rows} == {1, 3}
+    assert all(r["extra"]["tokens_per_s"] > 0 for r in rows)
+
+
+def test_decode_bench_use_swaps_one_op_for_a_users_module(tmp_path):
+    from kernelbench import registry
+    marker = tmp_path / "calls.txt"
+    mod = tmp_path / "my_norm.py"
+    mod.write_text(f'''
+from kernelbench.registry import get_impl, register_impl
+
+@register_impl("rms_norm", "wholemodel_test_norm")
+def my_rms_norm(**kw):
+    with open({str(marker)!r}, "a") as f:
+        f.write("x")
+    return get_impl("rms_norm", "reference").fn(**kw)
+''')
+    out = tmp_path / "d.json"
+    try:
+        r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--layers", "swa", "--batches", "1", "--steps", "1",
+                                      "--warmup", "0", "--context", "8", "--module", str(mod),
+                                      "--use", "rms_norm=wholemodel_test_norm", "--json", str(out)])
+        assert r.exit_code == 0, r.output
+        res = json.loads(out.read_text())
+        assert res["overrides"] == {"rms_norm": "wholemodel_test_norm"} and res["impl"] == "reference"
+        # one layer: attn + ffn + q norms, the head's: called in the byte-counting step and the timed step
+        assert len(marker.read_text()) >= 2 * 3
+    finally:
+        registry.unregister_impl("rms_norm", "wholemodel_test_norm")
+
+
+def test_scaling_module_errors_are_one_line():
+    r = CliRunner().invoke(main, ["scaling", "--module", "/nonexistent/mine.py"])
+    assert r.exit_code == 2 and "--module" in r.output and "Traceback" not in r.output, r.output
+
+
+class _Ev:
+    """A stand-in for a Kineto event (the methods decode_bench reads)."""
+
+    def __init__(self, name, dev, start, dur, corr, linked=0, annotation=False, kind="kernel"):
+        self._v = (name, dev, start, dur, corr, linked, annotation, kind)
+
+    def name(self): return self._v[0]                      # noqa: E704
+    def device_type(self): return self._v[1]               # noqa: E704
+    def start_ns(self): return self._v[2]                  # noqa: E704
+    def end_ns(self): return self._v[2] + self._v[3]       # noqa: E704
+    def duration_ns(self): return self._v[3]               # noqa: E704
+    def correlation_id(self): return self._v[4]            # noqa: E704
+    def linked_correlation_id(self): return self._v[5]     # noqa: E704
+    def is_user_annotation(self): return self._v[6]        # noqa: E704
+    def activity_type(self): return self._v[7]             # noqa: E704
+
+
+def test_kineto_records_link_kernels_to_their_launch_and_skip_device_annotations():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+    CPU, GPU = DeviceType.CPU, DeviceType.CUDA
+    evs = [_Ev("rms_norm", CPU, 100, 50, 1, annotation=True, kind="user_annotation"),
+           _Ev("cuLaunchKernel", CPU, 110, 5, 501, linked=1, kind="cuda_driver"),
+           _Ev("fp8_linear", CPU, 200, 80, 2, annotation=True, kind="user_annotation"),
+           _Ev("aten::mm", CPU, 210, 30, 3, kind="cpu_op"),
+           _Ev("cudaLaunchKernel", CPU, 215, 5, 502, linked=3, kind="cuda_runtime"),
+           _Ev("cudaLaunchKernel", CPU, 400, 5, 503, kind="cuda_runtime"),         # outside any range
+           _Ev("norm_k", GPU, 1000, 7000, 501, linked=1),
+           _Ev("gemm_k", GPU, 9000, 20000, 502, linked=3),
+           _Ev("add_k", GPU, 30000, 1000, 503),
+           _Ev("fp8_linear", GPU, 8900, 20200, 2, annotation=True, kind="gpu_user_annotation"),
+           _Ev("Memset (Device)", GPU, 29500, 300, 504, kind="gpu_memset")]
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: evs)))
+    ranges, kernels = db._records(prof, {"rms_norm", "fp8_linear"})
+    assert [r.op for r in ranges] == ["rms_norm", "fp8_linear"]
+    assert [k.name for k in kernels] == ["norm_k", "gemm_k", "add_k", "Memset (Device)"]   # no annotation copy
+    rows = {r.op: r for r in db.attribute(ranges, kernels, 1)}
+    assert rows["rms_norm"].gpu_ms == pytest.approx(0.007) and rows["fp8_linear"].gpu_ms == pytest.approx(0.020)
+    assert rows[db.OUTSIDE].gpu_ms == pytest.approx(0.0013)
+    order = db._device_kernels_in_order(prof)
+    assert [k.name for k in order] == ["norm_k", "gemm_k", "Memset (Device)", "add_k"]
+
+
+def test_embedding_bytes_are_the_rows_read():
+    w = torch.zeros(1000, 64, dtype=torch.bfloat16)
+    ids = torch.tensor([1, 2, 3])
+    out = torch.zeros(3, 64, dtype=torch.bfloat16)
+    assert db.call_bytes("embedding", dict(ids=ids, weight=w, vocab_start=0), out) == 24 + 2 * 3 * 64 * 2
+
+
+@pytest.mark.gpu
+def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
+    """On a GPU: the short Flash set under a CUDA graph; the op rows come from the replayed kernels, never
+    exceed the step, and with the idle row they make the step."""
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, ["decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers",
+                                  "short", "--batches", "1,16", "--steps", "10", "--profile", "--no-store",
+                                  "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["graph"] and not res["graph_error"]
+    for p in res["points"]:
+        assert p["attribution_source"] == "graph replay kernels", p["attribution_note"]
+        busy = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] != db.IDLE)
+        idle = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] == db.IDLE)
+        assert 0 < busy <= 1.05 * p["step_ms"] and busy + idle == pytest.approx(max(p["step_ms"], busy))
+        assert p["kernels_per_layer"] > 0 and p["roofline_ms"] > 0
