@@ -21,6 +21,7 @@ COMMANDS = {
     "generate": "generate",
     "decode-bench": "decode_bench",
     "make-checkpoint": "make_checkpoint",
+    "fidelity": "fidelity",
 }
 
 
