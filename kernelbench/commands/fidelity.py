@@ -100,6 +100,9 @@ def _print_model(console: Console, rep) -> None:
         t.add_row(a.name, f"{a.median:.4g}", f"{a.max:.4g}", f"{100 * a.top1:.1f}%", f"{a.n_decisive}/{a.n}")
     console.print(t)
     v = rep.verdict
+    if rep.floor.median == 0:
+        console.print("[yellow]noise floor 0: fp64 accumulation changed no bf16 GEMM output in this run (short "
+                      "reductions); the ratio is undefined, judge by the errors and --mode modules[/yellow]")
     colour = "green" if v.passed else "red"
     console.print(f"[{colour}]ours = {v.ratio:.2f}x the noise floor (goal <= 1.25x); top-1 {v.top1_points:+.1f} "
                   f"points below the floor's (goal <= 2): {'PASS' if v.passed else 'FAIL'}[/{colour}]")
