@@ -368,7 +368,7 @@ def run_modules_mode(s: Setup, n_prompts: int, prefill: int, seed: int = 0) -> l
                 for b in range(N):
                     mine = blk.attn.indexer(env, x[b], qr[b], _prefill_step(prompts[b], b), cache.layers[blk.layer])
                     ref = torch.where(out[b] >= 0, out[b] - offset, -1)
-                    results.append(_set_mismatch(f"{name}[seq {b}]", mine, ref))
+                    results.append(_set_mismatch(f"{name} (seq {b})", mine, ref))
             elif sub == ["ffn", "gate"]:
                 x, tok = args
                 w, idx = ops.moe_gate(x=x, weight=blk.ffn.gate, bias=blk.ffn.bias, tid2eid=blk.ffn.tid2eid,
