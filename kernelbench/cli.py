@@ -22,6 +22,7 @@ COMMANDS = {
     "decode-bench": "decode_bench",
     "make-checkpoint": "make_checkpoint",
     "report": "report",
+    "fidelity": "fidelity",
 }
 
 
