@@ -108,8 +108,9 @@ def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Te
     The official arithmetic: DeepSeek normalizes q in place on the bf16 tensor,
     `q *= rsqrt(q.square().mean(-1, keepdim=True) + eps)`, and torch (CPU) rounds every step to q's
     dtype: q^2; the mean (the rounded squares summed in fp32, divided by Dh, rounded once); the sum
-    with eps (eps itself first rounded to q's dtype, as torch casts a Python scalar); rsqrt; the
-    product. RoPE then rotates the rounded product, rounded once more. These roundings are the
+    with eps (eps itself first rounded to q's dtype, as torch casts a Python scalar); rsqrt (fp32
+    1/sqrt rounded once, as torch's vectorized loop; its scalar tail, the last count % 32 scales of a
+    tensor, rounds sqrt to bf16 first, an artifact not followed here); the product. RoPE then rotates the rounded product, rounded once more. These roundings are the
     contract and stay under every compute dtype: `acc` sets only the arithmetic between them (fp32
     as torch; in verification's fp64 each rounded value is the correctly rounded one, which differs
     from torch's fp32 sum of squares only where that sum's own rounding crosses a bf16 boundary).
