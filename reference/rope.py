@@ -110,12 +110,13 @@ def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Te
     dtype: q^2; the mean (the rounded squares summed in fp32, divided by Dh, rounded once); the sum
     with eps (eps itself first rounded to q's dtype, as torch casts a Python scalar); rsqrt (fp32
     1/sqrt rounded once, as torch's vectorized loop; its scalar tail, the last count % 32 scales of a
-    tensor, rounds sqrt to bf16 first, an artifact not followed here); the product. RoPE then rotates the rounded product, rounded once more. These roundings are the
-    contract and stay under every compute dtype: `acc` sets only the arithmetic between them (fp32
-    as torch; in verification's fp64 each rounded value is the correctly rounded one, which differs
-    from torch's fp32 sum of squares only where that sum's own rounding crosses a bf16 boundary).
-    Against fp32-then-cast, the per-head scale moves by ~0.2% on average, which the fp8
-    re-quantisation before wo_b amplifies: the rounding matters (issue 11)."""
+    tensor, rounds sqrt to bf16 first, an artifact not followed here); the product. RoPE then rotates
+    the rounded product, rounded once more. These roundings are the contract and stay under every
+    compute dtype: `acc` sets only the arithmetic between them (fp32 as torch; in verification's fp64
+    each rounded value is the correctly rounded one, which differs from torch's fp32 sum of squares
+    only where that sum's own rounding crosses a bf16 boundary). Against fp32-then-cast, the per-head
+    scale moves by ~0.2% on average, which the fp8 re-quantisation before wo_b amplifies: the
+    rounding matters (issue 11)."""
     r = check_head_rms_norm_rope(q, positions, freqs)
 
     def rounded(x: torch.Tensor) -> torch.Tensor:    # one step of torch's arithmetic on q's dtype
