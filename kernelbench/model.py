@@ -115,7 +115,7 @@ class Indexer(Part):
         ops, cfg = env.ops, env.cfg
         qi = ops.indexer_q(qr=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, positions=step.positions,
                            freqs=env.freqs[True])
-        w = ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.float32) * self.w_scale
+        w = ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.bfloat16) * self.w_scale  # as DeepSeek
         if step.prefill:
             self.compressor.prefill(env, x, int(step.seq_ids[0]), lc.idx_kv, lc.idx_score, lc.idx_keys)
         else:

@@ -8,7 +8,9 @@ P programs per token in the score launch, BS keys per block.
 Launches (graph-capturable: no host reads of device data; every bound is read on the device):
   1. `_index_scores` grid (T, P): P depends on T and the SM count only. Program (t, j) walks blocks
      j, j+P, ... below ceil(S4/BS): keys [BS, 128] bf16 x qi^T [128, Hi] on tensor cores, relu,
-     times w, summed over heads -> scores[t, :S4] fp32. Work and bytes are S4 * 256 per token.
+     times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
+     the reference (DeepSeek's torch arithmetic) rounds: each head's dot, each relu'd product with
+     the bf16 weight, the fp32 sum over heads. Work and bytes are S4 * 256 per token.
   2. `_index_topk` grid (T,) (or, with SEGMENTS > 1, `_index_topk_segments` grid (T, SEGMENTS) then
      `_index_topk_merge` grid (T,) over the segments' candidates): radix select of the K-th largest score on 32-bit order-preserving keys
      (4 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
@@ -52,9 +54,10 @@ def indexer_default(params: dict) -> dict:
 
 
 @triton.jit
-def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi, 128) bf16; k (B, Ncap, 128) bf16
-                  HI, RATIO, P, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # sc (T, Ncap) fp32 scratch
-                  DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr):
+def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi, 128) bf16; w (T, Hi) bf16
+                  HI, RATIO, P, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
+                  DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                  RNE_FIX: tl.constexpr):
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = (tl.load(pos_ptr + t) + 1) // RATIO                             # the ACTUAL number of keys
@@ -63,14 +66,16 @@ def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi,
     hmask = offs_h < HI
     qi = tl.load(qi_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
     qt = dot_operand(tl.trans(qi), DOT_UPCAST)                          # (128, BHi)
-    w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0)
+    w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0).to(tl.float32)
     k_base = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
     for s0 in range(j * BLOCK_S, n, P * BLOCK_S):
         offs_s = s0 + tl.arange(0, BLOCK_S)
         smask = offs_s < n
         keys = tl.load(k_base + offs_s[:, None].to(tl.int64) * s_kn + offs_d[None, :], mask=smask[:, None], other=0.0)
         sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)                  # (BS, BHi) fp32
-        tot = tl.sum(tl.maximum(sc, 0.0) * w[None, :], axis=1)
+        sc = to_bf16(sc, RNE_FIX).to(tl.float32)                        # the bf16 matmul output
+        terms = to_bf16(tl.maximum(sc, 0.0) * w[None, :], RNE_FIX).to(tl.float32)
+        tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
         tot = tl.where(tot == 0.0, 0.0, tot)                            # -0.0 -> +0.0: ties as the reference
         tl.store(sc_ptr + t * s_st + offs_s, tot, mask=smask)
 
@@ -222,7 +227,8 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
                  positions: torch.Tensor, topk: int, ratio: int = 4,
                  config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
-    fp32 (-inf padded). Positions past the capacity are the caller's bug (no device-side check)."""
+    fp32 holding bf16 values (-inf padded). Positions past the capacity are the caller's bug (no
+    device-side check)."""
     check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
     dev = check_device(qi, w, k_cache, seq_ids, positions)
     t, hi, _ = qi.shape
@@ -245,6 +251,7 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         qi, w, k_cache, seq_ids.contiguous(), pos, scores, hi, ratio, p,
         qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
+        RNE_FIX=INTERPRET,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", 1)
     if seg <= 1:

@@ -10,7 +10,9 @@ is read from memory once.
 
 rope: grid (N, ceil(H / BLOCK_H)). head_rms_norm_rope: grid (T, ceil(Hl / BLOCK_H)); one program
 loads BLOCK_H whole heads ([BLOCK_H, Dh], <= 16 KiB bf16), reduces the sum of squares per head,
-stores the scaled non-rope dims and the rotated rope dims: one read and one write of q.
+stores the scaled non-rope dims and the rotated rope dims: one read and one write of q. The norm
+rounds to bf16 where the reference (DeepSeek's torch arithmetic on bf16) does: q^2, the mean, the sum
+with eps, the scale (IEEE sqrt and division: what torch's CPU rsqrt rounds to) and the product.
 """
 from __future__ import annotations
 
@@ -105,7 +107,7 @@ def head_rope_default(params: dict) -> dict:
 
 @triton.jit
 def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf16 contiguous; pos (T,); f (R/2,)
-                          HL, DH, R2, eps,
+                          HL, DH, R2, eps_q,
                           BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr,
                           INTERP: tl.constexpr):
     t = tl.program_id(0)
@@ -114,15 +116,19 @@ def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf1
     hmask = hs[:, None] < HL
     row = (t.to(tl.int64) * HL + hs[:, None]) * DH
     q = tl.load(q_ptr + row + d[None, :], mask=hmask & (d[None, :] < DH), other=0.0).to(tl.float32)
-    r = tl.rsqrt(tl.sum(q * q, axis=1) / DH + eps)[:, None]
+    # the reference's (torch's) bf16 steps: q^2, mean (fp32 sum / Dh), + eps (eps_q already bf16), rsqrt
+    sq = to_bf16(q * q, INTERP).to(tl.float32)
+    mean = to_bf16(tl.div_rn(tl.sum(sq, axis=1), DH.to(tl.float32)), INTERP).to(tl.float32)
+    shifted = to_bf16(mean + eps_q, INTERP).to(tl.float32)
+    r = to_bf16(tl.div_rn(1.0, tl.sqrt_rn(shifted)), INTERP).to(tl.float32)[:, None]
     nope = d[None, :] < DH - 2 * R2
     tl.store(y_ptr + row + d[None, :], to_bf16(q * r, INTERP), mask=hmask & nope)
-    # the rope dims, as even/odd halves (the same cache lines as the load above)
+    # the rope dims, as even/odd halves (the same cache lines as the load above), scaled and rounded
     i = tl.arange(0, BLOCK_R2)
     pm = hmask & (i[None, :] < R2)
     offs = row + (DH - 2 * R2) + 2 * i[None, :]
-    xe = tl.load(q_ptr + offs, mask=pm, other=0.0).to(tl.float32) * r
-    xo = tl.load(q_ptr + offs + 1, mask=pm, other=0.0).to(tl.float32) * r
+    xe = to_bf16(tl.load(q_ptr + offs, mask=pm, other=0.0).to(tl.float32) * r, INTERP).to(tl.float32)
+    xo = to_bf16(tl.load(q_ptr + offs + 1, mask=pm, other=0.0).to(tl.float32) * r, INTERP).to(tl.float32)
     ye, yo = _rotate(xe, xo, tl.load(pos_ptr + t), f_ptr, R2, BLOCK_R2, False)
     tl.store(y_ptr + offs, to_bf16(ye, INTERP), mask=pm)
     tl.store(y_ptr + offs + 1, to_bf16(yo, INTERP), mask=pm)
@@ -141,7 +147,7 @@ def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Te
     cfg = config or lookup("head_rms_norm_rope", key, head_rope_default(key))
     if qc.numel():
         _head_rms_rope_kernel[(t, triton.cdiv(hl, cfg["BLOCK_H"]))](
-            qc, y, positions.contiguous(), freqs.contiguous(), hl, dh, r // 2, eps,
+            qc, y, positions.contiguous(), freqs.contiguous(), hl, dh, r // 2, float(torch.tensor(eps, dtype=q.dtype)),
             BLOCK_H=cfg["BLOCK_H"], BLOCK_D=triton.next_power_of_2(dh), BLOCK_R2=triton.next_power_of_2(r // 2),
             INTERP=INTERPRET, num_warps=cfg["num_warps"])
     return y

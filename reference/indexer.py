@@ -4,10 +4,17 @@ Letters: T tokens, B sequences, Qr q_lora_rank, Hi indexer heads (64 per rank or
 indexer head dim, R rope dims, Ncap capacity of the indexer key cache, S4 = (p+1)//ratio the
 sequence's ACTUAL number of compressed keys, K top-k.
 
-score[t] = sum_h w_h * relu(qi_h . k_t) for t < S4 (w already holds 128^-0.5 * Hi^-0.5);
-selected = the min(K, S4) best, ties broken toward the lower entry index (DeepSeek uses torch.topk,
-whose tie order is unspecified; a fixed order makes implementations comparable), padded with -1
-(indices) and -inf (scores). Everything is sized by S4, never by Ncap.
+score[t] = sum_h w_h * relu(qi_h . k_t) for t < S4 (w already holds 128^-0.5 * Hi^-0.5), in DeepSeek's
+bf16 arithmetic (`einsum` of bf16 q and keys, then `(scores.relu() * w).sum(heads)` on bf16 tensors),
+rounded where torch rounds: each head's dot product (fp32 accumulation, one bf16 rounding), each
+relu'd product with the bf16 weight, and the sum over heads (fp32 accumulation, one bf16 rounding).
+These roundings are the contract and stay under every compute dtype (`acc` sets the accumulation
+between them). The official code all-reduces per-rank bf16 partial sums under TP; the decoder here
+replicates the indexer (kernelbench/model.py), which is the official arithmetic at world size 1.
+selected = the min(K, S4) best, ties broken toward the lower entry index (bf16 scores tie often at
+the k-th place; DeepSeek uses torch.topk, whose tie order is unspecified), padded with -1 (indices)
+and -inf (scores; the selected scores are bf16 values, returned as fp32). Everything is sized by S4,
+never by Ncap.
 """
 from __future__ import annotations
 
@@ -41,8 +48,8 @@ def check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio) -> None:
     if qi.dim() != 3 or qi.shape[2] != DI or qi.dtype != torch.bfloat16:
         raise ValueError(f"indexer_topk: qi must be bf16 [T, Hi, {DI}], got {tuple(qi.shape)} {qi.dtype}")
     t, hi, _ = qi.shape
-    if w.shape != (t, hi) or w.dtype != torch.float32:
-        raise ValueError(f"indexer_topk: w must be fp32 [T={t}, Hi={hi}], got {tuple(w.shape)} {w.dtype}")
+    if w.shape != (t, hi) or w.dtype != torch.bfloat16:
+        raise ValueError(f"indexer_topk: w must be bf16 [T={t}, Hi={hi}], got {tuple(w.shape)} {w.dtype}")
     if k_cache.dim() != 3 or k_cache.shape[2] != DI or k_cache.dtype != torch.bfloat16:
         raise ValueError(f"indexer_topk: k_cache must be bf16 [B, Ncap, {DI}], got {tuple(k_cache.shape)} {k_cache.dtype}")
     for name, v in (("seq_ids", seq_ids), ("positions", positions)):
@@ -65,13 +72,17 @@ def check_ranges(k_cache, seq_ids, positions, ratio) -> None:
 
 
 def index_scores(qi: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """qi [Hi, 128], w [Hi], keys [S, 128] -> scores [S] in the compute dtype."""
-    return (torch.relu(acc(keys) @ acc(qi).t()) * acc(w)[None, :]).sum(dim=1)
+    """qi [Hi, 128] bf16, w [Hi] bf16, keys [S, 128] bf16 -> scores [S] bf16, rounded as the official."""
+    bf16 = torch.bfloat16
+    dots = acc((acc(keys) @ acc(qi).t()).to(bf16))                     # [S, Hi]: bf16 matmul output
+    terms = acc((torch.relu(dots) * acc(w)[None, :]).to(bf16))
+    return (terms.sum(dim=1) + 0.0).to(bf16)                          # + 0.0: a -0.0 sum ties with +0.0
 
 
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                  positions: torch.Tensor, topk: int, ratio: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """-> indices [T, topk] int32 (best first, -1 padded), scores [T, topk] fp32 (-inf padded)."""
+    """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
+    fp32 holding the bf16 scores (-inf padded)."""
     check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
     check_ranges(k_cache, seq_ids, positions, ratio)
     t = qi.shape[0]

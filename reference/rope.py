@@ -15,7 +15,6 @@ import math
 import torch
 
 from kernelbench.config import ModelConfig
-from kernelbench.reference.norm import rms
 from kernelbench.reference.precision import acc
 
 
@@ -106,9 +105,26 @@ def check_head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: to
 def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, eps: float) -> torch.Tensor:
     """q [T, Hl, Dh] bf16 -> per-head weightless RMS over Dh, then RoPE on the last R dims; bf16.
 
-    DeepSeek stores the normalized q in bf16 before the rotation; here both steps run in the compute
-    dtype with one final cast (the intermediate rounding is within the op's tolerance)."""
+    The official arithmetic: DeepSeek normalizes q in place on the bf16 tensor,
+    `q *= rsqrt(q.square().mean(-1, keepdim=True) + eps)`, and torch (CPU) rounds every step to q's
+    dtype: q^2; the mean (the rounded squares summed in fp32, divided by Dh, rounded once); the sum
+    with eps (eps itself first rounded to q's dtype, as torch casts a Python scalar); rsqrt (fp32
+    1/sqrt rounded once, as torch's vectorized loop; its scalar tail, the last count % 32 scales of a
+    tensor, rounds sqrt to bf16 first, an artifact not followed here); the product. RoPE then rotates
+    the rounded product, rounded once more. These roundings are the contract and stay under every
+    compute dtype: `acc` sets only the arithmetic between them (fp32 as torch; in verification's fp64
+    each rounded value is the correctly rounded one, which differs from torch's fp32 sum of squares
+    only where that sum's own rounding crosses a bf16 boundary). Against fp32-then-cast, the per-head
+    scale moves by ~0.2% on average, which the fp8 re-quantisation before wo_b amplifies: the
+    rounding matters (issue 11)."""
     r = check_head_rms_norm_rope(q, positions, freqs)
-    y = rms(acc(q), eps)
+
+    def rounded(x: torch.Tensor) -> torch.Tensor:    # one step of torch's arithmetic on q's dtype
+        return acc(x.to(q.dtype))
+
+    x = acc(q)
+    eps_q = float(torch.tensor(eps, dtype=q.dtype))
+    mean = rounded(rounded(x.square()).sum(dim=-1, keepdim=True) / q.shape[-1])
+    y = rounded(x * rounded(torch.rsqrt(rounded(mean + eps_q))))
     y = torch.cat([y[..., :-r], apply_rope(y[..., -r:], rope_angles(positions, freqs))], dim=-1)
     return y.to(q.dtype)

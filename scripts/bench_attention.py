@@ -127,7 +127,7 @@ def indexer_set(c, ctx, cap, dev, gen, hi=64, topk=512):
     if cap > n:
         keys[:, n:] = float("nan")                       # never read by a correct kernel
     return {"qi": torch.randn(c, hi, 128, device=dev, generator=gen).bfloat16(),
-            "w": torch.randn(c, hi, device=dev, generator=gen) * (128 ** -0.5 * hi ** -0.5), "k_cache": keys,
+            "w": (torch.randn(c, hi, device=dev, generator=gen) * (128 ** -0.5 * hi ** -0.5)).bfloat16(), "k_cache": keys,
             "seq_ids": torch.randperm(c, device=dev, generator=gen), "positions": torch.full((c,), ctx - 1, device=dev),
             "topk": topk, "ratio": 4}
 
@@ -144,7 +144,7 @@ def scores_only(s: dict, cfg: dict) -> None:
     p = max(1, -(-cfg["waves"] * KA.sm_count(qi.device) // t))
     KI._index_scores[(t, p)](qi, s["w"], k, s["seq_ids"], s["positions"], scores, qi.shape[1], 4, p,
                              qi.stride(0), qi.stride(1), s["w"].stride(0), k.stride(0), k.stride(1), scores.stride(0),
-                             DI=128, BLOCK_HI=64, BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=False,
+                             DI=128, BLOCK_HI=64, BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=False, RNE_FIX=False,
                              num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 

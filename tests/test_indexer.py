@@ -1,6 +1,8 @@
-"""indexer_q and indexer_topk: top-k against an independent brute force, -1 padding, work independent
-of the cache capacity, the Triton kernel against the reference (exact on fp32-exact scores, ties
-included; hypothesis over ragged batches), bad inputs, and the sm_120 compile of shipped configs."""
+"""indexer_q and indexer_topk: top-k against an independent brute force in DeepSeek's bf16 arithmetic,
+the bf16 roundings and the lower-index tie rule on hand-made rows, -1 padding, work independent of the
+cache capacity, the Triton kernel against the reference (exact on fp32-exact scores, ties included;
+hypothesis over ragged batches; the verify engine's check), bad inputs, and the sm_120 compile of
+shipped configs."""
 from __future__ import annotations
 
 import pytest
@@ -17,14 +19,16 @@ from kernelbench.reference.rope import rope_freqs
 from kernelbench.config import FLASH
 from kernelbench.testing import assert_close
 from test_attention import compile_sm120, sm120_problems
+from _kernel_check import needs_triton, verify
 
 registry.load_builtin()
 SPEC = registry.get_op("indexer_topk")
 
 
 def _exact_case(gen, t=3, hi=4, cap=64, positions=(40, 3, 255), ties=False):
-    """FP4 keys and queries (few-bit mantissas) and weights k/64 with |k| < 16: every product and every
-    partial sum is exact in fp32, so any summation order gives the same bits and top-k is unambiguous."""
+    """FP4 keys and queries (few-bit mantissas) and bf16 weights k/64 with |k| < 16: every product and
+    every partial sum is exact in fp32, so any summation order gives the same bits before each bf16
+    rounding and top-k is unambiguous."""
     b = t + 1
     keys = torch.full((b, cap, 128), float("nan"), dtype=torch.bfloat16)
     seq = torch.randperm(b, generator=gen)[:t]
@@ -36,16 +40,23 @@ def _exact_case(gen, t=3, hi=4, cap=64, positions=(40, 3, 255), ties=False):
             rows[1::2] = rows[0::2][: rows[1::2].shape[0]]                # every odd row repeats its even row
         keys[int(seq[i]), :n] = rows
     qi = fp4_rows((t, hi, 128), gen)
-    w = torch.randint(-15, 16, (t, hi), generator=gen).float() / 64
+    w = (torch.randint(-15, 16, (t, hi), generator=gen).float() / 64).bfloat16()
     return qi, w, keys, seq, pos
 
 
+def _bf16(x: float) -> float:
+    return float(torch.tensor(x, dtype=torch.float64).bfloat16())
+
+
 def _brute(qi, w, keys, seq, pos, topk):
+    """Scalar loops in DeepSeek's arithmetic: each head's dot rounded to bf16, relu, times w rounded to
+    bf16, the head sum rounded to bf16 (exact in fp64 before each rounding for these inputs)."""
     out = []
     for i in range(qi.shape[0]):
         n = (int(pos[i]) + 1) // 4
         rows = keys[int(seq[i]), :n].double()
-        sc = [sum(float(w[i, h]) * max(0.0, float(qi[i, h].double() @ rows[j])) for h in range(qi.shape[1]))
+        sc = [_bf16(sum(_bf16(float(w[i, h]) * max(0.0, _bf16(float(qi[i, h].double() @ rows[j]))))
+                        for h in range(qi.shape[1])))
               for j in range(n)]
         order = sorted(range(n), key=lambda j: (-sc[j], j))[:topk]
         out.append(order + [-1] * (topk - len(order)))
@@ -58,6 +69,86 @@ def test_reference_topk_equals_brute_force(gen, ties):
     idx, val = indexer_topk(qi, w, keys, seq, pos, topk=8)
     assert torch.equal(idx, _brute(qi, w, keys, seq, pos, 8))
     assert idx[1].tolist() == [0] + [-1] * 7 and torch.isneginf(val[1, 1:]).all()   # (3+1)//4 = 1 entry
+
+def _tie_rows():
+    """Two tokens, two heads, top-2 over 4 entries each, built so bf16 rounding makes a tie at the 2nd
+    place that fp32 arithmetic would not have, with the higher-scoring fp32 candidate at the HIGHER index:
+    token 0 (head 0 = e0 + e1, weight 1): dots 1, 3, 2, 2 + 2^-8; 2 + 2^-8 rounds to 2 (bf16 ulp at 2
+      is 2^-6), so entries 2 and 3 tie at 2.0 -> {1, 2} (fp32 arithmetic: {1, 3});
+    token 1 (head 0 = e0, head 1 = e1, weights 1, 1): head sums 1, 258, 256, 256 + 1; 257 is the bf16
+      midpoint between 256 and 258 and rounds to even 256 -> ties with entry 2 -> {1, 2} (fp32: {1, 3})."""
+    keys = torch.zeros(2, 4, 128, dtype=torch.float64)
+    keys[0, :, 0] = torch.tensor([1.0, 3.0, 2.0, 2.0])
+    keys[0, 3, 1] = 2.0 ** -8
+    keys[1, :, 0] = torch.tensor([1.0, 258.0, 256.0, 256.0])
+    keys[1, 3, 1] = 1.0
+    qi = torch.zeros(2, 2, 128, dtype=torch.float64)
+    qi[0, 0, :2] = 1.0
+    qi[1, 0, 0] = qi[1, 1, 1] = 1.0
+    w = torch.tensor([[1.0, 1.0], [1.0, 1.0]])
+    return (qi.bfloat16(), w.bfloat16(), keys.bfloat16(), torch.tensor([0, 1]), torch.tensor([15, 15]))
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_bf16_ties_at_the_kth_place_choose_the_lower_index(impl):
+    qi, w, keys, seq, pos = _tie_rows()
+    fp32 = torch.relu(torch.einsum("thd,tsd->tsh", qi.float(), keys.float())).mul(w.float()[:, None]).sum(-1)
+    assert fp32[:, 3].tolist() == [2.00390625, 257.0]                  # fp32 arithmetic has no tie ...
+    assert torch.topk(fp32, 2).indices.sort().values.tolist() == [[1, 3], [1, 3]]   # ... and picks entry 3
+    idx, val = registry.get_impl("indexer_topk", impl).fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos,
+                                                          topk=2)
+    assert idx.tolist() == [[1, 2], [1, 2]]
+    assert val.tolist() == [[3.0, 2.0], [258.0, 256.0]]
+    assert val.dtype == torch.float32
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_the_weight_products_are_rounded_before_the_head_sum(impl):
+    """Two heads, weights (1 + 2^-7, 1). Entry 0: head 1 alone, dot 1 + 2^-6 -> score 1 + 2^-6.
+    Entry 1: head 0 dot 1 + 2^-7 times 1 + 2^-7 = 1 + 2^-6 + 2^-14 -> rounded to 1 + 2^-6; head 1 dot 2^-8;
+    sum 1 + 2^-6 + 2^-8, the bf16 midpoint, -> even 1 + 2^-6: a tie with entry 0, lower index first.
+    Unrounded products would sum past the midpoint to 1 + 3 * 2^-7 and put entry 1 first."""
+    keys = torch.zeros(1, 2, 128, dtype=torch.float64)
+    keys[0, 0, 1] = 1.0 + 2 ** -6
+    keys[0, 1, 0], keys[0, 1, 1] = 1.0 + 2 ** -7, 2.0 ** -8
+    qi = torch.zeros(1, 2, 128, dtype=torch.float64)
+    qi[0, 0, 0] = qi[0, 1, 1] = 1.0
+    w = torch.tensor([[1.0 + 2 ** -7, 1.0]])
+    unrounded = (keys[0, 1, :2] * w[0]).sum()
+    assert _bf16(float(unrounded)) == 1.0 + 3 * 2 ** -7
+    idx, val = registry.get_impl("indexer_topk", impl).fn(
+        qi=qi.bfloat16(), w=w.bfloat16(), k_cache=keys.bfloat16(), seq_ids=torch.tensor([0]),
+        positions=torch.tensor([7]), topk=2)
+    assert idx.tolist() == [[0, 1]]
+    assert val.tolist() == [[1.0 + 2 ** -6, 1.0 + 2 ** -6]]
+
+
+def test_reference_scores_are_deepseeks_torch_expression(gen):
+    """The official code on bf16 tensors: einsum, relu, times w, sum over heads; the reference's scores
+    (as returned, sorted) must be those values bit for bit, also with fp64 accumulation between roundings."""
+    t, hi, n = 2, 16, 300
+    keys = torch.randn(t, n, 128, generator=gen).bfloat16()
+    qi = torch.randn(t, hi, 128, generator=gen).bfloat16()
+    w = (torch.randn(t, hi, generator=gen) * (128 ** -0.5 * hi ** -0.5)).bfloat16()
+    seq, pos = torch.arange(t), torch.full((t,), 4 * n - 1)
+    for i in range(t):
+        off = torch.einsum("hd,sd->hs", qi[i], keys[i])
+        off = (off.relu() * w[i][:, None]).sum(dim=0)
+        want = torch.sort(off.float(), descending=True, stable=True)
+        _, val = indexer_topk(qi, w, keys, seq, pos, topk=n)
+        assert torch.equal(val[i], want.values)
+        assert torch.unique(off).numel() < n                           # bf16 scores do tie here
+    with compute_dtype(torch.float64):
+        _, val64 = indexer_topk(qi, w, keys, seq, pos, topk=n)
+    assert (val64 != val).float().mean() < 0.01                        # fp32 vs exact sums: rare 1-ulp moves
+
+
+@needs_triton
+def test_kernel_passes_the_verify_check_on_ties():
+    for seed, layout in ((3, "contiguous"), (4, "strided")):
+        verify("indexer_topk", {"T": 3, "Hi": 20, "topk": 40, "ctx": 397, "cap": 110, "ragged": True}, "ties", seed,
+               layout)
+
 
 def test_fewer_entries_than_topk_are_padded(gen):
     qi, w, keys, seq, pos = _exact_case(gen, positions=(2, 4, 21), cap=10)
@@ -154,10 +245,10 @@ def test_indexer_topk_bad_inputs(gen):
         indexer_topk(qi, w, keys, seq, pos + 200, 4)
 
 
-SCORES_SIG = {"qi_ptr": "*bf16", "w_ptr": "*fp32", "k_ptr": "*bf16", "seq_ptr": "*i64", "pos_ptr": "*i64",
+SCORES_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": "*i64", "pos_ptr": "*i64",
               "sc_ptr": "*fp32", "HI": "i32", "RATIO": "i32", "P": "i32", "s_qt": "i32", "s_qh": "i32", "s_wt": "i32",
               "s_kb": "i64", "s_kn": "i32", "s_st": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
-              "BLOCK_S": "constexpr", "DOT_UPCAST": "constexpr"}
+              "BLOCK_S": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
 TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32",
             "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr"}
 
@@ -181,7 +272,8 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
             continue
         seen.add(key)
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_scores", "signature": SCORES_SIG,
-                     "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": key[0], "DOT_UPCAST": False},
+                     "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": key[0], "DOT_UPCAST": False,
+                                    "RNE_FIX": False},
                      "num_warps": key[1], "num_stages": key[2]})
     scans = sorted({(c["SCAN"], c["TOPK_WARPS"]) for c in K.indexer_configs({}) + [K.indexer_default({})]})
     for kp in (512, 1024):   # Flash and Pro top-k

@@ -105,6 +105,68 @@ def test_head_rms_norm_rope_is_unit_rms_then_rotated():
         assert torch.allclose(y[..., 64:], RP.rope((q / rms)[..., 64:], pos, f), atol=1e-9)
 
 
+def _official_q_norm(q: torch.Tensor, positions, freqs, eps: float) -> torch.Tensor:
+    """DeepSeek's literal expression on the bf16 tensor, then the same RoPE."""
+    y = q.clone()
+    y *= torch.rsqrt(y.square().mean(-1, keepdim=True) + eps)
+    r = 2 * freqs.shape[0]
+    rot = RP.apply_rope(y[..., -r:].float(), RP.rope_angles(positions, freqs)).to(q.dtype)
+    return torch.cat([y[..., :-r], rot], dim=-1)
+
+
+# q = (1, 1, 1, 1.5): squares exact, mean 5.25 / 4 = 1.3125, + eps stays 1.3125; rsqrt = 0.87287...
+# rounds to 223/256 = 0.87109375; 1.5 * 0.87109375 = 1.306640625 rounds to 1.3046875. In fp32 with
+# one final rounding the last element is bf16(1.5 * 0.87287...) = bf16(1.30931) = 1.3125.
+HAND_Q = [1.0, 1.0, 1.0, 1.5]
+HAND_BF16 = [0.87109375, 0.87109375, 0.87109375, 1.3046875]
+HAND_FP32 = [0.87109375, 0.87109375, 0.87109375, 1.3125]
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_q_norm_rounds_every_step_to_bf16_as_deepseek(impl):
+    q = torch.tensor(HAND_Q, dtype=torch.bfloat16).view(1, 1, 4)
+    pos, f = torch.zeros(1, dtype=torch.int64), torch.ones(1)             # R = 2 at position 0: no rotation
+    fp32 = q.float() * torch.rsqrt(q.float().square().mean(-1, keepdim=True) + 1e-6)
+    assert fp32.bfloat16().flatten().tolist() == HAND_FP32               # the old arithmetic, for contrast
+    y = registry.get_impl("head_rms_norm_rope", impl).fn(q=q, positions=pos, freqs=f, eps=1e-6)
+    assert y.flatten().tolist() == HAND_BF16
+    assert torch.equal(y, _official_q_norm(q, pos, f, 1e-6))
+    if impl == "reference":                                               # the roundings are the contract
+        with compute_dtype(torch.float64):
+            assert RP.head_rms_norm_rope(q, pos, f, 1e-6).flatten().tolist() == HAND_BF16
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_q_norm_adds_eps_rounded_to_bf16(impl):
+    """mean 2^-28 (q = 2^-14): torch CPU rounds the scalar eps = 1e-6 to bf16 (9.98e-7) before adding,
+    so mean + eps rounds to 9.98e-7; 1e-6 in fp32 would round to 1.006e-6 and change the scale."""
+    q = torch.full((1, 1, 8), 2.0 ** -14, dtype=torch.bfloat16)
+    pos, f = torch.zeros(1, dtype=torch.int64), torch.ones(2)
+    eps_bf16 = float(torch.tensor(1e-6, dtype=torch.bfloat16))
+    shifted = lambda e: torch.tensor(2.0 ** -28 + e, dtype=torch.float32).bfloat16()   # noqa: E731
+    assert shifted(eps_bf16) != shifted(1e-6)
+    want = float((q[0, 0, 0].float() * torch.rsqrt(shifted(eps_bf16).float()).bfloat16().float()).bfloat16())
+    y = registry.get_impl("head_rms_norm_rope", impl).fn(q=q, positions=pos, freqs=f, eps=1e-6)
+    assert y.flatten().tolist() == [want] * 8
+    assert torch.equal(y, _official_q_norm(q, pos, f, 1e-6))
+
+
+@pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
+def test_q_norm_equals_deepseeks_expression_on_random_heads(impl):
+    """Bit for bit against torch's own bf16 arithmetic at a Flash head (Dh 512) and an odd width (96),
+    over scales where eps matters (tiny) and where it does not. 4 x 8 heads: torch's CPU bf16 rsqrt
+    rounds fp32 1/sqrt once in its 32-wide vector loop, but its scalar tail (the last count % 32
+    elements) rounds sqrt to bf16 before dividing; the contract is the vector loop's single rounding
+    (docs/OPS.md), so the head count here fills whole vectors."""
+    g = torch.Generator().manual_seed(6)
+    f = RP.rope_freqs(FLASH, compressed=True)
+    fn = registry.get_impl("head_rms_norm_rope", impl).fn
+    for dh, scale in ((512, 1.0), (512, 1e-3), (96, 30.0)):
+        q = (torch.randn(4, 8, dh, generator=g) * scale * torch.exp(torch.randn(4, 8, 1, generator=g))).bfloat16()
+        pos = torch.randint(0, 1 << 20, (4,), generator=g)
+        assert torch.equal(fn(q=q, positions=pos, freqs=f, eps=1e-6), _official_q_norm(q, pos, f, 1e-6)), (dh, scale)
+
+
 # rms_norm and hadamard ---------------------------------------------------------------------------
 def test_rms_norm_output_has_unit_rms_before_the_weight():
     g = torch.Generator().manual_seed(3)

@@ -75,10 +75,14 @@ register_op(OpSpec(
                                             **_small}),
     cost=lambda p: Cost(flops=p["T"] * p["Hl"] * (4.0 * p["Dh"] + 3.0 * p["R"]),
                         bytes=2.0 * 2 * p["T"] * p["Hl"] * p["Dh"] + 8 * p["T"] + 2 * p["R"]),
-    tolerance=lambda p: {"y": Tolerance(atol=1e-4, rtol=BF16_RTOL, rel_fro=REL_FRO,
-                                        why="output has unit RMS per head; fp32 mean over Dh and rotation err "
-                                            "~1e-6 abs (atol covers rotation cancellation), then one bf16 "
-                                            "rounding (<= 2^-7 rel)")},
+    tolerance=lambda p: {"y": Tolerance(
+        atol=1e-4, rtol=2 * BF16_RTOL, rel_fro=2 * REL_FRO,
+        why="the official bf16 roundings (q^2, mean, + eps, rsqrt, product) are part of the op and happen in "
+            "both; only the fp32 sum of squares (exact in the fp64 reference) can move the rounded mean by one "
+            "bf16 ulp (~2^-16 of heads), scaling that head by <= 2^-7 rel; plus the rotation's fp32 error "
+            "(atol covers its cancellation) and the output's bf16 rounding (<= 2^-8 rel each side). "
+            "tests/test_norm_rope.py pins the rounding steps bit-exactly, which this tolerance cannot")},
     outputs=("y",), value_modes=("normal", "outliers", "tiny", "large"),
-    doc="q * rsqrt(mean_Dh(q^2) + eps), then RoPE on the last R dims",
+    doc="q * rsqrt(mean_Dh(q^2) + eps) in DeepSeek's bf16 arithmetic (every step rounded), then RoPE on "
+        "the last R dims",
 ))
