@@ -1,6 +1,6 @@
 """What every kernel module shares: interpreter detection and the bf16-dot workaround.
 
-Interpreter defects (triton 3.6, numpy 2.4), each watched by tests/test_interpreter_defect.py:
+Interpreter defects (triton 3.6 to 3.9, numpy 2.4), each watched by tests/test_interpreter_defect.py:
 - fp32 -> bf16 casts truncate instead of rounding to nearest even (and ignore fp_downcast_rounding):
   kernels cast through `to_bf16(x, INTERPRET)`, which rounds on the bits under the interpreter only;
 - `range()` over a runtime kernel argument fails (`int()` of a 1-element array, refused by numpy
@@ -66,12 +66,15 @@ def sincos(ang):
 def fix_interpreter_loops() -> None:
     """Triton 3.6's interpreter converts a loop bound with `int(array)`, which numpy >= 2.4 refuses for
     the 1-element arrays that hold scalar kernel arguments, so `range(0, n)` over a runtime `n` fails
-    on the CPU. Patch that one conversion (interpreter only; compiled kernels are untouched)."""
+    on the CPU. Patch that one conversion (interpreter only; compiled kernels are untouched). The
+    replacement is right on every version (3.9 already squeezes); the private hook it wraps is
+    checked first (kernelbench.upstream), so a Triton that moved it fails with a clear error."""
     import numpy as np
-    import triton.runtime.interpreter as interp
+
+    from kernelbench.upstream import interpreter_tensor_patcher
+    interp, orig = interpreter_tensor_patcher()
     if getattr(interp, "_kb_index_fix", False):
         return
-    orig = interp._patch_lang_tensor
 
     def patched(tensor, scope):
         orig(tensor, scope)
