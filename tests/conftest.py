@@ -23,3 +23,12 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL server for this test session (tests/_postgres.py), or a skip saying why."""
+    from _postgres import Server
+    server = Server()
+    yield server
+    server.stop()
