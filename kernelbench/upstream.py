@@ -8,6 +8,8 @@ nothing or failing deep inside a run:
 - hypothesis: `engine.MAX_SHRINKING_SECONDS`, the shrink-time limit (verify caps it per run), and the
   `_hypothesis_internal_database_key` attribute that `@given` tests read their example-database key
   from (verify keys it by op and implementation, not by the wrapper's source);
+- pytest-benchmark: the fixture's `_timer`, which the `kernel_bench` fixture sets to a clock that
+  replays kernelbench's samples (the rounds then carry CUDA-graph times, not host wall time);
 - Triton: the interpreter's `_patch_lang_tensor(tensor, scope)` (kernels/common.py fixes one
   conversion in it) and the launchers' `run(*args, grid, warmup, **kwargs)` (the inspector records
   launches through it).
@@ -22,6 +24,7 @@ from typing import Callable, Iterator
 
 TRITON_TESTED = "3.6 to 3.9"
 HYPOTHESIS_TESTED = "6.x"
+PYTEST_BENCHMARK_TESTED = "4.x and 5.x"
 
 
 class UpstreamChanged(RuntimeError):
@@ -96,3 +99,19 @@ def interpreter_tensor_patcher():
     if names != ["tensor", "scope"]:
         raise changed("triton", TRITON_TESTED, "triton.runtime.interpreter._patch_lang_tensor(tensor, scope)")
     return interp, fn
+
+
+# --- pytest-benchmark ------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _runner_reads_timer(cls: type) -> bool:
+    try:
+        return "self._timer" in inspect.getsource(cls._make_runner)
+    except (AttributeError, OSError, TypeError):
+        return False
+
+
+def benchmark_timer_slot(benchmark) -> None:
+    """pytest-benchmark's fixture must time its rounds with `self._timer` (set by kernel_bench)."""
+    if not hasattr(benchmark, "_timer") or not _runner_reads_timer(type(benchmark)):
+        raise changed("pytest-benchmark", PYTEST_BENCHMARK_TESTED, "BenchmarkFixture._timer read by _make_runner")

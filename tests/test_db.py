@@ -259,10 +259,14 @@ def test_a_version_1_database_upgrades_with_its_data(url):
 # ---- PostgreSQL specifics ------------------------------------------------------------------------
 def test_postgresql_url_picks_an_installed_driver_or_says_which_to_install(monkeypatch):
     from kernelbench.db import store as store_mod
-    assert store_mod.resolve_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
-    assert store_mod.resolve_url("postgresql+pg8000://u@h/db").drivername == "postgresql+pg8000"
+    installed = {"pg8000"}
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object() if name in installed else None)
+    assert store_mod.resolve_url("postgresql://u@h/db").drivername == "postgresql+pg8000"
+    installed.add("psycopg")    # psycopg 3 is preferred
+    assert store_mod.resolve_url("postgres://u@h/db").drivername == "postgresql+psycopg"
+    assert store_mod.resolve_url("postgresql+psycopg2://u@h/db").drivername == "postgresql+psycopg2"
     assert store_mod.resolve_url("sqlite:///x.sqlite").drivername == "sqlite"
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    installed.clear()
     with pytest.raises(StoreError, match=r"needs a driver .*pip install 'kernelbench\[postgres\]'"):
         Store("postgresql://u:secret@h/db")
 
