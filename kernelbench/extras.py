@@ -22,3 +22,13 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def pytest_benchmark_stats():
+    """pytest-benchmark's Stats class (the statistics its JSON carries)."""
+    try:
+        from pytest_benchmark.stats import Stats
+    except ModuleNotFoundError:
+        raise MissingExtra("this needs pytest-benchmark, which is not installed: pip install 'kernelbench[pytest]'") \
+            from None
+    return Stats

@@ -32,3 +32,11 @@ def postgres_server():
     server = Server()
     yield server
     server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A fresh empty database on each backend: a SQLite file, and a database on the test PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    return request.getfixturevalue("postgres_server").create_database()
