@@ -10,8 +10,8 @@ nothing or failing deep inside a run:
   from (verify keys it by op and implementation, not by the wrapper's source);
 - pytest-benchmark: the fixture's `_timer`, which the `kernel_bench` fixture sets to a clock that
   replays kernelbench's samples (the rounds then carry CUDA-graph times, not host wall time);
-- Triton: the interpreter's `_patch_lang_tensor(tensor, scope)` (kernels/common.py fixes one
-  conversion in it) and the launchers' `run(*args, grid, warmup, **kwargs)` (the inspector records
+- Triton: the interpreter's `_patch_lang_tensor(tensor, scope)` and its builder's comparison
+  methods (kernels/common.py fixes one conversion and the comparisons' result type) and the launchers' `run(*args, grid, warmup, **kwargs)` (the inspector records
   launches through it).
 """
 from __future__ import annotations
@@ -115,3 +115,21 @@ def benchmark_timer_slot(benchmark) -> None:
     """pytest-benchmark's fixture must time its rounds with `self._timer` (set by kernel_bench)."""
     if not hasattr(benchmark, "_timer") or not _runner_reads_timer(type(benchmark)):
         raise changed("pytest-benchmark", PYTEST_BENCHMARK_TESTED, "BenchmarkFixture._timer read by _make_runner")
+
+
+def interpreter_compare_ops():
+    """triton.runtime.interpreter, its InterpreterBuilder's comparison methods (create_icmp*/create_fcmp*,
+    each (self, lhs, rhs)) and TensorHandle(data, dtype), checked."""
+    import triton.runtime.interpreter as interp
+    builder = getattr(interp, "InterpreterBuilder", None)
+    names = [n for n in dir(builder) if n.startswith(("create_icmp", "create_fcmp"))] if builder else []
+    handle = getattr(interp, "TensorHandle", None)
+    try:
+        ok = bool(names) and handle is not None and all(
+            list(inspect.signature(getattr(builder, n)).parameters) == ["self", "lhs", "rhs"] for n in names)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise changed("triton", TRITON_TESTED, "triton.runtime.interpreter.InterpreterBuilder.create_icmp*/"
+                      "create_fcmp*(self, lhs, rhs) and TensorHandle")
+    return interp, builder, names

@@ -56,3 +56,11 @@ def test_moved_interpreter_patch_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(interp, "_patch_lang_tensor", lambda tensor: None)
     with pytest.raises(upstream.UpstreamChanged, match=r"triton \d.*_patch_lang_tensor"):
         upstream.interpreter_tensor_patcher()
+
+
+def test_interpreter_compare_ops_are_checked(monkeypatch):
+    interp, builder, names = upstream.interpreter_compare_ops()
+    assert "create_icmpSLT" in names and "create_fcmpOLT" in names
+    monkeypatch.setattr(builder, "create_icmpSLT", lambda self, a, b, c: None)
+    with pytest.raises(upstream.UpstreamChanged, match=r"triton \d.*create_icmp"):
+        upstream.interpreter_compare_ops()
