@@ -82,7 +82,7 @@ class Server:
             self._pg("initdb", "-D", str(self.data), "-U", "kb", "--auth=trust", "-E", "UTF8", "--no-sync")
             self._pg("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o",
                      f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                     f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=50", "start")
+                     f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=100", "start")
         except (subprocess.CalledProcessError, OSError) as e:
             detail = getattr(e, "stderr", "") or ""
             log = self.log.read_text(errors="replace")[-500:] if self.log.exists() else ""
