@@ -22,6 +22,7 @@ import datetime as _dt
 import hashlib
 import importlib.util
 import inspect
+import warnings
 from typing import Any, Callable, Sequence
 
 import pytest
@@ -35,6 +36,15 @@ def pytest_addoption(parser):
                     help="kernelbench database for kernel_bench results (default $KERNELBENCH_DB or the user data dir)")
     group.addoption("--kb-no-db", action="store_true", default=False,
                     help="do not store kernel_bench results in the kernelbench database")
+
+
+def session_run_tag(config) -> str:
+    """One run tag per pytest session ("pytest:<UTC start>"): `kernelbench export --run-tag` takes it."""
+    tag = getattr(config, "_kernelbench_run_tag", None)
+    if tag is None:
+        tag = f"{RUN_TAG_PREFIX}:{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+        config._kernelbench_run_tag = tag
+    return tag
 
 
 class ReplayClock:
@@ -77,7 +87,7 @@ class KernelBench:
         self.db_url = config.getoption("kb_db")
         self.use_db = not config.getoption("kb_no_db")
         self.nodeid = nodeid
-        self.run_tag = f"{RUN_TAG_PREFIX}:{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        self.run_tag = session_run_tag(config)
 
     def __call__(self, op: str, impl: str | Callable = "triton", params: dict | None = None, *,
                  config: dict | None = None, method: str = "graph", **adaptive_kw):
@@ -143,9 +153,15 @@ class KernelBench:
         return store, store.environment_id(fingerprint("cuda")), git_commit()
 
     def _store_known(self, impl, m) -> None:
+        from sqlalchemy.exc import IntegrityError
+
         from kernelbench.commands.bench import record
         store, env, git = self._store()
-        record(store, env, impl, m, None, self.run_tag, git)
+        try:
+            record(store, env, impl, m, None, self.run_tag, git)
+        except IntegrityError:   # the same (impl, params, config) timed twice in one session: keep the first
+            warnings.warn(f"kernel_bench: {m.op}/{m.impl} {m.label} was already stored in run {self.run_tag}; "
+                          f"this timing is reported to pytest-benchmark only", stacklevel=3)
 
     def _store_function(self, fn, name: str, label: str, method: str, summary, info: dict) -> None:
         from kernelbench.db import schema

@@ -29,6 +29,8 @@ def test_plugin_is_registered_through_its_entry_point(request):
     assert ep.value == "kernelbench.pytest_plugin"
     assert request.config.pluginmanager.get_plugin("kernelbench") is plugin
     assert request.config.getoption("kb_db") is None and request.config.getoption("kb_no_db") is False
+    tag = plugin.session_run_tag(request.config)
+    assert tag.startswith("pytest:") and plugin.session_run_tag(request.config) == tag, "one run tag per session"
 
 
 def test_fixture_skips_without_a_gpu_and_says_why(tmp_path):
