@@ -93,3 +93,19 @@ def test_fixture_times_a_registered_kernel_into_both_stores(kernel_bench, tmp_pa
     with Store(kernel_bench.db_url).session() as s:
         (row,) = s.scalars(select(schema.BenchResult)).all()
         assert row.samples == m.summary.samples and row.run_tag.startswith("pytest:")
+
+
+@pytest.mark.gpu
+def test_fixture_times_any_function_over_rotating_inputs(kernel_bench, tmp_path):
+    import torch
+    kernel_bench.db_url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    made = []
+
+    def make_inputs(i):
+        made.append(i)
+        return {"x": torch.full((1 << 20,), float(i + 1), device="cuda")}
+
+    s = kernel_bench.function(lambda x: x * 2, make_inputs, label="double 4 MiB", max_time_s=0.5)
+    assert len(made) > 1, "rotating input sets were made"
+    assert kernel_bench.benchmark.stats.stats.rounds == s.n and s.median_us > 0
+    assert kernel_bench.benchmark.extra_info["sets"] == len(made)
