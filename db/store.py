@@ -3,6 +3,7 @@
     from kernelbench.db.store import Store
     store = Store()                       # $KERNELBENCH_DB, else sqlite:///<data_dir>/kernelbench.sqlite
     store = Store("sqlite:///run.sqlite") # any SQLAlchemy URL (the CLI's --db)
+    store = Store("postgresql://user:pw@host/kb")   # a shared store (needs kernelbench[postgres])
     env = store.environment_id(kernelbench.fingerprint.fingerprint())   # get-or-create, returns the id
     impl = store.op_impl_id("fp8_linear", "triton", source_hash, family="linear", backend="triton")
     impl = store.impl_id(registry.get_impl("fp8_linear", "triton"))     # the same from a registry Impl
@@ -20,6 +21,13 @@ nothing. Keep transactions short (one result or one batch), never a whole run, a
 method inside an open `store.session()` block once it has executed a statement: each method runs
 its own transaction, and SQLite's single writer would make it wait for the outer one (until the
 busy timeout). Compute ids first (`store.impl_id(...)`), then open the session.
+
+PostgreSQL (a store shared by a team or several CI runners): `postgresql://user:pw@host:5432/db`
+picks the installed driver (psycopg 3, psycopg2 or pg8000; `pip install 'kernelbench[postgres]'`
+installs psycopg 3), or name one (`postgresql+pg8000://...`). The database must exist; opening
+creates and migrates the tables, under a transaction-scoped advisory lock so that runners opening
+a fresh database at once migrate it once. Writers need nothing else: get-or-create retries on a
+unique-key collision, every other write is an insert.
 """
 from __future__ import annotations
 
@@ -28,8 +36,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from sqlalchemy import create_engine, event, select
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import create_engine, event, select, text
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -37,6 +45,10 @@ from kernelbench.db import migrations, schema
 
 ENV_URL = "KERNELBENCH_DB"
 BUSY_TIMEOUT_MS = 60_000
+# Drivers tried, in order, for a PostgreSQL URL that names none: (SQLAlchemy dialect driver, module).
+POSTGRES_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"), ("pg8000", "pg8000"))
+POSTGRES_EXTRA = "pip install 'kernelbench[postgres]'"
+MIGRATION_LOCK_KEY = 0x6B62_6D69   # PostgreSQL advisory lock id held while migrating ("kbmi")
 
 
 class StoreError(RuntimeError):
@@ -62,6 +74,23 @@ def default_url() -> str:
         return env
     from kernelbench.profiles import data_dir
     return f"sqlite:///{data_dir() / 'kernelbench.sqlite'}"
+
+
+def resolve_url(url: str) -> URL:
+    """Parse a database URL; a PostgreSQL URL without a driver gets the first installed one."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as e:
+        raise StoreError(f"not a database URL: {url!r} ({e}); use e.g. sqlite:///path/kb.sqlite or "
+                         f"postgresql://user@host/db") from None
+    if parsed.drivername in ("postgres", "postgresql"):
+        import importlib.util
+        for driver, module in POSTGRES_DRIVERS:
+            if importlib.util.find_spec(module) is not None:
+                return parsed.set(drivername=f"postgresql+{driver}")
+        raise StoreError(f"{parsed.render_as_string(hide_password=True)}: a PostgreSQL store needs a driver "
+                         f"(psycopg, psycopg2 or pg8000): {POSTGRES_EXTRA}")
+    return parsed
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -92,11 +121,9 @@ class Store:
 
     def __init__(self, url: str | None = None, *, migrate: bool = True, echo: bool = False):
         self.url = url or default_url()
-        try:
-            parsed = make_url(self.url)
-        except ArgumentError as e:
-            raise StoreError(f"not a database URL: {self.url!r} ({e}); use e.g. sqlite:///path/kb.sqlite") from None
+        parsed = resolve_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.is_postgresql = parsed.get_backend_name() == "postgresql"
         self.where = _describe(parsed)
         if self.is_sqlite and parsed.database not in (None, "", ":memory:"):
             path = Path(parsed.database)
@@ -104,8 +131,12 @@ class Store:
                 raise StoreError(f"database path {path} is a directory, not a file")
             path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.engine = create_engine(self.url, echo=echo, future=True)
-        except Exception as e:  # unknown dialect, missing driver
+            self.engine = create_engine(parsed, echo=echo, future=True, pool_pre_ping=not self.is_sqlite)
+        except ModuleNotFoundError as e:  # a driver named in the URL that is not installed
+            extra = f"; {POSTGRES_EXTRA}" if parsed.get_backend_name() == "postgresql" else ""
+            raise StoreError(f"cannot open database {self.where}: driver module {e.name!r} is not installed{extra}") \
+                from None
+        except Exception as e:  # unknown dialect
             raise StoreError(f"cannot open database {self.where}: {e}") from None
         if self.is_sqlite:
             _sqlite_setup(self.engine)
@@ -116,7 +147,9 @@ class Store:
 
     # opening ------------------------------------------------------------------------------
     def _wrap(self, e: Exception) -> StoreError:
-        msg = str(getattr(e, "orig", e))
+        msg = str(getattr(e, "orig", e)).strip()
+        if not self.is_sqlite:
+            return StoreError(f"database {self.where}: {msg}")
         if isinstance(e, DatabaseError) and not isinstance(e, (OperationalError, IntegrityError)) or \
                 "not a database" in msg or "malformed" in msg:
             return CorruptDatabase(f"the database {self.where} is corrupt or not a SQLite file ({msg}); move it "
@@ -125,6 +158,11 @@ class Store:
 
     def _check(self) -> None:
         if not self.is_sqlite:
+            try:
+                with self.engine.connect():
+                    pass
+            except Exception as e:  # noqa: BLE001 - refused, unknown host, bad password, no such database
+                raise StoreError(f"cannot connect to {self.where}: {str(getattr(e, 'orig', e)).strip()}") from None
             return
         try:
             with self.engine.connect() as conn:
@@ -139,6 +177,8 @@ class Store:
         """Bring the database to the latest schema version; returns the versions applied."""
         try:
             with self.engine.begin() as conn:
+                if self.is_postgresql:   # one migrator at a time; released at commit
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
                 return migrations.upgrade(conn, migration_list)
         except StoreError:
             raise

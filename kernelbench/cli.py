@@ -16,6 +16,7 @@ COMMANDS = {
     "roofline": "roofline",
     "inspect": "inspect_cmd",
     "history": "history",
+    "export": "export",
     "gate": "gate",
     "scaling": "scaling",
     "generate": "generate",

@@ -58,9 +58,8 @@ def table(op: str, commits: list[str], series: list[Series]):
 
 
 def plot(op: str, commits: list[str], series: list[Series], path: str) -> str:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from kernelbench.extras import pyplot
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 5))
     idx = {c: i for i, c in enumerate(commits)}
     for sr in series:

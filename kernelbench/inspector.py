@@ -143,6 +143,8 @@ def _permissive_check_device(*tensors):
 def capture() -> Iterator[list[Launch]]:
     """Record Triton launches instead of running them (compiled and interpreted launchers both)."""
     from triton.runtime.jit import JITFunction
+
+    from kernelbench.upstream import require_launcher_run
     launches: list[Launch] = []
 
     def record(self, *args, grid, warmup, **kwargs):
@@ -153,12 +155,15 @@ def capture() -> Iterator[list[Launch]]:
         launches.append(Launch(self, name, grid, args, dict(kwargs)))
         return None
 
+    require_launcher_run(JITFunction)
     patches = [(JITFunction, "run", JITFunction.run)]
     try:
         from triton.runtime.interpreter import InterpretedFunction
-        patches.append((InterpretedFunction, "run", InterpretedFunction.run))
     except ImportError:
         pass
+    else:
+        require_launcher_run(InterpretedFunction)
+        patches.append((InterpretedFunction, "run", InterpretedFunction.run))
     # Kernel wrappers refuse CPU tensors outside the interpreter; during capture nothing runs.
     common = sys.modules.get("kernelbench.kernels.common")
     if common is not None:

@@ -101,9 +101,8 @@ def table(points: list[Point], ceil: Ceilings, title: str = ""):
 
 def plot(points: list[Point], ceil: Ceilings, path: str, title: str = "") -> str:
     """Log-log roofline (bandwidth slope, bf16 and fp8 roofs) with every measured kernel as a point."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from kernelbench.extras import pyplot
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 7))
     xs = [p.intensity for p in points if p.intensity > 0] or [1.0]
     lo, hi = min(xs + [0.1]) / 2, max(xs + [1e4]) * 2

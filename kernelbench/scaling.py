@@ -160,9 +160,8 @@ def sweep(spec, impl, axis: str, base: dict, key: str, values: list, measure: Me
 
 
 def plot(sweeps: list[Sweep], path: str) -> str:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from kernelbench.extras import pyplot
+    plt = pyplot()
     fig, axes = plt.subplots(1, max(1, len(sweeps)), figsize=(5 * max(1, len(sweeps)), 4), squeeze=False)
     for ax, sw in zip(axes[0], sweeps):
         xs = [p.x for p in sw.points]

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from kernelbench.upstream import hypothesis_shrink_cap, set_hypothesis_database_key
 from kernelbench.verify_check import LAYOUTS, Example, ExampleError, ExampleResult, check_example
 
 INTERPRETER_NOTE = ("CPU mode: Triton kernels ran in the Triton interpreter, where bf16 tl.dot operands are "
@@ -141,20 +142,6 @@ def hypothesis_settings(opts: Options):
                     suppress_health_check=list(base.suppress_health_check) + [HealthCheck.differing_executors])
 
 
-@contextlib.contextmanager
-def _shrink_cap(seconds: float):
-    """Hypothesis reads its shrinking time limit from a module constant; cap it for this run."""
-    from hypothesis.internal.conjecture import engine
-    old = getattr(engine, "MAX_SHRINKING_SECONDS", None)
-    if old is not None:
-        engine.MAX_SHRINKING_SECONDS = seconds
-    try:
-        yield
-    finally:
-        if old is not None:
-            engine.MAX_SHRINKING_SECONDS = old
-
-
 def _run_hypothesis(spec, impl, opts: Options, on_result: Callable[[ExampleResult], None]) -> list[str]:
     from hypothesis import given, reporting, strategies as st
     state: dict = {"failed": None, "skipped": 0}
@@ -174,18 +161,19 @@ def _run_hypothesis(spec, impl, opts: Options, on_result: Callable[[ExampleResul
             on_result(r)
 
     # One example-database entry per (op, impl): the default key hashes this function's source.
-    prop._hypothesis_internal_database_key = f"kernelbench.verify:{spec.name}:{impl.name}".encode()
+    set_hypothesis_database_key(prop, f"kernelbench.verify:{spec.name}:{impl.name}".encode())
     prop = hypothesis_settings(opts)(prop)
     messages: list[str] = []
-    try:
-        with reporting.with_reporter(messages.append), _shrink_cap(opts.shrink_seconds):
-            prop()
-    except ExampleError:
-        on_result(state["failed"])
-    except Exception as e:  # hypothesis' own errors (flaky failure, unsatisfiable strategy)
-        r = state["failed"] or ExampleResult(Example(spec.name, impl.name, {}, "normal", 0), passed=False)
-        r.failure = (r.failure + "\n" if r.failure else "") + f"hypothesis stopped: {type(e).__name__}: {e}"
-        on_result(r)
+    with hypothesis_shrink_cap(opts.shrink_seconds):    # outside the try: a moved internal is an error
+        try:
+            with reporting.with_reporter(messages.append):
+                prop()
+        except ExampleError:
+            on_result(state["failed"])
+        except Exception as e:  # hypothesis' own errors (flaky failure, unsatisfiable strategy)
+            r = state["failed"] or ExampleResult(Example(spec.name, impl.name, {}, "normal", 0), passed=False)
+            r.failure = (r.failure + "\n" if r.failure else "") + f"hypothesis stopped: {type(e).__name__}: {e}"
+            on_result(r)
     messages = [f"shrinking stopped at the {opts.shrink_seconds:g} s cap (Options.shrink_seconds): the failing example "
                 f"shown may not be minimal" if "working to shrink" in m else m for m in messages]
     if state["skipped"]:

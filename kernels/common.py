@@ -1,8 +1,13 @@
 """What every kernel module shares: interpreter detection and the bf16-dot workaround.
 
-Interpreter defects (triton 3.6, numpy 2.4), each watched by tests/test_interpreter_defect.py:
+Interpreter defects (triton 3.6 to 3.9, numpy 2.4), each watched by tests/test_interpreter_defect.py:
 - fp32 -> bf16 casts truncate instead of rounding to nearest even (and ignore fp_downcast_rounding):
   kernels cast through `to_bf16(x, INTERPRET)`, which rounds on the bits under the interpreter only;
+- comparisons (`a < b`, `a == b`) give a handle typed like their operands (say int64) instead of
+  int1; splatting such a scalar to a block then makes an int64 array, and since Triton 3.9 the
+  interpreter's load/store refuse it as a mask ("mask has unsupported dtype") in `block & scalar`
+  masks: `fix_interpreter_compares` makes every comparison result int1 (bool data), as compiled
+  code has it, applied on import under the interpreter;
 - `range()` over a runtime kernel argument fails (`int()` of a 1-element array, refused by numpy
   >= 2.4): `fix_interpreter_loops` patches that one conversion, applied on import under the interpreter;
 - and the one below.
@@ -66,12 +71,15 @@ def sincos(ang):
 def fix_interpreter_loops() -> None:
     """Triton 3.6's interpreter converts a loop bound with `int(array)`, which numpy >= 2.4 refuses for
     the 1-element arrays that hold scalar kernel arguments, so `range(0, n)` over a runtime `n` fails
-    on the CPU. Patch that one conversion (interpreter only; compiled kernels are untouched)."""
+    on the CPU. Patch that one conversion (interpreter only; compiled kernels are untouched). The
+    replacement is right on every version (3.9 already squeezes); the private hook it wraps is
+    checked first (kernelbench.upstream), so a Triton that moved it fails with a clear error."""
     import numpy as np
-    import triton.runtime.interpreter as interp
+
+    from kernelbench.upstream import interpreter_tensor_patcher
+    interp, orig = interpreter_tensor_patcher()
     if getattr(interp, "_kb_index_fix", False):
         return
-    orig = interp._patch_lang_tensor
 
     def patched(tensor, scope):
         orig(tensor, scope)
@@ -81,8 +89,29 @@ def fix_interpreter_loops() -> None:
     interp._kb_index_fix = True
 
 
+def fix_interpreter_compares() -> None:
+    """Comparison results in the interpreter become int1 handles with bool data (see the module
+    docstring); the private builder methods are checked first (kernelbench.upstream)."""
+    import numpy as np
+
+    from kernelbench.upstream import interpreter_compare_ops
+    interp, builder, names = interpreter_compare_ops()
+    if getattr(builder, "_kb_compare_fix", False):
+        return
+    def as_int1(orig):
+        def compare(self, lhs, rhs):
+            out = orig(self, lhs, rhs)
+            return interp.TensorHandle(np.asarray(out.data, dtype=np.bool_), tl.int1)
+        return compare
+
+    for name in names:
+        setattr(builder, name, as_int1(getattr(builder, name)))
+    builder._kb_compare_fix = True
+
+
 if INTERPRET:
     fix_interpreter_loops()
+    fix_interpreter_compares()
 
 
 def check_device(*tensors: torch.Tensor) -> torch.device:

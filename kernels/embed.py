@@ -31,7 +31,10 @@ def _embedding_kernel(ids_ptr, w_ptr, x_ptr,   # ids (T,) int64; w (Vl, D) bf16 
     local = tl.load(ids_ptr + t).to(tl.int64) - vocab_start
     inside = (local >= 0) & (local < VL)
     row = tl.where(inside, local, 0)
-    v = tl.load(w_ptr + row * D + d, mask=(d < D) & inside, other=0.0)
+    # Off the shard no column is in bounds. One comparison, not `(d < D) & inside`: Triton 3.9's
+    # interpreter broadcasts a scalar bool to an int array there and refuses it as a mask.
+    d_end = tl.where(inside, D, 0)
+    v = tl.load(w_ptr + row * D + d, mask=d < d_end, other=0.0)
     tl.store(x_ptr + t.to(tl.int64) * D + d, v, mask=d < D)
 
 

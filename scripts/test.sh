@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The README's test command: install (CPU torch from this machine's disk, never a CUDA build) and run
-# the tests, Triton kernels in the interpreter.
+# The README's test command: install (CPU torch from this machine's disk, never a CUDA build; Triton
+# $KB_TRITON, default 3.6.0, the lower end of the supported range) and run the tests, Triton kernels
+# in the interpreter. Arguments go to pytest (files, -k, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q "setuptools>=64" torch==2.13.0 triton==3.6.0
+python3 -m pip install -q "setuptools>=64" torch==2.13.0 "triton==${KB_TRITON:-3.6.0}"
 python3 -m pip install -q --no-build-isolation -e '.[test]'
 export TRITON_INTERPRET=1
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -23,3 +23,20 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL server for this test session (tests/_postgres.py), or a skip saying why."""
+    from _postgres import Server
+    server = Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A fresh empty database on each backend: a SQLite file, and a database on the test PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    return request.getfixturevalue("postgres_server").create_database()

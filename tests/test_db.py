@@ -1,4 +1,6 @@
-"""The results database: migrations, schema drift, clear errors, unique keys, concurrent writers."""
+"""The results database: migrations, schema drift, clear errors, unique keys, concurrent writers.
+Every test taking `url` runs on both backends: a SQLite file and a fresh database on a live
+PostgreSQL server (tests/_postgres.py)."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -14,9 +16,11 @@ from kernelbench.db.store import (CorruptDatabase, NotAKernelbenchDatabase, Sche
 from kernelbench.fingerprint import fingerprint, fingerprint_hash
 
 
-@pytest.fixture
-def url(tmp_path):
-    return f"sqlite:///{tmp_path / 'kb.sqlite'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    return request.getfixturevalue("postgres_server").create_database()
 
 
 def _fp(**over):
@@ -244,9 +248,45 @@ def test_a_version_1_database_upgrades_with_its_data(url):
                        "'', 1, 0)")
     raw_execute(store, "INSERT INTO verify_result (run_id, implementation_id, params, value_mode, seed, source, passed, "
                        f"stats, failure, repro, elapsed_s, created) VALUES (1, {impl}, '{{\"M\":1}}', 'normal', 7, "
-                       "'hypothesis', 1, '{}', '', '', 0.5, '2026-11-29')")
+                       "'hypothesis', TRUE, '{}', '', '', 0.5, '2026-11-29')")
     store.dispose()
     store = Store(url)   # opening migrates
     assert store.version() == migrations.latest_version()
     (row,) = store.verify_results(1)
     assert (row["params"], row["seed"], row["layout"], row["passed"]) == ({"M": 1}, 7, "contiguous", True)
+
+
+# ---- PostgreSQL specifics ------------------------------------------------------------------------
+def test_postgresql_url_picks_an_installed_driver_or_says_which_to_install(monkeypatch):
+    from kernelbench.db import store as store_mod
+    installed = {"pg8000"}
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object() if name in installed else None)
+    assert store_mod.resolve_url("postgresql://u@h/db").drivername == "postgresql+pg8000"
+    installed.add("psycopg")    # psycopg 3 is preferred
+    assert store_mod.resolve_url("postgres://u@h/db").drivername == "postgresql+psycopg"
+    assert store_mod.resolve_url("postgresql+psycopg2://u@h/db").drivername == "postgresql+psycopg2"
+    assert store_mod.resolve_url("sqlite:///x.sqlite").drivername == "sqlite"
+    installed.clear()
+    with pytest.raises(StoreError, match=r"needs a driver .*pip install 'kernelbench\[postgres\]'"):
+        Store("postgresql://u:secret@h/db")
+
+
+def test_unreachable_postgresql_is_a_clear_error(postgres_server):
+    bad = postgres_server.url("no_such_database")
+    with pytest.raises(StoreError, match="cannot connect to .*no_such_database.*does not exist"):
+        Store(bad)
+
+
+def test_every_command_takes_a_postgresql_url(postgres_server):
+    """The CLI opens --db through Store: verify writes there, and a second command reads it back."""
+    from click.testing import CliRunner
+
+    from kernelbench.commands.verify import command as verify
+    url = postgres_server.create_database()
+    res = CliRunner().invoke(verify, ["rms_norm", "--impl", "reference", "--device", "cpu", "--examples", "2",
+                                      "--profile", "ci", "--db", url])
+    assert res.exit_code == 0, res.output
+    store = Store(url)
+    with store.session() as s:
+        run = s.scalars(select(schema.VerifyRun)).one()
+        assert (run.status, run.n_results, run.n_failed) == ("passed", 2, 0)

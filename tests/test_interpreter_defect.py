@@ -82,3 +82,22 @@ def test_gpu_bf16_cast_rounds_to_nearest():
     rne, plain, fixed = _casts("cuda", fix=False)
     assert torch.equal(plain.view(torch.int16), rne.view(torch.int16))
     assert torch.equal(fixed.view(torch.int16), rne.view(torch.int16))
+
+
+@triton.jit
+def _scalar_mask_kernel(ids_ptr, out_ptr, VL, B: tl.constexpr):
+    d = tl.arange(0, B)
+    local = tl.load(ids_ptr).to(tl.int64)
+    first = tl.program_id(0) == 0
+    tl.store(out_ptr + d, d + 1, mask=(d < 8) & (local < VL) & first)
+
+
+def test_block_and_scalar_comparison_mask():
+    """`block & scalar-comparison` masks: Triton 3.9's interpreter refuses them unless comparison
+    results are int1 (kernels.common.fix_interpreter_compares); compiled code always accepts them."""
+    device = "cpu" if INTERPRET else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs TRITON_INTERPRET=1 or a CUDA GPU")
+    out = torch.zeros(16, dtype=torch.int32, device=device)
+    _scalar_mask_kernel[(2,)](torch.tensor([1], device=device), out, 5, B=16)
+    assert out.tolist() == list(range(1, 9)) + [0] * 8

@@ -106,3 +106,12 @@ def test_a_corrupt_database_is_a_clear_error(tmp_path):
     for args in (["history", "fp8_linear"], ["roofline", "--device", "h200"], ["gate", "--current", "db:latest"]):
         r = CliRunner().invoke(main, args + ["--db", f"sqlite:///{bad}"])
         assert r.exit_code != 0 and "corrupt" in r.output, (args, r.output)
+
+
+def test_plot_without_matplotlib_says_which_extra(monkeypatch, tmp_path):
+    import sys
+
+    from kernelbench.extras import MissingExtra
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(MissingExtra, match=r"pip install 'kernelbench\[plot\]'"):
+        history.plot("fp8_linear", [], [], str(tmp_path / "h.png"))
