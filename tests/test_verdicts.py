@@ -178,3 +178,71 @@ def test_poison_from_stride_gaps_is_told_apart_from_unwritten_output(rms_impl):
     for layout in ("strided", "contiguous"):
         r = check_example(spec, im, Example("rms_norm", im.name, params, "normal", 0, layout))
         assert not r.passed and "never written" in r.failure and "stride" not in r.failure, r.failure
+
+
+# ---- item 6: a gate that compared nothing fails ---------------------------------------------------------
+def _gate(args):
+    from click.testing import CliRunner
+    from kernelbench.commands.gate import command
+    return CliRunner().invoke(command, args)
+
+
+def _bench_file(path, device, rows=1):
+    import json
+    path.write_text(json.dumps({"device": device, "results": [
+        {"device": device, "op": "fp8_linear", "impl": "triton", "label": f"M={m}", "params": {"M": m},
+         "config": {}, "median_us": 10.0, "q1_us": 9.9, "q3_us": 10.1, "verified": True} for m in range(rows)]}))
+    return str(path)
+
+
+def test_gate_fails_on_an_empty_inspection_even_without_findings(tmp_path):
+    import json
+    empty = tmp_path / "e.json"
+    empty.write_text(json.dumps({"reports": []}))
+    for extra in ([], ["--strict"], ["--inspect-baseline", "ci/baseline/inspect_sm120.json"]):
+        r = _gate(["--inspect", str(empty), *extra])
+        assert r.exit_code == 1 and "nothing was checked" in r.output, r.output
+
+
+def test_gate_fails_when_no_bench_result_matches_the_baseline(tmp_path):
+    base = _bench_file(tmp_path / "base.json", "NVIDIA H200", rows=2)
+    other = _bench_file(tmp_path / "other.json", "NVIDIA RTX PRO 6000", rows=2)
+    empty = _bench_file(tmp_path / "empty.json", "NVIDIA H200", rows=0)
+    r = _gate(["--baseline", base, "--current", other])
+    assert r.exit_code == 1 and "nothing was compared" in r.output and "NVIDIA H200" in r.output, r.output
+    r = _gate(["--baseline", base, "--current", empty])
+    assert r.exit_code == 1 and "nothing was checked" in r.output
+    r = _gate(["--baseline", base, "--current", base])
+    assert r.exit_code == 0 and "PASSED" in r.output
+
+
+def test_gate_missing_baseline_says_how_to_write_the_first(tmp_path):
+    cur = _bench_file(tmp_path / "cur.json", "NVIDIA H200")
+    r = _gate(["--baseline", str(tmp_path / "baseline" / "bench.json"), "--current", cur])
+    assert r.exit_code == 1 and "ci/gate.sh baseline" in r.output
+
+
+def _fake_python(tmp_path):
+    """A `python3` on PATH that records its arguments: runs ci/gate.sh without kernelbench."""
+    import os
+    import stat
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'calls.log'}\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KB_OUT": str(tmp_path / "out")}
+
+
+def test_ci_gate_script_is_strict_and_refuses_a_missing_baseline(tmp_path):
+    import subprocess
+    env = _fake_python(tmp_path)
+    r = subprocess.run(["bash", "ci/gate.sh", "bench"], env={**env, "KB_BASELINE": str(tmp_path / "none.json")},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "ci/gate.sh baseline" in r.stderr
+    assert not (tmp_path / "calls.log").exists(), "nothing may run without a baseline"
+    base = _bench_file(tmp_path / "base.json", "NVIDIA H200")
+    r = subprocess.run(["bash", "ci/gate.sh", "bench"], env={**env, "KB_BASELINE": base},
+                       capture_output=True, text=True, timeout=60)
+    gate_call = [c for c in (tmp_path / "calls.log").read_text().splitlines() if " gate " in f" {c} "]
+    assert r.returncode == 0 and gate_call and "--strict" in gate_call[0], (r.stderr, gate_call)
