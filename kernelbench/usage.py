@@ -77,3 +77,16 @@ def check_replay_params(op: str, params: dict) -> None:
     missing = sorted(set(dict(smallest_params(op))) - set(params))
     if missing:
         raise UsageProblem(f"--params for {op} lacks {', '.join(missing)} (it draws {', '.join(sorted(dict(smallest_params(op))))})")
+
+
+def shape_set_option(ctx, param, value):
+    """click callback for --shapes: a known shape set, else a usage error naming the known ones."""
+    if value is None:
+        return value
+    from kernelbench.config import get_shape_set
+    import click
+    try:
+        get_shape_set(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return value

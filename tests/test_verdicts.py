@@ -246,3 +246,84 @@ def test_ci_gate_script_is_strict_and_refuses_a_missing_baseline(tmp_path):
                        capture_output=True, text=True, timeout=60)
     gate_call = [c for c in (tmp_path / "calls.log").read_text().splitlines() if " gate " in f" {c} "]
     assert r.returncode == 0 and gate_call and "--strict" in gate_call[0], (r.stderr, gate_call)
+
+
+# ---- items 8-11: one-line errors for bad checkpoints, configs and options --------------------------------
+def _cli(args):
+    from click.testing import CliRunner
+    from kernelbench.cli import main
+    return CliRunner().invoke(main, args)
+
+
+def _one_line_error(res, text):
+    assert res.exit_code != 0, res.output
+    assert "Traceback" not in res.output and text in res.output, res.output
+    assert len([line for line in res.output.splitlines() if line.strip()]) <= 3, res.output
+
+
+def _config_dir(tmp_path, **changes):
+    import json
+    from kernelbench.config import get_config
+    hf = get_config("tiny").to_hf()
+    for k, v in changes.items():
+        if k == "scale_fmt":
+            hf["quantization_config"]["scale_fmt"] = v
+        else:
+            hf[k] = v
+    d = tmp_path / "ck"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(hf))
+    return d
+
+
+def test_checkpoint_error_is_one_line(tmp_path):
+    d = _config_dir(tmp_path)           # config.json but no index: a CheckpointError inside the model load
+    _one_line_error(_cli(["generate", "--checkpoint", str(d), "--steps", "1", "--batch", "1"]),
+                    "model.safetensors.index.json")
+    (d / "model.safetensors.index.json").write_text("{not json")
+    _one_line_error(_cli(["generate", "--checkpoint", str(d), "--steps", "1", "--batch", "1"]),
+                    "is not a valid safetensors index")
+
+
+@pytest.mark.parametrize("field,value,text", [
+    ("hidden_size", "big", "hidden_size must be an integer >= 1, got 'big'"),
+    ("num_hidden_layers", -1, "num_hidden_layers must be an integer >= 1"),
+    ("num_experts_per_tok", 0, "num_experts_per_tok must be an integer >= 1"),
+    ("scale_fmt", "ue4m3", "quantization_config.scale_fmt must be 'ue8m0'"),
+])
+def test_bad_model_config_names_the_field(field, value, text, tmp_path):
+    from kernelbench import checkpoint
+    d = _config_dir(tmp_path, **{field: value})
+    with pytest.raises(checkpoint.CheckpointError, match=text.replace("(", r"\(")):
+        checkpoint.load(d)
+    _one_line_error(_cli(["generate", "--checkpoint", str(d), "--steps", "1", "--batch", "1"]), text)
+
+
+@pytest.mark.parametrize("args,text", [
+    (["list", "--shapes", "nonsense"], "unknown shape set 'nonsense'"),
+    (["inspect", "--shapes", "nonsense"], "unknown shape set 'nonsense'"),
+    (["roofline", "--shapes", "nonsense"], "unknown shape set 'nonsense'"),
+    (["inspect", "no_such_op"], "unknown op 'no_such_op'"),
+    (["inspect", "rms_norm", "--batch", "0"], "--batch"),
+    (["inspect", "rms_norm", "--batch", "-1"], "--batch"),
+    (["inspect", "rms_norm", "--impl", "nosuch"], "no Triton implementation named nosuch"),
+    (["make-checkpoint", "/tmp/never-written", "--shards", "0"], "--shards"),
+    (["generate", "--temperature", "-1"], "--temperature -1"),
+])
+def test_bad_options_are_one_line_usage_errors(args, text):
+    _one_line_error(_cli(args), text)
+
+
+def test_history_unknown_op(tmp_path):
+    _one_line_error(_cli(["history", "rms_nrom", "--db", f"sqlite:///{tmp_path / 'kb.sqlite'}"]),
+                    "unknown op 'rms_nrom'")
+
+
+def test_generate_refuses_tp_device_and_too_long_prompts(tmp_path, monkeypatch):
+    d = _config_dir(tmp_path)
+    _one_line_error(_cli(["generate", "--checkpoint", str(d), "--tp", "3"]), "not divisible by TP=3")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _one_line_error(_cli(["generate", "--checkpoint", str(d), "--device", "cuda"]), "no CUDA GPU is visible")
+    d = _config_dir(tmp_path, max_position_embeddings=16)
+    _one_line_error(_cli(["generate", "--checkpoint", str(d), "--prompt-len", "24"]),
+                    "exceeds the checkpoint's max_position_embeddings (16)")
