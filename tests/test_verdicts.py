@@ -327,3 +327,29 @@ def test_generate_refuses_tp_device_and_too_long_prompts(tmp_path, monkeypatch):
     d = _config_dir(tmp_path, max_position_embeddings=16)
     _one_line_error(_cli(["generate", "--checkpoint", str(d), "--prompt-len", "24"]),
                     "exceeds the checkpoint's max_position_embeddings (16)")
+
+
+# ---- item 7: a killed run is 'abandoned', not 'running' forever -----------------------------------------
+def test_runs_of_dead_processes_become_abandoned_on_open(tmp_path):
+    import datetime as dt
+    import os
+    import subprocess
+    from kernelbench.db import schema
+    from kernelbench.db.store import Store
+    url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    store = Store(url)
+    env = store.environment_id({"device_type": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = store.start_verify_run(env, pid=dead.pid)                 # its process is gone
+    alive = store.start_verify_run(env)                                # this process: still running
+    reused = store.start_verify_run(env, pid=os.getpid())              # pid now belongs to a newer process
+    other_host = store.start_verify_run(env, pid=dead.pid, host="elsewhere")
+    with store.session() as s:
+        s.get(schema.VerifyRun, reused).started = dt.datetime(2020, 1, 1)
+    store.dispose()
+    store = Store(url)
+    with store.session() as s:
+        status = {i: s.get(schema.VerifyRun, i).status for i in (killed, alive, reused, other_host)}
+    store.dispose()
+    assert status == {killed: "abandoned", alive: "running", reused: "abandoned", other_host: "running"}
