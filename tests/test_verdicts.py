@@ -353,3 +353,48 @@ def test_runs_of_dead_processes_become_abandoned_on_open(tmp_path):
         status = {i: s.get(schema.VerifyRun, i).status for i in (killed, alive, reused, other_host)}
     store.dispose()
     assert status == {killed: "abandoned", alive: "running", reused: "abandoned", other_host: "running"}
+
+
+# ---- items 12, 13: the main job's summary and its temporary checkpoint; tests' user data ------------------
+def test_main_job_summarises_and_removes_its_temporary_checkpoint(tmp_path):
+    import os
+    import subprocess
+    env = _fake_python(tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**env, "TMPDIR": str(tmp), "KB_OUT": str(tmp_path / "out")}
+    env.pop("KB_CKPT", None)
+    r = subprocess.run(["bash", "scripts/main_job.sh"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "main job done" in r.stdout and "generate, Triton decoder" in r.stdout and "removed at exit" in r.stdout
+    assert len(r.stdout.splitlines()) < 15, "a summary, not a table"
+    assert os.listdir(tmp) == [], "the temporary checkpoint directory was left behind"
+    calls = (tmp_path / "calls.log").read_text()
+    assert "kernelbench make-checkpoint" in calls and "kernelbench list --shapes flash-tp8" in calls
+
+
+def test_tests_do_not_write_into_the_user_data_directory(tmp_path_factory):
+    from pathlib import Path
+    from kernelbench.db.store import default_url
+    from kernelbench.profiles import data_dir
+    base = Path(tmp_path_factory.getbasetemp()).resolve()
+    assert base in data_dir().resolve().parents
+    assert str(base) in default_url()
+
+
+def test_generate_removes_the_checkpoint_it_built_in_a_temp_dir(tmp_path, monkeypatch):
+    import tempfile
+    from kernelbench.commands import generate as gen_cmd
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen = {}
+
+    def fake_generate(opts, tp=1):
+        from pathlib import Path
+        seen["ckpt"] = Path(opts.checkpoint)
+        assert (seen["ckpt"] / "config.json").exists()
+        return gen_cmd.GenerateResult(prompts=[[1]], tokens=[[2]], prefill_s=0.0, decode_s=[0.1], config="tiny")
+    monkeypatch.setattr(gen_cmd, "generate", fake_generate)
+    res = _cli(["generate", "--batch", "1", "--steps", "1"])
+    assert res.exit_code == 0, res.output
+    assert "temporary, removed" in res.output and not seen["ckpt"].exists()
+    assert list(tmp_path.iterdir()) == []

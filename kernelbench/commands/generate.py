@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -224,12 +225,18 @@ def command(ckpt, config, impl, tp, batch, prompt_len, steps, temperature, seed,
     if device != "cpu" and not device.startswith("cuda"):
         raise click.UsageError(f"--device {device!r}: use cpu or cuda")
     path = prepare_checkpoint(ckpt, config, seed)
-    opts = GenerateOptions(str(path), impl, batch, prompt_len, steps, temperature, seed, device, mtp, progress=True)
-    check_fits(opts, tp)
-    res = generate(opts, tp)
+    temporary = ckpt is None          # built in a temp dir for this run: removed at the end
+    try:
+        opts = GenerateOptions(str(path), impl, batch, prompt_len, steps, temperature, seed, device, mtp,
+                               progress=True)
+        check_fits(opts, tp)
+        res = generate(opts, tp)
+    finally:
+        if temporary:    # each rank built its own
+            shutil.rmtree(path.parent, ignore_errors=True)
     if int(os.environ.get("RANK", "0")) == 0:
         console = Console()
-        console.print(f"checkpoint {path}")
+        console.print(f"checkpoint {path}" + (" (temporary, removed; --checkpoint DIR keeps one)" if temporary else ""))
         report(res, opts, console)
     if not res.finite:
         raise SystemExit(1)
