@@ -248,17 +248,21 @@ def _null():
 
 def _progress(console):
     """A rich progress bar over (op, impl) pairs, with the running example count."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    if not console.is_terminal:   # a log (CI, the GPU machine): one line per pair as it starts
-        last = {"pair": None}
+    import time
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+    if not console.is_terminal:   # a log (CI, the GPU machine): one line per pair as it starts, with the pace
+        last = {"pair": None, "t0": time.monotonic()}
 
         def log(i, total, label, result):
             if label != last["pair"]:
                 last["pair"] = label
-                console.print(f"verify [{i + 1}/{total}] {label}", highlight=False)
+                spent = time.monotonic() - last["t0"]
+                eta = f", about {spent / i * (total - i) / 60:.0f} min left at this pace" if i else ""
+                console.print(f"verify [{i + 1}/{total}] {label} ({spent:.0f} s{eta})", highlight=False)
         return log, None
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ex]}"),
-                   TimeElapsedColumn(), console=console, transient=True)
+                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console, transient=True)
     state = {"task": None, "n": 0, "failed": 0, "pair": None}
 
     def update(i, total, label, result):
