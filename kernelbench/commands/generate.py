@@ -224,6 +224,9 @@ def command(ckpt, config, impl, tp, batch, prompt_len, steps, temperature, seed,
         raise click.UsageError(f"--device {device}: no CUDA GPU is visible; use --device cpu")
     if device != "cpu" and not device.startswith("cuda"):
         raise click.UsageError(f"--device {device!r}: use cpu or cuda")
+    if impl == "triton":   # a malformed pinned config or tuned-config file is the user's to fix, before any work
+        from kernelbench.usage import check_tuning
+        check_tuning()
     path = prepare_checkpoint(ckpt, config, seed)
     temporary = ckpt is None          # built in a temp dir for this run: removed at the end
     try:
