@@ -114,6 +114,8 @@ def _cosine(o: torch.Tensor, r: torch.Tensor, diff: torch.Tensor) -> float:
         return 1.0
     if _special(diff) is not None:
         return float("nan")
+    if not bool(diff.any()):
+        return 1.0          # identical: exactly 1, not 1 - rounding
     a, b = _scaled(o, r)
     na, nb = float(a.norm()), float(b.norm())
     if na == 0 or nb == 0:
