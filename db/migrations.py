@@ -162,9 +162,15 @@ def _v2(conn: Connection) -> None:
     op_add_column(conn, "verify_result", Column("layout", String(16), nullable=False, server_default="contiguous"))
 
 
+def _v3(conn: Connection) -> None:
+    op_add_column(conn, "verify_run", Column("host", String(255), nullable=False, server_default=""))
+    op_add_column(conn, "verify_run", Column("pid", Integer, nullable=True))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema: environment, op, implementation, verify, calibration, bench, tune", _v1),
     Migration(2, "verify_result.layout: the input layout an example ran with", _v2),
+    Migration(3, "verify_run.host, verify_run.pid: the process, so a killed run can be marked abandoned", _v3),
 ]
 
 

@@ -111,7 +111,9 @@ class Implementation(Base):
 
 
 class VerifyRun(Base):
-    """One `kernelbench verify` invocation. status: running, passed, failed, error, interrupted."""
+    """One `kernelbench verify` invocation. status: running, passed, failed, not run, error, interrupted,
+    abandoned (its process is gone without finishing: killed; set when the database is next opened on its
+    host). host and pid identify the process."""
     __tablename__ = "verify_run"
     id: Mapped[int] = mapped_column(primary_key=True)
     environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"))
@@ -125,6 +127,8 @@ class VerifyRun(Base):
     git_commit: Mapped[str] = mapped_column(String(64), default="")
     n_results: Mapped[int] = mapped_column(Integer, default=0)
     n_failed: Mapped[int] = mapped_column(Integer, default=0)
+    host: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
     environment: Mapped[Environment] = relationship()
 
 

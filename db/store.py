@@ -32,7 +32,9 @@ unique-key collision, every other write is an insert.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import os
+import socket
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -144,6 +146,7 @@ class Store:
         self._check()
         if migrate:
             self.migrate()
+            self.mark_abandoned_runs()
 
     # opening ------------------------------------------------------------------------------
     def _wrap(self, e: Exception) -> StoreError:
@@ -252,7 +255,10 @@ class Store:
 
     # verify ------------------------------------------------------------------------------
     def start_verify_run(self, environment_id: int, **fields: Any) -> int:
-        """A verify_run row in status 'running'; fields: profile, device, shape_set, command, git_commit."""
+        """A verify_run row in status 'running'; fields: profile, device, shape_set, command, git_commit
+        (host and pid default to this process)."""
+        fields.setdefault("host", socket.gethostname())
+        fields.setdefault("pid", os.getpid())
         with self.session() as s:
             run = schema.VerifyRun(environment_id=environment_id, status="running", n_results=0, n_failed=0, **fields)
             s.add(run)
@@ -277,6 +283,23 @@ class Store:
             run.status = status
             run.finished = schema.utcnow()
 
+    def mark_abandoned_runs(self) -> list[int]:
+        """Runs of this host still 'running' whose process is gone (killed: no `finally` ran) become
+        'abandoned'. Runs of other hosts, or without a pid (older rows), cannot be told and stay."""
+        host = socket.gethostname()
+        try:
+            with self.session() as s:
+                runs = s.scalars(select(schema.VerifyRun).where(schema.VerifyRun.status == "running",
+                                                                schema.VerifyRun.host == host,
+                                                                schema.VerifyRun.pid.is_not(None))).all()
+                gone = [r for r in runs if not _process_alive(r.pid, r.started)]
+                for r in gone:
+                    r.status = "abandoned"
+                    r.finished = schema.utcnow()
+                return [r.id for r in gone]
+        except StoreError:   # a read-only database: leave the rows as they are
+            return []
+
     def verify_results(self, run_id: int) -> list[dict]:
         """A run's results as dicts (op, impl, params, value_mode, passed, stats, failure, repro, ...)."""
         with self.session() as s:
@@ -294,6 +317,28 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.where!r})"
+
+
+def _process_alive(pid: int, started) -> bool:
+    """Whether process `pid` exists and is not a newer process that reused the number (Linux: its
+    start time from /proc must not be after the run's start)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # exists, another user's
+        pass
+    except OSError:
+        return True
+    try:
+        import time
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        proc_start = time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+        run_start = started.replace(tzinfo=_dt.timezone.utc).timestamp() if started.tzinfo is None else started.timestamp()
+        return proc_start <= run_start + 2.0
+    except (OSError, ValueError, IndexError, AttributeError):
+        return True
 
 
 def raw_execute(store: Store, sql: str) -> list:

@@ -27,7 +27,29 @@ COMMANDS = {
 }
 
 
+def usage_message(e: BaseException) -> str | None:
+    """The one-line message of a usage error (a bad checkpoint, model config, tuning setting or
+    option value), or None for anything else (a real bug keeps its traceback)."""
+    import sys
+    kinds = []
+    for module, name in (("kernelbench.checkpoint", "CheckpointError"), ("kernelbench.config", "ConfigError"),
+                         ("kernelbench.tuning", "TuningError"), ("kernelbench.usage", "UsageProblem")):
+        mod = sys.modules.get(module)
+        if mod is not None and hasattr(mod, name):
+            kinds.append(getattr(mod, name))
+    return str(e) if kinds and isinstance(e, tuple(kinds)) else None
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as e:   # noqa: BLE001 - re-raised unless it is a usage error
+            msg = usage_message(e)
+            if msg is None:
+                raise
+            raise click.ClickException(msg) from None
+
     def list_commands(self, ctx):
         return sorted(COMMANDS)
 

@@ -146,7 +146,8 @@ class ModelConfig:
                     "index_head_dim", "index_topk"]
         missing = [k for k in required if k not in hf]
         if missing:
-            raise ValueError(f"config.json is missing keys: {', '.join(missing)}")
+            raise ConfigError(f"config.json is missing keys: {', '.join(missing)}")
+        _check_hf(hf)
         rs = hf.get("rope_scaling") or {}
         q = hf.get("quantization_config") or {}
         block = (q.get("weight_block_size") or [128, 128])[0]
@@ -184,6 +185,53 @@ class ModelConfig:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from None
         return cls.from_hf(hf, name=hf.get("model_name", path.parent.name))
+
+
+class ConfigError(ValueError):
+    """A config.json the model cannot run, naming the field."""
+
+
+# config.json fields the model reads: integers >= 1 (or >= 0 where zero means "none"), positive numbers
+_HF_INTS = {k: 1 for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "qk_rope_head_dim",
+                           "q_lora_rank", "o_groups", "o_lora_rank", "sliding_window", "vocab_size",
+                           "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "index_n_heads",
+                           "index_head_dim", "index_topk", "hc_mult", "hc_sinkhorn_iters",
+                           "max_position_embeddings", "n_shared_experts")}
+_HF_INTS.update(num_hash_layers=0, num_nextn_predict_layers=0)
+_HF_FLOATS = ("routed_scaling_factor", "swiglu_limit", "hc_eps", "rms_norm_eps", "rope_theta", "compress_rope_theta")
+_QUANT = {"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0"}   # what the kernels and loader implement
+
+
+def _check_hf(hf: dict) -> None:
+    """Types and ranges of the config.json fields the model reads (ConfigError names the field)."""
+    def bad(field, value, what):
+        raise ConfigError(f"config.json: {field} must be {what}, got {value!r}")
+    for k, lo in _HF_INTS.items():
+        v = hf.get(k, lo)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            bad(k, v, "an integer >= 1" if lo else "an integer >= 0")
+    for k in _HF_FLOATS:
+        v = hf.get(k, 1.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
+            bad(k, v, "a positive number")
+    ratios = hf["compress_ratios"]
+    if not isinstance(ratios, list) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ratios):
+        bad("compress_ratios", ratios, "a list of integers >= 0")
+    rs = hf.get("rope_scaling") or {}
+    if not isinstance(rs, dict):
+        bad("rope_scaling", rs, "an object")
+    q = hf.get("quantization_config") or {}
+    if not isinstance(q, dict):
+        bad("quantization_config", q, "an object")
+    for k, want in _QUANT.items():
+        if k in q and q[k] != want:
+            bad(f"quantization_config.{k}", q[k], f"{want!r} (the only format the model implements)")
+    block = q.get("weight_block_size", [128, 128])
+    if not (isinstance(block, list) and len(block) == 2 and block[0] == block[1] and isinstance(block[0], int)
+            and not isinstance(block[0], bool) and block[0] > 0):
+        bad("quantization_config.weight_block_size", block, "[B, B] with one positive integer B")
+    if hf["num_experts_per_tok"] > hf["n_routed_experts"]:
+        bad("num_experts_per_tok", hf["num_experts_per_tok"], f"<= n_routed_experts ({hf['n_routed_experts']})")
 
 
 def _flash_ratios() -> tuple[int, ...]:

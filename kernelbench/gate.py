@@ -10,6 +10,8 @@ Fatal findings:
   must use them (inspector.TENSOR_CORE_OPS) without any.
 - sm120: a kernel over sm_120's 101,376 bytes of shared memory, spilling, or not compiling.
 - missing (only with strict): a baseline result absent from the current run.
+- empty / nothing_compared: the current run has no results, or shares none with the baseline (another
+  GPU, other shapes): a gate that compared nothing fails and says so.
 Not fatal: improvements, and baseline results absent without strict (reported).
 
 Sources: a JSON file written by `kernelbench bench --json` / `kernelbench inspect --json`, or the
@@ -102,7 +104,7 @@ def load_bench(source: str, store=None) -> list[dict]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"no results file at {path}") from None
+        raise ValueError(f"no results file at {path}{_FIRST_BASELINE if 'baseline' in str(path) else ''}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not valid JSON ({e})") from None
     rows = data.get("results") if isinstance(data, dict) else data
@@ -110,6 +112,10 @@ def load_bench(source: str, store=None) -> list[dict]:
         raise ValueError(f"{path} is not a `kernelbench bench --json` file (a list of results with op, impl, "
                          "median_us)")
     return rows
+
+
+_FIRST_BASELINE = (" (a first bench baseline is written on the GPU runner by `ci/gate.sh baseline`, or "
+                   "`kernelbench bench ... --json ci/baseline/bench.json`; commit it)")
 
 
 def load_inspect(path: str) -> list[dict]:
@@ -184,6 +190,22 @@ def compare_inspect(current: list[dict], baseline: list[dict] | None = None) -> 
             out.append(Finding("smem_growth", r["op"], r["impl"], label, f"{name}: shared memory {was} -> {now} B",
                                False))
     return out
+
+
+def coverage(kind: str, current: list[dict], baseline: list[dict] | None, key) -> list[Finding]:
+    """A gate that compared nothing must not pass: an empty current run, or a baseline that shares no
+    result with it (another GPU, other shapes or ops), is a fatal finding that says so."""
+    if not current:
+        return [Finding("empty", "", "", "", f"the current {kind} has no results: nothing was checked", True)]
+    if baseline:
+        shared = {key(r) for r in baseline} & {key(r) for r in current}
+        if not shared:
+            devices = sorted({r.get("device", "") for r in baseline} - {r.get("device", "") for r in current})
+            hint = f" (the baseline is from {', '.join(devices)})" if devices and kind == "bench run" else ""
+            return [Finding("nothing_compared", "", "", "",
+                            f"none of the {len(current)} results of the current {kind} is in the baseline "
+                            f"({len(baseline)} results){hint}: nothing was compared", True)]
+    return []
 
 
 def markdown(findings: list[Finding], passed: bool) -> str:

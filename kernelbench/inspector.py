@@ -415,14 +415,23 @@ def configs_for(impl: registry.Impl, params: dict, all_configs: bool) -> list[di
 
 def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-tp8", target: str = "sm_120",
                   all_configs: bool = False, modules: tuple[str, ...] = (), batches: tuple[int, ...] | None = None,
-                  impl_names: tuple[str, ...] = (), tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS) -> list[dict]:
+                  impl_names: tuple[str, ...] = (), tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS,
+                  progress: bool = False) -> list[dict]:
     """Inspect every Triton implementation of `op_names` (all ops when None) at every case of the
     shape set: the default config, or every config of its space. Returns ImplReport dicts with a
-    `problems` list and a `label`."""
+    `problems` list and a `label`. An unknown op or implementation name raises InspectorError."""
     for m in modules:
         registry.load_module(m)
+    try:
+        pairs = triton_impls(op_names)
+    except LookupError as e:
+        raise InspectorError(str(e).strip("'\"")) from None
+    unknown = sorted(set(impl_names) - {impl.name for _, impl in pairs})
+    if unknown:
+        raise InspectorError(f"no Triton implementation named {', '.join(unknown)} among the selected ops "
+                             f"(they have: {', '.join(sorted({i.name for _, i in pairs})) or 'none'})")
     jobs = []
-    for spec, impl in triton_impls(op_names):
+    for spec, impl in pairs:
         if impl_names and impl.name not in impl_names:
             continue
         for params in spec.shape_cases(shape_set):
@@ -430,28 +439,38 @@ def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-
                 continue
             for cfg in configs_for(impl, params, all_configs):
                 jobs.append((spec.name, impl.name, params, cfg))
-    return inspect_jobs(jobs, target=target, modules=modules, tensor_core_ops=tensor_core_ops)
+    return inspect_jobs(jobs, target=target, modules=modules, tensor_core_ops=tensor_core_ops, progress=progress)
 
 
 def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[str, ...] = (),
-                 tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS) -> list[dict]:
+                 tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS, progress: bool = False,
+                 on_done=None) -> list[dict]:
     """Inspect (op, impl, params, config[, fn_ref]) jobs. Under the interpreter the work runs in a subprocess
-    with it off (the compiler needs real JITFunctions)."""
+    with it off (the compiler needs real JITFunctions). `progress`: a bar (or log lines) on stderr."""
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
-        return _inspect_subprocess(jobs, target, modules, tensor_core_ops)
+        return _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress)
+    from kernelbench.progress import steps
     for m in modules:
         registry.load_module(m)
     limit = SMEM_LIMIT[TARGETS[target]]
     cache: dict = {}
     out = []
-    for op, impl_name, params, cfg, *fn_ref in jobs:
-        spec, impl = registry.get_op(op), _find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
-        rep = inspect_impl(spec, impl, params, cfg, target, cache)
-        d = rep.as_dict()
-        d["problems"] = rep.problems(limit, op in tensor_core_ops)
-        d["label"] = spec.label(params)
-        out.append(d)
+    with steps(f"inspect ({target})", len(jobs), progress) as advance:
+        for op, impl_name, params, cfg, *fn_ref in jobs:
+            spec, impl = registry.get_op(op), _find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
+            rep = inspect_impl(spec, impl, params, cfg, target, cache)
+            d = rep.as_dict()
+            d["problems"] = rep.problems(limit, op in tensor_core_ops)
+            d["label"] = spec.label(params)
+            out.append(d)
+            label = f"{op}/{impl_name} {d['label']}"
+            advance(label)
+            if on_done:
+                on_done(label)
     return out
+
+
+_DONE = "kernelbench-inspect-done "
 
 
 def fn_ref(impl: registry.Impl) -> str:
@@ -483,18 +502,25 @@ def _user_module_files(jobs) -> list[str]:
     return files
 
 
-def _inspect_subprocess(jobs, target, modules, tensor_core_ops) -> list[dict]:
+def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool = False) -> list[dict]:
+    from kernelbench.progress import steps
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     modules = list(modules) + [f for f in _user_module_files(jobs) if f not in modules]
     with tempfile.TemporaryDirectory() as tmp:
-        req, out = os.path.join(tmp, "request.json"), os.path.join(tmp, "out.json")
+        req, out, err = (os.path.join(tmp, n) for n in ("request.json", "out.json", "stderr.txt"))
         with open(req, "w") as f:
             json.dump({"jobs": jobs, "target": target, "modules": list(modules),
                        "tensor_core_ops": list(tensor_core_ops)}, f)
         cmd = [sys.executable, "-m", "kernelbench.inspector", req, out]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-        if proc.returncode != 0:
-            raise InspectorError(f"inspector subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        with open(err, "w") as errf, steps(f"inspect ({target})", len(jobs), progress) as advance:
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errf, text=True)
+            for line in proc.stdout:          # one line per finished job: the progress
+                if line.startswith(_DONE):
+                    advance(line[len(_DONE):].strip())
+            rc = proc.wait(timeout=3600)
+        if rc != 0:
+            with open(err) as f:
+                raise InspectorError(f"inspector subprocess failed ({rc}):\n{f.read()[-4000:]}")
         with open(out) as f:
             return json.load(f)
 
@@ -505,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(req_path) as f:
         req = json.load(f)
     reports = inspect_jobs([tuple(j) for j in req["jobs"]], target=req["target"], modules=tuple(req["modules"]),
-                           tensor_core_ops=tuple(req["tensor_core_ops"]))
+                           tensor_core_ops=tuple(req["tensor_core_ops"]),
+                           on_done=lambda label: print(_DONE + label, flush=True))
     with open(out_path, "w") as f:
         json.dump(reports, f, default=str)
     return 0

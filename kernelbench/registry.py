@@ -35,7 +35,10 @@ VALUE_MODES = ("normal", "outliers", "tiny", "ties", "large")
 @dataclass(frozen=True)
 class Tolerance:
     """How an output is compared. exact: bitwise (after NaN-aware equality) for codes, scales, indices.
-    Otherwise |out - ref| <= atol + rtol * |ref| elementwise and ||out - ref||_F / ||ref||_F <= rel_fro.
+    Otherwise |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref| elementwise and
+    ||out - ref||_F / ||ref||_F <= rel_fro. `atol_rms` is an absolute floor in the output's own units
+    (rms over the reference's finite elements): accumulation error is relative to sum |x_k w_k|, not
+    to |y|, so an element that cancels needs a floor that scales with the inputs' magnitude.
     `max_mismatch_frac` lets a fraction of elements break the elementwise bound (quantization codes
     that flip at a rounding boundary); `why` records the error analysis the numbers come from."""
     exact: bool = False
@@ -44,6 +47,7 @@ class Tolerance:
     rel_fro: float = float("inf")
     max_mismatch_frac: float = 0.0
     why: str = ""
+    atol_rms: float = 0.0
 
 
 @dataclass(frozen=True)

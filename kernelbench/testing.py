@@ -34,36 +34,93 @@ class ErrorStats:
         return asdict(self)
 
 
-
-
 def error_stats(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> ErrorStats:
+    """Error statistics in float64 over the elements that are not matching specials (NaN where the
+    reference has NaN, the same infinity): a NaN or inf the reference does not have propagates into
+    max_abs / max_rel / rel_fro / cosine, so the numbers never look better than the verdict."""
     if out.shape != ref.shape:
         raise ValueError(f"shape mismatch: got {tuple(out.shape)}, reference {tuple(ref.shape)}")
-    o = out.detach().cpu().to(torch.float64)
-    r = ref.detach().cpu().to(torch.float64)
+    o = out.detach().cpu().to(torch.float64).flatten()
+    r = ref.detach().cpu().to(torch.float64).flatten()
     o_nan, r_nan = torch.isnan(o), torch.isnan(r)
     nan_mismatch = int((o_nan != r_nan).sum())
-    both = ~(o_nan | r_nan)
-    diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
-    # infinities: equal infinities are a match
-    inf_eq = torch.isinf(o) & torch.isinf(r) & (o == r)
-    diff = torch.where(inf_eq, torch.zeros_like(diff), diff)
-    diff = torch.nan_to_num(diff, nan=float("inf"))
+    matching_special = (o_nan & r_nan) | (torch.isinf(o) & torch.isinf(r) & (o == r))
+    cmp = ~matching_special
+    diff_all = torch.where(cmp, (o - r).abs(), torch.zeros_like(o))     # NaN / inf where one side is special
+    finite_pair = torch.isfinite(o) & torch.isfinite(r)
     if tol.exact:
-        bad = (diff != 0) | (o_nan != r_nan)
+        ok = diff_all == 0
     else:
-        bad = (diff > tol.atol + tol.rtol * r.abs().nan_to_num(0.0)) | (o_nan != r_nan)
-    rf = r[both & ~torch.isinf(r)]
-    of = o[both & ~torch.isinf(r)]
-    ref_norm = float(rf.norm()) if rf.numel() else 0.0
-    err_norm = float((of - rf).norm()) if rf.numel() else 0.0
-    rel_fro = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else float("inf"))
-    cos = float(torch.nn.functional.cosine_similarity(of.flatten(), rf.flatten(), dim=0)) if rf.numel() and ref_norm > 0 and float(of.norm()) > 0 else (1.0 if err_norm == 0 else 0.0)
-    rel = diff / r.abs().clamp_min(1e-30)
-    first = [tuple(int(i) for i in idx) for idx in bad.nonzero()[:5]] if bad.any() else []
-    return ErrorStats(numel=o.numel(), mismatches=int(bad.sum()), max_abs=float(diff.max()) if diff.numel() else 0.0,
-                      max_rel=float(rel[both].max()) if both.any() else 0.0, rel_fro=rel_fro, cosine=cos,
-                      nan_mismatch=nan_mismatch, first_bad=first)
+        ok = finite_pair & (diff_all <= _elementwise_bound(r, tol))
+    bad = cmp & ~ok
+    first = [tuple(int(i) for i in idx) for idx in bad.view(out.shape).nonzero()[:5]]
+    oc, rc, diff = o[cmp], r[cmp], diff_all[cmp]
+    return ErrorStats(numel=o.numel(), mismatches=int(bad.sum()), max_abs=_nanmax(diff),
+                      max_rel=_nanmax(diff / rc.abs().clamp_min(1e-30)), rel_fro=_rel_fro(oc, rc, diff),
+                      cosine=_cosine(oc, rc, diff), nan_mismatch=nan_mismatch, first_bad=first)
+
+
+def _elementwise_bound(r: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """atol + rtol * |ref|, plus `atol_rms` times the reference's RMS over its finite elements."""
+    bound = tol.atol + tol.rtol * r.abs()
+    if tol.atol_rms:
+        fin = r[torch.isfinite(r)]
+        bound = bound + tol.atol_rms * _rms(fin)
+    return bound
+
+
+def _rms(x: torch.Tensor) -> float:
+    if not x.numel():
+        return 0.0
+    s = float(x.abs().max())
+    return s * float((x / s).square().mean().sqrt()) if s > 0 else 0.0
+
+
+def _nanmax(x: torch.Tensor) -> float:
+    """max with NaN propagated (0 for an empty tensor)."""
+    if not x.numel():
+        return 0.0
+    return float("nan") if bool(torch.isnan(x).any()) else float(x.max())
+
+
+def _special(diff: torch.Tensor) -> float | None:
+    """NaN if any difference is NaN, inf if any is infinite, else None (all finite)."""
+    if bool(torch.isnan(diff).any()):
+        return float("nan")
+    if bool(torch.isinf(diff).any()):
+        return float("inf")
+    return None
+
+
+def _scaled(o: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """o and r divided by their largest magnitude: norms and dot products cannot overflow."""
+    s = float(torch.maximum(o.abs().max(), r.abs().max()))
+    return (o / s, r / s) if s > 0 else (o, r)
+
+
+def _rel_fro(o: torch.Tensor, r: torch.Tensor, diff: torch.Tensor) -> float:
+    if not o.numel():
+        return 0.0
+    special = _special(diff)
+    if special is not None:
+        return special
+    a, b = _scaled(o, r)
+    ref_norm, err_norm = float(b.norm()), float((a - b).norm())
+    return err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else float("inf"))
+
+
+def _cosine(o: torch.Tensor, r: torch.Tensor, diff: torch.Tensor) -> float:
+    if not o.numel():
+        return 1.0
+    if _special(diff) is not None:
+        return float("nan")
+    if not bool(diff.any()):
+        return 1.0          # identical: exactly 1, not 1 - rounding
+    a, b = _scaled(o, r)
+    na, nb = float(a.norm()), float(b.norm())
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return max(-1.0, min(1.0, float(a @ b) / (na * nb)))
 
 
 def passes(stats: ErrorStats, tol: Tolerance) -> bool:
@@ -77,7 +134,8 @@ def passes(stats: ErrorStats, tol: Tolerance) -> bool:
 
 def explain(name: str, stats: ErrorStats, tol: Tolerance, out: torch.Tensor, ref: torch.Tensor) -> str:
     lines = [f"output {name!r}: {stats.mismatches}/{stats.numel} elements outside tolerance "
-             f"(exact={tol.exact}, atol={tol.atol:g}, rtol={tol.rtol:g}, rel_fro<={tol.rel_fro:g}, "
+             f"(exact={tol.exact}, atol={tol.atol:g}{f' + {tol.atol_rms:g} x rms(ref)' if tol.atol_rms else ''}, "
+             f"rtol={tol.rtol:g}, rel_fro<={tol.rel_fro:g}, "
              f"allowed mismatch frac {tol.max_mismatch_frac:g})",
              f"  max_abs={stats.max_abs:.4g} max_rel={stats.max_rel:.4g} rel_fro={stats.rel_fro:.4g} "
              f"cosine={stats.cosine:.6f} nan_pattern_diff={stats.nan_mismatch}"]

@@ -16,6 +16,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -59,7 +60,8 @@ def _load(path: str, mtime: float) -> list[dict]:
         warnings.warn(f"tuned configs at {path} have version {data.get('version') if isinstance(data, dict) else '?'}, "
                       f"expected {FORMAT_VERSION}; using defaults")
         return []
-    return [e for e in data.get("entries", []) if isinstance(e, dict) and {"op", "key", "config"} <= set(e)]
+    return [e for e in data.get("entries", []) if isinstance(e, dict) and {"op", "key", "config"} <= set(e)
+            and isinstance(e["key"], dict) and config_problem(e["config"]) is None]
 
 
 def entries() -> list[dict]:
@@ -92,13 +94,90 @@ def key_distance(a: dict, b: dict) -> float:
     return d
 
 
-def _pinned(op: str) -> dict | None:
-    pin = os.environ.get(ENV_PIN, "")
-    for part in filter(None, pin.split(";")):
-        name, _, cfg = part.partition("=")
-        if name.strip() == op:
-            return json.loads(cfg)
+class TuningError(ValueError):
+    """A malformed pinned config or tuned-config file: a usage error, named by variable or file."""
+
+
+def _is_pow2_key(key: str) -> bool:
+    """Tile sizes and warp counts must be powers of two (tl.arange, the layouts): BLOCK_*, BM, BN_UP, ..."""
+    return key == "num_warps" or key.startswith("BLOCK") or re.fullmatch(r"B[A-Z](_[A-Z]+)?", key) is not None
+
+
+def config_problem(cfg: Any, known_keys: set | None = None) -> str | None:
+    """Why `cfg` cannot be a kernel config (a dict of positive ints, powers of two for tile sizes and
+    num_warps, or short strings such as DECODE), or None when it can."""
+    if not isinstance(cfg, dict):
+        return f"a config must be a JSON object, got {type(cfg).__name__} {cfg!r}"
+    for k, v in cfg.items():
+        if known_keys is not None and k not in known_keys:
+            return f"unknown key {k!r} (the kernel's config has {', '.join(sorted(known_keys))})"
+        if isinstance(v, str) and not _is_pow2_key(k):
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"{k}={v!r}: must be an integer"
+        if v < 1:
+            return f"{k}={v}: must be positive"
+        if _is_pow2_key(k) and v & (v - 1):
+            return f"{k}={v}: must be a power of two"
     return None
+
+
+def pinned_configs() -> dict[str, dict]:
+    """KERNELBENCH_PIN_CONFIG ("op=json;op2=json") parsed and checked; TuningError names the variable."""
+    out: dict[str, dict] = {}
+    for part in filter(None, (p.strip() for p in os.environ.get(ENV_PIN, "").split(";"))):
+        name, eq, cfg = part.partition("=")
+        if not eq or not name.strip():
+            raise TuningError(f"{ENV_PIN}: {part!r} is not op=<JSON object> (e.g. fp8_linear={{\"BM\":16}})")
+        try:
+            value = json.loads(cfg)
+        except json.JSONDecodeError as e:
+            raise TuningError(f"{ENV_PIN}: the config for {name.strip()!r} is not JSON ({e})") from None
+        problem = config_problem(value)
+        if problem:
+            raise TuningError(f"{ENV_PIN}: the config for {name.strip()!r}: {problem}")
+        out[name.strip()] = value
+    return out
+
+
+def _pinned(op: str) -> dict | None:
+    return pinned_configs().get(op)
+
+
+def check_settings(known_ops=None, known_keys=None) -> None:
+    """Reject malformed tuning settings before anything runs (a usage error, not a kernel failure):
+    KERNELBENCH_PIN_CONFIG (syntax, values, ops in `known_ops`), KERNELBENCH_TUNED (the file must
+    exist) and every entry of the tuned-config file in use. `known_keys(op)` -> the config keys an
+    op's kernel takes (None: unknown). Raises TuningError naming the variable or file."""
+    for op, cfg in pinned_configs().items():
+        if known_ops is not None and op not in known_ops:
+            raise TuningError(f"{ENV_PIN}: unknown op {op!r}")
+        keys = known_keys(op) if known_keys else None
+        problem = config_problem(cfg, keys)
+        if problem:
+            raise TuningError(f"{ENV_PIN}: the config for {op!r}: {problem}")
+    path = tuned_file()
+    if os.environ.get(ENV_FILE) and not path.is_file():
+        raise TuningError(f"{ENV_FILE}={os.environ[ENV_FILE]}: no such file")
+    if not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise TuningError(f"tuned configs {path}: unreadable ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise TuningError(f"tuned configs {path}: expected {{\"version\": {FORMAT_VERSION}, \"entries\": [...]}}")
+    for i, e in enumerate(data["entries"]):
+        if not isinstance(e, dict) or not {"op", "key", "config"} <= set(e) or not isinstance(e["key"], dict):
+            raise TuningError(f"tuned configs {path}: entry {i} needs op, key (an object) and config")
+        problem = config_problem(e["config"], known_keys(e["op"]) if known_keys else None)
+        if problem:
+            raise TuningError(f"tuned configs {path}: entry {i} ({e['op']} {e['key']}): {problem}")
+
+
+def env_settings() -> dict[str, str]:
+    """The environment variables that change which config a kernel runs (a replay must carry them)."""
+    return {k: os.environ[k] for k in (ENV_PIN, ENV_FILE) if os.environ.get(k)}
 
 
 def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = None) -> dict:

@@ -111,7 +111,9 @@ class PairReport:
 
     @property
     def status(self) -> str:
-        return "skipped" if self.skipped else ("FAIL" if self.failed else "pass")
+        if self.skipped:
+            return "skipped"
+        return "FAIL" if self.failed else ("pass" if self.n else "not run")   # zero examples is no verdict
 
     def add(self, r: ExampleResult) -> None:
         self.n += 1
@@ -124,8 +126,13 @@ class PairReport:
                 continue
             w = self.worst.setdefault(name, {"max_abs": 0.0, "max_rel": 0.0, "rel_fro": 0.0, "cosine": 1.0})
             for k in ("max_abs", "max_rel", "rel_fro"):
-                w[k] = max(w[k], s[k])
-            w["cosine"] = min(w["cosine"], s["cosine"])
+                w[k] = _worst(w[k], s[k], max)
+            w["cosine"] = _worst(w["cosine"], s["cosine"], min)
+
+
+def _worst(a: float, b: float, pick) -> float:
+    """max/min where NaN wins (Python's max(0.0, nan) is 0.0: a NaN example must not vanish)."""
+    return a if a != a else b if b != b else pick(a, b)
 
 
 def hypothesis_settings(opts: Options):

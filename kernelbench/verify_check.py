@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -48,8 +49,10 @@ class Example:
     config: dict | None = None       # the config the implementation was called with (None: its own choice)
 
     def repro(self, device: str = "cpu", kernel_modules: tuple[str, ...] = ()) -> str:
+        from kernelbench.tuning import env_settings
         params = json.dumps(self.params, sort_keys=True, separators=(",", ":"))
-        cmd = (f"kernelbench verify {self.op} --impl {self.impl} --params '{params}' --values {self.values} "
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in env_settings().items())   # pinned / tuned configs
+        cmd = (f"{env}kernelbench verify {self.op} --impl {self.impl} --params '{params}' --values {self.values} "
                f"--seed {self.seed} --device {device}")
         if self.layout != "contiguous":
             cmd += f" --layout {self.layout}"
@@ -235,9 +238,9 @@ def _compare(name: str, out: Any, ref: Any, tol: Tolerance | None, stats: dict, 
     if not ok:
         text = explain(name, st, tol, out_c, ref_c)
         if unwritten:
-            text += f"\n  {unwritten} elements still hold the poison written before the launch: never written"
+            text += f"\n  {unwritten} elements {_NEVER_WRITTEN}"
         elif st.nan_mismatch:
-            text += "\n  NaN where the reference has none: unwritten (outputs are NaN-poisoned) or a NaN produced"
+            text += f"\n  {_NAN_MADE}"
         problems.append(text)
 
 
@@ -275,9 +278,37 @@ def check_example(spec: OpSpec, impl: Impl, ex: Example, device: str = "cpu") ->
 
     try:
         _judge(spec, impl, ex, base, ref_in, ref_out, run_in, out, tols, res)
+        if not res.passed and ex.layout == "strided" and (_NEVER_WRITTEN in res.failure or _NAN_MADE in res.failure):
+            _diagnose_poison_source(spec, impl, ex, base, ref_in, ref_out, tols, res)
     except Exception as e:  # a bug in verify itself must not pass an example
         res.passed, res.failure = False, f"verify could not compare the outputs: {_error_text(e)}"
     return _done(res, t0)
+
+
+_NEVER_WRITTEN = "still hold the poison written before the launch: never written"
+_NAN_MADE = "NaN where the reference has none: unwritten (outputs are NaN-poisoned) or a NaN produced"
+_STRIDE_GAPS = ("poison read from the padding between the rows of the strided inputs: the same example with "
+                "contiguous inputs passes, so the implementation ignores its inputs' strides (it must honour them, "
+                "or refuse non-contiguous inputs with a ValueError)")
+
+
+def _diagnose_poison_source(spec, impl, ex, base, ref_in, ref_out, tols, res: ExampleResult) -> None:
+    """Poison in a strided run's outputs is either never written or read from the inputs' poisoned
+    stride gaps; rerunning the example on contiguous inputs tells them apart."""
+    again = ExampleResult(ex, passed=False)
+    run_in = materialize(base, "contiguous", keep=spec.inplace)
+    try:
+        with poisoned_allocations():
+            out = as_tuple(impl.fn(**run_in))
+        _judge(spec, replace(impl, deterministic=False), ex, base, ref_in, ref_out, run_in, out, tols, again)
+    except Exception:  # noqa: BLE001 - no diagnosis: the original message stands
+        return
+    if again.passed:
+        res.failure = (res.failure.replace(_NEVER_WRITTEN, "hold NaN: " + _STRIDE_GAPS)
+                       .replace(_NAN_MADE, "NaN: " + _STRIDE_GAPS))
+    else:
+        res.failure = res.failure.replace(_NAN_MADE, "NaN where the reference has none; the same example with "
+                                                     "contiguous inputs fails too (not a stride problem)")
 
 
 def _judge(spec, impl, ex, base, ref_in, ref_out, run_in, out, tols, res: ExampleResult) -> None:

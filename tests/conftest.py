@@ -20,6 +20,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="slow check: opt in with KB_SLOW=1"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_user_data(tmp_path_factory):
+    """Tests never touch the real user data directory (results database, hypothesis example
+    database): KERNELBENCH_HOME and KERNELBENCH_DB point into pytest's temporary directory, which
+    pytest prunes (it keeps the last three runs)."""
+    home = tmp_path_factory.mktemp("kernelbench-home")
+    saved = {k: os.environ.get(k) for k in ("KERNELBENCH_HOME", "KERNELBENCH_DB")}
+    os.environ["KERNELBENCH_HOME"] = str(home)
+    os.environ["KERNELBENCH_DB"] = f"sqlite:///{home / 'kernelbench.sqlite'}"
+    yield home
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)

@@ -1,6 +1,6 @@
 """The registry sweep (STYLE.md item 7): verify every registered (op, implementation) pair on the CPU
 (Triton kernels in the interpreter) with a few derandomized examples at the strategies' small
-shapes. It fails if an enabled implementation produced no result, or if one failed verification
+shapes, plus one 'large'-values example at the smallest shape. It fails if an enabled implementation produced no result, or if one failed verification
 without being listed below. Skips and known failures live here, each with its reason.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 
 from kernelbench import registry
 from kernelbench.verify import Options, interpreter_active, select_pairs, verify_pair
+from kernelbench.verify_check import Example, check_example
 
 # (op, impl) -> why it is not run on the CPU at all
 SKIPS: dict[tuple[str, str], str] = {}
@@ -21,6 +22,25 @@ SKIPS: dict[tuple[str, str], str] = {}
 KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 EXAMPLES = 2
+
+
+def _smallest_params(spec) -> dict:
+    """The strategy's minimal example (hypothesis shrinks it): the cheapest shape, deterministic."""
+    from hypothesis import HealthCheck, find, settings
+    return find(spec.strategy(), lambda p: True,
+                settings=settings(database=None, suppress_health_check=list(HealthCheck)))
+
+
+EXTRA_VALUE_MODES = ("large",)   # one example each at the smallest shape (every mode: 4x the sweep's time)
+
+
+def _extra_value_modes(spec, impl):
+    """The two derandomized hypothesis examples draw 'normal' values; a tolerance that only 'large'
+    values break (issue 10, item 1: fp32 accumulation error on cancelled elements) must fail CI too."""
+    modes = [m for m in EXTRA_VALUE_MODES if m in spec.value_modes]
+    params = _smallest_params(spec) if modes else {}
+    for mode in modes:
+        yield check_example(spec, impl, Example(spec.name, impl.name, dict(params), mode, 0, "contiguous", "case"))
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="run with TRITON_INTERPRET=1 (tests/README)")
@@ -35,6 +55,9 @@ def test_every_registered_implementation_verifies():
     no_result, failed, known = [], [], []
     for spec, impl in pairs:
         rep = verify_pair(spec, impl, opts)
+        if not rep.skipped:
+            for r in _extra_value_modes(spec, impl):
+                rep.add(r)
         if rep.skipped or rep.n == 0:
             no_result.append(f"{spec.name}/{impl.name}: {rep.skipped or 'no example ran'}")
         elif rep.failed:

@@ -99,6 +99,8 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
         raise click.ClickException(f"{e}. `kernelbench bench` measures on a GPU only.") from None
     from kernelbench import calibrate, roofline
     from kernelbench.fingerprint import fingerprint, git_commit
+    from kernelbench.usage import check_tuning
+    check_tuning()
     for m in modules:
         registry.load_module(m)
     store = open_store(db)
@@ -117,41 +119,44 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
     for col in ("op", "impl", "shape", "median us", "IQR us", "n", "GB/s", "TFLOP/s", "% roof", "ok", "notes"):
         table.add_column(col, justify="right" if col in ("median us", "IQR us", "n", "GB/s", "TFLOP/s", "% roof") else "left")
     rows, failures = [], 0
-    for spec in registry.ops(list(ops) or None):
-        for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name):
-            if impl_names and impl.name not in impl_names:
-                continue
-            for params in select_cases(spec, shape_sets, batches, contexts):
-                try:
-                    m = timing.measure_impl(spec, impl, params, method=method, peaks=peaks, max_time_s=max_time_s,
-                                            target_rse=target_rse, max_sets=max_sets)
-                except Exception as e:  # noqa: BLE001 - one failing case must not end the run
-                    failures += 1
-                    console.print(f"[red]{spec.name}/{impl.name} {spec.label(params)}: {type(e).__name__}: {e}[/red]")
-                    from kernelbench.tune import cuda_fault
-                    if cuda_fault(e):
-                        console.print("[red]the CUDA context is unusable after this fault: stopping; results so far "
-                                      "are stored. Re-run from the next op (`kernelbench bench OP ...`).[/red]")
-                        if json_out:
-                            _write(json_out, device, git, run_tag, rows)
-                        sys.exit(2)
-                    _free()
-                    continue
-                record(store, env_id, impl, m, ceilings, run_tag, git)
-                rows.append(as_row(device, m, git))
-                if json_out:   # after every result: a run cut short still leaves what it measured
-                    _write(json_out, device, git, run_tag, rows)
-                pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
-                ok = "yes" if m.ok else ("WRONG" if not m.verified else "ROOFLINE")
-                failures += 0 if m.ok else 1
-                table.add_row(m.op, m.impl, m.label[:60], f"{m.summary.median_us:.2f}", f"{m.summary.iqr_us:.2f}",
-                              str(m.summary.n), f"{m.gbps:.0f}", f"{m.tflops:.2f}",
-                              "-" if pt is None else f"{100 * pt.fraction:.1f}", ok,
-                              "; ".join(m.notes + ([m.roofline_error] if m.roofline_error else [])
-                                        + ([m.verify_detail] if not m.verified else []))[:120])
-                console.print(f"{m.op}/{m.impl} {m.label[:70]}: {m.summary.median_us:.2f} us "
-                              f"(IQR {m.summary.iqr_us:.2f}, n={m.summary.n}) {ok}")
+    work = [(spec, impl, params) for spec in registry.ops(list(ops) or None)
+            for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
+            if not impl_names or impl.name in impl_names
+            for params in select_cases(spec, shape_sets, batches, contexts)]
+    from kernelbench.progress import steps
+    with steps("bench", len(work), console=console) as advance:
+        for spec, impl, params in work:
+            advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
+            try:
+                m = timing.measure_impl(spec, impl, params, method=method, peaks=peaks, max_time_s=max_time_s,
+                                        target_rse=target_rse, max_sets=max_sets)
+            except Exception as e:  # noqa: BLE001 - one failing case must not end the run
+                failures += 1
+                console.print(f"[red]{spec.name}/{impl.name} {spec.label(params)}: {type(e).__name__}: {e}[/red]")
+                from kernelbench.tune import cuda_fault
+                if cuda_fault(e):
+                    console.print("[red]the CUDA context is unusable after this fault: stopping; results so far "
+                                  "are stored. Re-run from the next op (`kernelbench bench OP ...`).[/red]")
+                    if json_out:
+                        _write(json_out, device, git, run_tag, rows)
+                    sys.exit(2)
                 _free()
+                continue
+            record(store, env_id, impl, m, ceilings, run_tag, git)
+            rows.append(as_row(device, m, git))
+            if json_out:   # after every result: a run cut short still leaves what it measured
+                _write(json_out, device, git, run_tag, rows)
+            pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
+            ok = "yes" if m.ok else ("WRONG" if not m.verified else "ROOFLINE")
+            failures += 0 if m.ok else 1
+            table.add_row(m.op, m.impl, m.label[:60], f"{m.summary.median_us:.2f}", f"{m.summary.iqr_us:.2f}",
+                          str(m.summary.n), f"{m.gbps:.0f}", f"{m.tflops:.2f}",
+                          "-" if pt is None else f"{100 * pt.fraction:.1f}", ok,
+                          "; ".join(m.notes + ([m.roofline_error] if m.roofline_error else [])
+                                    + ([m.verify_detail] if not m.verified else []))[:120])
+            console.print(f"{m.op}/{m.impl} {m.label[:70]}: {m.summary.median_us:.2f} us "
+                          f"(IQR {m.summary.iqr_us:.2f}, n={m.summary.n}) {ok}")
+            _free()
     console.print(table)
     if json_out:
         _write(json_out, device, git, run_tag, rows)

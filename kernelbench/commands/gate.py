@@ -35,10 +35,13 @@ def command(baseline, current, inspect_current, inspect_baseline, tolerance, str
         if current:
             cur = g.load_bench(current, store)
             base = g.load_bench(baseline, store) if baseline else []
+            findings += g.coverage("bench run", cur, base, g.row_key)
             findings += g.compare_bench(base, cur, tolerance, strict)
         if inspect_current:
-            findings += g.compare_inspect(g.load_inspect(inspect_current),
-                                          g.load_inspect(inspect_baseline) if inspect_baseline else None)
+            cur_i = g.load_inspect(inspect_current)
+            base_i = g.load_inspect(inspect_baseline) if inspect_baseline else None
+            findings += g.coverage("inspection", cur_i, base_i, g._inspect_key)
+            findings += g.compare_inspect(cur_i, base_i)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     passed = not any(f.fatal for f in findings)

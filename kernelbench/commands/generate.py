@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,6 +39,7 @@ class GenerateOptions:
     seed: int = 0
     device: str = "cpu"
     mtp: bool = True
+    progress: bool = False     # a progress bar / log lines on stderr (rank 0)
 
 
 @dataclass
@@ -69,6 +71,22 @@ def prepare_checkpoint(path: str | None, config: str, seed: int) -> Path:
     return checkpoint.write_random(path, get_config(config), seed=seed)
 
 
+def check_fits(opts: GenerateOptions, tp: int) -> None:
+    """Refuse, before loading weights, a TP degree the checkpoint's config does not divide and prompts
+    plus generated tokens beyond its max_position_embeddings."""
+    from kernelbench.config import ModelConfig
+    try:
+        cfg = ModelConfig.load(opts.checkpoint)
+        cfg.check_tp(tp)
+    except (FileNotFoundError, ValueError) as e:
+        raise click.UsageError(f"--tp {tp}: {e}" if "TP=" in str(e) else f"{opts.checkpoint}: {e}") from None
+    longest = opts.prompt_len + 3 * (opts.batch - 1) + opts.steps
+    if longest > cfg.max_position_embeddings:
+        raise click.UsageError(f"the longest sequence ({opts.prompt_len + 3 * (opts.batch - 1)} prompt tokens + "
+                               f"{opts.steps} generated) exceeds the checkpoint's max_position_embeddings "
+                               f"({cfg.max_position_embeddings})")
+
+
 def _sample(model: Transformer, logits: torch.Tensor, temperature: float, gen: torch.Generator) -> torch.Tensor:
     t = logits.shape[0]
     temp = torch.full((t,), temperature, dtype=torch.float32, device=logits.device)
@@ -87,6 +105,14 @@ def run_generate(tp: TPContext, opts: GenerateOptions) -> GenerateResult:
     cache = model.new_cache(opts.batch, max(lens) + opts.steps + 1)
     use_mtp = opts.mtp and cfg.n_mtp_layers > 0
 
+    from kernelbench.progress import steps as progress_steps
+    show = opts.progress and tp.rank == 0
+    with progress_steps(f"generate ({opts.impl}, {opts.device})", opts.batch + opts.steps - 1, show) as advance:
+        return _prefill_and_decode(model, opts, prompts, lens, cache, use_mtp, gen, dev, tp, advance)
+
+
+def _prefill_and_decode(model, opts, prompts, lens, cache, use_mtp, gen, dev, tp, advance) -> GenerateResult:
+    cfg = model.cfg
     t0 = time.perf_counter()
     last, drafts, hits, tries, finite = [], [], 0, 0, True
     for b, ids in enumerate(prompts):
@@ -98,6 +124,7 @@ def run_generate(tp: TPContext, opts: GenerateOptions) -> GenerateResult:
             nxt = torch.cat([ids[1:], tok])
             step = Step(nxt, torch.arange(len(ids), device=dev), torch.full_like(ids, b), prefill=True)
             drafts.append(model.mtp_forward(h, nxt, step, cache)[-1:].argmax(-1))
+        advance(f"prefilled sequence {b} ({len(ids)} tokens)")
     _sync(dev)
     result = GenerateResult([p.tolist() for p in prompts], [[int(t)] for t in last], time.perf_counter() - t0,
                             tp=tp.world, config=cfg.name)
@@ -118,6 +145,7 @@ def run_generate(tp: TPContext, opts: GenerateOptions) -> GenerateResult:
         finite &= bool(torch.isfinite(logits).all())
         for b in range(opts.batch):
             result.tokens[b].append(int(nxt[b]))
+        advance(f"decode step {len(result.decode_s)}")
         ids, positions = nxt, positions + 1
     result.mtp_hits, result.mtp_tries, result.finite = hits, tries, finite
     result.fallbacks = sorted(model.ops.fallbacks) if opts.impl != "reference" else []
@@ -190,12 +218,28 @@ def command(ckpt, config, impl, tp, batch, prompt_len, steps, temperature, seed,
         raise click.UsageError("--batch, --steps, --prompt-len and --tp must be >= 1")
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise click.UsageError("--impl triton on a CPU needs TRITON_INTERPRET=1 (the Triton interpreter)")
+    if not temperature >= 0 or temperature == float("inf"):
+        raise click.UsageError(f"--temperature {temperature}: must be a finite number >= 0 (0 = greedy)")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise click.UsageError(f"--device {device}: no CUDA GPU is visible; use --device cpu")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise click.UsageError(f"--device {device!r}: use cpu or cuda")
+    if impl == "triton":   # a malformed pinned config or tuned-config file is the user's to fix, before any work
+        from kernelbench.usage import check_tuning
+        check_tuning()
     path = prepare_checkpoint(ckpt, config, seed)
-    opts = GenerateOptions(str(path), impl, batch, prompt_len, steps, temperature, seed, device, mtp)
-    res = generate(opts, tp)
+    temporary = ckpt is None          # built in a temp dir for this run: removed at the end
+    try:
+        opts = GenerateOptions(str(path), impl, batch, prompt_len, steps, temperature, seed, device, mtp,
+                               progress=True)
+        check_fits(opts, tp)
+        res = generate(opts, tp)
+    finally:
+        if temporary:    # each rank built its own
+            shutil.rmtree(path.parent, ignore_errors=True)
     if int(os.environ.get("RANK", "0")) == 0:
         console = Console()
-        console.print(f"checkpoint {path}")
+        console.print(f"checkpoint {path}" + (" (temporary, removed; --checkpoint DIR keeps one)" if temporary else ""))
         report(res, opts, console)
     if not res.finite:
         raise SystemExit(1)

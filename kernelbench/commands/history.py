@@ -19,6 +19,11 @@ def command(op, device, impl, png, db):
     store = open_store(db)
     commits, series = h.load(store, op, device, impl)
     if not series:
+        from kernelbench import registry
+        known = {spec.name for spec in registry.ops()}
+        if op not in known:
+            raise click.ClickException(f"unknown op {op!r} (no bench results either); registered ops: "
+                                       f"{', '.join(sorted(known))}")
         raise click.ClickException(f"no bench results for {op!r}{' on ' + device if device else ''} in {store.where}; "
                                    "run `kernelbench bench` first")
     Console(width=220).print(h.table(op, commits, series))

@@ -11,13 +11,14 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelbench import inspector
+from kernelbench.usage import shape_set_option
 
 
 @click.command("inspect")
 @click.argument("ops", nargs=-1)
 @click.option("--target", type=click.Choice(sorted(inspector.TARGETS)), default="sm_120", show_default=True)
-@click.option("--shapes", "shape_set", default="flash-tp8", show_default=True)
-@click.option("--batch", "batches", multiple=True, type=int, help="only these batch sizes C")
+@click.option("--shapes", "shape_set", default="flash-tp8", show_default=True, callback=shape_set_option)
+@click.option("--batch", "batches", multiple=True, type=click.IntRange(min=1), help="only these batch sizes C")
 @click.option("--all-configs", is_flag=True, help="every config of each impl's space, not only the default")
 @click.option("--impl", "impl_names", multiple=True, help="only these implementations")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
@@ -27,7 +28,8 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
     try:
         reports = inspector.inspect_impls(list(ops) or None, shape_set=shape_set, target=target,
                                           all_configs=all_configs, modules=tuple(modules),
-                                          batches=tuple(batches) or None, impl_names=tuple(impl_names))
+                                          batches=tuple(batches) or None, impl_names=tuple(impl_names),
+                                          progress=True)
     except inspector.InspectorError as e:
         raise click.ClickException(str(e)) from None
     limit = inspector.SMEM_LIMIT[inspector.TARGETS[target]]
@@ -52,6 +54,8 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
         with open(json_out, "w") as f:
             json.dump({"target": target, "shape_set": shape_set, "reports": reports}, f, indent=1, default=str)
     click.echo(f"{len(reports)} implementation/shape/config combinations, {bad} with problems")
-    if not reports:
-        click.echo("no Triton implementation is registered for these ops")
+    if not reports:   # nothing inspected is not a pass
+        click.echo("no Triton implementation/shape combination was inspected (no Triton implementation for these "
+                   "ops, or no case at these --batch sizes)", err=True)
+        sys.exit(1)
     sys.exit(1 if bad else 0)

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from kernelbench import registry
 from kernelbench.config import get_shape_set
+from kernelbench.usage import shape_set_option
 
 
 def op_rows(shape_set: str) -> list[dict]:
@@ -22,7 +23,7 @@ def op_rows(shape_set: str) -> list[dict]:
 
 
 @click.command("list")
-@click.option("--shapes", "shape_set", default="flash-tp8", show_default=True, help="shape set (flash-tp8, flash-tp1, pro-tp8, ...)")
+@click.option("--shapes", "shape_set", default="flash-tp8", show_default=True, callback=shape_set_option, help="shape set (flash-tp8, flash-tp1, pro-tp8, ...)")
 def command(shape_set: str):
     """List every op, its implementations, and its FLOP and byte counts at the chosen shapes."""
     table = Table(title=f"ops at {shape_set} shapes")

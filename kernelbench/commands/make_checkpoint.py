@@ -29,7 +29,8 @@ def make_checkpoint(path: str | Path, config: str = "tiny", seed: int = 0, shard
 @click.option("--config", "config", default="tiny", show_default=True, type=click.Choice(sorted(CONFIGS)),
               help="model configuration (flash and pro are hundreds of GB)")
 @click.option("--seed", default=0, show_default=True, help="random seed of the weights")
-@click.option("--shards", default=4, show_default=True, help="number of safetensors shard files")
+@click.option("--shards", default=4, show_default=True, type=click.IntRange(min=1),
+              help="number of safetensors shard files")
 @click.option("--force", is_flag=True, help="write into a non-empty directory")
 @click.option("--yes", is_flag=True, help="write a checkpoint over 10 GB (flash, pro)")
 def command(directory: str, config: str, seed: int, shards: int, force: bool, yes: bool):

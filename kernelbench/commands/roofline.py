@@ -10,13 +10,14 @@ from rich.console import Console
 
 from kernelbench import registry
 from kernelbench import roofline as rl
+from kernelbench.usage import shape_set_option
 
 
 @click.command("roofline")
 @click.argument("ops", nargs=-1)
 @click.option("--device", default=None,
               help="device name or alias (h200, rtx-pro-6000, ...); default: this GPU, else the newest benched")
-@click.option("--shapes", "shape_set", default="flash-tp8", show_default=True,
+@click.option("--shapes", "shape_set", default="flash-tp8", show_default=True, callback=shape_set_option,
               help="shape set for floors of ops without results")
 @click.option("--floors", is_flag=True, help="list every op and shape of the shape set (floors), not only measured ones")
 @click.option("--png", default=None, help="write the roofline plot here")

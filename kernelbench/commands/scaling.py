@@ -4,6 +4,8 @@ cost that batching does not amortize (kernelbench/scaling.py). Every point is st
 result (run tag "scaling:<time>")."""
 from __future__ import annotations
 
+import contextlib
+
 import datetime as _dt
 import json
 
@@ -48,6 +50,15 @@ def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png
     peaks = peaks_for(fp["gpu_name"])
     console = Console(width=220)
     sweeps = []
+    for op in ops or ():
+        if op not in sc.PRESETS:
+            raise click.ClickException(f"no scaling preset for {op!r}; presets: {', '.join(sc.PRESETS)}")
+    total = sum(len(values) for op in ops or sorted(sc.PRESETS)
+                for impl in registry.impls(op) if not impl_names or impl in impl_names
+                for axis, _, _, values in sc.PRESETS[op] if not axes or axis in axes)
+    from kernelbench.progress import steps
+    bar = contextlib.ExitStack()
+    advance = bar.enter_context(steps("scaling (points)", total, console=console))
     for op in ops or sorted(sc.PRESETS):
         if op not in sc.PRESETS:
             raise click.ClickException(f"no scaling preset for {op!r}; presets: {', '.join(sc.PRESETS)}")
@@ -60,6 +71,7 @@ def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png
                     continue
 
                 def measure(spec, impl, params, impl_=impl, tag_=f"{tag}:{op}:{axis}"):
+                    advance(f"{spec.name}/{impl_.name} {axis}")
                     m = timing.measure_impl(spec, impl_, params, max_sets=4, max_time_s=max_time_s, peaks=peaks)
                     record(store, env_id, impl_, m, ceil, tag_, git)
                     _free()
@@ -77,6 +89,7 @@ def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png
                 sweeps.append(sw)
                 if json_out:   # after every sweep: a run cut short still leaves what it measured
                     _write(json_out, fp["gpu_name"], tag, sweeps)
+    bar.close()
     t = Table(title=f"scaling on {fp['gpu_name']}")
     for col in ("op", "impl", "axis", "x", "us (median)", "floor us", "fit a + b x", "r2", "flags"):
         t.add_column(col)

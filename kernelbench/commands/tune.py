@@ -3,6 +3,8 @@ shape set, store every trial, and export the choices to the tuned JSON the kerne
 Method: kernelbench/tune.py. On a CPU it refuses unless --interpret (paths only, no export)."""
 from __future__ import annotations
 
+import contextlib
+
 import os
 import sys
 import time
@@ -66,6 +68,8 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                                        f"on a CPU.") from None
         device, timer_ref = "cuda", "gpu"
     from kernelbench.commands.bench import open_store, select_cases
+    from kernelbench.usage import check_tuning
+    check_tuning()
     from kernelbench.fingerprint import fingerprint, git_commit
     for m in modules:
         registry.load_module(m)
@@ -75,6 +79,13 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
     console = Console(width=220)
     start = time.monotonic()
     results, skipped = [], []
+    todo = [(spec, impl) for spec in registry.ops(list(ops) or None)
+            for impl in registry.impls(spec.name).values()
+            if impl.backend == "triton" and impl.configs is not None and (not impl_names or impl.name in impl_names)]
+    total = sum(len(select_cases(spec, shape_sets, batches, contexts)) for spec, _ in todo)
+    from kernelbench.progress import steps
+    bar = contextlib.ExitStack()
+    advance = bar.enter_context(steps(f"tune (budget {budget_s:g} s)", total, console=console))
     for spec in registry.ops(list(ops) or None):
         for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name):
             if impl.backend != "triton" or impl.configs is None or (impl_names and impl.name not in impl_names):
@@ -83,6 +94,7 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
             try:
                 for params in interleave(select_cases(spec, shape_sets, batches, contexts)):
                     left = budget_s - (time.monotonic() - start)
+                    advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
                     if left <= 0:
                         skipped.append(f"{spec.name}/{impl.name} {spec.label(params)}")
                         continue
@@ -106,6 +118,7 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
             finally:
                 if runner is not None:
                     runner.close()
+    bar.close()
     t = Table(title=f"tuned on {fingerprint(device)['gpu_name']}")
     for col in ("op", "impl", "key", "ok", "invalid", "untried", "chosen", "us"):
         t.add_column(col)

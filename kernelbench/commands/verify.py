@@ -20,7 +20,7 @@ def _doc(reports, run_id, store_where, opts, notes) -> dict:
     return {
         "run_id": run_id, "db": store_where, "device": opts.device, "profile": opts.profile,
         "shape_set": opts.shape_set, "notes": notes,
-        "passed": not any(r.failed for r in reports),
+        "passed": all(r.status in ("pass", "skipped") for r in reports),   # zero examples is not a pass
         "pairs": [{"op": r.op, "impl": r.impl, "backend": r.backend, "status": r.status, "examples": r.n,
                    "failed": r.failed, "rejected_strided": r.rejected, "skipped": r.skipped, "worst": r.worst,
                    "notes": r.notes, "paths": _paths_doc(r)} for r in reports],
@@ -77,6 +77,7 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
                    case_values=() if all_values else tuple(v for v in case_values.split(",") if v),
                    kernel_modules=tuple(kernel_modules), time_budget_s=time_budget)
     pairs = select_pairs(ops, impls)
+    _check_usage(pairs, shapes, examples, time_budget, case_values, params, values)
     notes = []
     if device == "cpu" and any(i.backend == "triton" for _, i in pairs):
         notes.append(INTERPRETER_NOTE if interpreter_active() else
@@ -116,7 +117,8 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
                     if progress:
                         progress(i, len(pairs), f"{_spec.name} / {_impl.name}", r)
                 reports.append(verify_pair(spec, impl, pair_opts, on_result))
-        status = "failed" if any(r.failed for r in reports) else "passed"
+        status = "failed" if any(r.failed for r in reports) else \
+            "not run" if any(r.status == "not run" for r in reports) else "passed"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -124,6 +126,29 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
         rec.finish(status)
         store.dispose()   # closes the connections: SQLite folds the WAL back into the one file
     return _doc(reports, rec.run_id, store.where, opts, notes)
+
+
+def _check_usage(pairs, shapes, examples, time_budget, case_values, params, values) -> None:
+    """Usage errors end the command before anything runs or is recorded (issue 10, items 2, 5, 9)."""
+    from kernelbench import usage
+    from kernelbench.registry import VALUE_MODES
+    usage.check_shape_set(shapes)
+    usage.check_tuning()
+    if params is None and examples == 0 and not shapes:
+        raise usage.UsageProblem("--examples 0 without a shape set (--shapes) runs nothing: zero examples is not "
+                                 "a verdict")
+    if time_budget is not None and not time_budget > 0:
+        raise usage.UsageProblem(f"--time-budget {time_budget:g}: must be a positive number of seconds")
+    if case_values != "all":
+        bad = [v for v in case_values.split(",") if v not in VALUE_MODES]
+        if bad or not case_values:
+            raise usage.UsageProblem(f"--case-values {case_values!r}: use 'all' or a comma list of "
+                                     f"{', '.join(VALUE_MODES)}")
+    if params is not None and len(pairs) == 1:
+        spec = pairs[0][0]
+        usage.check_replay_params(spec.name, params)
+        if values is not None and values not in spec.value_modes:
+            raise usage.UsageProblem(f"--values {values!r}: {spec.name} has {', '.join(spec.value_modes)}")
 
 
 def _print_human(doc: dict, console) -> None:
@@ -139,7 +164,7 @@ def _print_human(doc: dict, console) -> None:
         rel = max((x["rel_fro"] for x in w), default=None)
         mab = max((x["max_abs"] for x in p["worst"].values()), default=None)
         cos = min((x["cosine"] for x in p["worst"].values()), default=None)
-        style = {"FAIL": "bold red", "pass": "green", "skipped": "yellow"}[p["status"]]
+        style = {"FAIL": "bold red", "pass": "green", "skipped": "yellow", "not run": "bold red"}[p["status"]]
         table.add_row(p["op"], p["impl"], f"[{style}]{p['status']}[/]", str(p["examples"]), str(p["failed"]),
                       str(p["rejected_strided"]), "" if rel is None else f"{rel:.3g}",
                       "" if mab is None else f"{mab:.3g}", "" if cos is None else f"{cos:.6f}")
@@ -148,6 +173,9 @@ def _print_human(doc: dict, console) -> None:
     for p in doc["pairs"]:
         if p["skipped"]:
             console.print(f"[yellow]skipped[/] {p['op']} / {p['impl']}: {p['skipped']}")
+        elif p["status"] == "not run":
+            console.print(f"[bold red]not run[/] {p['op']} / {p['impl']}: no example ran (time budget spent, or no "
+                          f"examples and no shape-set case): no verdict")
         for n in p["notes"]:
             console.print(f"[dim]{p['op']} / {p['impl']}:[/] {escape(n)}", highlight=False)
     for f in doc["failures"]:
@@ -196,7 +224,8 @@ def _print_paths(doc: dict, console) -> None:
               help="explore: random, with the example database; ci: derandomized, no database")
 @click.option("--case-values", default="normal", show_default=True,
               help="value modes for the shape set's cases: comma list or 'all'")
-@click.option("--time-budget", type=float, default=None, help="seconds of hypothesis examples per (op, impl)")
+@click.option("--time-budget", type=float, default=None,
+              help="seconds of hypothesis examples per (op, impl); a pair that ran no example is 'not run' (a failure)")
 @click.option("--params", "params_json", default=None, help="replay one example: its params as JSON")
 @click.option("--values", default=None, help="replay: the value mode")
 @click.option("--seed", type=int, default=None, help="replay: the input generator's seed")
@@ -210,6 +239,7 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
     from rich.console import Console
     from kernelbench.db.store import StoreError
     from kernelbench.registry import RegistryError
+    from kernelbench.usage import UsageProblem
     from kernelbench.verify import DeviceError
     params = None
     if params_json is not None:
@@ -238,6 +268,8 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
                              values=values, seed=seed, layout=layout, time_budget=time_budget,
                              progress=progress_cb, command=shlex.join(["kernelbench", "verify", *sys.argv[2:]]),
                              config=config)
+    except UsageProblem as e:
+        raise click.UsageError(str(e)) from None
     except (DeviceError, StoreError, RegistryError, LookupError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     if as_json:
@@ -268,17 +300,21 @@ def _null():
 
 def _progress(console):
     """A rich progress bar over (op, impl) pairs, with the running example count."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    if not console.is_terminal:   # a log (CI, the GPU machine): one line per pair as it starts
-        last = {"pair": None}
+    import time
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+    if not console.is_terminal:   # a log (CI, the GPU machine): one line per pair as it starts, with the pace
+        last = {"pair": None, "t0": time.monotonic()}
 
         def log(i, total, label, result):
             if label != last["pair"]:
                 last["pair"] = label
-                console.print(f"verify [{i + 1}/{total}] {label}", highlight=False)
+                spent = time.monotonic() - last["t0"]
+                eta = f", about {spent / i * (total - i) / 60:.0f} min left at this pace" if i else ""
+                console.print(f"verify [{i + 1}/{total}] {label} ({spent:.0f} s{eta})", highlight=False)
         return log, None
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ex]}"),
-                   TimeElapsedColumn(), console=console, transient=True)
+                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console, transient=True)
     state = {"task": None, "n": 0, "failed": 0, "pair": None}
 
     def update(i, total, label, result):

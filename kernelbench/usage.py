@@ -1,0 +1,92 @@
+"""Usage checks that run before any example or timing does: a mistake in the command line or the
+environment is the user's to fix, so it ends in a one-line error and nothing is recorded as a
+kernel result (issue 10, item 2)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+class UsageProblem(ValueError):
+    pass
+
+
+@lru_cache(maxsize=None)
+def smallest_params(op: str) -> tuple:
+    """The op strategy's minimal example (hypothesis shrinks to it; deterministic), as sorted items."""
+    from hypothesis import HealthCheck, find, settings
+    from kernelbench import registry
+    spec = registry.get_op(op)
+    p = find(spec.strategy(), lambda _: True, settings=settings(database=None, suppress_health_check=list(HealthCheck)))
+    return tuple(sorted(p.items()))
+
+
+def config_keys(op: str) -> set | None:
+    """The config keys the op's kernels take (their default configs at the smallest shape), or None."""
+    from kernelbench import registry
+    try:
+        impls = registry.impls(op)
+    except LookupError:
+        return None
+    params = _some_params(op)
+    keys: set = set()
+    for impl in impls.values():
+        if impl.default_config is not None:
+            try:
+                keys |= set(impl.default_config(dict(params)))
+            except Exception:  # noqa: BLE001 - a default that needs other params: no key check
+                return None
+    return keys or None
+
+
+@lru_cache(maxsize=None)
+def _cases_tiny(op: str) -> tuple:
+    from kernelbench import registry
+    try:
+        cases = registry.get_op(op).shape_cases("tiny")
+    except Exception:  # noqa: BLE001 - an op without tiny cases
+        return ()
+    return tuple(sorted(cases[0].items())) if cases else ()
+
+
+def _some_params(op: str) -> dict:
+    """A valid problem for the op: its first 'tiny' shape-set case (cheap), else the strategy's minimum."""
+    return dict(_cases_tiny(op) or smallest_params(op))
+
+
+def check_tuning() -> None:
+    """KERNELBENCH_PIN_CONFIG, KERNELBENCH_TUNED and the tuned-config file, against the registry."""
+    from kernelbench import registry, tuning
+    try:
+        tuning.check_settings(known_ops={s.name for s in registry.ops()}, known_keys=config_keys)
+    except tuning.TuningError as e:
+        raise UsageProblem(str(e)) from None
+
+
+def check_shape_set(name: str | None) -> None:
+    if name is None:
+        return
+    from kernelbench.config import get_shape_set
+    try:
+        get_shape_set(name)
+    except ValueError as e:
+        raise UsageProblem(f"--shapes: {e}") from None
+
+
+def check_replay_params(op: str, params: dict) -> None:
+    """A replayed example must name every parameter the op's strategy draws."""
+    missing = sorted(set(dict(smallest_params(op))) - set(params))
+    if missing:
+        raise UsageProblem(f"--params for {op} lacks {', '.join(missing)} (it draws {', '.join(sorted(dict(smallest_params(op))))})")
+
+
+def shape_set_option(ctx, param, value):
+    """click callback for --shapes: a known shape set, else a usage error naming the known ones."""
+    if value is None:
+        return value
+    from kernelbench.config import get_shape_set
+    import click
+    try:
+        get_shape_set(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return value
