@@ -23,7 +23,7 @@ import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.kernels.linear import _bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
-from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, pow2, ue8m0_exp
+from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -383,6 +383,39 @@ def moe_layer_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
 # 5. `_grouped_combine_kernel`, grid (T, D/BLOCK): per token, per k in order: bf16(sum of the S partials), summed
 #    in k order (+ the shared expert). Every reduction has a fixed order: deterministic, no atomics.
 @triton.jit
+def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmask, LDX, ASM: tl.constexpr):
+    """fp4_tile_dot_fp8 (kernels/linear.py) for the PAIR64 weight layout (`prepare_expert_weights`): in each 64-value
+    chunk of a row, byte j holds value j in its low nibble and value 32 + j in its high nibble, so the low nibbles of
+    32 bytes are one whole scale group in k order and the high nibbles the next: the e2m1 -> e4m3 decode is word ops
+    on the loaded bytes (lo / hi codes of 4 bytes per 32-bit op with ASM) and no byte interleave (join) is needed."""
+    rj = tl.arange(0, 32)
+    xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
+    sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)     # (BM,)
+    kacc = tl.zeros(acc.shape, dtype=tl.float32)
+    for h in tl.static_range(2):
+        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
+        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
+            lo, hi = tl.inline_asm_elementwise(
+                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+            lo = lo.to(tl.float8e4nv, bitcast=True)
+            hi = hi.to(tl.float8e4nv, bitcast=True)
+        else:
+            bi = b.to(tl.int32)
+            lo = fp4_lo_e4m3(bi)
+            hi = fp4_hi_e4m3(bi)
+        sw = s_ptr + rn * LDS + kb * 4 + 2 * h
+        s0 = pow2(tl.load(sw).to(tl.int32) - 121)                                             # 2^(e - 127) * 64
+        s1 = pow2(tl.load(sw + 1).to(tl.int32) - 121)
+        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
+        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
+        kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
+        kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
+    return acc + kacc * sx[None, :]
+
+
+@triton.jit
 def _quant_groups(v):
     """(G, 128) fp32 -> e4m3 codes (int32) and UE8M0 scales (G,) fp32: the act_quant_fp8 rounding (kernels/quant.py)."""
     amax = tl.maximum(tl.max(tl.abs(v), axis=1), 1e-4)
@@ -443,8 +476,8 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 @triton.jit
 def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, part_ptr, TK,
                        D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                       SPLIT: tl.constexpr, ASM: tl.constexpr):
-    # w1, w3 (El, F, D/2) uint8; s1, s3 (El, F, D/32) uint8 e8m0; part (SPLIT, TK, 2F) fp32 by sorted position
+                       SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr):
+    # w1, w3 (El, F, D/2) uint8 (official, or PAIR64 with PAIR); s1, s3 (El, F, D/32) uint8 e8m0; part (SPLIT, TK, 2F) fp32 by sorted position
     NT: tl.constexpr = F // BN
     KBS: tl.constexpr = D // 128 // SPLIT
     pid = tl.program_id(0)
@@ -468,8 +501,12 @@ def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s
             accu = tl.zeros((BN, BM), dtype=tl.float32)
             for i in range(KBS):
                 kb = s * KBS + i
-                accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-                accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+                if PAIR:
+                    accg = fp4_pair_dot(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+                    accu = fp4_pair_dot(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+                else:
+                    accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+                    accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
             out = part_ptr + (s * TK + pos[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
             tl.store(out, accg, mask=pm[None, :])
             tl.store(out + F, accu, mask=pm[None, :])
@@ -508,7 +545,7 @@ def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr
 @triton.jit
 def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, part_ptr, TK,
                          D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                         ASM: tl.constexpr):
+                         ASM: tl.constexpr, PAIR: tl.constexpr):
     # aq (TK, F) e4m3 codes, sa (TK, F/128) by position; w2 (El, D, F/2); s2 (El, D, F/32); part (SPLIT, TK, D) fp32
     NT: tl.constexpr = D // BN
     KBS: tl.constexpr = F // 128 // SPLIT
@@ -528,7 +565,11 @@ def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, par
             pm = pos < end
             acc = tl.zeros((BN, BM), dtype=tl.float32)
             for i in range(KBS):
-                acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F, ASM)
+                if PAIR:
+                    acc = fp4_pair_dot(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F, ASM)
+                else:
+                    acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F,
+                                           ASM)
             tl.store(part_ptr + (s * TK + pos[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
             c += BM
 
@@ -584,12 +625,55 @@ def grouped_default(params: dict) -> dict:
             "num_stages": 3 if T <= 8 else 2, "DECODE": "fp8"}
 
 
+# ---- the kernel's weight layout, made once at load ------------------------------------------------------------
+PAIR64 = 32     # prepared routed-expert codes: [El, N, K/64, 32] uint8 (the official layout is [El, N, K/2])
+
+
+def prepare_expert_weights(w: torch.Tensor) -> torch.Tensor:
+    """Official packed e2m1 codes [..., N, K/2] (byte i = value 2i | value 2i+1 << 4) -> the PAIR64 layout
+    [..., N, K/64, 32] that fp4_pair_dot decodes: byte j of each 64-value chunk = value j | value 32 + j << 4.
+    A pure permutation of the nibbles (the UE8M0 scales keep their layout); done once per expert at load."""
+    if w.dtype != torch.uint8 or w.dim() < 2 or w.shape[-1] % 32:
+        raise ValueError(f"prepare_expert_weights: uint8 [..., N, K/2] with K % 64 == 0 expected, got "
+                         f"{w.dtype} {tuple(w.shape)}")
+    out = torch.empty((*w.shape[:-1], w.shape[-1] // 32, PAIR64), dtype=torch.uint8, device=w.device)
+    for i in range(w.shape[0]) if w.dim() > 2 else (None,):          # one expert at a time: bounded temporaries
+        src = w if i is None else w[i]
+        v = torch.stack((src & 15, src >> 4), -1).reshape(*src.shape[:-1], -1, 2, PAIR64)   # [N, K/64, 2, 32]
+        (out if i is None else out[i]).copy_(v[..., 0, :] | (v[..., 1, :] << 4))
+    return out
+
+
+def official_expert_weights(w: torch.Tensor) -> torch.Tensor:
+    """The inverse of prepare_expert_weights: PAIR64 [..., N, K/64, 32] -> official [..., N, K/2]."""
+    v = torch.stack((w & 15, w >> 4), -2).reshape(*w.shape[:-2], -1)                         # values in k order
+    return (v[..., 0::2] | (v[..., 1::2] << 4)).contiguous()
+
+
+def prepare_experts(inputs: dict) -> dict:
+    """The load-time transform of moe_experts / moe_layer inputs (Impl.prepare): w1, w3, w2 to PAIR64."""
+    return {**inputs, **{k: prepare_expert_weights(inputs[k]) for k in ("w1", "w3", "w2")
+                         if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 3}}
+
+
+def _layout(w1, w3, w2):
+    """-> (pair, w1, w3, w2) with the codes as [El, N, K/2] views for the kernel and the checks."""
+    dims = {w1.dim(), w3.dim(), w2.dim()}
+    if dims == {4} and all(w.shape[-1] == PAIR64 for w in (w1, w3, w2)):
+        return True, *(w.reshape(w.shape[0], w.shape[1], -1) for w in (w1, w3, w2))
+    if dims - {3}:
+        raise ValueError(f"moe_experts: w1, w3, w2 must all be official [El, N, K/2] or all PAIR64 [El, N, K/64, 32] "
+                         f"(kernels.moe.prepare_expert_weights), got {tuple(w1.shape)}, {tuple(w3.shape)}, "
+                         f"{tuple(w2.shape)}")
+    return False, w1, w3, w2
+
+
 def _aligned(t: torch.Tensor) -> torch.Tensor:
     t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()       # the decode reads 32-bit words
 
 
-def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype):
+def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair):
     T, D = x.shape
     K = indices.shape[1]
     El, F = w1.shape[0], w1.shape[1]
@@ -618,7 +702,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     # 2. W1 / W3 partials over the active (expert, F tile, K split) items
     gu = torch.empty((su, TK, 2 * F), dtype=torch.float32, device=dev)
     _grouped_up_kernel[(n_items * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, TK, D=D, F=F, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, **launch)
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, TK, D=D, F=F, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair,
+        **launch)
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     aq = torch.empty((TK, F), dtype=torch.uint8, device=dev)
     sa = torch.empty((TK, F // 128), dtype=torch.float32, device=dev)
@@ -628,7 +713,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     yp = torch.empty((sd, TK, D), dtype=torch.float32, device=dev)
     _grouped_down_kernel[(n_items * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, w2, s2, yp, TK, D=D, F=F, BM=bm, BN=bd, SPLIT=sd, ASM=asm,
-        **launch)
+        PAIR=pair, **launch)
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024
@@ -650,20 +735,23 @@ def _grouped_key(x, indices, w1):
 @register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
                deterministic=True, kernels=lambda: list(_GROUPED_KERNELS))
 def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+    pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
     key = _grouped_key(x, indices, w1)
     cfg = config or lookup("moe_experts", key, grouped_default(key))
     return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                    torch.float32)
+                    torch.float32, pair)
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS])
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    pair, w1, w3, w2 = _layout(w1, w3, w2)
     w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     shared = _shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit)
     key = _grouped_key(x, idx, w1)
     cfg = config or lookup("moe_layer", key, grouped_default(key))
-    return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16)
+    return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16,
+                    pair)
