@@ -616,13 +616,14 @@ def grouped_configs(params: dict) -> list[dict]:
 
 
 def grouped_default(params: dict) -> dict:
-    # Split K until ~2 programs per SM stream the expected active experts: at C=1 a rank touches ~0.75 of its
-    # 32 experts (TP8), so one expert's F/32 = 64 up tiles x 4 splits and D/32 = 128 down tiles x 2 splits;
-    # from ~8 tokens on enough experts are active (C=16: ~10) for no split. Untimed guess: `kernelbench tune`.
+    # H200, Flash TP8 moe_experts, PAIR64 not yet in that run (scripts/moe_sweep.py, 2026-12-01, docs/perf/moe.md):
+    # BN 64/64 with the inline-PTX decode beat BN 32/32 at every C (C=1 35.1 vs 39.0 us, C=16 220 vs 345,
+    # C=64 357 vs 573); K split (8, 4) at C=1 (one touched expert: 32 x 8 up and 64 x 4 down items), (2, 1) from
+    # C=16 on (-13% / -10% against no split).
     T = params["T"]
-    su, sd = (4, 2) if T <= 2 else ((2, 1) if T <= 8 else (1, 1))
-    return {"BM": 16, "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3 if T <= 8 else 2, "DECODE": "fp8"}
+    su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else (2, 1))
+    return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
+            "num_stages": 3 if T <= 8 else 2, "DECODE": "fp8_asm"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
@@ -733,7 +734,7 @@ def _grouped_key(x, indices, w1):
 
 
 @register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: list(_GROUPED_KERNELS))
+               deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
 def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
@@ -744,7 +745,8 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS])
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS],
+               prepare=prepare_experts)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
     pair, w1, w3, w2 = _layout(w1, w3, w2)
