@@ -416,6 +416,19 @@ def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmas
 
 
 @triton.jit
+def fp8_tile_dot(acc, w_ptr, ws_ptr, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
+    """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
+    of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
+    fp32 scales per 128 (the arithmetic of kernels/linear.py _fp8_gemm_kernel)."""
+    rk = tl.arange(0, 128)
+    w = tl.load(w_ptr + rn[:, None] * LDW + kb * 128 + rk[None, :])
+    xq = tl.load(xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :], mask=rmask[:, None], other=0.0)
+    sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)
+    sw = pow2(tl.load(ws_ptr + (tl.min(rn, axis=0) // 128) * (LDW // 128) + kb).to(tl.int32) - 127)
+    return acc + tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
+
+
+@triton.jit
 def _quant_groups(v):
     """(G, 128) fp32 -> e4m3 codes (int32) and UE8M0 scales (G,) fp32: the act_quant_fp8 rounding (kernels/quant.py)."""
     amax = tl.maximum(tl.max(tl.abs(v), axis=1), 1e-4)
@@ -474,9 +487,12 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 
 
 @triton.jit
-def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, part_ptr, TK,
+def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, part_ptr,
+                       hw1_ptr, hs1_ptr, hw3_ptr, hs3_ptr, T, TK, ROWS, N_ITEMS,
                        D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                       SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr):
+                       SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
+    # programs past N_ITEMS * F/BN * SPLIT (SHARED only): the FP8 shared expert hw1/hw3 (F, D) e4m3, hs1/hs3 (F/128,
+    # D/128) e8m0 on all T tokens, into partial rows TK + t
     # w1, w3 (El, F, D/2) uint8 (official, or PAIR64 with PAIR); s1, s3 (El, F, D/32) uint8 e8m0; part (SPLIT, TK, 2F) fp32 by sorted position
     NT: tl.constexpr = F // BN
     KBS: tl.constexpr = D // 128 // SPLIT
@@ -484,7 +500,21 @@ def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
     rn = ((pid // SPLIT) % NT) * BN + tl.arange(0, BN)
-    if a < tl.load(act_ptr):
+    if SHARED and a >= N_ITEMS:
+        c = 0
+        while c < T:
+            tok = c + tl.arange(0, BM)
+            pm = tok < T
+            accg = tl.zeros((BN, BM), dtype=tl.float32)
+            accu = tl.zeros((BN, BM), dtype=tl.float32)
+            for i in range(KBS):
+                accg = fp8_tile_dot(accg, hw1_ptr, hs1_ptr, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
+                accu = fp8_tile_dot(accu, hw3_ptr, hs3_ptr, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
+            out = part_ptr + (s * ROWS + TK + tok[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
+            tl.store(out, accg, mask=pm[None, :])
+            tl.store(out + F, accu, mask=pm[None, :])
+            c += BM
+    elif a < tl.load(act_ptr):
         e = tl.load(act_ptr + 1 + a).to(tl.int64)
         start = tl.load(start_ptr + e)
         end = tl.load(start_ptr + e + 1)
@@ -507,19 +537,20 @@ def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s
                 else:
                     accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
                     accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-            out = part_ptr + (s * TK + pos[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
+            out = part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
             tl.store(out, accg, mask=pm[None, :])
             tl.store(out + F, accu, mask=pm[None, :])
             c += BM
 
 
 @triton.jit
-def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr, TK, El, limit,
+def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr, TK, ROWS, El, limit,
                          F: tl.constexpr, SPLIT: tl.constexpr, GB: tl.constexpr, RNE_FIX: tl.constexpr):
-    # part (SPLIT, TK, 2F) fp32; rw (TK,) fp32 by slot -> aq (TK, F) e4m3 codes, sa (TK, F/128) fp32 by position
+    # part (SPLIT, ROWS, 2F) fp32; rw (TK,) fp32 by slot -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32 by row;
+    # rows: the local slots by position, then (rows TK.., when the shared expert is fused) one per token, weight 1
     p = tl.program_id(0)
-    if p < tl.load(start_ptr + El):
-        rw = tl.load(rw_ptr + tl.load(sorted_ptr + p))
+    if (p < tl.load(start_ptr + El)) | (p >= TK):
+        rw = tl.load(rw_ptr + tl.load(sorted_ptr + p, mask=p < TK, other=0), mask=p < TK, other=1.0)
         NG: tl.constexpr = F // 128
         p64 = p.to(tl.int64)
         for g0 in range(0, NG, GB):
@@ -529,7 +560,7 @@ def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr
             g = tl.zeros((GB, 128), dtype=tl.float32)
             u = tl.zeros((GB, 128), dtype=tl.float32)
             for s in tl.static_range(SPLIT):                               # fixed order: deterministic
-                row = part_ptr + (s * TK + p64) * (2 * F) + offs
+                row = part_ptr + (s * ROWS + p64) * (2 * F) + offs
                 g += tl.load(row, mask=gm, other=0.0)
                 u += tl.load(row + F, mask=gm, other=0.0)
             g = to_bf16(g, RNE_FIX).to(tl.float32)                        # the expert GEMMs return bf16
@@ -543,9 +574,10 @@ def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr
 
 
 @triton.jit
-def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, part_ptr, TK,
-                         D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                         ASM: tl.constexpr, PAIR: tl.constexpr):
+def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, part_ptr, hw2_ptr, hs2_ptr, T, TK, ROWS,
+                         N_ITEMS, D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
+    # SHARED: programs past N_ITEMS * D/BN * SPLIT run the shared expert's hw2 (D, F) e4m3 on rows TK + t
     # aq (TK, F) e4m3 codes, sa (TK, F/128) by position; w2 (El, D, F/2); s2 (El, D, F/32); part (SPLIT, TK, D) fp32
     NT: tl.constexpr = D // BN
     KBS: tl.constexpr = F // 128 // SPLIT
@@ -553,7 +585,17 @@ def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, par
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
     rn = ((pid // SPLIT) % NT) * BN + tl.arange(0, BN)
-    if a < tl.load(act_ptr):
+    if SHARED and a >= N_ITEMS:
+        c = 0
+        while c < T:
+            row = TK + c + tl.arange(0, BM)
+            pm = row < TK + T
+            acc = tl.zeros((BN, BM), dtype=tl.float32)
+            for i in range(KBS):
+                acc = fp8_tile_dot(acc, hw2_ptr, hs2_ptr, rn, F, s * KBS + i, aq_ptr, sa_ptr, row, pm, F)
+            tl.store(part_ptr + (s * ROWS + row[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
+            c += BM
+    elif a < tl.load(act_ptr):
         e = tl.load(act_ptr + 1 + a).to(tl.int64)
         start = tl.load(start_ptr + e)
         end = tl.load(start_ptr + e + 1)
@@ -570,14 +612,15 @@ def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, par
                 else:
                     acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F,
                                            ASM)
-            tl.store(part_ptr + (s * TK + pos[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
+            tl.store(part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
             c += BM
 
 
 @triton.jit
-def _grouped_combine_kernel(part_ptr, inv_ptr, shared_ptr, out_ptr, TK, D,
+def _grouped_combine_kernel(part_ptr, inv_ptr, shared_ptr, out_ptr, TK, ROWS, D,
                             K: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr, HAS_SHARED: tl.constexpr,
-                            OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+                            SHARED_ROWS: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+    # HAS_SHARED: + shared (T, D) bf16; SHARED_ROWS: + bf16(the shared expert's partials at rows TK + t)
     # part (SPLIT, TK, D) fp32 by position; inv (TK,) int32 position of each slot (-1: not local) -> out (T, D)
     t = tl.program_id(0)
     d = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -588,8 +631,13 @@ def _grouped_combine_kernel(part_ptr, inv_ptr, shared_ptr, out_ptr, TK, D,
         m = dm & (p >= 0)
         y = tl.zeros((BLOCK,), dtype=tl.float32)
         for s in tl.static_range(SPLIT):
-            y += tl.load(part_ptr + (s * TK + p).to(tl.int64) * D + d, mask=m, other=0.0)
+            y += tl.load(part_ptr + (s * ROWS + p).to(tl.int64) * D + d, mask=m, other=0.0)
         acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # each expert's output is bf16
+    if SHARED_ROWS:
+        y = tl.zeros((BLOCK,), dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            y += tl.load(part_ptr + (s * ROWS + TK + t).to(tl.int64) * D + d, mask=dm, other=0.0)
+        acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # shared_expert returns bf16
     if HAS_SHARED:
         acc += tl.load(shared_ptr + t * D + d, mask=dm, other=0.0).to(tl.float32)
     if OUT_BF16:
@@ -674,11 +722,26 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()       # the decode reads 32-bit words
 
 
-def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair):
+def _fusable_shared(hw: dict, D: int, F: int) -> bool:
+    """The shared expert's FP8 weights can run inside the grouped kernels: same D and F as the routed experts."""
+    check_device(*hw.values())
+    for n in ("w1", "w3", "w2"):
+        check_dtype(f"shared_{n}", hw[n], torch.float8_e4m3fn)
+    for n in ("s1", "s3", "s2"):
+        check_dtype(f"shared_{n}", hw[n], torch.float8_e8m0fnu)
+    want = {"w1": (F, D), "w3": (F, D), "w2": (D, F), "s1": (F // 128, D // 128), "s3": (F // 128, D // 128),
+            "s2": (D // 128, F // 128)}
+    return all(tuple(hw[k].shape) == v for k, v in want.items())
+
+
+def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
+             hw=None):
+    # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside
     T, D = x.shape
     K = indices.shape[1]
     El, F = w1.shape[0], w1.shape[1]
     TK = T * K
+    ROWS = TK + (T if hw is not None else 0)       # partial / activation rows: local slots, then shared tokens
     dev = x.device
     su = _fit_split(int(cfg.get("SPLIT_UP", 1)), D // 128)
     sd = _fit_split(int(cfg.get("SPLIT_DOWN", 1)), F // 128)
@@ -700,28 +763,36 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
                             D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
     xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
-    # 2. W1 / W3 partials over the active (expert, F tile, K split) items
-    gu = torch.empty((su, TK, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_up_kernel[(n_items * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, TK, D=D, F=F, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair,
-        **launch)
+    fused = hw is not None
+    if fused:
+        hw = {k: v.contiguous() for k, v in hw.items()}
+        h1, h3, h2 = hw["w1"], hw["w3"], hw["w2"]
+        hs1, hs3, hs2 = (hw[k].view(torch.uint8) for k in ("s1", "s3", "s2"))
+    else:                                           # unused pointers
+        h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
+    # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
+    gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
+    _grouped_up_kernel[((n_items + fused) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, n_items, D=D, F=F, K=K, BM=bm,
+        BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, **launch)
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
-    aq = torch.empty((TK, F), dtype=torch.uint8, device=dev)
-    sa = torch.empty((TK, F // 128), dtype=torch.float32, device=dev)
-    _swiglu_quant_kernel[(TK,)](gu, weights.contiguous().view(-1), order, start, aq, sa, TK, El, float(swiglu_limit),
-                                F=F, SPLIT=su, GB=4, RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
+    aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
+    sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
+    _swiglu_quant_kernel[(ROWS,)](gu, weights.contiguous().view(-1), order, start, aq, sa, TK, ROWS, El,
+                                  float(swiglu_limit), F=F, SPLIT=su, GB=4, RNE_FIX=INTERPRET, num_warps=4,
+                                  num_stages=1)
     # 4. W2 partials
-    yp = torch.empty((sd, TK, D), dtype=torch.float32, device=dev)
-    _grouped_down_kernel[(n_items * (D // bd) * sd,)](
-        aq.view(torch.float8_e4m3fn), sa, act, start, w2, s2, yp, TK, D=D, F=F, BM=bm, BN=bd, SPLIT=sd, ASM=asm,
-        PAIR=pair, **launch)
+    yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
+    _grouped_down_kernel[((n_items + fused) * (D // bd) * sd,)](
+        aq.view(torch.float8_e4m3fn), sa, act, start, w2, s2, yp, h2, hs2, T, TK, ROWS, n_items, D=D, F=F, BM=bm,
+        BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, **launch)
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024
     _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
-        yp, inv, shared if shared is not None else x, out, TK, D, K=K, SPLIT=sd, BLOCK=BLOCK,
-        HAS_SHARED=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET, num_warps=4,
-        num_stages=1)
+        yp, inv, shared if shared is not None else x, out, TK, ROWS, D, K=K, SPLIT=sd, BLOCK=BLOCK,
+        HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
+        num_warps=4, num_stages=1)
     return out
 
 
@@ -752,8 +823,12 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
-    shared = _shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit)
     key = _grouped_key(x, idx, w1)
     cfg = config or lookup("moe_layer", key, grouped_default(key))
+    hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
+    if cfg.get("FUSE_SHARED", True) and _fusable_shared(hw, x.shape[1], w1.shape[1]):   # inside the routed launches
+        return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None, torch.bfloat16,
+                        pair, hw)
+    shared = _shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit)
     return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16,
                     pair)

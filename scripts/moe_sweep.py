@@ -42,6 +42,8 @@ def main() -> None:
         prepped = [new.prepared(s) for s in sets]            # the load-time layout of the grouped kernel
         trials = [(old, None), (new, None)] + ([] if a.defaults_only else [(new, {**base, **c}) for c in
                                                SWEEP["small" if params["T"] <= 4 else "large"]])
+        if a.op == "moe_layer":              # the shared expert inside the grouped launches, or beside them
+            trials.append((new, {**base, "FUSE_SHARED": False}))
         ref = None
         for impl, cfg in trials:
             kw = {"config": cfg} if cfg else {}
