@@ -416,7 +416,7 @@ def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmas
 
 
 @triton.jit
-def fp8_tile_dot(acc, w_ptr, ws_ptr, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
+def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
     """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
     of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
     fp32 scales per 128 (the arithmetic of kernels/linear.py _fp8_gemm_kernel)."""
@@ -424,7 +424,7 @@ def fp8_tile_dot(acc, w_ptr, ws_ptr, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, L
     w = tl.load(w_ptr + rn[:, None] * LDW + kb * 128 + rk[None, :])
     xq = tl.load(xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :], mask=rmask[:, None], other=0.0)
     sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)
-    sw = pow2(tl.load(ws_ptr + (tl.min(rn, axis=0) // 128) * (LDW // 128) + kb).to(tl.int32) - 127)
+    sw = pow2(tl.load(ws_ptr + (n0 // 128) * (LDW // 128) + kb).to(tl.int32) - 127)             # rn = n0 + 0..BN-1
     return acc + tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
 
 
@@ -499,7 +499,8 @@ def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s
     pid = tl.program_id(0)
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
-    rn = ((pid // SPLIT) % NT) * BN + tl.arange(0, BN)
+    n0 = ((pid // SPLIT) % NT) * BN
+    rn = n0 + tl.arange(0, BN)
     if SHARED and a >= N_ITEMS:
         c = 0
         while c < T:
@@ -508,8 +509,8 @@ def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s
             accg = tl.zeros((BN, BM), dtype=tl.float32)
             accu = tl.zeros((BN, BM), dtype=tl.float32)
             for i in range(KBS):
-                accg = fp8_tile_dot(accg, hw1_ptr, hs1_ptr, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
-                accu = fp8_tile_dot(accu, hw3_ptr, hs3_ptr, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
+                accg = fp8_tile_dot(accg, hw1_ptr, hs1_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
+                accu = fp8_tile_dot(accu, hw3_ptr, hs3_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
             out = part_ptr + (s * ROWS + TK + tok[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
             tl.store(out, accg, mask=pm[None, :])
             tl.store(out + F, accu, mask=pm[None, :])
@@ -584,7 +585,8 @@ def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, par
     pid = tl.program_id(0)
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
-    rn = ((pid // SPLIT) % NT) * BN + tl.arange(0, BN)
+    n0 = ((pid // SPLIT) % NT) * BN
+    rn = n0 + tl.arange(0, BN)
     if SHARED and a >= N_ITEMS:
         c = 0
         while c < T:
@@ -592,7 +594,7 @@ def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, par
             pm = row < TK + T
             acc = tl.zeros((BN, BM), dtype=tl.float32)
             for i in range(KBS):
-                acc = fp8_tile_dot(acc, hw2_ptr, hs2_ptr, rn, F, s * KBS + i, aq_ptr, sa_ptr, row, pm, F)
+                acc = fp8_tile_dot(acc, hw2_ptr, hs2_ptr, n0, rn, F, s * KBS + i, aq_ptr, sa_ptr, row, pm, F)
             tl.store(part_ptr + (s * ROWS + row[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
             c += BM
     elif a < tl.load(act_ptr):
@@ -671,7 +673,7 @@ def grouped_default(params: dict) -> dict:
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else (2, 1))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3 if T <= 8 else 2, "DECODE": "fp8_asm"}
+            "num_stages": 3, "DECODE": "fp8_asm"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
