@@ -666,12 +666,13 @@ def grouped_configs(params: dict) -> list[dict]:
 
 
 def grouped_default(params: dict) -> dict:
-    # H200, Flash TP8 moe_experts, PAIR64 not yet in that run (scripts/moe_sweep.py, 2026-12-01, docs/perf/moe.md):
-    # BN 64/64 with the inline-PTX decode beat BN 32/32 at every C (C=1 35.1 vs 39.0 us, C=16 220 vs 345,
-    # C=64 357 vs 573); K split (8, 4) at C=1 (one touched expert: 32 x 8 up and 64 x 4 down items), (2, 1) from
-    # C=16 on (-13% / -10% against no split).
+    # H200, Flash TP8 moe_experts (scripts/moe_sweep.py, 2026-12-01, docs/perf/moe.md). Official layout: BN 64/64
+    # with the inline-PTX decode beat BN 32/32 at every C (C=1 35.1 vs 39.0 us, C=16 220 vs 345, C=64 357 vs 573).
+    # PAIR64, 3 stages: K split (8, 4) at C=1 29.5 us (one touched expert: 32 x 8 up and 64 x 4 down items; (4, 2)
+    # 30.9, (16, 8) 32.8); C=16 (2, 1) 158.7 vs no split 163.9; C=64 no split 243.2 vs (2, 1) 253.6. 8 warps: 1.2-2x
+    # slower everywhere; 2 stages: +4-7% (and the fused up kernel spills 16 B on sm_120 there).
     T = params["T"]
-    su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else (2, 1))
+    su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
             "num_stages": 3, "DECODE": "fp8_asm"}
 
