@@ -24,6 +24,11 @@ class Ops:
         self.fallbacks.add(op)
         return available["reference"]
 
+    def prepare(self, op: str, weights: dict) -> dict:
+        """`weights` (official layout, a subset of op's inputs) in the layout the chosen implementation of op
+        runs on (registry.Impl.prepare), once at load; unchanged for implementations without one."""
+        return self.resolve(op).prepared(weights)
+
     def __getattr__(self, op: str) -> Callable:
         if op.startswith("_"):
             raise AttributeError(op)

@@ -233,6 +233,7 @@ def capture_impl(impl: registry.Impl, spec: registry.OpSpec, params: dict, confi
     with cheap_random():
         inputs = spec.make_inputs(params, gen, "cpu", "normal")
     kw = {"config": config} if config is not None else {}
+    inputs = impl.prepared(inputs)          # the load-time weight layout the implementation runs on
     with capture() as launches, torch.no_grad():
         impl.fn(**inputs, **kw)
     return launches

@@ -232,6 +232,10 @@ class MoE(Part):
                 self.take(sd, "", w + sfx, t.view(torch.uint8) if kind == "weight" else t)
             self.take(sd, f"{p}.shared_experts.{w}.weight", f"shared_{w}")
             self.take(sd, f"{p}.shared_experts.{w}.scale", f"shared_{w}_scale")
+        # the routed experts' codes in the layout the MoE implementation decodes fastest, once at load
+        prep = env.ops.prepare("moe_layer" if tp.world == 1 else "moe_experts",
+                               {"w1": self.w1, "w3": self.w3, "w2": self.w2})
+        self.w1, self.w3, self.w2 = prep["w1"], prep["w3"], prep["w2"]
 
     def forward(self, env: Env, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         ops, cfg, tp = env.ops, env.cfg, env.tp

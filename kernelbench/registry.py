@@ -98,6 +98,13 @@ class Impl:
     kernels: Callable[[], list] | None = None  # the @triton.jit functions, for the sm_120 inspector
     # config -> why it cannot run in the interpreter (compiled-only paths), or None; see verify_paths.py
     compiled_only: Callable[[dict], str | None] | None = None
+    # the load-time weight layout (docs/OPS.md "Prepared layouts"): inputs in the official layout -> the inputs this
+    # implementation runs fastest on, computed once per weight (the model at load, bench/tune before timing, verify
+    # before the call: the pair reference(official) vs fn(prepare(official)) is what verify checks)
+    prepare: Callable[[Inputs], Inputs] | None = None
+
+    def prepared(self, inputs: Inputs) -> Inputs:
+        return self.prepare(inputs) if self.prepare is not None else inputs
 
     @property
     def source_hash(self) -> str:

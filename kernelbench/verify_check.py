@@ -266,7 +266,7 @@ def check_example(spec: OpSpec, impl: Impl, ex: Example, device: str = "cpu") ->
     run_in = materialize(base, ex.layout, keep=spec.inplace)
     try:
         with poisoned_allocations():
-            out = as_tuple(impl.fn(**run_in))
+            out = as_tuple(impl.fn(**impl.prepared(run_in)))
         _sync(device)
     except Exception as e:
         if ex.layout == "strided" and _is_rejection(e):
@@ -342,7 +342,7 @@ def _second_run_same(spec: OpSpec, impl: Impl, base: dict, ex: Example, first: t
     again_in = materialize(base, ex.layout, keep=spec.inplace)
     try:
         with poisoned_allocations():
-            again = as_tuple(impl.fn(**again_in))
+            again = as_tuple(impl.fn(**impl.prepared(again_in)))
     except Exception as e:
         problems.append(f"the second run (determinism check) raised {_error_text(e)}")
         return False

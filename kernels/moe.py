@@ -22,8 +22,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
-from kernelbench.kernels.linear import _bf16_gemm, _default, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
-from kernelbench.kernels.quant import _launch_fp8
+from kernelbench.kernels.linear import _bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
+from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -327,9 +327,9 @@ def _experts_key(x, indices, w1):
     return {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": indices.shape[1]}
 
 
-@register_impl("moe_experts", "triton", backend="triton", configs=moe_configs, default_config=moe_default,
+@register_impl("moe_experts", "triton_v1", backend="triton", configs=moe_configs, default_config=moe_default,
                deterministic=True, kernels=lambda: [_moe_up_kernel, _moe_down_kernel, _combine_kernel])
-def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+def moe_experts_v1(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
     key = _experts_key(x, indices, w1)
     cfg = config or lookup("moe_experts", key, moe_default({**key, "E": max(key["El"], 1)}))
@@ -357,10 +357,10 @@ def shared_expert(x, w1, s1, w3, s3, w2, s2, swiglu_limit, config=None):
     return _shared(x, w1, s1, w3, s3, w2, s2, swiglu_limit)
 
 
-@register_impl("moe_layer", "triton", backend="triton", configs=moe_configs, default_config=moe_default,
+@register_impl("moe_layer", "triton_v1", backend="triton", configs=moe_configs, default_config=moe_default,
                deterministic=True,
                kernels=lambda: [_topk_kernel, _moe_up_kernel, _moe_down_kernel, _combine_kernel, _swiglu_kernel])
-def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+def moe_layer_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
     w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
@@ -368,3 +368,470 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
     key = _experts_key(x, idx, w1)
     cfg = config or lookup("moe_layer", key, moe_default({**key, "E": weight.shape[0]}))
     return _routed(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16)
+
+
+# ==== grouped experts (impl "triton"): a device-built work list, split K, 5 launches, no torch glue =============
+# 1. `_route_kernel`, grid (1 + T): program 0 groups the slots by local expert (counts, start offsets, the list of
+#    ACTIVE experts, sorted slots and each slot's sorted position: a stable counting sort, no host sync); programs
+#    1..T act-quantize x (e4m3 codes + UE8M0 scales, group 128) for the fp8 dots;
+# 2. `_grouped_up_kernel`, grid (min(El, TK) * F/BN * S): one program per (active expert, F tile, K split);
+#    programs past the number of active experts exit at once, so at C=1 the whole grid streams the one touched
+#    expert (S K-splits x F/BN tiles), fp32 partials (S, TK, 2F) of g and u by sorted position;
+# 3. `_swiglu_quant_kernel`, grid (TK): sum of the S partials in order, bf16 rounding, clamp, SwiGLU, routing weight,
+#    bf16, act-quant (group 128): the W2 input as e4m3 codes + scales;
+# 4. `_grouped_down_kernel`, as 2 for W2 (split over F), fp32 partials (S, TK, D);
+# 5. `_grouped_combine_kernel`, grid (T, D/BLOCK): per token, per k in order: bf16(sum of the S partials), summed
+#    in k order (+ the shared expert). Every reduction has a fixed order: deterministic, no atomics.
+@triton.jit
+def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmask, LDX, ASM: tl.constexpr):
+    """fp4_tile_dot_fp8 (kernels/linear.py) for the PAIR64 weight layout (`prepare_expert_weights`): in each 64-value
+    chunk of a row, byte j holds value j in its low nibble and value 32 + j in its high nibble, so the low nibbles of
+    32 bytes are one whole scale group in k order and the high nibbles the next: the e2m1 -> e4m3 decode is word ops
+    on the loaded bytes (lo / hi codes of 4 bytes per 32-bit op with ASM) and no byte interleave (join) is needed."""
+    rj = tl.arange(0, 32)
+    xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
+    sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)     # (BM,)
+    kacc = tl.zeros(acc.shape, dtype=tl.float32)
+    for h in tl.static_range(2):
+        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
+        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
+            lo, hi = tl.inline_asm_elementwise(
+                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+            lo = lo.to(tl.float8e4nv, bitcast=True)
+            hi = hi.to(tl.float8e4nv, bitcast=True)
+        else:
+            bi = b.to(tl.int32)
+            lo = fp4_lo_e4m3(bi)
+            hi = fp4_hi_e4m3(bi)
+        sw = s_ptr + rn * LDS + kb * 4 + 2 * h
+        s0 = pow2(tl.load(sw).to(tl.int32) - 121)                                             # 2^(e - 127) * 64
+        s1 = pow2(tl.load(sw + 1).to(tl.int32) - 121)
+        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
+        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
+        kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
+        kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
+    return acc + kacc * sx[None, :]
+
+
+@triton.jit
+def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
+    """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
+    of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
+    fp32 scales per 128 (the arithmetic of kernels/linear.py _fp8_gemm_kernel)."""
+    rk = tl.arange(0, 128)
+    w = tl.load(w_ptr + rn[:, None] * LDW + kb * 128 + rk[None, :])
+    xq = tl.load(xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :], mask=rmask[:, None], other=0.0)
+    sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)
+    sw = pow2(tl.load(ws_ptr + (n0 // 128) * (LDW // 128) + kb).to(tl.int32) - 127)             # rn = n0 + 0..BN-1
+    return acc + tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
+
+
+@triton.jit
+def _quant_groups(v):
+    """(G, 128) fp32 -> e4m3 codes (int32) and UE8M0 scales (G,) fp32: the act_quant_fp8 rounding (kernels/quant.py)."""
+    amax = tl.maximum(tl.max(tl.abs(v), axis=1), 1e-4)
+    se = ue8m0_exp(amax, 8, 0x600000)                                    # 448 = 1.75 * 2^8
+    q = tl.minimum(tl.maximum(v * pow2(-se)[:, None], -448.0), 448.0)
+    code, _ = e4m3_round_code(q)
+    return code, pow2(se)
+
+
+@triton.jit
+def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El,
+                  D: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr):
+    # idx (TK,) int64 expert per slot; x (T, D) bf16 -> xq (T, D) e4m3 codes, sx (T, D/128) fp32;
+    # act (El + 1,) int32: [n_active, active local experts ascending]; start (El + 1,) int32 offsets by expert
+    # (start[El] = number of local slots); sorted (TK,) int32 slots by (expert, slot); inv (TK,) int32 position
+    # of each slot in sorted, -1 for a slot whose expert is not local
+    pid = tl.program_id(0)
+    if pid == 0:
+        e = tl.arange(0, ELP)
+        j = tl.arange(0, CH)
+        counts = tl.zeros((ELP,), dtype=tl.int32)
+        for c0 in range(0, TK, CH):
+            i = c0 + j
+            key = tl.load(idx_ptr + i, mask=i < TK, other=-1) - offset
+            key = tl.where((key >= 0) & (key < El) & (i < TK), key, -1).to(tl.int32)
+            counts += tl.sum((key[:, None] == e[None, :]).to(tl.int32), axis=0)
+        start = tl.cumsum(counts, axis=0) - counts
+        tl.store(start_ptr + e, start, mask=e < El)
+        tl.store(start_ptr + El, tl.sum(counts, axis=0))
+        flag = (counts > 0).to(tl.int32)
+        tl.store(act_ptr + 1 + tl.cumsum(flag, axis=0) - flag, e, mask=flag > 0)
+        tl.store(act_ptr, tl.sum(flag, axis=0))
+        nxt = start                                                       # next free position per expert
+        for c0 in range(0, TK, CH):
+            i = c0 + j
+            key = tl.load(idx_ptr + i, mask=i < TK, other=-1) - offset
+            key = tl.where((key >= 0) & (key < El) & (i < TK), key, -1).to(tl.int32)
+            hot = key[:, None] == e[None, :]                               # (CH, ELP)
+            before = tl.sum(((key[None, :] == key[:, None]) & (j[None, :] < j[:, None])).to(tl.int32), axis=1)
+            pos = tl.sum(tl.where(hot, nxt[None, :], 0), axis=1) + before
+            local = key >= 0
+            tl.store(sorted_ptr + pos, i, mask=local)
+            tl.store(inv_ptr + i, tl.where(local, pos, -1), mask=i < TK)
+            nxt += tl.sum(hot.to(tl.int32), axis=0)
+    else:
+        row = (pid - 1).to(tl.int64)
+        NG: tl.constexpr = D // 128
+        for g0 in range(0, NG, GB):
+            g = g0 + tl.arange(0, GB)
+            offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
+            gm = g < NG
+            v = tl.load(x_ptr + row * D + offs, mask=gm[:, None], other=0.0).to(tl.float32)
+            code, s = _quant_groups(v)
+            tl.store(xq_ptr + row * D + offs, code.to(tl.uint8), mask=gm[:, None])
+            tl.store(sx_ptr + row * NG + g, s, mask=gm)
+
+
+@triton.jit
+def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, part_ptr,
+                       hw1_ptr, hs1_ptr, hw3_ptr, hs3_ptr, T, TK, ROWS, N_ITEMS,
+                       D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                       SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
+    # programs past N_ITEMS * F/BN * SPLIT (SHARED only): the FP8 shared expert hw1/hw3 (F, D) e4m3, hs1/hs3 (F/128,
+    # D/128) e8m0 on all T tokens, into partial rows TK + t
+    # w1, w3 (El, F, D/2) uint8 (official, or PAIR64 with PAIR); s1, s3 (El, F, D/32) uint8 e8m0; part (SPLIT, TK, 2F) fp32 by sorted position
+    NT: tl.constexpr = F // BN
+    KBS: tl.constexpr = D // 128 // SPLIT
+    pid = tl.program_id(0)
+    a = pid // (NT * SPLIT)
+    s = pid % SPLIT
+    n0 = ((pid // SPLIT) % NT) * BN
+    rn = n0 + tl.arange(0, BN)
+    if SHARED and a >= N_ITEMS:
+        c = 0
+        while c < T:
+            tok = c + tl.arange(0, BM)
+            pm = tok < T
+            accg = tl.zeros((BN, BM), dtype=tl.float32)
+            accu = tl.zeros((BN, BM), dtype=tl.float32)
+            for i in range(KBS):
+                accg = fp8_tile_dot(accg, hw1_ptr, hs1_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
+                accu = fp8_tile_dot(accu, hw3_ptr, hs3_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
+            out = part_ptr + (s * ROWS + TK + tok[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
+            tl.store(out, accg, mask=pm[None, :])
+            tl.store(out + F, accu, mask=pm[None, :])
+            c += BM
+    elif a < tl.load(act_ptr):
+        e = tl.load(act_ptr + 1 + a).to(tl.int64)
+        start = tl.load(start_ptr + e)
+        end = tl.load(start_ptr + e + 1)
+        w1 = w1_ptr + e * (F * (D // 2))
+        w3 = w3_ptr + e * (F * (D // 2))
+        s1 = s1_ptr + e * (F * (D // 32))
+        s3 = s3_ptr + e * (F * (D // 32))
+        c = start
+        while c < end:
+            pos = c + tl.arange(0, BM)
+            pm = pos < end
+            tok = tl.load(sorted_ptr + pos, mask=pm, other=0) // K
+            accg = tl.zeros((BN, BM), dtype=tl.float32)
+            accu = tl.zeros((BN, BM), dtype=tl.float32)
+            for i in range(KBS):
+                kb = s * KBS + i
+                if PAIR:
+                    accg = fp4_pair_dot(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+                    accu = fp4_pair_dot(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+                else:
+                    accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+                    accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+            out = part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
+            tl.store(out, accg, mask=pm[None, :])
+            tl.store(out + F, accu, mask=pm[None, :])
+            c += BM
+
+
+@triton.jit
+def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr, TK, ROWS, El, limit,
+                         F: tl.constexpr, SPLIT: tl.constexpr, GB: tl.constexpr, RNE_FIX: tl.constexpr):
+    # part (SPLIT, ROWS, 2F) fp32; rw (TK,) fp32 by slot -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32 by row;
+    # rows: the local slots by position, then (rows TK.., when the shared expert is fused) one per token, weight 1
+    p = tl.program_id(0)
+    if (p < tl.load(start_ptr + El)) | (p >= TK):
+        rw = tl.load(rw_ptr + tl.load(sorted_ptr + p, mask=p < TK, other=0), mask=p < TK, other=1.0)
+        NG: tl.constexpr = F // 128
+        p64 = p.to(tl.int64)
+        for g0 in range(0, NG, GB):
+            gi = g0 + tl.arange(0, GB)
+            offs = gi[:, None] * 128 + tl.arange(0, 128)[None, :]
+            gm = (gi < NG)[:, None]
+            g = tl.zeros((GB, 128), dtype=tl.float32)
+            u = tl.zeros((GB, 128), dtype=tl.float32)
+            for s in tl.static_range(SPLIT):                               # fixed order: deterministic
+                row = part_ptr + (s * ROWS + p64) * (2 * F) + offs
+                g += tl.load(row, mask=gm, other=0.0)
+                u += tl.load(row + F, mask=gm, other=0.0)
+            g = to_bf16(g, RNE_FIX).to(tl.float32)                        # the expert GEMMs return bf16
+            u = to_bf16(u, RNE_FIX).to(tl.float32)
+            u = tl.minimum(tl.maximum(u, -limit), limit)
+            g = tl.minimum(g, limit)
+            act = to_bf16(g / (1.0 + tl.exp(-g)) * u * rw, RNE_FIX).to(tl.float32)
+            code, sc = _quant_groups(act)
+            tl.store(aq_ptr + p64 * F + offs, code.to(tl.uint8), mask=gm)
+            tl.store(sa_ptr + p64 * NG + gi, sc, mask=gi < NG)
+
+
+@triton.jit
+def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, part_ptr, hw2_ptr, hs2_ptr, T, TK, ROWS,
+                         N_ITEMS, D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
+    # SHARED: programs past N_ITEMS * D/BN * SPLIT run the shared expert's hw2 (D, F) e4m3 on rows TK + t
+    # aq (TK, F) e4m3 codes, sa (TK, F/128) by position; w2 (El, D, F/2); s2 (El, D, F/32); part (SPLIT, TK, D) fp32
+    NT: tl.constexpr = D // BN
+    KBS: tl.constexpr = F // 128 // SPLIT
+    pid = tl.program_id(0)
+    a = pid // (NT * SPLIT)
+    s = pid % SPLIT
+    n0 = ((pid // SPLIT) % NT) * BN
+    rn = n0 + tl.arange(0, BN)
+    if SHARED and a >= N_ITEMS:
+        c = 0
+        while c < T:
+            row = TK + c + tl.arange(0, BM)
+            pm = row < TK + T
+            acc = tl.zeros((BN, BM), dtype=tl.float32)
+            for i in range(KBS):
+                acc = fp8_tile_dot(acc, hw2_ptr, hs2_ptr, n0, rn, F, s * KBS + i, aq_ptr, sa_ptr, row, pm, F)
+            tl.store(part_ptr + (s * ROWS + row[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
+            c += BM
+    elif a < tl.load(act_ptr):
+        e = tl.load(act_ptr + 1 + a).to(tl.int64)
+        start = tl.load(start_ptr + e)
+        end = tl.load(start_ptr + e + 1)
+        w2 = w2_ptr + e * (D * (F // 2))
+        s2 = s2_ptr + e * (D * (F // 32))
+        c = start
+        while c < end:
+            pos = c + tl.arange(0, BM)
+            pm = pos < end
+            acc = tl.zeros((BN, BM), dtype=tl.float32)
+            for i in range(KBS):
+                if PAIR:
+                    acc = fp4_pair_dot(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F, ASM)
+                else:
+                    acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F,
+                                           ASM)
+            tl.store(part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
+            c += BM
+
+
+@triton.jit
+def _grouped_combine_kernel(part_ptr, inv_ptr, shared_ptr, out_ptr, TK, ROWS, D,
+                            K: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr, HAS_SHARED: tl.constexpr,
+                            SHARED_ROWS: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+    # HAS_SHARED: + shared (T, D) bf16; SHARED_ROWS: + bf16(the shared expert's partials at rows TK + t)
+    # part (SPLIT, TK, D) fp32 by position; inv (TK,) int32 position of each slot (-1: not local) -> out (T, D)
+    t = tl.program_id(0)
+    d = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    dm = d < D
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for k in tl.static_range(K):
+        p = tl.load(inv_ptr + t * K + k)
+        m = dm & (p >= 0)
+        y = tl.zeros((BLOCK,), dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            y += tl.load(part_ptr + (s * ROWS + p).to(tl.int64) * D + d, mask=m, other=0.0)
+        acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # each expert's output is bf16
+    if SHARED_ROWS:
+        y = tl.zeros((BLOCK,), dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            y += tl.load(part_ptr + (s * ROWS + TK + t).to(tl.int64) * D + d, mask=dm, other=0.0)
+        acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # shared_expert returns bf16
+    if HAS_SHARED:
+        acc += tl.load(shared_ptr + t * D + d, mask=dm, other=0.0).to(tl.float32)
+    if OUT_BF16:
+        tl.store(out_ptr + t * D + d, to_bf16(acc, RNE_FIX), mask=dm)
+    else:
+        tl.store(out_ptr + t * D + d, acc, mask=dm)
+
+
+# (SPLIT_UP, SPLIT_DOWN) wishes: the wrapper lowers each to the largest divisor of the K blocks (D/128, F/128)
+GROUPED_SPLITS = ((1, 1), (2, 1), (2, 2), (4, 2), (8, 4), (16, 8))
+
+
+def grouped_configs(params: dict) -> list[dict]:
+    # tiles: MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120); DECODE "fp8" (portable) or
+    # "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter for BN >= 64
+    out = []
+    for bm, bu, bd, w in MOE_TILES:
+        for su, sd in GROUPED_SPLITS:
+            for st in (2, 3):
+                for dec in ("fp8", "fp8_asm") if max(bu, bd) >= 64 else ("fp8",):
+                    out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
+                                "num_warps": w, "num_stages": st, "DECODE": dec})
+    return out
+
+
+def grouped_default(params: dict) -> dict:
+    # H200, Flash TP8 moe_experts (scripts/moe_sweep.py, 2026-12-01, docs/perf/moe.md). Official layout: BN 64/64
+    # with the inline-PTX decode beat BN 32/32 at every C (C=1 35.1 vs 39.0 us, C=16 220 vs 345, C=64 357 vs 573).
+    # PAIR64, 3 stages: K split (8, 4) at C=1 29.5 us (one touched expert: 32 x 8 up and 64 x 4 down items; (4, 2)
+    # 30.9, (16, 8) 32.8); C=16 (2, 1) 158.7 vs no split 163.9; C=64 no split 243.2 vs (2, 1) 253.6. 8 warps: 1.2-2x
+    # slower everywhere; 2 stages: +4-7% (and the fused up kernel spills 16 B on sm_120 there).
+    T = params["T"]
+    su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
+    return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
+            "num_stages": 3, "DECODE": "fp8_asm"}
+
+
+# ---- the kernel's weight layout, made once at load ------------------------------------------------------------
+PAIR64 = 32     # prepared routed-expert codes: [El, N, K/64, 32] uint8 (the official layout is [El, N, K/2])
+
+
+def prepare_expert_weights(w: torch.Tensor) -> torch.Tensor:
+    """Official packed e2m1 codes [..., N, K/2] (byte i = value 2i | value 2i+1 << 4) -> the PAIR64 layout
+    [..., N, K/64, 32] that fp4_pair_dot decodes: byte j of each 64-value chunk = value j | value 32 + j << 4.
+    A pure permutation of the nibbles (the UE8M0 scales keep their layout); done once per expert at load."""
+    if w.dtype != torch.uint8 or w.dim() < 2 or w.shape[-1] % 32:
+        raise ValueError(f"prepare_expert_weights: uint8 [..., N, K/2] with K % 64 == 0 expected, got "
+                         f"{w.dtype} {tuple(w.shape)}")
+    out = torch.empty((*w.shape[:-1], w.shape[-1] // 32, PAIR64), dtype=torch.uint8, device=w.device)
+    for i in range(w.shape[0]) if w.dim() > 2 else (None,):          # one expert at a time: bounded temporaries
+        src = w if i is None else w[i]
+        v = torch.stack((src & 15, src >> 4), -1).reshape(*src.shape[:-1], -1, 2, PAIR64)   # [N, K/64, 2, 32]
+        (out if i is None else out[i]).copy_(v[..., 0, :] | (v[..., 1, :] << 4))
+    return out
+
+
+def official_expert_weights(w: torch.Tensor) -> torch.Tensor:
+    """The inverse of prepare_expert_weights: PAIR64 [..., N, K/64, 32] -> official [..., N, K/2]."""
+    v = torch.stack((w & 15, w >> 4), -2).reshape(*w.shape[:-2], -1)                         # values in k order
+    return (v[..., 0::2] | (v[..., 1::2] << 4)).contiguous()
+
+
+def prepare_experts(inputs: dict) -> dict:
+    """The load-time transform of moe_experts / moe_layer inputs (Impl.prepare): w1, w3, w2 to PAIR64."""
+    return {**inputs, **{k: prepare_expert_weights(inputs[k]) for k in ("w1", "w3", "w2")
+                         if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 3}}
+
+
+def _layout(w1, w3, w2):
+    """-> (pair, w1, w3, w2) with the codes as [El, N, K/2] views for the kernel and the checks."""
+    dims = {w1.dim(), w3.dim(), w2.dim()}
+    if dims == {4} and all(w.shape[-1] == PAIR64 for w in (w1, w3, w2)):
+        return True, *(w.reshape(w.shape[0], w.shape[1], -1) for w in (w1, w3, w2))
+    if dims - {3}:
+        raise ValueError(f"moe_experts: w1, w3, w2 must all be official [El, N, K/2] or all PAIR64 [El, N, K/64, 32] "
+                         f"(kernels.moe.prepare_expert_weights), got {tuple(w1.shape)}, {tuple(w3.shape)}, "
+                         f"{tuple(w2.shape)}")
+    return False, w1, w3, w2
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()       # the decode reads 32-bit words
+
+
+def _fusable_shared(hw: dict, D: int, F: int) -> bool:
+    """The shared expert's FP8 weights can run inside the grouped kernels: same D and F as the routed experts."""
+    check_device(*hw.values())
+    for n in ("w1", "w3", "w2"):
+        check_dtype(f"shared_{n}", hw[n], torch.float8_e4m3fn)
+    for n in ("s1", "s3", "s2"):
+        check_dtype(f"shared_{n}", hw[n], torch.float8_e8m0fnu)
+    want = {"w1": (F, D), "w3": (F, D), "w2": (D, F), "s1": (F // 128, D // 128), "s3": (F // 128, D // 128),
+            "s2": (D // 128, F // 128)}
+    return all(tuple(hw[k].shape) == v for k, v in want.items())
+
+
+def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
+             hw=None):
+    # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside
+    T, D = x.shape
+    K = indices.shape[1]
+    El, F = w1.shape[0], w1.shape[1]
+    TK = T * K
+    ROWS = TK + (T if hw is not None else 0)       # partial / activation rows: local slots, then shared tokens
+    dev = x.device
+    su = _fit_split(int(cfg.get("SPLIT_UP", 1)), D // 128)
+    sd = _fit_split(int(cfg.get("SPLIT_DOWN", 1)), F // 128)
+    asm = cfg.get("DECODE", "fp8") == "fp8_asm" and not INTERPRET
+    bm, bu, bd = cfg["BM"], cfg["BN_UP"], cfg["BN_DOWN"]
+    if F % bu or D % bd:
+        raise ValueError(f"moe_experts: BN_UP={bu} must divide F={F} and BN_DOWN={bd} D={D}")
+    w1, w3, w2 = _aligned(w1), _aligned(w3), _aligned(w2)
+    s1, s3, s2 = (s.contiguous().view(torch.uint8) for s in (s1, s3, s2))
+    x = x.contiguous()
+    i32 = dict(dtype=torch.int32, device=dev)
+    act, start = torch.empty(El + 1, **i32), torch.empty(El + 1, **i32)
+    order, inv = torch.empty(TK, **i32), torch.empty(TK, **i32)
+    xq = torch.empty((T, D), dtype=torch.uint8, device=dev)
+    sx = torch.empty((T, D // 128), dtype=torch.float32, device=dev)
+    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    # 1. routing lists + act-quant of x
+    _route_kernel[(1 + T,)](indices.contiguous(), x, xq, sx, act, start, order, inv, TK, int(expert_offset), El,
+                            D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
+    xq = xq.view(torch.float8_e4m3fn)
+    n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
+    fused = hw is not None
+    if fused:
+        hw = {k: v.contiguous() for k, v in hw.items()}
+        h1, h3, h2 = hw["w1"], hw["w3"], hw["w2"]
+        hs1, hs3, hs2 = (hw[k].view(torch.uint8) for k in ("s1", "s3", "s2"))
+    else:                                           # unused pointers
+        h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
+    # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
+    gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
+    _grouped_up_kernel[((n_items + fused) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, n_items, D=D, F=F, K=K, BM=bm,
+        BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, **launch)
+    # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
+    aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
+    sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
+    _swiglu_quant_kernel[(ROWS,)](gu, weights.contiguous().view(-1), order, start, aq, sa, TK, ROWS, El,
+                                  float(swiglu_limit), F=F, SPLIT=su, GB=4, RNE_FIX=INTERPRET, num_warps=4,
+                                  num_stages=1)
+    # 4. W2 partials
+    yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
+    _grouped_down_kernel[((n_items + fused) * (D // bd) * sd,)](
+        aq.view(torch.float8_e4m3fn), sa, act, start, w2, s2, yp, h2, hs2, T, TK, ROWS, n_items, D=D, F=F, BM=bm,
+        BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, **launch)
+    # 5. per-token combine in k order (+ shared expert)
+    out = torch.empty((T, D), dtype=out_dtype, device=dev)
+    BLOCK = 1024
+    _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
+        yp, inv, shared if shared is not None else x, out, TK, ROWS, D, K=K, SPLIT=sd, BLOCK=BLOCK,
+        HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
+        num_warps=4, num_stages=1)
+    return out
+
+
+_GROUPED_KERNELS = [_route_kernel, _grouped_up_kernel, _swiglu_quant_kernel, _grouped_down_kernel,
+                    _grouped_combine_kernel]
+
+
+def _grouped_key(x, indices, w1):
+    return {**_experts_key(x, indices, w1), "kernel": "grouped"}     # tuned entries of triton_v1 do not apply
+
+
+@register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
+               deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+    pair, w1, w3, w2 = _layout(w1, w3, w2)
+    _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    key = _grouped_key(x, indices, w1)
+    cfg = config or lookup("moe_experts", key, grouped_default(key))
+    return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                    torch.float32, pair)
+
+
+@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS],
+               prepare=prepare_experts)
+def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+              swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    pair, w1, w3, w2 = _layout(w1, w3, w2)
+    w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
+    key = _grouped_key(x, idx, w1)
+    cfg = config or lookup("moe_layer", key, grouped_default(key))
+    hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
+    if cfg.get("FUSE_SHARED", True) and _fusable_shared(hw, x.shape[1], w1.shape[1]):   # inside the routed launches
+        return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None, torch.bfloat16,
+                        pair, hw)
+    shared = _shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit)
+    return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16,
+                    pair)

@@ -14,10 +14,10 @@ _MODULES = ("kernelbench.ops.quant", "kernelbench.ops.linear", "kernelbench.ops.
             "kernelbench.kernels.quant", "kernelbench.kernels.linear", "kernelbench.kernels.moe")
 
 
-def spec_and_impl(op: str):
+def spec_and_impl(op: str, impl: str = "triton"):
     for m in _MODULES:
         importlib.import_module(m)
-    return registry._OPS[op], registry._IMPLS[op]["triton"]
+    return registry._OPS[op], registry._IMPLS[op][impl]
 
 
 def poisoned_empty(monkeypatch):
@@ -40,12 +40,15 @@ def as_tuple(x):
 
 
 def check_against_reference(op: str, params: dict, values: str = "normal", seed: int = 0, config=None,
-                            fp64: bool = True):
-    spec, impl = spec_and_impl(op)
+                            fp64: bool = True, impl_name: str = "triton", prepare: bool = True):
+    """The reference on the official inputs vs the implementation on its prepared layout (Impl.prepare, the
+    transform included), or on the official inputs with prepare=False."""
+    spec, impl = spec_and_impl(op, impl_name)
     inp = spec.make_inputs(params, torch.Generator().manual_seed(seed), "cpu", values)
     with compute_dtype(torch.float64 if fp64 else torch.float32):
         ref = as_tuple(spec.reference(**inp))
-    out = as_tuple(impl.fn(**inp, config=config) if config else impl.fn(**inp))
+    run = impl.prepared(inp) if prepare else inp
+    out = as_tuple(impl.fn(**run, config=config) if config else impl.fn(**run))
     tol = spec.tolerance(params)
     assert len(out) == len(spec.outputs)
     for name, o, r in zip(spec.outputs, out, ref):

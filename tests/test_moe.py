@@ -203,11 +203,46 @@ def test_gate_weights_stay_finite_when_every_selected_score_underflows(impl_name
 
 
 @pytest.mark.parametrize("decode", ["fp8", "bf16"])
-def test_experts_kernel_decode_paths(decode, monkeypatch):
-    """Both weight decodes (e2m1 -> bf16 bits + bf16 dots, e2m1 -> e4m3 codes + fp8 dots) against the reference,
-    with several token tiles per expert."""
+def test_experts_kernel_v1_decode_paths(decode, monkeypatch):
+    """triton_v1's two weight decodes (e2m1 -> bf16 bits + bf16 dots, e2m1 -> e4m3 codes + fp8 dots) against the
+    reference, with several token tiles per expert."""
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2}
-    check_against_reference("moe_experts", p, "outliers",
+    check_against_reference("moe_experts", p, "outliers", impl_name="triton_v1",
                             config={"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2,
                                     "DECODE": decode})
+
+
+# ---- the grouped kernel: layouts, K splits, work list --------------------------------------------------------
+def test_pair64_layout_is_a_nibble_permutation():
+    from kernelbench.kernels import moe as KM
+    w = torch.randint(0, 256, (3, 8, 64), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    p = KM.prepare_expert_weights(w)
+    assert p.shape == (3, 8, 2, 32) and torch.equal(KM.official_expert_weights(p), w)
+    vals = torch.stack((w & 15, w >> 4), -1).flatten(-2)                     # official: value 2i low, 2i+1 high
+    assert torch.equal(p[1, 2, 1, 5] & 15, vals[1, 2, 64 + 5]) and torch.equal(p[1, 2, 1, 5] >> 4, vals[1, 2, 96 + 5])
+    with pytest.raises(ValueError, match="uint8"):
+        KM.prepare_expert_weights(w.float())
+
+
+@pytest.mark.parametrize("layout", ["official", "pair64"])
+@pytest.mark.parametrize("splits", [(1, 1), (2, 2)])
+def test_grouped_kernel_layouts_and_splits(layout, splits, monkeypatch):
+    """Both weight layouts and split K (fp32 partials summed in order) against the reference, more tokens on an
+    expert than one BM tile; a batch that selects no local expert gives exact zeros."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256}
+    cfg = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "SPLIT_UP": splits[0], "SPLIT_DOWN": splits[1], "num_warps": 4,
+           "num_stages": 2, "DECODE": "fp8"}
+    inp, out, _ = check_against_reference("moe_experts", p, "large", config=cfg, prepare=layout == "pair64")
+    _, impl = spec_and_impl("moe_experts")
+    none_local = impl.fn(**{**impl.prepared(inp), "expert_offset": 100}, config=cfg)
+    assert bool((none_local == 0).all())
+
+
+def test_grouped_kernel_rejects_mixed_layouts():
+    from kernelbench.kernels import moe as KM
+    _, impl = spec_and_impl("moe_experts")
+    inp = _inputs("moe_experts", SMALL)
+    with pytest.raises(ValueError, match="PAIR64"):
+        impl.fn(**{**inp, "w1": KM.prepare_expert_weights(inp["w1"])})
