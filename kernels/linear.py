@@ -57,16 +57,20 @@ def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr,
     acc = tl.zeros((BN, BM), dtype=tl.float32)
     mmask = rm < M
     nmask = rn < N
+    if QUANT:
+        ldx = sxm                                     # bf16 x may be a row-strided view
+    else:
+        ldx = K                                       # codes from act_quant_fp8 are contiguous
     for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
         kb = kb0 + i
+        xv = tl.load(x_ptr + rm[:, None] * ldx + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
         w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
-        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         if QUANT:
-            xv = tl.load(x_ptr + rm[:, None] * sxm + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
             xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                     # (BM, 128) e4m3, (BM,)
         else:
-            xq = tl.load(x_ptr + rm[:, None] * K + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
+            xq = xv
             sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0)
+        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
         acc += d * (sx * sw)[None, :]
     omask = nmask[:, None] & mmask[None, :]
