@@ -129,6 +129,34 @@ def test_fp8_linear_one_launch_equals_three_launches(cfg):
     assert [l.name.split(":")[1] for l in launches] == ["_fp8_linear_kernel"]
 
 
+@pytest.mark.gpu
+def test_fp8_linear_split_k_tickets_on_gpu_and_in_a_cuda_graph():
+    """The ticket protocol on real hardware (the interpreter runs programs one by one, so it cannot race): many
+    splits and tiles, run eagerly and replayed from a CUDA graph, always equal to the three-launch path bit for
+    bit, and every ticket back at zero."""
+    from kernelbench.kernels import linear as KL
+    _, impl = spec_and_impl("fp8_linear")
+    old = registry_impl("fp8_linear", "triton_3launch")
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(64, 4096, generator=gen) * 2).bfloat16().cuda()
+    w, s = Q.quant_fp8_weight(torch.randn(1024, 4096, generator=gen) * 0.02)
+    w, s = w.cuda(), s.cuda()
+    for cfg in ({"BM": 16, "BN": 32, "SPLIT": 32, "num_warps": 4, "num_stages": 3},
+                {"BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4}):
+        want = old.fn(x, w, s, config=cfg)
+        for _ in range(10):
+            assert torch.equal(impl.fn(x, w, s, config=cfg), want)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = impl.fn(x, w, s, config=cfg)
+        for _ in range(10):
+            y.zero_()
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(y, want)
+        assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+
+
 @triton.jit
 def _act_quant_kernel(x_ptr, q_ptr, s_ptr, HW_CVT: tl.constexpr):
     r = tl.arange(0, 8)
