@@ -277,15 +277,20 @@ class Block(Part):
 
 
 def run_blocks(env: Env, blocks: list[Block], h: torch.Tensor, step: Step, caches: list[LayerCache]) -> torch.Tensor:
-    """h [T, 4, D] through the blocks; mHC post of one sublayer is fused with the next one's pre."""
+    """h [T, 4, D] through the blocks; mHC post of one sublayer is fused with the next one's pre and that
+    sublayer's input RMSNorm (mhc_post_pre_norm: xn is the normalized sublayer input)."""
     ops, eps = env.ops, env.cfg.norm_eps
     x, post, comb = ops.mhc_pre(h=h, **blocks[0].hc(env, "attn"))
+    xn = ops.rms_norm(x=x, weight=blocks[0].attn_norm, eps=eps)
     for i, (blk, lc) in enumerate(zip(blocks, caches)):
-        a = blk.attn(env, ops.rms_norm(x=x, weight=blk.attn_norm, eps=eps), step, lc)
-        h, x, post, comb = ops.mhc_post_pre(x=a, h=h, post=post, comb=comb, **blk.hc(env, "ffn"))
-        f = blk.ffn(env, ops.rms_norm(x=x, weight=blk.ffn_norm, eps=eps), step.ids)
+        a = blk.attn(env, xn, step, lc)
+        h, xn, post, comb = ops.mhc_post_pre_norm(x=a, h=h, post=post, comb=comb, **blk.hc(env, "ffn"),
+                                                  weight=blk.ffn_norm, rms_eps=eps)
+        f = blk.ffn(env, xn, step.ids)
         if i + 1 < len(blocks):
-            h, x, post, comb = ops.mhc_post_pre(x=f, h=h, post=post, comb=comb, **blocks[i + 1].hc(env, "attn"))
+            nxt = blocks[i + 1]
+            h, xn, post, comb = ops.mhc_post_pre_norm(x=f, h=h, post=post, comb=comb, **nxt.hc(env, "attn"),
+                                                      weight=nxt.attn_norm, rms_eps=eps)
         else:
             h = ops.mhc_post(x=f, h=h, post=post, comb=comb)
     return h

@@ -8,9 +8,17 @@ M = 1 pads only the small side to 16), KB = K / 128 quantization blocks.
 Work partitioning: grid (N tiles, S, M tiles * G). At decode the N tiles alone are too few for 132 SMs
 (N = 1024, BN = 64 is 16 programs), so K is split into S parts that write fp32 partials (S, M, N) and
 a second small kernel sums them in a fixed order (deterministic) and casts.
-FP8: x is quantized first (kernels/quant.py, one small launch: quantizing inside the GEMM cost 255
-registers and blocked software pipelining), then `tl.dot` on e4m3 x e4m3 with both block scales applied
-to each 128-deep partial.
+FP8 (`_fp8_linear_kernel`), one launch: each program quantizes the (BM, 128) slices of x its K blocks need
+(kernels/quant.py act_quant_e4m3: the reference's UE8M0 / e4m3 arithmetic; the N tiles repeat it, x is
+small and L2-resident), then `tl.dot` on e4m3 x e4m3 with both block scales applied to each 128-deep
+partial. Split K: every program stores its fp32 partial, takes a ticket (one int32 per output tile, atomic
+acq_rel after a CTA barrier); the last to arrive sums the S partials in split order 0..S-1 (the result
+does not depend on arrival order: bit-identical reruns), writes bf16 and puts the ticket back to zero.
+The tickets live in a per-device buffer zeroed once (`split_tickets`), so a launch needs no memset and
+the wrapper is CUDA-graph capturable after one eager call. sm_120 (triton 3.6): QMMA.16832 E4M3, the x
+and w tiles both stream through cp.async (LDGSTS); sm_90: QGMMA 64x8x32. The earlier three-launch path
+(act_quant_fp8, the GEMM on codes, _splitk_reduce_kernel) is the same kernel with QUANT = REDUCE = False,
+registered as `triton_3launch` for side-by-side timing.
 FP4: x is fp8-simulated first (bf16 values e4m3 * 2^k, exact); nibbles become bf16 bit patterns with the
 UE8M0 group scale added to the exponent field (integer ops, kernels/quant.py fp4_decode_bf16); two bf16
 dots per 128-block (even and odd k) so the packed bytes never need interleaving.
@@ -22,7 +30,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
-from kernelbench.kernels.quant import _launch_fp8, fp4_decode_bf16, fp4_hi_e4m3, fp4_lo_e4m3, pow2
+from kernelbench.kernels.quant import _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3, fp4_lo_e4m3, pow2
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -30,11 +38,15 @@ NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned t
 
 
 @triton.jit
-def _fp8_gemm_kernel(xq_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
-                     KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                     RNE_FIX: tl.constexpr):
-    # xq (M, K) e4m3 codes; sx (M, K/128) fp32 UE8M0 scales; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0
-    # bits; out (M, N) bf16, or (S, M, N) fp32 partials when SPLIT > 1
+def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
+                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                       QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # QUANT: x (M, K) bf16 rows sxm apart, quantized here per (row, 128-block) as the GEMM reads it (sx unused);
+    #   else x = e4m3 codes (M, K) and sx (M, K/128) fp32 UE8M0 scales from act_quant_fp8.
+    # w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16.
+    # SPLIT > 1: fp32 partials go to part (S, M, N); with REDUCE the last program of an output tile to arrive
+    #   (cnt: one int32 ticket per tile, zero between launches) sums them in split order 0..S-1, writes bf16
+    #   and resets the ticket; without REDUCE a second launch (_splitk_reduce_kernel) does the sum.
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -45,19 +57,37 @@ def _fp8_gemm_kernel(xq_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
     acc = tl.zeros((BN, BM), dtype=tl.float32)
     mmask = rm < M
     nmask = rn < N
+    if QUANT:
+        ldx = sxm                                     # bf16 x may be a row-strided view
+    else:
+        ldx = K                                       # codes from act_quant_fp8 are contiguous
     for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
         kb = kb0 + i
-        xq = tl.load(xq_ptr + rm[:, None] * K + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
+        xv = tl.load(x_ptr + rm[:, None] * ldx + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
         w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
-        sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0)                  # (BM,)
+        if QUANT:
+            xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                     # (BM, 128) e4m3, (BM,)
+        else:
+            xq = xv
+            sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0)
         sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
         acc += d * (sx * sw)[None, :]
     omask = nmask[:, None] & mmask[None, :]
+    optr = rm[None, :] * N + rn[:, None]
     if SPLIT == 1:
-        tl.store(out_ptr + rm[None, :] * N + rn[:, None], to_bf16(acc, RNE_FIX), mask=omask)
+        tl.store(out_ptr + optr, to_bf16(acc, RNE_FIX), mask=omask)
     else:
-        tl.store(out_ptr + pid_s * M * N + rm[None, :] * N + rn[:, None], acc, mask=omask)
+        tl.store(part_ptr + pid_s * M * N + optr, acc, mask=omask)
+        if REDUCE:
+            tl.debug_barrier()                        # every thread's partial is stored before the release
+            ticket = cnt_ptr + pid_m * tl.num_programs(0) + pid_n
+            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
+                tot = tl.zeros((BN, BM), dtype=tl.float32)
+                for s in tl.static_range(SPLIT):      # fixed order: the result does not depend on arrival
+                    tot += tl.load(part_ptr + s * M * N + optr, mask=omask, other=0.0, cache_modifier=".cg")
+                tl.store(out_ptr + optr, to_bf16(tot, RNE_FIX), mask=omask)
+                tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")   # ready for the next launch
 
 
 @triton.jit
@@ -279,9 +309,28 @@ def _check_linear_x(x, K, what):
         raise ValueError(f"{what}: x must be [M, {K}], got shape {tuple(x.shape)}")
 
 
-@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_configs, default_config=fp8_default,
-               kernels=lambda: [_fp8_gemm_kernel, _splitk_reduce_kernel])
-def fp8_linear(x, weight, weight_scale, config=None):
+_TICKETS: dict = {}      # device -> int32 split-K tickets, zero between launches (each launch resets its own)
+
+
+def split_tickets(device: torch.device, n: int) -> torch.Tensor:
+    """n zeroed int32 tickets on `device` for the in-kernel split-K reduction, allocated once per device (and
+    regrown when a launch needs more) outside the hot path: kernels leave every ticket at zero, so no memset per
+    launch and the wrapper stays CUDA-graph capturable once warm (warm-up runs before capture allocate them).
+    Launches that share the tickets must not run concurrently (one stream, as the decoder runs)."""
+    key = (device.type, device.index)
+    buf = _TICKETS.get(key)
+    if buf is None or buf.numel() < n:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("fp8_linear: split-K tickets must be allocated before CUDA-graph capture "
+                               "(run the step once eagerly first)")
+        buf = _TICKETS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    return buf
+
+
+def _fp8_linear(x, weight, weight_scale, config, fused: bool):
+    """fused: one launch (activation quantization in the GEMM's K loop, split-K reduced by the last program of
+    each tile). Not fused: act_quant_fp8 + GEMM + _splitk_reduce_kernel, three launches (the earlier path, kept
+    as the `triton_3launch` implementation for side-by-side timing)."""
     check_device(x, weight, weight_scale)
     check_dtype("weight", weight, torch.float8_e4m3fn)
     check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
@@ -295,15 +344,36 @@ def fp8_linear(x, weight, weight_scale, config=None):
     _check_cfg(cfg)
     weight = weight.contiguous()
     ws = weight_scale.contiguous().view(torch.uint8)
-    xq, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")   # (M, K) e4m3, (M, K/128) fp32
-    split = _fit_split(cfg["SPLIT"], K // 128)
-    kb_split = K // 128 // split
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
-    out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+    if M == 0:
+        return y
+    if fused:
+        if x.stride(1) != 1:
+            x = x.contiguous()
+        sx = ws                                                             # unused: quantized in the kernel
+    else:
+        x, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")  # (M, K) e4m3, (M, K/128) fp32
+    split = _fit_split(cfg["SPLIT"], K // 128)
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]))
-    _fp8_gemm_kernel[grid](xq, sx, weight, ws, out, M, N, K, KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"],
-                           SPLIT=split, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return y if split == 1 else _finish(out, y, split, True)
+    part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+    tickets = split_tickets(x.device, grid[0] * grid[2]) if fused and split > 1 else part
+    _fp8_linear_kernel[grid](x, sx, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=K // 128 // split,
+                             BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, QUANT=fused, REDUCE=fused,
+                             HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
+                             num_stages=cfg["num_stages"])
+    return y if split == 1 or fused else _finish(part, y, split, True)
+
+
+@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_configs, default_config=fp8_default,
+               kernels=lambda: [_fp8_linear_kernel])
+def fp8_linear(x, weight, weight_scale, config=None):
+    return _fp8_linear(x, weight, weight_scale, config, fused=True)
+
+
+@register_impl("fp8_linear", "triton_3launch", backend="triton", configs=fp8_configs, default_config=fp8_default,
+               kernels=lambda: [_fp8_linear_kernel, _splitk_reduce_kernel])
+def fp8_linear_3launch(x, weight, weight_scale, config=None):
+    return _fp8_linear(x, weight, weight_scale, config, fused=False)
 
 
 @register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp4_default,

@@ -20,6 +20,9 @@ needs the whole reduction, so pre is two launches (the fewest without a grid-wid
      of a token; with 4 warps its cross-warp reductions cost ~3.6 us of latency on the H200, see
      docs/perf/mhc_norm.md: 1-2 warp configs keep them in a warp), and writes x = sum_i pre_i h_i
      for its columns; the first program of a token writes post and comb.
+     mhc_post_pre_norm (NORM): grid (T, 1); the token's program walks D twice in BLOCK_MIX columns (sum of
+     squares of the bf16 x', then x' again from L2, times rsqrt and the norm weight): the sublayer's input
+     RMSNorm without its own launch or the x' round trip through memory.
 mhc_post alone is `_mhc_post`, grid (T, ceil(D / BLOCK_D)): one read of x and h, one write of h'.
 Shared memory: the bf16 dot operands, BLOCK_T * BLOCK_D * 2 + 3 * NPAD * BLOCK_D * 2 bytes per stream
 (checked against sm_120's 101,376 bytes in tests/test_mhc.py).
@@ -124,12 +127,22 @@ def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr
 
 
 @triton.jit
-def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr,
+def _mix_cols(h_ptr, t, d, D, pre, INTERP: tl.constexpr):
+    """x[t, d] = sum_i pre_i h[t, i, d] for a column block d, rounded to bf16 (as stored), returned as fp32."""
+    k = tl.arange(0, _HC)
+    hv = tl.load(h_ptr + t.to(tl.int64) * (_HC * D) + k[:, None] * D + d[None, :], mask=d[None, :] < D,
+                 other=0.0).to(tl.float32)
+    return to_bf16(tl.sum(pre[:, None] * hv, axis=0), INTERP).to(tl.float32)
+
+
+@triton.jit
+def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr,
              # h (T, 4, D) bf16; ws (S, T, NPAD), sq (S, T) partials; base (ROWS,), scale (3,) or (1,) fp32
              # x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out (not written when HEAD)
-             T, D, S, eps, norm_eps,
+             # NORM: x is rms_norm(x', nw (D,) bf16, rms_eps); one program per token walks D twice
+             T, D, S, eps, norm_eps, rms_eps,
              ITERS: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
-             NCHUNK: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
+             NCHUNK: tl.constexpr, BLOCK_MIX: tl.constexpr, NORM: tl.constexpr, INTERP: tl.constexpr):
     t = tl.program_id(0)
     pd = tl.program_id(1)
     k = tl.arange(0, _HC)
@@ -164,11 +177,21 @@ def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_p
             c = c / (tl.sum(c, axis=1)[:, None] + eps)
             c = c / (tl.sum(c, axis=0)[None, :] + eps)
         tl.store(comb_ptr + t * (_HC * _HC) + ij, c, mask=first & (ij < _HC * _HC))
-    d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
-    hv = tl.load(h_ptr + t.to(tl.int64) * (_HC * D) + k[:, None] * D + d[None, :], mask=d[None, :] < D,
-                 other=0.0).to(tl.float32)
-    x = tl.sum(pre[:, None] * hv, axis=0)
-    tl.store(x_ptr + t.to(tl.int64) * D + d, to_bf16(x, INTERP), mask=d < D)
+    if NORM:    # pass 1: sum of squares of the bf16 x'; pass 2: recompute x' (h from L2), scale, store
+        ssq = tl.zeros((BLOCK_MIX,), dtype=tl.float32)
+        for d0 in range(0, D, BLOCK_MIX):
+            xb = _mix_cols(h_ptr, t, d0 + tl.arange(0, BLOCK_MIX), D, pre, INTERP)
+            ssq += xb * xb
+        rr = tl.rsqrt(tl.sum(ssq, axis=0) / D + rms_eps)
+        for d0 in range(0, D, BLOCK_MIX):
+            d = d0 + tl.arange(0, BLOCK_MIX)
+            xb = _mix_cols(h_ptr, t, d, D, pre, INTERP)
+            w = tl.load(nw_ptr + d, mask=d < D, other=0.0).to(tl.float32)
+            tl.store(x_ptr + t.to(tl.int64) * D + d, to_bf16(w * (xb * rr), INTERP), mask=d < D)
+    else:
+        d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
+        x = _mix_cols(h_ptr, t, d, D, pre, INTERP)
+        tl.store(x_ptr + t.to(tl.int64) * D + d, x.to(tl.bfloat16), mask=d < D)
 
 
 @triton.jit
@@ -234,16 +257,18 @@ def _project(h, fn, rows, npad, cfg, fuse=None):
     return ws, sq, s, hout
 
 
-def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False):
+def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False, norm=None):
+    """norm = (weight, rms_eps): x comes out RMS-normalized (one program per token walks all of D)."""
     t, _, d = h.shape
     x = torch.empty((t, d), dtype=h.dtype, device=h.device)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
     bs = min(triton.next_power_of_2(s), 32 * cfg["mix_warps"])   # <= 16 partial values per thread per chunk
-    _mhc_mix[(t, triton.cdiv(d, cfg["BLOCK_MIX"]))](
-        h, ws, sq, base, scale, x, post, comb, t, d, s, eps, norm_eps,
+    nw, rms_eps = norm if norm is not None else (base, 0.0)
+    _mhc_mix[(t, 1 if norm is not None else triton.cdiv(d, cfg["BLOCK_MIX"]))](
+        h, ws, sq, base, scale, x, post, comb, nw, t, d, s, eps, norm_eps, rms_eps,
         ITERS=iters, HEAD=head, NPAD=npad, BLOCK_S=bs, NCHUNK=triton.cdiv(s, bs), BLOCK_MIX=cfg["BLOCK_MIX"],
-        INTERP=INTERPRET, num_warps=cfg["mix_warps"])
+        NORM=norm is not None, INTERP=INTERPRET, num_warps=cfg["mix_warps"])
     return x, post, comb
 
 
@@ -304,6 +329,29 @@ def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
                              fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
+
+
+@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+               kernels=lambda: [_mhc_proj, _mhc_mix])
+def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                      rms_eps: float, config: dict | None = None):
+    check_device(x, h, post, comb, fn, base, scale, weight)
+    t, d = _check_h("mhc_post_pre_norm", h)
+    _check_post("mhc_post_pre_norm", t, d, x, post, comb)
+    _check_proj("mhc_post_pre_norm", d, fn, base, scale, (2 + HC) * HC, 3)
+    _check_iters("mhc_post_pre_norm", iters)
+    check_dtype("mhc_post_pre_norm: weight", weight, torch.bfloat16)
+    check_shape("mhc_post_pre_norm: weight", weight, (d,))
+    if rms_eps < 0:
+        raise ValueError(f"mhc_post_pre_norm: rms_eps must be >= 0, got {rms_eps}")
+    if t == 0:
+        return torch.empty_like(h), h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
+    cfg = _pre_cfg("mhc_post_pre_norm", t, d, config)
+    h = h.contiguous()
+    ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
+                             fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
+    return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg,
+                      norm=(weight.contiguous(), float(rms_eps))))
 
 
 @register_impl("mhc_head", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,

@@ -57,6 +57,23 @@ def e4m3_round_code(v):
 
 
 @triton.jit
+def act_quant_e4m3(x, HW_CVT: tl.constexpr):
+    """One UE8M0 / e4m3 activation group per row: x (R, GROUP) fp32 (exact bf16 values) -> (codes (R, GROUP)
+    float8e4nv, scales (R,) fp32), the reference's arithmetic: s = 2^ceil(log2(max(amax, 1e-4) / 448)),
+    code = e4m3_rne(clamp(x / s, +-448)) (x / s is exact: s is a power of two). HW_CVT (compiled code only) rounds
+    with the hardware fp32 -> e4m3 conversion (cvt.rn.satfinite, round-to-nearest-even like e4m3_round_code);
+    the interpreter's cast does not round to nearest even, so it takes the integer path."""
+    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-4)
+    se = ue8m0_exp(amax, 8, 0x600000)                                    # 448 = 1.75 * 2^8
+    v = tl.minimum(tl.maximum(x * pow2(-se)[:, None], -448.0), 448.0)
+    if HW_CVT:
+        q = v.to(tl.float8e4nv)
+    else:
+        q = e4m3_round_code(v)[0].to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+    return q, pow2(se)
+
+
+@triton.jit
 def e2m1_code(v):
     """v fp32 with |v| <= 6 -> e2m1 code int32 0..15, round-to-nearest-even (ties to the even code)."""
     a = tl.abs(v)

@@ -97,6 +97,16 @@ def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm
     return (h2, *mhc_pre(h2, fn, base, scale, iters, eps, norm_eps))
 
 
+def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                      rms_eps: float):
+    """mhc_post_pre followed by the next sublayer's RMSNorm (attn_norm / ffn_norm) of its input:
+    returns h', rms_norm(x', weight, rms_eps), post', comb'. Composed of the reference ops, so the
+    fused kernel is verified against exactly the unfused sequence the decoder runs."""
+    from kernelbench.reference.norm import rms_norm   # imported late: a sibling module
+    h2, x2, post2, comb2 = mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps)
+    return h2, rms_norm(x2, weight, rms_eps), post2, comb2
+
+
 def mhc_head(h, fn, base, scale, eps: float, norm_eps: float):
     """After the last layer: pre = sigmoid(m * scale + base) + eps with fn [4, 4D] (no Sinkhorn),
     x = sum_i pre_i h_i -> x [T, D] bf16."""

@@ -43,8 +43,9 @@ def gemm_sig(kind):
     base = {"M": "i32", "N": "i32", "K": "i32", "KB_SPLIT": "constexpr", "BM": "constexpr", "BN": "constexpr",
             "SPLIT": "constexpr", "RNE_FIX": "constexpr"}
     if kind == "fp8":
-        return KL._fp8_gemm_kernel, {"xq_ptr": "*fp8e4nv", "sx_ptr": "*fp32", "w_ptr": "*fp8e4nv", "ws_ptr": "*u8",
-                                     "out_ptr": "*fp32", **base}
+        return KL._fp8_linear_kernel, {"x_ptr": "*bf16", "sx_ptr": "*u8", "w_ptr": "*fp8e4nv", "ws_ptr": "*u8",
+                                       "out_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", **base, "sxm": "i32",
+                                       "QUANT": "constexpr", "REDUCE": "constexpr", "HW_CVT": "constexpr"}
     if kind == "fp4":
         return KL._fp4_gemm_kernel, {"x_ptr": "*bf16", "sx_ptr": "*u8", "w_ptr": "*u8", "ws_ptr": "*u8",
                                      "out_ptr": "*fp32", **base, "FP8_DOT": "constexpr", "DOT_UPCAST": "constexpr"}
@@ -66,7 +67,7 @@ def main(arch: int = 120) -> int:
         for bm, bn, w in tiles:
             for st in (2, 3, 4):
                 c = {"KB_SPLIT": 8, "BM": bm, "BN": bn, "SPLIT": 2, "RNE_FIX": False, "DOT_UPCAST": False,
-                     "FP8_DOT": kind == "fp4_fp8",
+                     "FP8_DOT": kind == "fp4_fp8", "QUANT": True, "REDUCE": True, "HW_CVT": True,
                      "BK": 128, "OUT_BF16": False}
                 c = {k: v for k, v in c.items() if k in sig}
                 rows.append((kind, (bm, bn, w, st), *compile_report(fn, sig, c, w, st, arch)))

@@ -9,11 +9,17 @@ import triton.language as tl
 from hypothesis import given, settings
 
 from kernelbench.kernels.common import INTERPRET
-from kernelbench.kernels.quant import fp4_hi_e4m3, fp4_lo_e4m3
+from kernelbench.kernels.quant import act_quant_e4m3, fp4_hi_e4m3, fp4_lo_e4m3
 
 from kernelbench.reference import linear as L
 from kernelbench.reference import quant as Q
 from _quant_moe_util import check_against_reference, poisoned_empty, spec_and_impl
+
+
+def registry_impl(op, name):
+    from kernelbench import registry
+    spec_and_impl(op)
+    return registry._IMPLS[op][name]
 
 
 def _blockwise_fp8(x, w, ws):
@@ -96,6 +102,94 @@ def test_split_k_and_ragged_n(op, cfg, monkeypatch):
     """N not a multiple of the tile, M above one tile, K split unevenly requested (3 -> a divisor)."""
     poisoned_empty(monkeypatch)
     check_against_reference(op, {"M": 17, "N": 200, "K": 384}, "outliers", config=cfg)
+
+
+@pytest.mark.parametrize("cfg", [{"BM": 16, "BN": 32, "SPLIT": 4, "num_warps": 4, "num_stages": 2},
+                                 {"BM": 32, "BN": 64, "SPLIT": 2, "num_warps": 8, "num_stages": 3},
+                                 {"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 4, "num_stages": 2}])
+def test_fp8_linear_one_launch_equals_three_launches(cfg):
+    """The fused kernel (act-quant in the K loop, split-K summed by the last program of each tile) gives the
+    three-launch path's result bit for bit (same codes, same partials, same summation order), in one launch,
+    twice in a row (bit-identical rerun), and leaves every split-K ticket at zero for the next launch."""
+    from kernelbench.inspector import capture
+    from kernelbench.kernels import linear as KL
+    _, impl = spec_and_impl("fp8_linear")
+    old = registry_impl("fp8_linear", "triton_3launch")
+    gen = torch.Generator().manual_seed(3)
+    x = (torch.randn(19, 512, generator=gen) * 4).bfloat16()
+    x[1, 128:256] = 0                                 # an all-zero group (amax floor)
+    x[2, :128] *= 1e-6                                # a tiny group (subnormal e4m3 codes)
+    w, s = Q.quant_fp8_weight(torch.randn(200, 512, generator=gen) * 0.05)
+    y_new, y_old = impl.fn(x, w, s, config=cfg), old.fn(x, w, s, config=cfg)
+    assert torch.equal(y_new, y_old)
+    assert torch.equal(impl.fn(x, w, s, config=cfg), y_new)
+    assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    with capture() as launches:
+        impl.fn(x, w, s, config=cfg)
+    assert [l.name.split(":")[1] for l in launches] == ["_fp8_linear_kernel"]
+
+
+@pytest.mark.gpu
+def test_fp8_linear_split_k_tickets_on_gpu_and_in_a_cuda_graph():
+    """The ticket protocol on real hardware (the interpreter runs programs one by one, so it cannot race): many
+    splits and tiles, run eagerly and replayed from a CUDA graph, always equal to the three-launch path bit for
+    bit, and every ticket back at zero."""
+    from kernelbench.kernels import linear as KL
+    _, impl = spec_and_impl("fp8_linear")
+    old = registry_impl("fp8_linear", "triton_3launch")
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(64, 4096, generator=gen) * 2).bfloat16().cuda()
+    w, s = Q.quant_fp8_weight(torch.randn(1024, 4096, generator=gen) * 0.02)
+    w, s = w.cuda(), s.cuda()
+    for cfg in ({"BM": 16, "BN": 32, "SPLIT": 32, "num_warps": 4, "num_stages": 3},
+                {"BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4}):
+        want = old.fn(x, w, s, config=cfg)
+        for _ in range(10):
+            assert torch.equal(impl.fn(x, w, s, config=cfg), want)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = impl.fn(x, w, s, config=cfg)
+        for _ in range(10):
+            y.zero_()
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(y, want)
+        assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+
+
+@triton.jit
+def _act_quant_kernel(x_ptr, q_ptr, s_ptr, HW_CVT: tl.constexpr):
+    r = tl.arange(0, 8)
+    k = tl.arange(0, 128)
+    q, s = act_quant_e4m3(tl.load(x_ptr + r[:, None] * 128 + k[None, :]).to(tl.float32), HW_CVT)
+    tl.store(q_ptr + r[:, None] * 128 + k[None, :], q.to(tl.uint8, bitcast=True))
+    tl.store(s_ptr + r, s)
+
+
+def test_act_quant_e4m3_is_the_reference_bit_for_bit():
+    """The fused GEMM's prologue quantizer (kernels/quant.py act_quant_e4m3) gives act_quant_fp8's codes and
+    scales exactly, on rows built to hit every path: huge, tiny (subnormal codes), zero (the 1e-4 floor),
+    values on e4m3 rounding ties, amax exactly 448 * 2^k. Interpreter: the integer rounding; on a GPU the
+    hardware conversion (HW_CVT)."""
+    dev = "cpu" if INTERPRET else ("cuda" if torch.cuda.is_available() else None)
+    if dev is None:
+        pytest.skip("needs TRITON_INTERPRET=1 or a GPU")
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 128, generator=gen)
+    x[1] *= 1e4
+    x[2] *= 1e-7
+    x[3] = 0
+    x[4] = (torch.randint(0, 64, (128,), generator=gen) + 0.5) * 2.0 ** -4 * torch.sign(x[4])   # ties at 1..4
+    x[5, 0] = 448 * 2.0 ** -3
+    x[6] = torch.linspace(-3, 3, 128)
+    x[7, :64] = 1e-30
+    x = x.bfloat16()
+    q_ref, s_ref = Q.act_quant_fp8(x, 128)
+    q = torch.empty((8, 128), dtype=torch.uint8, device=dev)
+    sc = torch.empty(8, dtype=torch.float32, device=dev)
+    _act_quant_kernel[(1,)](x.to(dev), q, sc, HW_CVT=not INTERPRET)
+    assert torch.equal(q.cpu(), q_ref.view(torch.uint8)[:, :128].reshape(8, 128))
+    assert torch.equal(sc.cpu(), s_ref[:, 0])
 
 
 @pytest.mark.parametrize("decode", ["fp8", "bf16"])

@@ -9,7 +9,7 @@ from kernelbench.reference.precision import compute_dtype
 from _kernel_check import needs_triton, verify, verify_drawn
 
 registry.load_builtin()
-OPS = ("mhc_pre", "mhc_post", "mhc_post_pre", "mhc_head")
+OPS = ("mhc_pre", "mhc_post", "mhc_post_pre", "mhc_post_pre_norm", "mhc_head")
 
 
 def inputs(op, params, values="normal", seed=0):
@@ -118,6 +118,17 @@ def test_post_pre_is_post_then_pre_on_the_stored_streams():
         assert torch.equal(a, b)
 
 
+def test_post_pre_norm_is_post_pre_then_rms_norm():
+    from kernelbench.reference.norm import rms_norm
+    inp = inputs("mhc_post_pre_norm", {"T": 2, "D": 32, "iters": 5})
+    h2, xn, post, comb = M.mhc_post_pre_norm(**inp)
+    unfused = M.mhc_post_pre(**{k: v for k, v in inp.items() if k not in ("weight", "rms_eps")})
+    for a, b in zip((h2, post, comb), (unfused[0], unfused[2], unfused[3])):
+        assert torch.equal(a, b)
+    assert torch.equal(xn, rms_norm(unfused[1], inp["weight"], inp["rms_eps"]))
+    assert not torch.equal(xn, unfused[1])
+
+
 # kernels vs reference ------------------------------------------------------------------------------
 @needs_triton
 @pytest.mark.parametrize("op", OPS)
@@ -133,9 +144,10 @@ def test_kernel_with_many_splits_and_two_token_blocks(op):
 
 
 @needs_triton
-@pytest.mark.parametrize("op", ["mhc_pre", "mhc_post_pre", "mhc_head"])
+@pytest.mark.parametrize("op", ["mhc_pre", "mhc_post_pre", "mhc_post_pre_norm", "mhc_head"])
 def test_kernel_config_variants(op):
-    # streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32
+    # streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32; the fused norm
+    # walks D = 768 in two column blocks of 512 (the second one partial)
     from kernelbench.reference.precision import compute_dtype
     from kernelbench.testing import assert_close
     spec, params = registry.get_op(op), {"T": 17, "D": 768, "iters": 20}

@@ -1,4 +1,4 @@
-"""Op specs: mhc_pre, mhc_post, mhc_post_pre, mhc_head (reference/mhc.py).
+"""Op specs: mhc_pre, mhc_post, mhc_post_pre, mhc_post_pre_norm, mhc_head (reference/mhc.py).
 
 Letters: T tokens, D hidden (mHC parameters are replicated, so TP1 and TP8 shapes are the same),
 `iters` Sinkhorn iterations (20 in DSV4). fn is drawn with std 1/sqrt(4D), so the mixing logits m
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet
 from kernelbench.ops.norm import BF16_RTOL, REL_FRO, _dedupe, draw
-from kernelbench.reference.mhc import HC, mhc_head, mhc_post, mhc_post_pre, mhc_pre, sinkhorn
+from kernelbench.reference.mhc import HC, mhc_head, mhc_post, mhc_post_pre, mhc_post_pre_norm, mhc_pre, sinkhorn
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
 MIX = (2 + HC) * HC   # 24
@@ -51,6 +51,11 @@ def _post_pre_inputs(p, gen, device, values):
             "iters": p["iters"], "eps": 1e-6, "norm_eps": 1e-6}
 
 
+def _post_pre_norm_inputs(p, gen, device, values):
+    w = (1 + 0.25 * draw((p["D"],), gen, "normal")).to(device=device, dtype=torch.bfloat16)
+    return {**_post_pre_inputs(p, gen, device, values), "weight": w, "rms_eps": 1e-6}
+
+
 def _head_inputs(p, gen, device, values):
     return {"h": draw((p["T"], HC, p["D"]), gen, values, device=device), **_proj(p, gen, HC, 1, device),
             "eps": 1e-6, "norm_eps": 1e-6}
@@ -72,6 +77,13 @@ _COEF = Tolerance(atol=5e-5, rtol=2e-4, rel_fro=4e-5,
 _COEF_AFTER_POST = Tolerance(atol=5e-4, rtol=1e-3, rel_fro=3e-4,
                              why="as mhc_pre, plus bf16 rounding-boundary flips of h' (1 ulp each, ~1 per "
                                  "token) moving m by ~3e-5 per flip (see the comment above)")
+# The normalized sublayer input: x' is rounded to bf16 before the norm (as the unfused ops store it); where the
+# kernel's fp32 x' and the reference's sit on opposite sides of a bf16 boundary, x' moves by 1 ulp (<= 2^-7 rel),
+# and the norm's own bf16 rounding can flip too (2^-8 rel): 2^-6 for those elements. The norm rescales to O(1)
+# whatever the scale of h ("tiny"), so atol stays small; rel_fro catches a wrong rsqrt or a missing weight.
+_XN = Tolerance(atol=1e-4, rtol=2.0 ** -6, rel_fro=REL_FRO,
+                why="x' (4-term weighted sum, fp32, 1 bf16 rounding that may flip 1 ulp) then w * x' * rsqrt(mean(x'^2) "
+                    "+ eps) with one more bf16 rounding: <= 2^-7 + 2^-8 relative on the flipped elements")
 _H = Tolerance(atol=1e-3, rtol=BF16_RTOL, rel_fro=REL_FRO,
                why="5-term fp32 sum per element (err ~5 * 2^-24 * max term, can cancel: atol), then one bf16 "
                    "rounding (<= 2^-7 rel)")
@@ -115,6 +127,15 @@ register_op(OpSpec(
     tolerance=lambda p: {"h": _H, "x": _X, "post": _COEF_AFTER_POST, "comb": _COEF_AFTER_POST},
     outputs=("h", "x", "post", "comb"), value_modes=_MODES,
     doc="mhc_post of one sublayer fused with the next sublayer's mhc_pre (one read of h)",
+))
+register_op(OpSpec(
+    name="mhc_post_pre_norm", family="mhc", reference=mhc_post_pre_norm, make_inputs=_post_pre_norm_inputs,
+    cases=_cases, strategy=_strategy,
+    cost=lambda p: Cost(flops=_post_pre_cost(p).flops + 4.0 * p["T"] * p["D"],
+                        bytes=_post_pre_cost(p).bytes + 2.0 * p["D"]),
+    tolerance=lambda p: {"h": _H, "x": _XN, "post": _COEF_AFTER_POST, "comb": _COEF_AFTER_POST},
+    outputs=("h", "x", "post", "comb"), value_modes=_MODES,
+    doc="mhc_post_pre with the next sublayer's RMSNorm fused: x is rms_norm(x', weight) (one launch fewer)",
 ))
 register_op(OpSpec(
     name="mhc_head", family="mhc", reference=mhc_head, make_inputs=_head_inputs, cases=_cases,
