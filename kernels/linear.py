@@ -327,6 +327,13 @@ def split_tickets(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
+# Largest M whose activation is quantized inside the GEMM (one launch); larger M quantizes in a pre-pass (two
+# launches, split-K still reduced in the GEMM). Every program re-quantizes its (BM, 128) x slices, which grows
+# with M: on the H200 (2026-12-01, docs/perf/h200-2026-12-01.md) the prologue won at M=1 (wq_a 6.35 vs 8.99 us)
+# and lost at M=16 (12.45 vs 9.07 us) and M=64 (13.89 vs 9.98 us).
+PROLOGUE_QUANT_MAX_M = 1
+
+
 def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     """fused: one launch (activation quantization in the GEMM's K loop, split-K reduced by the last program of
     each tile). Not fused: act_quant_fp8 + GEMM + _splitk_reduce_kernel, three launches (the earlier path, kept
@@ -347,7 +354,8 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     if M == 0:
         return y
-    if fused:
+    quant_in_gemm = fused and M <= PROLOGUE_QUANT_MAX_M
+    if quant_in_gemm:
         if x.stride(1) != 1:
             x = x.contiguous()
         sx = ws                                                             # unused: quantized in the kernel
@@ -358,7 +366,7 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     tickets = split_tickets(x.device, grid[0] * grid[2]) if fused and split > 1 else part
     _fp8_linear_kernel[grid](x, sx, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=K // 128 // split,
-                             BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, QUANT=fused, REDUCE=fused,
+                             BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, QUANT=quant_in_gemm, REDUCE=fused,
                              HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
                              num_stages=cfg["num_stages"])
     return y if split == 1 or fused else _finish(part, y, split, True)

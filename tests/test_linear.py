@@ -107,7 +107,7 @@ def test_split_k_and_ragged_n(op, cfg, monkeypatch):
 @pytest.mark.parametrize("cfg", [{"BM": 16, "BN": 32, "SPLIT": 4, "num_warps": 4, "num_stages": 2},
                                  {"BM": 32, "BN": 64, "SPLIT": 2, "num_warps": 8, "num_stages": 3},
                                  {"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 4, "num_stages": 2}])
-def test_fp8_linear_one_launch_equals_three_launches(cfg):
+def test_fp8_linear_one_launch_equals_three_launches(cfg, monkeypatch):
     """The fused kernel (act-quant in the K loop, split-K summed by the last program of each tile) gives the
     three-launch path's result bit for bit (same codes, same partials, same summation order), in one launch,
     twice in a row (bit-identical rerun), and leaves every split-K ticket at zero for the next launch."""
@@ -115,6 +115,7 @@ def test_fp8_linear_one_launch_equals_three_launches(cfg):
     from kernelbench.kernels import linear as KL
     _, impl = spec_and_impl("fp8_linear")
     old = registry_impl("fp8_linear", "triton_3launch")
+    monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 19)   # this test's M: quantized inside the GEMM
     gen = torch.Generator().manual_seed(3)
     x = (torch.randn(19, 512, generator=gen) * 4).bfloat16()
     x[1, 128:256] = 0                                 # an all-zero group (amax floor)
@@ -127,6 +128,14 @@ def test_fp8_linear_one_launch_equals_three_launches(cfg):
     with capture() as launches:
         impl.fn(x, w, s, config=cfg)
     assert [l.name.split(":")[1] for l in launches] == ["_fp8_linear_kernel"]
+    # above the threshold: a quantization pre-pass, then the GEMM with its in-kernel split-K reduction
+    monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
+    assert torch.equal(impl.fn(x, w, s, config=cfg), y_old)
+    assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    with capture() as launches:
+        impl.fn(x, w, s, config=cfg)
+    names = [l.name.split(":")[1] for l in launches]
+    assert len(names) == 2 and names[-1] == "_fp8_linear_kernel" and "_splitk_reduce_kernel" not in names
 
 
 @pytest.mark.gpu
