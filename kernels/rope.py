@@ -16,6 +16,8 @@ with eps, the scale (IEEE sqrt and division: what torch's CPU rsqrt rounds to) a
 """
 from __future__ import annotations
 
+import struct
+
 import torch
 import triton
 import triton.language as tl
@@ -134,6 +136,14 @@ def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf1
     tl.store(y_ptr + offs + 1, to_bf16(yo, INTERP), mask=pm)
 
 
+def _round_to_bf16(v: float) -> float:
+    """v rounded to the nearest bf16 (ties to even) in plain Python: torch rounds the Python eps to q's dtype
+    before the add; a tensor here would be a torch call on the hot path (the host-sync guard flags it)."""
+    bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
 @register_impl("head_rms_norm_rope", "triton", backend="triton", configs=head_rope_configs,
                default_config=head_rope_default, kernels=lambda: [_head_rms_rope_kernel])
 def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, eps: float,
@@ -147,7 +157,7 @@ def head_rms_norm_rope(q: torch.Tensor, positions: torch.Tensor, freqs: torch.Te
     cfg = config or lookup("head_rms_norm_rope", key, head_rope_default(key))
     if qc.numel():
         _head_rms_rope_kernel[(t, triton.cdiv(hl, cfg["BLOCK_H"]))](
-            qc, y, positions.contiguous(), freqs.contiguous(), hl, dh, r // 2, float(torch.tensor(eps, dtype=q.dtype)),
+            qc, y, positions.contiguous(), freqs.contiguous(), hl, dh, r // 2, _round_to_bf16(eps),
             BLOCK_H=cfg["BLOCK_H"], BLOCK_D=triton.next_power_of_2(dh), BLOCK_R2=triton.next_power_of_2(r // 2),
             INTERP=INTERPRET, num_warps=cfg["num_warps"])
     return y
