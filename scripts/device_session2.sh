@@ -6,28 +6,8 @@
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session2.sh", carry=[".whl", ".gpu_official"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-T0=$(date +%s)
-OUT="${OUT:-/tmp/kb_out}"
-W=/tmp/kb_results
-rm -rf "$W"; mkdir -p "$W"
-source scripts/device_env.sh || { echo "device_env.sh failed"; exit 1; }
-export KERNELBENCH_HOME="$W/home" KERNELBENCH_QUIET_TUNING=1 KERNELBENCH_DB="sqlite:///$W/kernelbench.sqlite"
-export KERNELBENCH_GIT_COMMIT="${KERNELBENCH_GIT_COMMIT:-unknown}"
-KB="python3 -m kernelbench"
 TOTAL=${KB_TOTAL_S:-560}
-step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
-    local name=$1 limit=$2; shift 2
-    local t=$(date +%s) left=$(( TOTAL - ($(date +%s) - T0) ))
-    if [ "$left" -lt 15 ]; then echo "$name skipped: ${left}s left" | tee -a "$W/status.txt"; return; fi
-    if [ "$limit" -gt "$left" ]; then limit=$left; fi
-    echo "=== $name (limit ${limit}s, at $(( t - T0 ))s) ==="
-    timeout -k 5 "$limit" "$@" > "$W/$name.log" 2>&1
-    echo "$name rc=$? wall=$(( $(date +%s) - t ))s" | tee -a "$W/status.txt"
-    tail -n 30 "$W/$name.log"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$W/environment.txt" 2>&1
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$W/environment.txt"
-echo "commit $KERNELBENCH_GIT_COMMIT" >> "$W/environment.txt"
+source scripts/device_lib.sh || exit 1
 step verify 150 sh -c "$KB verify moe_gate moe_experts shared_expert moe_layer fp8_linear mhc_post_pre_norm mhc_post_pre \
     head_rms_norm_rope indexer_topk lm_head bf16_linear fp4_linear --device cuda --shapes flash-tp8 --examples 3 \
     --time-budget 3 --json > $W/verify.json"

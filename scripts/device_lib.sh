@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Shared prologue of the device-call scripts (device_all.sh, device_session2.sh): sourced after `cd` to the
+# repository root with TOTAL (the call's seconds) set. Installs the carried wheels and the project, points the
+# database and data dir into $W, records the environment, and defines `step NAME SECONDS COMMAND...`
+# (a hard time limit, never past TOTAL; log in $W/NAME.log, status in $W/status.txt).
+T0=$(date +%s)
+OUT="${OUT:-/tmp/kb_out}"
+W=/tmp/kb_results
+rm -rf "$W"; mkdir -p "$W"
+source scripts/device_env.sh || { echo "device_env.sh failed"; exit 1; }
+export KERNELBENCH_HOME="$W/home" KERNELBENCH_QUIET_TUNING=1 KERNELBENCH_DB="sqlite:///$W/kernelbench.sqlite"
+export KERNELBENCH_GIT_COMMIT="${KERNELBENCH_GIT_COMMIT:-unknown}"
+KB="python3 -m kernelbench"
+step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
+    local name=$1 limit=$2; shift 2
+    local t=$(date +%s) left=$(( TOTAL - ($(date +%s) - T0) ))
+    if [ "$left" -lt 15 ]; then echo "$name skipped: ${left}s left" | tee -a "$W/status.txt"; return; fi
+    if [ "$limit" -gt "$left" ]; then limit=$left; fi
+    echo "=== $name (limit ${limit}s, at $(( t - T0 ))s) ==="
+    timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
+    echo "$name rc=$? wall=$(( $(date +%s) - t ))s" | tee -a "$W/status.txt"
+    tail -n 25 "$W/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$W/environment.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$W/environment.txt"
+echo "commit $KERNELBENCH_GIT_COMMIT" >> "$W/environment.txt"
