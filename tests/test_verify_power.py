@@ -70,7 +70,7 @@ def test_small_semantic_violation(planted):
 
 def test_paths_cover_every_categorical_value_and_mark_compiled_only():
     registry.load_builtin()
-    moe = select_paths(registry.get_impl("moe_experts", "triton"))
+    moe = select_paths(registry.get_impl("moe_experts", "triton_v1"))
     decodes = {(p.config or {}).get("DECODE", "default") for p in moe}
     assert {"bf16", "fp8_asm"} <= decodes
     asm = [p for p in moe if p.config and p.config.get("DECODE") == "fp8_asm"]
