@@ -206,6 +206,19 @@ def _print_paths(doc: dict, console) -> None:
     console.print(table)
 
 
+def _json_object(text: str | None, hint: str) -> dict | None:
+    """A JSON object given on the command line (None when the option is absent); a usage error otherwise."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint=hint) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=hint)
+    return value
+
+
 @click.command("verify")
 @click.argument("ops", nargs=-1)
 @click.option("--impl", "impls", multiple=True, help="only these implementations (repeatable)")
@@ -241,22 +254,8 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
     from kernelbench.registry import RegistryError
     from kernelbench.usage import UsageProblem
     from kernelbench.verify import DeviceError
-    params = None
-    if params_json is not None:
-        try:
-            params = json.loads(params_json)
-        except json.JSONDecodeError as e:
-            raise click.BadParameter(f"not JSON: {e}", param_hint="--params") from None
-        if not isinstance(params, dict):
-            raise click.BadParameter("must be a JSON object", param_hint="--params")
-    config = None
-    if config_json is not None:
-        try:
-            config = json.loads(config_json)
-        except json.JSONDecodeError as e:
-            raise click.BadParameter(f"not JSON: {e}", param_hint="--config") from None
-        if not isinstance(config, dict):
-            raise click.BadParameter("must be a JSON object", param_hint="--config")
+    params = _json_object(params_json, "--params")
+    config = _json_object(config_json, "--config")
     _terminate_as_interrupt()
     out = Console(stderr=as_json, width=200)
     err = Console(stderr=True)
