@@ -124,6 +124,57 @@ def test_invalid_tuned_entry_is_a_usage_error_naming_the_file(config, tmp_path, 
     assert _verify_runs(db) == 0
 
 
+@pytest.mark.parametrize("content,text", [(None, "no such file"), ("{not json", "unreadable"),
+                                          ('{"version": 7, "entries": []}', "version 7, expected 1"),
+                                          ('{"version": 1, "entries": [{"op": "x", "key": {}, "config": [1]}]}',
+                                           "entry 0")])
+def test_library_lookup_refuses_a_bad_kernelbench_tuned(content, text, tmp_path, monkeypatch):
+    """Item 9 from library code (a kernel wrapper's lookup, not only the CLI): one line naming the
+    variable and the path, never a silent fall back to the defaults."""
+    from kernelbench import tuning
+    f = tmp_path / "tuned.json"
+    if content is not None:
+        f.write_text(content)
+    monkeypatch.setenv(tuning.ENV_FILE, str(f))
+    with pytest.raises(tuning.TuningError) as err:
+        tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu")
+    msg = str(err.value)
+    assert msg.startswith(f"KERNELBENCH_TUNED={f}: ") and text in msg and "\n" not in msg, msg
+
+
+def test_lookup_reads_the_tuned_file_once_then_does_no_file_io(tmp_path, monkeypatch):
+    """The hot path: after the first lookup the entries come from memory (no stat, no read)."""
+    import builtins
+    import json
+    import os
+    from pathlib import Path
+    from kernelbench import tuning
+    f = tmp_path / "tuned.json"
+    f.write_text(json.dumps({"version": 1, "entries": [{"device": "cpu", "op": "rms_norm", "key": {"M": 1, "N": 8},
+                                                        "config": {"BLOCK_M": 4}}]}))
+    monkeypatch.setenv(tuning.ENV_FILE, str(f))
+    assert tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") == {"BLOCK_M": 4}
+    io_calls = []
+
+    def counted(owner, name):
+        orig = getattr(owner, name)
+
+        def call(*a, **k):
+            io_calls.append(name)
+            return orig(*a, **k)
+        return call
+    with monkeypatch.context() as m:            # counts, never raises: pytest itself keeps working
+        for owner, name in ((Path, "stat"), (Path, "open"), (Path, "read_text"), (os, "stat"), (builtins, "open")):
+            m.setattr(owner, name, counted(owner, name))
+        got = [tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") for _ in range(3)]
+    assert io_calls == [] and got == [{"BLOCK_M": 4}] * 3, io_calls
+    f.unlink()
+    assert tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") == {"BLOCK_M": 4}
+    tuning.reload()                               # an explicit reload reads again: the file is gone now
+    with pytest.raises(tuning.TuningError, match="no such file"):
+        tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu")
+
+
 def test_replay_command_carries_the_pinned_config(monkeypatch):
     monkeypatch.setenv("KERNELBENCH_PIN_CONFIG", 'rms_norm={"BLOCK_M":4}')
     cmd = Example("rms_norm", "triton", {"M": 2, "N": 8}, "normal", 1).repro("cpu")
