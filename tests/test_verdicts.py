@@ -406,6 +406,72 @@ def test_runs_of_dead_processes_become_abandoned_on_open(tmp_path):
     assert status == {killed: "abandoned", alive: "running", reused: "abandoned", other_host: "running"}
 
 
+def test_runs_of_other_hosts_are_abandoned_when_their_heartbeat_is_stale(tmp_path):
+    """Another host or container (its pid means nothing here): a heartbeat older than STALE_AFTER_S, or
+    a row from before heartbeats started longer ago than that, is 'abandoned' on the next open; a
+    fresh heartbeat keeps the run 'running' whatever its pid."""
+    import datetime as dt
+    from click.testing import CliRunner
+    from kernelbench.commands.history import command as history
+    from kernelbench.db import schema, store as store_mod
+    from kernelbench.db.store import Store
+    url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    store = Store(url)
+    env = store.environment_id({"device_type": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
+    now = schema.utcnow()
+    beyond = dt.timedelta(seconds=store_mod.STALE_AFTER_S + 60)
+    killed = store.start_verify_run(env, pid=1, host="ci-runner-7", heartbeat=now - beyond)
+    busy = store.start_verify_run(env, pid=1, host="ci-runner-8", heartbeat=now - dt.timedelta(seconds=30))
+    old_row = store.start_verify_run(env, pid=None, host="ci-runner-9", heartbeat=None)
+    young_row = store.start_verify_run(env, pid=None, host="ci-runner-9", heartbeat=None)
+    with store.session() as s:
+        s.get(schema.VerifyRun, old_row).started = now - beyond
+    store.dispose()
+    CliRunner().invoke(history, ["rms_norm", "--db", url])          # any open marks them (history here)
+    store = Store(url, migrate=False)
+    with store.session() as s:
+        status = {i: s.get(schema.VerifyRun, i).status for i in (killed, busy, old_row, young_row)}
+    store.dispose()
+    assert status == {killed: "abandoned", busy: "running", old_row: "abandoned", young_row: "running"}
+
+
+def test_a_running_verify_renews_its_heartbeat(tmp_path):
+    """keep_alive (what the verify recorder runs) renews the heartbeat between results; it stops with
+    the block."""
+    import datetime as dt
+    import time
+    from kernelbench.db import schema
+    from kernelbench.db.store import Store
+    store = Store(f"sqlite:///{tmp_path / 'kb.sqlite'}")
+    env = store.environment_id({"device_type": "cpu", "gpu_name": "", "compute_capability": ""})
+    run = store.start_verify_run(env, heartbeat=dt.datetime(2020, 1, 1))
+
+    def beat():
+        with store.session() as s:
+            return s.get(schema.VerifyRun, run).heartbeat
+    with store.keep_alive(run, every_s=0.02):
+        deadline = time.monotonic() + 10
+        while beat() == dt.datetime(2020, 1, 1) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert beat() > schema.utcnow() - dt.timedelta(seconds=60)
+    last = beat()
+    time.sleep(0.1)
+    assert beat() == last, "the heartbeat outlived its block"
+    store.dispose()
+
+
+def test_verify_recorder_keeps_the_run_alive(tmp_path, monkeypatch):
+    """The verify command's recorder beats while the run lasts (db/store.py HEARTBEAT_S)."""
+    from kernelbench.db import store as store_mod
+    entered = []
+    orig = store_mod.Store.keep_alive
+    monkeypatch.setattr(store_mod.Store, "keep_alive", lambda self, run_id, every_s=None: (
+        entered.append(run_id), orig(self, run_id, every_s))[1])
+    res, db = _verify(["rms_norm", "--impl", "reference", "--examples", "1"], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert entered == [1]
+
+
 # ---- items 12, 13: the main job's summary and its temporary checkpoint; tests' user data ------------------
 def test_main_job_summarises_and_removes_its_temporary_checkpoint(tmp_path):
     import os
