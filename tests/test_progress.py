@@ -88,3 +88,29 @@ def test_scaling_announces_every_point(fake_gpu, monkeypatch):
     lines = _progress_lines(res.output, "scaling (points)")
     assert [(i, t) for i, t, _ in lines] == [(i, n) for i in range(1, n + 1)], res.output
     assert {label for _, _, label in lines} == {f"indexer_topk/{name} batch" for name in impls}
+
+
+def test_verify_announces_every_pair(tmp_path):
+    from kernelbench.commands.verify import command
+    res = CliRunner().invoke(command, ["rms_norm", "hadamard", "--impl", "reference", "--examples", "1",
+                                       "--device", "cpu", "--profile", "ci", "--db", f"sqlite:///{tmp_path / 'kb.sqlite'}"])
+    assert res.exit_code == 0, res.output
+    pat = re.compile(r"^verify \[(\d+)/(\d+)\] (\S+) / reference \(\d+ s[,)]")
+    lines = [(int(m[1]), int(m[2]), m[3]) for m in map(pat.match, res.output.splitlines()) if m]
+    assert lines == [(1, 2, "hadamard"), (2, 2, "rms_norm")] or lines == [(1, 2, "rms_norm"), (2, 2, "hadamard")], \
+        res.output
+
+
+def test_inspect_announces_every_job(capsys):
+    """Both paths (in-process, and the subprocess used under the interpreter) report each finished job;
+    implementations that launch no kernel keep this test free of compiles."""
+    from pathlib import Path
+    from kernelbench import inspector
+    toy = str(Path(__file__).with_name("kb_toy.py"))
+    registry.load_module(toy)
+    jobs = [("toy_mm", "torch_only", {"M": m, "N": 64, "K": 128}, None) for m in (1, 16)]
+    reps = inspector.inspect_jobs(jobs, target="sm_120", modules=(toy,), progress=True)
+    assert len(reps) == 2
+    lines = _progress_lines(capsys.readouterr().err, "inspect (sm_120)")
+    assert [(i, t) for i, t, _ in lines] == [(1, 2), (2, 2)]
+    assert [label for _, _, label in lines] == ["toy_mm/torch_only M=1,N=64,K=128", "toy_mm/torch_only M=16,N=64,K=128"]

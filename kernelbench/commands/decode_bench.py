@@ -125,16 +125,13 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         from kernelbench.commands.bench import open_store
         store = open_store(db_url)
     console = Console(width=180)
-    from rich.progress import Progress
-    with Progress(console=console, transient=True) as bar:
-        plan = _ints(batches)
-        task = bar.add_task("decode-bench", total=len(plan) + len(swept))
-        try:
+    from kernelbench.progress import steps as progress_steps
+    plan = _ints(batches)
+    with progress_steps("decode-bench", len(plan) + len(swept), enabled=ctx.rank == 0, console=console) as advance:
+        try:   # (a bar on a terminal, numbered lines in a log: kernelbench/progress.py)
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
-                               gbps=_ceiling_gbps(device, store),
-                               progress=lambda i, what: bar.update(task, description=f"decode-bench {what}",
-                                                                   completed=i))
+                               gbps=_ceiling_gbps(device, store), progress=lambda i, what: advance(what))
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:
