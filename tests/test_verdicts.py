@@ -419,7 +419,7 @@ def test_runs_of_dead_processes_become_abandoned_on_open(tmp_path):
     assert status == {killed: "abandoned", alive: "running", reused: "abandoned", other_host: "running"}
 
 
-def test_runs_of_other_hosts_are_abandoned_when_their_heartbeat_is_stale(tmp_path):
+def test_runs_of_other_hosts_are_abandoned_when_their_heartbeat_is_stale(db_url):
     """Another host or container (its pid means nothing here): a heartbeat older than STALE_AFTER_S, or
     a row from before heartbeats started longer ago than that, is 'abandoned' on the next open; a
     fresh heartbeat keeps the run 'running' whatever its pid."""
@@ -428,7 +428,7 @@ def test_runs_of_other_hosts_are_abandoned_when_their_heartbeat_is_stale(tmp_pat
     from kernelbench.commands.history import command as history
     from kernelbench.db import schema, store as store_mod
     from kernelbench.db.store import Store
-    url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    url = db_url
     store = Store(url)
     env = store.environment_id({"device_type": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
     now = schema.utcnow()
@@ -448,14 +448,14 @@ def test_runs_of_other_hosts_are_abandoned_when_their_heartbeat_is_stale(tmp_pat
     assert status == {killed: "abandoned", busy: "running", old_row: "abandoned", young_row: "running"}
 
 
-def test_a_running_verify_renews_its_heartbeat(tmp_path):
+def test_a_running_verify_renews_its_heartbeat(db_url):
     """keep_alive (what the verify recorder runs) renews the heartbeat between results; it stops with
     the block."""
     import datetime as dt
     import time
     from kernelbench.db import schema
     from kernelbench.db.store import Store
-    store = Store(f"sqlite:///{tmp_path / 'kb.sqlite'}")
+    store = Store(db_url)
     env = store.environment_id({"device_type": "cpu", "gpu_name": "", "compute_capability": ""})
     run = store.start_verify_run(env, heartbeat=dt.datetime(2020, 1, 1))
 
