@@ -167,10 +167,15 @@ def _v3(conn: Connection) -> None:
     op_add_column(conn, "verify_run", Column("pid", Integer, nullable=True))
 
 
+def _v4(conn: Connection) -> None:
+    op_add_column(conn, "verify_run", Column("heartbeat", DateTime, nullable=True))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema: environment, op, implementation, verify, calibration, bench, tune", _v1),
     Migration(2, "verify_result.layout: the input layout an example ran with", _v2),
     Migration(3, "verify_run.host, verify_run.pid: the process, so a killed run can be marked abandoned", _v3),
+    Migration(4, "verify_run.heartbeat: last sign of life, so a killed run of another host is marked abandoned", _v4),
 ]
 
 

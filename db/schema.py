@@ -112,8 +112,9 @@ class Implementation(Base):
 
 class VerifyRun(Base):
     """One `kernelbench verify` invocation. status: running, passed, failed, not run, error, interrupted,
-    abandoned (its process is gone without finishing: killed; set when the database is next opened on its
-    host). host and pid identify the process."""
+    abandoned (its process is gone without finishing: killed; set when the database is next opened).
+    host and pid identify the process (host: hostname and PID namespace, where the pid means something);
+    heartbeat is its last sign of life, renewed while it runs (db/store.py: HEARTBEAT_S, STALE_AFTER_S)."""
     __tablename__ = "verify_run"
     id: Mapped[int] = mapped_column(primary_key=True)
     environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"))
@@ -129,6 +130,7 @@ class VerifyRun(Base):
     n_failed: Mapped[int] = mapped_column(Integer, default=0)
     host: Mapped[str] = mapped_column(String(255), default="", server_default="")
     pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    heartbeat: Mapped[Optional[_dt.datetime]] = mapped_column(DateTime, nullable=True)
     environment: Mapped[Environment] = relationship()
 
 

@@ -51,6 +51,12 @@ BUSY_TIMEOUT_MS = 60_000
 POSTGRES_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"), ("pg8000", "pg8000"))
 POSTGRES_EXTRA = "pip install 'kernelbench[postgres]'"
 MIGRATION_LOCK_KEY = 0x6B62_6D69   # PostgreSQL advisory lock id held while migrating ("kbmi")
+# A running verify renews verify_run.heartbeat every HEARTBEAT_S; opening the store marks a 'running'
+# run abandoned when its process is gone (same host and PID namespace: checked directly) or, from any
+# other host or container, when its heartbeat is older than STALE_AFTER_S (ten missed beats: a margin
+# for clock skew between hosts and a busy database).
+HEARTBEAT_S = 60.0
+STALE_AFTER_S = 600.0
 
 
 class StoreError(RuntimeError):
@@ -257,8 +263,9 @@ class Store:
     def start_verify_run(self, environment_id: int, **fields: Any) -> int:
         """A verify_run row in status 'running'; fields: profile, device, shape_set, command, git_commit
         (host and pid default to this process)."""
-        fields.setdefault("host", socket.gethostname())
+        fields.setdefault("host", process_scope())
         fields.setdefault("pid", os.getpid())
+        fields.setdefault("heartbeat", schema.utcnow())
         with self.session() as s:
             run = schema.VerifyRun(environment_id=environment_id, status="running", n_results=0, n_failed=0, **fields)
             s.add(run)
@@ -274,6 +281,7 @@ class Store:
             run = s.get(schema.VerifyRun, run_id)
             run.n_results += 1
             run.n_failed += 0 if fields.get("passed") else 1
+            run.heartbeat = schema.utcnow()
             s.flush()
             return row.id
 
@@ -283,16 +291,47 @@ class Store:
             run.status = status
             run.finished = schema.utcnow()
 
+    def heartbeat(self, run_id: int) -> None:
+        """A sign of life of a running verify run (see HEARTBEAT_S)."""
+        with self.session() as s:
+            run = s.get(schema.VerifyRun, run_id)
+            if run is not None and run.status == "running":
+                run.heartbeat = schema.utcnow()
+
+    @contextlib.contextmanager
+    def keep_alive(self, run_id: int, every_s: float | None = None) -> Iterator[None]:
+        """Renew the run's heartbeat from a background thread every `every_s` (HEARTBEAT_S) while the
+        block runs: a long example or compile between results still shows the run is alive."""
+        import threading
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every_s or HEARTBEAT_S):
+                try:
+                    self.heartbeat(run_id)
+                except Exception:  # noqa: BLE001 - a busy or vanished database: try again next beat
+                    pass
+        t = threading.Thread(target=beat, name=f"kernelbench-heartbeat-{run_id}", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join(timeout=5.0)
+
     def mark_abandoned_runs(self) -> list[int]:
-        """Runs of this host still 'running' whose process is gone (killed: no `finally` ran) become
-        'abandoned'. Runs of other hosts, or without a pid (older rows), cannot be told and stay."""
-        host = socket.gethostname()
+        """'running' runs that will never finish become 'abandoned': a run of this host and PID
+        namespace whose process is gone (killed: no `finally` ran), and a run of any other host or
+        container whose heartbeat (its start, for rows from before heartbeats) is older than
+        STALE_AFTER_S."""
+        here = process_scope()
+        stale = schema.utcnow() - _dt.timedelta(seconds=STALE_AFTER_S)
         try:
             with self.session() as s:
-                runs = s.scalars(select(schema.VerifyRun).where(schema.VerifyRun.status == "running",
-                                                                schema.VerifyRun.host == host,
-                                                                schema.VerifyRun.pid.is_not(None))).all()
-                gone = [r for r in runs if not _process_alive(r.pid, r.started)]
+                runs = s.scalars(select(schema.VerifyRun).where(schema.VerifyRun.status == "running")).all()
+                gone = [r for r in runs
+                        if (not _process_alive(r.pid, r.started) if r.host == here and r.pid is not None
+                            else (r.heartbeat or r.started) < stale)]
                 for r in gone:
                     r.status = "abandoned"
                     r.finished = schema.utcnow()
@@ -317,6 +356,16 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.where!r})"
+
+
+def process_scope() -> str:
+    """Where a pid identifies a process: the host name, plus the PID namespace on Linux (containers on
+    one host share a host name but not their pids)."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return socket.gethostname()
+    return f"{socket.gethostname()} {ns}"
 
 
 def _process_alive(pid: int, started) -> bool:

@@ -507,7 +507,7 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     plan = [(c, context, res.points) for c in batches] + [(min(batches), ctx, res.context_points) for ctx in contexts]
     for i, (c, ctx, into) in enumerate(plan):
         if progress:
-            progress(i, f"C={c}, context {ctx.text} ({i + 1}/{len(plan)})")
+            progress(i, f"C={c}, context {ctx.text}")
         lengths = ctx.lengths(c, seed)
         cap = capacity or (max(lengths) + warmup + steps + 16)
         if cap < max(lengths) + warmup + steps + 8:

@@ -436,4 +436,5 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
     data["entries"].sort(key=lambda e: (e["device"], e["op"], canon(e["key"])))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tuning.reload()                       # lookups in this process read the file once: let them see it
     return path

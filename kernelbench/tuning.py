@@ -8,7 +8,10 @@ Kernels call `lookup(op, key, default)` when the caller passes no config. Resolu
 (device, op, key); else the nearest key on the same device (log distance over numeric fields, equal
 non-numeric fields required); else the same on any device (not on the CPU: the interpreter
 never borrows GPU-tuned tiles); else `default`. Anything but an exact hit
-warns once per (op, key), and an unreadable file warns and falls back: never a crash.
+warns once per (op, key). A KERNELBENCH_TUNED that names a missing, unreadable or malformed file is a
+TuningError naming the variable and the path (library calls included, not only the CLI); an unreadable
+packaged file warns and falls back to the defaults. The file is read once per KERNELBENCH_TUNED value
+and cached: a kernel call does no file I/O (`reload()` after rewriting a file in-process).
 """
 from __future__ import annotations
 
@@ -49,26 +52,61 @@ def tuned_file() -> Path:
     return Path(env) if env else TUNED_DIR / f"v{FORMAT_VERSION}.json"
 
 
-@lru_cache(maxsize=4)
-def _load(path: str, mtime: float) -> list[dict]:
+_entries_cache: dict[str, list[dict]] = {}    # KERNELBENCH_TUNED value ("" = packaged file) -> entries
+
+
+def reload() -> None:
+    """Forget the cached tuned entries (after `kernelbench tune` rewrote a file in this process)."""
+    _entries_cache.clear()
+
+
+def read_entries(path: Path, known_keys=None, label: str | None = None) -> list[dict]:
+    """Every entry of the tuned-config file at `path`, checked; TuningError (prefixed `label`, default
+    "tuned configs <path>") for a missing, unreadable or malformed file or entry."""
+    where = label or f"tuned configs {path}"
+    if not path.is_file():
+        raise TuningError(f"{where}: no such file")
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        warnings.warn(f"tuned configs at {path} are unreadable ({e}); using defaults")
-        return []
-    if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
-        warnings.warn(f"tuned configs at {path} have version {data.get('version') if isinstance(data, dict) else '?'}, "
-                      f"expected {FORMAT_VERSION}; using defaults")
-        return []
-    return [e for e in data.get("entries", []) if isinstance(e, dict) and {"op", "key", "config"} <= set(e)
-            and isinstance(e["key"], dict) and config_problem(e["config"]) is None]
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TuningError(f"{where}: unreadable ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise TuningError(f"{where}: expected {{\"version\": {FORMAT_VERSION}, \"entries\": [...]}}")
+    if data.get("version") != FORMAT_VERSION:
+        raise TuningError(f"{where}: version {data.get('version')!r}, expected {FORMAT_VERSION}")
+    for i, e in enumerate(data["entries"]):
+        if not isinstance(e, dict) or not {"op", "key", "config"} <= set(e) or not isinstance(e["key"], dict):
+            raise TuningError(f"{where}: entry {i} needs op, key (an object) and config")
+        problem = config_problem(e["config"], known_keys(e["op"]) if known_keys else None)
+        if problem:
+            raise TuningError(f"{where}: entry {i} ({e['op']} {e['key']}): {problem}")
+    return data["entries"]
 
 
-def entries() -> list[dict]:
+def _env_label() -> str:
+    return f"{ENV_FILE}={os.environ[ENV_FILE]}"
+
+
+def _load_entries(env: str) -> list[dict]:
+    if env:                      # the user named a file: anything wrong with it is their error to see
+        return read_entries(Path(env), label=_env_label())
     path = tuned_file()
     if not path.exists():
         return []
-    return _load(str(path), path.stat().st_mtime)
+    try:
+        return read_entries(path)
+    except TuningError as e:
+        warnings.warn(f"{e}; using defaults")
+        return []
+
+
+def entries() -> list[dict]:
+    """The tuned entries in use: read once per KERNELBENCH_TUNED value, then served from memory."""
+    env = os.environ.get(ENV_FILE, "")
+    found = _entries_cache.get(env)
+    if found is None:
+        found = _entries_cache[env] = _load_entries(env)
+    return found
 
 
 def current_device() -> str:
@@ -124,8 +162,13 @@ def config_problem(cfg: Any, known_keys: set | None = None) -> str | None:
 
 def pinned_configs() -> dict[str, dict]:
     """KERNELBENCH_PIN_CONFIG ("op=json;op2=json") parsed and checked; TuningError names the variable."""
+    return dict(_parse_pins(os.environ.get(ENV_PIN, "")))
+
+
+@lru_cache(maxsize=8)
+def _parse_pins(raw: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
-    for part in filter(None, (p.strip() for p in os.environ.get(ENV_PIN, "").split(";"))):
+    for part in filter(None, (p.strip() for p in raw.split(";"))):
         name, eq, cfg = part.partition("=")
         if not eq or not name.strip():
             raise TuningError(f"{ENV_PIN}: {part!r} is not op=<JSON object> (e.g. fp8_linear={{\"BM\":16}})")
@@ -141,7 +184,7 @@ def pinned_configs() -> dict[str, dict]:
 
 
 def _pinned(op: str) -> dict | None:
-    return pinned_configs().get(op)
+    return _parse_pins(os.environ.get(ENV_PIN, "")).get(op)
 
 
 def check_settings(known_ops=None, known_keys=None) -> None:
@@ -157,22 +200,10 @@ def check_settings(known_ops=None, known_keys=None) -> None:
         if problem:
             raise TuningError(f"{ENV_PIN}: the config for {op!r}: {problem}")
     path = tuned_file()
-    if os.environ.get(ENV_FILE) and not path.is_file():
-        raise TuningError(f"{ENV_FILE}={os.environ[ENV_FILE]}: no such file")
-    if not path.is_file():
-        return
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise TuningError(f"tuned configs {path}: unreadable ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
-        raise TuningError(f"tuned configs {path}: expected {{\"version\": {FORMAT_VERSION}, \"entries\": [...]}}")
-    for i, e in enumerate(data["entries"]):
-        if not isinstance(e, dict) or not {"op", "key", "config"} <= set(e) or not isinstance(e["key"], dict):
-            raise TuningError(f"tuned configs {path}: entry {i} needs op, key (an object) and config")
-        problem = config_problem(e["config"], known_keys(e["op"]) if known_keys else None)
-        if problem:
-            raise TuningError(f"tuned configs {path}: entry {i} ({e['op']} {e['key']}): {problem}")
+    if os.environ.get(ENV_FILE):
+        read_entries(path, known_keys, label=_env_label())
+    elif path.is_file():
+        read_entries(path, known_keys)
 
 
 def env_settings() -> dict[str, str]:

@@ -21,6 +21,8 @@ class Recorder:
                                              shape_set=opts.shape_set or "", command=command,
                                              git_commit=git_commit())
         self._impl_ids: dict[tuple[str, str], int] = {}
+        self._alive = store.keep_alive(self.run_id)      # heartbeats while the run lasts (db/store.py)
+        self._alive.__enter__()
 
     def impl_id(self, op: str, impl: str) -> int:
         key = (op, impl)
@@ -38,4 +40,5 @@ class Recorder:
             elapsed_s=r.elapsed_s)
 
     def finish(self, status: str) -> None:
+        self._alive.__exit__(None, None, None)
         self.store.finish_verify_run(self.run_id, status)

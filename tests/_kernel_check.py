@@ -14,11 +14,26 @@ from kernelbench.verify_check import LAYOUTS, Example, check_example
 
 needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
                                   reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")
+# Where the Triton kernels run: the interpreter takes CPU tensors, compiled kernels (a GPU with
+# TRITON_INTERPRET unset) refuse them ("Triton kernels need a CUDA device").
+KERNEL_DEVICE = "cpu" if INTERPRET or not torch.cuda.is_available() else "cuda"
+
+
+def run_impl(op: str, impl: str, **inputs):
+    """registry impl `impl` of `op` on `inputs` (CPU tensors, as the tests build them): a Triton impl
+    runs on KERNEL_DEVICE, the reference on the CPU (its CPU arithmetic is the contract); the outputs
+    come back on the CPU, so tests compare them with CPU-built expectations on any machine."""
+    im = registry.get_impl(op, impl)
+    dev = KERNEL_DEVICE if im.backend == "triton" else "cpu"
+    out = im.fn(**{k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
+    if isinstance(out, tuple):
+        return tuple(o.cpu() if isinstance(o, torch.Tensor) else o for o in out)
+    return out.cpu()
 
 
 def verify(op, params, values, seed, layout):
     ex = Example(op, "triton", params, values, seed, layout)
-    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex)
+    res = check_example(registry.get_op(op), registry.get_impl(op, "triton"), ex, device=KERNEL_DEVICE)
     assert res.passed, f"{ex.repro()}\n{res.failure}"
 
 

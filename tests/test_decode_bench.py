@@ -124,6 +124,17 @@ def test_decode_bench_refuses_bad_options_in_one_line(args, why, tmp_path):
     assert len([ln for ln in r.output.splitlines() if ln.startswith("Error")]) == 1
 
 
+@pytest.mark.parametrize("env,why", [({"KERNELBENCH_TUNED": "/nonexistent/tuned.json"}, "no such file"),
+                                     ({"KERNELBENCH_PIN_CONFIG": "rms_norm={BLOCK_M:1}"}, "is not JSON")])
+def test_decode_bench_refuses_bad_tuning_settings_before_any_work(env, why, monkeypatch):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--impl", "triton"])
+    assert r.exit_code == 2, r.output
+    assert why in r.output and "Traceback" not in r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("Error")]) == 1
+
+
 def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     out = tmp_path / "d.json"
     url = f"sqlite:///{tmp_path / 'kb.sqlite'}"

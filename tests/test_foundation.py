@@ -98,6 +98,8 @@ def test_tuning_lookup_exact_nearest_default_and_corrupt(tmp_path, monkeypatch):
     monkeypatch.setenv(tuning.ENV_PIN, 'opx={"BLOCK": 256}')
     assert tuning.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A")["BLOCK"] == 256
     monkeypatch.delenv(tuning.ENV_PIN)
-    f.write_text("{ not json")
-    with pytest.warns(UserWarning, match="unreadable"):
-        assert tuning.lookup("opz", {"M": 1}, default, device="GPU-A") == default
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    monkeypatch.setenv(tuning.ENV_FILE, str(bad))     # a file the user named: an error, not a silent default
+    with pytest.raises(tuning.TuningError, match=f"KERNELBENCH_TUNED={bad}: unreadable"):
+        tuning.lookup("opz", {"M": 1}, default, device="GPU-A")

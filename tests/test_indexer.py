@@ -19,7 +19,7 @@ from kernelbench.reference.rope import rope_freqs
 from kernelbench.config import FLASH
 from kernelbench.testing import assert_close
 from test_attention import compile_sm120, sm120_problems
-from _kernel_check import needs_triton, verify
+from _kernel_check import needs_triton, run_impl, verify
 
 registry.load_builtin()
 SPEC = registry.get_op("indexer_topk")
@@ -95,8 +95,7 @@ def test_bf16_ties_at_the_kth_place_choose_the_lower_index(impl):
     fp32 = torch.relu(torch.einsum("thd,tsd->tsh", qi.float(), keys.float())).mul(w.float()[:, None]).sum(-1)
     assert fp32[:, 3].tolist() == [2.00390625, 257.0]                  # fp32 arithmetic has no tie ...
     assert torch.topk(fp32, 2).indices.sort().values.tolist() == [[1, 3], [1, 3]]   # ... and picks entry 3
-    idx, val = registry.get_impl("indexer_topk", impl).fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos,
-                                                          topk=2)
+    idx, val = run_impl("indexer_topk", impl, qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=2)
     assert idx.tolist() == [[1, 2], [1, 2]]
     assert val.tolist() == [[3.0, 2.0], [258.0, 256.0]]
     assert val.dtype == torch.float32
@@ -116,8 +115,8 @@ def test_the_weight_products_are_rounded_before_the_head_sum(impl):
     w = torch.tensor([[1.0 + 2 ** -7, 1.0]])
     unrounded = (keys[0, 1, :2] * w[0]).sum()
     assert _bf16(float(unrounded)) == 1.0 + 3 * 2 ** -7
-    idx, val = registry.get_impl("indexer_topk", impl).fn(
-        qi=qi.bfloat16(), w=w.bfloat16(), k_cache=keys.bfloat16(), seq_ids=torch.tensor([0]),
+    idx, val = run_impl(
+        "indexer_topk", impl, qi=qi.bfloat16(), w=w.bfloat16(), k_cache=keys.bfloat16(), seq_ids=torch.tensor([0]),
         positions=torch.tensor([7]), topk=2)
     assert idx.tolist() == [[0, 1]]
     assert val.tolist() == [[1.0 + 2 ** -6, 1.0 + 2 ** -6]]

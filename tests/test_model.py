@@ -240,6 +240,8 @@ def test_cli_make_checkpoint_generate_and_decode_bench(tmp_path):
                              "--prompt-len", "5", "--no-mtp"])
     assert r.exit_code == 0, r.output
     assert "generated tokens" in r.output and "logits finite" in r.output
+    # progress (issue 10 item 12): numbered lines in a log, one per prefilled sequence and decode step
+    assert "] prefilled sequence 0 (5 tokens)" in r.output and "[2/2] decode step 1" in r.output, r.output
     out = tmp_path / "bench.json"
     r = runner.invoke(main, ["decode-bench", "--batches", "1,3", "--steps", "2", "--warmup", "0", "--context", "20",
                              "--layers", "swa,csa,hca", "--json", str(out), "--no-store"])
@@ -247,6 +249,7 @@ def test_cli_make_checkpoint_generate_and_decode_bench(tmp_path):
     res = json.loads(out.read_text())
     assert [p["batch"] for p in res["points"]] == [1, 3] and res["capacity"] >= 22
     assert all(p["step_ms"] > 0 for p in res["points"]) and "fit: step =" in r.output
+    assert "decode-bench [1/2] C=1, context 20" in r.output and "decode-bench [2/2] C=3, context 20" in r.output
     r = runner.invoke(main, ["decode-bench", "--layers", "swa,mla"])
     assert r.exit_code != 0 and "--layers" in r.output
 

@@ -225,8 +225,9 @@ def test_pair64_layout_is_a_nibble_permutation():
         KM.prepare_expert_weights(w.float())
 
 
-@pytest.mark.parametrize("layout", ["official", "pair64"])
-@pytest.mark.parametrize("splits", [(1, 1), (2, 2)])
+@pytest.mark.parametrize("layout,splits", [("official", (1, 1)), ("pair64", (2, 2)),   # each layout, each split
+                                           pytest.param("official", (2, 2), marks=pytest.mark.slow),
+                                           pytest.param("pair64", (1, 1), marks=pytest.mark.slow)])
 def test_grouped_kernel_layouts_and_splits(layout, splits, monkeypatch):
     """Both weight layouts and split K (fp32 partials summed in order) against the reference, more tokens on an
     expert than one BM tile; a batch that selects no local expert gives exact zeros."""

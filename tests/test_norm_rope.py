@@ -13,7 +13,7 @@ from kernelbench.reference import hadamard as HD
 from kernelbench.reference import norm as NR
 from kernelbench.reference import rope as RP
 from kernelbench.reference.precision import compute_dtype
-from _kernel_check import needs_triton, verify, verify_drawn
+from _kernel_check import needs_triton, run_impl, verify, verify_drawn
 
 registry.load_builtin()
 
@@ -128,7 +128,7 @@ def test_q_norm_rounds_every_step_to_bf16_as_deepseek(impl):
     pos, f = torch.zeros(1, dtype=torch.int64), torch.ones(1)             # R = 2 at position 0: no rotation
     fp32 = q.float() * torch.rsqrt(q.float().square().mean(-1, keepdim=True) + 1e-6)
     assert fp32.bfloat16().flatten().tolist() == HAND_FP32               # the old arithmetic, for contrast
-    y = registry.get_impl("head_rms_norm_rope", impl).fn(q=q, positions=pos, freqs=f, eps=1e-6)
+    y = run_impl("head_rms_norm_rope", impl, q=q, positions=pos, freqs=f, eps=1e-6)
     assert y.flatten().tolist() == HAND_BF16
     assert torch.equal(y, _official_q_norm(q, pos, f, 1e-6))
     if impl == "reference":                                               # the roundings are the contract
@@ -146,7 +146,7 @@ def test_q_norm_adds_eps_rounded_to_bf16(impl):
     shifted = lambda e: torch.tensor(2.0 ** -28 + e, dtype=torch.float32).bfloat16()   # noqa: E731
     assert shifted(eps_bf16) != shifted(1e-6)
     want = float((q[0, 0, 0].float() * torch.rsqrt(shifted(eps_bf16).float()).bfloat16().float()).bfloat16())
-    y = registry.get_impl("head_rms_norm_rope", impl).fn(q=q, positions=pos, freqs=f, eps=1e-6)
+    y = run_impl("head_rms_norm_rope", impl, q=q, positions=pos, freqs=f, eps=1e-6)
     assert y.flatten().tolist() == [want] * 8
     assert torch.equal(y, _official_q_norm(q, pos, f, 1e-6))
 
@@ -160,11 +160,22 @@ def test_q_norm_equals_deepseeks_expression_on_random_heads(impl):
     (docs/OPS.md), so the head count here fills whole vectors."""
     g = torch.Generator().manual_seed(6)
     f = RP.rope_freqs(FLASH, compressed=True)
-    fn = registry.get_impl("head_rms_norm_rope", impl).fn
     for dh, scale in ((512, 1.0), (512, 1e-3), (96, 30.0)):
         q = (torch.randn(4, 8, dh, generator=g) * scale * torch.exp(torch.randn(4, 8, 1, generator=g))).bfloat16()
         pos = torch.randint(0, 1 << 20, (4,), generator=g)
-        assert torch.equal(fn(q=q, positions=pos, freqs=f, eps=1e-6), _official_q_norm(q, pos, f, 1e-6)), (dh, scale)
+        y = run_impl("head_rms_norm_rope", impl, q=q, positions=pos, freqs=f, eps=1e-6)
+        want = _official_q_norm(q, pos, f, 1e-6)
+        assert torch.equal(y, want), (dh, scale, _bf16_differences(y, want, rope_dims=2 * f.shape[0]))
+
+
+def _bf16_differences(y: torch.Tensor, want: torch.Tensor, rope_dims: int) -> str:
+    """Where two bf16 tensors differ, for the failure message: counts in the plain and rope dims and
+    the largest distance in bf16 steps (adjacent bf16 values of one sign differ by 1 in their bits)."""
+    diff = y != want
+    steps = (y.view(torch.int16).int() - want.view(torch.int16).int()).abs()
+    return (f"{int(diff[..., :-rope_dims].sum())} of {diff[..., :-rope_dims].numel()} plain dims and "
+            f"{int(diff[..., -rope_dims:].sum())} of {diff[..., -rope_dims:].numel()} rope dims differ, "
+            f"at most {int(steps.max())} bf16 steps")
 
 
 # rms_norm and hadamard ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The registry sweep (STYLE.md item 7): verify every registered (op, implementation) pair on the CPU
 (Triton kernels in the interpreter) with a few derandomized examples at the strategies' small
-shapes, plus one 'large'-values example at the smallest shape. It fails if an enabled implementation produced no result, or if one failed verification
-without being listed below. Skips and known failures live here, each with its reason.
+shapes, plus one 'large'-values example at the shape of the pair's first drawn example. It fails if an
+enabled implementation produced no result, or if one failed verification without being listed below.
+Skips and known failures live here, each with its reason.
 """
 from __future__ import annotations
 
@@ -24,21 +25,18 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 EXAMPLES = 2
 
 
-def _smallest_params(spec) -> dict:
-    """The strategy's minimal example (hypothesis shrinks it): the cheapest shape, deterministic."""
-    from hypothesis import HealthCheck, find, settings
-    return find(spec.strategy(), lambda p: True,
-                settings=settings(database=None, suppress_health_check=list(HealthCheck)))
+EXTRA_VALUE_MODES = ("large",)   # one example each (every mode: 4x the sweep's time)
 
 
-EXTRA_VALUE_MODES = ("large",)   # one example each at the smallest shape (every mode: 4x the sweep's time)
-
-
-def _extra_value_modes(spec, impl):
+def _extra_value_modes(spec, impl, params: dict | None = None):
     """The two derandomized hypothesis examples draw 'normal' values; a tolerance that only 'large'
-    values break (issue 10, item 1: fp32 accumulation error on cancelled elements) must fail CI too."""
+    values break (issue 10, item 1: fp32 accumulation error on cancelled elements) must fail CI too.
+    `params`: the pair's first drawn (derandomized) example; else the strategy's minimal example
+    (a hypothesis search: 1-4 s per op, which over every pair was a fifth of the sweep's time)."""
+    from kernelbench.usage import smallest_params
     modes = [m for m in EXTRA_VALUE_MODES if m in spec.value_modes]
-    params = _smallest_params(spec) if modes else {}
+    if modes and params is None:
+        params = dict(smallest_params(spec.name))
     for mode in modes:
         yield check_example(spec, impl, Example(spec.name, impl.name, dict(params), mode, 0, "contiguous", "case"))
 
@@ -54,9 +52,11 @@ def test_every_registered_implementation_verifies():
     opts = Options(device="cpu", examples=EXAMPLES, profile="ci", shrink_seconds=10, time_budget_s=30)
     no_result, failed, known = [], [], []
     for spec, impl in pairs:
-        rep = verify_pair(spec, impl, opts)
+        drawn = []
+        rep = verify_pair(spec, impl, opts, lambda r, drawn=drawn: drawn.append(r.example.params)
+                          if r.example.source == "hypothesis" and r.example.config is None else None)
         if not rep.skipped:
-            for r in _extra_value_modes(spec, impl):
+            for r in _extra_value_modes(spec, impl, dict(drawn[0]) if drawn else None):
                 rep.add(r)
         if rep.skipped or rep.n == 0:
             no_result.append(f"{spec.name}/{impl.name}: {rep.skipped or 'no example ran'}")

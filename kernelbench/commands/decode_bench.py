@@ -91,9 +91,11 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     gpu = device.startswith("cuda")
     if gpu and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: no CUDA device here")
+    from kernelbench.usage import UsageProblem, check_tuning
     try:
         for m in modules:
             registry.load_module(m)
+        check_tuning()         # a malformed pinned config or tuned-config file, before any work (issue 10 item 9)
         if not any(impl in registry.impls(o.name) for o in registry.ops()):
             raise click.UsageError(f"--impl {impl}: no op has an implementation of that name")
         overrides = db.parse_overrides(uses)
@@ -102,7 +104,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         cfg = db.bench_config(base, layers, mtp)
         context = db.parse_context(context_text or ("64" if base == "tiny" else "512"))
         swept = [db.parse_context(c) for c in contexts.split(",") if c.strip()] if contexts else []
-    except (db.BenchError, FileNotFoundError, ImportError) as e:
+    except (db.BenchError, FileNotFoundError, ImportError, UsageProblem) as e:
         raise click.UsageError(str(e)) from None
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:                                      # torchrun: real collectives
@@ -125,16 +127,13 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         from kernelbench.commands.bench import open_store
         store = open_store(db_url)
     console = Console(width=180)
-    from rich.progress import Progress
-    with Progress(console=console, transient=True) as bar:
-        plan = _ints(batches)
-        task = bar.add_task("decode-bench", total=len(plan) + len(swept))
-        try:
+    from kernelbench.progress import steps as progress_steps
+    plan = _ints(batches)
+    with progress_steps("decode-bench", len(plan) + len(swept), enabled=ctx.rank == 0, console=console) as advance:
+        try:   # (a bar on a terminal, numbered lines in a log: kernelbench/progress.py)
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
-                               gbps=_ceiling_gbps(device, store),
-                               progress=lambda i, what: bar.update(task, description=f"decode-bench {what}",
-                                                                   completed=i))
+                               gbps=_ceiling_gbps(device, store), progress=lambda i, what: advance(what))
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:
