@@ -33,7 +33,7 @@ from kernelbench import scaling as sc
 from kernelbench.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.model import Step, Transformer
-from kernelbench.tp import TPContext
+from kernelbench.tp import COLLECTIVES, TPContext
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"
@@ -447,7 +447,7 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
     from torch.profiler import ProfilerActivity, profile
 
     from kernelbench import registry
-    names = {o.name for o in registry.ops()}
+    names = {o.name for o in registry.ops()} | set(COLLECTIVES)       # collectives: their own rows
     plain = model.env.ops
     model.env.ops = RecordingOps(plain, ranges=True, measure_bytes=False)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
@@ -491,12 +491,15 @@ def _quantiles(times: list[float]) -> tuple[float, float, float, float]:
 def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: list[int], context: ContextSpec,
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
-              gbps: float | None = None, progress: Callable[[int, str], None] | None = None) -> BenchResult:
-    """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C)."""
+              gbps: float | None = None, progress: Callable[[int, str], None] | None = None,
+              model: Transformer | None = None) -> BenchResult:
+    """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
+    `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here."""
     dev = torch.device(device)
-    sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
-    model = Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
-    del sd
+    if model is None:
+        sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
+        model = Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
+        del sd
     use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
