@@ -476,7 +476,8 @@ def run_benches(plan: Plan, ctx: RunContext, dev: torch.device, gbps, log: Log) 
     """-> {"real": [...], "off": [...], "tp1": [...]}: one BenchResult per context of the plan."""
     out: dict[str, list] = {"real": [], "off": [], "tp1": []}
     model = bench_model(plan, ctx, dev)
-    log(f"bench: TP{ctx.world} model of {plan.bench_cfg.name} ready ({'drawn in place' if plan.in_place else 'loaded'})")
+    how = "drawn in place" if plan.in_place else "loaded"
+    log(f"bench: TP{ctx.world} model of {plan.bench_cfg.name} ready ({how})")
     kw = dict(steps=plan.steps, warmup=plan.warmup, graph=plan.graph, seed=plan.seed, gbps=gbps)
     for spec in plan.contexts:
         res = db.run_bench(ctx, plan.bench_cfg, plan.impl, str(dev), plan.batches, spec, profile=plan.profile,
@@ -622,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log = Log(ctx.rank, plan.out)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    log(f"TP{ctx.world} on {dev.type} ({'process group ' + dist.get_backend() if dist.is_initialized() else 'no process group'}), "
+    group = f"process group {dist.get_backend()}" if dist.is_initialized() else "no process group"
+    log(f"TP{ctx.world} on {dev.type} ({group}), "
         f"{', '.join(f'{k}={v}' for k, v in env.items())}")
     log.save(world=ctx.world, device=str(dev), env=env, plan=plan, stamp=stamp, stages={})
     try:
