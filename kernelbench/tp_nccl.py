@@ -644,7 +644,10 @@ def main(argv: list[str] | None = None) -> int:
         if not plan.in_place:
             ctx.barrier()
         from kernelbench.commands.decode_bench import _ceiling_gbps
-        gbps = _ceiling_gbps(str(dev), _open_store(plan) if ctx.rank == 0 else None)   # copy bandwidth (roofline)
+        store = _open_store(plan) if ctx.rank == 0 else None
+        gbps = _ceiling_gbps(str(dev), store)          # copy bandwidth (roofline): calibrated, else datasheet
+        if store is not None:
+            store.dispose()
         benches = run_benches(plan, ctx, dev, gbps, log)
         coll = {f"ctx{i}": collective_rows(r, benches["off"][i] if i < len(benches["off"]) else None)
                 for i, r in enumerate(benches["real"])}
