@@ -130,18 +130,23 @@ def test_run_context_collectives_at_world_1_only_with_a_group():
 
 
 # ---- the script, end to end, under torchrun with gloo --------------------------------------------
-def test_script_under_torchrun_nproc_2_gloo(tmp_path):
+def _torchrun(tmp_path, nproc: int, *args: str) -> tuple[Path, str, dict]:
+    """The script under torchrun -> (out dir, database URL, tp_nccl.json) after asserting it exited 0."""
     out, url = tmp_path / "out", f"sqlite:///{tmp_path / 'kb.sqlite'}"
     env = {k: v for k, v in os.environ.items() if k not in tn.SAFE_ENV and k not in ("RANK", "WORLD_SIZE")}
     env.update(OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           str(ROOT / "scripts" / "tp_nccl.py"), "--device", "cpu", "--config", "tiny", "--check-layers", "swa,csa",
-           "--bench-layers", "swa,csa", "--mtp", "--tp1", "on", "--tokens", "10", "--batches", "1,2",
-           "--context", "16", "--ragged", "4:24", "--checkpoint", str(tmp_path / "ckpt"), "--out", str(out),
-           "--db", url]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           str(ROOT / "scripts" / "tp_nccl.py"), "--config", "tiny", "--checkpoint", str(tmp_path / "ckpt"),
+           "--out", str(out), "--db", url, *args]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    res = json.loads((out / "tp_nccl.json").read_text())
+    return out, url, json.loads((out / "tp_nccl.json").read_text())
+
+
+def test_script_under_torchrun_nproc_2_gloo(tmp_path):
+    out, _, res = _torchrun(tmp_path, 2, "--device", "cpu", "--check-layers", "swa,csa", "--bench-layers", "swa,csa",
+                              "--mtp", "--tp1", "on", "--tokens", "10", "--batches", "1,2", "--context", "16",
+                              "--ragged", "4:24")
     assert res["env"] == tn.SAFE_ENV and res["world"] == 2
     a = res["agreement"]
     assert a["passed"] and a["ranks_identical"] and set(a["sublayers"]) == {"attn0", "moe0", "attn1", "moe1"}
@@ -165,3 +170,19 @@ def test_script_under_torchrun_nproc_2_gloo(tmp_path):
         ("passed", 5, 0)]
     page = (out / "tp_nccl.md").read_text()
     assert "TP2 vs TP1" in page and "PASS" in page and "no-collective ms" in page and "## Decode step" in page
+
+
+@pytest.mark.gpu
+def test_gpu_nccl_world_1_collectives_inside_the_graph(tmp_path):
+    """One GPU under torchrun: an NCCL group at world 1, the collectives captured in the CUDA graph and
+    attributed from the graph-replay kernels; the check passes."""
+    _, _, res = _torchrun(tmp_path, 1, "--device", "cuda", "--impl", "triton", "--check-layers", "swa",
+                          "--tokens", "8", "--batches", "1,4", "--steps", "3", "--warmup", "1", "--context", "64")
+    assert res["agreement"]["passed"] and res["device"].startswith("cuda")
+    real, off = res["bench"]["real"][0], res["bench"]["off"][0]
+    assert real["graph"] and not real["graph_error"] and off["graph"] and not off["graph_error"]
+    for p in real["points"]:
+        assert p["attribution_source"] == "graph replay kernels", p["attribution_note"]
+        ops = {a["op"]: a for a in p["attribution"]}
+        assert ops["all_reduce"]["calls"] == 2 and ops["all_gather"]["calls"] == 1      # embedding, attention; head
+    assert all(r["no_collectives_ms"] > 0 for r in res["collectives"]["ctx0"])
