@@ -547,9 +547,10 @@ def store_all(plan: Plan, dev: torch.device, agreement: Agreement | None, benche
         store.add_verify_result(run, impl_id, params={"config": plan.check_cfg.name, "tp": agreement.world,
                                                       "output": "logits"}, value_mode="random", seed=plan.seed,
                                 source="tp_nccl", passed=ok and agreement.ranks_identical,
-                                stats={"median_rel_err": agreement.logits_median, "max_rel_err": agreement.logits_max,
-                                       "argmax_agreement": agreement.argmax_agreement,
-                                       "ranks_identical": agreement.ranks_identical},
+                                stats=_jsonable({"median_rel_err": agreement.logits_median,
+                                                 "max_rel_err": agreement.logits_max,
+                                                 "argmax_agreement": agreement.argmax_agreement,
+                                                 "ranks_identical": agreement.ranks_identical}),
                                 failure="; ".join(agreement.failures))
         store.finish_verify_run(run, "passed" if agreement.passed else "failed")
         tags["verify_run"] = run
