@@ -227,14 +227,29 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
 
 def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> tuple[list[Kernel], str]:
     """Give the kernels of `steps` graph replays the ops of the eager step's kernels at the same
-    position. -> (labelled kernels, "" or why the sequences do not line up: then nothing is labelled)."""
+    position. Kernels on another stream (NCCL's collectives) can start in another order than in the
+    eager step: then the k-th kernel of a name in each replayed step takes the op of the k-th kernel of
+    that name in the eager step. -> (labelled kernels, "" or why the sequences do not line up: then
+    nothing is labelled)."""
     n = len(eager)
     if n == 0 or len(replay) != n * steps:
         return [], f"{len(replay)} replayed kernels for {steps} steps, the eager step launched {n}"
     mismatched = sum(replay[s * n + i].name != eager[i].name for s in range(steps) for i in range(n))
-    if mismatched:
-        return [], f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's"
-    return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start) for i, k in enumerate(replay)], ""
+    if not mismatched:
+        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start) for i, k in enumerate(replay)], ""
+    ops_of: dict[str, list] = {}
+    for k in eager:
+        ops_of.setdefault(k.name, []).append(k.op)
+    out = []
+    for s in range(steps):
+        seen: dict[str, int] = {}
+        for k in replay[s * n:(s + 1) * n]:
+            i = seen[k.name] = seen.get(k.name, -1) + 1
+            if i >= len(ops_of.get(k.name, ())):
+                return [], (f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's, "
+                            f"and replayed step {s} runs other kernels")
+            out.append(Kernel(k.name, k.dur, None, ops_of[k.name][i], k.start))
+    return out, ""
 
 
 # ------------------------------------------------------------------------------------------------
