@@ -245,19 +245,20 @@ def random_local_state(cfg: ModelConfig, rank: int = 0, world: int = 1, seed: in
             for name, spec in param_specs(cfg).items() if is_local(spec, cfg, rank, world)}
 
 
-def random_state(cfg: ModelConfig, seed: int = 0) -> dict[str, torch.Tensor]:
-    """The full (TP1) tensors of the random checkpoint `write_random(cfg, seed)` writes."""
-    gen = torch.Generator().manual_seed(seed)
-    return {name: random_tensor(spec, gen) for name, spec in param_specs(cfg).items()}
+def random_state(cfg: ModelConfig, seed: int = 0, device="cpu") -> dict[str, torch.Tensor]:
+    """The full (TP1) tensors of the random checkpoint `write_random(cfg, seed, device=device)` writes, on
+    the CPU. `device` draws them (a GPU draws Flash widths in seconds; values depend on the device)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return {name: random_tensor(spec, gen, device=device).cpu() for name, spec in param_specs(cfg).items()}
 
 
-def write_random(path: str | Path, cfg: ModelConfig, seed: int = 0, n_shards: int = 4) -> Path:
+def write_random(path: str | Path, cfg: ModelConfig, seed: int = 0, n_shards: int = 4, device="cpu") -> Path:
     """Write a random checkpoint of `cfg` in the official layout (several shards); returns the directory."""
     from safetensors.torch import save_file
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    state = random_state(cfg, seed)
+    state = random_state(cfg, seed, device)
     total = sum(t.numel() * t.element_size() for t in state.values())
     n_shards = max(1, min(n_shards, len(state)))
     shards: list[dict[str, torch.Tensor]] = [{}]

@@ -33,7 +33,7 @@ from kernelbench import scaling as sc
 from kernelbench.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.model import Step, Transformer
-from kernelbench.tp import TPContext
+from kernelbench.tp import COLLECTIVES, TPContext
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"
@@ -227,14 +227,29 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
 
 def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> tuple[list[Kernel], str]:
     """Give the kernels of `steps` graph replays the ops of the eager step's kernels at the same
-    position. -> (labelled kernels, "" or why the sequences do not line up: then nothing is labelled)."""
+    position. Kernels on another stream (NCCL's collectives) can start in another order than in the
+    eager step: then the k-th kernel of a name in each replayed step takes the op of the k-th kernel of
+    that name in the eager step. -> (labelled kernels, "" or why the sequences do not line up: then
+    nothing is labelled)."""
     n = len(eager)
     if n == 0 or len(replay) != n * steps:
         return [], f"{len(replay)} replayed kernels for {steps} steps, the eager step launched {n}"
     mismatched = sum(replay[s * n + i].name != eager[i].name for s in range(steps) for i in range(n))
-    if mismatched:
-        return [], f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's"
-    return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start) for i, k in enumerate(replay)], ""
+    if not mismatched:
+        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start) for i, k in enumerate(replay)], ""
+    ops_of: dict[str, list] = {}
+    for k in eager:
+        ops_of.setdefault(k.name, []).append(k.op)
+    out = []
+    for s in range(steps):
+        seen: dict[str, int] = {}
+        for k in replay[s * n:(s + 1) * n]:
+            i = seen[k.name] = seen.get(k.name, -1) + 1
+            if i >= len(ops_of.get(k.name, ())):
+                return [], (f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's, "
+                            f"and replayed step {s} runs other kernels")
+            out.append(Kernel(k.name, k.dur, None, ops_of[k.name][i], k.start))
+    return out, ""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -447,7 +462,7 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
     from torch.profiler import ProfilerActivity, profile
 
     from kernelbench import registry
-    names = {o.name for o in registry.ops()}
+    names = {o.name for o in registry.ops()} | set(COLLECTIVES)       # collectives: their own rows
     plain = model.env.ops
     model.env.ops = RecordingOps(plain, ranges=True, measure_bytes=False)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
@@ -491,12 +506,15 @@ def _quantiles(times: list[float]) -> tuple[float, float, float, float]:
 def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: list[int], context: ContextSpec,
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
-              gbps: float | None = None, progress: Callable[[int, str], None] | None = None) -> BenchResult:
-    """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C)."""
+              gbps: float | None = None, progress: Callable[[int, str], None] | None = None,
+              model: Transformer | None = None) -> BenchResult:
+    """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
+    `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here."""
     dev = torch.device(device)
-    sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
-    model = Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
-    del sd
+    if model is None:
+        sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
+        model = Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
+        del sd
     use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),

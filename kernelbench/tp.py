@@ -26,6 +26,9 @@ import torch.distributed as dist
 
 from kernelbench.config import divide
 
+# the profiler range names of the two collectives (decode-bench attributes their kernels to these rows)
+COLLECTIVES = ("all_reduce", "all_gather")
+
 
 @dataclass
 class TPContext:
@@ -57,7 +60,8 @@ class TPContext:
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
         """Sum over ranks, in place; returns x. No-op at world 1."""
         if self.active:
-            dist.all_reduce(x, op=dist.ReduceOp.SUM, group=self.group)
+            with torch.profiler.record_function("all_reduce"):
+                dist.all_reduce(x, op=dist.ReduceOp.SUM, group=self.group)
         return x
 
     def all_gather(self, x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -65,9 +69,10 @@ class TPContext:
         simulated: the caller then sees only its own shard)."""
         if not self.active:
             return x
-        parts = [torch.empty_like(x) for _ in range(self.world)]
-        dist.all_gather(parts, x.contiguous(), group=self.group)
-        return torch.cat(parts, dim=dim)
+        with torch.profiler.record_function("all_gather"):
+            parts = [torch.empty_like(x) for _ in range(self.world)]
+            dist.all_gather(parts, x.contiguous(), group=self.group)
+            return torch.cat(parts, dim=dim)
 
     def barrier(self) -> None:
         if self.active:

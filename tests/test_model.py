@@ -21,6 +21,7 @@ from kernelbench.config import TINY
 from kernelbench.model import Step, Transformer
 from kernelbench.reference.precision import compute_dtype
 from kernelbench.tp import TPContext, launch
+from kernelbench.tp_nccl import compare, probe
 
 CFG_G4 = TINY.replace(name="tiny-g4", o_groups=4)     # TP4 needs 4 output groups (TINY has 2)
 
@@ -126,22 +127,7 @@ def test_bad_inputs_give_clear_errors(model, tiny_ckpt):
 # --- tensor parallelism -------------------------------------------------------------------------
 def _tp_worker(tp, path, n_tok):
     """Per-sublayer outputs on identical inputs, and whole-model logits (prefill + ragged decode)."""
-    m = Transformer.from_checkpoint(path, tp=tp)
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(n_tok, m.cfg.dim, generator=gen).to(torch.bfloat16)
-    ids = torch.randint(2, m.cfg.vocab_size, (n_tok,), generator=gen)
-    cache = m.new_cache(2, n_tok + 4)
-    step = Step(ids, torch.arange(n_tok), torch.zeros(n_tok, dtype=torch.long), prefill=True)
-    out = {}
-    with torch.inference_mode():
-        for i, blk in enumerate(m.layers):
-            out[f"attn{i}"] = blk.attn(m.env, x, step, cache.layers[i])
-            out[f"moe{i}"] = blk.ffn(m.env, x, ids)
-    logits = [m.prefill(ids, 0, cache)[0], m.prefill(ids[:n_tok - 5], 1, cache)[0]]
-    nxt = torch.tensor([3, 5])
-    logits.append(m.decode(nxt, torch.tensor([n_tok, n_tok - 5]), torch.tensor([0, 1]), cache)[0])
-    out["logits"] = torch.cat(logits)
-    return out
+    return probe(Transformer.from_checkpoint(path, tp=tp), n_tok)
 
 
 def test_tensor_parallel_2_and_4_match_tp1(g4_ckpt):
@@ -151,18 +137,14 @@ def test_tensor_parallel_2_and_4_match_tp1(g4_ckpt):
         outs = launch(_tp_worker, world, args=(g4_ckpt, n_tok))
         for r in range(1, world):                               # every rank holds the same result
             assert all(torch.equal(outs[r][k], outs[0][k]) for k in ref), (world, r)
-        out = outs[0]
-        for k in ref:
-            if k == "logits":
-                continue
-            # same input: only the bf16 rounding of the wo_b partial sums differs (MoE is exact here)
-            err = rel(out[k].flatten(), ref[k].flatten()).item()
-            assert err < (0.01 if k.startswith("attn") else 1e-5), (world, k, err)
-        err = rel(out["logits"], ref["logits"])
-        # whole model: those 0.3% differences are amplified by routing flips (SPEC 6); a wrong shard
-        # or collective gives errors ~1.4 and argmax agreement ~0
-        assert err.median() < 0.3, (world, err)
-        assert (out["logits"].argmax(-1) == ref["logits"].argmax(-1)).float().mean() > 0.5, world
+        # same input: only the bf16 rounding of the wo_b partial sums differs (attention < 1%; the MoE is
+        # exact here); whole model: those 0.3% differences are amplified by routing flips (SPEC 6), so the
+        # logits are compared statistically (median error < 0.3, argmax agreement > 0.5); a wrong shard or
+        # collective gives errors ~1.4 and argmax agreement ~0. The bounds live in kernelbench/tp_nccl.py
+        # (the GPU script checks TP-N with the same `compare`).
+        a = compare(outs[0], ref, world)
+        assert a.passed, (world, a.failures)
+        assert set(a.sublayers) == {k for k in ref if k != "logits"}
 
 
 # --- the Triton backend -------------------------------------------------------------------------
