@@ -123,10 +123,10 @@ def _target(device) -> str:
 
 
 def _operand(tk, codes: torch.Tensor, scales: torch.Tensor, target: str):
-    """Official [El, N, K/2] codes + [El, N, K/32] e8m0 scales -> the peer's (value, scale) Tensors of the
+    """Official [El, N, K/2] codes + [El, N, K/32] scale bytes (e8m0 as uint8) -> the peer's (value, scale) Tensors of the
     logical [El, K, N] operand, quantised along K (mx axis 1, K contiguous: the transposed view of ours)."""
     value = tk.wrap_torch_tensor(codes.mT, dtype=tk.FP4)
-    scale = tk.wrap_torch_tensor(scales.view(torch.uint8).mT)
+    scale = tk.wrap_torch_tensor(scales.mT)
     if target == "hopper":
         value = tk.convert_layout(value, tk.HopperMXValueLayout, mx_axis=1)
         scale = tk.convert_layout(scale, tk.HopperMXScaleLayout, mx_axis=1, num_warps=SCALE_WARPS)
@@ -136,9 +136,9 @@ def _operand(tk, codes: torch.Tensor, scales: torch.Tensor, target: str):
 def to_peer_experts(tk, w1, s1, w3, s3, w2, s2, target: str) -> PeerExperts:
     El, F, half_d = w1.shape
     w13 = torch.stack((w1, w3), dim=2).reshape(El, 2 * F, half_d)          # row 2f = W1 row f, 2f+1 = W3 row f
-    s13 = torch.stack((s1, s3), dim=2).reshape(El, 2 * F, s1.shape[-1])
+    s13 = torch.stack((s1.view(torch.uint8), s3.view(torch.uint8)), dim=2).reshape(El, 2 * F, s1.shape[-1])
     v13, sc13 = _operand(tk, w13, s13, target)
-    v2, sc2 = _operand(tk, w2, s2, target)
+    v2, sc2 = _operand(tk, w2, s2.view(torch.uint8), target)
     return PeerExperts(v13, sc13, v2, sc2, El, 2 * half_d, F, target)
 
 
@@ -181,29 +181,32 @@ def _routing(tk, weights, indices, expert_offset: int, El: int):
             gammas)
 
 
-def make_moe_experts(tk):
+def run_moe_experts(tk, pe: PeerExperts, x, weights, indices, expert_offset: int, swiglu_limit: float):
+    """The op on prepared weights: x [T, D] bf16 -> y [T, D] fp32 (the module docstring lists the steps)."""
     from kernelbench.kernels.quant import fp8_simulate
     swiglu = tk.FnSpecs("kb_dsv4_swiglu", _dsv4_swiglu, ("limit",), reduction_n=2)
+    rdata, gather, scatter, gammas = _routing(tk, weights, indices, expert_offset, pe.El)
+    xq = fp8_simulate(x, group=128)                       # the W1/W3 input: e4m3 x UE8M0 values, exact in bf16
+    a = tk.matmul_ogs(xq, pe.w13, None, rdata, gather_indx=gather, gammas=gammas,
+                      fused_activation=tk.FusedActivation(swiglu, (float(swiglu_limit),)),
+                      precision_config=tk.PrecisionConfig(weight_scale=pe.s13, out_dtype=torch.bfloat16))
+    aq = fp8_simulate(a, group=128)                       # [T*K, F] by sorted position; rows past the local pairs unused
+    return tk.matmul_ogs(aq, pe.w2, None, rdata, scatter_indx=scatter,
+                         precision_config=tk.PrecisionConfig(weight_scale=pe.s2, out_dtype=torch.float32))
 
+
+def make_moe_experts(tk):
     def prepare(inputs: dict) -> dict:
         pe = to_peer_experts(tk, *(inputs[k] for k in ("w1", "s1", "w3", "s3", "w2", "s2")),
                              target=_target(inputs["x"].device))
         return {**inputs, "w1": pe, "s1": None, "w3": None, "s3": None, "w2": None, "s2": None}
 
     def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
-        pe = w1 if isinstance(w1, PeerExperts) else prepare(
-            {"x": x, "w1": w1, "s1": s1, "w3": w3, "s3": s3, "w2": w2, "s2": s2})["w1"]
         if x.device.type != "cuda":
             raise UsageProblem("moe_experts/triton_kernels runs on a CUDA GPU only")
-        T, D = x.shape
-        rdata, gather, scatter, gammas = _routing(tk, weights, indices, expert_offset, pe.El)
-        xq = fp8_simulate(x, group=128)
-        act = tk.FusedActivation(swiglu, (float(swiglu_limit),))
-        a = tk.matmul_ogs(xq, pe.w13, None, rdata, gather_indx=gather, gammas=gammas, fused_activation=act,
-                          precision_config=tk.PrecisionConfig(weight_scale=pe.s13, out_dtype=torch.bfloat16))
-        aq = fp8_simulate(a, group=128)
-        return tk.matmul_ogs(aq, pe.w2, None, rdata, scatter_indx=scatter,
-                             precision_config=tk.PrecisionConfig(weight_scale=pe.s2, out_dtype=torch.float32))
+        pe = w1 if isinstance(w1, PeerExperts) else prepare(
+            {"x": x, "w1": w1, "s1": s1, "w3": w3, "s3": s3, "w2": w2, "s2": s2})["w1"]
+        return run_moe_experts(tk, pe, x, weights, indices, expert_offset, swiglu_limit)
 
     return moe_experts, prepare
 

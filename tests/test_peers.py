@@ -116,7 +116,7 @@ def test_conversion_keeps_every_value(target):
     assert torch.equal(v2, dequant_fp4_weight(w2, s2).float().mT)
     # and the conversion is not the identity on codes: swapping W1 and W3 changes the operand
     swapped = peers.dequant_peer_operand(tk, *peers._operand(tk, torch.stack((w3, w1), 2).reshape(El, 2 * F, D // 2),
-                                                              torch.stack((s3, s1), 2).reshape(El, 2 * F, D // 32),
+                                                              torch.stack((s3, s1), 2).view(torch.uint8).reshape(El, 2 * F, D // 32),
                                                               target))
     assert not torch.equal(swapped, v13)
 
