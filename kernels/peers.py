@@ -125,8 +125,8 @@ def _target(device) -> str:
 def _operand(tk, codes: torch.Tensor, scales: torch.Tensor, target: str):
     """Official [El, N, K/2] codes + [El, N, K/32] scale bytes (e8m0 as uint8) -> the peer's (value, scale) Tensors of the
     logical [El, K, N] operand, quantised along K (mx axis 1, K contiguous: the transposed view of ours)."""
-    value = tk.wrap_torch_tensor(codes.mT, dtype=tk.FP4)
-    scale = tk.wrap_torch_tensor(scales.mT)
+    value = tk.wrap_torch_tensor(codes.contiguous().mT, dtype=tk.FP4)     # strided inputs (verify) made dense
+    scale = tk.wrap_torch_tensor(scales.contiguous().mT)
     if target == "hopper":
         value = tk.convert_layout(value, tk.HopperMXValueLayout, mx_axis=1)
         scale = tk.convert_layout(scale, tk.HopperMXScaleLayout, mx_axis=1, num_warps=SCALE_WARPS)
