@@ -90,7 +90,7 @@ def load_triton_kernels(path: str | os.PathLike) -> SimpleNamespace:
 
 
 # ---- the fused activation: DeepSeek's clamped SwiGLU on interleaved (gate, linear) columns ----------------------
-@triton.jit
+@triton.jit(repr=lambda _: "dsv4_swiglu")     # the suffix of the specialised matmul kernel's name (no dots)
 def _dsv4_swiglu(acc, limit):
     """acc [BM, BN] fp32 with W1 (gate) at even and W3 (linear) at odd columns -> [BM, BN/2] fp32 =
     silu(min(bf16(g), limit)) * clamp(bf16(u), -limit, limit): the reference rounds both GEMM outputs to bf16."""
