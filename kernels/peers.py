@@ -20,6 +20,9 @@ peer's ragged-metadata kernels, two fp8_simulate launches, the W1|W3 GEMM with t
 with the scatter and the reduce over top-k. The weight layout (Hopper MXFP4 value swizzle and scale
 swizzle, W1 and W3 interleaved into one [El, D, 2F] operand) is made once by `prepare_peer_experts`, outside
 the timed region (registry.Impl.prepare).
+
+`moe_layer` impl `triton_kernels`: the peer's routed experts between our Triton gate and our FP8 shared expert
+(the peer has neither), so its bench row is a whole layer that differs from ours in the routed experts only.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, to_bf16
+from kernelbench import registry
 from kernelbench.registry import register_impl
 from kernelbench.usage import UsageProblem
 
@@ -211,13 +215,28 @@ def make_moe_experts(tk):
     return moe_experts, prepare
 
 
+def make_moe_layer(experts):
+    """moe_layer with the peer's routed experts; the gate and the FP8 shared expert are ours (Triton impls from the
+    registry: the peer has no counterpart for them), so a bench row compares whole layers that differ in the experts."""
+    def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                  swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+        gate = registry.get_impl("moe_gate", "triton").fn
+        shared = registry.get_impl("shared_expert", "triton").fn
+        w, idx = gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+        y = experts(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit)
+        y = y + shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit).float()
+        return y.to(torch.bfloat16)
+    return moe_layer
+
+
 def register_triton_kernels(path: str | os.PathLike) -> None:
     tk = load_triton_kernels(path)
-    fn, prepare = make_moe_experts(tk)
-    fn.__module__ = __name__
-    fn.__qualname__ = "moe_experts_triton_kernels"
+    experts, prepare = make_moe_experts(tk)
+    layer = make_moe_layer(experts)
     # backend "cuda": it queries torch.cuda, so it has no interpreter path (verify on CPU says "needs a GPU")
-    register_impl("moe_experts", "triton_kernels", backend="cuda", deterministic=True, prepare=prepare)(fn)
+    for op, fn in (("moe_experts", experts), ("moe_layer", layer)):
+        fn.__module__, fn.__qualname__ = __name__, f"{op}_triton_kernels"
+        register_impl(op, "triton_kernels", backend="cuda", deterministic=True, prepare=prepare)(fn)
 
 
 if os.environ.get(ENV_TRITON_KERNELS):

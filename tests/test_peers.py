@@ -44,25 +44,30 @@ def clean_imports():
 # ---- registration and errors ------------------------------------------------------------------------------
 def test_not_registered_without_the_path(monkeypatch):
     registry.load_builtin()
-    saved = registry._IMPLS["moe_experts"].get("triton_kernels")
-    registry.unregister_impl("moe_experts", "triton_kernels")
+    ops = ("moe_experts", "moe_layer")
+    saved = {op: registry._IMPLS[op].get("triton_kernels") for op in ops}
+    for op in ops:
+        registry.unregister_impl(op, "triton_kernels")
     monkeypatch.delenv(peers.ENV_TRITON_KERNELS, raising=False)
     try:
         importlib.reload(peers)
-        assert "triton_kernels" not in registry.impls("moe_experts")
-        assert "triton" in registry.impls("moe_experts")
+        for op in ops:
+            assert "triton_kernels" not in registry.impls(op)
+            assert "triton" in registry.impls(op)
     finally:
-        if saved is not None:
-            registry._IMPLS["moe_experts"]["triton_kernels"] = saved
+        for op, impl in saved.items():
+            if impl is not None:
+                registry._IMPLS[op]["triton_kernels"] = impl
 
 
 @needs_peer
 def test_registered_when_the_path_is_given():
     peers.register_triton_kernels(PEER)
-    impl = registry.get_impl("moe_experts", "triton_kernels")
-    assert impl.prepare is not None and impl.backend == "cuda"
     from kernelbench.verify import skip_reason
-    assert "needs a GPU" in skip_reason(impl, "cpu")
+    for op in ("moe_experts", "moe_layer"):
+        impl = registry.get_impl(op, "triton_kernels")
+        assert impl.prepare is not None and impl.backend == "cuda"
+        assert "needs a GPU" in skip_reason(impl, "cpu")
 
 
 def test_missing_folder_is_a_one_line_usage_error(tmp_path):
@@ -204,3 +209,20 @@ def test_peer_is_graph_capturable_and_deterministic():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, impl.fn(**inp))
+
+
+@pytest.mark.gpu
+@needs_peer
+@pytest.mark.parametrize("hash_routing", [False, True])
+def test_peer_layer_matches_the_reference(hash_routing):
+    from kernelbench.testing import error_stats, passes
+    peers.register_triton_kernels(PEER)
+    spec, impl = registry.get_op("moe_layer"), registry.get_impl("moe_layer", "triton_kernels")
+    p = {**_case(6), "hash": hash_routing}
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(0), "cuda", "normal")
+    y = impl.fn(**impl.prepared(inp))
+    ref = spec.reference(**{k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()})
+    tol = spec.tolerance(p)["y"]
+    st = error_stats(y.cpu(), ref, tol)
+    assert passes(st, tol), st
+    assert y.dtype == torch.bfloat16 and y.shape == (p["T"], p["D"])
