@@ -374,12 +374,13 @@ def moe_layer_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
 # 1. `_route_kernel`, grid (1 + T): program 0 groups the slots by local expert (counts, start offsets, the list of
 #    ACTIVE experts, sorted slots and each slot's sorted position: a stable counting sort, no host sync); programs
 #    1..T act-quantize x (e4m3 codes + UE8M0 scales, group 128) for the fp8 dots;
-# 2. `_grouped_up_kernel`, grid (min(El, TK) * F/BN * S): one program per (active expert, F tile, K split);
+# 2. `_grouped_gemm_kernel` (GATED: W1 and W3), grid ((shared +) min(El, TK)) * F/BN * S): one program per (work
+#    item, F tile, K split); item 0 is the fused shared expert (when there is one), the others the active experts;
 #    programs past the number of active experts exit at once, so at C=1 the whole grid streams the one touched
-#    expert (S K-splits x F/BN tiles), fp32 partials (S, TK, 2F) of g and u by sorted position;
+#    expert (S K-splits x F/BN tiles), fp32 partials (S, ROWS, 2F) of g and u by sorted position;
 # 3. `_swiglu_quant_kernel`, grid (TK): sum of the S partials in order, bf16 rounding, clamp, SwiGLU, routing weight,
 #    bf16, act-quant (group 128): the W2 input as e4m3 codes + scales;
-# 4. `_grouped_down_kernel`, as 2 for W2 (split over F), fp32 partials (S, TK, D);
+# 4. `_grouped_gemm_kernel` (not GATED: W2), as 2 over D tiles, split over F, fp32 partials (S, ROWS, D);
 # 5. `_grouped_combine_kernel`, grid (T, D/BLOCK): per token, per k in order: bf16(sum of the S partials), summed
 #    in k order (+ the shared expert). Every reduction has a fixed order: deterministic, no atomics.
 @triton.jit
@@ -487,61 +488,87 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 
 
 @triton.jit
-def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, part_ptr,
-                       hw1_ptr, hs1_ptr, hw3_ptr, hs3_ptr, T, TK, ROWS, N_ITEMS,
-                       D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                       SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
-    # programs past N_ITEMS * F/BN * SPLIT (SHARED only): the FP8 shared expert hw1/hw3 (F, D) e4m3, hs1/hs3 (F/128,
-    # D/128) e8m0 on all T tokens, into partial rows TK + t
-    # w1, w3 (El, F, D/2) uint8 (official, or PAIR64 with PAIR); s1, s3 (El, F, D/32) uint8 e8m0; part (SPLIT, TK, 2F) fp32 by sorted position
-    NT: tl.constexpr = F // BN
-    KBS: tl.constexpr = D // 128 // SPLIT
+def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
+                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
+                         N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
+                         GATED: tl.constexpr):
+    # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
+    # GATED, the W1/W3 step: wa = W1, wb = W3 (El, F, D/2) (official, or PAIR64 with PAIR), sa / sb (El, F, D/32)
+    #   e8m0; the input is the act-quantized x (T, D) e4m3 + sin (T, D/128) fp32, read by token (sorted slot // K);
+    #   partial rows are g | u (LDP = 2F).
+    # not GATED, the W2 step: wa = W2 (El, D, F/2), sa (El, D, F/32) (wb, sb unused); the input is the SwiGLU output
+    #   aq (ROWS, F) e4m3 + sin (ROWS, F/128) by row; LDP = D.
+    # SHARED: item 0 is the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on all T
+    #   tokens, into partial rows TK + t; first in the grid, so its long K walks do not form the tail. Routed items
+    #   follow: item i (+1 with SHARED) = the i-th active local expert (act), an exit when past the active count.
+    NT: tl.constexpr = N // BN
+    KBS: tl.constexpr = KD // 128 // SPLIT
+    LDP: tl.constexpr = 2 * N if GATED else N
     pid = tl.program_id(0)
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
-    if SHARED and a >= N_ITEMS:
+    if SHARED and a == 0:
         c = 0
         while c < T:
             tok = c + tl.arange(0, BM)
             pm = tok < T
-            accg = tl.zeros((BN, BM), dtype=tl.float32)
-            accu = tl.zeros((BN, BM), dtype=tl.float32)
+            src = tok if GATED else TK + tok                 # x rows by token, SwiGLU rows TK + t
+            acca = tl.zeros((BN, BM), dtype=tl.float32)
+            accb = tl.zeros((BN, BM), dtype=tl.float32)
             for i in range(KBS):
-                accg = fp8_tile_dot(accg, hw1_ptr, hs1_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
-                accu = fp8_tile_dot(accu, hw3_ptr, hs3_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
-            out = part_ptr + (s * ROWS + TK + tok[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
-            tl.store(out, accg, mask=pm[None, :])
-            tl.store(out + F, accu, mask=pm[None, :])
+                acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
+                if GATED:
+                    accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
+            _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
             c += BM
-    elif a < tl.load(act_ptr):
-        e = tl.load(act_ptr + 1 + a).to(tl.int64)
-        start = tl.load(start_ptr + e)
-        end = tl.load(start_ptr + e + 1)
-        w1 = w1_ptr + e * (F * (D // 2))
-        w3 = w3_ptr + e * (F * (D // 2))
-        s1 = s1_ptr + e * (F * (D // 32))
-        s3 = s3_ptr + e * (F * (D // 32))
-        c = start
-        while c < end:
-            pos = c + tl.arange(0, BM)
-            pm = pos < end
-            tok = tl.load(sorted_ptr + pos, mask=pm, other=0) // K
-            accg = tl.zeros((BN, BM), dtype=tl.float32)
-            accu = tl.zeros((BN, BM), dtype=tl.float32)
-            for i in range(KBS):
-                kb = s * KBS + i
-                if PAIR:
-                    accg = fp4_pair_dot(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-                    accu = fp4_pair_dot(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+    else:
+        item = a - 1 if SHARED else a
+        if item < tl.load(act_ptr):
+            e = tl.load(act_ptr + 1 + item).to(tl.int64)
+            start = tl.load(start_ptr + e)
+            end = tl.load(start_ptr + e + 1)
+            wa = wa_ptr + e * (N * (KD // 2))
+            wb = wb_ptr + e * (N * (KD // 2))
+            sa = sa_ptr + e * (N * (KD // 32))
+            sb = sb_ptr + e * (N * (KD // 32))
+            c = start
+            while c < end:
+                pos = c + tl.arange(0, BM)
+                pm = pos < end
+                if GATED:
+                    src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
                 else:
-                    accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-                    accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-            out = part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
-            tl.store(out, accg, mask=pm[None, :])
-            tl.store(out + F, accu, mask=pm[None, :])
-            c += BM
+                    src = pos
+                acca = tl.zeros((BN, BM), dtype=tl.float32)
+                accb = tl.zeros((BN, BM), dtype=tl.float32)
+                for i in range(KBS):
+                    kb = s * KBS + i
+                    if PAIR:
+                        acca = fp4_pair_dot(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD, ASM)
+                        if GATED:
+                            accb = fp4_pair_dot(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
+                                                ASM)
+                    else:
+                        acca = fp4_tile_dot_fp8(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
+                                                ASM)
+                        if GATED:
+                            accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
+                                                    KD, ASM)
+                _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
+                c += BM
+
+
+@triton.jit
+def _store_partial(part_ptr, s, ROWS, rows, pm, rn, acca, accb, N: tl.constexpr, LDP: tl.constexpr,
+                   GATED: tl.constexpr):
+    """acca (BN, BM) -> partial rows `rows` of split s, columns rn (and accb at columns N + rn when GATED)."""
+    out = part_ptr + (s * ROWS + rows[None, :]).to(tl.int64) * LDP + rn[:, None]
+    tl.store(out, acca, mask=pm[None, :])
+    if GATED:
+        tl.store(out + N, accb, mask=pm[None, :])
 
 
 @triton.jit
@@ -572,50 +599,6 @@ def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr
             code, sc = _quant_groups(act)
             tl.store(aq_ptr + p64 * F + offs, code.to(tl.uint8), mask=gm)
             tl.store(sa_ptr + p64 * NG + gi, sc, mask=gi < NG)
-
-
-@triton.jit
-def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, part_ptr, hw2_ptr, hs2_ptr, T, TK, ROWS,
-                         N_ITEMS, D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                         SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
-    # SHARED: programs past N_ITEMS * D/BN * SPLIT run the shared expert's hw2 (D, F) e4m3 on rows TK + t
-    # aq (TK, F) e4m3 codes, sa (TK, F/128) by position; w2 (El, D, F/2); s2 (El, D, F/32); part (SPLIT, TK, D) fp32
-    NT: tl.constexpr = D // BN
-    KBS: tl.constexpr = F // 128 // SPLIT
-    pid = tl.program_id(0)
-    a = pid // (NT * SPLIT)
-    s = pid % SPLIT
-    n0 = ((pid // SPLIT) % NT) * BN
-    rn = n0 + tl.arange(0, BN)
-    if SHARED and a >= N_ITEMS:
-        c = 0
-        while c < T:
-            row = TK + c + tl.arange(0, BM)
-            pm = row < TK + T
-            acc = tl.zeros((BN, BM), dtype=tl.float32)
-            for i in range(KBS):
-                acc = fp8_tile_dot(acc, hw2_ptr, hs2_ptr, n0, rn, F, s * KBS + i, aq_ptr, sa_ptr, row, pm, F)
-            tl.store(part_ptr + (s * ROWS + row[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
-            c += BM
-    elif a < tl.load(act_ptr):
-        e = tl.load(act_ptr + 1 + a).to(tl.int64)
-        start = tl.load(start_ptr + e)
-        end = tl.load(start_ptr + e + 1)
-        w2 = w2_ptr + e * (D * (F // 2))
-        s2 = s2_ptr + e * (D * (F // 32))
-        c = start
-        while c < end:
-            pos = c + tl.arange(0, BM)
-            pm = pos < end
-            acc = tl.zeros((BN, BM), dtype=tl.float32)
-            for i in range(KBS):
-                if PAIR:
-                    acc = fp4_pair_dot(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F, ASM)
-                else:
-                    acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F,
-                                           ASM)
-            tl.store(part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
-            c += BM
 
 
 @triton.jit
@@ -775,9 +758,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
     # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
     gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_up_kernel[((n_items + fused) * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, n_items, D=D, F=F, K=K, BM=bm,
-        BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, **launch)
+    _grouped_gemm_kernel[((fused + n_items) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, N=F, KD=D, K=K, BM=bm, BN=bu,
+        SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch)
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
     sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
@@ -786,9 +769,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
                                   num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
-    _grouped_down_kernel[((n_items + fused) * (D // bd) * sd,)](
-        aq.view(torch.float8_e4m3fn), sa, act, start, w2, s2, yp, h2, hs2, T, TK, ROWS, n_items, D=D, F=F, BM=bm,
-        BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, **launch)
+    _grouped_gemm_kernel[((fused + n_items) * (D // bd) * sd,)](
+        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, N=D,
+        KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024
@@ -799,8 +782,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     return out
 
 
-_GROUPED_KERNELS = [_route_kernel, _grouped_up_kernel, _swiglu_quant_kernel, _grouped_down_kernel,
-                    _grouped_combine_kernel]
+_GROUPED_KERNELS = [_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
 def _grouped_key(x, indices, w1):
