@@ -4,6 +4,7 @@
 signature of docs/OPS.md."""
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 from kernelbench import registry
@@ -28,6 +29,15 @@ class Ops:
         """`weights` (official layout, a subset of op's inputs) in the layout the chosen implementation of op
         runs on (registry.Impl.prepare), once at load; unchanged for implementations without one."""
         return self.resolve(op).prepared(weights)
+
+    def accepts(self, op: str, name: str) -> bool:
+        """Whether the chosen implementation of op takes the keyword `name` (an optional input of the op's
+        contract, docs/OPS.md, that an implementation may leave out, e.g. moe_experts' shared_* weights)."""
+        fn = self.resolve(op).fn
+        try:
+            return name in inspect.signature(fn).parameters
+        except (TypeError, ValueError):         # a builtin or C callable without a signature
+            return False
 
     def __getattr__(self, op: str) -> Callable:
         if op.startswith("_"):

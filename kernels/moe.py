@@ -329,12 +329,25 @@ def _experts_key(x, indices, w1):
 
 @register_impl("moe_experts", "triton_v1", backend="triton", configs=moe_configs, default_config=moe_default,
                deterministic=True, kernels=lambda: [_moe_up_kernel, _moe_down_kernel, _combine_kernel])
-def moe_experts_v1(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+def moe_experts_v1(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
     key = _experts_key(x, indices, w1)
     cfg = config or lookup("moe_experts", key, moe_default({**key, "E": max(key["El"], 1)}))
-    return _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+    shared = _shared(x, **hw, swiglu_limit=swiglu_limit) if hw else None
+    return _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared,
                    torch.float32)
+
+
+def _shared_inputs(w1, s1, w3, s3, w2, s2) -> dict | None:
+    """moe_experts' optional shared expert (all six tensors or none) -> {w1: .., s2: ..} or None."""
+    hw = dict(w1=w1, s1=s1, w3=w3, s3=s3, w2=w2, s2=s2)
+    given = [k for k, v in hw.items() if v is not None]
+    if given and len(given) < 6:
+        raise ValueError(f"moe_experts: give all six shared expert tensors (shared_w1 .. shared_s2) or none, got "
+                         f"{', '.join('shared_' + k for k in given)}")
+    return hw if given else None
 
 
 def _shared(x, w1, s1, w3, s3, w2, s2, swiglu_limit):
@@ -791,13 +804,32 @@ def _grouped_key(x, indices, w1):
 
 @register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
                deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
-def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/model.py),
+    # inside the routed launches (FUSE_SHARED) like moe_layer
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
     key = _grouped_key(x, indices, w1)
     cfg = config or lookup("moe_experts", key, grouped_default(key))
-    return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                    torch.float32, pair)
+    return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
+                              torch.float32, pair)
+
+
+def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
+                       pair):
+    """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when FUSE_SHARED
+    and its sizes fit, else as its own op added in the combine)."""
+    if hw is None:
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                        out_dtype, pair)
+    if cfg.get("FUSE_SHARED", True) and _fusable_shared(hw, x.shape[1], w1.shape[1]):
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                        out_dtype, pair, hw)
+    shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
+    return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
+                    pair)
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
@@ -809,11 +841,8 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
     w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     key = _grouped_key(x, idx, w1)
-    cfg = config or lookup("moe_layer", key, grouped_default(key))
+    # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
+    cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
     hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
-    if cfg.get("FUSE_SHARED", True) and _fusable_shared(hw, x.shape[1], w1.shape[1]):   # inside the routed launches
-        return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None, torch.bfloat16,
-                        pair, hw)
-    shared = _shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit)
-    return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16,
-                    pair)
+    return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
+                              pair)
