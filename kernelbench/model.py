@@ -249,7 +249,7 @@ class MoE(Part):
             return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()})
         weights, indices = ops.moe_gate(**gate)
         # the replicated shared expert is added once: inside rank 0's routed experts when the implementation takes
-        # it (one set of launches: moe_experts' FUSE_SHARED), else by every rank after the all-reduce
+        # it (one set of launches: moe_experts' config SHARED "fused"), else by every rank after the all-reduce
         fused = ops.accepts("moe_experts", "shared_w1")
         mine = {f"shared_{k}": v for k, v in shared.items()} if fused and tp.rank == 0 else {}
         y = ops.moe_experts(x=x, weights=weights, indices=indices, **experts, **mine)        # fp32 partial

@@ -649,15 +649,19 @@ GROUPED_SPLITS = ((1, 1), (2, 1), (2, 2), (4, 2), (8, 4), (16, 8))
 
 
 def grouped_configs(params: dict) -> list[dict]:
-    # tiles: MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120); DECODE "fp8" (portable) or
-    # "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter for BN >= 64
+    # tiles: the 4-warp MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120), 3 stages; DECODE
+    # "fp8" (portable) or "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter
+    # for BN >= 64. Left out, measured on the H200 (docs/perf/moe.md, call 2): 8 warps 1.2-2x slower at every C;
+    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs. SHARED
+    # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
+    # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
     out = []
-    for bm, bu, bd, w in MOE_TILES:
+    for bm, bu, bd, w in (t for t in MOE_TILES if t[3] == 4):
         for su, sd in GROUPED_SPLITS:
-            for st in (2, 3):
+            for st in (3,):
                 for dec in ("fp8", "fp8_asm") if max(bu, bd) >= 64 else ("fp8",):
                     out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
-                                "num_warps": w, "num_stages": st, "DECODE": dec})
+                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused"})
     return out
 
 
@@ -670,7 +674,7 @@ def grouped_default(params: dict) -> dict:
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3, "DECODE": "fp8_asm"}
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
@@ -807,7 +811,7 @@ def _grouped_key(x, indices, w1):
 def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
                 shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/model.py),
-    # inside the routed launches (FUSE_SHARED) like moe_layer
+    # inside the routed launches (config SHARED "fused") like moe_layer
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
     hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
@@ -819,12 +823,15 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
                        pair):
-    """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when FUSE_SHARED
-    and its sizes fit, else as its own op added in the combine)."""
+    """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
+    "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
     if hw is None:
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
                         out_dtype, pair)
-    if cfg.get("FUSE_SHARED", True) and _fusable_shared(hw, x.shape[1], w1.shape[1]):
+    mode = cfg.get("SHARED", "fused")
+    if mode not in ("fused", "beside"):
+        raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
+    if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
                         out_dtype, pair, hw)
     shared = _shared(x, **hw, swiglu_limit=swiglu_limit)

@@ -262,7 +262,7 @@ def test_experts_with_shared_is_routed_plus_bf16_shared():
 
 @pytest.mark.parametrize("impl_name,cfg", [
     ("triton", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                    # fused: item 0 of both grouped launches
-    ("triton", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "FUSE_SHARED": False}),
+    ("triton", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"}),
     ("triton_v1", {})])
 def test_experts_kernel_with_shared(impl_name, cfg, monkeypatch):
     poisoned_empty(monkeypatch)
