@@ -16,6 +16,7 @@ class Ops:
         self.overrides = dict(overrides or {})
         self.fallbacks: set[str] = set()
         self._cache: dict[str, Callable] = {}
+        self._accepts: dict[tuple[str, str], bool] = {}
 
     def resolve(self, op: str) -> registry.Impl:
         want = self.overrides.get(op, self.impl)
@@ -33,11 +34,13 @@ class Ops:
     def accepts(self, op: str, name: str) -> bool:
         """Whether the chosen implementation of op takes the keyword `name` (an optional input of the op's
         contract, docs/OPS.md, that an implementation may leave out, e.g. moe_experts' shared_* weights)."""
-        fn = self.resolve(op).fn
-        try:
-            return name in inspect.signature(fn).parameters
-        except (TypeError, ValueError):         # a builtin or C callable without a signature
-            return False
+        key = (op, name)
+        if key not in self._accepts:            # asked per layer per step: once per (op, name)
+            try:
+                self._accepts[key] = name in inspect.signature(self.resolve(op).fn).parameters
+            except (TypeError, ValueError):     # a builtin or C callable without a signature
+                self._accepts[key] = False
+        return self._accepts[key]
 
     def __getattr__(self, op: str) -> Callable:
         if op.startswith("_"):
