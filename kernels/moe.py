@@ -23,7 +23,7 @@ import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.kernels.linear import _bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
-from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, pow2, ue8m0_exp
+from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -408,17 +408,17 @@ def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmas
     kacc = tl.zeros(acc.shape, dtype=tl.float32)
     for h in tl.static_range(2):
         b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
-        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter): 5 ops per 8 values
+        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
             lo, hi = tl.inline_asm_elementwise(
-                "{.reg .b32 t, u; and.b32 $0, $2, 0x9C9C9C9C; shl.b32 t, $2, 2; and.b32 t, t, 0x8C8C8C8C; "
-                "shr.b32 u, $2, 2; and.b32 u, u, 0x10101010; or.b32 $1, t, u;}", "=r,=r,r", [b],
-                dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+            lo = lo.to(tl.float8e4nv, bitcast=True)
+            hi = hi.to(tl.float8e4nv, bitcast=True)
         else:
             bi = b.to(tl.int32)
-            lo = (bi & 0x9C).to(tl.uint8)
-            hi = (((bi << 2) & 0x8C) | ((bi >> 2) & 0x10)).to(tl.uint8)
-        lo = lo.to(tl.float8e4nv, bitcast=True)
-        hi = hi.to(tl.float8e4nv, bitcast=True)
+            lo = fp4_lo_e4m3(bi)
+            hi = fp4_hi_e4m3(bi)
         sw = s_ptr + rn * LDS + kb * 4 + 2 * h
         s0 = pow2(tl.load(sw).to(tl.int32) - 121)                                             # 2^(e - 127) * 64
         s1 = pow2(tl.load(sw + 1).to(tl.int32) - 121)
@@ -681,27 +681,10 @@ def grouped_default(params: dict) -> dict:
 PAIR64 = 32     # prepared routed-expert codes: [El, N, K/64, 32] uint8 (the official layout is [El, N, K/2])
 
 
-# PAIR64 byte coding: value j (lo) and value 32 + j (hi) of a 64-value chunk share byte j, each e2m1 code
-# (s, e1, e0, m) placed so that the e2m1 -> e4m3 decode (code at bits 7 | 4..2) is 5 integer ops per 32-bit word of
-# 8 values: lo = w & 0x9C (its bits in place), hi = (w << 2) & 0x8C | (w >> 2) & 0x10 (s at bit 5, e1 at 6, e0 m at
-# 1 0). Two single-shift codes cannot share a byte (their bit sets always overlap), so 5 is the least for
-# shift-and-mask decodes (the nibble coding took 7).
-_LO_BITS = ((3, 7), (2, 4), (1, 3), (0, 2))       # (e2m1 bit, byte bit): s e1 e0 m of value j
-_HI_BITS = ((3, 5), (2, 6), (1, 1), (0, 0))       # of value 32 + j
-
-
-def _code_bits(v: torch.Tensor, bits) -> torch.Tensor:
-    out = torch.zeros_like(v)
-    for src, dst in bits:
-        out |= ((v >> src) & 1) << dst
-    return out
-
-
 def prepare_expert_weights(w: torch.Tensor) -> torch.Tensor:
     """Official packed e2m1 codes [..., N, K/2] (byte i = value 2i | value 2i+1 << 4) -> the PAIR64 layout
-    [..., N, K/64, 32] that fp4_pair_dot decodes: byte j of each 64-value chunk holds value j and value 32 + j,
-    bit-placed as _LO_BITS / _HI_BITS say. A pure permutation of the code bits (the UE8M0 scales keep their
-    layout); done once per expert at load."""
+    [..., N, K/64, 32] that fp4_pair_dot decodes: byte j of each 64-value chunk = value j | value 32 + j << 4.
+    A pure permutation of the nibbles (the UE8M0 scales keep their layout); done once per expert at load."""
     if w.dtype != torch.uint8 or w.dim() < 2 or w.shape[-1] % 32:
         raise ValueError(f"prepare_expert_weights: uint8 [..., N, K/2] with K % 64 == 0 expected, got "
                          f"{w.dtype} {tuple(w.shape)}")
@@ -709,15 +692,13 @@ def prepare_expert_weights(w: torch.Tensor) -> torch.Tensor:
     for i in range(w.shape[0]) if w.dim() > 2 else (None,):          # one expert at a time: bounded temporaries
         src = w if i is None else w[i]
         v = torch.stack((src & 15, src >> 4), -1).reshape(*src.shape[:-1], -1, 2, PAIR64)   # [N, K/64, 2, 32]
-        (out if i is None else out[i]).copy_(_code_bits(v[..., 0, :], _LO_BITS) | _code_bits(v[..., 1, :], _HI_BITS))
+        (out if i is None else out[i]).copy_(v[..., 0, :] | (v[..., 1, :] << 4))
     return out
 
 
 def official_expert_weights(w: torch.Tensor) -> torch.Tensor:
     """The inverse of prepare_expert_weights: PAIR64 [..., N, K/64, 32] -> official [..., N, K/2]."""
-    lo = _code_bits(w, [(d, s) for s, d in _LO_BITS])
-    hi = _code_bits(w, [(d, s) for s, d in _HI_BITS])
-    v = torch.stack((lo, hi), -2).reshape(*w.shape[:-2], -1)                                  # values in k order
+    v = torch.stack((w & 15, w >> 4), -2).reshape(*w.shape[:-2], -1)                         # values in k order
     return (v[..., 0::2] | (v[..., 1::2] << 4)).contiguous()
 
 
