@@ -4,6 +4,7 @@
 signature of docs/OPS.md."""
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 from kernelbench import registry
@@ -15,6 +16,7 @@ class Ops:
         self.overrides = dict(overrides or {})
         self.fallbacks: set[str] = set()
         self._cache: dict[str, Callable] = {}
+        self._accepts: dict[tuple[str, str], bool] = {}
 
     def resolve(self, op: str) -> registry.Impl:
         want = self.overrides.get(op, self.impl)
@@ -28,6 +30,17 @@ class Ops:
         """`weights` (official layout, a subset of op's inputs) in the layout the chosen implementation of op
         runs on (registry.Impl.prepare), once at load; unchanged for implementations without one."""
         return self.resolve(op).prepared(weights)
+
+    def accepts(self, op: str, name: str) -> bool:
+        """Whether the chosen implementation of op takes the keyword `name` (an optional input of the op's
+        contract, docs/OPS.md, that an implementation may leave out, e.g. moe_experts' shared_* weights)."""
+        key = (op, name)
+        if key not in self._accepts:            # asked per layer per step: once per (op, name)
+            try:
+                self._accepts[key] = name in inspect.signature(self.resolve(op).fn).parameters
+            except (TypeError, ValueError):     # a builtin or C callable without a signature
+                self._accepts[key] = False
+        return self._accepts[key]
 
     def __getattr__(self, op: str) -> Callable:
         if op.startswith("_"):

@@ -321,6 +321,9 @@ class RecordingOps:
     def fallbacks(self):
         return self._ops.fallbacks
 
+    def accepts(self, op: str, name: str) -> bool:
+        return self._ops.accepts(op, name)
+
     def __getattr__(self, op: str):
         fn = getattr(self._ops, op)
         if not callable(fn):

@@ -248,9 +248,14 @@ class MoE(Part):
         if tp.world == 1:                      # all experts local: the one fused op
             return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()})
         weights, indices = ops.moe_gate(**gate)
-        y = ops.moe_experts(x=x, weights=weights, indices=indices, **experts)        # fp32 partial
+        # the replicated shared expert is added once: inside rank 0's routed experts when the implementation takes
+        # it (one set of launches: moe_experts' config SHARED "fused"), else by every rank after the all-reduce
+        fused = ops.accepts("moe_experts", "shared_w1")
+        mine = {f"shared_{k}": v for k, v in shared.items()} if fused and tp.rank == 0 else {}
+        y = ops.moe_experts(x=x, weights=weights, indices=indices, **experts, **mine)        # fp32 partial
         y = tp.all_reduce(y)
-        y = y + ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared).float()
+        if not fused:
+            y = y + ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared).float()
         return y.to(BF16)
 
 

@@ -329,12 +329,25 @@ def _experts_key(x, indices, w1):
 
 @register_impl("moe_experts", "triton_v1", backend="triton", configs=moe_configs, default_config=moe_default,
                deterministic=True, kernels=lambda: [_moe_up_kernel, _moe_down_kernel, _combine_kernel])
-def moe_experts_v1(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+def moe_experts_v1(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
     key = _experts_key(x, indices, w1)
     cfg = config or lookup("moe_experts", key, moe_default({**key, "E": max(key["El"], 1)}))
-    return _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+    shared = _shared(x, **hw, swiglu_limit=swiglu_limit) if hw else None
+    return _routed(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared,
                    torch.float32)
+
+
+def _shared_inputs(w1, s1, w3, s3, w2, s2) -> dict | None:
+    """moe_experts' optional shared expert (all six tensors or none) -> {w1: .., s2: ..} or None."""
+    hw = dict(w1=w1, s1=s1, w3=w3, s3=s3, w2=w2, s2=s2)
+    given = [k for k, v in hw.items() if v is not None]
+    if given and len(given) < 6:
+        raise ValueError(f"moe_experts: give all six shared expert tensors (shared_w1 .. shared_s2) or none, got "
+                         f"{', '.join('shared_' + k for k in given)}")
+    return hw if given else None
 
 
 def _shared(x, w1, s1, w3, s3, w2, s2, swiglu_limit):
@@ -374,12 +387,13 @@ def moe_layer_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
 # 1. `_route_kernel`, grid (1 + T): program 0 groups the slots by local expert (counts, start offsets, the list of
 #    ACTIVE experts, sorted slots and each slot's sorted position: a stable counting sort, no host sync); programs
 #    1..T act-quantize x (e4m3 codes + UE8M0 scales, group 128) for the fp8 dots;
-# 2. `_grouped_up_kernel`, grid (min(El, TK) * F/BN * S): one program per (active expert, F tile, K split);
+# 2. `_grouped_gemm_kernel` (GATED: W1 and W3), grid ((shared +) min(El, TK)) * F/BN * S): one program per (work
+#    item, F tile, K split); item 0 is the fused shared expert (when there is one), the others the active experts;
 #    programs past the number of active experts exit at once, so at C=1 the whole grid streams the one touched
-#    expert (S K-splits x F/BN tiles), fp32 partials (S, TK, 2F) of g and u by sorted position;
+#    expert (S K-splits x F/BN tiles), fp32 partials (S, ROWS, 2F) of g and u by sorted position;
 # 3. `_swiglu_quant_kernel`, grid (TK): sum of the S partials in order, bf16 rounding, clamp, SwiGLU, routing weight,
 #    bf16, act-quant (group 128): the W2 input as e4m3 codes + scales;
-# 4. `_grouped_down_kernel`, as 2 for W2 (split over F), fp32 partials (S, TK, D);
+# 4. `_grouped_gemm_kernel` (not GATED: W2), as 2 over D tiles, split over F, fp32 partials (S, ROWS, D);
 # 5. `_grouped_combine_kernel`, grid (T, D/BLOCK): per token, per k in order: bf16(sum of the S partials), summed
 #    in k order (+ the shared expert). Every reduction has a fixed order: deterministic, no atomics.
 @triton.jit
@@ -487,61 +501,87 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 
 
 @triton.jit
-def _grouped_up_kernel(xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, part_ptr,
-                       hw1_ptr, hs1_ptr, hw3_ptr, hs3_ptr, T, TK, ROWS, N_ITEMS,
-                       D: tl.constexpr, F: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                       SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
-    # programs past N_ITEMS * F/BN * SPLIT (SHARED only): the FP8 shared expert hw1/hw3 (F, D) e4m3, hs1/hs3 (F/128,
-    # D/128) e8m0 on all T tokens, into partial rows TK + t
-    # w1, w3 (El, F, D/2) uint8 (official, or PAIR64 with PAIR); s1, s3 (El, F, D/32) uint8 e8m0; part (SPLIT, TK, 2F) fp32 by sorted position
-    NT: tl.constexpr = F // BN
-    KBS: tl.constexpr = D // 128 // SPLIT
+def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
+                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
+                         N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
+                         GATED: tl.constexpr):
+    # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
+    # GATED, the W1/W3 step: wa = W1, wb = W3 (El, F, D/2) (official, or PAIR64 with PAIR), sa / sb (El, F, D/32)
+    #   e8m0; the input is the act-quantized x (T, D) e4m3 + sin (T, D/128) fp32, read by token (sorted slot // K);
+    #   partial rows are g | u (LDP = 2F).
+    # not GATED, the W2 step: wa = W2 (El, D, F/2), sa (El, D, F/32) (wb, sb unused); the input is the SwiGLU output
+    #   aq (ROWS, F) e4m3 + sin (ROWS, F/128) by row; LDP = D.
+    # SHARED: item 0 is the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on all T
+    #   tokens, into partial rows TK + t; first in the grid, so its long K walks do not form the tail. Routed items
+    #   follow: item i (+1 with SHARED) = the i-th active local expert (act), an exit when past the active count.
+    NT: tl.constexpr = N // BN
+    KBS: tl.constexpr = KD // 128 // SPLIT
+    LDP: tl.constexpr = 2 * N if GATED else N
     pid = tl.program_id(0)
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
-    if SHARED and a >= N_ITEMS:
+    if SHARED and a == 0:
         c = 0
         while c < T:
             tok = c + tl.arange(0, BM)
             pm = tok < T
-            accg = tl.zeros((BN, BM), dtype=tl.float32)
-            accu = tl.zeros((BN, BM), dtype=tl.float32)
+            src = tok if GATED else TK + tok                 # x rows by token, SwiGLU rows TK + t
+            acca = tl.zeros((BN, BM), dtype=tl.float32)
+            accb = tl.zeros((BN, BM), dtype=tl.float32)
             for i in range(KBS):
-                accg = fp8_tile_dot(accg, hw1_ptr, hs1_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
-                accu = fp8_tile_dot(accu, hw3_ptr, hs3_ptr, n0, rn, D, s * KBS + i, xq_ptr, sx_ptr, tok, pm, D)
-            out = part_ptr + (s * ROWS + TK + tok[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
-            tl.store(out, accg, mask=pm[None, :])
-            tl.store(out + F, accu, mask=pm[None, :])
+                acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
+                if GATED:
+                    accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
+            _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
             c += BM
-    elif a < tl.load(act_ptr):
-        e = tl.load(act_ptr + 1 + a).to(tl.int64)
-        start = tl.load(start_ptr + e)
-        end = tl.load(start_ptr + e + 1)
-        w1 = w1_ptr + e * (F * (D // 2))
-        w3 = w3_ptr + e * (F * (D // 2))
-        s1 = s1_ptr + e * (F * (D // 32))
-        s3 = s3_ptr + e * (F * (D // 32))
-        c = start
-        while c < end:
-            pos = c + tl.arange(0, BM)
-            pm = pos < end
-            tok = tl.load(sorted_ptr + pos, mask=pm, other=0) // K
-            accg = tl.zeros((BN, BM), dtype=tl.float32)
-            accu = tl.zeros((BN, BM), dtype=tl.float32)
-            for i in range(KBS):
-                kb = s * KBS + i
-                if PAIR:
-                    accg = fp4_pair_dot(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-                    accu = fp4_pair_dot(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
+    else:
+        item = a - 1 if SHARED else a
+        if item < tl.load(act_ptr):
+            e = tl.load(act_ptr + 1 + item).to(tl.int64)
+            start = tl.load(start_ptr + e)
+            end = tl.load(start_ptr + e + 1)
+            wa = wa_ptr + e * (N * (KD // 2))
+            wb = wb_ptr + e * (N * (KD // 2))
+            sa = sa_ptr + e * (N * (KD // 32))
+            sb = sb_ptr + e * (N * (KD // 32))
+            c = start
+            while c < end:
+                pos = c + tl.arange(0, BM)
+                pm = pos < end
+                if GATED:
+                    src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
                 else:
-                    accg = fp4_tile_dot_fp8(accg, w1, s1, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-                    accu = fp4_tile_dot_fp8(accu, w3, s3, rn, D // 2, D // 32, kb, xq_ptr, sx_ptr, tok, pm, D, ASM)
-            out = part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * (2 * F) + rn[:, None]
-            tl.store(out, accg, mask=pm[None, :])
-            tl.store(out + F, accu, mask=pm[None, :])
-            c += BM
+                    src = pos
+                acca = tl.zeros((BN, BM), dtype=tl.float32)
+                accb = tl.zeros((BN, BM), dtype=tl.float32)
+                for i in range(KBS):
+                    kb = s * KBS + i
+                    if PAIR:
+                        acca = fp4_pair_dot(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD, ASM)
+                        if GATED:
+                            accb = fp4_pair_dot(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
+                                                ASM)
+                    else:
+                        acca = fp4_tile_dot_fp8(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
+                                                ASM)
+                        if GATED:
+                            accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
+                                                    KD, ASM)
+                _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
+                c += BM
+
+
+@triton.jit
+def _store_partial(part_ptr, s, ROWS, rows, pm, rn, acca, accb, N: tl.constexpr, LDP: tl.constexpr,
+                   GATED: tl.constexpr):
+    """acca (BN, BM) -> partial rows `rows` of split s, columns rn (and accb at columns N + rn when GATED)."""
+    out = part_ptr + (s * ROWS + rows[None, :]).to(tl.int64) * LDP + rn[:, None]
+    tl.store(out, acca, mask=pm[None, :])
+    if GATED:
+        tl.store(out + N, accb, mask=pm[None, :])
 
 
 @triton.jit
@@ -572,50 +612,6 @@ def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr
             code, sc = _quant_groups(act)
             tl.store(aq_ptr + p64 * F + offs, code.to(tl.uint8), mask=gm)
             tl.store(sa_ptr + p64 * NG + gi, sc, mask=gi < NG)
-
-
-@triton.jit
-def _grouped_down_kernel(aq_ptr, sa_ptr, act_ptr, start_ptr, w2_ptr, s2_ptr, part_ptr, hw2_ptr, hs2_ptr, T, TK, ROWS,
-                         N_ITEMS, D: tl.constexpr, F: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                         SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr):
-    # SHARED: programs past N_ITEMS * D/BN * SPLIT run the shared expert's hw2 (D, F) e4m3 on rows TK + t
-    # aq (TK, F) e4m3 codes, sa (TK, F/128) by position; w2 (El, D, F/2); s2 (El, D, F/32); part (SPLIT, TK, D) fp32
-    NT: tl.constexpr = D // BN
-    KBS: tl.constexpr = F // 128 // SPLIT
-    pid = tl.program_id(0)
-    a = pid // (NT * SPLIT)
-    s = pid % SPLIT
-    n0 = ((pid // SPLIT) % NT) * BN
-    rn = n0 + tl.arange(0, BN)
-    if SHARED and a >= N_ITEMS:
-        c = 0
-        while c < T:
-            row = TK + c + tl.arange(0, BM)
-            pm = row < TK + T
-            acc = tl.zeros((BN, BM), dtype=tl.float32)
-            for i in range(KBS):
-                acc = fp8_tile_dot(acc, hw2_ptr, hs2_ptr, n0, rn, F, s * KBS + i, aq_ptr, sa_ptr, row, pm, F)
-            tl.store(part_ptr + (s * ROWS + row[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
-            c += BM
-    elif a < tl.load(act_ptr):
-        e = tl.load(act_ptr + 1 + a).to(tl.int64)
-        start = tl.load(start_ptr + e)
-        end = tl.load(start_ptr + e + 1)
-        w2 = w2_ptr + e * (D * (F // 2))
-        s2 = s2_ptr + e * (D * (F // 32))
-        c = start
-        while c < end:
-            pos = c + tl.arange(0, BM)
-            pm = pos < end
-            acc = tl.zeros((BN, BM), dtype=tl.float32)
-            for i in range(KBS):
-                if PAIR:
-                    acc = fp4_pair_dot(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F, ASM)
-                else:
-                    acc = fp4_tile_dot_fp8(acc, w2, s2, rn, F // 2, F // 32, s * KBS + i, aq_ptr, sa_ptr, pos, pm, F,
-                                           ASM)
-            tl.store(part_ptr + (s * ROWS + pos[None, :]).to(tl.int64) * D + rn[:, None], acc, mask=pm[None, :])
-            c += BM
 
 
 @triton.jit
@@ -653,15 +649,19 @@ GROUPED_SPLITS = ((1, 1), (2, 1), (2, 2), (4, 2), (8, 4), (16, 8))
 
 
 def grouped_configs(params: dict) -> list[dict]:
-    # tiles: MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120); DECODE "fp8" (portable) or
-    # "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter for BN >= 64
+    # tiles: the 4-warp MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120), 3 stages; DECODE
+    # "fp8" (portable) or "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter
+    # for BN >= 64. Left out, measured on the H200 (docs/perf/moe.md, call 2): 8 warps 1.2-2x slower at every C;
+    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs. SHARED
+    # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
+    # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
     out = []
-    for bm, bu, bd, w in MOE_TILES:
+    for bm, bu, bd, w in (t for t in MOE_TILES if t[3] == 4):
         for su, sd in GROUPED_SPLITS:
-            for st in (2, 3):
+            for st in (3,):
                 for dec in ("fp8", "fp8_asm") if max(bu, bd) >= 64 else ("fp8",):
                     out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
-                                "num_warps": w, "num_stages": st, "DECODE": dec})
+                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused"})
     return out
 
 
@@ -674,7 +674,7 @@ def grouped_default(params: dict) -> dict:
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3, "DECODE": "fp8_asm"}
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
@@ -775,9 +775,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
     # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
     gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_up_kernel[((n_items + fused) * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, n_items, D=D, F=F, K=K, BM=bm,
-        BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, **launch)
+    _grouped_gemm_kernel[((fused + n_items) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, N=F, KD=D, K=K, BM=bm, BN=bu,
+        SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch)
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
     sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
@@ -786,9 +786,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
                                   num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
-    _grouped_down_kernel[((n_items + fused) * (D // bd) * sd,)](
-        aq.view(torch.float8_e4m3fn), sa, act, start, w2, s2, yp, h2, hs2, T, TK, ROWS, n_items, D=D, F=F, BM=bm,
-        BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, **launch)
+    _grouped_gemm_kernel[((fused + n_items) * (D // bd) * sd,)](
+        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, N=D,
+        KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024
@@ -799,8 +799,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     return out
 
 
-_GROUPED_KERNELS = [_route_kernel, _grouped_up_kernel, _swiglu_quant_kernel, _grouped_down_kernel,
-                    _grouped_combine_kernel]
+_GROUPED_KERNELS = [_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
 def _grouped_key(x, indices, w1):
@@ -809,13 +808,35 @@ def _grouped_key(x, indices, w1):
 
 @register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
                deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
-def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, config=None):
+def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/model.py),
+    # inside the routed launches (config SHARED "fused") like moe_layer
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
     key = _grouped_key(x, indices, w1)
     cfg = config or lookup("moe_experts", key, grouped_default(key))
-    return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                    torch.float32, pair)
+    return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
+                              torch.float32, pair)
+
+
+def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
+                       pair):
+    """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
+    "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
+    if hw is None:
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                        out_dtype, pair)
+    mode = cfg.get("SHARED", "fused")
+    if mode not in ("fused", "beside"):
+        raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
+    if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                        out_dtype, pair, hw)
+    shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
+    return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
+                    pair)
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
@@ -827,11 +848,8 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
     w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     key = _grouped_key(x, idx, w1)
-    cfg = config or lookup("moe_layer", key, grouped_default(key))
+    # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
+    cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
     hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
-    if cfg.get("FUSE_SHARED", True) and _fusable_shared(hw, x.shape[1], w1.shape[1]):   # inside the routed launches
-        return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None, torch.bfloat16,
-                        pair, hw)
-    shared = _shared(x, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, swiglu_limit)
-    return _grouped(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16,
-                    pair)
+    return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
+                              pair)

@@ -84,8 +84,11 @@ def _expert(x, weight, w1, s1, w3, s3, w2, s2, limit):
     return lin(a.to(torch.bfloat16), w2, s2)
 
 
-def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit):
-    """-> y (T, D) fp32: sum over each token's local selected experts of the expert output."""
+def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None):
+    """-> y (T, D) fp32: sum over each token's local selected experts of the expert output. With the shared
+    expert's weights (all six, optional: the TP rank that carries the replicated shared expert), + its bf16
+    output, so that the all-reduce of the ranks' partials adds it once."""
     _check("x", x, torch.bfloat16, 2)
     _check("weights", weights, torch.float32, 2)
     _check("indices", indices, torch.int64, 2)
@@ -107,6 +110,11 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
         out = _expert(x[tok], weights[tok, slot][:, None], w1[le], s1[le], w3[le], s3[le], w2[le], s2[le],
                       swiglu_limit)
         y.index_add_(0, tok, acc(out))
+    shared = (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
+    if any(t is not None for t in shared):
+        if any(t is None for t in shared):
+            raise ValueError("moe_experts: give all six shared expert tensors (shared_w1 .. shared_s2) or none")
+        y = y + acc(shared_expert(x, *shared, swiglu_limit))
     return y.float()
 
 

@@ -43,7 +43,7 @@ def main() -> None:
         trials = [(old, None), (new, None)] + ([] if a.defaults_only else [(new, {**base, **c}) for c in
                                                SWEEP["small" if params["T"] <= 4 else "large"]])
         if a.op == "moe_layer":              # the shared expert inside the grouped launches, or beside them
-            trials.append((new, {**base, "FUSE_SHARED": False}))
+            trials.append((new, {**base, "SHARED": "beside"}))
         ref = None
         for impl, cfg in trials:
             kw = {"config": cfg} if cfg else {}

@@ -247,3 +247,39 @@ def test_grouped_kernel_rejects_mixed_layouts():
     inp = _inputs("moe_experts", SMALL)
     with pytest.raises(ValueError, match="PAIR64"):
         impl.fn(**{**inp, "w1": KM.prepare_expert_weights(inp["w1"])})
+
+
+# ---- moe_experts with the shared expert (the decoder's TP rank 0) ----------------------------------------------
+def test_experts_with_shared_is_routed_plus_bf16_shared():
+    p = {**SMALL, "shared": True}
+    inp = _inputs("moe_experts", p)
+    routed = {k: v for k, v in inp.items() if not k.startswith("shared_")}
+    shared = R.shared_expert(inp["x"], *(inp[f"shared_{k}"] for k in ("w1", "s1", "w3", "s3", "w2", "s2")), 10.0)
+    assert torch.equal(R.moe_experts(**inp), R.moe_experts(**routed) + shared.float())
+    assert torch.equal(_inputs("moe_experts", SMALL)["w2"], inp["w2"])       # the routed draw is unchanged
+    with pytest.raises(ValueError, match="all six"):
+        R.moe_experts(**{**inp, "shared_s2": None})
+
+
+@pytest.mark.parametrize("impl_name,cfg", [
+    ("triton", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                    # fused: item 0 of both grouped launches
+    ("triton", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"}),
+    ("triton_v1", {})])
+def test_experts_kernel_with_shared(impl_name, cfg, monkeypatch):
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 3, "shared": True}
+    base = {"BM": 16, "BN_UP": 32, "BN_DOWN": 32, "num_warps": 4, "num_stages": 2, "DECODE": "fp8"}
+    check_against_reference("moe_experts", p, "outliers", impl_name=impl_name, config={**base, **cfg})
+    _, impl = spec_and_impl("moe_experts", impl_name)
+    with pytest.raises(ValueError, match="all six"):
+        impl.fn(**{**impl.prepared(_inputs("moe_experts", p)), "shared_w2": None})
+
+
+def test_ops_accepts_names_the_optional_inputs_of_the_chosen_impl():
+    from kernelbench import registry
+    from kernelbench.backend import Ops
+    registry.load_builtin()
+    assert Ops("triton").accepts("moe_experts", "shared_w1")
+    assert Ops("reference").accepts("moe_experts", "shared_w1")
+    assert not Ops("triton").accepts("shared_expert", "shared_w1")
+    assert not Ops("triton").accepts("moe_experts", "no_such_input")

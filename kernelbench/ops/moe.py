@@ -128,6 +128,8 @@ def _experts_make(p, gen, device, values):
     w, idx = _routing(p, gen)
     d = {"x": x, "weights": w, "indices": idx, **_expert_weights(p, gen), "expert_offset": p["offset"],
          "swiglu_limit": LIMIT_SWIGLU}
+    if p.get("shared"):     # the optional shared expert (the decoder's TP rank 0); not drawn by verify / bench cases
+        d.update({f"shared_{k}": v for k, v in _shared_weights(p, gen).items()})
     return _to(d, device)
 
 
@@ -152,6 +154,8 @@ _ROW_FLIP = (" With outlier activations one SwiGLU value can dominate a token's 
 
 
 def _experts_tol(p):
+    if p.get("shared"):                     # + the FP8 shared expert: its bounds (the layer's without the gate)
+        return _shared_tol(p)
     why = ("Same fp8 activation codes and fp4 weights; differences: fp32 accumulation order (~1e-6), the "
            "bf16 rounding of the W1/W3 outputs and of the SwiGLU product (kernel fp32 vs fp64 reference can "
            "land on different sides: 2^-8), which can flip an e4m3 code of the W2 input at a tie (one step, "
