@@ -38,29 +38,14 @@ NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned t
 
 
 @triton.jit
-def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
-                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                       QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
-    # QUANT: x (M, K) bf16 rows sxm apart, quantized here per (row, 128-block) as the GEMM reads it (sx unused);
-    #   else x = e4m3 codes (M, K) and sx (M, K/128) fp32 UE8M0 scales from act_quant_fp8.
-    # w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16.
-    # SPLIT > 1: fp32 partials go to part (S, M, N); with REDUCE the last program of an output tile to arrive
-    #   (cnt: one int32 ticket per tile, zero between launches) sums them in split order 0..S-1, writes bf16
-    #   and resets the ticket; without REDUCE a second launch (_splitk_reduce_kernel) does the sum.
-    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rm = pid_m * BM + tl.arange(0, BM)
+def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr):
+    """(BN, BM) fp32: W[rn, K blocks kb0 .. kb0 + KB_SPLIT) . X[rm, same]^T with both block scales. QUANT: x is bf16
+    (rows ldx apart) quantized here per (row, 128-block); else e4m3 codes (rows ldx apart) with sx (M, K/128).
+    nb: the tile's weight-scale row (BN divides 128)."""
     rk = tl.arange(0, 128)
     KB = K // 128
-    nb = (pid_n * BN) // 128                          # BN divides 128: one weight-scale row per tile
-    kb0 = pid_s * KB_SPLIT
     acc = tl.zeros((BN, BM), dtype=tl.float32)
-    mmask = rm < M
-    nmask = rn < N
-    if QUANT:
-        ldx = sxm                                     # bf16 x may be a row-strided view
-    else:
-        ldx = K                                       # codes from act_quant_fp8 are contiguous
     for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
         kb = kb0 + i
         xv = tl.load(x_ptr + rm[:, None] * ldx + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
@@ -73,21 +58,64 @@ def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr,
         sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
         acc += d * (sx * sw)[None, :]
-    omask = nmask[:, None] & mmask[None, :]
-    optr = rm[None, :] * N + rn[:, None]
+    return acc
+
+
+@triton.jit
+def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE, SPLIT: tl.constexpr,
+                 REDUCE: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+    """Store a (BN, BM) fp32 tile at out + ooff (SPLIT == 1), or its split-K partial at part + ooff + pid_s *
+    PART_STRIDE; with REDUCE the last program of the tile to arrive at `ticket` (int32, zero between launches)
+    sums the SPLIT partials in order 0..S-1 (deterministic), stores the output and resets the ticket.
+    -> whether this program stored the finished tile (always with SPLIT == 1)."""
     if SPLIT == 1:
-        tl.store(out_ptr + optr, to_bf16(acc, RNE_FIX), mask=omask)
+        if OUT_BF16:
+            tl.store(out_ptr + ooff, to_bf16(acc, RNE_FIX), mask=omask)
+        else:
+            tl.store(out_ptr + ooff, acc, mask=omask)
+        done = True
     else:
-        tl.store(part_ptr + pid_s * M * N + optr, acc, mask=omask)
+        tl.store(part_ptr + ooff + pid_s * PART_STRIDE, acc, mask=omask)
+        done = False
         if REDUCE:
             tl.debug_barrier()                        # every thread's partial is stored before the release
-            ticket = cnt_ptr + pid_m * tl.num_programs(0) + pid_n
-            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
-                tot = tl.zeros((BN, BM), dtype=tl.float32)
+            done = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == SPLIT - 1
+            if done:
+                tot = tl.zeros(acc.shape, dtype=tl.float32)
                 for s in tl.static_range(SPLIT):      # fixed order: the result does not depend on arrival
-                    tot += tl.load(part_ptr + s * M * N + optr, mask=omask, other=0.0, cache_modifier=".cg")
-                tl.store(out_ptr + optr, to_bf16(tot, RNE_FIX), mask=omask)
+                    tot += tl.load(part_ptr + ooff + s * PART_STRIDE, mask=omask, other=0.0, cache_modifier=".cg")
+                if OUT_BF16:
+                    tl.store(out_ptr + ooff, to_bf16(tot, RNE_FIX), mask=omask)
+                else:
+                    tl.store(out_ptr + ooff, tot, mask=omask)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")   # ready for the next launch
+    return done
+
+
+@triton.jit
+def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
+                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                       QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # QUANT: x (M, K) bf16 rows sxm apart, quantized here per (row, 128-block) as the GEMM reads it (sx unused);
+    #   else x = e4m3 codes (M, K) and sx (M, K/128) fp32 UE8M0 scales from act_quant_fp8.
+    # w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16.
+    # SPLIT > 1: fp32 partials go to part (S, M, N); with REDUCE the last program of an output tile to arrive
+    #   (cnt: one int32 ticket per tile, zero between launches) sums them in split order 0..S-1, writes bf16
+    #   and resets the ticket; without REDUCE a second launch (_splitk_reduce_kernel) does the sum.
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    mmask = rm < M
+    nmask = rn < N
+    if QUANT:
+        ldx = sxm                                     # bf16 x may be a row-strided view
+    else:
+        ldx = K                                       # codes from act_quant_fp8 are contiguous
+    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, (pid_n * BN) // 128, K, ldx,
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+    ticket = cnt_ptr + pid_m * tl.num_programs(0) + pid_n
+    splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * N + rn[:, None], nmask[:, None] & mmask[None, :],
+                 pid_s, M * N, SPLIT, REDUCE, True, RNE_FIX)
 
 
 @triton.jit
@@ -192,27 +220,9 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
         w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
                     other=0.0)
         acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
-    omask = (rn < N)[:, None] & (rm < M)[None, :]
-    ooff = rm[None, :] * som + g * sog + rn[:, None]
-    if SPLIT == 1:
-        if OUT_BF16:
-            tl.store(out_ptr + ooff, to_bf16(acc, RNE_FIX), mask=omask)
-        else:
-            tl.store(out_ptr + ooff, acc, mask=omask)
-    else:
-        tl.store(part_ptr + ooff + pid_s * PART_STRIDE, acc, mask=omask)
-        if REDUCE:
-            tl.debug_barrier()                        # every thread's partial is stored before the release
-            ticket = cnt_ptr + pid_mg * tl.num_programs(0) + pid_n
-            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
-                tot = tl.zeros((BN, BM), dtype=tl.float32)
-                for s in tl.static_range(SPLIT):      # fixed order: the result does not depend on arrival
-                    tot += tl.load(part_ptr + ooff + s * PART_STRIDE, mask=omask, other=0.0, cache_modifier=".cg")
-                if OUT_BF16:
-                    tl.store(out_ptr + ooff, to_bf16(tot, RNE_FIX), mask=omask)
-                else:
-                    tl.store(out_ptr + ooff, tot, mask=omask)
-                tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")   # ready for the next launch
+    ticket = cnt_ptr + pid_mg * tl.num_programs(0) + pid_n
+    splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * som + g * sog + rn[:, None],
+                 (rn < N)[:, None] & (rm < M)[None, :], pid_s, PART_STRIDE, SPLIT, REDUCE, OUT_BF16, RNE_FIX)
 
 
 @triton.jit
