@@ -156,8 +156,8 @@ class Attention(Part):
                                         wkv=self.wkv, wkv_scale=self.wkv_scale, kv_norm=self.kv_norm, eps=eps,
                                         positions=step.positions, seq_ids=step.seq_ids, freqs=freqs,
                                         window_cache=lc.window(W))
-        q = ops.fp8_linear(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale).view(T, self.n_local_heads, Dh)
-        q = ops.head_rms_norm_rope(q=q, positions=step.positions, freqs=freqs, eps=eps)
+        q = ops.attention_q(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, head_dim=Dh,   # wq_b + head norm
+                            positions=step.positions, freqs=freqs, eps=eps)                      # + RoPE
         lengths = None
         if step.prefill:
             kv = ops.fp8_linear(x=x, weight=self.wkv, weight_scale=self.wkv_scale)

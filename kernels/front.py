@@ -1,5 +1,7 @@
-"""attention_front in one launch (reference/front.py): the wq_a and wkv projections of x as one FP8 GEMM grid,
-q_norm and kv_write (kv_norm, RoPE, FP8 simulation, ring write) in the epilogue.
+"""attention_front and attention_q in one launch each (reference/front.py). attention_front: the wq_a and wkv
+projections of x as one FP8 GEMM grid, q_norm and kv_write (kv_norm, RoPE, FP8 simulation, ring write) in the
+epilogue. attention_q: the wq_b projection with head_rms_norm_rope in the epilogue (the last tile of each head
+to finish normalizes and rotates that head, kernels/rope.py head_rms_rope_rows).
 
 Letters: M tokens, K = D input width, NQ = q_lora_rank, DH head dim, R rope dims, W window, S split-K parts.
 Grid (NQ / BN + DH / BN, S, ceil(M / BM)): the first NQ / BN column tiles multiply wq_a, the rest wkv (both
@@ -23,6 +25,8 @@ from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, che
 from kernelbench.kernels.kv import kv_write_rows
 from kernelbench.kernels.linear import fp8_gemm_tile, splitk_store
 from kernelbench.kernels.quant import _launch_fp8
+from kernelbench.kernels.rope import _check_kernel_args, _round_to_bf16, head_rms_rope_rows
+from kernelbench.reference.rope import check_head_rms_norm_rope
 from kernelbench.registry import register_impl
 from kernelbench.tuning import lookup
 
@@ -168,3 +172,91 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         SPLIT=split, RB=rb, QB=min(256, triton.next_power_of_2(NQ)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
         RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return qr, kv
+
+
+@triton.jit
+def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, pos_ptr, f_ptr,
+                        M, N, K, sxm, HL, DH, R2, eps_q,
+                        KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                        RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
+                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets (ceil(M/BM) * N/BN),
+    # then one ticket per (row block, head)
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    mmask = rm < M
+    if QUANT:
+        ldx = sxm
+    else:
+        ldx = K
+    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+    NT = tl.num_programs(0)
+    done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
+                        mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
+    if done:
+        tl.debug_barrier()                            # the tile's bf16 stores before the release
+        head = (pid_n * BN) // DH
+        ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
+        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == DH // BN - 1:
+            for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
+                tok = pid_m * BM + r0 + tl.arange(0, RB)
+                tmask = tok < M
+                pos = tl.load(pos_ptr + tok, mask=tmask, other=0).to(tl.int64)
+                head_rms_rope_rows(y_ptr, y_ptr, (tok.to(tl.int64) * HL + head) * DH, tmask, pos, f_ptr, DH, R2,
+                                   eps_q, BLOCK_D, BLOCK_R2, RNE_FIX, ".cg")
+            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+
+
+def attention_q_configs(params: dict) -> list[dict]:
+    return [{**c, "RB": rb} for c in KL.fp8_configs({"K": params.get("K", 128)}) for rb in (1, 4) if rb <= c["BM"]]
+
+
+def attention_q_default(params: dict) -> dict:
+    m = params.get("M", 1)
+    cfg = KL.fp8_default({"M": m, "N": params.get("N", 4096), "K": params.get("K", 1024)})
+    return {**cfg, "RB": 1 if m <= 1 else 4}
+
+
+@register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
+               default_config=attention_q_default, kernels=lambda: [_attention_q_kernel])
+def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
+    dev = check_device(x, weight, weight_scale, positions, freqs)
+    check_dtype("x", x, torch.bfloat16)
+    check_dtype("weight", weight, torch.float8_e4m3fn)
+    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
+    if x.dim() != 2 or weight.dim() != 2 or weight.shape[1] != x.shape[1] or x.shape[1] % 128:
+        raise ValueError(f"attention_q: x [M, K] and weight [N, K] with K % 128 == 0 expected, got {tuple(x.shape)} "
+                         f"and {tuple(weight.shape)}")
+    M, K = x.shape
+    N = weight.shape[0]
+    if head_dim <= 0 or N % head_dim or head_dim % 128:
+        raise ValueError(f"attention_q: head_dim {head_dim} must be a multiple of 128 dividing N={N}")
+    check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
+    HL = N // head_dim
+    out = torch.empty((M, HL, head_dim), dtype=torch.bfloat16, device=dev)
+    r = check_head_rms_norm_rope(out, positions, freqs)
+    _check_kernel_args(out, positions, freqs)
+    key = {"M": M, "N": N, "K": K}
+    cfg = config or lookup("attention_q", key, attention_q_default(key))
+    KL._check_cfg(cfg)
+    if M == 0:
+        return out
+    quant_in_gemm = M <= KL.PROLOGUE_QUANT_MAX_M
+    if quant_in_gemm:
+        xin, sx = (x if x.stride(1) == 1 else x.contiguous()), out          # sx unused: quantized in the kernel
+    else:
+        xin, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    bm, bn = cfg["BM"], cfg["BN"]
+    grid = (N // bn, split, triton.cdiv(M, bm))
+    part = out if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=dev)
+    tickets = KL.split_tickets(dev, grid[0] * grid[2] + grid[2] * HL)
+    _attention_q_kernel[grid](
+        xin, sx, weight.contiguous(), weight_scale.contiguous().view(torch.uint8), out, part, tickets,
+        positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), HL, head_dim, r // 2,
+        _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
+        BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
+        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return out

@@ -65,3 +65,47 @@ def test_attention_front_bad_inputs():
         fused(**{**a, "positions": a["positions"][:1]})
     with pytest.raises(ValueError, match="window_cache"):
         fused(**{**a, "window_cache": a["window_cache"][:, :, :64]})
+
+
+# attention_q ---------------------------------------------------------------------------------------------------
+QSMALL = {"K": 256, "Hl": 2, "Dh": 128, "R": 64, "ctx": 40, "compressed": False}
+
+
+def test_attention_q_matches_reference_drawn():
+    settings(max_examples=6)(verify_drawn)("attention_q")
+
+
+@pytest.mark.parametrize("m,values", [(1, "outliers"), (17, "normal"), (3, "boundary")])
+def test_attention_q_matches_reference(m, values):
+    verify("attention_q", {**QSMALL, "M": m, "ragged": m > 1}, values, 5, "contiguous")
+
+
+@pytest.mark.parametrize("m,split", [(1, 2), (17, 2), (3, 1)])
+def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, monkeypatch):
+    """Same GEMM config: bit for bit the separate fp8_linear + head_rms_norm_rope kernels (the same tile loop,
+    split order and head arithmetic); one launch at M <= PROLOGUE_QUANT_MAX_M, two above; tickets back at zero."""
+    monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
+    cfg = {"BM": 16, "BN": 32, "SPLIT": split, "num_warps": 4, "num_stages": 2, "RB": 4}
+    spec = registry.get_op("attention_q")
+    a = spec.make_inputs({**QSMALL, "M": m, "ragged": m > 1}, torch.Generator().manual_seed(4), "cpu", "normal")
+    fused = registry.get_impl("attention_q", "triton").fn
+    lin, head = (registry.get_impl(op, "triton").fn for op in ("fp8_linear", "head_rms_norm_rope"))
+    q = fused(**a, config=cfg)
+    y = lin(a["x"], a["weight"], a["weight_scale"], config=cfg).view(m, QSMALL["Hl"], QSMALL["Dh"])
+    assert torch.equal(q, head(y, a["positions"], a["freqs"], a["eps"]))
+    assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    assert torch.equal(fused(**a, config=cfg), q)
+    with capture() as launches:
+        fused(**a, config=cfg)
+    names = [l.name.split(":")[1] for l in launches]
+    assert names[-1] == "_attention_q_kernel" and len(names) == (1 if m == 1 else 2)
+
+
+def test_attention_q_bad_inputs():
+    spec = registry.get_op("attention_q")
+    a = spec.make_inputs({**QSMALL, "M": 2, "ragged": True}, torch.Generator().manual_seed(4), "cpu", "normal")
+    fused = registry.get_impl("attention_q", "triton").fn
+    with pytest.raises(ValueError, match="head_dim"):
+        fused(**{**a, "head_dim": 96})
+    with pytest.raises(TypeError, match="weight"):
+        fused(**{**a, "weight": a["weight"].float()})

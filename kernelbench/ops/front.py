@@ -1,5 +1,5 @@
-"""Op spec: attention_front (reference/front.py): wq_a + q_norm and wkv + kv_write of one attention layer's
-input as one op. Inputs as the parts' specs draw them (ops/linear.py fp8_linear, ops/attention.py kv_write);
+"""Op specs: attention_front (reference/front.py): wq_a + q_norm and wkv + kv_write of one attention layer's
+input as one op; attention_q: wq_b + head_rms_norm_rope. Inputs as the parts' specs draw them (ops/linear.py fp8_linear, ops/attention.py kv_write);
 tolerances are the parts' combined (see each `why`).
 
 Letters: M tokens, K = D input width, NQ = q_lora_rank, DH head dim, R rope dims, W window, ctx positions.
@@ -9,12 +9,12 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from kernelbench.config import FLASH, ShapeSet
+from kernelbench.config import FLASH, ShapeSet, divide
 from kernelbench.ops.attention import token_positions
 from kernelbench.ops.linear import _linear_tol
 from kernelbench.ops.norm import draw
 from kernelbench.ops.quant import act_values, fp8_weight
-from kernelbench.reference.front import attention_front
+from kernelbench.reference.front import attention_front, attention_q
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
@@ -74,4 +74,48 @@ register_op(OpSpec(
     cost=_front_cost, tolerance=_front_tol, outputs=("qr", "kv_out"), inplace=("window_cache",),
     value_modes=("normal", "outliers", "tiny", "large", "boundary"),
     doc="qr = q_norm(fp8_linear(x, wq_a)); kv' = kv_write(fp8_linear(x, wkv)) (norm, RoPE, FP8 sim, ring write)",
+))
+
+
+# attention_q ------------------------------------------------------------------------------------
+def _q_inputs(p, gen, device, values):
+    w, s = fp8_weight(p["Hl"] * p["Dh"], p["K"], gen)
+    return {"x": act_values((p["M"], p["K"]), gen, values, 128, "fp8").to(device), "weight": w.to(device),
+            "weight_scale": s.to(device), "head_dim": p["Dh"],
+            "positions": token_positions({"T": p["M"], "ctx": p["ctx"], "ragged": p.get("ragged")}).to(device),
+            "freqs": rope_freqs(FLASH.replace(rope_head_dim=p["R"]), compressed=p.get("compressed", False)).to(device),
+            "eps": 1e-6}
+
+
+def _q_cases(ss: ShapeSet) -> list[dict]:
+    c = ss.config
+    return [{"M": t, "K": c.q_lora_rank, "Hl": divide(c.n_heads, ss.tp), "Dh": c.head_dim, "R": c.rope_head_dim,
+             "ctx": ctx, "ragged": t > 1, "compressed": comp} for t in ss.batches for ctx in ss.contexts
+            for comp in (False, True)]
+
+
+def _q_cost(p) -> Cost:
+    m, k, n = p["M"], p["K"], p["Hl"] * p["Dh"]
+    return Cost(flops=2.0 * m * n * k + 7.0 * m * n, bytes=n * k + n * (k // 128) + 2.0 * m * k + 2.0 * m * n + 8.0 * m)
+
+
+def _q_tol(p) -> dict:
+    lin = _linear_tol(p, "y")["y"]
+    return {"y": Tolerance(
+        atol=lin.atol, rtol=2 * lin.rtol, rel_fro=lin.rel_fro, max_mismatch_frac=lin.max_mismatch_frac,
+        why="head_rms_norm_rope of the bf16 wq_b output. The norm's official bf16 steps (q^2, mean, + eps, rsqrt) "
+            "happen in both; a projection error moves the rounded per-head scale by at most one bf16 ulp (2^-7 "
+            "rel on every element of that head, hence rtol twice the projection's). Projection: " + lin.why)}
+
+
+register_op(OpSpec(
+    name="attention_q", family="front", reference=attention_q, make_inputs=_q_inputs, cases=_q_cases,
+    strategy=lambda: st.fixed_dictionaries({
+        "M": st.integers(1, 5), "K": st.sampled_from([128, 256]), "Hl": st.integers(1, 3), "Dh": st.just(128),
+        "R": st.sampled_from([32, 64]), "ctx": st.integers(1, 70), "ragged": st.booleans(),
+        "compressed": st.booleans()}),
+    cost=_q_cost, tolerance=_q_tol, outputs=("y",),
+    value_modes=("normal", "outliers", "tiny", "large", "boundary"),
+    doc="q = head_rms_norm_rope(fp8_linear(qr, wq_b) as [T, Hl, Dh]) (weightless per-head RMS in DeepSeek's bf16 "
+        "steps, RoPE on the last R dims)",
 ))
