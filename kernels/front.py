@@ -260,3 +260,29 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
         HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return out
+
+
+# the same ops from the separate kernels (the launches the fused kernels replace): side-by-side timing in bench and
+# decode-bench (--use attention_front=triton_parts --use attention_q=triton_parts)
+def _parts_kernels(*names):
+    from kernelbench.kernels import kv, norm, quant, rope
+    mods = (KL, kv, norm, quant, rope)
+    return lambda: [getattr(m, n) for n in names for m in mods if hasattr(m, n)]
+
+
+@register_impl("attention_front", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_rms_norm_kernel", "_kv_write_kernel"))
+def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
+                          window_cache, config=None):
+    from kernelbench.kernels.kv import kv_write
+    from kernelbench.kernels.norm import rms_norm
+    qr = rms_norm(KL.fp8_linear(x, wq_a, wq_a_scale), q_norm, eps)
+    return qr, kv_write(KL.fp8_linear(x, wkv, wkv_scale), kv_norm, eps, positions, seq_ids, freqs, window_cache)
+
+
+@register_impl("attention_q", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel"))
+def attention_q_parts(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
+    from kernelbench.kernels.rope import head_rms_norm_rope
+    y = KL.fp8_linear(x, weight, weight_scale)
+    return head_rms_norm_rope(y.view(x.shape[0], -1, head_dim), positions, freqs, eps)
