@@ -5,7 +5,8 @@ and metadata ops launch nothing), each under the op (docs/OPS.md) whose call it 
 "(outside ops)" for the decoder's own torch glue. Host reads (`.item()`, `.tolist()`) are counted as
 "sync" (a decode step must have none: it would break CUDA-graph capture).
 
-    python -m kernelbench.launch_count --layers short --batch 1      # Flash TP8 rank-0 shapes
+    python -m kernelbench.launch_count --layers short --batches 1,64     # Flash TP8 rank-0 shapes
+    python -m kernelbench.launch_count --batches 1,64 --use attention_front=triton_parts --use attention_q=triton_parts
 
 Counts are launches, not kernels: one aten op may launch a few kernels on a GPU (cat of many tensors,
 advanced indexing); decode-bench --profile on a GPU reports the kernels themselves (per op and per layer).
@@ -114,7 +115,8 @@ def count_step(model, ids: torch.Tensor, positions: torch.Tensor, seq_ids: torch
     return counts
 
 
-def build(base: str = "flash", layers: str = "short", tp: int = 8, batch: int = 1, context: int = 512, seed: int = 0):
+def build(base: str = "flash", layers: str = "short", tp: int = 8, batch: int = 1, context: int = 512, seed: int = 0,
+          overrides: dict | None = None):
     """A Triton-backed model of `base` widths (TP rank-0 shapes) with cheap weights, its cache filled, and one
     step's inputs -> (model, ids, positions, seq_ids, cache)."""
     from kernelbench import checkpoint
@@ -128,7 +130,7 @@ def build(base: str = "flash", layers: str = "short", tp: int = 8, batch: int = 
     with cheap_random():
         sd = checkpoint.random_local_state(cfg, tpc.rank, tpc.world, seed=seed)
     with capture_quiet():
-        model = Transformer(cfg, sd, Ops("triton"), tpc, "cpu")
+        model = Transformer(cfg, sd, Ops("triton", overrides), tpc, "cpu")
     cache = model.new_cache(batch, context + 8)
     ids = torch.zeros(batch, dtype=torch.long)
     positions = torch.full((batch,), context, dtype=torch.long)
@@ -147,18 +149,25 @@ def main(argv=None) -> None:
     p.add_argument("--config", default="flash")
     p.add_argument("--layers", default="short")
     p.add_argument("--tp", type=int, default=8)
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batches", default="1", help="comma list of C")
+    p.add_argument("--use", action="append", default=[], metavar="OP=IMPL", help="run this implementation of one op")
     a = p.parse_args(argv)
-    model, ids, pos, seq, cache = build(a.config, a.layers, a.tp, a.batch)
-    c = count_step(model, ids, pos, seq, cache)
+    from kernelbench.decode_bench import parse_overrides
+    batches = [int(b) for b in a.batches.split(",")]
+    model, *_ = build(a.config, a.layers, a.tp, batches[0], overrides=parse_overrides(a.use))
     n_layers = model.cfg.n_layers
-    print(f"{model.cfg.name}, TP{a.tp} rank 0, C={a.batch}: {c.total()} launches per step, "
-          f"{c.total() / n_layers:.1f} per layer ({n_layers} layers)")
-    print(f"{'op':24s} {'calls':>5s} {'triton':>6s} {'torch':>5s}  torch ops")
-    for op, calls, tr, to, names in c.rows():
-        print(f"{op:24s} {calls:5d} {tr:6d} {to:5d}  {names}")
-    if sum(c.syncs.values()):
-        print("host reads:", dict(c.syncs))
+    for c in batches:
+        cache = model.new_cache(c, 520)
+        c_ = count_step(model, torch.zeros(c, dtype=torch.long), torch.full((c,), 512, dtype=torch.long),
+                        torch.arange(c), cache)
+        use = "".join(f", {u}" for u in a.use)
+        print(f"{model.cfg.name}, TP{a.tp} rank 0, C={c}{use}: {c_.total()} launches per step, "
+              f"{c_.total() / n_layers:.1f} per layer ({n_layers} layers)")
+        print(f"{'op':24s} {'calls':>5s} {'triton':>6s} {'torch':>5s}  torch ops")
+        for op, calls, tr, to, names in c_.rows():
+            print(f"{op:24s} {calls:5d} {tr:6d} {to:5d}  {names}")
+        if sum(c_.syncs.values()):
+            print("host reads (CPU-only checks in the wrappers):", dict(c_.syncs))
 
 
 if __name__ == "__main__":
