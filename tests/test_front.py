@@ -2,7 +2,6 @@
 references composed), against the separate Triton kernels it replaces, and its launches."""
 import pytest
 import torch
-from hypothesis import settings
 
 from kernelbench import registry
 from kernelbench.inspector import capture
@@ -16,7 +15,7 @@ SMALL = {"K": 256, "NQ": 256, "DH": 128, "R": 64, "W": 16, "ctx": 40, "compresse
 
 
 def test_attention_front_matches_reference_drawn():
-    settings(max_examples=6)(verify_drawn)("attention_front")
+    verify_drawn("attention_front")
 
 
 @pytest.mark.parametrize("m,values", [(1, "outliers"), (17, "normal"), (3, "boundary")])
@@ -72,7 +71,7 @@ QSMALL = {"K": 256, "Hl": 2, "Dh": 128, "R": 64, "ctx": 40, "compressed": False}
 
 
 def test_attention_q_matches_reference_drawn():
-    settings(max_examples=6)(verify_drawn)("attention_q")
+    verify_drawn("attention_q")
 
 
 @pytest.mark.parametrize("m,values", [(1, "outliers"), (17, "normal"), (3, "boundary")])
