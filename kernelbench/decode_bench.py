@@ -175,7 +175,7 @@ class Row:
     kernels: float = 0.0
 
     def as_json(self) -> dict:
-        return {"op": self.op, "calls": self.calls, "gpu_ms": self.gpu_ms, "bytes": self.bytes}
+        return {"op": self.op, "calls": self.calls, "gpu_ms": self.gpu_ms, "bytes": self.bytes, "kernels": self.kernels}
 
 
 def assign_ops(ranges: list[Range], kernels: list[Kernel]) -> list[Kernel]:
@@ -359,7 +359,7 @@ class BenchPoint:
     bytes: float = 0.0
     kernels_per_step: float = 0.0
     kernels_per_layer: float = 0.0
-    attribution: list[dict] = field(default_factory=list)   # [{op, calls, gpu_ms, bytes}] per step
+    attribution: list[dict] = field(default_factory=list)   # [{op, calls, gpu_ms, bytes, kernels}] per step
     attribution_source: str = ""         # "graph replay kernels", "eager kernels", "host time"
     attribution_note: str = ""
     samples_ms: list[float] = field(default_factory=list)
@@ -701,12 +701,13 @@ def attribution_table(p: BenchPoint, gbps: float):
     from rich.table import Table
     where = "GPU" if p.attribution_source != "host time" else "host"
     t = Table(title=f"time per op at C={p.batch} ({p.attribution_source}), per step")
-    for col in ("op", "calls", f"{where} ms", "share", "MB", "GB/s", "% of copy BW"):
+    for col in ("op", "calls", "kernels", f"{where} ms", "share", "MB", "GB/s", "% of copy BW"):
         t.add_column(col, justify="right" if col != "op" else "left")
     for r in p.attribution:
         ms, mb = r["gpu_ms"], r["bytes"] / 1e6
         rate = r["bytes"] / (ms * 1e-3) / 1e9 if ms > 0 and r["bytes"] else math.nan
-        t.add_row(r["op"], f"{r['calls']:g}", f"{ms:.3f}", f"{100 * ms / p.step_ms:.1f}%", f"{mb:.2f}" if mb else "",
+        k = r.get("kernels", 0.0)
+        t.add_row(r["op"], f"{r['calls']:g}", f"{k:g}" if k else "", f"{ms:.3f}", f"{100 * ms / p.step_ms:.1f}%", f"{mb:.2f}" if mb else "",
                   "" if math.isnan(rate) else f"{rate:.0f}",
                   "" if math.isnan(rate) or math.isnan(gbps) else f"{100 * rate / gbps:.0f}%")
     return t

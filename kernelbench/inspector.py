@@ -40,7 +40,7 @@ from kernelbench.devices import SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
 TARGETS = {"sm_120": 120, "sm_90": 90, "sm_100": 100}
 SMEM_LIMIT = {120: SM120_SMEM_PER_BLOCK, 90: SM90_SMEM_PER_BLOCK, 100: SM90_SMEM_PER_BLOCK}
 # Ops whose kernels must run on tensor cores: the GEMMs and attention of the decode step.
-TENSOR_CORE_OPS = ("fp8_linear", "moe_experts", "sparse_attention", "indexer_topk")
+TENSOR_CORE_OPS = ("fp8_linear", "moe_experts", "sparse_attention", "indexer_topk", "attention_front", "attention_q")
 PTX_MMA = re.compile(r"\b(mma\.sync\.aligned\.[\w.]+|wgmma\.mma_async[\w.]*|tcgen05\.mma[\w.]*)")
 SASS_MMA = re.compile(r"\b((?:HMMA|IMMA|QMMA|OMMA|HGMMA|IGMMA|QGMMA|UTC\w*MMA)[\w.]*)")
 SASS_LOCAL = re.compile(r"\b(LDL|STL)(?:\.[\w.]+)?\s")

@@ -148,17 +148,21 @@ class Attention(Part):
         ops, cfg, tp = env.ops, env.cfg, env.tp
         T, W, Dh, eps = step.T, cfg.window_size, cfg.head_dim, cfg.norm_eps
         freqs = env.freqs[self.ratio > 0]
-        qr = ops.rms_norm(x=ops.fp8_linear(x=x, weight=self.wq_a, weight_scale=self.wq_a_scale),
-                          weight=self.q_norm, eps=eps)
-        q = ops.fp8_linear(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale).view(T, self.n_local_heads, Dh)
-        q = ops.head_rms_norm_rope(q=q, positions=step.positions, freqs=freqs, eps=eps)
-        kv = ops.fp8_linear(x=x, weight=self.wkv, weight_scale=self.wkv_scale)
+        if step.prefill:
+            qr = ops.rms_norm(x=ops.fp8_linear(x=x, weight=self.wq_a, weight_scale=self.wq_a_scale),
+                              weight=self.q_norm, eps=eps)
+        else:       # wq_a -> q_norm and wkv -> kv_write (into the window ring) as one op
+            qr, _ = ops.attention_front(x=x, wq_a=self.wq_a, wq_a_scale=self.wq_a_scale, q_norm=self.q_norm,
+                                        wkv=self.wkv, wkv_scale=self.wkv_scale, kv_norm=self.kv_norm, eps=eps,
+                                        positions=step.positions, seq_ids=step.seq_ids, freqs=freqs,
+                                        window_cache=lc.window(W))
+        q = ops.attention_q(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, head_dim=Dh,   # wq_b + head norm
+                            positions=step.positions, freqs=freqs, eps=eps)                      # + RoPE
         lengths = None
         if step.prefill:
+            kv = ops.fp8_linear(x=x, weight=self.wkv, weight_scale=self.wkv_scale)
             kv_all, seq_ids, indices = self._prefill_kv(env, x, qr, kv, step, lc)
         else:
-            ops.kv_write(kv=kv, weight=self.kv_norm, eps=eps, positions=step.positions, seq_ids=step.seq_ids,
-                         freqs=freqs, window_cache=lc.window(W))
             if self.compressor is not None:
                 self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
             topk = self.indexer(env, x, qr, step, lc) if self.indexer is not None else None

@@ -161,7 +161,7 @@ def unregister_op(name: str) -> None:
     _IMPLS.pop(name, None)
 
 
-_BUILTIN_OP_MODULES = ("quant", "linear", "moe", "norm", "rope", "attention", "compressor", "indexer",
+_BUILTIN_OP_MODULES = ("quant", "linear", "moe", "norm", "rope", "attention", "front", "compressor", "indexer",
                        "mhc", "embed", "sampling", "probes")   # probes last: it attaches to the specs above
 _BUILTIN_KERNEL_MODULES = _BUILTIN_OP_MODULES + ("peers",)   # peers: external kernels, only when configured
 _loaded = False

@@ -32,44 +32,61 @@ def kv_write_default(params: dict) -> dict:
 
 
 @triton.jit
-def _kv_write_kernel(kv_ptr, w_ptr, pos_ptr, seq_ptr, f_ptr, out_ptr, cache_ptr,   # kv, out (T, Dh) bf16
-                     eps, W, s_cb, s_cw,                                         # cache (B, W, Dh) bf16
-                     DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr, RNE_FIX: tl.constexpr):
-    t = tl.program_id(0)
+def kv_write_rows(src_ptr, s_src, rows, rmask, w_ptr, pos_ptr, seq_ptr, f_ptr, out_ptr, s_out, cache_ptr,
+                  eps, W, s_cb, s_cw, DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr,
+                  RNE_FIX: tl.constexpr, CACHE: tl.constexpr):
+    """kv_write of the token rows `rows` (rmask: which exist): src rows s_src apart -> out rows s_out apart and
+    the ring slot cache[seq, pos % W]. CACHE: the loads' cache modifier (".cg" when src was written by other
+    programs of the same launch, else "")."""
     NOPE: tl.constexpr = DH - R
     d = tl.arange(0, DH)
-    x = tl.load(kv_ptr + t * DH + d).to(tl.float32)
-    rs = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / DH + eps)
-    pos = tl.load(pos_ptr + t)
-    dst = cache_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_cb + (pos % W) * s_cw
+    src = src_ptr + rows[:, None].to(tl.int64) * s_src
+    out = out_ptr + rows[:, None].to(tl.int64) * s_out
+    x = tl.load(src + d[None, :], mask=rmask[:, None], other=0.0, cache_modifier=CACHE).to(tl.float32)
+    rs = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / DH + eps)                  # (RB,)
+    pos = tl.load(pos_ptr + rows, mask=rmask, other=0)
+    dst = cache_ptr + tl.load(seq_ptr + rows, mask=rmask, other=0).to(tl.int64) * s_cb + (pos % W) * s_cw
     # nope dims: (NG, 64) groups -> bf16 norm -> e4m3 with one power-of-two scale per group
     g = tl.arange(0, NG_P2)
     offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
     gm = (g < NOPE // 64)[:, None]
-    xn = tl.load(kv_ptr + t * DH + offs, mask=gm, other=0.0).to(tl.float32)
+    m3 = rmask[:, None, None] & gm[None, :, :]
+    xn = tl.load(src[:, :, None] + offs[None, :, :], mask=m3, other=0.0, cache_modifier=CACHE).to(tl.float32)
     wn = tl.load(w_ptr + offs, mask=gm, other=0.0).to(tl.float32)
-    y = to_bf16((xn * rs) * wn, RNE_FIX).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(y), axis=1), 1e-4)
+    y = to_bf16((xn * rs[:, None, None]) * wn[None, :, :], RNE_FIX).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(y), axis=2), 1e-4)                   # (RB, NG)
     se = ue8m0_exp(amax, 8, 0x600000)                                    # 448 = 1.75 * 2^8
-    v = tl.minimum(tl.maximum(y * pow2(-se)[:, None], -448.0), 448.0)
+    v = tl.minimum(tl.maximum(y * pow2(-se)[:, :, None], -448.0), 448.0)
     _, val = e4m3_round_code(v)
-    q = (val * pow2(se)[:, None]).to(tl.bfloat16)                       # exact: 4 significant bits
-    tl.store(out_ptr + t * DH + offs, q, mask=gm)
-    tl.store(dst + offs, q, mask=gm)
+    q = (val * pow2(se)[:, :, None]).to(tl.bfloat16)                    # exact: 4 significant bits
+    tl.store(out[:, :, None] + offs[None, :, :], q, mask=m3)
+    tl.store(dst[:, None, None] + offs[None, :, :], q, mask=m3)
     # rope dims: interleaved pairs of the bf16 normed values, rotated by p * f
     i = tl.arange(0, R // 2)
     ev = NOPE + 2 * i
-    xe = to_bf16((tl.load(kv_ptr + t * DH + ev).to(tl.float32) * rs) * tl.load(w_ptr + ev).to(tl.float32),
-                 RNE_FIX).to(tl.float32)
-    xo = to_bf16((tl.load(kv_ptr + t * DH + ev + 1).to(tl.float32) * rs) * tl.load(w_ptr + ev + 1).to(tl.float32),
-                 RNE_FIX).to(tl.float32)
-    sn, cs = sincos(pos.to(tl.float32) * tl.load(f_ptr + i))
+    rm2 = rmask[:, None]
+    we = tl.load(w_ptr + ev).to(tl.float32)[None, :]
+    wo = tl.load(w_ptr + ev + 1).to(tl.float32)[None, :]
+    xe = to_bf16((tl.load(src + ev[None, :], mask=rm2, other=0.0, cache_modifier=CACHE).to(tl.float32)
+                  * rs[:, None]) * we, RNE_FIX).to(tl.float32)
+    xo = to_bf16((tl.load(src + ev[None, :] + 1, mask=rm2, other=0.0, cache_modifier=CACHE).to(tl.float32)
+                  * rs[:, None]) * wo, RNE_FIX).to(tl.float32)
+    sn, cs = sincos(pos.to(tl.float32)[:, None] * tl.load(f_ptr + i)[None, :])
     ye = to_bf16(xe * cs - xo * sn, RNE_FIX)
     yo = to_bf16(xe * sn + xo * cs, RNE_FIX)
-    tl.store(out_ptr + t * DH + ev, ye)
-    tl.store(out_ptr + t * DH + ev + 1, yo)
-    tl.store(dst + ev, ye)
-    tl.store(dst + ev + 1, yo)
+    tl.store(out + ev[None, :], ye, mask=rm2)
+    tl.store(out + ev[None, :] + 1, yo, mask=rm2)
+    tl.store(dst[:, None] + ev[None, :], ye, mask=rm2)
+    tl.store(dst[:, None] + ev[None, :] + 1, yo, mask=rm2)
+
+
+@triton.jit
+def _kv_write_kernel(kv_ptr, w_ptr, pos_ptr, seq_ptr, f_ptr, out_ptr, cache_ptr,   # kv, out (T, Dh) bf16
+                     eps, W, s_cb, s_cw,                                         # cache (B, W, Dh) bf16
+                     DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr, RNE_FIX: tl.constexpr):
+    rows = tl.program_id(0) + tl.arange(0, 1)
+    kv_write_rows(kv_ptr, DH, rows, rows >= 0, w_ptr, pos_ptr, seq_ptr, f_ptr, out_ptr, DH, cache_ptr, eps, W,
+                  s_cb, s_cw, DH, R, NG_P2, RNE_FIX, "")
 
 
 @register_impl("kv_write", "triton", backend="triton", configs=kv_write_configs, default_config=kv_write_default,

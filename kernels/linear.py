@@ -38,29 +38,14 @@ NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned t
 
 
 @triton.jit
-def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
-                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                       QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
-    # QUANT: x (M, K) bf16 rows sxm apart, quantized here per (row, 128-block) as the GEMM reads it (sx unused);
-    #   else x = e4m3 codes (M, K) and sx (M, K/128) fp32 UE8M0 scales from act_quant_fp8.
-    # w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16.
-    # SPLIT > 1: fp32 partials go to part (S, M, N); with REDUCE the last program of an output tile to arrive
-    #   (cnt: one int32 ticket per tile, zero between launches) sums them in split order 0..S-1, writes bf16
-    #   and resets the ticket; without REDUCE a second launch (_splitk_reduce_kernel) does the sum.
-    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rm = pid_m * BM + tl.arange(0, BM)
+def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr):
+    """(BN, BM) fp32: W[rn, K blocks kb0 .. kb0 + KB_SPLIT) . X[rm, same]^T with both block scales. QUANT: x is bf16
+    (rows ldx apart) quantized here per (row, 128-block); else e4m3 codes (rows ldx apart) with sx (M, K/128).
+    nb: the tile's weight-scale row (BN divides 128)."""
     rk = tl.arange(0, 128)
     KB = K // 128
-    nb = (pid_n * BN) // 128                          # BN divides 128: one weight-scale row per tile
-    kb0 = pid_s * KB_SPLIT
     acc = tl.zeros((BN, BM), dtype=tl.float32)
-    mmask = rm < M
-    nmask = rn < N
-    if QUANT:
-        ldx = sxm                                     # bf16 x may be a row-strided view
-    else:
-        ldx = K                                       # codes from act_quant_fp8 are contiguous
     for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
         kb = kb0 + i
         xv = tl.load(x_ptr + rm[:, None] * ldx + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
@@ -73,21 +58,64 @@ def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr,
         sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
         acc += d * (sx * sw)[None, :]
-    omask = nmask[:, None] & mmask[None, :]
-    optr = rm[None, :] * N + rn[:, None]
+    return acc
+
+
+@triton.jit
+def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE, SPLIT: tl.constexpr,
+                 REDUCE: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+    """Store a (BN, BM) fp32 tile at out + ooff (SPLIT == 1), or its split-K partial at part + ooff + pid_s *
+    PART_STRIDE; with REDUCE the last program of the tile to arrive at `ticket` (int32, zero between launches)
+    sums the SPLIT partials in order 0..S-1 (deterministic), stores the output and resets the ticket.
+    -> whether this program stored the finished tile (always with SPLIT == 1)."""
     if SPLIT == 1:
-        tl.store(out_ptr + optr, to_bf16(acc, RNE_FIX), mask=omask)
+        if OUT_BF16:
+            tl.store(out_ptr + ooff, to_bf16(acc, RNE_FIX), mask=omask)
+        else:
+            tl.store(out_ptr + ooff, acc, mask=omask)
+        done = True
     else:
-        tl.store(part_ptr + pid_s * M * N + optr, acc, mask=omask)
+        tl.store(part_ptr + ooff + pid_s * PART_STRIDE, acc, mask=omask)
+        done = False
         if REDUCE:
             tl.debug_barrier()                        # every thread's partial is stored before the release
-            ticket = cnt_ptr + pid_m * tl.num_programs(0) + pid_n
-            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
-                tot = tl.zeros((BN, BM), dtype=tl.float32)
+            done = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == SPLIT - 1
+            if done:
+                tot = tl.zeros(acc.shape, dtype=tl.float32)
                 for s in tl.static_range(SPLIT):      # fixed order: the result does not depend on arrival
-                    tot += tl.load(part_ptr + s * M * N + optr, mask=omask, other=0.0, cache_modifier=".cg")
-                tl.store(out_ptr + optr, to_bf16(tot, RNE_FIX), mask=omask)
+                    tot += tl.load(part_ptr + ooff + s * PART_STRIDE, mask=omask, other=0.0, cache_modifier=".cg")
+                if OUT_BF16:
+                    tl.store(out_ptr + ooff, to_bf16(tot, RNE_FIX), mask=omask)
+                else:
+                    tl.store(out_ptr + ooff, tot, mask=omask)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")   # ready for the next launch
+    return done
+
+
+@triton.jit
+def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
+                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                       QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # QUANT: x (M, K) bf16 rows sxm apart, quantized here per (row, 128-block) as the GEMM reads it (sx unused);
+    #   else x = e4m3 codes (M, K) and sx (M, K/128) fp32 UE8M0 scales from act_quant_fp8.
+    # w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16.
+    # SPLIT > 1: fp32 partials go to part (S, M, N); with REDUCE the last program of an output tile to arrive
+    #   (cnt: one int32 ticket per tile, zero between launches) sums them in split order 0..S-1, writes bf16
+    #   and resets the ticket; without REDUCE a second launch (_splitk_reduce_kernel) does the sum.
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    mmask = rm < M
+    nmask = rn < N
+    if QUANT:
+        ldx = sxm                                     # bf16 x may be a row-strided view
+    else:
+        ldx = K                                       # codes from act_quant_fp8 are contiguous
+    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, (pid_n * BN) // 128, K, ldx,
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+    ticket = cnt_ptr + pid_m * tl.num_programs(0) + pid_n
+    splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * N + rn[:, None], nmask[:, None] & mmask[None, :],
+                 pid_s, M * N, SPLIT, REDUCE, True, RNE_FIX)
 
 
 @triton.jit
@@ -168,12 +196,13 @@ def _fp4_gemm_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
 
 
 @triton.jit
-def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K, G,
+def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                       sxm, sxg, swg, swn, som, sog, PART_STRIDE,
                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
-                      OUT_BF16: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+                      OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
     # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16);
-    # out[m, g, n] at m*som + g*sog + n (+ s*PART_STRIDE for fp32 partials)
+    # out[m, g, n] at m*som + g*sog + n; SPLIT > 1: fp32 partials at the same offsets + s*PART_STRIDE in part,
+    # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel)
     pid_n, pid_s, pid_mg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n_mt = tl.cdiv(M, BM)
     g = pid_mg // n_mt
@@ -191,15 +220,9 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K, G,
         w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
                     other=0.0)
         acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
-    omask = (rn < N)[:, None] & (rm < M)[None, :]
-    optr = out_ptr + rm[None, :] * som + g * sog + rn[:, None]
-    if SPLIT == 1:
-        if OUT_BF16:
-            tl.store(optr, to_bf16(acc, RNE_FIX), mask=omask)
-        else:
-            tl.store(optr, acc, mask=omask)
-    else:
-        tl.store(optr + pid_s * PART_STRIDE, acc, mask=omask)
+    ticket = cnt_ptr + pid_mg * tl.num_programs(0) + pid_n
+    splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * som + g * sog + rn[:, None],
+                 (rn < N)[:, None] & (rm < M)[None, :], pid_s, PART_STRIDE, SPLIT, REDUCE, OUT_BF16, RNE_FIX)
 
 
 @triton.jit
@@ -417,7 +440,8 @@ def fp4_linear(x, weight, weight_scale, config=None):
 
 
 def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
-    """x3 (M, G, K) view, w3 (G, N, K) contiguous rows, y3 (M, G, N) contiguous -> y3."""
+    """x3 (M, G, K) view, w3 (G, N, K) contiguous rows, y3 (M, G, N) contiguous -> y3. One launch: split-K
+    partials are summed in the kernel by the last program of each tile (tickets as fp8_linear)."""
     M, G, K = x3.shape
     N = w3.shape[1]
     BK = 128
@@ -425,11 +449,12 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
     kb_split = triton.cdiv(K, BK) // split
     part = y3 if split == 1 else torch.empty((split,) + tuple(y3.shape), dtype=torch.float32, device=y3.device)
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]) * G)
-    _bf16_gemm_kernel[grid](x3, w3, part, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0), w3.stride(1),
-                            y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"], BN=cfg["BN"],
-                            BK=BK, SPLIT=split, OUT_BF16=out_bf16, DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET,
-                            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return y3 if split == 1 else _finish(part, y3, split, out_bf16)
+    tickets = split_tickets(y3.device, grid[0] * grid[2]) if split > 1 else part
+    _bf16_gemm_kernel[grid](x3, w3, y3, part, tickets, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0),
+                            w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
+                            BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
+                            RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return y3
 
 
 def _linear_bf16(x, weight, out_dtype, config, op, key):
@@ -450,21 +475,21 @@ def _linear_bf16(x, weight, out_dtype, config, op, key):
 
 
 @register_impl("bf16_linear", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
-               kernels=lambda: [_bf16_gemm_kernel, _splitk_reduce_kernel])
+               kernels=lambda: [_bf16_gemm_kernel])
 def bf16_linear(x, weight, out_dtype=torch.float32, config=None):
     return _linear_bf16(x, weight, out_dtype, config, "bf16_linear",
                         {"M": x.shape[0], "N": weight.shape[0], "K": weight.shape[-1]})
 
 
 @register_impl("lm_head", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
-               kernels=lambda: [_bf16_gemm_kernel, _splitk_reduce_kernel])
+               kernels=lambda: [_bf16_gemm_kernel])
 def lm_head(x, weight, config=None):
     return _linear_bf16(x, weight, torch.float32, config, "lm_head",
                         {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]})
 
 
 @register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
-               kernels=lambda: [_bf16_gemm_kernel, _splitk_reduce_kernel])
+               kernels=lambda: [_bf16_gemm_kernel])
 def grouped_wo_a(o, weight, config=None):
     check_device(o, weight)
     check_dtype("o", o, torch.bfloat16)

@@ -108,32 +108,47 @@ def head_rope_default(params: dict) -> dict:
 
 
 @triton.jit
+def head_rms_rope_rows(q_ptr, y_ptr, row, hmask, pos, f_ptr, DH, R2, eps_q, BLOCK_D: tl.constexpr,
+                       BLOCK_R2: tl.constexpr, INTERP: tl.constexpr, CACHE: tl.constexpr):
+    """head_rms_norm_rope of head rows starting at element offsets row (BH,) of q (hmask: which exist), at
+    positions pos (BH,) -> y at the same offsets (y may be q). CACHE: the loads' cache modifier (".cg" when q was
+    written by other programs of the same launch, else "")."""
+    d = tl.arange(0, BLOCK_D)
+    row = row[:, None]
+    hmask = hmask[:, None]
+    q = tl.load(q_ptr + row + d[None, :], mask=hmask & (d[None, :] < DH), other=0.0,
+                cache_modifier=CACHE).to(tl.float32)
+    # the reference's (torch's) bf16 steps: q^2, mean (fp32 sum / Dh), + eps (eps_q already bf16), rsqrt
+    sq = to_bf16(q * q, INTERP).to(tl.float32)
+    mean = to_bf16(tl.div_rn(tl.sum(sq, axis=1), DH.to(tl.float32)), INTERP).to(tl.float32)
+    shifted = to_bf16(mean + eps_q, INTERP).to(tl.float32)
+    r = to_bf16(tl.div_rn(1.0, tl.sqrt_rn(shifted)), INTERP).to(tl.float32)[:, None]
+    # the rope dims, as even/odd halves (the same cache lines as the load above), scaled and rounded
+    i = tl.arange(0, BLOCK_R2)
+    pm = hmask & (i[None, :] < R2)
+    offs = row + (DH - 2 * R2) + 2 * i[None, :]
+    xe = to_bf16(tl.load(q_ptr + offs, mask=pm, other=0.0, cache_modifier=CACHE).to(tl.float32) * r,
+                 INTERP).to(tl.float32)
+    xo = to_bf16(tl.load(q_ptr + offs + 1, mask=pm, other=0.0, cache_modifier=CACHE).to(tl.float32) * r,
+                 INTERP).to(tl.float32)
+    nope = d[None, :] < DH - 2 * R2
+    tl.store(y_ptr + row + d[None, :], to_bf16(q * r, INTERP), mask=hmask & nope)
+    f = tl.load(f_ptr + i, mask=i < R2, other=0.0)
+    s, c = sincos(pos.to(tl.float32)[:, None] * f[None, :])
+    tl.store(y_ptr + offs, to_bf16(xe * c - xo * s, INTERP), mask=pm)
+    tl.store(y_ptr + offs + 1, to_bf16(xe * s + xo * c, INTERP), mask=pm)
+
+
+@triton.jit
 def _head_rms_rope_kernel(q_ptr, y_ptr, pos_ptr, f_ptr,   # q, y (T, Hl, Dh) bf16 contiguous; pos (T,); f (R/2,)
                           HL, DH, R2, eps_q,
                           BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr,
                           INTERP: tl.constexpr):
     t = tl.program_id(0)
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    d = tl.arange(0, BLOCK_D)
-    hmask = hs[:, None] < HL
-    row = (t.to(tl.int64) * HL + hs[:, None]) * DH
-    q = tl.load(q_ptr + row + d[None, :], mask=hmask & (d[None, :] < DH), other=0.0).to(tl.float32)
-    # the reference's (torch's) bf16 steps: q^2, mean (fp32 sum / Dh), + eps (eps_q already bf16), rsqrt
-    sq = to_bf16(q * q, INTERP).to(tl.float32)
-    mean = to_bf16(tl.div_rn(tl.sum(sq, axis=1), DH.to(tl.float32)), INTERP).to(tl.float32)
-    shifted = to_bf16(mean + eps_q, INTERP).to(tl.float32)
-    r = to_bf16(tl.div_rn(1.0, tl.sqrt_rn(shifted)), INTERP).to(tl.float32)[:, None]
-    nope = d[None, :] < DH - 2 * R2
-    tl.store(y_ptr + row + d[None, :], to_bf16(q * r, INTERP), mask=hmask & nope)
-    # the rope dims, as even/odd halves (the same cache lines as the load above), scaled and rounded
-    i = tl.arange(0, BLOCK_R2)
-    pm = hmask & (i[None, :] < R2)
-    offs = row + (DH - 2 * R2) + 2 * i[None, :]
-    xe = to_bf16(tl.load(q_ptr + offs, mask=pm, other=0.0).to(tl.float32) * r, INTERP).to(tl.float32)
-    xo = to_bf16(tl.load(q_ptr + offs + 1, mask=pm, other=0.0).to(tl.float32) * r, INTERP).to(tl.float32)
-    ye, yo = _rotate(xe, xo, tl.load(pos_ptr + t), f_ptr, R2, BLOCK_R2, False)
-    tl.store(y_ptr + offs, to_bf16(ye, INTERP), mask=pm)
-    tl.store(y_ptr + offs + 1, to_bf16(yo, INTERP), mask=pm)
+    pos = tl.zeros((BLOCK_H,), dtype=tl.int64) + tl.load(pos_ptr + t)
+    head_rms_rope_rows(q_ptr, y_ptr, (t.to(tl.int64) * HL + hs) * DH, hs < HL, pos, f_ptr, DH, R2, eps_q, BLOCK_D,
+                       BLOCK_R2, INTERP, "")
 
 
 def _round_to_bf16(v: float) -> float:

@@ -138,6 +138,26 @@ def test_fp8_linear_one_launch_equals_three_launches(cfg, monkeypatch):
     assert len(names) == 2 and names[-1] == "_fp8_linear_kernel" and "_splitk_reduce_kernel" not in names
 
 
+@pytest.mark.parametrize("op,params", [("bf16_linear", {"M": 17, "N": 200, "K": 384}),
+                                       ("grouped_wo_a", {"T": 3, "Gl": 2, "O": 96, "I": 512})])
+def test_bf16_gemm_split_k_reduced_in_one_launch(op, params, monkeypatch):
+    """Split K on the bf16 GEMM: the last program of each tile sums the partials in split order (one launch, no
+    reduction kernel), matches the reference, reruns bit for bit and leaves the tickets at zero."""
+    from kernelbench.inspector import capture
+    from kernelbench.kernels import linear as KL
+    poisoned_empty(monkeypatch)
+    cfg = {"BM": 16, "BN": 32, "SPLIT": 2, "num_warps": 4, "num_stages": 2}
+    check_against_reference(op, params, "outliers", config=cfg)
+    spec, impl = spec_and_impl(op)
+    inputs = spec.make_inputs(params, torch.Generator().manual_seed(1), "cpu", "normal")
+    y = impl.fn(**inputs, config=cfg)
+    assert torch.equal(impl.fn(**inputs, config=cfg), y)
+    assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    with capture() as launches:
+        impl.fn(**inputs, config=cfg)
+    assert [l.name.split(":")[1] for l in launches] == ["_bf16_gemm_kernel"]
+
+
 @pytest.mark.gpu
 def test_fp8_linear_split_k_tickets_on_gpu_and_in_a_cuda_graph():
     """The ticket protocol on real hardware (the interpreter runs programs one by one, so it cannot race): many

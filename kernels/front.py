@@ -1,0 +1,295 @@
+"""attention_front and attention_q in one launch each (reference/front.py). attention_front: the wq_a and wkv
+projections of x as one FP8 GEMM grid, q_norm and kv_write (kv_norm, RoPE, FP8 simulation, ring write) in the
+epilogue. attention_q: the wq_b projection with head_rms_norm_rope in the epilogue (the last tile of each head
+to finish normalizes and rotates that head, kernels/rope.py head_rms_rope_rows).
+
+Letters: M tokens, K = D input width, NQ = q_lora_rank, DH head dim, R rope dims, W window, S split-K parts.
+Grid (NQ / BN + DH / BN, S, ceil(M / BM)): the first NQ / BN column tiles multiply wq_a, the rest wkv (both
+read the same x; K blocks are quantized in the GEMM's K loop at M <= PROLOGUE_QUANT_MAX_M, else by one
+act_quant pre-pass as fp8_linear). Each output tile is finished as in fp8_linear (kernels/linear.py
+splitk_store: the last split to arrive sums the partials in split order); the program finishing a tile then
+takes the ticket of its half (q or kv) of its row block, and the last of that half's tiles to arrive runs the
+half's tail over the BM rows, RB rows at a time: q_norm in place on qr (two passes over NQ in QB-wide chunks),
+or kv_write from the raw kv rows (kernels/kv.py kv_write_rows) in place and into the window ring. Every
+reduction has a fixed order (deterministic); tickets are reset by the program that took the last one, so a
+launch needs no memset (CUDA-graph capturable once split_tickets is warm).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels import linear as KL
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, to_bf16
+from kernelbench.kernels.kv import kv_write_rows
+from kernelbench.kernels.linear import fp8_gemm_tile, splitk_store
+from kernelbench.kernels.quant import _launch_fp8
+from kernelbench.kernels.rope import _check_kernel_args, _round_to_bf16, head_rms_rope_rows
+from kernelbench.reference.rope import check_head_rms_norm_rope
+from kernelbench.registry import register_impl
+from kernelbench.tuning import lookup
+
+
+@triton.jit
+def rms_norm_rows(ptr, s_row, rows, rmask, w_ptr, N, eps, QB: tl.constexpr, RNE_FIX: tl.constexpr):
+    """In place: rows (RB,) of N bf16 values (s_row apart) -> w * x * rsqrt(mean(x^2) + eps), fp32 math, one
+    bf16 rounding (as kernels/norm.py), QB columns at a time (loads bypass L1: other programs wrote them)."""
+    base = ptr + rows[:, None].to(tl.int64) * s_row
+    ss = tl.zeros((rows.shape[0],), dtype=tl.float32)
+    for c0 in range(0, N, QB):
+        cols = c0 + tl.arange(0, QB)
+        m = rmask[:, None] & (cols < N)[None, :]
+        x = tl.load(base + cols[None, :], mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
+        ss += tl.sum(x * x, axis=1)
+    r = tl.rsqrt(ss / N + eps)
+    for c0 in range(0, N, QB):
+        cols = c0 + tl.arange(0, QB)
+        m = rmask[:, None] & (cols < N)[None, :]
+        x = tl.load(base + cols[None, :], mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
+        tl.store(base + cols[None, :], to_bf16(w[None, :] * (x * r[:, None]), RNE_FIX), mask=m)
+
+
+@triton.jit
+def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, qr_ptr, kv_ptr, part_ptr, cnt_ptr,
+                            qn_ptr, kvn_ptr, pos_ptr, seq_ptr, f_ptr, cache_ptr,
+                            M, NQ, K, sxm, eps, W, s_cb, s_cw,
+                            DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr,
+                            KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                            RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
+                            RNE_FIX: tl.constexpr):
+    # x (M, K) bf16 rows sxm apart (QUANT) or e4m3 codes (M, K) + sx (M, K/128) fp32; wq (NQ, K), wkv (DH, K) e4m3
+    # with e8m0 scales (N/128, K/128) as uint8; qr (M, NQ), kv (M, DH) bf16; part (S, M, NQ + DH) fp32;
+    # cnt: tile tickets (ceil(M/BM) * n_tiles), then per row block a q ticket and a kv ticket
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    NT = tl.num_programs(0)
+    NT_Q = NQ // BN
+    rm = pid_m * BM + tl.arange(0, BM)
+    mmask = rm < M
+    if QUANT:
+        ldx = sxm
+    else:
+        ldx = K
+    is_q = pid_n < NT_Q
+    if is_q:
+        rn = pid_n * BN + tl.arange(0, BN)
+        acc = fp8_gemm_tile(x_ptr, sx_ptr, wq_ptr, wqs_ptr, rn, rm, mmask, rn < NQ, (pid_n * BN) // 128, K, ldx,
+                            pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+        out_ptr = qr_ptr
+        ooff = rm[None, :] * NQ + rn[:, None]
+        row_ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m
+        n_half = NT_Q
+    else:
+        rn = (pid_n - NT_Q) * BN + tl.arange(0, BN)
+        acc = fp8_gemm_tile(x_ptr, sx_ptr, wkv_ptr, wkvs_ptr, rn, rm, mmask, rn < DH, ((pid_n - NT_Q) * BN) // 128,
+                            K, ldx, pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+        out_ptr = kv_ptr
+        ooff = rm[None, :] * DH + rn[:, None]
+        row_ticket = cnt_ptr + tl.num_programs(2) * (NT + 1) + pid_m
+        n_half = NT - NT_Q
+    # partials of both halves in one (S, M, NQ + DH) buffer: column pid_n * BN + j
+    poff = rm[None, :] * (NQ + DH) + (pid_n * BN + tl.arange(0, BN))[:, None] - ooff
+    done = splitk_store(acc, out_ptr, part_ptr + poff, cnt_ptr + pid_m * NT + pid_n, ooff,
+                        mmask[None, :] & (rn >= 0)[:, None], pid_s, M * (NQ + DH), SPLIT, True, True, RNE_FIX)
+    if done:
+        tl.debug_barrier()                            # the tile's bf16 stores before the release
+        if tl.atomic_add(row_ticket, 1, sem="acq_rel", scope="gpu") == n_half - 1:
+            for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
+                rows = pid_m * BM + r0 + tl.arange(0, RB)
+                if is_q:
+                    rms_norm_rows(qr_ptr, NQ, rows, rows < M, qn_ptr, NQ, eps, QB, RNE_FIX)
+                else:
+                    kv_write_rows(kv_ptr, DH, rows, rows < M, kvn_ptr, pos_ptr, seq_ptr, f_ptr, kv_ptr, DH, cache_ptr,
+                                  eps, W, s_cb, s_cw, DH, R, NG_P2, RNE_FIX, ".cg")
+            tl.atomic_xchg(row_ticket, 0, sem="relaxed", scope="gpu")
+
+
+def attention_front_configs(params: dict) -> list[dict]:
+    return [{**c, "RB": rb} for c in KL.fp8_configs({"K": params.get("K", 128)}) for rb in (1, 4, 16) if rb <= c["BM"]]
+
+
+def _epilogue_default(m: int, n: int, k: int) -> dict:
+    """M = 1: fp8_linear's default. M > 1: BM = 16 row blocks, each finished by its own program (RB = 16 rows at a
+    time): a 64-row block's tail in one program took 57 us per attention_front call at C=64 on the H200 (one
+    program per tail, 16 sequential 4-row steps), the GEMM itself ~10 us."""
+    if m <= 1:
+        return {**KL.fp8_default({"M": m, "N": n, "K": k}), "RB": 1}
+    tiles = triton.cdiv(n, 64) * triton.cdiv(m, 16)
+    return {"BM": 16, "BN": 64, "SPLIT": KL._split_for(tiles, max(1, k // 128)), "num_warps": 8, "num_stages": 3,
+            "RB": 16}
+
+
+def attention_front_default(params: dict) -> dict:
+    return _epilogue_default(params.get("M", 1), params.get("NQ", 1024) + params.get("DH", 512),
+                             params.get("K", 4096))
+
+
+@register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
+               default_config=attention_front_default, kernels=lambda: [_attention_front_kernel])
+def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
+                    window_cache, config=None):
+    dev = check_device(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, positions, seq_ids, freqs, window_cache)
+    for name, t in (("wq_a", wq_a), ("wkv", wkv)):
+        check_dtype(name, t, torch.float8_e4m3fn)
+    for name, t in (("wq_a_scale", wq_a_scale), ("wkv_scale", wkv_scale)):
+        check_dtype(name, t, torch.float8_e8m0fnu)
+    for name, t in (("x", x), ("q_norm", q_norm), ("kv_norm", kv_norm), ("window_cache", window_cache)):
+        check_dtype(name, t, torch.bfloat16)
+    if x.dim() != 2 or wq_a.dim() != 2 or wkv.dim() != 2 or wq_a.shape[1] != x.shape[1] or wkv.shape[1] != x.shape[1]:
+        raise ValueError(f"attention_front: x [M, K], wq_a [NQ, K] and wkv [DH, K] expected, got {tuple(x.shape)}, "
+                         f"{tuple(wq_a.shape)} and {tuple(wkv.shape)}")
+    M, K = x.shape
+    NQ, DH = wq_a.shape[0], wkv.shape[0]
+    R = 2 * freqs.shape[0]
+    if K % 128 or NQ % 128 or DH % 128 or DH & (DH - 1) or not 0 < R < DH or (DH - R) % 64 or R & (R - 1):
+        raise ValueError(f"attention_front: need K, NQ, DH multiples of 128, DH and R powers of two, DH - R a "
+                         f"multiple of 64; got K={K}, NQ={NQ}, DH={DH}, R={R}")
+    check_shape("wq_a_scale", wq_a_scale, (NQ // 128, K // 128))
+    check_shape("wkv_scale", wkv_scale, (DH // 128, K // 128))
+    check_shape("q_norm", q_norm, (NQ,))
+    check_shape("kv_norm", kv_norm, (DH,))
+    if window_cache.dim() != 3 or window_cache.shape[2] != DH or window_cache.stride(2) != 1:
+        raise ValueError(f"attention_front: window_cache must be [B, W, {DH}] contiguous in the last dim, got "
+                         f"{tuple(window_cache.shape)}")
+    if positions.dim() != 1 or positions.shape[0] != M or seq_ids.dim() != 1 or seq_ids.shape[0] != M:
+        raise ValueError(f"attention_front: positions and seq_ids must be [M={M}]")
+    key = {"M": M, "NQ": NQ, "DH": DH, "K": K}
+    cfg = config or lookup("attention_front", key, attention_front_default(key))
+    KL._check_cfg(cfg)
+    qr = torch.empty((M, NQ), dtype=torch.bfloat16, device=dev)
+    kv = torch.empty((M, DH), dtype=torch.bfloat16, device=dev)
+    if M == 0:
+        return qr, kv
+    quant_in_gemm = M <= KL.PROLOGUE_QUANT_MAX_M
+    if quant_in_gemm:
+        xin, sx = (x if x.stride(1) == 1 else x.contiguous()), qr          # sx unused: quantized in the kernel
+    else:
+        xin, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    bm, bn = cfg["BM"], cfg["BN"]
+    grid = ((NQ + DH) // bn, split, triton.cdiv(M, bm))
+    part = qr if split == 1 else torch.empty((split, M, NQ + DH), dtype=torch.float32, device=dev)
+    tickets = KL.split_tickets(dev, grid[0] * grid[2] + 2 * grid[2])
+    rb = min(cfg.get("RB", 1), bm)
+    _attention_front_kernel[grid](
+        xin, sx, wq_a.contiguous(), wq_a_scale.contiguous().view(torch.uint8), wkv.contiguous(),
+        wkv_scale.contiguous().view(torch.uint8), qr, kv, part, tickets, q_norm.contiguous(), kv_norm.contiguous(),
+        positions.contiguous(), seq_ids.contiguous(), freqs.contiguous(), window_cache,
+        M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
+        DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
+        SPLIT=split, RB=rb, QB=min(256, triton.next_power_of_2(NQ)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
+        RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return qr, kv
+
+
+@triton.jit
+def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, pos_ptr, f_ptr,
+                        M, N, K, sxm, HL, DH, R2, eps_q,
+                        KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                        RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
+                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets (ceil(M/BM) * N/BN),
+    # then one ticket per (row block, head)
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    mmask = rm < M
+    if QUANT:
+        ldx = sxm
+    else:
+        ldx = K
+    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+    NT = tl.num_programs(0)
+    done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
+                        mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
+    if done:
+        tl.debug_barrier()                            # the tile's bf16 stores before the release
+        head = (pid_n * BN) // DH
+        ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
+        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == DH // BN - 1:
+            for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
+                tok = pid_m * BM + r0 + tl.arange(0, RB)
+                tmask = tok < M
+                pos = tl.load(pos_ptr + tok, mask=tmask, other=0).to(tl.int64)
+                head_rms_rope_rows(y_ptr, y_ptr, (tok.to(tl.int64) * HL + head) * DH, tmask, pos, f_ptr, DH, R2,
+                                   eps_q, BLOCK_D, BLOCK_R2, RNE_FIX, ".cg")
+            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+
+
+def attention_q_configs(params: dict) -> list[dict]:
+    return [{**c, "RB": rb} for c in KL.fp8_configs({"K": params.get("K", 128)}) for rb in (1, 4, 16) if rb <= c["BM"]]
+
+
+def attention_q_default(params: dict) -> dict:
+    return _epilogue_default(params.get("M", 1), params.get("N", 4096), params.get("K", 1024))
+
+
+@register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
+               default_config=attention_q_default, kernels=lambda: [_attention_q_kernel])
+def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
+    dev = check_device(x, weight, weight_scale, positions, freqs)
+    check_dtype("x", x, torch.bfloat16)
+    check_dtype("weight", weight, torch.float8_e4m3fn)
+    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
+    if x.dim() != 2 or weight.dim() != 2 or weight.shape[1] != x.shape[1] or x.shape[1] % 128:
+        raise ValueError(f"attention_q: x [M, K] and weight [N, K] with K % 128 == 0 expected, got {tuple(x.shape)} "
+                         f"and {tuple(weight.shape)}")
+    M, K = x.shape
+    N = weight.shape[0]
+    if head_dim <= 0 or N % head_dim or head_dim % 128:
+        raise ValueError(f"attention_q: head_dim {head_dim} must be a multiple of 128 dividing N={N}")
+    check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
+    HL = N // head_dim
+    out = torch.empty((M, HL, head_dim), dtype=torch.bfloat16, device=dev)
+    r = check_head_rms_norm_rope(out, positions, freqs)
+    _check_kernel_args(out, positions, freqs)
+    key = {"M": M, "N": N, "K": K}
+    cfg = config or lookup("attention_q", key, attention_q_default(key))
+    KL._check_cfg(cfg)
+    if M == 0:
+        return out
+    quant_in_gemm = M <= KL.PROLOGUE_QUANT_MAX_M
+    if quant_in_gemm:
+        xin, sx = (x if x.stride(1) == 1 else x.contiguous()), out          # sx unused: quantized in the kernel
+    else:
+        xin, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    bm, bn = cfg["BM"], cfg["BN"]
+    grid = (N // bn, split, triton.cdiv(M, bm))
+    part = out if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=dev)
+    tickets = KL.split_tickets(dev, grid[0] * grid[2] + grid[2] * HL)
+    _attention_q_kernel[grid](
+        xin, sx, weight.contiguous(), weight_scale.contiguous().view(torch.uint8), out, part, tickets,
+        positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), HL, head_dim, r // 2,
+        _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
+        BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
+        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return out
+
+
+# the same ops from the separate kernels (the launches the fused kernels replace): side-by-side timing in bench and
+# decode-bench (--use attention_front=triton_parts --use attention_q=triton_parts)
+def _parts_kernels(*names):
+    from kernelbench.kernels import kv, norm, quant, rope
+    mods = (KL, kv, norm, quant, rope)
+    return lambda: [getattr(m, n) for n in names for m in mods if hasattr(m, n)]
+
+
+@register_impl("attention_front", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_rms_norm_kernel", "_kv_write_kernel"))
+def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
+                          window_cache, config=None):
+    from kernelbench.kernels.kv import kv_write
+    from kernelbench.kernels.norm import rms_norm
+    qr = rms_norm(KL.fp8_linear(x, wq_a, wq_a_scale), q_norm, eps)
+    return qr, kv_write(KL.fp8_linear(x, wkv, wkv_scale), kv_norm, eps, positions, seq_ids, freqs, window_cache)
+
+
+@register_impl("attention_q", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel"))
+def attention_q_parts(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
+    from kernelbench.kernels.rope import head_rms_norm_rope
+    y = KL.fp8_linear(x, weight, weight_scale)
+    return head_rms_norm_rope(y.view(x.shape[0], -1, head_dim), positions, freqs, eps)

@@ -1,0 +1,110 @@
+"""attention_front (wq_a + q_norm, wkv + kv_write in one launch): the kernel against its reference (the parts'
+references composed), against the separate Triton kernels it replaces, and its launches."""
+import pytest
+import torch
+
+from kernelbench import registry
+from kernelbench.inspector import capture
+from kernelbench.kernels import linear as KL
+from _kernel_check import needs_triton, verify, verify_drawn
+
+registry.load_builtin()
+pytestmark = needs_triton
+
+SMALL = {"K": 256, "NQ": 256, "DH": 128, "R": 64, "W": 16, "ctx": 40, "compressed": True}
+
+
+def test_attention_front_matches_reference_drawn():
+    verify_drawn("attention_front")
+
+
+@pytest.mark.parametrize("m,values", [(1, "outliers"), (17, "normal"), (3, "boundary")])
+def test_attention_front_matches_reference(m, values):
+    verify("attention_front", {**SMALL, "M": m, "ragged": m > 1}, values, 5, "contiguous")
+
+
+def _inputs(m, seed=2):
+    spec = registry.get_op("attention_front")
+    return spec.make_inputs({**SMALL, "M": m, "ragged": m > 1}, torch.Generator().manual_seed(seed), "cpu", "normal")
+
+
+@pytest.mark.parametrize("m,split", [(1, 2), (17, 2), (3, 1)])
+def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, monkeypatch):
+    """With the same GEMM config the fused kernel's kv and window ring are the separate fp8_linear + kv_write
+    kernels' bit for bit (same tiles, same split order, same kv_write arithmetic) and qr is fp8_linear +
+    rms_norm up to the norm's summation order; it reruns bit for bit, leaves every ticket at zero, and is one
+    launch when x is quantized in the GEMM (M <= PROLOGUE_QUANT_MAX_M), two otherwise."""
+    monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
+    cfg = {"BM": 16, "BN": 32, "SPLIT": split, "num_warps": 4, "num_stages": 2, "RB": 4}
+    fused = registry.get_impl("attention_front", "triton").fn
+    lin, norm, kvw = (registry.get_impl(op, "triton").fn for op in ("fp8_linear", "rms_norm", "kv_write"))
+    a, b = _inputs(m), _inputs(m)
+    qr, kv = fused(**a, config=cfg)
+    y = lin(b["x"], b["wq_a"], b["wq_a_scale"], config=cfg)
+    qr_sep = norm(y, b["q_norm"], b["eps"])
+    kv_sep = kvw(lin(b["x"], b["wkv"], b["wkv_scale"], config=cfg), b["kv_norm"], b["eps"], b["positions"],
+                 b["seq_ids"], b["freqs"], b["window_cache"])
+    assert torch.equal(kv, kv_sep) and torch.equal(a["window_cache"], b["window_cache"])
+    assert ((qr.float() - qr_sep.float()).abs() <= 2 ** -7 * qr_sep.float().abs() + 1e-6).all()
+    assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    qr2, kv2 = fused(**_inputs(m), config=cfg)
+    assert torch.equal(qr2, qr) and torch.equal(kv2, kv)
+    with capture() as launches:
+        fused(**_inputs(m), config=cfg)
+    names = [l.name.split(":")[1] for l in launches]
+    assert names[-1] == "_attention_front_kernel" and len(names) == (1 if m == 1 else 2)
+
+
+def test_attention_front_bad_inputs():
+    fused = registry.get_impl("attention_front", "triton").fn
+    a = _inputs(2)
+    with pytest.raises(TypeError, match="wq_a"):
+        fused(**{**a, "wq_a": a["wq_a"].float()})
+    with pytest.raises(ValueError, match="positions and seq_ids"):
+        fused(**{**a, "positions": a["positions"][:1]})
+    with pytest.raises(ValueError, match="window_cache"):
+        fused(**{**a, "window_cache": a["window_cache"][:, :, :64]})
+
+
+# attention_q ---------------------------------------------------------------------------------------------------
+QSMALL = {"K": 256, "Hl": 2, "Dh": 128, "R": 64, "ctx": 40, "compressed": False}
+
+
+def test_attention_q_matches_reference_drawn():
+    verify_drawn("attention_q")
+
+
+@pytest.mark.parametrize("m,values", [(1, "outliers"), (17, "normal"), (3, "boundary")])
+def test_attention_q_matches_reference(m, values):
+    verify("attention_q", {**QSMALL, "M": m, "ragged": m > 1}, values, 5, "contiguous")
+
+
+@pytest.mark.parametrize("m,split", [(1, 2), (17, 2), (3, 1)])
+def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, monkeypatch):
+    """Same GEMM config: bit for bit the separate fp8_linear + head_rms_norm_rope kernels (the same tile loop,
+    split order and head arithmetic); one launch at M <= PROLOGUE_QUANT_MAX_M, two above; tickets back at zero."""
+    monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
+    cfg = {"BM": 16, "BN": 32, "SPLIT": split, "num_warps": 4, "num_stages": 2, "RB": 4}
+    spec = registry.get_op("attention_q")
+    a = spec.make_inputs({**QSMALL, "M": m, "ragged": m > 1}, torch.Generator().manual_seed(4), "cpu", "normal")
+    fused = registry.get_impl("attention_q", "triton").fn
+    lin, head = (registry.get_impl(op, "triton").fn for op in ("fp8_linear", "head_rms_norm_rope"))
+    q = fused(**a, config=cfg)
+    y = lin(a["x"], a["weight"], a["weight_scale"], config=cfg).view(m, QSMALL["Hl"], QSMALL["Dh"])
+    assert torch.equal(q, head(y, a["positions"], a["freqs"], a["eps"]))
+    assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    assert torch.equal(fused(**a, config=cfg), q)
+    with capture() as launches:
+        fused(**a, config=cfg)
+    names = [l.name.split(":")[1] for l in launches]
+    assert names[-1] == "_attention_q_kernel" and len(names) == (1 if m == 1 else 2)
+
+
+def test_attention_q_bad_inputs():
+    spec = registry.get_op("attention_q")
+    a = spec.make_inputs({**QSMALL, "M": 2, "ragged": True}, torch.Generator().manual_seed(4), "cpu", "normal")
+    fused = registry.get_impl("attention_q", "triton").fn
+    with pytest.raises(ValueError, match="head_dim"):
+        fused(**{**a, "head_dim": 96})
+    with pytest.raises(TypeError, match="weight"):
+        fused(**{**a, "weight": a["weight"].float()})

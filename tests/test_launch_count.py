@@ -1,0 +1,36 @@
+"""kernelbench.launch_count: launches per op of one decode step on the CPU (Triton launches recorded, not run;
+torch ops seen by a dispatch mode), and the launch budget of the fused attention front it guards."""
+import torch
+
+from kernelbench import launch_count as lc
+from kernelbench.backend import Ops
+
+
+def test_counts_each_launch_under_its_op_and_the_fused_front_saves_launches():
+    model, ids, pos, seq, cache = lc.build("tiny", "swa,csa,hca", tp=1, batch=1, context=20)
+    n = model.cfg.n_layers
+    c = lc.count_step(model, ids, pos, seq, cache)
+    assert c.calls["attention_front"] == n and c.calls["attention_q"] == n
+    # C=1: the activation is quantized inside each GEMM and split K is summed in the kernel: one launch per call
+    for op in ("attention_front", "attention_q", "grouped_wo_a", "attention_indices"):
+        assert c.triton[op] == c.calls[op] == n, (op, c.triton[op], c.calls[op])
+    assert c.calls["kv_write"] == 0 and c.calls["head_rms_norm_rope"] == 0
+    assert c.total() == sum(tr + to for _, _, tr, to, _ in c.rows())
+    assert sum(c.syncs.values()) == 0 or set(c.syncs) <= {"compressor_step"}, dict(c.syncs)
+    # the separate kernels: wq_a, wkv, q_norm, kv_write (4) and wq_b, head norm (2) per layer
+    model.env.ops = Ops("triton", {"attention_front": "triton_parts", "attention_q": "triton_parts"})
+    p = lc.count_step(model, ids, pos, seq, model.new_cache(1, 28))
+    assert p.triton["attention_front"] == 4 * n and p.triton["attention_q"] == 2 * n
+    assert sum(p.triton.values()) - sum(c.triton.values()) == 4 * n     # (kv_write's CPU-only checks add torch ops)
+
+
+def test_torch_glue_outside_ops_is_counted_and_views_are_free():
+    counts, current = lc.Counts(), [lc.OUTSIDE]
+    x = torch.randn(4, 8)
+    with lc._TorchOps(counts, current):
+        y = x.view(2, 16).t()            # views: no launch
+        z = y.contiguous() + 1           # a copy and an add
+        torch.empty(3)                   # allocation only
+        torch.zeros(3)                   # a fill
+    assert counts.launches(lc.OUTSIDE) == 3, counts.torch_ops
+    assert z.shape == (16, 2)
