@@ -42,7 +42,7 @@ _HC = tl.constexpr(HC)   # the same, as a constant the kernels can read
 
 
 # config space ------------------------------------------------------------------------------------
-def mhc_configs(params: dict) -> list[dict]:
+def mhc_configs(params: dict, split_norm: bool = False) -> list[dict]:
     """(BLOCK_T tokens, BLOCK_D columns, warps) of the projection program, NJ streams per projection
     program (4: one program walks all four; 1: the stream index is a grid axis, 4x the programs),
     and (BLOCK_MIX columns, warps) of the mix program. Only projection tiles that compile for sm_120
@@ -52,7 +52,8 @@ def mhc_configs(params: dict) -> list[dict]:
     (no barrier). The default is the configuration measured on the H200 (docs/perf/mhc_norm.md)."""
     tiles = ((16, 32, 4), (16, 64, 4), (16, 64, 8), (16, 128, 8), (32, 64, 8), (64, 32, 8))
     mixes = ((512, 1), (512, 2), (1024, 2), (512, 4), (1024, 4), (2048, 4))
-    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "NJ": nj, "BLOCK_MIX": mix, "mix_warps": mw}
+    extra = {"SPLIT_NORM": True} if split_norm else {}
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "NJ": nj, "BLOCK_MIX": mix, "mix_warps": mw, **extra}
             for bt, bd, w in tiles for nj in (4, 1) for mix, mw in mixes]
 
 
@@ -60,6 +61,11 @@ def mhc_default(params: dict) -> dict:
     t = params.get("T", 1)
     return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 64, "num_warps": 4 if t <= 16 else 8, "NJ": 4,
             "BLOCK_MIX": 1024, "mix_warps": 4}
+
+
+def mhc_norm_default(params: dict) -> dict:
+    """mhc_post_pre_norm: the normalized mix over a (T, D / BLOCK_MIX) grid (SPLIT_NORM; not yet tuned)."""
+    return {**mhc_default(params), "SPLIT_NORM": True, "BLOCK_MIX": 512, "mix_warps": 2}
 
 
 def mhc_post_configs(params: dict) -> list[dict]:
@@ -136,13 +142,16 @@ def _mix_cols(h_ptr, t, d, D, pre, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr,
+def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, nsq_ptr, cnt_ptr,
              # h (T, 4, D) bf16; ws (S, T, NPAD), sq (S, T) partials; base (ROWS,), scale (3,) or (1,) fp32
              # x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out (not written when HEAD)
-             # NORM: x is rms_norm(x', nw (D,) bf16, rms_eps); one program per token walks D twice
+             # NORM: x is rms_norm(x', nw (D,) bf16, rms_eps). Without SPLIT_NORM one program per token walks
+             # D twice. SPLIT_NORM: grid (T, NB); nsq (T, NB) fp32 block sums of squares, cnt (T,) int32 zeros
+             # on entry (left zero): the token's last program to finish normalizes x in place
              T, D, S, eps, norm_eps, rms_eps,
              ITERS: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
-             NCHUNK: tl.constexpr, BLOCK_MIX: tl.constexpr, NORM: tl.constexpr, INTERP: tl.constexpr):
+             NCHUNK: tl.constexpr, BLOCK_MIX: tl.constexpr, NORM: tl.constexpr, SPLIT_NORM: tl.constexpr,
+             NB_P2: tl.constexpr, BLOCK_FIN: tl.constexpr, INTERP: tl.constexpr):
     t = tl.program_id(0)
     pd = tl.program_id(1)
     k = tl.arange(0, _HC)
@@ -177,7 +186,28 @@ def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_p
             c = c / (tl.sum(c, axis=1)[:, None] + eps)
             c = c / (tl.sum(c, axis=0)[None, :] + eps)
         tl.store(comb_ptr + t * (_HC * _HC) + ij, c, mask=first & (ij < _HC * _HC))
-    if NORM:    # pass 1: sum of squares of the bf16 x'; pass 2: recompute x' (h from L2), scale, store
+    if NORM and SPLIT_NORM:
+        # this block of x' (bf16, as stored) and its sum of squares; the token's last program to arrive
+        # (atomic ticket, acq_rel: every other block's stores are visible to it) sums the NB block sums in
+        # block order (deterministic) and normalizes the whole row in place, then re-arms the counter
+        nb = tl.num_programs(1)
+        d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
+        xb = _mix_cols(h_ptr, t, d, D, pre, INTERP)
+        tl.store(x_ptr + t.to(tl.int64) * D + d, xb.to(tl.bfloat16), mask=d < D)
+        tl.store(nsq_ptr + t * nb + pd, tl.sum(xb * xb, axis=0))
+        tl.debug_barrier()
+        ticket = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel")
+        if ticket == nb - 1:
+            b = tl.arange(0, NB_P2)
+            parts = tl.load(nsq_ptr + t * nb + b, mask=b < nb, other=0.0, cache_modifier=".cg")
+            rr = tl.rsqrt(tl.sum(parts, axis=0) / D + rms_eps)
+            for d0 in range(0, D, BLOCK_FIN):
+                dd = d0 + tl.arange(0, BLOCK_FIN)
+                xr = tl.load(x_ptr + t.to(tl.int64) * D + dd, mask=dd < D, other=0.0, cache_modifier=".cg")
+                w = tl.load(nw_ptr + dd, mask=dd < D, other=0.0).to(tl.float32)
+                tl.store(x_ptr + t.to(tl.int64) * D + dd, to_bf16(w * (xr.to(tl.float32) * rr), INTERP), mask=dd < D)
+            tl.atomic_xchg(cnt_ptr + t, 0)
+    elif NORM:    # pass 1: sum of squares of the bf16 x'; pass 2: recompute x' (h from L2), scale, store
         ssq = tl.zeros((BLOCK_MIX,), dtype=tl.float32)
         for d0 in range(0, D, BLOCK_MIX):
             xb = _mix_cols(h_ptr, t, d0 + tl.arange(0, BLOCK_MIX), D, pre, INTERP)
@@ -257,18 +287,39 @@ def _project(h, fn, rows, npad, cfg, fuse=None):
     return ws, sq, s, hout
 
 
+_COUNTERS: dict = {}
+
+
+def token_counters(device: torch.device, t: int) -> torch.Tensor:
+    """A zeroed int32 counter per token, kept per device: kernels that take a ticket from it set it back
+    to zero before they finish, so it is zero at every launch (no memset launch per call). Launches on one
+    stream only (the decoder's) may share it."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < t:
+        buf = torch.zeros(max(4096, t), dtype=torch.int32, device=device)
+        _COUNTERS[device] = buf
+    return buf
+
+
 def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False, norm=None):
-    """norm = (weight, rms_eps): x comes out RMS-normalized (one program per token walks all of D)."""
+    """norm = (weight, rms_eps): x comes out RMS-normalized: with cfg SPLIT_NORM over a (T, D / BLOCK_MIX)
+    grid whose last program per token normalizes, else one program per token walks all of D twice."""
     t, _, d = h.shape
     x = torch.empty((t, d), dtype=h.dtype, device=h.device)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
     bs = min(triton.next_power_of_2(s), 32 * cfg["mix_warps"])   # <= 16 partial values per thread per chunk
     nw, rms_eps = norm if norm is not None else (base, 0.0)
-    _mhc_mix[(t, 1 if norm is not None else triton.cdiv(d, cfg["BLOCK_MIX"]))](
-        h, ws, sq, base, scale, x, post, comb, nw, t, d, s, eps, norm_eps, rms_eps,
+    split = norm is not None and bool(cfg.get("SPLIT_NORM", False))
+    nb = 1 if norm is not None and not split else triton.cdiv(d, cfg["BLOCK_MIX"])
+    nsq = torch.empty((t, nb), dtype=torch.float32, device=h.device) if split else sq
+    cnt = token_counters(h.device, t) if split else sq
+    _mhc_mix[(t, nb)](
+        h, ws, sq, base, scale, x, post, comb, nw, nsq, cnt, t, d, s, eps, norm_eps, rms_eps,
         ITERS=iters, HEAD=head, NPAD=npad, BLOCK_S=bs, NCHUNK=triton.cdiv(s, bs), BLOCK_MIX=cfg["BLOCK_MIX"],
-        NORM=norm is not None, INTERP=INTERPRET, num_warps=cfg["mix_warps"])
+        NORM=norm is not None, SPLIT_NORM=split, NB_P2=triton.next_power_of_2(nb),
+        BLOCK_FIN=min(triton.next_power_of_2(d), 1024 * cfg["mix_warps"]), INTERP=INTERPRET,
+        num_warps=cfg["mix_warps"])
     return x, post, comb
 
 
@@ -331,7 +382,8 @@ def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
 
 
-@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
+               default_config=lambda p: mhc_norm_default(p),
                kernels=lambda: [_mhc_proj, _mhc_mix])
 def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                       rms_eps: float, config: dict | None = None):
@@ -346,12 +398,23 @@ def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float,
         raise ValueError(f"mhc_post_pre_norm: rms_eps must be >= 0, got {rms_eps}")
     if t == 0:
         return torch.empty_like(h), h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
-    cfg = _pre_cfg("mhc_post_pre_norm", t, d, config)
+    key = {"T": t, "D": d}
+    cfg = config or lookup("mhc_post_pre_norm", key, mhc_norm_default(key))
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
                              fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg,
                       norm=(weight.contiguous(), float(rms_eps))))
+
+
+@register_impl("mhc_post_pre_norm", "triton_v1", backend="triton", configs=mhc_configs,
+               default_config=mhc_default, kernels=lambda: [_mhc_proj, _mhc_mix])
+def mhc_post_pre_norm_v1(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                         rms_eps: float, config: dict | None = None):
+    """The first version (kept to measure against): the mix's norm is one program per token walking D twice."""
+    key = {"T": h.shape[0], "D": h.shape[-1]}
+    cfg = {**(config or lookup("mhc_post_pre_norm", key, mhc_default(key))), "SPLIT_NORM": False}
+    return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, config=cfg)
 
 
 @register_impl("mhc_head", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
