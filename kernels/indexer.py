@@ -12,11 +12,15 @@ Launches (graph-capturable: no host reads of device data; every bound is read on
      the reference (DeepSeek's torch arithmetic) rounds: each head's dot, each relu'd product with
      the bf16 weight, the fp32 sum over heads. Work and bytes are S4 * 256 per token.
   2. `_index_topk` grid (T,) (or, with SEGMENTS > 1, `_index_topk_segments` grid (T, SEGMENTS) then
-     `_index_topk_merge` grid (T,) over the segments' candidates): radix select of the K-th largest score on 32-bit order-preserving keys
-     (4 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
+     `_index_topk_merge` grid (T,) over the segments' candidates): radix select of the K-th largest score
+     on order-preserving keys (the scores are bf16 values, so only the high 16 bits of the fp32 key vary:
+     2 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
      survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
-     reference. -1 / -inf pad rows with fewer than K keys.
+     reference; the scores are decoded from the sorted keys. A row with S4 <= K skips the select (every
+     key is kept): its scores are packed and sorted directly. -1 / -inf pad rows with fewer than K keys.
+     Impl "triton_v1" is the first version (FAST=False: 4 passes over 32-bit keys, always the select,
+     the scores gathered from the row), kept to measure against.
 The score scratch is [T, Ncap] fp32 from torch.empty (no fill, never read past S4): only its
 allocation, not any work, is sized by the capacity.
 """

@@ -20,9 +20,13 @@ needs the whole reduction, so pre is two launches (the fewest without a grid-wid
      of a token; with 4 warps its cross-warp reductions cost ~3.6 us of latency on the H200, see
      docs/perf/mhc_norm.md: 1-2 warp configs keep them in a warp), and writes x = sum_i pre_i h_i
      for its columns; the first program of a token writes post and comb.
-     mhc_post_pre_norm (NORM): grid (T, 1); the token's program walks D twice in BLOCK_MIX columns (sum of
-     squares of the bf16 x', then x' again from L2, times rsqrt and the norm weight): the sublayer's input
-     RMSNorm without its own launch or the x' round trip through memory.
+     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton"): grid (T, ceil(D / BLOCK_MIX)); each program stores
+     its block of the bf16 x' and that block's sum of squares, then takes a ticket from a per-token counter
+     (atomic, acq_rel); the token's last program sums the block sums in block order (deterministic) and
+     rewrites the row as w * x' * rsqrt(mean + eps) (x' read back as stored: the norm of the bf16 x', as the
+     reference), then re-arms the counter (`token_counters`: zero at every launch, no memset launch). The
+     sublayer's input RMSNorm costs no launch of its own. Impl "triton_v1" (SPLIT_NORM off): grid (T, 1),
+     the token's one program walks D twice (sum of squares, then x' again from L2): at T=1 a single program.
 mhc_post alone is `_mhc_post`, grid (T, ceil(D / BLOCK_D)): one read of x and h, one write of h'.
 Shared memory: the bf16 dot operands, BLOCK_T * BLOCK_D * 2 + 3 * NPAD * BLOCK_D * 2 bytes per stream
 (checked against sm_120's 101,376 bytes in tests/test_mhc.py).
