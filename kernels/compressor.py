@@ -254,7 +254,8 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
             SPLIT=split, SPLIT_P2=sp2, BLOCK_R=block_r, num_warps=4, num_stages=1)
     r = 2 * freqs.shape[0]
     _comp_emit[(t,)](state_kv, state_score, pos, seq, norm_weight.contiguous(), freqs.contiguous(), cache,
-                     emitted.view(torch.uint8), float(eps), ratio, state_kv.stride(0), state_kv.stride(1), cache.stride(0), cache.stride(1),
+                     emitted.view(torch.uint8), float(eps), ratio, state_kv.stride(0), state_kv.stride(1),
+                     cache.stride(0), cache.stride(1),
                      DD=d, C=c, R=r, ROWS=cfg["ROWS"], ROTATE=bool(rotate),
                      NG_P2=triton.next_power_of_2(max(1, (d - r) // 64)), RNE_FIX=INTERPRET,
                      num_warps=4, num_stages=1)

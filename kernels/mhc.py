@@ -16,11 +16,13 @@ needs the whole reduction, so pre is two launches (the fewest without a grid-wid
      first forms h' = post * x + comb^T h for its tile from x and h, stores h' in bf16 and projects
      the rounded h' (the next pre reads the stored streams): post and pre share one read of h.
   2. `_mhc_mix` grid (T, ceil(D / BLOCK_MIX)): sums the S partials, applies the rsqrt, sigmoid
-     splits and 20 Sinkhorn iterations on the 4 x 4 comb in registers (recomputed by every program
-     of a token; with 4 warps its cross-warp reductions cost ~3.6 us of latency on the H200, see
-     docs/perf/mhc_norm.md: 1-2 warp configs keep them in a warp), and writes x = sum_i pre_i h_i
-     for its columns; the first program of a token writes post and comb.
-     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton"): grid (T, ceil(D / BLOCK_MIX)); each program stores
+     splits and 20 Sinkhorn iterations on the 4 x 4 comb in registers (with 4 warps its cross-warp
+     reductions cost ~3.6 us of latency on the H200, see docs/perf/mhc_norm.md: 1-2 warp configs keep
+     them in a warp), and writes x = sum_i pre_i h_i for its columns; the first program of a token
+     writes post and comb.
+     Only one program of a token runs Sinkhorn (the first; with SPLIT_NORM an extra last program that does
+     nothing else, so Sinkhorn's latency overlaps the x' blocks).
+     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton"): grid (T, ceil(D / BLOCK_MIX) + 1); each program stores
      its block of the bf16 x' and that block's sum of squares, then takes a ticket from a per-token counter
      (atomic, acq_rel); the token's last program sums the block sums in block order (deterministic) and
      rewrites the row as w * x' * rsqrt(mean + eps) (x' read back as stored: the norm of the bf16 x', as the
@@ -177,40 +179,47 @@ def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_p
                                  other=0.0), axis=0)
     r = tl.rsqrt(tl.sum(sq, axis=0) / (_HC * D) + norm_eps)
     pre = tl.sigmoid(m_pre * r * tl.load(scale_ptr) + tl.load(base_ptr + k)) + eps
-    if not HEAD:
-        first = pd == 0
-        post = 2.0 * tl.sigmoid(m_post * r * tl.load(scale_ptr + 1) + tl.load(base_ptr + _HC + k))
-        tl.store(post_ptr + t * _HC + k, post, mask=first & (k < _HC))
-        mc = mc * r
-        z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * _HC + ij)
-        e = tl.exp(z - tl.max(z, axis=1)[:, None])
-        c = e / tl.sum(e, axis=1)[:, None] + eps
-        c = c / (tl.sum(c, axis=0)[None, :] + eps)
-        for _ in range(ITERS - 1):
-            c = c / (tl.sum(c, axis=1)[:, None] + eps)
-            c = c / (tl.sum(c, axis=0)[None, :] + eps)
-        tl.store(comb_ptr + t * (_HC * _HC) + ij, c, mask=first & (ij < _HC * _HC))
-    if NORM and SPLIT_NORM:
-        # this block of x' (bf16, as stored) and its sum of squares; the token's last program to arrive
-        # (atomic ticket, acq_rel: every other block's stores are visible to it) sums the NB block sums in
-        # block order (deterministic) and normalizes the whole row in place, then re-arms the counter
+    if SPLIT_NORM:   # the last program of the row only runs Sinkhorn, beside the NB x' blocks
+        nb = tl.num_programs(1) - 1
+        sink = pd == nb
+    else:            # one program of the row writes post and comb; the others skip Sinkhorn
         nb = tl.num_programs(1)
-        d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
-        xb = _mix_cols(h_ptr, t, d, D, pre, INTERP)
-        tl.store(x_ptr + t.to(tl.int64) * D + d, xb.to(tl.bfloat16), mask=d < D)
-        tl.store(nsq_ptr + t * nb + pd, tl.sum(xb * xb, axis=0))
-        tl.debug_barrier()
-        ticket = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel")
-        if ticket == nb - 1:
-            b = tl.arange(0, NB_P2)
-            parts = tl.load(nsq_ptr + t * nb + b, mask=b < nb, other=0.0, cache_modifier=".cg")
-            rr = tl.rsqrt(tl.sum(parts, axis=0) / D + rms_eps)
-            for d0 in range(0, D, BLOCK_FIN):
-                dd = d0 + tl.arange(0, BLOCK_FIN)
-                xr = tl.load(x_ptr + t.to(tl.int64) * D + dd, mask=dd < D, other=0.0, cache_modifier=".cg")
-                w = tl.load(nw_ptr + dd, mask=dd < D, other=0.0).to(tl.float32)
-                tl.store(x_ptr + t.to(tl.int64) * D + dd, to_bf16(w * (xr.to(tl.float32) * rr), INTERP), mask=dd < D)
-            tl.atomic_xchg(cnt_ptr + t, 0)
+        sink = pd == 0
+    if not HEAD:
+        if sink:
+            post = 2.0 * tl.sigmoid(m_post * r * tl.load(scale_ptr + 1) + tl.load(base_ptr + _HC + k))
+            tl.store(post_ptr + t * _HC + k, post)
+            mc = mc * r
+            z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * _HC + ij)
+            e = tl.exp(z - tl.max(z, axis=1)[:, None])
+            cm = e / tl.sum(e, axis=1)[:, None] + eps
+            cm = cm / (tl.sum(cm, axis=0)[None, :] + eps)
+            for _ in range(ITERS - 1):
+                cm = cm / (tl.sum(cm, axis=1)[:, None] + eps)
+                cm = cm / (tl.sum(cm, axis=0)[None, :] + eps)
+            tl.store(comb_ptr + t * (_HC * _HC) + ij, cm)
+    if NORM and SPLIT_NORM:
+        if pd < nb:
+            # this block of x' (bf16, as stored) and its sum of squares; the token's last program to arrive
+            # (atomic ticket, acq_rel: every other block's stores are visible to it) sums the NB block sums in
+            # block order (deterministic) and normalizes the whole row in place, then re-arms the counter
+            d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
+            xb = _mix_cols(h_ptr, t, d, D, pre, INTERP)
+            tl.store(x_ptr + t.to(tl.int64) * D + d, xb.to(tl.bfloat16), mask=d < D)
+            tl.store(nsq_ptr + t * nb + pd, tl.sum(xb * xb, axis=0))
+            tl.debug_barrier()
+            ticket = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel")
+            if ticket == nb - 1:
+                b = tl.arange(0, NB_P2)
+                parts = tl.load(nsq_ptr + t * nb + b, mask=b < nb, other=0.0, cache_modifier=".cg")
+                rr = tl.rsqrt(tl.sum(parts, axis=0) / D + rms_eps)
+                for d0 in range(0, D, BLOCK_FIN):
+                    dd = d0 + tl.arange(0, BLOCK_FIN)
+                    xr = tl.load(x_ptr + t.to(tl.int64) * D + dd, mask=dd < D, other=0.0, cache_modifier=".cg")
+                    w = tl.load(nw_ptr + dd, mask=dd < D, other=0.0).to(tl.float32)
+                    xn = to_bf16(w * (xr.to(tl.float32) * rr), INTERP)
+                    tl.store(x_ptr + t.to(tl.int64) * D + dd, xn, mask=dd < D)
+                tl.atomic_xchg(cnt_ptr + t, 0)
     elif NORM:    # pass 1: sum of squares of the bf16 x'; pass 2: recompute x' (h from L2), scale, store
         ssq = tl.zeros((BLOCK_MIX,), dtype=tl.float32)
         for d0 in range(0, D, BLOCK_MIX):
@@ -318,7 +327,7 @@ def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False,
     nb = 1 if norm is not None and not split else triton.cdiv(d, cfg["BLOCK_MIX"])
     nsq = torch.empty((t, nb), dtype=torch.float32, device=h.device) if split else sq
     cnt = token_counters(h.device, t) if split else sq
-    _mhc_mix[(t, nb)](
+    _mhc_mix[(t, nb + 1 if split else nb)](        # split: program nb of a row runs only Sinkhorn
         h, ws, sq, base, scale, x, post, comb, nw, nsq, cnt, t, d, s, eps, norm_eps, rms_eps,
         ITERS=iters, HEAD=head, NPAD=npad, BLOCK_S=bs, NCHUNK=triton.cdiv(s, bs), BLOCK_MIX=cfg["BLOCK_MIX"],
         NORM=norm is not None, SPLIT_NORM=split, NB_P2=triton.next_power_of_2(nb),
