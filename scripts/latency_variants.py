@@ -30,3 +30,5 @@ _variant("compressor_step", "triton_w4", C.compressor_step, lambda kw: C.compres
          lambda: [C._comp_project, C._comp_reduce, C._comp_emit])
 _variant("indexer_topk", "triton_seg16", I.indexer_topk, lambda kw: I.indexer_default({}), {"SEGMENTS": 16},
          lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
+_variant("indexer_topk", "triton_tw4", I.indexer_topk, lambda kw: I.indexer_default({}), {"TOPK_WARPS": 4},
+         lambda: [I._index_scores, I._index_topk])
