@@ -32,3 +32,7 @@ _variant("indexer_topk", "triton_seg16", I.indexer_topk, lambda kw: I.indexer_de
          lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
 _variant("indexer_topk", "triton_tw4", I.indexer_topk, lambda kw: I.indexer_default({}), {"TOPK_WARPS": 4},
          lambda: [I._index_scores, I._index_topk])
+_variant("compressor_step", "triton_r8", C.compressor_step, lambda kw: C.compressor_default({}), {"ROWS": 8},
+         lambda: [C._comp_project, C._comp_reduce, C._comp_emit])
+_variant("mhc_post_pre_norm", "triton_bt16", M.mhc_post_pre_norm, _norm_default, {"BLOCK_T": 16, "num_warps": 4},
+         lambda: [M._mhc_proj, M._mhc_mix])
