@@ -17,8 +17,11 @@ Two or three launches, graph-capturable (which tokens emit is decided on the dev
      do not emit return at once. An emitting token pools its
      2r (overlap) or r rows per channel with an online softmax over row blocks, rounds to bf16, RMS
      norm, RoPE at p + 1 - r, then FP8 simulation of the first d - R dims (attention) or Hadamard +
-     FP4 simulation (indexer), written to cache[seq, p // r]; the cache slot doubles as the scratch
-     between those steps (a barrier between each). With overlap it then moves rows [r, 2r) to [0, r).
+     FP4 simulation (indexer), written to cache[seq, p // r]. REG (impl "triton"): those steps stay in
+     registers ((even, odd) pairs by reshape/split for RoPE, groups by reshape) and the row is stored
+     once; without REG (triton_v1) the cache slot is the scratch between the steps (store, barrier,
+     reload: one L2 round trip each). Same roundings, bit-identical results. With overlap it then moves
+     rows [r, 2r) to [0, r).
 """
 from __future__ import annotations
 
@@ -126,7 +129,7 @@ def _comp_reduce(ws_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr,   # ws (SPLI
 def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_ptr,   # cache (B, Ncap, DD) bf16
                eps, RATIO, s_sb, s_sr, s_cb, s_cn,
                DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
-               NG_P2: tl.constexpr, RNE_FIX: tl.constexpr):
+               NG_P2: tl.constexpr, RNE_FIX: tl.constexpr, REG: tl.constexpr = False):
     t = tl.program_id(0)
     p = tl.load(pos_ptr + t)
     emits = (p + 1) % RATIO == 0
@@ -155,46 +158,49 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_pt
         rs = 1.0 / tl.sqrt(tl.sum(y * y, axis=0) / DD + eps)
         y = to_bf16((y * rs) * tl.load(nw_ptr + ch).to(tl.float32), RNE_FIX)
         dst = cache_ptr + seq * s_cb + (p // RATIO) * s_cn
-        tl.store(dst + ch, y)
-        tl.debug_barrier()
-        i = tl.arange(0, R // 2)                                        # RoPE at the block start
-        ev = DD - R + 2 * i
-        xe = tl.load(dst + ev).to(tl.float32)
-        xo = tl.load(dst + ev + 1).to(tl.float32)
-        sn, cs = sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i))
-        tl.debug_barrier()
-        tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
-        tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
-        tl.debug_barrier()
-        if ROTATE:                                                      # Hadamard, then FP4 (group 32)
-            yv = tl.load(dst + ch).to(tl.float32)
-            par = ch[:, None] & ch[None, :]
-            par = par ^ (par >> 4)
-            par = par ^ (par >> 2)
-            par = par ^ (par >> 1)
-            sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                 # H[i, j] = (-1)^popcount(i & j)
-            yh = to_bf16(tl.sum(yv[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+        if REG:
+            _emit_finish_regs(y.to(tl.float32), dst, p, RATIO, f_ptr, DD, R, ROTATE, RNE_FIX)
+        else:
+            tl.store(dst + ch, y)
             tl.debug_barrier()
-            tl.store(dst + ch, yh)
+            i = tl.arange(0, R // 2)                                        # RoPE at the block start
+            ev = DD - R + 2 * i
+            xe = tl.load(dst + ev).to(tl.float32)
+            xo = tl.load(dst + ev + 1).to(tl.float32)
+            sn, cs = sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i))
             tl.debug_barrier()
-            g = tl.arange(0, DD // 32)
-            offs = g[:, None] * 32 + tl.arange(0, 32)[None, :]
-            xq = tl.load(dst + offs).to(tl.float32)
-            amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
-            se = ue8m0_exp(amax, 2, 0x400000)                           # 6 = 1.5 * 2^2
-            code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+            tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
+            tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
             tl.debug_barrier()
-            tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
-        else:                                                           # FP8 (group 64) of the first d - R
-            g = tl.arange(0, NG_P2)
-            offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
-            gm = (g < (DD - R) // 64)[:, None]
-            xq = tl.load(dst + offs, mask=gm, other=0.0).to(tl.float32)
-            amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 1e-4)
-            se = ue8m0_exp(amax, 8, 0x600000)                           # 448 = 1.75 * 2^8
-            _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
-            tl.debug_barrier()
-            tl.store(dst + offs, (val * pow2(se)[:, None]).to(tl.bfloat16), mask=gm)
+            if ROTATE:                                                      # Hadamard, then FP4 (group 32)
+                yv = tl.load(dst + ch).to(tl.float32)
+                par = ch[:, None] & ch[None, :]
+                par = par ^ (par >> 4)
+                par = par ^ (par >> 2)
+                par = par ^ (par >> 1)
+                sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                 # H[i, j] = (-1)^popcount(i & j)
+                yh = to_bf16(tl.sum(yv[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+                tl.debug_barrier()
+                tl.store(dst + ch, yh)
+                tl.debug_barrier()
+                g = tl.arange(0, DD // 32)
+                offs = g[:, None] * 32 + tl.arange(0, 32)[None, :]
+                xq = tl.load(dst + offs).to(tl.float32)
+                amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
+                se = ue8m0_exp(amax, 2, 0x400000)                           # 6 = 1.5 * 2^2
+                code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+                tl.debug_barrier()
+                tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
+            else:                                                           # FP8 (group 64) of the first d - R
+                g = tl.arange(0, NG_P2)
+                offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
+                gm = (g < (DD - R) // 64)[:, None]
+                xq = tl.load(dst + offs, mask=gm, other=0.0).to(tl.float32)
+                amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 1e-4)
+                se = ue8m0_exp(amax, 8, 0x600000)                           # 448 = 1.75 * 2^8
+                _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
+                tl.debug_barrier()
+                tl.store(dst + offs, (val * pow2(se)[:, None]).to(tl.bfloat16), mask=gm)
         if C == 2:                                                      # current block becomes "previous"
             tl.debug_barrier()
             for r0 in range(0, RATIO, ROWS):
@@ -207,6 +213,42 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_pt
                     sc = tl.load(ss_ptr + src, mask=rm)
                     tl.store(sk_ptr + dst_row, kv, mask=rm)
                     tl.store(ss_ptr + dst_row, sc, mask=rm)
+
+
+@triton.jit
+def _emit_finish_regs(y, dst, p, RATIO, f_ptr, DD: tl.constexpr, R: tl.constexpr, ROTATE: tl.constexpr,
+                      RNE_FIX: tl.constexpr):
+    """The emitted entry after its norm (y: [DD] fp32 holding bf16 values) to the cache row `dst`, kept in
+    registers (REG): RoPE on the last R dims as (even, odd) pairs, then Hadamard + FP4 (ROTATE) or FP8 of
+    the first DD - R dims, each step rounded as the memory path rounds; one store."""
+    ye, yo = tl.split(tl.reshape(y, [DD // 2, 2]))
+    i = tl.arange(0, DD // 2)
+    rot = i >= (DD - R) // 2
+    sn, cs = sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i - (DD - R) // 2, mask=rot, other=0.0))
+    ne = tl.where(rot, to_bf16(ye * cs - yo * sn, RNE_FIX).to(tl.float32), ye)
+    no = tl.where(rot, to_bf16(ye * sn + yo * cs, RNE_FIX).to(tl.float32), yo)
+    y = tl.reshape(tl.join(ne, no), [DD])
+    ch = tl.arange(0, DD)
+    if ROTATE:                                                          # Hadamard, then FP4 (group 32)
+        par = ch[:, None] & ch[None, :]
+        par = par ^ (par >> 4)
+        par = par ^ (par >> 2)
+        par = par ^ (par >> 1)
+        sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                     # H[i, j] = (-1)^popcount(i & j)
+        yh = to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX).to(tl.float32)
+        xq = tl.reshape(yh, [DD // 32, 32])
+        amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
+        se = ue8m0_exp(amax, 2, 0x400000)                               # 6 = 1.5 * 2^2
+        code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+        out = e2m1_value(code) * pow2(se)[:, None]
+    else:                                                               # FP8 (group 64) of the first d - R
+        xq = tl.reshape(y, [DD // 64, 64])
+        gm = (tl.arange(0, DD // 64) < (DD - R) // 64)[:, None]
+        amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 1e-4)
+        se = ue8m0_exp(amax, 8, 0x600000)                               # 448 = 1.75 * 2^8
+        _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
+        out = tl.where(gm, val * pow2(se)[:, None], xq)
+    tl.store(dst + ch, tl.reshape(out, [DD]).to(tl.bfloat16))
 
 
 @register_impl("compressor_step", "triton", backend="triton", configs=compressor_configs,
@@ -258,13 +300,13 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
     _comp_emit[(t,)](state_kv, state_score, pos, seq, norm_weight.contiguous(), freqs.contiguous(), cache,
                      emitted.view(torch.uint8), float(eps), ratio, state_kv.stride(0), state_kv.stride(1),
                      cache.stride(0), cache.stride(1),
-                     DD=d, C=c, R=r, ROWS=cfg["ROWS"], ROTATE=bool(rotate),
+                     DD=d, C=c, R=r, ROWS=min(cfg["ROWS"], triton.next_power_of_2(c * ratio)), ROTATE=bool(rotate),
                      NG_P2=triton.next_power_of_2(max(1, (d - r) // 64)), RNE_FIX=INTERPRET,
-                     num_warps=4, num_stages=1)
+                     REG=bool(cfg.get("REG_EMIT", True)), num_warps=4, num_stages=1)
     return emitted
 
 
-V1 = {"SPLIT": 1, "ROWS": 8}   # the first version's projection (no split of D) and pooling step
+V1 = {"SPLIT": 1, "ROWS": 8, "REG_EMIT": False}   # the first version's projection, pooling step and emit
 
 
 @register_impl("compressor_step", "triton_v1", backend="triton", configs=compressor_configs,

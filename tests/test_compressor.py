@@ -251,7 +251,7 @@ REDUCE_SIG = {"ws_ptr": "*fp32", "ape_ptr": "*fp32", "pos_ptr": "*i64", "seq_ptr
 EMIT_SIG = {"sk_ptr": "*fp32", "ss_ptr": "*fp32", "pos_ptr": "*i64", "seq_ptr": "*i64", "nw_ptr": "*bf16",
             "f_ptr": "*fp32", "cache_ptr": "*bf16", "em_ptr": "*u8", "eps": "fp32", "RATIO": "i32", "s_sb": "i32", "s_sr": "i32",
             "s_cb": "i32", "s_cn": "i32", "DD": "constexpr", "C": "constexpr", "R": "constexpr", "ROWS": "constexpr",
-            "ROTATE": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr"}
+            "ROTATE": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr", "REG": "constexpr"}
 
 
 def test_shipped_configs_fit_sm120():
@@ -267,8 +267,9 @@ def test_shipped_configs_fit_sm120():
               "num_stages": 1} for sp, sp2 in ((2, 2), (13, 16), (32, 32))]
     jobs += [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_emit", "signature": EMIT_SIG,
               "constexprs": {"DD": dd, "C": c, "R": 64, "ROWS": rows, "ROTATE": rot, "NG_P2": 8 if dd == 512 else 1,
-                             "RNE_FIX": False}, "num_warps": 4, "num_stages": 1}
-             for dd, c, rot in ((512, 2, False), (512, 1, False), (128, 2, True)) for rows in sorted({c["ROWS"] for c in cfgs})]
+                             "RNE_FIX": False, "REG": reg}, "num_warps": 4, "num_stages": 1}
+             for dd, c, rot in ((512, 2, False), (512, 1, False), (128, 2, True)) for rows in sorted({c["ROWS"] for c in cfgs})
+             for reg in (False, True)]
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
         if job["kernel"] == "_comp_project":
