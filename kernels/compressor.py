@@ -5,15 +5,23 @@ r = 4 (overlap) else 1, N = c*d projection width, r ratio, R rope dims, RB state
 State layout (reference/compressor.py): state_kv / state_score [B, c*r, c*d] fp32; token p goes to
 row (r if c == 2 else 0) + p % r.
 
-Two launches, graph-capturable (which tokens emit is decided on the device):
-  1. `_comp_project` grid (N / BN, T / BM): x [T, D] against wkv and wgate [N, D] on tensor cores (the
-     weights are read once for the whole batch), + ape[p % r]; the epilogue scatters both rows into
-     the token's state slot.
-  2. `_comp_emit` grid (T,): tokens with (p+1) % r != 0 return at once. An emitting token pools its
+Two or three launches, graph-capturable (which tokens emit is decided on the device):
+  1. `_comp_project` grid (N / BN, T / BM, SPLIT): x [T, D] against wkv and wgate [N, D] on tensor cores
+     (the weights are read once for the whole batch). At decode sizes N / BN x T / BM is 4-16 programs
+     (each walking all of D: ~10% of copy bandwidth on the H200), so D is split over SPLIT programs
+     (SPLIT from the SM count: about 2 programs per SM). SPLIT = 1: + ape[p % r], the epilogue scatters
+     both rows into the token's state slot. SPLIT > 1: fp32 partials to a workspace [SPLIT, T, 2, N];
+  1b. `_comp_reduce` grid (T, N / BLOCK_R) (SPLIT > 1 only): sums the SPLIT partials in a fixed order
+     (deterministic, no atomics), + ape[p % r], scatters into the state slot.
+  2. `_comp_emit` grid (T,): writes emitted[t] = (p+1) % r == 0 (no torch ops on the side); tokens that
+     do not emit return at once. An emitting token pools its
      2r (overlap) or r rows per channel with an online softmax over row blocks, rounds to bf16, RMS
      norm, RoPE at p + 1 - r, then FP8 simulation of the first d - R dims (attention) or Hadamard +
-     FP4 simulation (indexer), written to cache[seq, p // r]; the cache slot doubles as the scratch
-     between those steps (a barrier between each). With overlap it then moves rows [r, 2r) to [0, r).
+     FP4 simulation (indexer), written to cache[seq, p // r]. REG (impl "triton"): those steps stay in
+     registers ((even, odd) pairs by reshape/split for RoPE, groups by reshape) and the row is stored
+     once; without REG (triton_v1) the cache slot is the scratch between the steps (store, barrier,
+     reload: one L2 round trip each). Same roundings, bit-identical results. With overlap it then moves
+     rows [r, 2r) to [0, r).
 """
 from __future__ import annotations
 
@@ -30,52 +38,103 @@ from kernelbench.tuning import lookup
 
 
 def compressor_configs(params: dict) -> list[dict]:
-    """Projection tile (BLOCK_M follows T: 16 up to 16 tokens, else 32) and state rows per pooling step."""
-    return [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 3, "ROWS": rb}
-            for bn in (32, 64) for bk in (64, 128) for rb in (8, 16)]
+    """Projection tile (BLOCK_M follows T: 16 up to 16 tokens, else 32), state rows per pooling step, and
+    SPLIT: programs over D (0: from the SM count, about `waves` programs per SM in all; 1: no split)."""
+    return [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 3, "ROWS": rb, "SPLIT": sp, "waves": 2}
+            for bn in (32, 64) for bk in (64, 128) for rb in (8, 16) for sp in (0, 1)]
 
 
 def compressor_default(params: dict) -> dict:
-    return {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "ROWS": 8}
+    """ROWS 16: an emitting ratio-128 token pools 128 state rows in a serial loop (one L2/HBM round trip
+    per step, ~1.4 us each at ROWS 8 on the H200: 35 us for the whole step at T=1), so fewer, wider steps."""
+    return {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "ROWS": 16, "SPLIT": 0, "waves": 2}
+
+
+MAX_SPLIT = 32
+
+
+def split_plan(d: int, tiles: int, cfg: dict, sms: int) -> tuple[int, int]:
+    """-> (SPLIT, KCHUNK): the D columns per split program are whole BLOCK_K steps; SPLIT 0 in cfg picks
+    about cfg["waves"] x sms programs over the `tiles` output tiles (at most MAX_SPLIT, at least 1)."""
+    bk = cfg["BLOCK_K"]
+    steps = triton.cdiv(d, bk)
+    want = cfg.get("SPLIT", 0) or triton.cdiv(cfg.get("waves", 2) * sms, tiles)
+    split = max(1, min(int(want), steps, MAX_SPLIT))
+    kchunk = triton.cdiv(steps, split) * bk
+    return triton.cdiv(d, kchunk), kchunk
 
 
 @triton.jit
-def _comp_project(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr,   # x (T, D) bf16; w (N, D)
-                  T, D, N, RATIO, OFF, s_sb, s_sr,                                   # state (B, c*r, N) fp32
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_UPCAST: tl.constexpr):
+def _comp_project(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr, ws_ptr,   # x (T, D) bf16
+                  T, D, N, RATIO, OFF, s_sb, s_sr, KCHUNK,         # w (N, D); state (B, c*r, N) fp32
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+                  DOT_UPCAST: tl.constexpr):
+    """SPLIT > 1: program (., ., j) reduces columns [j * KCHUNK, (j + 1) * KCHUNK) of D and writes its fp32
+    partials to ws (SPLIT, T, 2, N); SPLIT == 1: the whole of D, then the epilogue into the state."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    k_lo = tl.program_id(2) * KCHUNK
+    k_hi = tl.minimum(k_lo + KCHUNK, D)
     mm = offs_m < T
     nm = offs_n < N
     acc_k = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     acc_g = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for k0 in range(0, D, BLOCK_K):
+    for k0 in range(k_lo, k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        km = offs_k < D
+        km = offs_k < k_hi
         x = dot_operand(tl.load(x_ptr + offs_m[:, None] * D + offs_k[None, :], mask=mm[:, None] & km[None, :],
                                 other=0.0), DOT_UPCAST)
         wk = tl.load(wkv_ptr + offs_n[:, None] * D + offs_k[None, :], mask=nm[:, None] & km[None, :], other=0.0)
         wg = tl.load(wg_ptr + offs_n[:, None] * D + offs_k[None, :], mask=nm[:, None] & km[None, :], other=0.0)
         acc_k = tl.dot(x, tl.trans(dot_operand(wk, DOT_UPCAST)), acc_k)
         acc_g = tl.dot(x, tl.trans(dot_operand(wg, DOT_UPCAST)), acc_g)
-    pos = tl.load(pos_ptr + offs_m, mask=mm, other=0)
-    seq = tl.load(seq_ptr + offs_m, mask=mm, other=0).to(tl.int64)
-    ph = pos % RATIO
     m2 = mm[:, None] & nm[None, :]
-    acc_g += tl.load(ape_ptr + ph[:, None] * N + offs_n[None, :], mask=m2, other=0.0)
-    row = seq[:, None] * s_sb + (OFF + ph)[:, None] * s_sr + offs_n[None, :]
-    tl.store(sk_ptr + row, acc_k, mask=m2)
-    tl.store(ss_ptr + row, acc_g, mask=m2)
+    if SPLIT == 1:
+        pos = tl.load(pos_ptr + offs_m, mask=mm, other=0)
+        seq = tl.load(seq_ptr + offs_m, mask=mm, other=0).to(tl.int64)
+        ph = pos % RATIO
+        acc_g += tl.load(ape_ptr + ph[:, None] * N + offs_n[None, :], mask=m2, other=0.0)
+        row = seq[:, None] * s_sb + (OFF + ph)[:, None] * s_sr + offs_n[None, :]
+        tl.store(sk_ptr + row, acc_k, mask=m2)
+        tl.store(ss_ptr + row, acc_g, mask=m2)
+    else:
+        wrow = (tl.program_id(2) * T + offs_m).to(tl.int64) * (2 * N)
+        tl.store(ws_ptr + wrow[:, None] + offs_n[None, :], acc_k, mask=m2)
+        tl.store(ws_ptr + wrow[:, None] + N + offs_n[None, :], acc_g, mask=m2)
 
 
 @triton.jit
-def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr,   # cache (B, Ncap, DD) bf16
+def _comp_reduce(ws_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr,   # ws (SPLIT, T, 2, N) fp32 partials
+                 T, N, RATIO, OFF, s_sb, s_sr,
+                 SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr):
+    """Program (t, b): the SPLIT partials of columns [b * BLOCK_R, ...) of token t summed (one fixed-order
+    reduction: deterministic), + ape on the score half, stored into the token's state slot."""
+    t = tl.program_id(0)
+    offs_n = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
+    sp = tl.arange(0, SPLIT_P2)
+    nm = offs_n < N
+    m2 = (sp < SPLIT)[:, None] & nm[None, :]
+    src = ws_ptr + (sp * T + t).to(tl.int64)[:, None] * (2 * N) + offs_n[None, :]
+    kv = tl.sum(tl.load(src, mask=m2, other=0.0), axis=0)
+    sc = tl.sum(tl.load(src + N, mask=m2, other=0.0), axis=0)
+    ph = tl.load(pos_ptr + t) % RATIO
+    seq = tl.load(seq_ptr + t).to(tl.int64)
+    sc += tl.load(ape_ptr + ph * N + offs_n, mask=nm, other=0.0)
+    row = seq * s_sb + (OFF + ph) * s_sr + offs_n
+    tl.store(sk_ptr + row, kv, mask=nm)
+    tl.store(ss_ptr + row, sc, mask=nm)
+
+
+@triton.jit
+def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_ptr,   # cache (B, Ncap, DD) bf16
                eps, RATIO, s_sb, s_sr, s_cb, s_cn,
                DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
-               NG_P2: tl.constexpr, RNE_FIX: tl.constexpr):
+               NG_P2: tl.constexpr, RNE_FIX: tl.constexpr, REG: tl.constexpr = False):
     t = tl.program_id(0)
     p = tl.load(pos_ptr + t)
-    if (p + 1) % RATIO == 0:
+    emits = (p + 1) % RATIO == 0
+    tl.store(em_ptr + t, emits.to(tl.uint8))
+    if emits:
         seq = tl.load(seq_ptr + t).to(tl.int64)
         ch = tl.arange(0, DD)
         m_i = tl.full([DD], float("-inf"), tl.float32)
@@ -99,46 +158,49 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr,   # c
         rs = 1.0 / tl.sqrt(tl.sum(y * y, axis=0) / DD + eps)
         y = to_bf16((y * rs) * tl.load(nw_ptr + ch).to(tl.float32), RNE_FIX)
         dst = cache_ptr + seq * s_cb + (p // RATIO) * s_cn
-        tl.store(dst + ch, y)
-        tl.debug_barrier()
-        i = tl.arange(0, R // 2)                                        # RoPE at the block start
-        ev = DD - R + 2 * i
-        xe = tl.load(dst + ev).to(tl.float32)
-        xo = tl.load(dst + ev + 1).to(tl.float32)
-        sn, cs = sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i))
-        tl.debug_barrier()
-        tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
-        tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
-        tl.debug_barrier()
-        if ROTATE:                                                      # Hadamard, then FP4 (group 32)
-            yv = tl.load(dst + ch).to(tl.float32)
-            par = ch[:, None] & ch[None, :]
-            par = par ^ (par >> 4)
-            par = par ^ (par >> 2)
-            par = par ^ (par >> 1)
-            sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                 # H[i, j] = (-1)^popcount(i & j)
-            yh = to_bf16(tl.sum(yv[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+        if REG:
+            _emit_finish_regs(y.to(tl.float32), dst, p, RATIO, f_ptr, DD, R, ROTATE, RNE_FIX)
+        else:
+            tl.store(dst + ch, y)
             tl.debug_barrier()
-            tl.store(dst + ch, yh)
+            i = tl.arange(0, R // 2)                                        # RoPE at the block start
+            ev = DD - R + 2 * i
+            xe = tl.load(dst + ev).to(tl.float32)
+            xo = tl.load(dst + ev + 1).to(tl.float32)
+            sn, cs = sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i))
             tl.debug_barrier()
-            g = tl.arange(0, DD // 32)
-            offs = g[:, None] * 32 + tl.arange(0, 32)[None, :]
-            xq = tl.load(dst + offs).to(tl.float32)
-            amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
-            se = ue8m0_exp(amax, 2, 0x400000)                           # 6 = 1.5 * 2^2
-            code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+            tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
+            tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
             tl.debug_barrier()
-            tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
-        else:                                                           # FP8 (group 64) of the first d - R
-            g = tl.arange(0, NG_P2)
-            offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
-            gm = (g < (DD - R) // 64)[:, None]
-            xq = tl.load(dst + offs, mask=gm, other=0.0).to(tl.float32)
-            amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 1e-4)
-            se = ue8m0_exp(amax, 8, 0x600000)                           # 448 = 1.75 * 2^8
-            _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
-            tl.debug_barrier()
-            tl.store(dst + offs, (val * pow2(se)[:, None]).to(tl.bfloat16), mask=gm)
+            if ROTATE:                                                      # Hadamard, then FP4 (group 32)
+                yv = tl.load(dst + ch).to(tl.float32)
+                par = ch[:, None] & ch[None, :]
+                par = par ^ (par >> 4)
+                par = par ^ (par >> 2)
+                par = par ^ (par >> 1)
+                sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                 # H[i, j] = (-1)^popcount(i & j)
+                yh = to_bf16(tl.sum(yv[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+                tl.debug_barrier()
+                tl.store(dst + ch, yh)
+                tl.debug_barrier()
+                g = tl.arange(0, DD // 32)
+                offs = g[:, None] * 32 + tl.arange(0, 32)[None, :]
+                xq = tl.load(dst + offs).to(tl.float32)
+                amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
+                se = ue8m0_exp(amax, 2, 0x400000)                           # 6 = 1.5 * 2^2
+                code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+                tl.debug_barrier()
+                tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
+            else:                                                           # FP8 (group 64) of the first d - R
+                g = tl.arange(0, NG_P2)
+                offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
+                gm = (g < (DD - R) // 64)[:, None]
+                xq = tl.load(dst + offs, mask=gm, other=0.0).to(tl.float32)
+                amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 1e-4)
+                se = ue8m0_exp(amax, 8, 0x600000)                           # 448 = 1.75 * 2^8
+                _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
+                tl.debug_barrier()
+                tl.store(dst + offs, (val * pow2(se)[:, None]).to(tl.bfloat16), mask=gm)
         if C == 2:                                                      # current block becomes "previous"
             tl.debug_barrier()
             for r0 in range(0, RATIO, ROWS):
@@ -153,8 +215,44 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr,   # c
                     tl.store(ss_ptr + dst_row, sc, mask=rm)
 
 
+@triton.jit
+def _emit_finish_regs(y, dst, p, RATIO, f_ptr, DD: tl.constexpr, R: tl.constexpr, ROTATE: tl.constexpr,
+                      RNE_FIX: tl.constexpr):
+    """The emitted entry after its norm (y: [DD] fp32 holding bf16 values) to the cache row `dst`, kept in
+    registers (REG): RoPE on the last R dims as (even, odd) pairs, then Hadamard + FP4 (ROTATE) or FP8 of
+    the first DD - R dims, each step rounded as the memory path rounds; one store."""
+    ye, yo = tl.split(tl.reshape(y, [DD // 2, 2]))
+    i = tl.arange(0, DD // 2)
+    rot = i >= (DD - R) // 2
+    sn, cs = sincos((p + 1 - RATIO).to(tl.float32) * tl.load(f_ptr + i - (DD - R) // 2, mask=rot, other=0.0))
+    ne = tl.where(rot, to_bf16(ye * cs - yo * sn, RNE_FIX).to(tl.float32), ye)
+    no = tl.where(rot, to_bf16(ye * sn + yo * cs, RNE_FIX).to(tl.float32), yo)
+    y = tl.reshape(tl.join(ne, no), [DD])
+    ch = tl.arange(0, DD)
+    if ROTATE:                                                          # Hadamard, then FP4 (group 32)
+        par = ch[:, None] & ch[None, :]
+        par = par ^ (par >> 4)
+        par = par ^ (par >> 2)
+        par = par ^ (par >> 1)
+        sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                     # H[i, j] = (-1)^popcount(i & j)
+        yh = to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX).to(tl.float32)
+        xq = tl.reshape(yh, [DD // 32, 32])
+        amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
+        se = ue8m0_exp(amax, 2, 0x400000)                               # 6 = 1.5 * 2^2
+        code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+        out = e2m1_value(code) * pow2(se)[:, None]
+    else:                                                               # FP8 (group 64) of the first d - R
+        xq = tl.reshape(y, [DD // 64, 64])
+        gm = (tl.arange(0, DD // 64) < (DD - R) // 64)[:, None]
+        amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 1e-4)
+        se = ue8m0_exp(amax, 8, 0x600000)                               # 448 = 1.75 * 2^8
+        _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
+        out = tl.where(gm, val * pow2(se)[:, None], xq)
+    tl.store(dst + ch, tl.reshape(out, [DD]).to(tl.bfloat16))
+
+
 @register_impl("compressor_step", "triton", backend="triton", configs=compressor_configs,
-               default_config=compressor_default, kernels=lambda: [_comp_project, _comp_emit])
+               default_config=compressor_default, kernels=lambda: [_comp_project, _comp_reduce, _comp_emit])
 def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
                     ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
     """In place on state_kv, state_score and cache; returns emitted [T] bool ((p+1) % r == 0).
@@ -177,20 +275,47 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
     dev = check_device(x, wkv, wgate, ape, norm_weight, positions, seq_ids, freqs, state_kv, state_score, cache)
     cfg = config or lookup("compressor_step", {"T": t, "D": dim, "d": d, "ratio": ratio}, compressor_default({}))
     pos, seq = positions.contiguous(), seq_ids.contiguous()
-    emitted = (pos + 1) % ratio == 0
+    emitted = torch.empty(t, dtype=torch.bool, device=dev)
     if t == 0:
         return emitted
     n = c * d
     bm = 16 if t <= 16 else 32
-    _comp_project[(triton.cdiv(n, cfg["BLOCK_N"]), triton.cdiv(t, bm))](
-        x.contiguous(), wkv.contiguous(), wgate.contiguous(), ape.contiguous(), pos, seq, state_kv, state_score,
-        t, dim, n, ratio, ratio if c == 2 else 0, state_kv.stride(0), state_kv.stride(1),
-        BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"], DOT_UPCAST=INTERPRET,
+    tiles = (triton.cdiv(n, cfg["BLOCK_N"]), triton.cdiv(t, bm))
+    split, kchunk = split_plan(dim, tiles[0] * tiles[1], cfg, sm_count(dev))
+    ws = torch.empty(split, t, 2, n, dtype=torch.float32, device=dev) if split > 1 else state_kv
+    ape = ape.contiguous()
+    off = ratio if c == 2 else 0
+    _comp_project[(*tiles, split)](
+        x.contiguous(), wkv.contiguous(), wgate.contiguous(), ape, pos, seq, state_kv, state_score, ws,
+        t, dim, n, ratio, off, state_kv.stride(0), state_kv.stride(1), kchunk,
+        BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"], SPLIT=split, DOT_UPCAST=INTERPRET,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if split > 1:
+        sp2 = triton.next_power_of_2(split)
+        block_r = min(triton.next_power_of_2(n), max(32, 4096 // sp2))   # <= 32 partial values per thread
+        _comp_reduce[(t, triton.cdiv(n, block_r))](
+            ws, ape, pos, seq, state_kv, state_score, t, n, ratio, off, state_kv.stride(0), state_kv.stride(1),
+            SPLIT=split, SPLIT_P2=sp2, BLOCK_R=block_r, num_warps=4, num_stages=1)
     r = 2 * freqs.shape[0]
     _comp_emit[(t,)](state_kv, state_score, pos, seq, norm_weight.contiguous(), freqs.contiguous(), cache,
-                     float(eps), ratio, state_kv.stride(0), state_kv.stride(1), cache.stride(0), cache.stride(1),
-                     DD=d, C=c, R=r, ROWS=cfg["ROWS"], ROTATE=bool(rotate),
+                     emitted.view(torch.uint8), float(eps), ratio, state_kv.stride(0), state_kv.stride(1),
+                     cache.stride(0), cache.stride(1),
+                     DD=d, C=c, R=r, ROWS=min(cfg["ROWS"], triton.next_power_of_2(c * ratio)), ROTATE=bool(rotate),
                      NG_P2=triton.next_power_of_2(max(1, (d - r) // 64)), RNE_FIX=INTERPRET,
-                     num_warps=4, num_stages=1)
+                     REG=bool(cfg.get("REG_EMIT", True)), num_warps=4, num_stages=1)
     return emitted
+
+
+V1 = {"SPLIT": 1, "ROWS": 8, "REG_EMIT": False}   # the first version's projection, pooling step and emit
+
+
+@register_impl("compressor_step", "triton_v1", backend="triton", configs=compressor_configs,
+               default_config=lambda p: {**compressor_default(p), **V1},
+               kernels=lambda: [_comp_project, _comp_emit])
+def compressor_step_v1(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
+                       ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
+    """The first version (kept to measure against): no split of D, so N / BLOCK_N x T / BLOCK_M programs, and
+    8 state rows per pooling step."""
+    cfg = {**(config or compressor_default({})), **V1}
+    return compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score,
+                           cache, ratio, rotate, config=cfg)

@@ -12,11 +12,15 @@ Launches (graph-capturable: no host reads of device data; every bound is read on
      the reference (DeepSeek's torch arithmetic) rounds: each head's dot, each relu'd product with
      the bf16 weight, the fp32 sum over heads. Work and bytes are S4 * 256 per token.
   2. `_index_topk` grid (T,) (or, with SEGMENTS > 1, `_index_topk_segments` grid (T, SEGMENTS) then
-     `_index_topk_merge` grid (T,) over the segments' candidates): radix select of the K-th largest score on 32-bit order-preserving keys
-     (4 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
+     `_index_topk_merge` grid (T,) over the segments' candidates): radix select of the K-th largest score
+     on order-preserving keys (the scores are bf16 values, so only the high 16 bits of the fp32 key vary:
+     2 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
      survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
-     reference. -1 / -inf pad rows with fewer than K keys.
+     reference; the scores are decoded from the sorted keys. A row with S4 <= K skips the select (every
+     key is kept): its scores are packed and sorted directly. -1 / -inf pad rows with fewer than K keys.
+     Impl "triton_v1" is the first version (FAST=False: 4 passes over 32-bit keys, always the select,
+     the scores gathered from the row), kept to measure against.
 The score scratch is [T, Ncap] fp32 from torch.empty (no fill, never read past S4): only its
 allocation, not any work, is sized by the capacity.
 """
@@ -61,23 +65,25 @@ def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi,
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = (tl.load(pos_ptr + t) + 1) // RATIO                             # the ACTUAL number of keys
-    offs_h = tl.arange(0, BLOCK_HI)
-    offs_d = tl.arange(0, DI)
-    hmask = offs_h < HI
-    qi = tl.load(qi_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
-    qt = dot_operand(tl.trans(qi), DOT_UPCAST)                          # (128, BHi)
-    w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0).to(tl.float32)
-    k_base = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
-    for s0 in range(j * BLOCK_S, n, P * BLOCK_S):
-        offs_s = s0 + tl.arange(0, BLOCK_S)
-        smask = offs_s < n
-        keys = tl.load(k_base + offs_s[:, None].to(tl.int64) * s_kn + offs_d[None, :], mask=smask[:, None], other=0.0)
-        sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)                  # (BS, BHi) fp32
-        sc = to_bf16(sc, RNE_FIX).to(tl.float32)                        # the bf16 matmul output
-        terms = to_bf16(tl.maximum(sc, 0.0) * w[None, :], RNE_FIX).to(tl.float32)
-        tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
-        tot = tl.where(tot == 0.0, 0.0, tot)                            # -0.0 -> +0.0: ties as the reference
-        tl.store(sc_ptr + t * s_st + offs_s, tot, mask=smask)
+    if j * BLOCK_S < n:                                                 # idle programs read nothing
+        offs_h = tl.arange(0, BLOCK_HI)
+        offs_d = tl.arange(0, DI)
+        hmask = offs_h < HI
+        qi = tl.load(qi_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
+        qt = dot_operand(tl.trans(qi), DOT_UPCAST)                      # (128, BHi)
+        w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0).to(tl.float32)
+        k_base = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
+        for s0 in range(j * BLOCK_S, n, P * BLOCK_S):
+            offs_s = s0 + tl.arange(0, BLOCK_S)
+            smask = offs_s < n
+            keys = tl.load(k_base + offs_s[:, None].to(tl.int64) * s_kn + offs_d[None, :], mask=smask[:, None],
+                           other=0.0)
+            sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)              # (BS, BHi) fp32
+            sc = to_bf16(sc, RNE_FIX).to(tl.float32)                    # the bf16 matmul output
+            terms = to_bf16(tl.maximum(sc, 0.0) * w[None, :], RNE_FIX).to(tl.float32)
+            tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
+            tot = tl.where(tot == 0.0, 0.0, tot)                        # -0.0 -> +0.0: ties as the reference
+            tl.store(sc_ptr + t * s_st + offs_s, tot, mask=smask)
 
 
 @triton.jit
@@ -130,17 +136,22 @@ def _radix_pass(src, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr
 
 
 @triton.jit
-def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr):
+def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr, KEY16: tl.constexpr):
     """Write the k_eff largest of the n keys at src into stage[0:k_eff] as packed values (unsorted):
     radix select of the k_eff-th key, then every key above it and the lowest-position keys equal to it.
+    KEY16: the scores are bf16 values, so the low 16 bits of an order key follow from its high 16 (zeros
+    for a positive score, ones for a negative one): two 8-bit passes over the high half find the threshold
+    and the comparisons use the high half only (same order, same ties).
     Equal keys appear in index order at src (scores, or candidates laid out segment by segment), so
     'lowest position' is 'lowest index'."""
     prefix = tl.zeros([], tl.uint32)
     k_rem = k_eff
     prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 24, 0x00000000, SCAN, PACKED)
     prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 16, 0xFF000000, SCAN, PACKED)
-    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 8, 0xFFFF0000, SCAN, PACKED)
-    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN, PACKED)
+    if not KEY16:
+        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 8, 0xFFFF0000, SCAN, PACKED)
+        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN, PACKED)
+    shift: tl.constexpr = 16 if KEY16 else 0
     c_gt = k_eff - k_rem                                                # keys strictly above the threshold
     n_gt = 0
     n_eq = 0
@@ -148,8 +159,8 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
         offs = s0 + tl.arange(0, SCAN)
         m = offs < n
         key, packed = _load_keys(src, offs, m, base, PACKED)
-        gt = m & (key > prefix)
-        eq = m & (key == prefix)
+        gt = m & ((key >> shift) > (prefix >> shift))
+        eq = m & ((key >> shift) == (prefix >> shift))
         r_gt = n_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
         r_eq = n_eq + tl.cumsum(eq.to(tl.int32), axis=0) - 1
         take = gt | (eq & (r_eq < k_rem))
@@ -161,15 +172,34 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
 
 
 @triton.jit
-def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, KP: tl.constexpr):
-    """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row."""
+def _key_value(key):
+    """Inverse of _order_key: uint32 order key -> the fp32 score."""
+    sign = tl.full([], 1, tl.uint32) << 31
+    u = tl.where((key & sign) != 0, key ^ sign, key ^ (sign | (sign - 1)))
+    return u.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.constexpr, FAST: tl.constexpr):
+    """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row.
+    FAST: `direct` (k_eff is the whole row: the caller skipped the select) packs the row's scores here
+    instead of reading `stage`, and the scores come out of the packed keys (no gather of the row)."""
     offs_k = tl.arange(0, KP)
     valid = offs_k < k_eff
-    packed = tl.load(stage + offs_k, mask=valid, other=0).to(tl.uint64, bitcast=True)
+    if FAST:
+        staged = tl.load(stage + offs_k, mask=valid & (direct == 0), other=0).to(tl.uint64, bitcast=True)
+        _, row = _load_keys(sc_row, offs_k, valid & (direct != 0), 0, False)
+        packed = tl.where(direct != 0, row, staged)
+        packed = tl.where(valid, packed, 0)
+    else:
+        packed = tl.load(stage + offs_k, mask=valid, other=0).to(tl.uint64, bitcast=True)
     packed = tl.sort(packed, descending=True)
     idx = _flip_index(packed.to(tl.uint32)).to(tl.int32)
     idx = tl.where(valid, idx, -1)
-    val = tl.load(sc_row + tl.where(valid, idx, 0), mask=valid, other=float("-inf"))
+    if FAST:                                                            # the score is in the packed key
+        val = tl.where(valid, _key_value((packed >> 32).to(tl.uint32)), float("-inf"))
+    else:
+        val = tl.load(sc_row + tl.where(valid, idx, 0), mask=valid, other=float("-inf"))
     omask = offs_k < TOPK
     tl.store(idx_out + offs_k, idx, mask=omask)
     tl.store(val_out + offs_k, val, mask=omask)
@@ -178,20 +208,26 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, KP: tl.constexpr)
 @triton.jit
 def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, KP) int64; out (T, K)
                 RATIO, TOPK, s_st, s_ot,
-                KP: tl.constexpr, SCAN: tl.constexpr):
-    """One program per token: select over its S4 scores, sort, write (the path measured on the H200)."""
+                KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
+    """One program per token: select over its S4 scores, sort, write. FAST (impl "triton"): 16-bit select
+    keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
     t = tl.program_id(0)
     n = (tl.load(pos_ptr + t) + 1) // RATIO
     k_eff = tl.minimum(n, TOPK)
     sc_row = sc_ptr + t * s_st
-    _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False)
-    _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP)
+    if FAST:
+        if n > TOPK:
+            _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True)
+    else:
+        _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, False)
+    _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, n <= TOPK, KP,
+                 FAST)
 
 
 @triton.jit
 def _index_topk_segments(sc_ptr, pos_ptr, cand_ptr,                # cand (T, SEG * KP) int64
                          RATIO, TOPK, SEG, s_st,
-                         KP: tl.constexpr, SCAN: tl.constexpr):
+                         KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
     """Segmented top-k, step 1, grid (T, SEG): program j selects the top-k of its contiguous slice of
     the token's S4 scores and writes them (packed, unsorted, zero-padded to KP) to its candidate slot."""
     t = tl.program_id(0)
@@ -202,22 +238,35 @@ def _index_topk_segments(sc_ptr, pos_ptr, cand_ptr,                # cand (T, SE
     seg_n = tl.minimum(tl.maximum(n - start, 0), seg)
     k_j = tl.minimum(seg_n, TOPK)
     slot = cand_ptr + (t * SEG + j) * KP
-    _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False)
     offs_k = tl.arange(0, KP)
-    kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)           # pad with 0: below every key
+    if FAST:
+        if seg_n > TOPK:
+            _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, True)
+            kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)
+        else:                                                           # the whole segment is kept
+            _, kept = _load_keys(sc_ptr + t * s_st, start + offs_k, offs_k < seg_n, 0, False)
+            kept = tl.where(offs_k < seg_n, kept, 0).to(tl.int64, bitcast=True)
+    else:
+        _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, False)
+        kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)       # pad with 0: below every key
     tl.store(slot + offs_k, kept)
 
 
 @triton.jit
 def _index_topk_merge(sc_ptr, pos_ptr, cand_ptr, stage_ptr, idx_ptr, val_ptr,
                       RATIO, TOPK, SEG, s_st, s_ot,
-                      KP: tl.constexpr, SCAN: tl.constexpr):
+                      KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
     """Segmented top-k, step 2, grid (T,): the same select over the SEG x KP candidates, then sort."""
     t = tl.program_id(0)
     n = (tl.load(pos_ptr + t) + 1) // RATIO
     k_eff = tl.minimum(n, TOPK)
-    _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True)
-    _emit_sorted(stage_ptr + t * KP, k_eff, sc_ptr + t * s_st, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP)
+    if FAST:
+        if n > TOPK:
+            _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, True)
+    else:
+        _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, False)
+    _emit_sorted(stage_ptr + t * KP, k_eff, sc_ptr + t * s_st, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK,
+                 n <= TOPK, KP, FAST)
 
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
@@ -254,16 +303,28 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         RNE_FIX=INTERPRET,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", 1)
+    fast = bool(cfg.get("FAST", True))
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
-                          KP=kp, SCAN=scan, num_warps=twarps, num_stages=1)
+                          KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
     else:
         cand = torch.empty(t, seg * kp, dtype=torch.int64, device=dev)
         _index_topk_segments[(t, seg)](scores, pos, cand, ratio, topk, seg, scores.stride(0),
-                                       KP=kp, SCAN=scan, num_warps=twarps, num_stages=1)
+                                       KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
         _index_topk_merge[(t,)](scores, pos, cand, stage, idx, val, ratio, topk, seg, scores.stride(0),
-                                idx.stride(0), KP=kp, SCAN=scan, num_warps=twarps, num_stages=1)
+                                idx.stride(0), KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
     return idx, val
+
+
+@register_impl("indexer_topk", "triton_v1", backend="triton", configs=indexer_configs,
+               default_config=lambda p: {**indexer_default(p), "FAST": False},
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
+def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 4, config: dict | None = None):
+    """The first version's top-k (kept to measure against): four 8-bit radix passes over 32-bit keys, the
+    select even when the row has <= topk scores, and a gather of the scores."""
+    t, hi = qi.shape[0], qi.shape[1]
+    cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
+    return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, config={**cfg, "FAST": False})
 
 
 # indexer_q: the fp8 GEMM (kernels/linear.py), then one fused epilogue launch ---------------------

@@ -16,13 +16,19 @@ needs the whole reduction, so pre is two launches (the fewest without a grid-wid
      first forms h' = post * x + comb^T h for its tile from x and h, stores h' in bf16 and projects
      the rounded h' (the next pre reads the stored streams): post and pre share one read of h.
   2. `_mhc_mix` grid (T, ceil(D / BLOCK_MIX)): sums the S partials, applies the rsqrt, sigmoid
-     splits and 20 Sinkhorn iterations on the 4 x 4 comb in registers (recomputed by every program
-     of a token; with 4 warps its cross-warp reductions cost ~3.6 us of latency on the H200, see
-     docs/perf/mhc_norm.md: 1-2 warp configs keep them in a warp), and writes x = sum_i pre_i h_i
-     for its columns; the first program of a token writes post and comb.
-     mhc_post_pre_norm (NORM): grid (T, 1); the token's program walks D twice in BLOCK_MIX columns (sum of
-     squares of the bf16 x', then x' again from L2, times rsqrt and the norm weight): the sublayer's input
-     RMSNorm without its own launch or the x' round trip through memory.
+     splits and 20 Sinkhorn iterations on the 4 x 4 comb in registers (with 4 warps its cross-warp
+     reductions cost ~3.6 us of latency on the H200, see docs/perf/mhc_norm.md: 1-2 warp configs keep
+     them in a warp), and writes x = sum_i pre_i h_i for its columns; the first program of a token
+     writes post and comb.
+     Only one program of a token runs Sinkhorn (the first; with SPLIT_NORM an extra last program that does
+     nothing else, so Sinkhorn's latency overlaps the x' blocks).
+     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton"): grid (T, ceil(D / BLOCK_MIX) + 1); each program stores
+     its block of the bf16 x' and that block's sum of squares, then takes a ticket from a per-token counter
+     (atomic, acq_rel); the token's last program sums the block sums in block order (deterministic) and
+     rewrites the row as w * x' * rsqrt(mean + eps) (x' read back as stored: the norm of the bf16 x', as the
+     reference), then re-arms the counter (`token_counters`: zero at every launch, no memset launch). The
+     sublayer's input RMSNorm costs no launch of its own. Impl "triton_v1" (SPLIT_NORM off): grid (T, 1),
+     the token's one program walks D twice (sum of squares, then x' again from L2): at T=1 a single program.
 mhc_post alone is `_mhc_post`, grid (T, ceil(D / BLOCK_D)): one read of x and h, one write of h'.
 Shared memory: the bf16 dot operands, BLOCK_T * BLOCK_D * 2 + 3 * NPAD * BLOCK_D * 2 bytes per stream
 (checked against sm_120's 101,376 bytes in tests/test_mhc.py).
@@ -42,7 +48,7 @@ _HC = tl.constexpr(HC)   # the same, as a constant the kernels can read
 
 
 # config space ------------------------------------------------------------------------------------
-def mhc_configs(params: dict) -> list[dict]:
+def mhc_configs(params: dict, split_norm: bool = False) -> list[dict]:
     """(BLOCK_T tokens, BLOCK_D columns, warps) of the projection program, NJ streams per projection
     program (4: one program walks all four; 1: the stream index is a grid axis, 4x the programs),
     and (BLOCK_MIX columns, warps) of the mix program. Only projection tiles that compile for sm_120
@@ -52,7 +58,8 @@ def mhc_configs(params: dict) -> list[dict]:
     (no barrier). The default is the configuration measured on the H200 (docs/perf/mhc_norm.md)."""
     tiles = ((16, 32, 4), (16, 64, 4), (16, 64, 8), (16, 128, 8), (32, 64, 8), (64, 32, 8))
     mixes = ((512, 1), (512, 2), (1024, 2), (512, 4), (1024, 4), (2048, 4))
-    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "NJ": nj, "BLOCK_MIX": mix, "mix_warps": mw}
+    extra = {"SPLIT_NORM": True} if split_norm else {}
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "NJ": nj, "BLOCK_MIX": mix, "mix_warps": mw, **extra}
             for bt, bd, w in tiles for nj in (4, 1) for mix, mw in mixes]
 
 
@@ -60,6 +67,11 @@ def mhc_default(params: dict) -> dict:
     t = params.get("T", 1)
     return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 64, "num_warps": 4 if t <= 16 else 8, "NJ": 4,
             "BLOCK_MIX": 1024, "mix_warps": 4}
+
+
+def mhc_norm_default(params: dict) -> dict:
+    """mhc_post_pre_norm: the normalized mix over a (T, D / BLOCK_MIX) grid (SPLIT_NORM; not yet tuned)."""
+    return {**mhc_default(params), "SPLIT_NORM": True, "BLOCK_MIX": 512, "mix_warps": 2}
 
 
 def mhc_post_configs(params: dict) -> list[dict]:
@@ -136,13 +148,16 @@ def _mix_cols(h_ptr, t, d, D, pre, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr,
+def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, nsq_ptr, cnt_ptr,
              # h (T, 4, D) bf16; ws (S, T, NPAD), sq (S, T) partials; base (ROWS,), scale (3,) or (1,) fp32
              # x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out (not written when HEAD)
-             # NORM: x is rms_norm(x', nw (D,) bf16, rms_eps); one program per token walks D twice
+             # NORM: x is rms_norm(x', nw (D,) bf16, rms_eps). Without SPLIT_NORM one program per token walks
+             # D twice. SPLIT_NORM: grid (T, NB); nsq (T, NB) fp32 block sums of squares, cnt (T,) int32 zeros
+             # on entry (left zero): the token's last program to finish normalizes x in place
              T, D, S, eps, norm_eps, rms_eps,
              ITERS: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
-             NCHUNK: tl.constexpr, BLOCK_MIX: tl.constexpr, NORM: tl.constexpr, INTERP: tl.constexpr):
+             NCHUNK: tl.constexpr, BLOCK_MIX: tl.constexpr, NORM: tl.constexpr, SPLIT_NORM: tl.constexpr,
+             NB_P2: tl.constexpr, BLOCK_FIN: tl.constexpr, INTERP: tl.constexpr):
     t = tl.program_id(0)
     pd = tl.program_id(1)
     k = tl.arange(0, _HC)
@@ -164,20 +179,48 @@ def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_p
                                  other=0.0), axis=0)
     r = tl.rsqrt(tl.sum(sq, axis=0) / (_HC * D) + norm_eps)
     pre = tl.sigmoid(m_pre * r * tl.load(scale_ptr) + tl.load(base_ptr + k)) + eps
+    if SPLIT_NORM:   # the last program of the row only runs Sinkhorn, beside the NB x' blocks
+        nb = tl.num_programs(1) - 1
+        sink = pd == nb
+    else:            # one program of the row writes post and comb; the others skip Sinkhorn
+        nb = tl.num_programs(1)
+        sink = pd == 0
     if not HEAD:
-        first = pd == 0
-        post = 2.0 * tl.sigmoid(m_post * r * tl.load(scale_ptr + 1) + tl.load(base_ptr + _HC + k))
-        tl.store(post_ptr + t * _HC + k, post, mask=first & (k < _HC))
-        mc = mc * r
-        z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * _HC + ij)
-        e = tl.exp(z - tl.max(z, axis=1)[:, None])
-        c = e / tl.sum(e, axis=1)[:, None] + eps
-        c = c / (tl.sum(c, axis=0)[None, :] + eps)
-        for _ in range(ITERS - 1):
-            c = c / (tl.sum(c, axis=1)[:, None] + eps)
-            c = c / (tl.sum(c, axis=0)[None, :] + eps)
-        tl.store(comb_ptr + t * (_HC * _HC) + ij, c, mask=first & (ij < _HC * _HC))
-    if NORM:    # pass 1: sum of squares of the bf16 x'; pass 2: recompute x' (h from L2), scale, store
+        if sink:
+            post = 2.0 * tl.sigmoid(m_post * r * tl.load(scale_ptr + 1) + tl.load(base_ptr + _HC + k))
+            tl.store(post_ptr + t * _HC + k, post)
+            mc = mc * r
+            z = mc * tl.load(scale_ptr + 2) + tl.load(base_ptr + 2 * _HC + ij)
+            e = tl.exp(z - tl.max(z, axis=1)[:, None])
+            cm = e / tl.sum(e, axis=1)[:, None] + eps
+            cm = cm / (tl.sum(cm, axis=0)[None, :] + eps)
+            for _ in range(ITERS - 1):
+                cm = cm / (tl.sum(cm, axis=1)[:, None] + eps)
+                cm = cm / (tl.sum(cm, axis=0)[None, :] + eps)
+            tl.store(comb_ptr + t * (_HC * _HC) + ij, cm)
+    if NORM and SPLIT_NORM:
+        if pd < nb:
+            # this block of x' (bf16, as stored) and its sum of squares; the token's last program to arrive
+            # (atomic ticket, acq_rel: every other block's stores are visible to it) sums the NB block sums in
+            # block order (deterministic) and normalizes the whole row in place, then re-arms the counter
+            d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
+            xb = _mix_cols(h_ptr, t, d, D, pre, INTERP)
+            tl.store(x_ptr + t.to(tl.int64) * D + d, xb.to(tl.bfloat16), mask=d < D)
+            tl.store(nsq_ptr + t * nb + pd, tl.sum(xb * xb, axis=0))
+            tl.debug_barrier()
+            ticket = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel")
+            if ticket == nb - 1:
+                b = tl.arange(0, NB_P2)
+                parts = tl.load(nsq_ptr + t * nb + b, mask=b < nb, other=0.0, cache_modifier=".cg")
+                rr = tl.rsqrt(tl.sum(parts, axis=0) / D + rms_eps)
+                for d0 in range(0, D, BLOCK_FIN):
+                    dd = d0 + tl.arange(0, BLOCK_FIN)
+                    xr = tl.load(x_ptr + t.to(tl.int64) * D + dd, mask=dd < D, other=0.0, cache_modifier=".cg")
+                    w = tl.load(nw_ptr + dd, mask=dd < D, other=0.0).to(tl.float32)
+                    xn = to_bf16(w * (xr.to(tl.float32) * rr), INTERP)
+                    tl.store(x_ptr + t.to(tl.int64) * D + dd, xn, mask=dd < D)
+                tl.atomic_xchg(cnt_ptr + t, 0)
+    elif NORM:    # pass 1: sum of squares of the bf16 x'; pass 2: recompute x' (h from L2), scale, store
         ssq = tl.zeros((BLOCK_MIX,), dtype=tl.float32)
         for d0 in range(0, D, BLOCK_MIX):
             xb = _mix_cols(h_ptr, t, d0 + tl.arange(0, BLOCK_MIX), D, pre, INTERP)
@@ -257,18 +300,39 @@ def _project(h, fn, rows, npad, cfg, fuse=None):
     return ws, sq, s, hout
 
 
+_COUNTERS: dict = {}
+
+
+def token_counters(device: torch.device, t: int) -> torch.Tensor:
+    """A zeroed int32 counter per token, kept per device: kernels that take a ticket from it set it back
+    to zero before they finish, so it is zero at every launch (no memset launch per call). Launches on one
+    stream only (the decoder's) may share it."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < t:
+        buf = torch.zeros(max(4096, t), dtype=torch.int32, device=device)
+        _COUNTERS[device] = buf
+    return buf
+
+
 def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False, norm=None):
-    """norm = (weight, rms_eps): x comes out RMS-normalized (one program per token walks all of D)."""
+    """norm = (weight, rms_eps): x comes out RMS-normalized: with cfg SPLIT_NORM over a (T, D / BLOCK_MIX)
+    grid whose last program per token normalizes, else one program per token walks all of D twice."""
     t, _, d = h.shape
     x = torch.empty((t, d), dtype=h.dtype, device=h.device)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
     bs = min(triton.next_power_of_2(s), 32 * cfg["mix_warps"])   # <= 16 partial values per thread per chunk
     nw, rms_eps = norm if norm is not None else (base, 0.0)
-    _mhc_mix[(t, 1 if norm is not None else triton.cdiv(d, cfg["BLOCK_MIX"]))](
-        h, ws, sq, base, scale, x, post, comb, nw, t, d, s, eps, norm_eps, rms_eps,
+    split = norm is not None and bool(cfg.get("SPLIT_NORM", False))
+    nb = 1 if norm is not None and not split else triton.cdiv(d, cfg["BLOCK_MIX"])
+    nsq = torch.empty((t, nb), dtype=torch.float32, device=h.device) if split else sq
+    cnt = token_counters(h.device, t) if split else sq
+    _mhc_mix[(t, nb + 1 if split else nb)](        # split: program nb of a row runs only Sinkhorn
+        h, ws, sq, base, scale, x, post, comb, nw, nsq, cnt, t, d, s, eps, norm_eps, rms_eps,
         ITERS=iters, HEAD=head, NPAD=npad, BLOCK_S=bs, NCHUNK=triton.cdiv(s, bs), BLOCK_MIX=cfg["BLOCK_MIX"],
-        NORM=norm is not None, INTERP=INTERPRET, num_warps=cfg["mix_warps"])
+        NORM=norm is not None, SPLIT_NORM=split, NB_P2=triton.next_power_of_2(nb),
+        BLOCK_FIN=min(triton.next_power_of_2(d), 1024 * cfg["mix_warps"]), INTERP=INTERPRET,
+        num_warps=cfg["mix_warps"])
     return x, post, comb
 
 
@@ -331,7 +395,8 @@ def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
 
 
-@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
+               default_config=lambda p: mhc_norm_default(p),
                kernels=lambda: [_mhc_proj, _mhc_mix])
 def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                       rms_eps: float, config: dict | None = None):
@@ -346,12 +411,23 @@ def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float,
         raise ValueError(f"mhc_post_pre_norm: rms_eps must be >= 0, got {rms_eps}")
     if t == 0:
         return torch.empty_like(h), h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
-    cfg = _pre_cfg("mhc_post_pre_norm", t, d, config)
+    key = {"T": t, "D": d}
+    cfg = config or lookup("mhc_post_pre_norm", key, mhc_norm_default(key))
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
                              fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg,
                       norm=(weight.contiguous(), float(rms_eps))))
+
+
+@register_impl("mhc_post_pre_norm", "triton_v1", backend="triton", configs=mhc_configs,
+               default_config=mhc_default, kernels=lambda: [_mhc_proj, _mhc_mix])
+def mhc_post_pre_norm_v1(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                         rms_eps: float, config: dict | None = None):
+    """The first version (kept to measure against): the mix's norm is one program per token walking D twice."""
+    key = {"T": h.shape[0], "D": h.shape[-1]}
+    cfg = {**(config or lookup("mhc_post_pre_norm", key, mhc_default(key))), "SPLIT_NORM": False}
+    return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, config=cfg)
 
 
 @register_impl("mhc_head", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,

@@ -202,6 +202,30 @@ def test_kernel_steps_equal_prefill(gen, ratio, rotate, length):
     assert_close(ss[1], ps, tol["state_score"], "state_score")
 
 
+@pytest.mark.parametrize("split", [2, 3])
+def test_kernel_split_d_matches_unsplit(gen, split):
+    """D split over programs (fp32 partials, then the fixed-order reduce launch) gives the state and cache of the
+    unsplit projection up to fp32 summation order, and the same emitted flags; split 3 leaves a short last chunk."""
+    ratio = 4
+    w = _weights(gen, ratio, dim=160)
+    x = torch.randn(3, 160, generator=gen).bfloat16()
+    runs = []
+    for cfg in ({"SPLIT": 1}, {"SPLIT": split}):
+        sk, ss = init_state(4, ratio, 128)
+        sk.normal_(generator=torch.Generator().manual_seed(1))
+        ss.normal_(generator=torch.Generator().manual_seed(2))
+        cache = torch.zeros(4, 4, 128, dtype=torch.bfloat16)
+        em = KC.compressor_step(x, **w, positions=torch.tensor([3, 6, 11]), seq_ids=torch.tensor([2, 0, 1]),
+                                state_kv=sk, state_score=ss, cache=cache, ratio=ratio, rotate=False,
+                                config={**KC.compressor_default({}), "BLOCK_K": 32, **cfg})
+        runs.append((em, sk, ss, cache))
+    assert runs[0][0].tolist() == [True, False, True] and torch.equal(runs[0][0], runs[1][0])
+    for a, b in zip(runs[0][1:], runs[1][1:]):
+        torch.testing.assert_close(a.float(), b.float(), rtol=2 ** -7, atol=1e-5)
+    assert KC.split_plan(160, 1, {"BLOCK_K": 32, "SPLIT": split}, 4) == (split, 64 if split == 3 else 96)
+    assert KC.split_plan(4096, 16, {"BLOCK_K": 128, "SPLIT": 0, "waves": 2}, 132) == (16, 256)
+
+
 def test_kernel_bad_inputs(gen):
     w = _weights(gen, 4)
     x = torch.randn(2, 64, generator=gen).bfloat16()
@@ -217,27 +241,35 @@ def test_kernel_bad_inputs(gen):
 
 
 PROJECT_SIG = {"x_ptr": "*bf16", "wkv_ptr": "*bf16", "wg_ptr": "*bf16", "ape_ptr": "*fp32", "pos_ptr": "*i64",
-               "seq_ptr": "*i64", "sk_ptr": "*fp32", "ss_ptr": "*fp32", "T": "i32", "D": "i32", "N": "i32",
-               "RATIO": "i32", "OFF": "i32", "s_sb": "i32", "s_sr": "i32", "BLOCK_M": "constexpr",
-               "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "DOT_UPCAST": "constexpr"}
+               "seq_ptr": "*i64", "sk_ptr": "*fp32", "ss_ptr": "*fp32", "ws_ptr": "*fp32", "T": "i32", "D": "i32",
+               "N": "i32", "RATIO": "i32", "OFF": "i32", "s_sb": "i32", "s_sr": "i32", "KCHUNK": "i32",
+               "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "SPLIT": "constexpr",
+               "DOT_UPCAST": "constexpr"}
+REDUCE_SIG = {"ws_ptr": "*fp32", "ape_ptr": "*fp32", "pos_ptr": "*i64", "seq_ptr": "*i64", "sk_ptr": "*fp32",
+              "ss_ptr": "*fp32", "T": "i32", "N": "i32", "RATIO": "i32", "OFF": "i32", "s_sb": "i32", "s_sr": "i32",
+              "SPLIT": "constexpr", "SPLIT_P2": "constexpr", "BLOCK_R": "constexpr"}
 EMIT_SIG = {"sk_ptr": "*fp32", "ss_ptr": "*fp32", "pos_ptr": "*i64", "seq_ptr": "*i64", "nw_ptr": "*bf16",
-            "f_ptr": "*fp32", "cache_ptr": "*bf16", "eps": "fp32", "RATIO": "i32", "s_sb": "i32", "s_sr": "i32",
+            "f_ptr": "*fp32", "cache_ptr": "*bf16", "em_ptr": "*u8", "eps": "fp32", "RATIO": "i32", "s_sb": "i32", "s_sr": "i32",
             "s_cb": "i32", "s_cn": "i32", "DD": "constexpr", "C": "constexpr", "R": "constexpr", "ROWS": "constexpr",
-            "ROTATE": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr"}
+            "ROTATE": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr", "REG": "constexpr"}
 
 
 def test_shipped_configs_fit_sm120():
     from test_attention import compile_sm120, sm120_problems
     cfgs = KC.compressor_configs({}) + [KC.compressor_default({})]
     jobs = [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_project", "signature": PROJECT_SIG,
-             "constexprs": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "DOT_UPCAST": False}, "num_warps": w,
-             "num_stages": s}
-            for bm in (16, 32) for bn, bk, w, s in sorted({(c["BLOCK_N"], c["BLOCK_K"], c["num_warps"], c["num_stages"])
-                                                           for c in cfgs})]
+             "constexprs": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": sp, "DOT_UPCAST": False},
+             "num_warps": w, "num_stages": s}
+            for bm in (16, 32) for sp in (1, 16)
+            for bn, bk, w, s in sorted({(c["BLOCK_N"], c["BLOCK_K"], c["num_warps"], c["num_stages"]) for c in cfgs})]
+    jobs += [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_reduce", "signature": REDUCE_SIG,
+              "constexprs": {"SPLIT": sp, "SPLIT_P2": sp2, "BLOCK_R": max(32, 4096 // sp2)}, "num_warps": 4,
+              "num_stages": 1} for sp, sp2 in ((2, 2), (13, 16), (32, 32))]
     jobs += [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_emit", "signature": EMIT_SIG,
               "constexprs": {"DD": dd, "C": c, "R": 64, "ROWS": rows, "ROTATE": rot, "NG_P2": 8 if dd == 512 else 1,
-                             "RNE_FIX": False}, "num_warps": 4, "num_stages": 1}
-             for dd, c, rot in ((512, 2, False), (512, 1, False), (128, 2, True)) for rows in sorted({c["ROWS"] for c in cfgs})]
+                             "RNE_FIX": False, "REG": reg}, "num_warps": 4, "num_stages": 1}
+             for dd, c, rot in ((512, 2, False), (512, 1, False), (128, 2, True)) for rows in sorted({c["ROWS"] for c in cfgs})
+             for reg in (False, True)]
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
         if job["kernel"] == "_comp_project":

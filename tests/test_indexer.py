@@ -161,13 +161,16 @@ def test_fewer_entries_than_topk_are_padded(gen):
         assert (val[2, :4] >= val[2, 1:5]).all()                           # best first
 
 
-@pytest.mark.parametrize("ties,segments", [(False, 1), (True, 1), (True, 3)])
-def test_kernel_exact_on_exact_scores(gen, ties, segments):
+@pytest.mark.parametrize("ties,segments,fast", [(False, 1, True), (True, 1, True), (True, 3, True), (True, 1, False),
+                                                 (True, 3, False)])
+def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
+    """Rows of 10, 1 and 69 entries against top-k 5, 16, 64: the select path and (fast) the rows that fit
+    whole; fast=False is the first version (impl triton_v1: 32-bit keys, always the select)."""
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
     for topk in (5, 16, 64):
         ref = indexer_topk(qi, w, keys, seq, pos, topk)
         out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32,
-                                                                  "TOPK_WARPS": 4, "SEGMENTS": segments})
+                                                                  "TOPK_WARPS": 4, "SEGMENTS": segments, "FAST": fast})
         assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
         assert torch.equal(out[1], ref[1])
 
@@ -249,14 +252,15 @@ SCORES_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": 
               "s_kb": "i64", "s_kn": "i32", "s_st": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
               "BLOCK_S": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
 TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32",
-            "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr"}
+            "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr",
+            "FAST": "constexpr"}
 
 
 SEG_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "RATIO": "i32", "TOPK": "i32", "SEG": "i32",
-           "s_st": "i32", "KP": "constexpr", "SCAN": "constexpr"}
+           "s_st": "i32", "KP": "constexpr", "SCAN": "constexpr", "FAST": "constexpr"}
 MERGE_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32",
              "val_ptr": "*fp32", "RATIO": "i32", "TOPK": "i32", "SEG": "i32", "s_st": "i32", "s_ot": "i32",
-             "KP": "constexpr", "SCAN": "constexpr"}
+             "KP": "constexpr", "SCAN": "constexpr", "FAST": "constexpr"}
 
 
 QEPI_SIG = {"q_ptr": "*bf16", "pos_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16", "HI": "i32", "R": "constexpr",
@@ -282,7 +286,8 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                 kerns += [("_index_topk_segments", SEG_SIG), ("_index_topk_merge", MERGE_SIG)]
             for kern, sig in kerns:
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
-                             "constexprs": {"KP": kp, "SCAN": scan}, "num_warps": warps, "num_stages": 1})
+                             "constexprs": {"KP": kp, "SCAN": scan, "FAST": True}, "num_warps": warps,
+                             "num_stages": 1})
     for w in (1, 2, 4):
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_indexer_q_epilogue", "signature": QEPI_SIG,
                      "constexprs": {"R": 64, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})

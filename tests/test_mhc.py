@@ -144,8 +144,9 @@ def test_kernel_with_many_splits_and_two_token_blocks(op):
 
 
 @needs_triton
-@pytest.mark.parametrize("op", ["mhc_pre", "mhc_post_pre", "mhc_post_pre_norm", "mhc_head"])
-def test_kernel_config_variants(op):
+@pytest.mark.parametrize("op,split", [("mhc_pre", None), ("mhc_post_pre", None), ("mhc_post_pre_norm", True),
+                                     ("mhc_post_pre_norm", False), ("mhc_head", None)])
+def test_kernel_config_variants(op, split):
     # streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32; the fused norm
     # walks D = 768 in two column blocks of 512 (the second one partial)
     from kernelbench.reference.precision import compute_dtype
@@ -155,6 +156,8 @@ def test_kernel_config_variants(op):
     with compute_dtype(torch.float64):
         ref = spec.reference(**inp)
     cfg = {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "NJ": 1, "BLOCK_MIX": 512, "mix_warps": 1}
+    if split is not None:   # the norm by the token's last mix program (impl triton) or the two-pass walk (triton_v1)
+        cfg["SPLIT_NORM"] = split
     out = registry.get_impl(op, "triton").fn(**inp, config=cfg)
     outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
     for name, o, r in zip(spec.outputs, outs, refs):

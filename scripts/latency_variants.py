@@ -1,0 +1,38 @@
+"""Config variants of the issue-17 latency kernels, registered as extra impls so that one bench run times them
+beside impl "triton" (the default config) and "triton_v1" (the first version): a measurement aid for choosing
+defaults, not part of the shipped registry. Load with `kernelbench bench --module scripts/latency_variants.py`.
+"""
+from __future__ import annotations
+
+from kernelbench.kernels import compressor as C
+from kernelbench.kernels import indexer as I
+from kernelbench.kernels import mhc as M
+from kernelbench.registry import register_impl
+
+
+def _variant(op: str, name: str, fn, default, overrides: dict, kernels):
+    """default(inputs as keyword arguments) -> the config impl "triton" would run; the overrides go on top."""
+    def run(config: dict | None = None, **kwargs):
+        return fn(config={**(config or default(kwargs)), **overrides}, **kwargs)
+    run.__name__ = f"{op}_{name}"
+    register_impl(op, name, backend="triton", kernels=kernels)(run)
+
+
+def _norm_default(kw):
+    return M.mhc_norm_default({"T": kw["h"].shape[0], "D": kw["h"].shape[2]})
+
+
+_variant("mhc_post_pre_norm", "triton_nj1", M.mhc_post_pre_norm, _norm_default, {"NJ": 1},
+         lambda: [M._mhc_proj, M._mhc_mix])
+_variant("mhc_post_pre_norm", "triton_mix1", M.mhc_post_pre_norm, _norm_default, {"mix_warps": 1},
+         lambda: [M._mhc_proj, M._mhc_mix])
+_variant("compressor_step", "triton_w4", C.compressor_step, lambda kw: C.compressor_default({}), {"waves": 4},
+         lambda: [C._comp_project, C._comp_reduce, C._comp_emit])
+_variant("indexer_topk", "triton_seg16", I.indexer_topk, lambda kw: I.indexer_default({}), {"SEGMENTS": 16},
+         lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
+_variant("indexer_topk", "triton_tw4", I.indexer_topk, lambda kw: I.indexer_default({}), {"TOPK_WARPS": 4},
+         lambda: [I._index_scores, I._index_topk])
+_variant("compressor_step", "triton_r8", C.compressor_step, lambda kw: C.compressor_default({}), {"ROWS": 8},
+         lambda: [C._comp_project, C._comp_reduce, C._comp_emit])
+_variant("mhc_post_pre_norm", "triton_bt16", M.mhc_post_pre_norm, _norm_default, {"BLOCK_T": 16, "num_warps": 4},
+         lambda: [M._mhc_proj, M._mhc_mix])
