@@ -16,6 +16,7 @@ module in execution order that departs is reported.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -86,6 +87,41 @@ def verdict(ours: Agreement, floor: Agreement) -> Verdict:
     ratio = ours.median / floor.median if floor.median > 0 else (1.0 if ours.median == 0 else math.inf)
     pts = 100.0 * (floor.top1 - ours.top1) if not (math.isnan(floor.top1) or math.isnan(ours.top1)) else 0.0
     return Verdict(ratio=ratio, top1_points=pts, passed=ratio <= GOAL_RATIO and pts <= GOAL_TOP1_POINTS)
+
+
+# ------------------------------------------------------------------------------------------------
+# Caveats of a run: where the official code on this machine is not the official arithmetic
+# ------------------------------------------------------------------------------------------------
+def _double_rounding_value() -> torch.Tensor:
+    """A bf16 value whose rsqrt differs when sqrt is rounded to bf16 first (the probe's input)."""
+    x = torch.arange(0x3F80, 0x4080, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)   # [1, 4)
+    once = torch.rsqrt(x.float()).bfloat16()
+    twice = (1.0 / torch.sqrt(x.float()).bfloat16().float()).bfloat16()
+    return x[(once != twice).nonzero()[0, 0]]
+
+
+def cpu_rsqrt_double_rounded(numel: int) -> int:
+    """How many elements of an n-element bf16 tensor torch's CPU rsqrt rounds twice (sqrt to bf16, then
+    1/sqrt): its vectorised loop rounds once, its scalar tail (n mod the vector width, 32 with AVX-512)
+    rounds twice. The official q norm calls rsqrt on a bf16 [tokens x heads] tensor, so on a CPU the
+    official model's own arithmetic depends on that count (not on a GPU)."""
+    x = _double_rounding_value().expand(numel).contiguous()
+    return int((torch.rsqrt(x) != torch.rsqrt(x.float()).bfloat16()).sum())
+
+
+def caveats(cfg: ModelConfig, prompts: int, prefill: int, steps: int, device: str) -> list[str]:
+    """One line per way this run's official model departs from the official arithmetic on a GPU."""
+    out = []
+    if not device.startswith("cuda"):
+        for what, n in (("prefill", prompts * prefill * cfg.n_heads), ("decode", prompts * cfg.n_heads)):
+            if (what == "decode" and steps == 0) or not n:
+                continue
+            k = cpu_rsqrt_double_rounded(n)
+            if k:
+                out.append(f"official q norm on this CPU: torch rounds rsqrt twice for {k} of the {n} per-head "
+                           f"scales of each {what} step (its scalar tail); choose --prompts so that prompts x "
+                           f"n_heads ({cfg.n_heads}) is a multiple of the vector width (32 with AVX-512)")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,6 +208,11 @@ class ModelReport:
     ours: Agreement
     verdict: Verdict
     elapsed_s: dict
+    caveats: list[str] = field(default_factory=list)
+    # the shared expert's SwiGLU inputs in the official run beyond swiglu_limit: where our clamp (kept, as
+    # current DeepSeek code and the serving engines do) changes the output and this early release does not
+    shared_clamp_hits: int = 0
+    shared_clamp_values: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -182,7 +223,8 @@ def run_model_mode(s: Setup, n_prompts: int, prefill: int, steps: int, gap: floa
     prompts = random_prompts(s.cfg, n_prompts, prefill, seed, s.device)
     t = {}
     t0 = time.perf_counter()
-    ref, tokens = official_run(s, prompts, steps)
+    with _SharedClampCount(s.official, s.cfg.swiglu_limit) as clamp:
+        ref, tokens = official_run(s, prompts, steps)
     t["official"] = time.perf_counter() - t0
     saved = (s.official_mod.fp8_gemm, s.official_mod.fp4_gemm)
     official.set_gemms(s.official_mod, precise=True)
@@ -199,7 +241,37 @@ def run_model_mode(s: Setup, n_prompts: int, prefill: int, steps: int, gap: floa
     ours = agreement(f"ours ({s.impl})", ref, mine, gap)
     return ModelReport(config=s.cfg.name, prompts=n_prompts, prefill=prefill, steps=steps, gap=gap,
                        kernels=s.kernels, impl=s.impl, floor=floor, ours=ours, verdict=verdict(ours, floor),
-                       elapsed_s=t)
+                       elapsed_s=t, caveats=caveats(s.cfg, n_prompts, prefill, steps, s.device),
+                       shared_clamp_hits=clamp.hits, shared_clamp_values=clamp.values)
+
+
+class _SharedClampCount:
+    """Counts, over the official run, the shared experts' gate (w1) values above swiglu_limit and up (w3)
+    values beyond +-swiglu_limit: where a clamped shared expert would differ from this official code."""
+
+    def __init__(self, model, limit: float):
+        self.hits = self.values = 0
+        self.handles = []
+        if limit <= 0:
+            return
+        for name, mod in model.named_modules():
+            if name.endswith("shared_experts") and not name.startswith("mtp"):
+                self.handles.append(mod.w1.register_forward_hook(self._count(lambda y: y > limit)))
+                self.handles.append(mod.w3.register_forward_hook(self._count(lambda y: y.abs() > limit)))
+
+    def _count(self, beyond):
+        def hook(mod, args, out):
+            y = out.float()
+            self.hits += int(beyond(y).sum())
+            self.values += y.numel()
+        return hook
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -316,6 +388,7 @@ def run_modules_mode(s: Setup, n_prompts: int, prefill: int, seed: int = 0) -> l
     D = cfg.dim
     P = dict(M=N * L, N=D, K=D, D=D, T=N * L, V=cfg.vocab_size)
     seen: dict[str, int] = {}
+    topk_seen: dict[str, torch.Tensor] = {}              # official indexer output [N, L, K] per layer
     with torch.inference_mode():
         for name, args, out in cap.calls:
             if name in ("norm",):
@@ -349,10 +422,17 @@ def run_modules_mode(s: Setup, n_prompts: int, prefill: int, seed: int = 0) -> l
             elif sub == ["attn"]:
                 x = args[0]
                 cache = Cache(cfg, N, L + 1, x.device)
-                mine = torch.stack([blk.attn(env, x[b], _prefill_step(prompts[b], b), cache.layers[blk.layer])
-                                    for b in range(N)])
-                results.append(_judge(name, "fp8_linear", "y", dict(P, K=cfg.o_groups * cfg.o_lora_rank),
-                                      mine.reshape(-1, D), out.reshape(-1, D)))
+                # a CSA layer attends to the official indexer's selection (compared on its own row above):
+                # torch.topk's order among tied bf16 scores is unspecified, and one differently selected
+                # entry would be charged to the attention arithmetic
+                picks = topk_seen.get(f"{name}.indexer")
+                label = name if picks is None else f"{name} (official top-k)"
+                mine = []
+                for b in range(N):
+                    with _indexer_fixed(blk.attn, None if picks is None else picks[b]):
+                        mine.append(blk.attn(env, x[b], _prefill_step(prompts[b], b), cache.layers[blk.layer]))
+                results.append(_judge(label, "fp8_linear", "y", dict(P, K=cfg.o_groups * cfg.o_lora_rank),
+                                      torch.stack(mine).reshape(-1, D), out.reshape(-1, D)))
             elif sub in (["attn", "compressor"], ["attn", "indexer", "compressor"]):
                 if out is None or args[1] != 0:
                     continue
@@ -365,9 +445,10 @@ def run_modules_mode(s: Setup, n_prompts: int, prefill: int, seed: int = 0) -> l
                 if start != 0:
                     continue
                 cache = Cache(cfg, N, L + 1, x.device)
+                topk_seen[name] = torch.where(out >= 0, out - offset, -1)
                 for b in range(N):
                     mine = blk.attn.indexer(env, x[b], qr[b], _prefill_step(prompts[b], b), cache.layers[blk.layer])
-                    ref = torch.where(out[b] >= 0, out[b] - offset, -1)
+                    ref = topk_seen[name][b]
                     results.append(_set_mismatch(f"{name} (seq {b})", mine, ref))
             elif sub == ["ffn", "gate"]:
                 x, tok = args
@@ -383,6 +464,26 @@ def run_modules_mode(s: Setup, n_prompts: int, prefill: int, seed: int = 0) -> l
                 results.append(_judge(name, "moe_layer", "y", dict(P, F=cfg.moe_inter_dim, E=cfg.n_routed_experts),
                                       mine, out.reshape(-1, D)))
     return results
+
+
+@contextlib.contextmanager
+def _indexer_fixed(attn, picks: torch.Tensor | None):
+    """Within: attn's indexer runs as usual (it fills the caches) but returns `picks` [L, K] (the
+    official selection, entry ids, -1 padded); picks None: unchanged."""
+    if picks is None or attn.indexer is None:
+        yield
+        return
+    ixr = attn.indexer
+    run = ixr.forward
+
+    def forward(*a, **k):
+        run(*a, **k)
+        return picks.to(torch.int32)
+    ixr.forward = forward
+    try:
+        yield
+    finally:
+        del ixr.forward
 
 
 def _prefill_step(ids: torch.Tensor, seq: int) -> Step:

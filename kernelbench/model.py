@@ -200,8 +200,8 @@ class Attention(Part):
         last = step.positions[-min(L, W):]
         lc.kv[seq, last % W] = kv[-min(L, W):]                                    # the ring after L tokens
         tok = torch.arange(L, device=dev)[:, None]
-        j = tok - W + 1 + torch.arange(W, device=dev)[None, :]
-        indices = [torch.where(j >= 0, j, -1)]                                    # window: tokens p-W+1 .. p
+        j = (tok - W + 1).clamp(min=0) + torch.arange(W, device=dev)[None, :]
+        indices = [torch.where(j <= tok, j, -1)]                  # window: tokens max(p-W+1, 0) .. p, then -1
         parts = [kv]
         if self.compressor is not None:
             entries = self.compressor.prefill(env, x, seq, lc.comp_kv, lc.comp_score, lc.compressed(W))

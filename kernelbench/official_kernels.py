@@ -23,7 +23,9 @@ Each function keeps the official signature and in-place behaviour:
         per (batch, token, head): softmax over the gathered kv rows (index -1 = masked) with one extra
         "sink" logit per head that takes probability mass but contributes no value:
         o = sum_j p_j kv_j / (sum_j p_j + exp(sink - m)), p_j = exp(scale q.kv_j - m), m = max score.
-        As the official kernel, the p_j multiplying the values are rounded to bf16 (its bf16 P @ V).
+        As the official kernel: the index columns in blocks of 64 with an online softmax (running max,
+        sum and accumulator rescaled per block), the p_j multiplying the values rounded to bf16 (its
+        bf16 P @ V) relative to the running max, the sum of the p_j in fp32.
     hc_split_sinkhorn(mixes, hc_scale, hc_base, hc_mult=4, sinkhorn_iters=20, eps=1e-6)
         pre = sigmoid(m[:hc] * s0 + b[:hc]) + eps; post = 2 sigmoid(m[hc:2hc] * s1 + b[hc:2hc]);
         comb = softmax_row(m[2hc:] * s2 + b[2hc:]) + eps, then column-normalised (/ (col sum + eps)),
@@ -170,19 +172,33 @@ fp8_gemm = _fp8_gemm(torch.float32)
 fp4_gemm = _fp4_gemm(torch.float32)
 
 
+SPARSE_ATTN_BLOCK = 64      # the official kernel's `block`: selected entries per pipeline step
+
+
 def sparse_attn(q: torch.Tensor, kv: torch.Tensor, attn_sink: torch.Tensor, topk_idxs: torch.Tensor,
                 softmax_scale: float) -> torch.Tensor:
     b, m, h, d = q.shape
     idx = topk_idxs.long()
     valid = idx >= 0                                                   # [b, m, k]
     rows = kv[torch.arange(b, device=kv.device)[:, None, None], idx.clamp_min(0)].float()   # [b, m, k, d]
-    s = torch.einsum("bmhd,bmkd->bmhk", q.float(), rows) * softmax_scale
-    s = s.masked_fill(~valid[:, :, None, :], float("-inf"))
-    mx = s.amax(-1, keepdim=True)
-    p = torch.exp(s - mx)
-    denom = p.sum(-1) + torch.exp(attn_sink.float()[None, None, :] - mx.squeeze(-1))
-    o = torch.einsum("bmhk,bmkd->bmhd", p.to(torch.bfloat16).float(), rows) / denom[..., None]
-    return o.to(torch.bfloat16)
+    rows = rows * valid[..., None]                                     # a masked slot loads zeros
+    neg = torch.tensor(float("-inf"), device=q.device)
+    acc = torch.zeros(b, m, h, d, device=q.device)                     # fp32 accumulator of P @ V
+    run_max = torch.full((b, m, h), float("-inf"), device=q.device)
+    run_sum = torch.zeros(b, m, h, device=q.device)
+    for k0 in range(0, idx.shape[-1], SPARSE_ATTN_BLOCK):
+        blk = slice(k0, k0 + SPARSE_ATTN_BLOCK)
+        sc = torch.einsum("bmhd,bmkd->bmhk", q.float(), rows[:, :, blk]) * softmax_scale
+        sc = torch.where(valid[:, :, None, blk], sc, neg)
+        new_max = torch.maximum(run_max, sc.amax(-1))
+        rescale = torch.exp(run_max - new_max)
+        e = torch.exp(sc - new_max[..., None])
+        run_sum = run_sum * rescale + e.sum(-1)
+        # P is cast to bf16 for the second GEMM; the running sum keeps the fp32 values
+        acc = acc * rescale[..., None] + torch.einsum("bmhk,bmkd->bmhd", e.to(torch.bfloat16).float(), rows[:, :, blk])
+        run_max = new_max
+    run_sum = run_sum + torch.exp(attn_sink.float()[None, None, :] - run_max)
+    return (acc / run_sum[..., None]).to(torch.bfloat16)
 
 
 def hc_split_sinkhorn(mixes: torch.Tensor, hc_scale: torch.Tensor, hc_base: torch.Tensor, hc_mult: int = 4,

@@ -14,7 +14,11 @@ Two launches, both graph-capturable (no host reads of device data):
      (masked -1 entries score -inf), and accumulates p @ kv (second tensor-core dot, the same tile
      as V). It writes an fp32 partial output and its (max, sum) pair.
   2. `_attn_combine` grid (T, Hl): merges the S partials with the sink in the denominator only,
-     applies the inverse RoPE to the last R dims in fp32 (fused) and casts once to bf16.
+     rounds to bf16, applies the inverse RoPE to the last R dims in fp32 (fused) and rounds again
+     (DeepSeek's two roundings: its sparse_attn returns bf16, model.py rotates that).
+The weights p are rounded to bf16 for p @ kv and summed in fp32, as DeepSeek's kernel (docs/OPS.md
+'Sparse attention arithmetic'); its blocks of 64 with one running max are not followed (BN and the
+splits are tuned), so the weights' rounding agrees with the reference's to rounding, not bit for bit.
 Shared memory per split program ~ BN*Dh*2 (the gathered tile) + BH*Dh*2 (q) per stage; the shipped
 configs are checked against sm_120's 101,376 bytes by tests/test_attention.py.
 """
@@ -99,7 +103,8 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(dot_operand(p.to(tl.bfloat16), DOT_UPCAST), k_op)
+        # p rounded to bf16 (RNE, also in the interpreter) for p @ kv, as DeepSeek's kernel; l_i keeps fp32 p
+        acc = acc * alpha[:, None] + tl.dot(dot_operand(to_bf16(p, DOT_UPCAST), DOT_UPCAST), k_op)
         m_i = m_new
     row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
     if end > start:                                                        # an empty split writes only (m, l)
@@ -137,6 +142,9 @@ def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T
     even = even / denom
     odd = odd / denom
     if ROPE:
+        # DeepSeek rounds o to bf16, then rotates (fp32) and rounds again: the same two roundings here
+        even = to_bf16(even, RNE_FIX).to(tl.float32)
+        odd = to_bf16(odd, RNE_FIX).to(tl.float32)
         fi = offs_j - (DH - R) // 2
         is_rope = fi >= 0
         f = tl.load(freqs_ptr + tl.where(is_rope, fi, 0), mask=is_rope, other=0.0)

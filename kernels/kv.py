@@ -140,14 +140,14 @@ def attention_indices_default(params: dict) -> dict:
 def _attention_indices_kernel(pos_ptr, topk_ptr, out_ptr, len_ptr,    # out (T, n_max) int32, len (T,) int32
                               W, RATIO, K, N_MAX, s_tt, s_ot,
                               KIND: tl.constexpr, BLOCK: tl.constexpr):
-    """Column c of token t (position p): c < W ring slot (p-W+1+c) % W or -1 before position 0;
+    """Column c of token t (position p): c < W ring slot of token max(p-W+1, 0) + c, or -1 past p;
     c >= W, j = c - W: csa W + topk[t, j] (or -1), hca W + j while j < (p+1)//ratio (else -1)."""
     t = tl.program_id(0)
     cb = tl.program_id(1)
     p = tl.load(pos_ptr + t).to(tl.int64)
     c = cb * BLOCK + tl.arange(0, BLOCK)
-    tok = p - W + 1 + c
-    win = tl.where(tok >= 0, tok % W, -1)
+    tok = tl.maximum(p - W + 1, 0) + c
+    win = tl.where(tok <= p, tok % W, -1)
     j = c - W
     if KIND == 0:
         val = win

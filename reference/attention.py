@@ -4,11 +4,20 @@ Letters: T tokens, B sequences, N cache entries per sequence (W + Ncap), Hl head
 Dh head dim (512; K = V = the whole entry), Ksel selected entries per token, R rope dims.
 
 For token t and head h over the selected j (index -1 = masked):
-    s_j = (q_h . kv_j) * scale;  m = max(max_j s_j, sink_h)
+    s_j = (q_h . kv_j) * scale;  m = max_j s_j
     o_h = sum_j e^{s_j - m} kv_j / (sum_j e^{s_j - m} + e^{sink_h - m})
 The sink enters the denominator only. DeepSeek's `sparse_attn` returns bf16 and model.py then
 applies the inverse RoPE to the bf16 output's last R dims; this reference does the same (two bf16
 roundings), a fused kernel may rotate before its single cast.
+
+The official arithmetic (DeepSeek's TileLang `sparse_attn`, which this follows rounding for rounding):
+the index columns are read in blocks of 64, in column order, with an online softmax; per block the
+running max m grows to include the block, the running sum and the fp32 accumulator are rescaled by
+e^{m_old - m_new}, and the weights p_j = e^{s_j - m_new} enter the sum in fp32 but the product with
+the values ROUNDED TO BF16 (the kernel's bf16 P @ V). So the weights are rounded relative to the
+running max of their block. Without that rounding o moves by ~0.2% (rel), which the FP8
+re-quantisation before wo_b amplifies to ~1% at the attention output (issue 11, measured against
+the official model: docs/perf/fidelity.md).
 """
 from __future__ import annotations
 
@@ -67,6 +76,33 @@ def apply_lengths(indices: torch.Tensor, lengths: torch.Tensor | None) -> torch.
     return torch.where(col < lengths.long()[:, None], indices, torch.full_like(indices, -1))
 
 
+OFFICIAL_BLOCK = 64      # selected entries per step of DeepSeek's sparse_attn kernel
+
+
+def online_softmax_bf16_pv(s: torch.Tensor, values: torch.Tensor, sink: torch.Tensor,
+                           block: int = OFFICIAL_BLOCK) -> torch.Tensor:
+    """s [T, Hl, K] scores (-inf = masked), values [T, K, Dh], sink [Hl] -> o [T, Hl, Dh] in s's dtype:
+    the online softmax over blocks of `block` columns with the sink in the denominator, the weights
+    rounded to bf16 for the product with the values (see the module docstring). A row with no valid
+    entry gives 0."""
+    t, hl, k = s.shape
+    m = torch.full((t, hl), float("-inf"), dtype=s.dtype, device=s.device)
+    l_sum = torch.zeros((t, hl), dtype=s.dtype, device=s.device)
+    o = torch.zeros((t, hl, values.shape[-1]), dtype=s.dtype, device=s.device)
+    for k0 in range(0, k, block):
+        sb = s[..., k0:k0 + block]
+        m_new = torch.maximum(m, sb.amax(dim=-1))
+        m_safe = torch.where(m_new == float("-inf"), torch.zeros((), dtype=s.dtype), m_new)
+        alpha = torch.exp(m - m_safe)                                  # 0 while nothing was valid
+        p = torch.exp(sb - m_safe[..., None])
+        l_sum = l_sum * alpha + p.sum(dim=-1)
+        pv = torch.einsum("thk,tkd->thd", p.to(torch.bfloat16).to(s.dtype), values[:, k0:k0 + block])
+        o = o * alpha[..., None] + pv
+        m = m_new
+    m_safe = torch.where(m == float("-inf"), torch.zeros((), dtype=s.dtype), m)
+    return o / (l_sum + torch.exp(sink[None, :] - m_safe))[..., None]
+
+
 def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                      sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
                      freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -82,11 +118,8 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     sel = torch.where(valid[..., None], sel, torch.zeros((), dtype=sel.dtype))   # a masked row is never read
     s = torch.einsum("thd,tkd->thk", acc(q), sel) * scale              # (T, Hl, Ksel)
     s = s.masked_fill(~valid[:, None, :], float("-inf"))
-    snk = acc(sink)[None, :].expand(q.shape[0], -1)                    # (T, Hl)
-    m = torch.maximum(s.amax(dim=-1), snk)                             # finite: the sink is
-    e = torch.exp(s - m[..., None])
-    denom = e.sum(dim=-1) + torch.exp(snk - m)
-    o = (torch.einsum("thk,tkd->thd", e, sel) / denom[..., None]).to(torch.bfloat16)
+    o = online_softmax_bf16_pv(s, sel, acc(sink))
+    o = o.to(torch.bfloat16)
     if positions is not None:
         r = 2 * freqs.shape[0]
         o = torch.cat([o[..., :-r], rope(o[..., -r:], positions, freqs, inverse=True)], dim=-1)

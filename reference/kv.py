@@ -62,9 +62,12 @@ def kv_write(kv: torch.Tensor, weight: torch.Tensor, eps: float, positions: torc
 
 
 def window_indices(positions: torch.Tensor, window: int) -> torch.Tensor:
-    """[T] -> [T, W] int32: ring slots of tokens p-W+1 .. p (oldest to newest), -1 before position 0."""
-    tok = positions.long()[:, None] - window + 1 + torch.arange(window, device=positions.device)[None, :]
-    return torch.where(tok >= 0, tok % window, torch.full_like(tok, -1)).to(torch.int32)
+    """[T] -> [T, W] int32: ring slots of tokens max(p-W+1, 0) .. p (oldest to newest), then -1 while
+    p < W-1 (DeepSeek's column order: the empty columns come last; sparse attention reads the columns
+    in blocks, so the order decides which entries share a block and thus the rounding)."""
+    pos = positions.long()[:, None]
+    tok = (pos - window + 1).clamp(min=0) + torch.arange(window, device=positions.device)[None, :]
+    return torch.where(tok <= pos, tok % window, torch.full_like(tok, -1)).to(torch.int32)
 
 
 def attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: int,
@@ -75,7 +78,8 @@ def attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: in
     The width n_max is fixed by the caller from the layer kind, never read from the positions (so the
     op is CUDA-graph capturable): swa W; csa W + K (K = topk_indices.shape[1]); hca W + Ncap (the
     cache's compressed capacity, e.g. capacity // ratio).
-    Columns [0, W): the window ring slots of tokens p-W+1 .. p (oldest to newest), -1 before position 0.
+    Columns [0, W): the window ring slots of tokens max(p-W+1, 0) .. p (oldest to newest), then -1
+    (only while p < W-1: the empty columns come last, as DeepSeek's).
     csa: column W + j = W + topk_indices[t, j] (-1 stays -1). hca: column W + i = W + i for every
     compressed entry i < (p+1)//ratio, -1 past it.
     lengths[t]: columns >= lengths[t] hold no entry (swa W, csa W + K, hca W + (p+1)//ratio); columns

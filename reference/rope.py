@@ -38,20 +38,22 @@ def rope_freqs(cfg: ModelConfig, compressed: bool) -> torch.Tensor:
     """freqs [R/2] fp32. SWA layers: f_i = rope_theta^(-2i/R). Compressed layers (CSA/HCA and their
     compressors): theta = compress_rope_theta with YaRN: f_i kept for i <= low, divided by `factor`
     for i >= high, linearly blended between (ramp (i - low) / (high - low) over i < R/2, as DeepSeek's
-    `linear_ramp_factor`). Computed in fp64 and rounded once to fp32 (DeepSeek computes in fp32; the
-    two differ by at most an fp32 ulp or two; the fp32 tensor is what every implementation consumes)."""
+    `linear_ramp_factor`). Computed as DeepSeek's `precompute_freqs_cis` does, in fp32 torch arithmetic
+    on the CPU, so the table is the official one entry for entry (an fp64 computation rounded once
+    differs in ~10 of the 32 entries by an ulp, enough to flip RoPE outputs that the FP8 quantisation
+    downstream amplifies; issue 11). The fp32 tensor is what every implementation consumes."""
     dim = cfg.rope_head_dim
     base = cfg.compress_rope_theta if compressed else cfg.rope_theta
-    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     if compressed:
         low, high = yarn_correction_range(cfg.yarn_beta_fast, cfg.yarn_beta_slow, dim, base,
                                           cfg.yarn_original_seq_len)
         if high == low:
             high += 0.001
-        ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
         smooth = 1 - ramp
         freqs = freqs / cfg.yarn_factor * (1 - smooth) + freqs * smooth
-    return freqs.to(torch.float32)
+    return freqs
 
 
 # RoPE --------------------------------------------------------------------------------------------

@@ -55,6 +55,47 @@ def test_reference_equals_dense_softmax_with_sink(gen):
     assert (no_sink - dense).abs().max() > 1e-2
 
 
+def _bf(x: float) -> float:
+    return float(torch.tensor(x, dtype=torch.float32).bfloat16().float())
+
+
+def _f32(x: float) -> float:
+    return float(torch.tensor(x, dtype=torch.float32))
+
+
+def test_reference_rounds_weights_to_bf16_like_deepseek():
+    """Two entries, scores 0 and -1 (scale 1), no sink mass: DeepSeek's kernel multiplies the values by
+    bf16(e^-1) but divides by the fp32 sum 1 + e^-1 (its bf16 P @ V, fp32 row sum)."""
+    q = torch.tensor([[[0.0, -1.0]]]).bfloat16()
+    kv = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]]).bfloat16()
+    sink = torch.tensor([-1e4])
+    p1 = _f32(math.exp(-1.0))
+    den = _f32(1.0 + p1)
+    for mode in (torch.float32, torch.float64):          # the rounding is the contract, in both modes
+        with compute_dtype(mode):
+            o = sparse_attention(q, kv, torch.tensor([0]), torch.tensor([[0, 1]], dtype=torch.int32), sink, 1.0)
+        assert o[0, 0].float().tolist() == [_bf(1.0 / den), _bf(_bf(p1) / den)]
+    assert _bf(_bf(p1) / den) != _bf(p1 / den)          # the case tells the two arithmetics apart
+
+
+def test_reference_blocks_of_64_with_running_max():
+    """64 entries scoring 0 (value e0) and one scoring 1 (value e1). In column order the first block's
+    weights are exactly 1 (its running max is 0) and are rescaled by the fp32 e^-1 when the max grows; with
+    the high entry first they are bf16(e^-1) from the start. DeepSeek's blocks of 64 give these two
+    different bf16 results, both hand-computed here."""
+    q = torch.tensor([[[0.0, 1.0]]]).bfloat16()
+    kv = torch.tensor([[[1.0, 0.0]] * 64 + [[0.0, 1.0]]]).bfloat16()
+    sink = torch.tensor([-1e4])
+    e = _f32(math.exp(-1.0))
+    den = _f32(_f32(64 * e) + 1.0)
+    order = torch.arange(65, dtype=torch.int32)[None]
+    o = sparse_attention(q, kv, torch.tensor([0]), order, sink, 1.0)
+    assert o[0, 0].float().tolist() == [_bf(_f32(64 * e) / den), _bf(1.0 / den)]
+    first = torch.cat([order[:, 64:], order[:, :64]], dim=1)                    # the high entry in block 0
+    o2 = sparse_attention(q, kv, torch.tensor([0]), first, sink, 1.0)
+    assert o2[0, 0, 0].item() == _bf(_f32(64 * _bf(e)) / den) != o[0, 0, 0].item()
+
+
 @pytest.mark.parametrize("impl", ["reference", "triton"])
 def test_masked_entries_change_nothing(gen, impl):
     q, kv, sink = _case(gen, t=2, n=30)
@@ -211,8 +252,8 @@ def test_attention_indices_window_csa_hca(impl):
     swa, ln = fn(positions=pos, kind="swa", window=w, ratio=0, topk_indices=None, n_max=w)
     assert swa.shape == (4, 8) and swa.dtype == torch.int32 and ln.dtype == torch.int32
     assert ln.tolist() == [8] * 4
-    assert swa[0].tolist() == [-1] * 7 + [0]                                # oldest -> newest
-    assert swa[1].tolist() == [-1, -1, 0, 1, 2, 3, 4, 5]
+    assert swa[0].tolist() == [0] + [-1] * 7                                # oldest -> newest, then empty
+    assert swa[1].tolist() == [0, 1, 2, 3, 4, 5, -1, -1]
     assert swa[3].tolist() == [(40 - 7 + j) % 8 for j in range(8)] and swa[3, -1] == 40 % 8
     topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
     csa, ln = fn(positions=pos, kind="csa", window=w, ratio=4, topk_indices=topk, n_max=w + 2)

@@ -41,6 +41,16 @@ def test_plain_freqs_for_swa_layers():
     assert torch.allclose(f.double(), torch.tensor(want, dtype=torch.float64), rtol=1e-7, atol=0)
 
 
+def test_freqs_are_deepseeks_fp32_table():
+    """The table DeepSeek's precompute_freqs_cis builds: fp32 arithmetic, entry for entry (an fp64 table
+    rounded once differs by an ulp in about a third of the entries)."""
+    f = RP.rope_freqs(FLASH, compressed=False)
+    want = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+    assert torch.equal(f, want)
+    exact = (1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64))).float()
+    assert not torch.equal(want, exact)                    # the case tells the two computations apart
+
+
 def test_yarn_freqs_keep_low_dims_divide_high_dims_blend_between():
     f = RP.rope_freqs(FLASH, compressed=True).double()
     plain = torch.tensor([160000.0 ** (-2 * i / 64) for i in range(32)], dtype=torch.float64)

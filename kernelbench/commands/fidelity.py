@@ -75,6 +75,8 @@ def command(official_dir, ckpt, impl, device, kernels, mode, prompts, prefill, s
     head = (f"config {s.cfg.name}, official kernels: {s.kernels}, ours: {impl} on {device}, "
             f"official code {s.source_hash}")
     console.print(head)
+    for line in fidelity.caveats(s.cfg, prompts, prefill, steps if mode == "model" else 0, device):
+        console.print(f"[yellow]caveat: {line}[/yellow]")
     if rep is not None:
         _print_model(console, rep)
     else:
@@ -110,6 +112,8 @@ def _print_model(console: Console, rep) -> None:
                   + " ".join(f"{x:.3g}" for x in rep.floor.per_step_median) + " | ours "
                   + " ".join(f"{x:.3g}" for x in rep.ours.per_step_median))
     console.print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in rep.elapsed_s.items()))
+    console.print(f"shared-expert SwiGLU clamp (ours clamps, this official code may not): {rep.shared_clamp_hits} of "
+                  f"{rep.shared_clamp_values} official gate/up values beyond the limit")
 
 
 def _print_modules(console: Console, mods) -> None:
