@@ -6,7 +6,7 @@ JSON columns hold canonical JSON text (sorted keys, no spaces, see `canonical_js
 equal dicts are equal strings and a JSON column can sit in a unique key.
 
 Tables (names are fixed; add columns through a migration in db/migrations.py):
-    environment     a machine + software stack, unique by `fingerprint` (kernelbench.fingerprint)
+    environment     a machine + software stack, unique by `fingerprint` (kernelbench.harness.fingerprint)
     op              an op of docs/OPS.md, unique by name
     implementation  (op, name, source_hash): a changed kernel source is a new row
     verify_run      one `kernelbench verify` invocation

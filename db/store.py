@@ -4,7 +4,7 @@
     store = Store()                       # $KERNELBENCH_DB, else sqlite:///<data_dir>/kernelbench.sqlite
     store = Store("sqlite:///run.sqlite") # any SQLAlchemy URL (the CLI's --db)
     store = Store("postgresql://user:pw@host/kb")   # a shared store (needs kernelbench[postgres])
-    env = store.environment_id(kernelbench.fingerprint.fingerprint())   # get-or-create, returns the id
+    env = store.environment_id(kernelbench.harness.fingerprint.fingerprint())   # get-or-create, returns the id
     impl = store.op_impl_id("fp8_linear", "triton", source_hash, family="linear", backend="triton")
     impl = store.impl_id(registry.get_impl("fp8_linear", "triton"))     # the same from a registry Impl
     with store.session() as s:            # commits on success, rolls back on an exception
@@ -225,11 +225,11 @@ class Store:
 
     # keys ---------------------------------------------------------------------------------
     def environment_id(self, fp: Mapping[str, Any]) -> int:
-        """Get-or-create the environment row of a fingerprint (kernelbench.fingerprint.fingerprint())."""
+        """Get-or-create the environment row of a fingerprint (kernelbench.harness.fingerprint.fingerprint())."""
         cols = {c.name for c in schema.Environment.__table__.columns} - {"id", "created"}
         fields = {k: v for k, v in fp.items() if k in cols}
         if "fingerprint" not in fields:
-            from kernelbench.fingerprint import fingerprint_hash
+            from kernelbench.harness.fingerprint import fingerprint_hash
             fields["fingerprint"] = fingerprint_hash(fp)
         extra_keys = set(fp) - cols
         if extra_keys and fields.get("extra") is None:

@@ -51,7 +51,7 @@ class ReplayClock:
     """A timer that replays measured durations: pytest-benchmark reads it twice around each round,
     so consecutive (start, end) pairs differ by the next sample. Samples in microseconds."""
 
-    __name__ = "kernelbench.timing"
+    __name__ = "kernelbench.harness.timing"
 
     def __init__(self, samples_us: Sequence[float]):
         self._seconds = [float(s) * 1e-6 for s in samples_us]
@@ -65,7 +65,7 @@ class ReplayClock:
         return self._now
 
     def __repr__(self) -> str:
-        return "kernelbench.timing (CUDA-graph replay samples)"
+        return "kernelbench.harness.timing (CUDA-graph replay samples)"
 
 
 def report(benchmark, samples_us: Sequence[float], extra_info: dict | None = None) -> None:
@@ -91,9 +91,10 @@ class KernelBench:
 
     def __call__(self, op: str, impl: str | Callable = "triton", params: dict | None = None, *,
                  config: dict | None = None, method: str = "graph", **adaptive_kw):
-        from kernelbench import registry, timing
+        from kernelbench import registry
+        from kernelbench.harness import timing
         from kernelbench.commands.bench import peaks_for
-        from kernelbench.fingerprint import fingerprint
+        from kernelbench.harness.fingerprint import fingerprint
         spec = registry.get_op(op)
         if params is None:
             raise ValueError(f"kernel_bench({op!r}, ...): pass params, e.g. {spec.shape_cases('flash-tp8')[0]}")
@@ -123,7 +124,7 @@ class KernelBench:
         Returns the timing.Summary."""
         import torch
 
-        from kernelbench import timing
+        from kernelbench.harness import timing
         first = make_inputs(0)
         per = max(1, timing.tensor_bytes(first))
         l2 = timing.l2_bytes()
@@ -148,7 +149,7 @@ class KernelBench:
     # the kernelbench database ------------------------------------------------------------------
     def _store(self):
         from kernelbench.db.store import Store
-        from kernelbench.fingerprint import fingerprint, git_commit
+        from kernelbench.harness.fingerprint import fingerprint, git_commit
         store = Store(self.db_url)
         return store, store.environment_id(fingerprint("cuda")), git_commit()
 

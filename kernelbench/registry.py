@@ -6,7 +6,7 @@ register against the op's name with `@register_impl`. Adding an op touches three
 reference function, the spec, the kernel.
 
 Calling convention shared by every implementation of an op:
-    outputs = fn(**inputs)                 # a kernel picks its config (kernelbench.tuning.lookup)
+    outputs = fn(**inputs)                 # a kernel picks its config (kernelbench.tuned_configs.lookup)
     outputs = fn(**inputs, config=cfg)     # tune/bench pass one config of Impl.configs(params)
 `inputs` is the dict that `OpSpec.make_inputs` builds; outputs is a tensor or a tuple of tensors
 named by `OpSpec.outputs`. References take no `config`.
@@ -76,7 +76,7 @@ class OpSpec:
     inplace: tuple[str, ...] = ()      # inputs the op mutates; they are compared as outputs too
     value_modes: tuple[str, ...] = ("normal",)
     doc: str = ""
-    probes: tuple = ()                 # kernelbench.probes.Probe: inputs that make one rule dominate
+    probes: tuple = ()                 # kernelbench.harness.probes.Probe: inputs that make one rule dominate
     # name of the input dict key order for printing reproducible commands; informational
     label: Callable[[Params], str] = field(default=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
 

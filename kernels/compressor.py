@@ -26,7 +26,7 @@ from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sin
 from kernelbench.kernels.quant import e2m1_code, e2m1_value, e4m3_round_code, pow2, ue8m0_exp
 from kernelbench.reference.compressor import check_weights
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 def compressor_configs(params: dict) -> list[dict]:

@@ -31,7 +31,7 @@ from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sin
 from kernelbench.kernels.quant import e2m1_code, e2m1_value, pow2, ue8m0_exp
 from kernelbench.reference.indexer import check_indexer_topk
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 DI = 128
 

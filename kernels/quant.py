@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernelbench.kernels.common import check_device, check_dtype, to_bf16  # noqa: F401 (to_bf16 re-exported)
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 # ---- shared @triton.jit helpers --------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from kernelbench import calibrate, timing
+from kernelbench.harness import calibrate, timing
 from kernelbench.config import FLASH
 from kernelbench.kernels import attention as KA
 from kernelbench.kernels import indexer as KI
@@ -41,12 +41,12 @@ def over_budget(what: str) -> bool:
 
 
 def copy_bandwidth(dev) -> float:
-    """GB/s of a 1 GiB device-to-device copy, bytes read + written (kernelbench.calibrate)."""
+    """GB/s of a 1 GiB device-to-device copy, bytes read + written (kernelbench.harness.calibrate)."""
     return calibrate.copy_bandwidth().value
 
 
 def graph_time_us(fn, sets: list) -> float:
-    """Median per-call microseconds of a CUDA graph of len(sets) calls, one per input set (kernelbench.timing)."""
+    """Median per-call microseconds of a CUDA graph of len(sets) calls, one per input set (kernelbench.harness.timing)."""
     return timing.time_graph([lambda s=s: fn(s) for s in sets], launches=len(sets))[0].median_us
 
 

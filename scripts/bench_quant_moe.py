@@ -18,8 +18,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from _quant_moe_util import as_tuple, spec_and_impl  # noqa: E402
 
-from kernelbench import calibrate, timing  # noqa: E402
-from kernelbench.testing import error_stats, passes  # noqa: E402
+from kernelbench.harness import calibrate, timing  # noqa: E402
+from kernelbench.harness.testing import error_stats, passes  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
 L2_BYTES = 60 * 2 ** 20
@@ -28,12 +28,12 @@ RESULTS: list[dict] = []
 
 
 def copy_bandwidth() -> float:
-    """bytes/s of a 1 GiB device-to-device copy, read + written (kernelbench.calibrate)."""
+    """bytes/s of a 1 GiB device-to-device copy, read + written (kernelbench.harness.calibrate)."""
     return calibrate.copy_bandwidth().value * 1e9
 
 
 def graph_time(fn, sets) -> float:
-    """Median seconds per call: one graph runs fn over every input set in turn (kernelbench.timing)."""
+    """Median seconds per call: one graph runs fn over every input set in turn (kernelbench.harness.timing)."""
     return timing.time_graph([lambda inp=inp: fn(inp) for inp in sets], launches=len(sets))[0].median_us * 1e-6
 
 

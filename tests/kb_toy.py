@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 from hypothesis import strategies as st
 
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_impl, register_op, _OPS
 
 OP = "toy_mm"

@@ -7,7 +7,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from kernelbench import checkpoint as ck
+from kernelbench.decoder import checkpoint as ck
 from kernelbench.config import FLASH, TINY, ModelConfig
 
 TP4_CFG = TINY.replace(name="tiny-g4", o_groups=4)   # TINY has 2 output groups: TP4 needs 4

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from kernelbench.db import migrations, schema
 from kernelbench.db.store import (CorruptDatabase, NotAKernelbenchDatabase, SchemaTooNew, Store, StoreError,
                                   default_url, raw_execute)
-from kernelbench.fingerprint import fingerprint, fingerprint_hash
+from kernelbench.harness.fingerprint import fingerprint, fingerprint_hash
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -222,7 +222,7 @@ def test_fingerprint_describes_a_gpu(monkeypatch):
 
     import torch
 
-    import kernelbench.fingerprint as F
+    import kernelbench.harness.fingerprint as F
     props = types.SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
                                   L2_cache_size=60 * 2 ** 20, total_memory=143_771_156_480)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

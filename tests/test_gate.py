@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernelbench import gate as g
+from kernelbench.harness import gate as g
 from kernelbench.commands.gate import command as gate_cmd
 from kernelbench.db import schema
 from kernelbench.db.store import Store

@@ -15,12 +15,12 @@ import os
 import pytest
 import torch
 
-from kernelbench import checkpoint as ck
-from kernelbench.backend import Ops
+from kernelbench.decoder import checkpoint as ck
+from kernelbench.decoder.backend import Ops
 from kernelbench.config import TINY
-from kernelbench.model import Step, Transformer
+from kernelbench.decoder.model import Step, Transformer
 from kernelbench.reference.precision import compute_dtype
-from kernelbench.tp import TPContext, launch
+from kernelbench.decoder.tp import TPContext, launch
 
 CFG_G4 = TINY.replace(name="tiny-g4", o_groups=4)     # TP4 needs 4 output groups (TINY has 2)
 
@@ -252,8 +252,8 @@ def test_cli_make_checkpoint_generate_and_decode_bench(tmp_path):
 
 
 def test_fit_line_recovers_the_users_anchor():
-    from kernelbench.decode_bench import bench_config
-    from kernelbench.scaling import fit_line
+    from kernelbench.decoder.decode_bench import bench_config
+    from kernelbench.harness.scaling import fit_line
     fit = fit_line([1, 16, 64], [40 + 31 * c for c in (1, 16, 64)])
     assert abs(fit.a - 40) < 1e-9 and abs(fit.b - 31) < 1e-9
     cfg = bench_config("flash", "swa,csa,hca,csa")

@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernelbench import decode_bench as db
-from kernelbench import report
+from kernelbench.decoder import decode_bench as db
+from kernelbench.harness import report
 from kernelbench.cli import main
 from kernelbench.db import schema
 from kernelbench.db.store import Store

@@ -3,8 +3,9 @@ the plot, and the history of an op across commits, read back from a real databas
 import pytest
 from click.testing import CliRunner
 
-from kernelbench import calibrate, devices, history, registry
-from kernelbench import roofline as rl
+from kernelbench.harness import calibrate, devices, history
+from kernelbench import registry
+from kernelbench.harness import roofline as rl
 from kernelbench.db import schema
 from kernelbench.db.store import Store
 

@@ -9,9 +9,9 @@ import torch
 
 from kernelbench import registry
 from kernelbench.registry import Tolerance
-from kernelbench.testing import error_stats, passes
-from kernelbench.verify import PairReport
-from kernelbench.verify_check import Example, ExampleResult, check_example
+from kernelbench.harness.testing import error_stats, passes
+from kernelbench.harness.verify import PairReport
+from kernelbench.harness.verify_check import Example, ExampleResult, check_example
 
 
 # ---- item 1: bf16-operand GEMM tolerances hold on 'large' values ------------------------------------
@@ -292,7 +292,7 @@ def test_checkpoint_error_is_one_line(tmp_path):
     ("scale_fmt", "ue4m3", "quantization_config.scale_fmt must be 'ue8m0'"),
 ])
 def test_bad_model_config_names_the_field(field, value, text, tmp_path):
-    from kernelbench import checkpoint
+    from kernelbench.decoder import checkpoint
     d = _config_dir(tmp_path, **{field: value})
     with pytest.raises(checkpoint.CheckpointError, match=text.replace("(", r"\(")):
         checkpoint.load(d)

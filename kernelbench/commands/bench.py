@@ -1,6 +1,6 @@
 """`kernelbench bench [OP ...]`: time implementations at real deployment shapes, keep every result.
 
-Each (op, implementation, shape) is timed by kernelbench.timing.measure_impl (CUDA-graph replay over
+Each (op, implementation, shape) is timed by kernelbench.harness.timing.measure_impl (CUDA-graph replay over
 rotating input sets, or events + L2 flush), its timed outputs rechecked against the reference, and
 stored in the database (bench_result, raw samples included) with the environment fingerprint and
 the git commit; `--json` also writes the rows for `kernelbench gate`.
@@ -15,7 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kernelbench import registry, timing
+from kernelbench import registry
+from kernelbench.harness import timing
 
 
 def open_store(db: str | None):
@@ -28,7 +29,7 @@ def open_store(db: str | None):
 
 def peaks_for(device: str) -> tuple[float, float] | None:
     """The fastest the datasheet allows (any precision), for the 'faster than hardware' check."""
-    from kernelbench import devices
+    from kernelbench.harness import devices
     spec = devices.find(device)
     if spec is None:
         return None
@@ -36,7 +37,7 @@ def peaks_for(device: str) -> tuple[float, float] | None:
 
 
 def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...]) -> list[dict]:
-    from kernelbench.inspector import batch_of
+    from kernelbench.harness.inspector import batch_of
     out = []
     for ss in shape_sets:
         for p in spec.shape_cases(ss):
@@ -50,7 +51,7 @@ def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], co
 
 
 def record(store, env_id: int, impl, m: timing.Measurement, ceilings, run_tag: str, git: str) -> None:
-    from kernelbench import roofline
+    from kernelbench.harness import roofline
     from kernelbench.db import schema
     pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
     extra = {"verified": m.verified, "verify_detail": m.verify_detail, "roofline_error": m.roofline_error,
@@ -97,8 +98,8 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
         timing.require_cuda()
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. `kernelbench bench` measures on a GPU only.") from None
-    from kernelbench import calibrate, roofline
-    from kernelbench.fingerprint import fingerprint, git_commit
+    from kernelbench.harness import calibrate, roofline
+    from kernelbench.harness.fingerprint import fingerprint, git_commit
     from kernelbench.usage import check_tuning
     check_tuning()
     for m in modules:
@@ -133,7 +134,7 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
             except Exception as e:  # noqa: BLE001 - one failing case must not end the run
                 failures += 1
                 console.print(f"[red]{spec.name}/{impl.name} {spec.label(params)}: {type(e).__name__}: {e}[/red]")
-                from kernelbench.tune import cuda_fault
+                from kernelbench.harness.tune import cuda_fault
                 if cuda_fault(e):
                     console.print("[red]the CUDA context is unusable after this fault: stopping; results so far "
                                   "are stored. Re-run from the next op (`kernelbench bench OP ...`).[/red]")

@@ -1,5 +1,5 @@
 """`kernelbench export --format FORMAT`: one bench run from the database as pytest-benchmark JSON,
-github-action-benchmark `customSmallerIsBetter` JSON or Bencher Metric Format (kernelbench/export.py)."""
+github-action-benchmark `customSmallerIsBetter` JSON or Bencher Metric Format (kernelbench/harness/export.py)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kernelbench import export as ex
+from kernelbench.harness import export as ex
 
 
 @click.command("export")

@@ -1,5 +1,5 @@
 """`kernelbench gate`: fail a CI job on a slowdown beyond noise, a verification failure, a kernel that
-lost its tensor-core instructions or outgrew sm_120. Method: kernelbench/gate.py; CI recipes: ci/."""
+lost its tensor-core instructions or outgrew sm_120. Method: kernelbench/harness/gate.py; CI recipes: ci/."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kernelbench import gate as g
+from kernelbench.harness import gate as g
 
 
 @click.command("gate")

@@ -21,11 +21,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from kernelbench import checkpoint
-from kernelbench.backend import Ops
+from kernelbench.decoder import checkpoint
+from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, get_config
-from kernelbench.model import Step, Transformer
-from kernelbench.tp import TPContext, launch
+from kernelbench.decoder.model import Step, Transformer
+from kernelbench.decoder.tp import TPContext, launch
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from kernelbench import history as h
+from kernelbench.harness import history as h
 
 
 @click.command("history")

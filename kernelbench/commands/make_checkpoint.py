@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from kernelbench import checkpoint
+from kernelbench.decoder import checkpoint
 from kernelbench.config import CONFIGS, get_config
 
 

@@ -1,6 +1,6 @@
 """`kernelbench tune [OP ...]`: search each Triton implementation's config space at the shapes of a
 shape set, store every trial, and export the choices to the tuned JSON the kernels read.
-Method: kernelbench/tune.py. On a CPU it refuses unless --interpret (paths only, no export)."""
+Method: kernelbench/harness/tune.py. On a CPU it refuses unless --interpret (paths only, no export)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,14 +13,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kernelbench import registry, timing
-from kernelbench import tune as tuner
+from kernelbench import registry
+from kernelbench.harness import timing
+from kernelbench.harness import tune as tuner
 
 
 def interleave(cases: list[dict]) -> list[dict]:
     """Round-robin over batch sizes (C=1, 16, 64 of the first weight shape, then of the next, ...),
     so a run cut short by its budget has tuned every batch size of the first shapes."""
-    from kernelbench.inspector import batch_of
+    from kernelbench.harness.inspector import batch_of
     groups: dict = {}
     for p in cases:
         groups.setdefault(batch_of(p), []).append(p)
@@ -70,7 +71,7 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
     from kernelbench.commands.bench import open_store, select_cases
     from kernelbench.usage import check_tuning
     check_tuning()
-    from kernelbench.fingerprint import fingerprint, git_commit
+    from kernelbench.harness.fingerprint import fingerprint, git_commit
     for m in modules:
         registry.load_module(m)
     store = open_store(db)

@@ -1,4 +1,4 @@
-"""`kernelbench verify`: every (op, implementation) against its fp64 reference (kernelbench/verify.py),
+"""`kernelbench verify`: every (op, implementation) against its fp64 reference (kernelbench/harness/verify.py),
 with every example's error statistics kept in the results database.
 
     kernelbench verify                               # everything; GPU if there is one, else the interpreter
@@ -40,7 +40,7 @@ def _paths_doc(r) -> list[dict]:
     n_paths = sum(p.examples for p in r.paths)
     f_paths = sum(p.failed for p in r.paths)
     from kernelbench import registry
-    from kernelbench.verify_paths import select_paths
+    from kernelbench.harness.verify_paths import select_paths
     try:
         why = select_paths(registry.get_impl(r.op, r.impl))[0].why
     except Exception as e:  # noqa: BLE001 - a broken config space shows, it does not hide the verdicts
@@ -55,13 +55,13 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
                db=None, case_values="normal", params=None, values=None, seed=None, layout="contiguous",
                time_budget=None, progress=None, command="", config=None) -> dict:
     """The command as a function: verify, record, and return the JSON document (see `_doc`)."""
-    from kernelbench.verify import INTERPRETER_NOTE, Options, prepare_device, select_pairs, verify_pair, \
+    from kernelbench.harness.verify import INTERPRETER_NOTE, Options, prepare_device, select_pairs, verify_pair, \
         interpreter_active
     device = prepare_device(device)            # before any kernel import: sets TRITON_INTERPRET on CPU
     from kernelbench import registry
     from kernelbench.db.store import Store
-    from kernelbench.verify_check import Example
-    from kernelbench.verify_record import Recorder
+    from kernelbench.harness.verify_check import Example
+    from kernelbench.harness.verify_record import Recorder
     registry.load_builtin()
     for m in kernel_modules:
         registry.load_module(m)
@@ -91,7 +91,7 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
             if len(pairs) != 1:
                 raise click.UsageError("--params replays one example: name one op and one --impl")
             spec, impl = pairs[0]
-            from kernelbench.verify import PairReport, replay, skip_reason
+            from kernelbench.harness.verify import PairReport, replay, skip_reason
             rep = PairReport(spec.name, impl.name, impl.backend)
             rep.skipped = skip_reason(impl, device) or ""
             if not rep.skipped:
@@ -195,7 +195,7 @@ def _print_paths(doc: dict, console) -> None:
     rows = [(p, c) for p in doc["pairs"] for c in p.get("paths", []) if len(p.get("paths", [])) > 1]
     if not rows:
         return
-    table = Table(title="config paths (kernelbench/verify_paths.py)")
+    table = Table(title="config paths (kernelbench/harness/verify_paths.py)")
     for col in ("op", "impl", "config", "status", "examples", "failed", "why"):
         table.add_column(col, justify="right" if col in ("examples", "failed") else "left")
     for p, c in rows:
@@ -253,7 +253,7 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
     from kernelbench.db.store import StoreError
     from kernelbench.registry import RegistryError
     from kernelbench.usage import UsageProblem
-    from kernelbench.verify import DeviceError
+    from kernelbench.harness.verify import DeviceError
     params = _json_object(params_json, "--params")
     config = _json_object(config_json, "--config")
     _terminate_as_interrupt()

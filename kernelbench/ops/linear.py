@@ -8,7 +8,7 @@ from kernelbench.config import ShapeSet, divide
 from kernelbench.ops.quant import _dedup, act_values, fp4_weight, fp8_weight
 from kernelbench.reference import linear as L
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
-from kernelbench.testing import randn
+from kernelbench.harness.testing import randn
 
 
 def fp8_linear_shapes(ss: ShapeSet) -> list[tuple[str, int, int]]:

@@ -15,7 +15,7 @@ from kernelbench.config import ShapeSet, divide
 from kernelbench.ops.quant import act_values, fp4_weight, fp8_weight
 from kernelbench.reference import moe as R
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
-from kernelbench.testing import randn
+from kernelbench.harness.testing import randn
 
 LIMIT_SWIGLU = 10.0
 

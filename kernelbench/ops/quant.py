@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kernelbench.config import ShapeSet, divide
 from kernelbench.reference import quant as Q
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
-from kernelbench.testing import randn
+from kernelbench.harness.testing import randn
 
 # ---- shared input helpers ----------------------------------------------------------------------------
 _FP8_GRID = torch.tensor(sorted({float(v) for v in torch.arange(0, 127, dtype=torch.uint8)

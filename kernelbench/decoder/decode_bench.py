@@ -28,12 +28,12 @@ from typing import Callable, Iterable
 
 import torch
 
-from kernelbench import checkpoint
-from kernelbench import scaling as sc
-from kernelbench.backend import Ops
+from kernelbench.decoder import checkpoint
+from kernelbench.harness import scaling as sc
+from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
-from kernelbench.model import Step, Transformer
-from kernelbench.tp import TPContext
+from kernelbench.decoder.model import Step, Transformer
+from kernelbench.decoder.tp import TPContext
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"

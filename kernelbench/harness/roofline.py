@@ -4,14 +4,14 @@ Per op and shape: arithmetic intensity I = FLOPs / bytes from `OpSpec.cost` (the
 must move); the ridge point peak_tflops / bandwidth; the bound (memory when I is under the ridge);
 the floor time max(bytes / bandwidth, FLOPs / peak); and, for a measured time, the achieved
 fraction floor / time (1.0 = at the roofline). Ceilings come from `kernelbench calibrate` for the
-device when there are any, else from the datasheet (kernelbench/devices.py), and the table says
+device when there are any, else from the datasheet (kernelbench/harness/devices.py), and the table says
 which. The compute peak is the precision the op's matrix work runs in (PRECISION below).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from kernelbench import devices
+from kernelbench.harness import devices
 
 # The tensor-core precision of each op's dominant matrix work (fp4-weight ops run fp8 MMAs after
 # the activation quantization docs/OPS.md specifies); every other op is bf16 or CUDA-core work.

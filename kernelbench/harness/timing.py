@@ -292,7 +292,7 @@ def as_outputs(spec, result, inputs: dict) -> dict:
 
 def recheck(spec, params: dict, impl_outs: dict, inputs: dict) -> tuple[bool, str]:
     """Compare an implementation's outputs with the reference on the same inputs."""
-    from kernelbench.testing import error_stats, passes
+    from kernelbench.harness.testing import error_stats, passes
     ref_inputs = _clone(inputs)
     ref = as_outputs(spec, spec.reference(**ref_inputs), ref_inputs)
     tols = spec.tolerance(params)

@@ -29,7 +29,7 @@ import torch
 
 from kernelbench.reference.precision import compute_dtype
 from kernelbench.registry import Impl, OpSpec, Tolerance
-from kernelbench.testing import error_stats, explain, passes, poison_
+from kernelbench.harness.testing import error_stats, explain, passes, poison_
 
 LAYOUTS = ("contiguous", "strided")
 _REJECT_TYPES = (ValueError, TypeError, NotImplementedError)
@@ -49,7 +49,7 @@ class Example:
     config: dict | None = None       # the config the implementation was called with (None: its own choice)
 
     def repro(self, device: str = "cpu", kernel_modules: tuple[str, ...] = ()) -> str:
-        from kernelbench.tuning import env_settings
+        from kernelbench.tuned_configs import env_settings
         params = json.dumps(self.params, sort_keys=True, separators=(",", ":"))
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in env_settings().items())   # pinned / tuned configs
         cmd = (f"{env}kernelbench verify {self.op} --impl {self.impl} --params '{params}' --values {self.values} "

@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import torch
 
 from kernelbench import registry
-from kernelbench.devices import SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
+from kernelbench.harness.devices import SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
 
 TARGETS = {"sm_120": 120, "sm_90": 90, "sm_100": 100}
 SMEM_LIMIT = {120: SM120_SMEM_PER_BLOCK, 90: SM90_SMEM_PER_BLOCK, 100: SM90_SMEM_PER_BLOCK}
@@ -512,7 +512,7 @@ def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool =
         with open(req, "w") as f:
             json.dump({"jobs": jobs, "target": target, "modules": list(modules),
                        "tensor_core_ops": list(tensor_core_ops)}, f)
-        cmd = [sys.executable, "-m", "kernelbench.inspector", req, out]
+        cmd = [sys.executable, "-m", "kernelbench.harness.inspector", req, out]
         with open(err, "w") as errf, steps(f"inspect ({target})", len(jobs), progress) as advance:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errf, text=True)
             for line in proc.stdout:          # one line per finished job: the progress
@@ -527,7 +527,7 @@ def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool =
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m kernelbench.inspector REQUEST.json OUT.json (the interpreter-free subprocess)."""
+    """python -m kernelbench.harness.inspector REQUEST.json OUT.json (the interpreter-free subprocess)."""
     req_path, out_path = (argv or sys.argv[1:])[:2]
     with open(req_path) as f:
         req = json.load(f)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelbench import timing
+from kernelbench.harness import timing
 
 
 @dataclass

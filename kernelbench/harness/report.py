@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelbench.decode_bench import DECODE_OP, IDLE
+from kernelbench.decoder.decode_bench import DECODE_OP, IDLE
 
 FINGERPRINT_KEYS = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "driver", "cuda", "torch", "triton",
                     "python", "hostname", "cpu")
@@ -168,7 +168,7 @@ def stacked_ops_plot(plt, pts: list[dict], top: int = 8) -> bytes:
 # the page
 # ------------------------------------------------------------------------------------------------
 def build(store, gate_path: str | None = None, run_tag: str | None = None, plots: bool = True) -> list[Section]:
-    from kernelbench import calibrate, roofline
+    from kernelbench.harness import calibrate, roofline
     plt = _plt() if plots else None
     sections: list[Section] = []
     decode = newest_decode(store, run_tag)

@@ -92,7 +92,7 @@ def to_pytest_benchmark(rows: list[Row]) -> dict:
             "group": r.op, "name": name, "fullname": f"kernelbench::{name}", "params": r.params,
             "param": r.label, "extra_info": {"device": r.device, "impl": r.impl, "config": r.config,
                                              "method": r.method, "run_tag": r.run_tag},
-            "options": {"timer": f"kernelbench.timing ({r.method})", "disable_gc": False, "min_rounds": len(r.samples),
+            "options": {"timer": f"kernelbench.harness.timing ({r.method})", "disable_gc": False, "min_rounds": len(r.samples),
                         "max_time": 0.0, "min_time": 0.0, "warmup": False},
             "stats": stats})
     commit = rows[0].git_commit if rows else ""

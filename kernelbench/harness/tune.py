@@ -17,7 +17,7 @@ Per (implementation, params):
 5. The best `top_k` valid configs are re-timed interleaved (round-robin, `rounds` times) and the
    lowest median wins: one lucky screening sample does not pick the winner.
 6. The choice is stored (tune_choice) and exported by `export()` to kernelbench/tuned/v1.json under
-   the key the kernel itself passes to `kernelbench.tuning.lookup` (observed on a call).
+   the key the kernel itself passes to `kernelbench.tuned_configs.lookup` (observed on a call).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from typing import Callable
 
 import torch
 
-from kernelbench import registry, tuning
+from kernelbench import registry, tuned_configs
 from kernelbench.db import schema
 
 INVALID = ("invalid_compile", "invalid_smem", "invalid_spill", "invalid_verify", "crash", "timeout")
@@ -74,7 +74,7 @@ def canon(config: dict) -> str:
 
 def gpu_timer(calls: list, config: dict, max_time_s: float = 0.25) -> list:
     """CUDA-graph replay over the rotating input sets (timing.time_graph); samples in us."""
-    from kernelbench import timing
+    from kernelbench.harness import timing
     summary, _, _ = timing.time_graph(calls, max_time_s=max_time_s, target_rse=0.02, min_samples=10)
     return summary.samples
 
@@ -116,7 +116,7 @@ class Bench:
 
     def __init__(self, spec: registry.OpSpec, impl: registry.Impl, params: dict, device: str, seed: int = 0,
                  max_sets: int = 64):
-        from kernelbench import timing
+        from kernelbench.harness import timing
         self.spec, self.impl, self.params = spec, impl, params
         if device == "cuda":
             self.sets, _, _ = timing.make_sets(spec, params, torch.device("cuda"), seed,
@@ -127,15 +127,15 @@ class Bench:
         self.sets = [impl.prepared(s) for s in self.sets]      # the load-time weight layout, untimed
 
     def key(self) -> dict:
-        """The key the kernel passes to tuning.lookup (observed on one default call), else params."""
-        from kernelbench import timing
-        with tuning.observe_lookups() as seen:
+        """The key the kernel passes to tuned_configs.lookup (observed on one default call), else params."""
+        from kernelbench.harness import timing
+        with tuned_configs.observe_lookups() as seen:
             self.impl.fn(**self.impl.prepared(timing._clone(self.check_inputs)))
         mine = [k for op, k in seen if op == self.spec.name]
         return mine[0] if mine else dict(self.params)
 
     def verify(self, config: dict) -> tuple[bool, str]:
-        from kernelbench import timing
+        from kernelbench.harness import timing
         inputs = timing._clone(self.check_inputs)
         outs = timing.as_outputs(self.spec, self.impl.fn(**self.impl.prepared(inputs), config=config), inputs)
         return timing.recheck(self.spec, self.params, outs, timing._clone(self.check_inputs))
@@ -157,7 +157,7 @@ class Bench:
 
 
 def _worker(conn, op: str, impl_name: str, device: str, modules: list, timer_ref: str, seed: int, wrapper_ref: str):
-    from kernelbench.inspector import _find_impl
+    from kernelbench.harness.inspector import _find_impl
     registry.load_builtin()
     for m in modules:
         registry.load_module(m)
@@ -190,7 +190,7 @@ class IsolatedRunner:
     costs that config only: the worker is killed, restarted and set up again."""
 
     def __init__(self, impl, device, modules, timer_ref, seed, timeout_s):
-        from kernelbench.inspector import fn_ref
+        from kernelbench.harness.inspector import fn_ref
         self.args = (impl.op, impl.name, device, list(modules), timer_ref, seed, fn_ref(impl))
         self.timeout_s = timeout_s
         self.proc = None
@@ -323,7 +323,7 @@ def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tup
 
 def static_check(spec, impl, params: dict, configs: list[dict], modules=(), target: str = "sm_120") -> dict:
     """canonical config -> (status, reason) for the configs unfit for `target`."""
-    from kernelbench import inspector
+    from kernelbench.harness import inspector
     reports = inspector.inspect_jobs([(spec.name, impl.name, params, c, inspector.fn_ref(impl)) for c in configs], target=target,
                                      modules=tuple(modules))
     bad = {}
@@ -358,7 +358,7 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
         key = bench.key()
         run_trial = lambda c: bench.trial(c, timer)  # noqa: E731
         time_cfg = lambda c: [float(x) for x in timer(bench.calls(c), c)]  # noqa: E731
-    dev_name = tuning.current_device() if device == "cuda" else "cpu"
+    dev_name = tuned_configs.current_device() if device == "cuda" else "cpu"
     trial_log = TrialLog(store, env_id, impl, key, git_commit)
     done = trial_log.finished()
     todo = [c for c in configs if canon(c) not in done]
@@ -410,19 +410,19 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
     database), a choice whose code path has no passing `kernelbench verify` on its device is refused
     (verify_paths.UnverifiedPath) before anything is written."""
     if store is not None:
-        from kernelbench.verify_paths import require_verified
+        from kernelbench.harness.verify_paths import require_verified
         for r in results:
             if r.chosen is not None:
                 require_verified(store, r.op, r.impl, r.device, r.chosen)
-    path = Path(path) if path else tuning.TUNED_DIR / f"v{tuning.FORMAT_VERSION}.json"
-    data = {"version": tuning.FORMAT_VERSION, "entries": []}
+    path = Path(path) if path else tuned_configs.TUNED_DIR / f"v{tuned_configs.FORMAT_VERSION}.json"
+    data = {"version": tuned_configs.FORMAT_VERSION, "entries": []}
     if path.exists():
         try:
             old = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON ({e}); move it aside before exporting") from None
-        if old.get("version") != tuning.FORMAT_VERSION:
-            raise ValueError(f"{path} has version {old.get('version')}, expected {tuning.FORMAT_VERSION}")
+        if old.get("version") != tuned_configs.FORMAT_VERSION:
+            raise ValueError(f"{path} has version {old.get('version')}, expected {tuned_configs.FORMAT_VERSION}")
         data["entries"] = old.get("entries", [])
     today = _dt.date.today().isoformat()
     for r in results:
