@@ -28,24 +28,8 @@ from sqlalchemy import (BigInteger, Boolean, DateTime, Float, ForeignKey, Index,
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from kernelbench.db.values import canonical_json, utcnow
 
-def utcnow() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-
-
-def _default(o: Any):
-    """JSON for the values results carry: tuples, numpy/torch scalars, dtypes and the like."""
-    if hasattr(o, "item") and callable(o.item):
-        return o.item()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    return str(o)
-
-
-def canonical_json(obj: Any) -> str:
-    """The one text form of a JSON value: sorted keys, compact separators. NaN/inf are kept as
-    JSON's extensions (NaN, Infinity) because error statistics can legitimately be infinite."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_default)
 
 
 class CanonicalJSON(TypeDecorator):

@@ -154,18 +154,16 @@ class KernelBench:
         return store, store.environment_id(fingerprint("cuda")), git_commit()
 
     def _store_known(self, impl, m) -> None:
-        from sqlalchemy.exc import IntegrityError
-
         from kernelbench.commands.bench import record
+        from kernelbench.db.errors import DuplicateResult
         store, env, git = self._store()
         try:
             record(store, env, impl, m, None, self.run_tag, git)
-        except IntegrityError:   # the same (impl, params, config) timed twice in one session: keep the first
+        except DuplicateResult:   # the same (impl, params, config) timed twice in one session: keep the first
             warnings.warn(f"kernel_bench: {m.op}/{m.impl} {m.label} was already stored in run {self.run_tag}; "
                           f"this timing is reported to pytest-benchmark only", stacklevel=3)
 
     def _store_function(self, fn, name: str, label: str, method: str, summary, info: dict) -> None:
-        from kernelbench.db import schema
         try:
             source = inspect.getsource(fn)
         except (OSError, TypeError):
@@ -173,12 +171,11 @@ class KernelBench:
         store, env, git = self._store()
         impl_id = store.op_impl_id(f"user:{name}", "function", hashlib.sha256(source.encode()).hexdigest()[:16],
                                    family="user", backend="user", source=getattr(fn, "__module__", "") or "")
-        with store.session() as s:
-            s.add(schema.BenchResult(
-                environment_id=env, implementation_id=impl_id, shape_label=label or self.nodeid[-255:],
-                params={"test": self.nodeid}, config={}, method=method, median_us=summary.median_us,
-                q1_us=summary.q1_us, q3_us=summary.q3_us, n=summary.n, rel_stderr=summary.rel_stderr,
-                samples=summary.samples, git_commit=git, run_tag=self.run_tag, extra=info))
+        store.add_bench_results([dict(
+            environment_id=env, implementation_id=impl_id, shape_label=label or self.nodeid[-255:],
+            params={"test": self.nodeid}, config={}, method=method, median_us=summary.median_us,
+            q1_us=summary.q1_us, q3_us=summary.q3_us, n=summary.n, rel_stderr=summary.rel_stderr,
+            samples=summary.samples, git_commit=git, run_tag=self.run_tag, extra=info)])
 
 
 @pytest.fixture

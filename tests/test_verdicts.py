@@ -376,7 +376,7 @@ def test_main_job_summarises_and_removes_its_temporary_checkpoint(tmp_path):
 def test_tests_do_not_write_into_the_user_data_directory(tmp_path_factory):
     from pathlib import Path
     from kernelbench.db.store import default_url
-    from kernelbench.profiles import data_dir
+    from kernelbench.db.paths import data_dir
     base = Path(tmp_path_factory.getbasetemp()).resolve()
     assert base in data_dir().resolve().parents
     assert str(base) in default_url()

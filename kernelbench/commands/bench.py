@@ -52,20 +52,18 @@ def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], co
 
 def record(store, env_id: int, impl, m: timing.Measurement, ceilings, run_tag: str, git: str) -> None:
     from kernelbench.harness import roofline
-    from kernelbench.db import schema
     pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
     extra = {"verified": m.verified, "verify_detail": m.verify_detail, "roofline_error": m.roofline_error,
              "notes": m.notes, "sets": m.sets, "rotated_bytes": m.rotated_bytes, "l2_cold": m.l2_cold,
              "launches": m.launches, "mean_us": m.summary.mean_us,
              "ceilings": None if ceilings is None else ceilings.source}
-    with store.session() as s:
-        s.add(schema.BenchResult(
-            environment_id=env_id, implementation_id=store.impl_id(impl), shape_label=m.label, params=m.params,
-            config=m.config, method=m.method, median_us=m.summary.median_us, q1_us=m.summary.q1_us,
-            q3_us=m.summary.q3_us, n=m.summary.n, rel_stderr=m.summary.rel_stderr, samples=m.summary.samples,
-            flops=m.flops, bytes=m.bytes, gbps=m.gbps, tflops=m.tflops,
-            fraction_of_ceiling=None if pt is None else pt.fraction, sm_clock_mhz=m.sm_clock_mhz,
-            git_commit=git, run_tag=run_tag, extra=extra))
+    store.add_bench_results([dict(
+        environment_id=env_id, implementation_id=store.impl_id(impl), shape_label=m.label, params=m.params,
+        config=m.config, method=m.method, median_us=m.summary.median_us, q1_us=m.summary.q1_us,
+        q3_us=m.summary.q3_us, n=m.summary.n, rel_stderr=m.summary.rel_stderr, samples=m.summary.samples,
+        flops=m.flops, bytes=m.bytes, gbps=m.gbps, tflops=m.tflops,
+        fraction_of_ceiling=None if pt is None else pt.fraction, sm_clock_mhz=m.sm_clock_mhz,
+        git_commit=git, run_tag=run_tag, extra=extra)])
 
 
 def as_row(device: str, m: timing.Measurement, git: str) -> dict:

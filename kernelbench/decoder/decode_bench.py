@@ -697,34 +697,31 @@ DECODE_OP = "decode_step"      # the database's op name for whole-step results (
 def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -> int:
     """One bench_result row per point, under the op "decode_step" and implementation res.impl (with
     its --use overrides in the name); params say which model, C and context. -> rows written."""
-    from kernelbench.db import schema
     name = res.impl + "".join(f"+{k}={v}" for k, v in sorted(res.overrides.items()))
     impl_id = store.op_impl_id(DECODE_OP, name, (git or "unknown")[:16], family="model", backend="model")
-    n = 0
-    with store.session() as s:
-        for axis, pts in (("batch", res.points), ("context", res.context_points)):
-            for p in pts:
-                params = {"config": res.config, "layers": res.layers, "tp": res.tp, "C": p.batch,
-                          "context": res.context if axis == "batch" else round(p.context), "axis": axis}
-                extra = {"tokens_per_s": p.tokens_per_s, "roofline_ms": None if math.isnan(p.roofline_ms)
-                         else p.roofline_ms, "p10_ms": p.p10_ms, "p90_ms": p.p90_ms, "mean_context": p.context,
-                         "attribution": p.attribution, "attribution_source": p.attribution_source,
-                         "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
-                         "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
-                         "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
-                         "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
-                         "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags}
-                s.add(schema.BenchResult(
-                    environment_id=env_id, implementation_id=impl_id,
-                    shape_label=f"C={p.batch},ctx={params['context']}",
-                    params=params, config={"overrides": res.overrides} if res.overrides else {},
-                    method="graph" if res.graph and not res.graph_error else "eager", median_us=p.step_ms * 1e3,
-                    q1_us=p.q1_ms * 1e3, q3_us=p.q3_ms * 1e3, n=len(p.samples_ms), samples=p.samples_ms,
-                    bytes=p.bytes, gbps=p.bytes / (p.step_ms * 1e-3) / 1e9 if p.step_ms else None,
-                    fraction_of_ceiling=None if math.isnan(p.roofline_ms) else p.roofline_ms / p.step_ms,
-                    git_commit=git, run_tag=run_tag, extra=extra))
-                n += 1
-    return n
+    rows = []
+    for axis, pts in (("batch", res.points), ("context", res.context_points)):
+        for p in pts:
+            params = {"config": res.config, "layers": res.layers, "tp": res.tp, "C": p.batch,
+                      "context": res.context if axis == "batch" else round(p.context), "axis": axis}
+            extra = {"tokens_per_s": p.tokens_per_s, "roofline_ms": None if math.isnan(p.roofline_ms)
+                     else p.roofline_ms, "p10_ms": p.p10_ms, "p90_ms": p.p90_ms, "mean_context": p.context,
+                     "attribution": p.attribution, "attribution_source": p.attribution_source,
+                     "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
+                     "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
+                     "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
+                     "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
+                     "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags}
+            rows.append(dict(
+                environment_id=env_id, implementation_id=impl_id,
+                shape_label=f"C={p.batch},ctx={params['context']}",
+                params=params, config={"overrides": res.overrides} if res.overrides else {},
+                method="graph" if res.graph and not res.graph_error else "eager", median_us=p.step_ms * 1e3,
+                q1_us=p.q1_ms * 1e3, q3_us=p.q3_ms * 1e3, n=len(p.samples_ms), samples=p.samples_ms,
+                bytes=p.bytes, gbps=p.bytes / (p.step_ms * 1e-3) / 1e9 if p.step_ms else None,
+                fraction_of_ceiling=None if math.isnan(p.roofline_ms) else p.roofline_ms / p.step_ms,
+                git_commit=git, run_tag=run_tag, extra=extra))
+    return store.add_bench_results(rows)
 
 
 def _num(v: float):

@@ -36,7 +36,7 @@ from typing import Callable
 import torch
 
 from kernelbench import registry, tuned_configs
-from kernelbench.db import schema
+from kernelbench.db.values import canonical_json
 
 INVALID = ("invalid_compile", "invalid_smem", "invalid_spill", "invalid_verify", "crash", "timeout")
 Timer = Callable[[list, dict], list]   # (calls over rotating input sets, config) -> samples in us
@@ -67,7 +67,7 @@ class TuneResult:
 
 
 def canon(config: dict) -> str:
-    return schema.canonical_json(config)
+    return canonical_json(config)
 
 
 # --- timers -------------------------------------------------------------------------------------
@@ -281,25 +281,19 @@ class TrialLog:
         self.op_id = store.op_id(impl.op, registry.get_op(impl.op).family)
 
     def finished(self) -> dict[str, Trial]:
-        from sqlalchemy import select
-        T = schema.TuneTrial
-        with self.store.session() as s:
-            rows = s.scalars(select(T).where(T.environment_id == self.env_id, T.implementation_id == self.impl_id,
-                                             T.shape_key == self.shape_key)).all()
-            return {canon(r.config): Trial(r.config, r.status, r.reason, r.median_us, r.samples or [], resumed=True)
-                    for r in rows}
+        rows = self.store.tune_trials(self.env_id, self.impl_id, self.shape_key)
+        return {canon(r["config"]): Trial(r["config"], r["status"], r["reason"], r["median_us"], r["samples"] or [],
+                                          resumed=True) for r in rows}
 
     def record(self, t: Trial) -> None:
-        with self.store.session() as s:
-            s.add(schema.TuneTrial(environment_id=self.env_id, implementation_id=self.impl_id,
-                                   shape_key=self.shape_key, config=t.config, status=t.status, reason=t.reason,
-                                   median_us=t.median_us, samples=t.samples or None, git_commit=self.git))
+        self.store.add_tune_trial(environment_id=self.env_id, implementation_id=self.impl_id,
+                                  shape_key=self.shape_key, config=t.config, status=t.status, reason=t.reason,
+                                  median_us=t.median_us, samples=t.samples or None, git_commit=self.git)
 
     def choose(self, config: dict, median_us: float | None) -> None:
-        with self.store.session() as s:
-            s.add(schema.TuneChoice(environment_id=self.env_id, op_id=self.op_id, implementation_id=self.impl_id,
-                                    shape_key=self.shape_key, config=config, median_us=median_us,
-                                    git_commit=self.git))
+        self.store.add_tune_choice(environment_id=self.env_id, op_id=self.op_id, implementation_id=self.impl_id,
+                                   shape_key=self.shape_key, config=config, median_us=median_us,
+                                   git_commit=self.git)
 
 
 # --- the search ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ For each pair, `verify_pair` runs
     the input generator and a memory layout (contiguous or strided views), each checked by
     `verify_check.check_example`. A failure shrinks to a minimal example, which is reported with the
     command that replays it; under the `explore` profile hypothesis keeps it in its example
-    database (profiles.data_dir()/hypothesis) and replays it first next time.
+    database (db.paths.data_dir()/hypothesis) and replays it first next time.
 Every example's error statistics go to the `on_result` callback (the CLI records them in the
 database: `Recorder`); after a failure, only the final shrunk example is reported.
 

@@ -201,24 +201,12 @@ def verified_paths(store, op: str, impl: str, device_kind: str, device_name: str
     """The path keys with a passing verification of (op, impl) on a device, from the results database:
     per verify run, a config whose examples all passed. device_kind: "cpu" or "cuda"; device_name,
     when given, must match the run environment's GPU name."""
-    from sqlalchemy import select
-    from kernelbench.db import schema
     from kernelbench import registry
     impl_obj = registry.get_impl(op, impl)
-    with store.session() as s:
-        q = (select(schema.VerifyResult.run_id, schema.VerifyResult.passed, schema.VerifyResult.stats,
-                    schema.VerifyRun.environment_id)
-             .join(schema.VerifyRun, schema.VerifyResult.run_id == schema.VerifyRun.id)
-             .join(schema.Implementation, schema.VerifyResult.implementation_id == schema.Implementation.id)
-             .join(schema.Op, schema.Implementation.op_id == schema.Op.id)
-             .where(schema.Op.name == op, schema.Implementation.name == impl,
-                    schema.Implementation.source_hash == impl_obj.source_hash,
-                    schema.VerifyRun.device == device_kind))
-        rows = s.execute(q).all()
-        envs = {env.id: env.gpu_name for env in s.execute(select(schema.Environment)).scalars()} if device_name else {}
     per_run: dict[tuple, bool] = {}
-    for run_id, passed, stats, env_id in rows:
-        if device_name and envs.get(env_id) != device_name:
+    for v in store.verify_outcomes(op=op, impl=impl, source_hash=impl_obj.source_hash, device=device_kind):
+        run_id, passed, stats = v["run_id"], v["passed"], v["stats"]
+        if device_name and v["gpu_name"] != device_name:
             continue
         cfg = ((stats or {}).get("checks") or {}).get("config")
         if cfg is None and impl_obj.default_config is not None:    # the default path: its representative config
