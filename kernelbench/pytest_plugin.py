@@ -93,7 +93,7 @@ class KernelBench:
                  config: dict | None = None, method: str = "graph", **adaptive_kw):
         from kernelbench import registry
         from kernelbench.harness import timing
-        from kernelbench.commands.bench import peaks_for
+        from kernelbench.harness.bench import peaks_for
         from kernelbench.harness.fingerprint import fingerprint
         spec = registry.get_op(op)
         if params is None:
@@ -154,7 +154,7 @@ class KernelBench:
         return store, store.environment_id(fingerprint("cuda")), git_commit()
 
     def _store_known(self, impl, m) -> None:
-        from kernelbench.commands.bench import record
+        from kernelbench.harness.bench import record
         from kernelbench.db.errors import DuplicateResult
         store, env, git = self._store()
         try:

@@ -27,7 +27,7 @@ import triton
 from kernelbench.decoder import checkpoint
 from kernelbench import registry
 from kernelbench.decoder.backend import Ops
-from kernelbench.commands.decode_bench import bench_config
+from kernelbench.decoder.decode_bench import bench_config
 from kernelbench.decoder.model import Transformer
 from kernelbench.decoder.tp import TPContext
 

@@ -205,7 +205,7 @@ def test_triton_backend_matches_reference_teacher_forced(tiny_ckpt):
 
 # --- the commands over the model ----------------------------------------------------------------
 def test_generate_is_greedy_deterministic_and_uses_the_checkpoint(tiny_ckpt, model):
-    from kernelbench.commands.generate import GenerateOptions, run_generate
+    from kernelbench.decoder.generate import GenerateOptions, run_generate
     opts = GenerateOptions(str(tiny_ckpt), batch=2, prompt_len=9, steps=3, seed=4)
     a = run_generate(TPContext(), opts)
     assert a.finite and [len(t) for t in a.tokens] == [3, 3] and [len(p) for p in a.prompts] == [9, 12]

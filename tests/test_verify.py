@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from hypothesis import strategies as st
 
 from kernelbench import registry
-from kernelbench.commands.verify import command, run_verify
+from kernelbench.commands.verify import command
+from kernelbench.harness.verify_run import run_verify
 from kernelbench.db.store import Store
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_impl, register_op
 from kernelbench.harness.verify import Options, verify_pair

@@ -116,7 +116,7 @@ def test_compiled_only_path_is_not_verified_here_and_tune_export_refuses(tmp_pat
 
 
 def test_json_reports_every_path_and_replays_one(tmp_path):
-    from kernelbench.commands.verify import run_verify
+    from kernelbench.harness.verify_run import run_verify
     _toy_impl()
     try:
         url = f"sqlite:///{tmp_path}/kb.sqlite"

@@ -8,7 +8,6 @@ the git commit; `--json` also writes the rows for `kernelbench gate`.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 
 import click
@@ -16,61 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelbench import registry
+from kernelbench.commands._common import open_store
 from kernelbench.harness import timing
-
-
-def open_store(db: str | None):
-    from kernelbench.db.store import Store, StoreError
-    try:
-        return Store(db)
-    except StoreError as e:
-        raise click.ClickException(str(e)) from None
-
-
-def peaks_for(device: str) -> tuple[float, float] | None:
-    """The fastest the datasheet allows (any precision), for the 'faster than hardware' check."""
-    from kernelbench.harness import devices
-    spec = devices.find(device)
-    if spec is None:
-        return None
-    return max(spec.bf16_tflops, spec.fp8_tflops, spec.fp4_tflops), spec.bandwidth_gbps
-
-
-def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...]) -> list[dict]:
-    from kernelbench.harness.inspector import batch_of
-    out = []
-    for ss in shape_sets:
-        for p in spec.shape_cases(ss):
-            if batches and batch_of(p) not in (None, *batches):
-                continue
-            if contexts and "ctx" in p and p["ctx"] not in contexts:
-                continue
-            if p not in out:
-                out.append(p)
-    return out
-
-
-def record(store, env_id: int, impl, m: timing.Measurement, ceilings, run_tag: str, git: str) -> None:
-    from kernelbench.harness import roofline
-    pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
-    extra = {"verified": m.verified, "verify_detail": m.verify_detail, "roofline_error": m.roofline_error,
-             "notes": m.notes, "sets": m.sets, "rotated_bytes": m.rotated_bytes, "l2_cold": m.l2_cold,
-             "launches": m.launches, "mean_us": m.summary.mean_us,
-             "ceilings": None if ceilings is None else ceilings.source}
-    store.add_bench_results([dict(
-        environment_id=env_id, implementation_id=store.impl_id(impl), shape_label=m.label, params=m.params,
-        config=m.config, method=m.method, median_us=m.summary.median_us, q1_us=m.summary.q1_us,
-        q3_us=m.summary.q3_us, n=m.summary.n, rel_stderr=m.summary.rel_stderr, samples=m.summary.samples,
-        flops=m.flops, bytes=m.bytes, gbps=m.gbps, tflops=m.tflops,
-        fraction_of_ceiling=None if pt is None else pt.fraction, sm_clock_mhz=m.sm_clock_mhz,
-        git_commit=git, run_tag=run_tag, extra=extra)])
-
-
-def as_row(device: str, m: timing.Measurement, git: str) -> dict:
-    return {"device": device, "op": m.op, "impl": m.impl, "label": m.label, "params": m.params, "config": m.config,
-            "method": m.method, "median_us": m.summary.median_us, "q1_us": m.summary.q1_us, "q3_us": m.summary.q3_us,
-            "n": m.summary.n, "verified": m.verified, "verify_detail": m.verify_detail,
-            "roofline_error": m.roofline_error, "l2_cold": m.l2_cold, "git_commit": git}
+from kernelbench.harness.bench import as_row, free_memory, peaks_for, record, select_cases, write_results
 
 
 @click.command("bench")
@@ -137,14 +84,14 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
                     console.print("[red]the CUDA context is unusable after this fault: stopping; results so far "
                                   "are stored. Re-run from the next op (`kernelbench bench OP ...`).[/red]")
                     if json_out:
-                        _write(json_out, device, git, run_tag, rows)
+                        write_results(json_out, device, git, run_tag, rows)
                     sys.exit(2)
-                _free()
+                free_memory()
                 continue
             record(store, env_id, impl, m, ceilings, run_tag, git)
             rows.append(as_row(device, m, git))
             if json_out:   # after every result: a run cut short still leaves what it measured
-                _write(json_out, device, git, run_tag, rows)
+                write_results(json_out, device, git, run_tag, rows)
             pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
             ok = "yes" if m.ok else ("WRONG" if not m.verified else "ROOFLINE")
             failures += 0 if m.ok else 1
@@ -155,21 +102,9 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
                                     + ([m.verify_detail] if not m.verified else []))[:120])
             console.print(f"{m.op}/{m.impl} {m.label[:70]}: {m.summary.median_us:.2f} us "
                           f"(IQR {m.summary.iqr_us:.2f}, n={m.summary.n}) {ok}")
-            _free()
+            free_memory()
     console.print(table)
     if json_out:
-        _write(json_out, device, git, run_tag, rows)
+        write_results(json_out, device, git, run_tag, rows)
     console.print(f"{len(rows)} results stored in {store.where} (run tag {run_tag}); {failures} failed or flagged")
     sys.exit(1 if failures else 0)
-
-
-def _free() -> None:
-    import gc
-    import torch
-    gc.collect()
-    torch.cuda.empty_cache()
-
-
-def _write(path: str, device: str, git: str, run_tag: str, rows: list) -> None:
-    with open(path, "w") as f:
-        json.dump({"device": device, "git_commit": git, "run_tag": run_tag, "results": rows}, f, indent=1)

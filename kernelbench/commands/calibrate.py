@@ -21,7 +21,7 @@ def command(measures, db):
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. Without a GPU, rooflines use the datasheet rows "
                                    f"(kernelbench roofline --device rtx-pro-6000).") from None
-    from kernelbench.commands.bench import open_store
+    from kernelbench.commands._common import open_store
     from kernelbench.harness.fingerprint import fingerprint, git_commit
     store = open_store(db)
     fp = fingerprint("cuda")

@@ -24,7 +24,6 @@ import torch
 from rich.console import Console
 
 from kernelbench.decoder import decode_bench as db
-from kernelbench.decoder.decode_bench import bench_config  # noqa: F401  (imported from here by tests)
 from kernelbench.decoder.tp import TPContext
 
 
@@ -36,19 +35,6 @@ def _ints(text: str) -> list[int]:
     if not out or min(out) < 1:
         raise click.UsageError(f"expected positive integers, got {text!r}")
     return out
-
-
-def _ceiling_gbps(device: str, store) -> float | None:
-    """The copy bandwidth for the roofline: calibrated on this machine, else the datasheet's."""
-    if not device.startswith("cuda"):
-        return None
-    from kernelbench.harness import calibrate, roofline
-    name = torch.cuda.get_device_name(torch.device(device))
-    try:
-        cal = calibrate.load_ceilings(store, gpu_name=name) if store is not None else None
-        return roofline.ceilings_for(name, cal).gbps
-    except Exception:  # noqa: BLE001 - no ceiling known: the roofline columns stay empty
-        return None
 
 
 @click.command("decode-bench")
@@ -122,7 +108,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     warmup = warmup if warmup is not None else (3 if gpu else 1)
     store = None
     if not no_store and ctx.rank == 0:
-        from kernelbench.commands.bench import open_store
+        from kernelbench.commands._common import open_store
         store = open_store(db_url)
     console = Console(width=180)
     from rich.progress import Progress
@@ -132,7 +118,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         try:
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
-                               gbps=_ceiling_gbps(device, store),
+                               gbps=db.ceiling_gbps(device, store),
                                progress=lambda i, what: bar.update(task, description=f"decode-bench {what}",
                                                                    completed=i))
         except db.BenchError as e:

@@ -28,7 +28,7 @@ def command(baseline, current, inspect_current, inspect_baseline, tolerance, str
         raise click.UsageError("give --current (bench results) and/or --inspect (an inspection)")
     store = None
     if any(s and s.startswith("db:") for s in (baseline, current)):
-        from kernelbench.commands.bench import open_store
+        from kernelbench.commands._common import open_store
         store = open_store(db)
     findings = []
     try:

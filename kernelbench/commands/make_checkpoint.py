@@ -1,27 +1,12 @@
 """`kernelbench make-checkpoint DIR`: a random checkpoint of a configuration in the official layout."""
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import click
 from rich.console import Console
 
 from kernelbench.decoder import checkpoint
-from kernelbench.config import CONFIGS, get_config
-
-
-def make_checkpoint(path: str | Path, config: str = "tiny", seed: int = 0, shards: int = 4,
-                    force: bool = False, yes: bool = False) -> Path:
-    path = Path(path)
-    if path.exists() and any(path.iterdir()) and not force:
-        raise click.UsageError(f"{path} exists and is not empty (use --force to write into it)")
-    cfg = get_config(config)
-    size = sum(math.prod(s.shape) * s.dtype.itemsize for s in checkpoint.param_specs(cfg).values())
-    if size > 10e9 and not yes:
-        raise click.UsageError(f"a {config!r} checkpoint is {size / 1e9:.0f} GB (held in memory while written); "
-                               f"pass --yes to write it anyway")
-    return checkpoint.write_random(path, cfg, seed=seed, n_shards=shards)
+from kernelbench.config import CONFIGS
+from kernelbench.usage import UsageProblem
 
 
 @click.command("make-checkpoint")
@@ -35,7 +20,10 @@ def make_checkpoint(path: str | Path, config: str = "tiny", seed: int = 0, shard
 @click.option("--yes", is_flag=True, help="write a checkpoint over 10 GB (flash, pro)")
 def command(directory: str, config: str, seed: int, shards: int, force: bool, yes: bool):
     """Write a random DeepSeek-V4 checkpoint (config.json, index, FP8/FP4 safetensors shards) to DIRECTORY."""
-    path = make_checkpoint(directory, config, seed, shards, force, yes)
+    try:
+        path = checkpoint.make_random(directory, config, seed, shards, force, yes)
+    except UsageProblem as e:
+        raise click.UsageError(str(e)) from None
     files = sorted(path.glob("*.safetensors"))
     size = sum(f.stat().st_size for f in files)
     n = len(checkpoint.read_index(path))

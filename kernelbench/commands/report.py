@@ -21,7 +21,7 @@ import click
 def command(out_path, db_url, gate_path, run_tag, no_plots):
     """Write one report page from the database."""
     from kernelbench.harness import report
-    from kernelbench.commands.bench import open_store
+    from kernelbench.commands._common import open_store
     store = open_store(db_url)
     try:
         sections = report.build(store, gate_path=gate_path, run_tag=run_tag, plots=not no_plots)

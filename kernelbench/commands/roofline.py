@@ -26,7 +26,7 @@ from kernelbench.usage import shape_set_option
 def command(ops, device, shape_set, floors, png, json_out, db):
     """Arithmetic intensity, bound, floor time and achieved fraction of the ceiling per op and shape."""
     from kernelbench.harness import calibrate, devices
-    from kernelbench.commands.bench import open_store
+    from kernelbench.commands._common import open_store
     from kernelbench.tuned_configs import current_device
     store = open_store(db)
     if device:

@@ -18,19 +18,6 @@ from kernelbench.harness import timing
 from kernelbench.harness import tune as tuner
 
 
-def interleave(cases: list[dict]) -> list[dict]:
-    """Round-robin over batch sizes (C=1, 16, 64 of the first weight shape, then of the next, ...),
-    so a run cut short by its budget has tuned every batch size of the first shapes."""
-    from kernelbench.harness.inspector import batch_of
-    groups: dict = {}
-    for p in cases:
-        groups.setdefault(batch_of(p), []).append(p)
-    out = []
-    for i in range(max((len(g) for g in groups.values()), default=0)):
-        out += [g[i] for g in groups.values() if i < len(g)]
-    return out
-
-
 @click.command("tune")
 @click.argument("ops", nargs=-1)
 @click.option("--shapes", "shape_sets", multiple=True, default=("flash-tp8",), show_default=True)
@@ -68,7 +55,8 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
             raise click.ClickException(f"{e}. Use --interpret (with TRITON_INTERPRET=1) to exercise the tuner "
                                        f"on a CPU.") from None
         device, timer_ref = "cuda", "gpu"
-    from kernelbench.commands.bench import open_store, select_cases
+    from kernelbench.commands._common import open_store
+    from kernelbench.harness.bench import select_cases
     from kernelbench.usage import check_tuning
     check_tuning()
     from kernelbench.harness.fingerprint import fingerprint, git_commit
@@ -93,7 +81,7 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                 continue
             runner = tuner.IsolatedRunner(impl, device, modules, timer_ref, 0, trial_timeout) if isolate else None
             try:
-                for params in interleave(select_cases(spec, shape_sets, batches, contexts)):
+                for params in tuner.interleave(select_cases(spec, shape_sets, batches, contexts)):
                     left = budget_s - (time.monotonic() - start)
                     advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
                     if left <= 0:

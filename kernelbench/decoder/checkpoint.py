@@ -293,6 +293,23 @@ def read_index(path: Path) -> dict[str, str]:
     return weight_map
 
 
+def make_random(path: str | Path, config: str = "tiny", seed: int = 0, shards: int = 4, force: bool = False,
+                yes: bool = False) -> Path:
+    """write_random of a named config (`kernelbench make-checkpoint`), refusing (UsageProblem) a non-empty
+    directory without `force` and a checkpoint over 10 GB without `yes`."""
+    from kernelbench.config import get_config
+    from kernelbench.usage import UsageProblem
+    path = Path(path)
+    if path.exists() and any(path.iterdir()) and not force:
+        raise UsageProblem(f"{path} exists and is not empty (use --force to write into it)")
+    cfg = get_config(config)
+    size = sum(math.prod(s.shape) * s.dtype.itemsize for s in param_specs(cfg).values())
+    if size > 10e9 and not yes:
+        raise UsageProblem(f"a {config!r} checkpoint is {size / 1e9:.0f} GB (held in memory while written); "
+                           f"pass --yes to write it anyway")
+    return write_random(path, cfg, seed=seed, n_shards=shards)
+
+
 def load(path: str | Path, rank: int = 0, world: int = 1, device="cpu", shard_indexer: bool = False,
          config: ModelConfig | None = None) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     """Load rank `rank` of a TP-`world` layout from a checkpoint directory: the config and a dict of

@@ -691,6 +691,19 @@ def attribution_table(p: BenchPoint, gbps: float):
     return t
 
 
+def ceiling_gbps(device: str, store) -> float | None:
+    """The copy bandwidth for the roofline: calibrated on this machine, else the datasheet's."""
+    if not device.startswith("cuda"):
+        return None
+    from kernelbench.harness import calibrate, roofline
+    name = torch.cuda.get_device_name(torch.device(device))
+    try:
+        cal = calibrate.load_ceilings(store, gpu_name=name) if store is not None else None
+        return roofline.ceilings_for(name, cal).gbps
+    except Exception:  # noqa: BLE001 - no ceiling known: the roofline columns stay empty
+        return None
+
+
 DECODE_OP = "decode_step"      # the database's op name for whole-step results (kernelbench report reads them)
 
 

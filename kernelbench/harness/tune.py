@@ -298,6 +298,19 @@ class TrialLog:
 
 # --- the search ---------------------------------------------------------------------------------
 
+def interleave(cases: list[dict]) -> list[dict]:
+    """Round-robin over batch sizes (C=1, 16, 64 of the first weight shape, then of the next, ...),
+    so a run cut short by its budget has tuned every batch size of the first shapes."""
+    from kernelbench.harness.inspector import batch_of
+    groups: dict = {}
+    for p in cases:
+        groups.setdefault(batch_of(p), []).append(p)
+    out = []
+    for i in range(max((len(g) for g in groups.values()), default=0)):
+        out += [g[i] for g in groups.values() if i < len(g)]
+    return out
+
+
 def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tuple[list[dict], int]:
     """The configs to try (see the module doc) and how many of the space were left out."""
     if impl.configs is None:
