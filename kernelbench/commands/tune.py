@@ -81,7 +81,7 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                 continue
             runner = tuner.IsolatedRunner(impl, device, modules, timer_ref, 0, trial_timeout) if isolate else None
             try:
-                for params in tuner.interleave(select_cases(spec, shape_sets, batches, contexts)):
+                for params in tuner.interleave(spec, select_cases(spec, shape_sets, batches, contexts)):
                     left = budget_s - (time.monotonic() - start)
                     advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
                     if left <= 0:

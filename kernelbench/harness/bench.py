@@ -19,11 +19,10 @@ def peaks_for(device: str) -> tuple[float, float] | None:
 
 
 def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...]) -> list[dict]:
-    from kernelbench.harness.inspector import batch_of
     out = []
     for ss in shape_sets:
         for p in spec.shape_cases(ss):
-            if batches and batch_of(p) not in (None, *batches):
+            if batches and spec.batch(p) not in (None, *batches):
                 continue
             if contexts and "ctx" in p and p["ctx"] not in contexts:
                 continue

@@ -400,14 +400,6 @@ def triton_impls(op_names: list[str] | None = None) -> list[tuple[registry.OpSpe
     return out
 
 
-def batch_of(params: dict) -> int | None:
-    """The batch (tokens per step) of a case: T, else M, else B; None when the op has none."""
-    for k in ("T", "M", "B"):
-        if isinstance(params.get(k), int):
-            return params[k]
-    return None
-
-
 def configs_for(impl: registry.Impl, params: dict, all_configs: bool) -> list[dict | None]:
     if all_configs and impl.configs is not None:
         return list(impl.configs(params))
@@ -436,7 +428,7 @@ def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-
         if impl_names and impl.name not in impl_names:
             continue
         for params in spec.shape_cases(shape_set):
-            if batches and batch_of(params) not in (None, *batches):
+            if batches and spec.batch(params) not in (None, *batches):
                 continue
             for cfg in configs_for(impl, params, all_configs):
                 jobs.append((spec.name, impl.name, params, cfg))
@@ -458,7 +450,7 @@ def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[st
     out = []
     with steps(f"inspect ({target})", len(jobs), progress) as advance:
         for op, impl_name, params, cfg, *fn_ref in jobs:
-            spec, impl = registry.get_op(op), _find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
+            spec, impl = registry.get_op(op), find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
             rep = inspect_impl(spec, impl, params, cfg, target, cache)
             d = rep.as_dict()
             d["problems"] = rep.problems(limit, op in tensor_core_ops)
@@ -478,7 +470,7 @@ def fn_ref(impl: registry.Impl) -> str:
     return f"{impl.fn.__module__}:{impl.fn.__qualname__}"
 
 
-def _find_impl(op: str, name: str, ref: str | None) -> registry.Impl:
+def find_impl(op: str, name: str, ref: str | None) -> registry.Impl:
     """The impl by name; else (an impl registered only in the parent process) one with the same
     wrapper function, which is all that compiling needs."""
     found = registry.impls(op)
@@ -495,7 +487,7 @@ def _user_module_files(jobs) -> list[str]:
     the subprocess must load them too."""
     files = []
     for op, impl_name, *_ in jobs:
-        for obj in (registry.get_op(op).reference, _find_impl(op, impl_name, None).fn):
+        for obj in (registry.get_op(op).reference, find_impl(op, impl_name, None).fn):
             mod = sys.modules.get(getattr(obj, "__module__", ""))
             path = getattr(mod, "__file__", None)
             if mod is not None and mod.__name__.startswith("kernelbench_user_") and path and path not in files:

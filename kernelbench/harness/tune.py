@@ -123,22 +123,22 @@ class Bench:
                                                timing.l2_bytes(torch.device("cuda")), max_sets=max_sets)
         else:
             self.sets = [spec.make_inputs(params, torch.Generator().manual_seed(seed), device, "normal")]
-        self.check_inputs = timing._clone(self.sets[0])       # official layout (the reference recheck)
+        self.check_inputs = timing.clone(self.sets[0])       # official layout (the reference recheck)
         self.sets = [impl.prepared(s) for s in self.sets]      # the load-time weight layout, untimed
 
     def key(self) -> dict:
         """The key the kernel passes to tuned_configs.lookup (observed on one default call), else params."""
         from kernelbench.harness import timing
         with tuned_configs.observe_lookups() as seen:
-            self.impl.fn(**self.impl.prepared(timing._clone(self.check_inputs)))
+            self.impl.fn(**self.impl.prepared(timing.clone(self.check_inputs)))
         mine = [k for op, k in seen if op == self.spec.name]
         return mine[0] if mine else dict(self.params)
 
     def verify(self, config: dict) -> tuple[bool, str]:
         from kernelbench.harness import timing
-        inputs = timing._clone(self.check_inputs)
+        inputs = timing.clone(self.check_inputs)
         outs = timing.as_outputs(self.spec, self.impl.fn(**self.impl.prepared(inputs), config=config), inputs)
-        return timing.recheck(self.spec, self.params, outs, timing._clone(self.check_inputs))
+        return timing.recheck(self.spec, self.params, outs, timing.clone(self.check_inputs))
 
     def calls(self, config: dict) -> list:
         return [(lambda s=s: self.impl.fn(**s, config=config)) for s in self.sets]
@@ -157,11 +157,11 @@ class Bench:
 
 
 def _worker(conn, op: str, impl_name: str, device: str, modules: list, timer_ref: str, seed: int, wrapper_ref: str):
-    from kernelbench.harness.inspector import _find_impl
+    from kernelbench.harness.inspector import find_impl
     registry.load_builtin()
     for m in modules:
         registry.load_module(m)
-    spec, impl = registry.get_op(op), _find_impl(op, impl_name, wrapper_ref)
+    spec, impl = registry.get_op(op), find_impl(op, impl_name, wrapper_ref)
     timer = {"gpu": gpu_timer, "cpu": cpu_timer}.get(timer_ref) or resolve(timer_ref)
     bench = None
     conn.send(("ready", None))
@@ -298,13 +298,12 @@ class TrialLog:
 
 # --- the search ---------------------------------------------------------------------------------
 
-def interleave(cases: list[dict]) -> list[dict]:
+def interleave(spec: registry.OpSpec, cases: list[dict]) -> list[dict]:
     """Round-robin over batch sizes (C=1, 16, 64 of the first weight shape, then of the next, ...),
     so a run cut short by its budget has tuned every batch size of the first shapes."""
-    from kernelbench.harness.inspector import batch_of
     groups: dict = {}
     for p in cases:
-        groups.setdefault(batch_of(p), []).append(p)
+        groups.setdefault(spec.batch(p), []).append(p)
     out = []
     for i in range(max((len(g) for g in groups.values()), default=0)):
         out += [g[i] for g in groups.values() if i < len(g)]

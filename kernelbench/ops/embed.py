@@ -41,6 +41,7 @@ def _strategy(draw_):
 
 register_op(OpSpec(
     name="embedding", family="embed", reference=embedding, make_inputs=_inputs, cases=_cases, strategy=_strategy,
+    batch_key="T",
     cost=lambda p: Cost(flops=0.0, bytes=8.0 * p["T"] + 2 * 2.0 * p["T"] * p["D"]),
     tolerance=lambda p: {"x": Tolerance(exact=True, why="a copy of weight rows or zeros: no arithmetic")},
     outputs=("x",), value_modes=("normal", "large", "ties"),

@@ -58,6 +58,7 @@ def _fp8_cases(ss):
 
 register_op(OpSpec(
     name="fp8_linear", family="linear", reference=L.fp8_linear, make_inputs=_fp8_make, cases=_fp8_cases,
+    batch_key="M",
     strategy=_small_mnk,
     cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 1, -(-p["N"] // 128) * (p["K"] // 128)),
     tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large", "boundary"),
@@ -79,6 +80,7 @@ def _fp4_cases(ss):
 
 register_op(OpSpec(
     name="fp4_linear", family="linear", reference=L.fp4_linear, make_inputs=_fp4_make, cases=_fp4_cases,
+    batch_key="M",
     strategy=_small_mnk,
     cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 0.5, p["N"] * p["K"] // 32),
     tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large", "boundary"),
@@ -121,6 +123,7 @@ def _bf16_tol(p, out="y"):
 
 register_op(OpSpec(
     name="bf16_linear", family="linear", reference=L.bf16_linear, make_inputs=_bf16_make, cases=_bf16_cases,
+    batch_key="M",
     strategy=lambda: st.fixed_dictionaries({"M": st.integers(1, 5), "N": st.sampled_from([16, 40, 128, 256]),
                                             "K": st.sampled_from([64, 128, 256])}),
     cost=lambda p: Cost(flops=2.0 * p["M"] * p["N"] * p["K"],
@@ -150,6 +153,7 @@ def _woa_tol(p):
 
 register_op(OpSpec(
     name="grouped_wo_a", family="linear", reference=L.grouped_wo_a, make_inputs=_woa_make, cases=_woa_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "Gl": st.integers(1, 3),
                                             "O": st.sampled_from([32, 64, 128]), "I": st.sampled_from([64, 256])}),
     cost=lambda p: Cost(flops=2.0 * p["T"] * p["Gl"] * p["O"] * p["I"],
@@ -167,6 +171,7 @@ def _head_make(p, gen, device, values):
 
 register_op(OpSpec(
     name="lm_head", family="linear", reference=L.lm_head, make_inputs=_head_make,
+    batch_key="T",
     cases=lambda ss: [{"T": T, "V": divide(ss.config.vocab_size, ss.tp), "D": ss.config.dim} for T in ss.batches],
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "V": st.sampled_from([50, 128, 300]),
                                             "D": st.sampled_from([64, 256])}),

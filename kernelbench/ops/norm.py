@@ -66,6 +66,7 @@ def _rms_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="rms_norm", family="norm", reference=rms_norm, make_inputs=_rms_inputs, cases=_rms_cases,
+    batch_key="M",
     strategy=lambda: st.fixed_dictionaries({"M": st.integers(1, 5), "N": st.sampled_from([8, 64, 100, 256, 520])}),
     cost=lambda p: Cost(flops=4.0 * p["M"] * p["N"], bytes=2.0 * (2 * p["M"] * p["N"] + p["N"])),
     tolerance=lambda p: {"y": Tolerance(atol=1e-6, rtol=BF16_RTOL, rel_fro=REL_FRO,
@@ -90,6 +91,7 @@ def _had_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="hadamard", family="norm", reference=hadamard, make_inputs=_had_inputs, cases=_had_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "H": st.integers(1, 5)}),
     cost=lambda p: Cost(flops=2.0 * 128 * 128 * p["T"] * p["H"], bytes=2.0 * 2 * 128 * p["T"] * p["H"]),
     tolerance=lambda p: {"y": Tolerance(atol=1e-4, rtol=BF16_RTOL, rel_fro=REL_FRO,

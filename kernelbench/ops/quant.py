@@ -186,6 +186,7 @@ def _aq8_tol(p):
 
 register_op(OpSpec(
     name="act_quant_fp8", family="quant", reference=Q.act_quant_fp8, make_inputs=_aq8_make, cases=_aq8_cases,
+    batch_key="M",
     strategy=_aq8_strategy, cost=_aq8_cost, tolerance=_aq8_tol, outputs=("q", "s"),
     value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="Per-row, per-group FP8 e4m3 activation quantization with UE8M0 or fp32 scales."))
@@ -225,6 +226,7 @@ def _sim8_tol(p):
 
 register_op(OpSpec(
     name="fp8_simulate", family="quant", reference=Q.fp8_simulate, make_inputs=_sim8_make, cases=_sim8_cases,
+    batch_key="M",
     strategy=_sim8_strategy, cost=_sim8_cost, tolerance=_sim8_tol, outputs=("y",),
     value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="bf16(dequant(quant_e4m3(x))) per group: the KV-cache FP8 simulation."))
@@ -258,6 +260,7 @@ _FP4_WHY = ("UE8M0 scale from an exact amax, x/s exact (power of two), e2m1 RNE 
 
 register_op(OpSpec(
     name="act_quant_fp4", family="quant", reference=Q.act_quant_fp4, make_inputs=_aq4_make,
+    batch_key="M",
     cases=lambda ss: _fp4_cases(ss, "K"), strategy=lambda: _fp4_strategy("K"),
     cost=lambda p: Cost(flops=10 * p["M"] * p["K"], bytes=2 * p["M"] * p["K"] + p["M"] * p["K"] // 2
                         + 4 * p["M"] * p["K"] // p["group"]),
@@ -267,6 +270,7 @@ register_op(OpSpec(
 
 register_op(OpSpec(
     name="fp4_simulate", family="quant", reference=Q.fp4_simulate, make_inputs=_sim4_make,
+    batch_key="M",
     cases=lambda ss: _fp4_cases(ss, "N"), strategy=lambda: _fp4_strategy("N"),
     cost=lambda p: Cost(flops=12 * p["M"] * p["N"], bytes=4 * p["M"] * p["N"]),
     tolerance=lambda p: {"y": Tolerance(exact=True, why=_FP4_WHY + " q*s is exact in bf16.")},

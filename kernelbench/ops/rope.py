@@ -70,6 +70,7 @@ def _q_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="head_rms_norm_rope", family="rope", reference=head_rms_norm_rope, make_inputs=_q_inputs, cases=_q_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "Hl": st.integers(1, 3),
                                             "Dh": st.sampled_from([64, 128, 96]), "R": st.sampled_from([32, 64]),
                                             **_small}),
