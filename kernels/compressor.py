@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
 from kernelbench.kernels.quant import e2m1_code, e2m1_value, e4m3_round_code, pow2, ue8m0_exp
 from kernelbench.reference.compressor import check_weights
 from kernelbench.registry import register_impl
@@ -111,13 +111,7 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr,   # c
         tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
         tl.debug_barrier()
         if ROTATE:                                                      # Hadamard, then FP4 (group 32)
-            yv = tl.load(dst + ch).to(tl.float32)
-            par = ch[:, None] & ch[None, :]
-            par = par ^ (par >> 4)
-            par = par ^ (par >> 2)
-            par = par ^ (par >> 1)
-            sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                 # H[i, j] = (-1)^popcount(i & j)
-            yh = to_bf16(tl.sum(yv[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+            yh = hadamard128(tl.load(dst + ch).to(tl.float32), ch, RNE_FIX)
             tl.debug_barrier()
             tl.store(dst + ch, yh)
             tl.debug_barrier()

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
 from kernelbench.kernels.quant import e2m1_code, e2m1_value, pow2, ue8m0_exp
 from kernelbench.reference.indexer import check_indexer_topk
 from kernelbench.registry import register_impl
@@ -287,13 +287,7 @@ def _indexer_q_epilogue(q_ptr, pos_ptr, f_ptr, out_ptr, HI,            # q, out 
     tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
     tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
     tl.debug_barrier()
-    y = tl.load(dst + d).to(tl.float32)
-    par = d[:, None] & d[None, :]
-    par = par ^ (par >> 4)
-    par = par ^ (par >> 2)
-    par = par ^ (par >> 1)
-    sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                         # H[i, j] = (-1)^popcount(i & j)
-    yh = to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # / sqrt(128)
+    yh = hadamard128(tl.load(dst + d).to(tl.float32), d, RNE_FIX)
     tl.debug_barrier()
     tl.store(dst + d, yh)
     tl.debug_barrier()

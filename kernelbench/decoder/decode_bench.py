@@ -30,6 +30,7 @@ import torch
 
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
+from kernelbench.harness.timing import sync
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
@@ -373,18 +374,13 @@ class BenchResult:
     fallbacks: list[str] = field(default_factory=list)
 
 
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
 def _time_steps(run, advance, steps: int, dev: torch.device) -> list[float]:
     out = []
     for _ in range(steps):
-        _sync(dev)
+        sync(dev)
         t0 = time.perf_counter()
         run()
-        _sync(dev)
+        sync(dev)
         out.append(1e3 * (time.perf_counter() - t0))
         advance()
     return out
@@ -455,7 +451,7 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
         reset()
         with profile(activities=acts) as prof:
             eager()
-            _sync(dev)
+            sync(dev)
     finally:
         model.env.ops = plain
     if dev.type != "cuda":
@@ -470,7 +466,7 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
     with profile(activities=[ProfilerActivity.CUDA]) as gprof:
         for _ in range(steps):
             replay()
-        _sync(dev)
+        sync(dev)
     eager_seq = sorted(labelled, key=lambda k: k.start)
     got, why = label_by_position(eager_seq, _device_kernels_in_order(gprof), steps)
     if why:
@@ -576,7 +572,7 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
         except Exception as e:  # noqa: BLE001 - reported, then timed eagerly
             res.graph_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
             g = None
-            _sync(dev)
+            sync(dev)
     reset()
     times = _time_steps(run, advance, steps, dev)
     p10, p90, q1, q3 = _quantiles(times)

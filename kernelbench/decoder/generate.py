@@ -23,6 +23,7 @@ from kernelbench.decoder.backend import Ops
 from kernelbench.config import get_config
 from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.tp import TPContext, launch
+from kernelbench.harness.timing import sync
 from kernelbench.usage import UsageProblem
 
 
@@ -123,7 +124,7 @@ def _prefill_and_decode(model, opts, prompts, lens, cache, use_mtp, gen, dev, tp
             step = Step(nxt, torch.arange(len(ids), device=dev), torch.full_like(ids, b), prefill=True)
             drafts.append(model.mtp_forward(h, nxt, step, cache)[-1:].argmax(-1))
         advance(f"prefilled sequence {b} ({len(ids)} tokens)")
-    _sync(dev)
+    sync(dev)
     result = GenerateResult([p.tolist() for p in prompts], [[int(t)] for t in last], time.perf_counter() - t0,
                             tp=tp.world, config=cfg.name)
     ids = torch.cat(last)
@@ -138,7 +139,7 @@ def _prefill_and_decode(model, opts, prompts, lens, cache, use_mtp, gen, dev, tp
             hits += int((draft == nxt).sum())
             tries += opts.batch
             draft = model.mtp_forward(h, nxt, Step(nxt, positions, seq_ids), cache).argmax(-1)
-        _sync(dev)
+        sync(dev)
         result.decode_s.append(time.perf_counter() - t0)
         finite &= bool(torch.isfinite(logits).all())
         for b in range(opts.batch):
@@ -148,11 +149,6 @@ def _prefill_and_decode(model, opts, prompts, lens, cache, use_mtp, gen, dev, tp
     result.mtp_hits, result.mtp_tries, result.finite = hits, tries, finite
     result.fallbacks = sorted(model.ops.fallbacks) if opts.impl != "reference" else []
     return result
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def _rank_entry(tp: TPContext, opts_dict: dict) -> dict:

@@ -61,6 +61,14 @@ class Summary:
         return asdict(self)
 
 
+def sync(device: str | torch.device) -> None:
+    """Wait for the GPU's queued work when `device` is a CUDA device (its own index, else the current one);
+    nothing on a CPU."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def quantile(sorted_xs: Sequence[float], q: float) -> float:
     """Linear-interpolated quantile of already sorted values."""
     if not sorted_xs:

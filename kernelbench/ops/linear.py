@@ -5,7 +5,8 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet, divide
-from kernelbench.ops.quant import _dedup, act_values, fp4_weight, fp8_weight
+from kernelbench.ops.norm import unique_cases
+from kernelbench.ops.quant import act_values, fp4_weight, fp8_weight
 from kernelbench.reference import linear as L
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 from kernelbench.harness.testing import randn
@@ -53,7 +54,7 @@ def _fp8_make(p, gen, device, values):
 
 
 def _fp8_cases(ss):
-    return _dedup([{"M": T, "N": N, "K": K} for _, N, K in fp8_linear_shapes(ss) for T in ss.batches])
+    return unique_cases([{"M": T, "N": N, "K": K} for _, N, K in fp8_linear_shapes(ss) for T in ss.batches])
 
 
 register_op(OpSpec(
@@ -74,7 +75,7 @@ def _fp4_make(p, gen, device, values):
 
 def _fp4_cases(ss):
     c = ss.config
-    return _dedup([{"M": T, "N": N, "K": K} for N, K in ((c.moe_inter_dim, c.dim), (c.dim, c.moe_inter_dim))
+    return unique_cases([{"M": T, "N": N, "K": K} for N, K in ((c.moe_inter_dim, c.dim), (c.dim, c.moe_inter_dim))
                    for T in ss.batches])
 
 
@@ -100,7 +101,7 @@ def _bf16_cases(ss):
               (2 * c.head_dim, c.dim), (2 * c.index_head_dim, c.dim),   # ratio-4 compressor wkv / wgate
               (c.head_dim, c.dim),                          # ratio-128 compressor
               (divide(c.index_n_heads, tp), c.dim)]         # indexer weights_proj
-    return _dedup([{"M": T, "N": N, "K": K} for N, K in shapes for T in ss.batches])
+    return unique_cases([{"M": T, "N": N, "K": K} for N, K in shapes for T in ss.batches])
 
 
 def _bf16_tol(p, out="y"):

@@ -10,7 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet
-from kernelbench.ops.norm import BF16_RTOL, REL_FRO, _dedupe, draw
+from kernelbench.ops.norm import BF16_RTOL, REL_FRO, draw, unique_cases
 from kernelbench.reference.mhc import HC, mhc_head, mhc_post, mhc_post_pre, mhc_post_pre_norm, mhc_pre, sinkhorn
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
@@ -19,7 +19,7 @@ MIX = (2 + HC) * HC   # 24
 
 def _cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
-    return _dedupe([{"T": t, "D": c.dim, "iters": c.hc_sinkhorn_iters} for t in ss.batches])
+    return unique_cases([{"T": t, "D": c.dim, "iters": c.hc_sinkhorn_iters} for t in ss.batches])
 
 
 def _strategy():

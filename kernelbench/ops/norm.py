@@ -43,7 +43,8 @@ def draw(shape, gen: torch.Generator, values: str = "normal", dtype=torch.bfloat
     return (x * scale).to(device=device, dtype=dtype)
 
 
-def _dedupe(cases: list[dict]) -> list[dict]:
+def unique_cases(cases: list[dict]) -> list[dict]:
+    """The cases without repeats, first occurrence kept (shape sets repeat a shape across batches/configs)."""
     out = []
     for c in cases:
         if c not in out:
@@ -55,7 +56,7 @@ def _dedupe(cases: list[dict]) -> list[dict]:
 def _rms_cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
     # attn_norm/ffn_norm/final norm on [T, D]; q_norm on [T, q_lora_rank]; kv_norm on [T, head_dim]
-    return _dedupe([{"M": t, "N": n} for t in ss.batches for n in (c.dim, c.q_lora_rank, c.head_dim)])
+    return unique_cases([{"M": t, "N": n} for t in ss.batches for n in (c.dim, c.q_lora_rank, c.head_dim)])
 
 
 def _rms_inputs(p, gen, device, values):
@@ -82,7 +83,7 @@ def _had_cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
     hi = c.index_n_heads // ss.tp
     # indexer q [T, Hi/TP, 128]; compressor entries [T, 1, 128]
-    return _dedupe([{"T": t, "H": h} for t in ss.batches for h in (hi, 1)])
+    return unique_cases([{"T": t, "H": h} for t in ss.batches for h in (hi, 1)])
 
 
 def _had_inputs(p, gen, device, values):

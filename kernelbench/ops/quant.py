@@ -15,6 +15,7 @@ from kernelbench.config import ShapeSet, divide
 from kernelbench.reference import quant as Q
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 from kernelbench.harness.testing import randn
+from kernelbench.ops.norm import unique_cases
 
 # ---- shared input helpers ----------------------------------------------------------------------------
 _FP8_GRID = torch.tensor(sorted({float(v) for v in torch.arange(0, 127, dtype=torch.uint8)
@@ -131,16 +132,6 @@ def fp4_weight(N: int, K: int, gen: torch.Generator, n_mats: int | None = None):
     return packed, torch.ldexp(torch.ones(e.shape), e.float()).to(torch.float8_e8m0fnu)
 
 
-def _dedup(cases: list[dict]) -> list[dict]:
-    seen, out = set(), []
-    for c in cases:
-        key = tuple(sorted(c.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
-
-
 # ---- act_quant_fp8 -------------------------------------------------------------------------------------
 def _fp8_rows(ss: ShapeSet) -> list[tuple[int, int]]:
     """(M, K) activation shapes that get fp8-quantized in a decode step (before each fp8 GEMM)."""
@@ -157,7 +148,7 @@ def _aq8_make(p, gen, device, values):
 
 
 def _aq8_cases(ss):
-    return _dedup([{"M": M, "K": K, "group": 128, "scale_fmt": "ue8m0"} for M, K in _fp8_rows(ss)]
+    return unique_cases([{"M": M, "K": K, "group": 128, "scale_fmt": "ue8m0"} for M, K in _fp8_rows(ss)]
                   + [{"M": ss.batches[-1], "K": ss.config.dim, "group": 128, "scale_fmt": "fp32"}])
 
 
@@ -202,7 +193,7 @@ def _sim8_cases(ss):
     c = ss.config
     nope = c.head_dim - c.rope_head_dim
     # kv_write: one new kv row per token; compressor: up to one emitted entry per token.
-    return _dedup([{"M": T, "N": nope, "group": c.kv_fp8_group, "scale_fmt": "ue8m0"} for T in ss.batches])
+    return unique_cases([{"M": T, "N": nope, "group": c.kv_fp8_group, "scale_fmt": "ue8m0"} for T in ss.batches])
 
 
 def _sim8_strategy():
@@ -237,7 +228,7 @@ def _fp4_cases(ss, letter):
     c = ss.config
     hi = divide(c.index_n_heads, ss.tp)
     # indexer queries (T * Hi rows of 128) and indexer-compressor entries (T rows of 128).
-    return _dedup([{"M": T * hi, letter: c.index_head_dim, "group": c.fp4_group} for T in ss.batches]
+    return unique_cases([{"M": T * hi, letter: c.index_head_dim, "group": c.fp4_group} for T in ss.batches]
                   + [{"M": T, letter: c.index_head_dim, "group": c.fp4_group} for T in ss.batches])
 
 

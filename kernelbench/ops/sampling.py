@@ -9,13 +9,13 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet
-from kernelbench.ops.norm import _dedupe, draw
+from kernelbench.ops.norm import draw, unique_cases
 from kernelbench.reference.sampling import sample
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
 
 def _cases(ss: ShapeSet) -> list[dict]:
-    return _dedupe([{"T": t, "V": ss.config.vocab_size} for t in ss.batches])
+    return unique_cases([{"T": t, "V": ss.config.vocab_size} for t in ss.batches])
 
 
 def _inputs(p, gen, device, values):
