@@ -22,7 +22,6 @@ from kernelbench.harness import calibrate, timing  # noqa: E402
 from kernelbench.harness.testing import error_stats, passes  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
-L2_BYTES = 60 * 2 ** 20
 DEADLINE = time.time() + float(os.environ.get("BENCH_BUDGET_S", "250"))
 RESULTS: list[dict] = []
 
@@ -91,7 +90,7 @@ def bench(op, p, label, n_sets=None, shared_keys=(), configs=(None,), ref_time=F
     row = {"op": op, "label": label, "params": p, "bytes": cost.bytes, "flops": cost.flops}
     try:
         if n_sets is None:
-            n_sets = max(2, min(32, int(3 * L2_BYTES / max(cost.bytes, 1)) + 1))
+            n_sets = max(2, min(32, int(3 * timing.l2_bytes() / max(cost.bytes, 1)) + 1))
         sets = rotate(spec, p, n_sets, shared_keys)
         # correctness at the real shape (first set), reference in fp32 on the GPU
         ref = as_tuple(spec.reference(**sets[0]))
@@ -129,7 +128,7 @@ def bench(op, p, label, n_sets=None, shared_keys=(), configs=(None,), ref_time=F
 def cublas_bf16(N, K):
     def extra(sets):
         M = sets[0]["x"].shape[0]
-        n = max(2, min(16, int(3 * L2_BYTES / (2 * N * K)) + 1))
+        n = max(2, min(16, int(3 * timing.l2_bytes() / (2 * N * K)) + 1))
         ws = [torch.randn(N, K, device="cuda", dtype=torch.bfloat16) for _ in range(n)]
         xs = [s["x"] for s in sets[:1]] * n
         t = graph_time(lambda i: torch.nn.functional.linear(xs[i], ws[i]), list(range(n)))
