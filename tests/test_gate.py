@@ -7,7 +7,6 @@ from click.testing import CliRunner
 
 from kernelbench.harness import gate as g
 from kernelbench.commands.gate import command as gate_cmd
-from kernelbench.db import schema
 from kernelbench.db.store import Store
 
 
@@ -86,11 +85,10 @@ def test_database_sources(tmp_path):
     env = store.environment_id({"device_type": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
     impl = store.op_impl_id("fp8_linear", "triton", "abc", backend="triton")
     for commit, tag, med in (("aaa111", "r1", 10.0), ("bbb222", "r2", 13.0)):
-        with store.session() as s:
-            s.add(schema.BenchResult(environment_id=env, implementation_id=impl, shape_label="M=16",
-                                     params={"M": 16, "N": 1024}, config={}, method="graph", median_us=med,
-                                     q1_us=med - 0.1, q3_us=med + 0.1, git_commit=commit, run_tag=tag,
-                                     extra={"verified": True}))
+        store.add_bench_results([dict(environment_id=env, implementation_id=impl, shape_label="M=16",
+                                      params={"M": 16, "N": 1024}, config={}, method="graph", median_us=med,
+                                      q1_us=med - 0.1, q3_us=med + 0.1, git_commit=commit, run_tag=tag,
+                                      extra={"verified": True})])
     assert [r["median_us"] for r in g.load_bench("db:commit=aaa", store)] == [10.0]
     assert [r["median_us"] for r in g.load_bench("db:latest", store)] == [13.0]
     assert [r["median_us"] for r in g.load_bench("db:tag=r2,device=NVIDIA H200", store)] == [13.0]
