@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Optional
+from typing import Optional
 
 from sqlalchemy import (BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
