@@ -385,6 +385,7 @@ def test_tests_do_not_write_into_the_user_data_directory(tmp_path_factory):
 def test_generate_removes_the_checkpoint_it_built_in_a_temp_dir(tmp_path, monkeypatch):
     import tempfile
     from kernelbench.commands import generate as gen_cmd
+    from kernelbench.decoder.generate import GenerateResult
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     seen = {}
 
@@ -392,7 +393,7 @@ def test_generate_removes_the_checkpoint_it_built_in_a_temp_dir(tmp_path, monkey
         from pathlib import Path
         seen["ckpt"] = Path(opts.checkpoint)
         assert (seen["ckpt"] / "config.json").exists()
-        return gen_cmd.GenerateResult(prompts=[[1]], tokens=[[2]], prefill_s=0.0, decode_s=[0.1], config="tiny")
+        return GenerateResult(prompts=[[1]], tokens=[[2]], prefill_s=0.0, decode_s=[0.1], config="tiny")
     monkeypatch.setattr(gen_cmd, "generate", fake_generate)
     res = _cli(["generate", "--batch", "1", "--steps", "1"])
     assert res.exit_code == 0, res.output
