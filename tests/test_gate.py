@@ -102,3 +102,27 @@ def test_database_sources(tmp_path):
                                       f"sqlite:///{tmp_path / 'kb.sqlite'}"])
     assert r.exit_code == 1 and "slowdown" in r.output
     store.dispose()
+
+
+def test_a_bench_runs_rows_reach_the_gate_through_the_store(tmp_path):
+    """harness/bench.BenchRun.keep stores a measurement (the row `kernelbench bench` writes) and its --json
+    file; the gate reads the same row back from the database and from the file."""
+    from kernelbench import registry
+    from kernelbench.harness.bench import BenchRun
+    from kernelbench.harness.timing import Measurement, Summary
+    store = Store(f"sqlite:///{tmp_path / 'kb.sqlite'}")
+    env = store.environment_id({"device_type": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
+    run = BenchRun(store, env, "NVIDIA H200", "abc123", "r1")
+    impl = registry.get_impl("rms_norm", "triton")
+    m = Measurement("rms_norm", "triton", {"M": 16, "N": 4096}, "M=16,N=4096", {"BLOCK": 128}, "graph",
+                    Summary(5.0, 4.9, 5.2, 5.05, 0.004, 40, [5.0] * 40), 2.6e5, 2.6e5, 8, 2 ** 20, False, 32, None,
+                    True, "", None)
+    run.keep(impl, m)
+    run.write(str(tmp_path / "bench.json"))
+    assert run.roofline_point(m) is None          # no ceilings given
+    (db_row,) = g.load_bench("db:latest", store)
+    (file_row,) = g.load_bench(str(tmp_path / "bench.json"))
+    for r in (db_row, file_row):
+        assert (r["device"], r["op"], r["impl"], r["params"], r["config"], r["median_us"], r["git_commit"]) == \
+            ("NVIDIA H200", "rms_norm", "triton", {"M": 16, "N": 4096}, {"BLOCK": 128}, 5.0, "abc123")
+    assert g.row_key(db_row) == g.row_key(file_row)

@@ -7,7 +7,6 @@ the git commit; `--json` also writes the rows for `kernelbench gate`.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import sys
 
 import click
@@ -17,7 +16,7 @@ from rich.table import Table
 from kernelbench import registry
 from kernelbench.commands._common import open_store
 from kernelbench.harness import timing
-from kernelbench.harness.bench import as_row, free_memory, peaks_for, record, select_cases, write_results
+from kernelbench.harness.bench import BenchRun, bench_work, free_memory
 
 
 @click.command("bench")
@@ -43,39 +42,24 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
         timing.require_cuda()
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. `kernelbench bench` measures on a GPU only.") from None
-    from kernelbench.harness import calibrate, roofline
-    from kernelbench.harness.fingerprint import fingerprint, git_commit
     from kernelbench.usage import check_tuning
     check_tuning()
     for m in modules:
         registry.load_module(m)
-    store = open_store(db)
-    fp = fingerprint("cuda")
-    env_id = store.environment_id(fp)
-    device = fp["gpu_name"]
-    git = git_commit()
-    run_tag = run_tag or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    try:
-        ceilings = roofline.ceilings_for(device, calibrate.load_ceilings(store, env_id))
-    except ValueError:
-        ceilings = None
-    peaks = peaks_for(device)
+    run = BenchRun.start(open_store(db), run_tag)
     console = Console(width=220)
-    table = Table(title=f"bench on {device} ({method}; run {run_tag})")
+    table = Table(title=f"bench on {run.device} ({method}; run {run.run_tag})")
     for col in ("op", "impl", "shape", "median us", "IQR us", "n", "GB/s", "TFLOP/s", "% roof", "ok", "notes"):
         table.add_column(col, justify="right" if col in ("median us", "IQR us", "n", "GB/s", "TFLOP/s", "% roof") else "left")
-    rows, failures = [], 0
-    work = [(spec, impl, params) for spec in registry.ops(list(ops) or None)
-            for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
-            if not impl_names or impl.name in impl_names
-            for params in select_cases(spec, shape_sets, batches, contexts)]
+    failures = 0
+    work = bench_work(ops, impl_names, shape_sets, batches, contexts)
     from kernelbench.progress import steps
     with steps("bench", len(work), console=console) as advance:
         for spec, impl, params in work:
             advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
             try:
-                m = timing.measure_impl(spec, impl, params, method=method, peaks=peaks, max_time_s=max_time_s,
-                                        target_rse=target_rse, max_sets=max_sets)
+                m = run.measure(spec, impl, params, method=method, max_time_s=max_time_s, target_rse=target_rse,
+                                max_sets=max_sets)
             except Exception as e:  # noqa: BLE001 - one failing case must not end the run
                 failures += 1
                 console.print(f"[red]{spec.name}/{impl.name} {spec.label(params)}: {type(e).__name__}: {e}[/red]")
@@ -84,15 +68,14 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
                     console.print("[red]the CUDA context is unusable after this fault: stopping; results so far "
                                   "are stored. Re-run from the next op (`kernelbench bench OP ...`).[/red]")
                     if json_out:
-                        write_results(json_out, device, git, run_tag, rows)
+                        run.write(json_out)
                     sys.exit(2)
                 free_memory()
                 continue
-            record(store, env_id, impl, m, ceilings, run_tag, git)
-            rows.append(as_row(device, m, git))
+            run.keep(impl, m)
             if json_out:   # after every result: a run cut short still leaves what it measured
-                write_results(json_out, device, git, run_tag, rows)
-            pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
+                run.write(json_out)
+            pt = run.roofline_point(m)
             ok = "yes" if m.ok else ("WRONG" if not m.verified else "ROOFLINE")
             failures += 0 if m.ok else 1
             table.add_row(m.op, m.impl, m.label[:60], f"{m.summary.median_us:.2f}", f"{m.summary.iqr_us:.2f}",
@@ -105,6 +88,7 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
             free_memory()
     console.print(table)
     if json_out:
-        write_results(json_out, device, git, run_tag, rows)
-    console.print(f"{len(rows)} results stored in {store.where} (run tag {run_tag}); {failures} failed or flagged")
+        run.write(json_out)
+    console.print(f"{len(run.rows)} results stored in {run.store.where} (run tag {run.run_tag}); {failures} failed "
+                  f"or flagged")
     sys.exit(1 if failures else 0)

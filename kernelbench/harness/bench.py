@@ -4,8 +4,12 @@ result row in the database (through the Store), the rows `kernelbench gate` read
 between cases."""
 from __future__ import annotations
 
+import datetime as _dt
 import json
+from dataclasses import dataclass, field
+from typing import Any
 
+from kernelbench import registry
 from kernelbench.harness import timing
 
 
@@ -66,3 +70,58 @@ def write_results(path: str, device: str, git: str, run_tag: str, rows: list) ->
     """The --json file of a bench run (what `kernelbench gate` reads)."""
     with open(path, "w") as f:
         json.dump({"device": device, "git_commit": git, "run_tag": run_tag, "results": rows}, f, indent=1)
+
+
+def bench_work(ops, impl_names, shape_sets, batches, contexts) -> list[tuple]:
+    """(spec, impl, params) of every case a bench run times, in order: ops by name, impls by name."""
+    return [(spec, impl, params) for spec in registry.ops(list(ops) or None)
+            for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
+            if not impl_names or impl.name in impl_names
+            for params in select_cases(spec, shape_sets, batches, contexts)]
+
+
+@dataclass
+class BenchRun:
+    """One bench run on this GPU: where its results go (store, environment, run tag, commit), what they
+    are compared with (roofline ceilings, datasheet peaks), and the rows stored so far."""
+    store: Any
+    env_id: int
+    device: str                  # the GPU's name
+    git: str
+    run_tag: str
+    ceilings: Any = None         # roofline.Ceilings, or None when neither a calibration nor a datasheet knows it
+    peaks: tuple[float, float] | None = None
+    rows: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, store, run_tag: str | None = None) -> "BenchRun":
+        from kernelbench.harness import calibrate, roofline
+        from kernelbench.harness.fingerprint import fingerprint, git_commit
+        fp = fingerprint("cuda")
+        env_id = store.environment_id(fp)
+        device = fp["gpu_name"]
+        run_tag = run_tag or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            ceilings = roofline.ceilings_for(device, calibrate.load_ceilings(store, env_id))
+        except ValueError:
+            ceilings = None
+        return cls(store, env_id, device, git_commit(), run_tag, ceilings, peaks_for(device))
+
+    def measure(self, spec, impl, params, **timing_kw) -> timing.Measurement:
+        """Time one case (timing.measure_impl with this GPU's peaks); nothing is stored."""
+        return timing.measure_impl(spec, impl, params, peaks=self.peaks, **timing_kw)
+
+    def keep(self, impl, m: timing.Measurement) -> None:
+        """Store a measurement (bench_result row) and add it to the run's rows."""
+        record(self.store, self.env_id, impl, m, self.ceilings, self.run_tag, self.git)
+        self.rows.append(as_row(self.device, m, self.git))
+
+    def roofline_point(self, m: timing.Measurement):
+        """Where m stands against the ceilings (roofline.point), or None without ceilings."""
+        from kernelbench.harness import roofline
+        if not self.ceilings:
+            return None
+        return roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, self.ceilings, m.summary.median_us)
+
+    def write(self, path: str) -> None:
+        write_results(path, self.device, self.git, self.run_tag, self.rows)
