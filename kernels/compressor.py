@@ -23,7 +23,7 @@ import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
 from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
-from kernelbench.kernels.quant import e2m1_code, e2m1_value, e4m3_round_code, pow2, ue8m0_exp
+from kernelbench.kernels.quant import e4m3_round_code, fp4_simulate_rows, pow2, ue8m0_exp
 from kernelbench.reference.compressor import check_weights
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -117,12 +117,9 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr,   # c
             tl.debug_barrier()
             g = tl.arange(0, DD // 32)
             offs = g[:, None] * 32 + tl.arange(0, 32)[None, :]
-            xq = tl.load(dst + offs).to(tl.float32)
-            amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
-            se = ue8m0_exp(amax, 2, 0x400000)                           # 6 = 1.5 * 2^2
-            code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+            yq = fp4_simulate_rows(tl.load(dst + offs).to(tl.float32))
             tl.debug_barrier()
-            tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
+            tl.store(dst + offs, yq)
         else:                                                           # FP8 (group 64) of the first d - R
             g = tl.arange(0, NG_P2)
             offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]

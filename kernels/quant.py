@@ -94,6 +94,16 @@ def e2m1_value(code):
 
 
 @triton.jit
+def fp4_simulate_rows(v):
+    """v fp32 (G, 32), one FP4 group per row -> bf16, FP4-simulated: the ue8m0 scale of the row's amax (floored
+    at 6 * 2^-126), e2m1 round-to-nearest-even, times the scale (kernels/compressor.py, kernels/indexer.py)."""
+    amax = tl.maximum(tl.max(tl.abs(v), axis=1), 6.0 * 2.0 ** -126)
+    se = ue8m0_exp(amax, 2, 0x400000)                                   # 6 = 1.5 * 2^2
+    code = e2m1_code(tl.minimum(tl.maximum(v * pow2(-se)[:, None], -6.0), 6.0))
+    return (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16)
+
+
+@triton.jit
 def fp4_decode_bf16(nib, sexp):
     """e2m1 nibble (int32 0..15) times 2^sexp -> bf16, with integer ops only: the bf16 bit pattern is
     (em << 6) + ((sexp + 126) << 7) for em >= 2 (exponent and mantissa bits line up), the exponent alone for
