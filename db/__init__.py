@@ -1,2 +1,3 @@
-"""The results store (import as kernelbench.db): SQLAlchemy schema, migrations and the default
-database file."""
+"""The results store (import as kernelbench.db), the one door to the database: store.py (Store, a named
+method per record kind), schema.py, migrations.py, errors.py, paths.py (the user data directory),
+values.py (canonical JSON, UTC times) and the default database file."""

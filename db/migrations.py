@@ -19,6 +19,9 @@ from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import AddConstraint, CreateColumn  # noqa: F401  (for future migrations)
 
+from kernelbench.db.errors import NotAKernelbenchDatabase, SchemaTooNew
+from kernelbench.db.schema import utcnow
+
 VERSION_TABLE = "schema_version"
 
 
@@ -195,7 +198,6 @@ def current_version(conn: Connection) -> int | None:
     names = set(inspect(conn).get_table_names())
     if VERSION_TABLE not in names:
         if names:
-            from kernelbench.db.store import NotAKernelbenchDatabase
             raise NotAKernelbenchDatabase(
                 f"the database has tables ({', '.join(sorted(names)[:6])}) but no {VERSION_TABLE} table: it was not "
                 f"made by kernelbench; point --db / KERNELBENCH_DB at another file")
@@ -207,8 +209,6 @@ def current_version(conn: Connection) -> int | None:
 def upgrade(conn: Connection, migrations: list[Migration] | None = None) -> list[int]:
     """Apply the migrations the database lacks, in order, inside the caller's transaction. Returns the
     versions applied. A database newer than the code raises SchemaTooNew."""
-    from kernelbench.db.schema import utcnow
-    from kernelbench.db.store import SchemaTooNew
     migrations = sorted(migrations or MIGRATIONS, key=lambda m: m.version)
     versions = [m.version for m in migrations]
     if versions != list(range(1, len(versions) + 1)):

@@ -6,7 +6,7 @@ JSON columns hold canonical JSON text (sorted keys, no spaces, see `canonical_js
 equal dicts are equal strings and a JSON column can sit in a unique key.
 
 Tables (names are fixed; add columns through a migration in db/migrations.py):
-    environment     a machine + software stack, unique by `fingerprint` (kernelbench.fingerprint)
+    environment     a machine + software stack, unique by `fingerprint` (kernelbench.harness.fingerprint)
     op              an op of docs/OPS.md, unique by name
     implementation  (op, name, source_hash): a changed kernel source is a new row
     verify_run      one `kernelbench verify` invocation
@@ -22,30 +22,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Optional
+from typing import Optional
 
 from sqlalchemy import (BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from kernelbench.db.values import canonical_json, utcnow
 
-def utcnow() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-
-
-def _default(o: Any):
-    """JSON for the values results carry: tuples, numpy/torch scalars, dtypes and the like."""
-    if hasattr(o, "item") and callable(o.item):
-        return o.item()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    return str(o)
-
-
-def canonical_json(obj: Any) -> str:
-    """The one text form of a JSON value: sorted keys, compact separators. NaN/inf are kept as
-    JSON's extensions (NaN, Infinity) because error statistics can legitimately be infinite."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_default)
 
 
 class CanonicalJSON(TypeDecorator):

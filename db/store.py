@@ -4,16 +4,19 @@
     store = Store()                       # $KERNELBENCH_DB, else sqlite:///<data_dir>/kernelbench.sqlite
     store = Store("sqlite:///run.sqlite") # any SQLAlchemy URL (the CLI's --db)
     store = Store("postgresql://user:pw@host/kb")   # a shared store (needs kernelbench[postgres])
-    env = store.environment_id(kernelbench.fingerprint.fingerprint())   # get-or-create, returns the id
+    env = store.environment_id(kernelbench.harness.fingerprint.fingerprint())   # get-or-create, returns the id
     impl = store.op_impl_id("fp8_linear", "triton", source_hash, family="linear", backend="triton")
     impl = store.impl_id(registry.get_impl("fp8_linear", "triton"))     # the same from a registry Impl
-    with store.session() as s:            # commits on success, rolls back on an exception
-        s.add(schema.BenchResult(environment_id=env, implementation_id=impl, ...))
-        s.scalars(select(schema.TuneTrial).where(...)).all()
+    store.add_bench_results([dict(environment_id=env, implementation_id=impl, ...)])
+    store.bench_results(ops=["fp8_linear"], device="NVIDIA H200")   # the four-table join, as dicts
 
 Opening migrates the database to the code's schema version (db/migrations.py). Errors are clear:
 CorruptDatabase (not a SQLite file, or malformed), SchemaTooNew (written by a newer kernelbench),
-NotAKernelbenchDatabase (someone else's tables). All derive from StoreError.
+NotAKernelbenchDatabase (someone else's tables). All derive from StoreError (db/errors.py).
+
+Every read and write of the database outside db/ goes through a named Store method (bench results,
+tune trials and choices, calibrations, verify runs and results, environments): no other module builds
+rows or queries, and none imports SQLAlchemy.
 
 Concurrency (SQLite): WAL journal, a 60 s busy timeout, and every transaction begins IMMEDIATE,
 so writers queue instead of failing and two `kernelbench verify` processes on one file lose
@@ -36,7 +39,7 @@ import datetime as _dt
 import os
 import socket
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from sqlalchemy import create_engine, event, select, text
 from sqlalchemy.engine import URL, Engine, make_url
@@ -44,6 +47,9 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, Operati
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelbench.db import migrations, schema
+from kernelbench.db.errors import (CorruptDatabase, DuplicateResult, NotAKernelbenchDatabase,  # noqa: F401
+                                   SchemaTooNew, StoreError)
+from kernelbench.db.paths import data_dir
 
 ENV_URL = "KERNELBENCH_DB"
 BUSY_TIMEOUT_MS = 60_000
@@ -59,28 +65,11 @@ HEARTBEAT_S = 60.0
 STALE_AFTER_S = 600.0
 
 
-class StoreError(RuntimeError):
-    """Any problem opening or using the results database."""
-
-
-class CorruptDatabase(StoreError):
-    pass
-
-
-class SchemaTooNew(StoreError):
-    pass
-
-
-class NotAKernelbenchDatabase(StoreError):
-    pass
-
-
 def default_url() -> str:
-    """$KERNELBENCH_DB, else the SQLite file kernelbench.sqlite in kernelbench.profiles.data_dir()."""
+    """$KERNELBENCH_DB, else the SQLite file kernelbench.sqlite in kernelbench.db.paths.data_dir()."""
     env = os.environ.get(ENV_URL)
     if env:
         return env
-    from kernelbench.profiles import data_dir
     return f"sqlite:///{data_dir() / 'kernelbench.sqlite'}"
 
 
@@ -231,11 +220,11 @@ class Store:
 
     # keys ---------------------------------------------------------------------------------
     def environment_id(self, fp: Mapping[str, Any]) -> int:
-        """Get-or-create the environment row of a fingerprint (kernelbench.fingerprint.fingerprint())."""
+        """Get-or-create the environment row of a fingerprint (kernelbench.harness.fingerprint.fingerprint())."""
         cols = {c.name for c in schema.Environment.__table__.columns} - {"id", "created"}
         fields = {k: v for k, v in fp.items() if k in cols}
         if "fingerprint" not in fields:
-            from kernelbench.fingerprint import fingerprint_hash
+            from kernelbench.harness.fingerprint import fingerprint_hash
             fields["fingerprint"] = fingerprint_hash(fp)
         extra_keys = set(fp) - cols
         if extra_keys and fields.get("extra") is None:
@@ -350,6 +339,122 @@ class Store:
                      "value_mode": r.value_mode, "seed": r.seed, "source": r.source, "layout": r.layout, "passed": r.passed,
                      "stats": r.stats, "failure": r.failure, "repro": r.repro, "elapsed_s": r.elapsed_s}
                     for r, i, o in rows]
+
+    # bench -------------------------------------------------------------------------------
+    def add_bench_results(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """bench_result rows (dicts of its columns: environment_id, implementation_id, shape_label, params,
+        config, method, median_us, ...) in one transaction -> rows written. DuplicateResult when one
+        repeats a stored (environment, implementation, params, config, commit, run tag)."""
+        n = 0
+        try:
+            with self.session() as s:
+                for r in rows:
+                    s.add(schema.BenchResult(**r))
+                    n += 1
+        except IntegrityError as e:
+            raise DuplicateResult(f"bench result already stored: {str(getattr(e, 'orig', e)).strip()}") from e
+        return n
+
+    def newest_bench_run_tag(self) -> str | None:
+        B = schema.BenchResult
+        with self.session() as s:
+            return s.execute(select(B.run_tag).order_by(B.created.desc(), B.id.desc()).limit(1)).scalar()
+
+    def bench_results(self, *, ops: Iterable[str] | None = None, impl: str | None = None, device: str | None = None,
+                      commit: str | None = None, run_tag: str | None = None) -> list[dict]:
+        """Bench results joined with their implementation, op and environment, oldest first (created, id),
+        as dicts: the bench_result columns plus op, impl, source_hash, label (shape_label), device (the
+        environment's GPU name) and extra ({} when empty). Filters: op names, implementation name, GPU
+        name, git commit prefix, run tag."""
+        B, I, O, E = schema.BenchResult, schema.Implementation, schema.Op, schema.Environment
+        q = (select(B, I, O, E).join(I, B.implementation_id == I.id).join(O, I.op_id == O.id)
+             .join(E, B.environment_id == E.id).order_by(B.created, B.id))
+        if ops is not None:
+            q = q.where(O.name.in_(list(ops)))
+        if impl:
+            q = q.where(I.name == impl)
+        if device:
+            q = q.where(E.gpu_name == device)
+        if commit:
+            q = q.where(B.git_commit.like(f"{commit}%"))
+        if run_tag is not None:
+            q = q.where(B.run_tag == run_tag)
+        cols = [c.name for c in B.__table__.columns]
+        with self.session() as s:
+            return [{**{c: getattr(b, c) for c in cols}, "op": o.name, "impl": i.name, "source_hash": i.source_hash,
+                     "label": b.shape_label, "device": e.gpu_name, "extra": b.extra or {}}
+                    for b, i, o, e in s.execute(q).all()]
+
+    # tune --------------------------------------------------------------------------------
+    def tune_trials(self, environment_id: int, implementation_id: int, shape_key: Mapping) -> list[dict]:
+        """The tune_trial rows of one (environment, implementation, shape key), as dicts of their columns."""
+        T = schema.TuneTrial
+        cols = [c.name for c in T.__table__.columns]
+        with self.session() as s:
+            rows = s.scalars(select(T).where(T.environment_id == environment_id,
+                                             T.implementation_id == implementation_id,
+                                             T.shape_key == shape_key)).all()
+            return [{c: getattr(r, c) for c in cols} for r in rows]
+
+    def add_tune_trial(self, **fields: Any) -> None:
+        """One tune_trial row (environment_id, implementation_id, shape_key, config, status, reason,
+        median_us, samples, git_commit)."""
+        with self.session() as s:
+            s.add(schema.TuneTrial(**fields))
+
+    def add_tune_choice(self, **fields: Any) -> None:
+        """One tune_choice row (environment_id, op_id, implementation_id, shape_key, config, median_us,
+        git_commit)."""
+        with self.session() as s:
+            s.add(schema.TuneChoice(**fields))
+
+    # calibration -------------------------------------------------------------------------
+    def add_calibrations(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """calibration rows (environment_id, measure, value, unit, samples, method, git_commit), one transaction."""
+        with self.session() as s:
+            for r in rows:
+                s.add(schema.Calibration(**r))
+
+    def newest_calibrations(self, environment_id: int | None = None, gpu_name: str | None = None) -> dict[str, float]:
+        """The newest value of each measure for an environment (or any environment of a GPU name, or all)."""
+        C, E = schema.Calibration, schema.Environment
+        q = select(C).join(E, C.environment_id == E.id).order_by(C.created)
+        if environment_id is not None:
+            q = q.where(C.environment_id == environment_id)
+        elif gpu_name is not None:
+            q = q.where(E.gpu_name == gpu_name)
+        with self.session() as s:
+            return {c.measure: c.value for c in s.scalars(q).all()}
+
+    # environments ------------------------------------------------------------------------
+    def environment(self, environment_id: int) -> dict:
+        """The environment row's columns as a dict ({} when there is none)."""
+        with self.session() as s:
+            e = s.get(schema.Environment, environment_id)
+            return {c.name: getattr(e, c.name) for c in schema.Environment.__table__.columns} if e else {}
+
+    # verify outcomes ---------------------------------------------------------------------
+    def verify_outcomes(self, *, op: str | None = None, impl: str | None = None, source_hash: str | None = None,
+                        device: str | None = None) -> list[dict]:
+        """Every verify_result's outcome with its run and environment, as dicts: op, impl, run_id, passed,
+        stats, started, device (the run's: "cpu" or "cuda"), gpu_name, git_commit. Filters: op,
+        implementation name and source hash, run device."""
+        R, V, I, O, E = (schema.VerifyResult, schema.VerifyRun, schema.Implementation, schema.Op,
+                         schema.Environment)
+        q = (select(O.name, I.name, R.run_id, R.passed, R.stats, V.started, V.device, E.gpu_name, V.git_commit)
+             .join(I, R.implementation_id == I.id).join(O, I.op_id == O.id).join(V, R.run_id == V.id)
+             .outerjoin(E, V.environment_id == E.id))
+        if op is not None:
+            q = q.where(O.name == op)
+        if impl is not None:
+            q = q.where(I.name == impl)
+        if source_hash is not None:
+            q = q.where(I.source_hash == source_hash)
+        if device is not None:
+            q = q.where(V.device == device)
+        keys = ("op", "impl", "run_id", "passed", "stats", "started", "device", "gpu_name", "git_commit")
+        with self.session() as s:
+            return [dict(zip(keys, row)) for row in s.execute(q).all()]
 
     def dispose(self) -> None:
         self.engine.dispose()

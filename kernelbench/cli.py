@@ -32,8 +32,8 @@ def usage_message(e: BaseException) -> str | None:
     option value), or None for anything else (a real bug keeps its traceback)."""
     import sys
     kinds = []
-    for module, name in (("kernelbench.checkpoint", "CheckpointError"), ("kernelbench.config", "ConfigError"),
-                         ("kernelbench.tuning", "TuningError"), ("kernelbench.usage", "UsageProblem")):
+    for module, name in (("kernelbench.decoder.checkpoint", "CheckpointError"), ("kernelbench.config", "ConfigError"),
+                         ("kernelbench.tuned_configs", "TuningError"), ("kernelbench.usage", "UsageProblem")):
         mod = sys.modules.get(module)
         if mod is not None and hasattr(mod, name):
             kinds.append(getattr(mod, name))

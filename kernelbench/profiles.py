@@ -3,21 +3,10 @@ examples and the example database, so a failure found once is replayed first nex
 what `kernelbench verify` runs for users."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-
-def data_dir() -> Path:
-    """Where kernelbench keeps user data (database, hypothesis examples): $KERNELBENCH_HOME or
-    $XDG_DATA_HOME/kernelbench or ~/.local/share/kernelbench."""
-    env = os.environ.get("KERNELBENCH_HOME")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "kernelbench"
+from kernelbench.db.paths import data_dir
 
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]

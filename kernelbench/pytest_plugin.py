@@ -51,7 +51,7 @@ class ReplayClock:
     """A timer that replays measured durations: pytest-benchmark reads it twice around each round,
     so consecutive (start, end) pairs differ by the next sample. Samples in microseconds."""
 
-    __name__ = "kernelbench.timing"
+    __name__ = "kernelbench.harness.timing"
 
     def __init__(self, samples_us: Sequence[float]):
         self._seconds = [float(s) * 1e-6 for s in samples_us]
@@ -65,7 +65,7 @@ class ReplayClock:
         return self._now
 
     def __repr__(self) -> str:
-        return "kernelbench.timing (CUDA-graph replay samples)"
+        return "kernelbench.harness.timing (CUDA-graph replay samples)"
 
 
 def report(benchmark, samples_us: Sequence[float], extra_info: dict | None = None) -> None:
@@ -91,9 +91,10 @@ class KernelBench:
 
     def __call__(self, op: str, impl: str | Callable = "triton", params: dict | None = None, *,
                  config: dict | None = None, method: str = "graph", **adaptive_kw):
-        from kernelbench import registry, timing
-        from kernelbench.commands.bench import peaks_for
-        from kernelbench.fingerprint import fingerprint
+        from kernelbench import registry
+        from kernelbench.harness import timing
+        from kernelbench.harness.bench import peaks_for
+        from kernelbench.harness.fingerprint import fingerprint
         spec = registry.get_op(op)
         if params is None:
             raise ValueError(f"kernel_bench({op!r}, ...): pass params, e.g. {spec.shape_cases('flash-tp8')[0]}")
@@ -123,7 +124,7 @@ class KernelBench:
         Returns the timing.Summary."""
         import torch
 
-        from kernelbench import timing
+        from kernelbench.harness import timing
         first = make_inputs(0)
         per = max(1, timing.tensor_bytes(first))
         l2 = timing.l2_bytes()
@@ -148,23 +149,21 @@ class KernelBench:
     # the kernelbench database ------------------------------------------------------------------
     def _store(self):
         from kernelbench.db.store import Store
-        from kernelbench.fingerprint import fingerprint, git_commit
+        from kernelbench.harness.fingerprint import fingerprint, git_commit
         store = Store(self.db_url)
         return store, store.environment_id(fingerprint("cuda")), git_commit()
 
     def _store_known(self, impl, m) -> None:
-        from sqlalchemy.exc import IntegrityError
-
-        from kernelbench.commands.bench import record
+        from kernelbench.harness.bench import record
+        from kernelbench.db.errors import DuplicateResult
         store, env, git = self._store()
         try:
             record(store, env, impl, m, None, self.run_tag, git)
-        except IntegrityError:   # the same (impl, params, config) timed twice in one session: keep the first
+        except DuplicateResult:   # the same (impl, params, config) timed twice in one session: keep the first
             warnings.warn(f"kernel_bench: {m.op}/{m.impl} {m.label} was already stored in run {self.run_tag}; "
                           f"this timing is reported to pytest-benchmark only", stacklevel=3)
 
     def _store_function(self, fn, name: str, label: str, method: str, summary, info: dict) -> None:
-        from kernelbench.db import schema
         try:
             source = inspect.getsource(fn)
         except (OSError, TypeError):
@@ -172,12 +171,11 @@ class KernelBench:
         store, env, git = self._store()
         impl_id = store.op_impl_id(f"user:{name}", "function", hashlib.sha256(source.encode()).hexdigest()[:16],
                                    family="user", backend="user", source=getattr(fn, "__module__", "") or "")
-        with store.session() as s:
-            s.add(schema.BenchResult(
-                environment_id=env, implementation_id=impl_id, shape_label=label or self.nodeid[-255:],
-                params={"test": self.nodeid}, config={}, method=method, median_us=summary.median_us,
-                q1_us=summary.q1_us, q3_us=summary.q3_us, n=summary.n, rel_stderr=summary.rel_stderr,
-                samples=summary.samples, git_commit=git, run_tag=self.run_tag, extra=info))
+        store.add_bench_results([dict(
+            environment_id=env, implementation_id=impl_id, shape_label=label or self.nodeid[-255:],
+            params={"test": self.nodeid}, config={}, method=method, median_us=summary.median_us,
+            q1_us=summary.q1_us, q3_us=summary.q3_us, n=summary.n, rel_stderr=summary.rel_stderr,
+            samples=summary.samples, git_commit=git, run_tag=self.run_tag, extra=info)])
 
 
 @pytest.fixture

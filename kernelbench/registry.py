@@ -6,7 +6,7 @@ register against the op's name with `@register_impl`. Adding an op touches three
 reference function, the spec, the kernel.
 
 Calling convention shared by every implementation of an op:
-    outputs = fn(**inputs)                 # a kernel picks its config (kernelbench.tuning.lookup)
+    outputs = fn(**inputs)                 # a kernel picks its config (kernelbench.tuned_configs.lookup)
     outputs = fn(**inputs, config=cfg)     # tune/bench pass one config of Impl.configs(params)
 `inputs` is the dict that `OpSpec.make_inputs` builds; outputs is a tensor or a tuple of tensors
 named by `OpSpec.outputs`. References take no `config`.
@@ -76,13 +76,21 @@ class OpSpec:
     inplace: tuple[str, ...] = ()      # inputs the op mutates; they are compared as outputs too
     value_modes: tuple[str, ...] = ("normal",)
     doc: str = ""
-    probes: tuple = ()                 # kernelbench.probes.Probe: inputs that make one rule dominate
+    probes: tuple = ()                 # kernelbench.harness.probes.Probe: inputs that make one rule dominate
+    # the params key holding the batch (tokens or rows per decode step: "T" or "M"), which bench/tune/inspect
+    # --batch select on; None for an op without one (it runs at every --batch)
+    batch_key: str | None = None
     # name of the input dict key order for printing reproducible commands; informational
     label: Callable[[Params], str] = field(default=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
 
     def shape_cases(self, shape_set: str | ShapeSet) -> list[Params]:
         ss = get_shape_set(shape_set) if isinstance(shape_set, str) else shape_set
         return self.cases(ss)
+
+    def batch(self, params: Params) -> int | None:
+        """The batch of a case (params[batch_key]); None when the op declares no batch key."""
+        value = params.get(self.batch_key) if self.batch_key else None
+        return value if isinstance(value, int) else None
 
 
 @dataclass
@@ -161,10 +169,17 @@ def unregister_op(name: str) -> None:
     _IMPLS.pop(name, None)
 
 
-_BUILTIN_OP_MODULES = ("quant", "linear", "moe", "norm", "rope", "attention", "front", "compressor", "indexer",
-                       "mhc", "embed", "sampling", "probes")   # probes last: it attaches to the specs above
-_BUILTIN_KERNEL_MODULES = _BUILTIN_OP_MODULES + ("peers",)   # peers: external kernels, only when configured
+_LOAD_LAST = ("probes",)   # ops/probes.py attaches probes to the specs every other ops module registers
 _loaded = False
+
+
+def builtin_modules(package: str) -> list[str]:
+    """The modules of an in-tree package (kernelbench.ops or kernelbench.kernels), discovered rather than
+    listed: a new op family is a new file. Sorted by name, the _LOAD_LAST ones at the end."""
+    import pkgutil
+    pkg = importlib.import_module(package)
+    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.ispkg)
+    return [f"{package}.{n}" for n in sorted(names, key=lambda n: n in _LOAD_LAST)]
 
 
 def load_builtin() -> None:
@@ -173,13 +188,9 @@ def load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    for group, names in (("kernelbench.ops", _BUILTIN_OP_MODULES), ("kernelbench.kernels", _BUILTIN_KERNEL_MODULES)):
-        for name in names:
-            try:
-                importlib.import_module(f"{group}.{name}")
-            except ModuleNotFoundError as e:
-                if e.name != f"{group}.{name}":
-                    raise
+    for package in ("kernelbench.ops", "kernelbench.kernels"):
+        for module in builtin_modules(package):
+            importlib.import_module(module)
 
 
 def load_module(path_or_name: str) -> None:

@@ -55,10 +55,10 @@ def _some_params(op: str) -> dict:
 
 def check_tuning() -> None:
     """KERNELBENCH_PIN_CONFIG, KERNELBENCH_TUNED and the tuned-config file, against the registry."""
-    from kernelbench import registry, tuning
+    from kernelbench import registry, tuned_configs
     try:
-        tuning.check_settings(known_ops={s.name for s in registry.ops()}, known_keys=config_keys)
-    except tuning.TuningError as e:
+        tuned_configs.check_settings(known_ops={s.name for s in registry.ops()}, known_keys=config_keys)
+    except tuned_configs.TuningError as e:
         raise UsageProblem(str(e)) from None
 
 

@@ -28,11 +28,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels import kv as _kv  # noqa: F401  (registers kv_write's Triton implementation)
 from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
 from kernelbench.reference.attention import check_sparse_attention
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 LOG2E = 1.4426950408889634
 

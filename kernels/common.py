@@ -68,6 +68,18 @@ def sincos(ang):
     return sin, cos
 
 
+@triton.jit
+def hadamard128(y, idx, RNE_FIX: tl.constexpr):
+    """The 128-point Hadamard rotation of y (fp32, at indices idx = arange(128)) as bf16: sum_i y[i] H[i, j]
+    / sqrt(128), H[i, j] = (-1)^popcount(i & j), the parity of i & j folded by three xor-shifts (7 bits)."""
+    par = idx[:, None] & idx[None, :]
+    par = par ^ (par >> 4)
+    par = par ^ (par >> 2)
+    par = par ^ (par >> 1)
+    sign = 1.0 - 2.0 * (par & 1).to(tl.float32)
+    return to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+
+
 def fix_interpreter_loops() -> None:
     """Triton 3.6's interpreter converts a loop bound with `int(array)`, which numpy >= 2.4 refuses for
     the 1-element arrays that hold scalar kernel arguments, so `range(0, n)` over a runtime `n` fails

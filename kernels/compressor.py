@@ -30,11 +30,11 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
-from kernelbench.kernels.quant import e2m1_code, e2m1_value, e4m3_round_code, pow2, ue8m0_exp
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
+from kernelbench.kernels.quant import e4m3_round_code, fp4_simulate_rows, pow2, ue8m0_exp
 from kernelbench.reference.compressor import check_weights
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 def compressor_configs(params: dict) -> list[dict]:
@@ -173,24 +173,15 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_pt
             tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
             tl.debug_barrier()
             if ROTATE:                                                      # Hadamard, then FP4 (group 32)
-                yv = tl.load(dst + ch).to(tl.float32)
-                par = ch[:, None] & ch[None, :]
-                par = par ^ (par >> 4)
-                par = par ^ (par >> 2)
-                par = par ^ (par >> 1)
-                sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                 # H[i, j] = (-1)^popcount(i & j)
-                yh = to_bf16(tl.sum(yv[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+                yh = hadamard128(tl.load(dst + ch).to(tl.float32), ch, RNE_FIX)
                 tl.debug_barrier()
                 tl.store(dst + ch, yh)
                 tl.debug_barrier()
                 g = tl.arange(0, DD // 32)
                 offs = g[:, None] * 32 + tl.arange(0, 32)[None, :]
-                xq = tl.load(dst + offs).to(tl.float32)
-                amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
-                se = ue8m0_exp(amax, 2, 0x400000)                           # 6 = 1.5 * 2^2
-                code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
+                yq = fp4_simulate_rows(tl.load(dst + offs).to(tl.float32))
                 tl.debug_barrier()
-                tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
+                tl.store(dst + offs, yq)
             else:                                                           # FP8 (group 64) of the first d - R
                 g = tl.arange(0, NG_P2)
                 offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
@@ -230,17 +221,8 @@ def _emit_finish_regs(y, dst, p, RATIO, f_ptr, DD: tl.constexpr, R: tl.constexpr
     y = tl.reshape(tl.join(ne, no), [DD])
     ch = tl.arange(0, DD)
     if ROTATE:                                                          # Hadamard, then FP4 (group 32)
-        par = ch[:, None] & ch[None, :]
-        par = par ^ (par >> 4)
-        par = par ^ (par >> 2)
-        par = par ^ (par >> 1)
-        sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                     # H[i, j] = (-1)^popcount(i & j)
-        yh = to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX).to(tl.float32)
-        xq = tl.reshape(yh, [DD // 32, 32])
-        amax = tl.maximum(tl.max(tl.abs(xq), axis=1), 6.0 * 2.0 ** -126)
-        se = ue8m0_exp(amax, 2, 0x400000)                               # 6 = 1.5 * 2^2
-        code = e2m1_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -6.0), 6.0))
-        out = e2m1_value(code) * pow2(se)[:, None]
+        yh = hadamard128(y, ch, RNE_FIX).to(tl.float32)
+        out = fp4_simulate_rows(tl.reshape(yh, [DD // 32, 32])).to(tl.float32)
     else:                                                               # FP8 (group 64) of the first d - R
         xq = tl.reshape(y, [DD // 64, 64])
         gm = (tl.arange(0, DD // 64) < (DD - R) // 64)[:, None]

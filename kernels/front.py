@@ -28,7 +28,7 @@ from kernelbench.kernels.quant import _launch_fp8
 from kernelbench.kernels.rope import _check_kernel_args, _round_to_bf16, head_rms_rope_rows
 from kernelbench.reference.rope import check_head_rms_norm_rope
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 @triton.jit

@@ -31,11 +31,11 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
-from kernelbench.kernels.quant import e2m1_code, e2m1_value, pow2, ue8m0_exp
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
+from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 DI = 128
 
@@ -348,23 +348,14 @@ def _indexer_q_epilogue(q_ptr, pos_ptr, f_ptr, out_ptr, HI,            # q, out 
     tl.store(dst + ev, to_bf16(xe * cs - xo * sn, RNE_FIX))
     tl.store(dst + ev + 1, to_bf16(xe * sn + xo * cs, RNE_FIX))
     tl.debug_barrier()
-    y = tl.load(dst + d).to(tl.float32)
-    par = d[:, None] & d[None, :]
-    par = par ^ (par >> 4)
-    par = par ^ (par >> 2)
-    par = par ^ (par >> 1)
-    sign = 1.0 - 2.0 * (par & 1).to(tl.float32)                         # H[i, j] = (-1)^popcount(i & j)
-    yh = to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # / sqrt(128)
+    yh = hadamard128(tl.load(dst + d).to(tl.float32), d, RNE_FIX)
     tl.debug_barrier()
     tl.store(dst + d, yh)
     tl.debug_barrier()
     offs = tl.arange(0, 4)[:, None] * 32 + tl.arange(0, 32)[None, :]
-    v = tl.load(dst + offs).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(v), axis=1), 6.0 * 2.0 ** -126)
-    se = ue8m0_exp(amax, 2, 0x400000)                                   # 6 = 1.5 * 2^2
-    code = e2m1_code(tl.minimum(tl.maximum(v * pow2(-se)[:, None], -6.0), 6.0))
+    yq = fp4_simulate_rows(tl.load(dst + offs).to(tl.float32))
     tl.debug_barrier()
-    tl.store(dst + offs, (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16))
+    tl.store(dst + offs, yq)
 
 
 @register_impl("indexer_q", "triton", backend="triton", configs=lambda p: [{"num_warps": w} for w in (1, 2, 4)],

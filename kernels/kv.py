@@ -20,7 +20,7 @@ from kernelbench.kernels.common import INTERPRET, check_device, sincos, to_bf16
 from kernelbench.kernels.quant import e4m3_round_code, pow2, ue8m0_exp
 from kernelbench.reference.kv import _check_tokens, check_attention_indices
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 def kv_write_configs(params: dict) -> list[dict]:

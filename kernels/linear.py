@@ -32,7 +32,7 @@ import triton.language as tl
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.kernels.quant import _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3, fp4_lo_e4m3, pow2
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned table overrides per device
 

@@ -41,7 +41,7 @@ import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 HC = 4
 _HC = tl.constexpr(HC)   # the same, as a constant the kernels can read

@@ -25,7 +25,7 @@ from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, che
 from kernelbench.kernels.linear import _bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 # ---- gate -------------------------------------------------------------------------------------------------
@@ -810,7 +810,7 @@ def _grouped_key(x, indices, w1):
                deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
 def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
                 shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
-    # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/model.py),
+    # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
     # inside the routed launches (config SHARED "fused") like moe_layer
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, dot_operand, to_bf16
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 # rms_norm ----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernelbench.kernels.common import check_device, check_dtype, to_bf16  # noqa: F401 (to_bf16 re-exported)
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 # ---- shared @triton.jit helpers --------------------------------------------------------------------------
@@ -91,6 +91,16 @@ def e2m1_value(code):
     m = (em & 1).to(tl.float32)
     mag = tl.where(e == 0, m * 0.5, (1.0 + 0.5 * m) * pow2(e - 1))
     return tl.where((code & 8) != 0, -mag, mag)
+
+
+@triton.jit
+def fp4_simulate_rows(v):
+    """v fp32 (G, 32), one FP4 group per row -> bf16, FP4-simulated: the ue8m0 scale of the row's amax (floored
+    at 6 * 2^-126), e2m1 round-to-nearest-even, times the scale (kernels/compressor.py, kernels/indexer.py)."""
+    amax = tl.maximum(tl.max(tl.abs(v), axis=1), 6.0 * 2.0 ** -126)
+    se = ue8m0_exp(amax, 2, 0x400000)                                   # 6 = 1.5 * 2^2
+    code = e2m1_code(tl.minimum(tl.maximum(v * pow2(-se)[:, None], -6.0), 6.0))
+    return (e2m1_value(code) * pow2(se)[:, None]).to(tl.bfloat16)
 
 
 @triton.jit

@@ -25,7 +25,7 @@ import triton.language as tl
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, sincos, to_bf16
 from kernelbench.reference.rope import check_head_rms_norm_rope, check_rope_args
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 
 def _check_kernel_args(x, positions, freqs):

@@ -19,7 +19,7 @@ import triton.language as tl
 
 from kernelbench.kernels.common import check_device, check_dtype
 from kernelbench.registry import register_impl
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 
 BIG = tl.constexpr(2 ** 62)   # larger than any index
 

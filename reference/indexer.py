@@ -10,7 +10,7 @@ rounded where torch rounds: each head's dot product (fp32 accumulation, one bf16
 relu'd product with the bf16 weight, and the sum over heads (fp32 accumulation, one bf16 rounding).
 These roundings are the contract and stay under every compute dtype (`acc` sets the accumulation
 between them). The official code all-reduces per-rank bf16 partial sums under TP; the decoder here
-replicates the indexer (kernelbench/model.py), which is the official arithmetic at world size 1.
+replicates the indexer (kernelbench/decoder/model.py), which is the official arithmetic at world size 1.
 selected = the min(K, S4) best, ties broken toward the lower entry index (bf16 scores tie often at
 the k-th place; DeepSeek uses torch.topk, whose tie order is unspecified), padded with -1 (indices)
 and -inf (scores; the selected scores are bf16 values, returned as fp32). Everything is sized by S4,

@@ -18,7 +18,8 @@ FP8_BLOCK = 128
 FP4_GROUP = 32
 
 
-def _check(name: str, t: torch.Tensor, dtype: torch.dtype, ndim: int) -> None:
+def check_tensor(name: str, t: torch.Tensor, dtype: torch.dtype, ndim: int) -> None:
+    """A clear error unless `t` is a tensor of `dtype` with `ndim` dims (reference/linear.py, moe.py)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     if t.dtype != dtype:
@@ -36,9 +37,9 @@ def dequant_act_fp8(x: torch.Tensor, group: int = FP8_BLOCK) -> torch.Tensor:
 
 def fp8_linear(x, weight, weight_scale):
     """x (M, K) bf16, weight (N, K) e4m3, weight_scale (ceil(N/128), K/128) e8m0 -> y (M, N) bf16."""
-    _check("x", x, torch.bfloat16, 2)
-    _check("weight", weight, torch.float8_e4m3fn, 2)
-    _check("weight_scale", weight_scale, torch.float8_e8m0fnu, 2)
+    check_tensor("x", x, torch.bfloat16, 2)
+    check_tensor("weight", weight, torch.float8_e4m3fn, 2)
+    check_tensor("weight_scale", weight_scale, torch.float8_e8m0fnu, 2)
     N, K = weight.shape
     if x.shape[1] != K:
         raise ValueError(f"fp8_linear: x has K={x.shape[1]}, weight has K={K}")
@@ -51,9 +52,9 @@ def fp8_linear(x, weight, weight_scale):
 
 def fp4_linear(x, weight, weight_scale):
     """x (M, K) bf16, weight (N, K/2) uint8 e2m1 pairs, weight_scale (N, K/32) e8m0 -> y (M, N) bf16."""
-    _check("x", x, torch.bfloat16, 2)
-    _check("weight", weight, torch.uint8, 2)
-    _check("weight_scale", weight_scale, torch.float8_e8m0fnu, 2)
+    check_tensor("x", x, torch.bfloat16, 2)
+    check_tensor("weight", weight, torch.uint8, 2)
+    check_tensor("weight_scale", weight_scale, torch.float8_e8m0fnu, 2)
     N, K = weight.shape[0], weight.shape[1] * 2
     if x.shape[1] != K:
         raise ValueError(f"fp4_linear: x has K={x.shape[1]}, packed weight holds K={K}")
@@ -66,8 +67,8 @@ def fp4_linear(x, weight, weight_scale):
 
 def bf16_linear(x, weight, out_dtype=torch.float32):
     """x (M, K) bf16, weight (N, K) bf16 -> y (M, N) out_dtype, acc accumulation."""
-    _check("x", x, torch.bfloat16, 2)
-    _check("weight", weight, torch.bfloat16, 2)
+    check_tensor("x", x, torch.bfloat16, 2)
+    check_tensor("weight", weight, torch.bfloat16, 2)
     if x.shape[1] != weight.shape[1]:
         raise ValueError(f"bf16_linear: x has K={x.shape[1]}, weight has K={weight.shape[1]}")
     return (acc(x) @ acc(weight).T).to(out_dtype)
@@ -75,8 +76,8 @@ def bf16_linear(x, weight, out_dtype=torch.float32):
 
 def grouped_wo_a(o, weight):
     """o (T, Gl, Hg*Dh) bf16, weight (Gl, O, Hg*Dh) bf16 -> z (T, Gl, O) bf16: z[:, g] = o[:, g] @ weight[g]^T."""
-    _check("o", o, torch.bfloat16, 3)
-    _check("weight", weight, torch.bfloat16, 3)
+    check_tensor("o", o, torch.bfloat16, 3)
+    check_tensor("weight", weight, torch.bfloat16, 3)
     if o.shape[1] != weight.shape[0] or o.shape[2] != weight.shape[2]:
         raise ValueError(f"grouped_wo_a: o {tuple(o.shape)} does not fit weight {tuple(weight.shape)}")
     return torch.einsum("tgk,gok->tgo", acc(o), acc(weight)).to(torch.bfloat16)

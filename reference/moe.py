@@ -12,17 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernelbench.reference.linear import fp4_linear, fp8_linear
+from kernelbench.reference.linear import check_tensor, fp4_linear, fp8_linear
 from kernelbench.reference.precision import acc
-
-
-def _check(name, t, dtype, ndim):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{name} must be {dtype}, got {t.dtype}")
-    if t.dim() != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
 
 
 def gate_scores(x, weight):
@@ -42,9 +33,9 @@ def log_gate_scores(logits):
 
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     """-> weights (T, K) fp32 summing to route_scale, indices (T, K) int64."""
-    _check("x", x, torch.bfloat16, 2)
-    _check("weight", weight, torch.bfloat16, 2)
-    _check("token_ids", token_ids, torch.int64, 1)
+    check_tensor("x", x, torch.bfloat16, 2)
+    check_tensor("weight", weight, torch.bfloat16, 2)
+    check_tensor("token_ids", token_ids, torch.int64, 1)
     T, D = x.shape
     E = weight.shape[0]
     if weight.shape[1] != D or token_ids.shape[0] != T:
@@ -54,7 +45,7 @@ def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
         raise ValueError(f"moe_gate: topk={topk} must be in 1..{E}")
     s = gate_scores(x, weight)                                  # (T, E)
     if tid2eid is not None:
-        _check("tid2eid", tid2eid, torch.int32, 2)
+        check_tensor("tid2eid", tid2eid, torch.int32, 2)
         if tid2eid.shape[1] != topk:
             raise ValueError(f"moe_gate: tid2eid has {tid2eid.shape[1]} columns, topk={topk}")
         idx = tid2eid[token_ids].long()                         # (T, K)
@@ -89,13 +80,13 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
     """-> y (T, D) fp32: sum over each token's local selected experts of the expert output. With the shared
     expert's weights (all six, optional: the TP rank that carries the replicated shared expert), + its bf16
     output, so that the all-reduce of the ranks' partials adds it once."""
-    _check("x", x, torch.bfloat16, 2)
-    _check("weights", weights, torch.float32, 2)
-    _check("indices", indices, torch.int64, 2)
+    check_tensor("x", x, torch.bfloat16, 2)
+    check_tensor("weights", weights, torch.float32, 2)
+    check_tensor("indices", indices, torch.int64, 2)
     for n, t in (("w1", w1), ("w3", w3), ("w2", w2)):
-        _check(n, t, torch.uint8, 3)
+        check_tensor(n, t, torch.uint8, 3)
     for n, t in (("s1", s1), ("s3", s3), ("s2", s2)):
-        _check(n, t, torch.float8_e8m0fnu, 3)
+        check_tensor(n, t, torch.float8_e8m0fnu, 3)
     T, D = x.shape
     El, Fi = w1.shape[0], w1.shape[1]
     if (weights.shape != indices.shape or weights.shape[0] != T or w1.shape != (El, Fi, D // 2)
@@ -120,9 +111,9 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
 
 def shared_expert(x, w1, s1, w3, s3, w2, s2, swiglu_limit):
     """x (T, D) bf16, FP8 weights w1/w3 (F, D), w2 (D, F) -> y (T, D) bf16 (no routing weight)."""
-    _check("x", x, torch.bfloat16, 2)
+    check_tensor("x", x, torch.bfloat16, 2)
     for n, t in (("w1", w1), ("w3", w3), ("w2", w2)):
-        _check(n, t, torch.float8_e4m3fn, 2)
+        check_tensor(n, t, torch.float8_e4m3fn, 2)
     return _expert(x, None, w1, s1, w3, s3, w2, s2, swiglu_limit)
 
 

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from kernelbench import calibrate, timing
+from kernelbench.harness import calibrate, timing
 from kernelbench.config import FLASH
 from kernelbench.kernels import attention as KA
 from kernelbench.kernels import indexer as KI
@@ -28,7 +28,6 @@ from kernelbench.reference.attention import sparse_attention as ref_attention
 from kernelbench.reference.indexer import indexer_topk as ref_topk
 from kernelbench.reference.rope import rope_freqs
 
-L2_BYTES = 60 * 2 ** 20
 T0 = time.time()
 BUDGET_S = float(os.environ.get("BENCH_BUDGET_S", "230"))   # stop starting new cases past this
 
@@ -41,12 +40,12 @@ def over_budget(what: str) -> bool:
 
 
 def copy_bandwidth(dev) -> float:
-    """GB/s of a 1 GiB device-to-device copy, bytes read + written (kernelbench.calibrate)."""
+    """GB/s of a 1 GiB device-to-device copy, bytes read + written (kernelbench.harness.calibrate)."""
     return calibrate.copy_bandwidth().value
 
 
 def graph_time_us(fn, sets: list) -> float:
-    """Median per-call microseconds of a CUDA graph of len(sets) calls, one per input set (kernelbench.timing)."""
+    """Median per-call microseconds of a CUDA graph of len(sets) calls, one per input set (kernelbench.harness.timing)."""
     return timing.time_graph([lambda s=s: fn(s) for s in sets], launches=len(sets))[0].median_us
 
 
@@ -61,7 +60,7 @@ def eager_time_us(fn, sets: list, reps: int = 5) -> float:
 
 
 def n_sets(bytes_per_call: float, bytes_per_set: float, cap: int = 64, mem_budget: float = 24e9) -> int:
-    want = max(2, math.ceil(3 * L2_BYTES / max(bytes_per_call, 1)))
+    want = max(2, math.ceil(3 * timing.l2_bytes() / max(bytes_per_call, 1)))
     return int(max(2, min(cap, want, mem_budget // max(bytes_per_set, 1))))
 
 

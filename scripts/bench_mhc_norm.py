@@ -1,6 +1,6 @@
 """Benchmark the norm / RoPE / Hadamard / mHC / embedding / sampling kernels on a GPU (H200).
 
-Every case runs the Triton kernel and the PyTorch reference through `kernelbench.timing.measure_impl`:
+Every case runs the Triton kernel and the PyTorch reference through `kernelbench.harness.timing.measure_impl`:
 CUDA-graph replay of back-to-back launches over rotating fresh input sets (>= 3 x L2 where the set
 count allows), median of the replays, outputs rechecked against the reference. The device-to-device
 copy bandwidth is measured first in the same run, and each kernel's achieved bandwidth (the op's
@@ -20,7 +20,7 @@ import time
 import torch
 
 from kernelbench import registry
-from kernelbench.timing import measure_impl, require_cuda, time_graph
+from kernelbench.harness.timing import measure_impl, require_cuda, time_graph
 
 
 def copy_bandwidth_gbps(nbytes: int = 512 * 2 ** 20) -> float:

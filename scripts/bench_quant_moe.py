@@ -18,22 +18,21 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from _quant_moe_util import as_tuple, spec_and_impl  # noqa: E402
 
-from kernelbench import calibrate, timing  # noqa: E402
-from kernelbench.testing import error_stats, passes  # noqa: E402
+from kernelbench.harness import calibrate, timing  # noqa: E402
+from kernelbench.harness.testing import error_stats, passes  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
-L2_BYTES = 60 * 2 ** 20
 DEADLINE = time.time() + float(os.environ.get("BENCH_BUDGET_S", "250"))
 RESULTS: list[dict] = []
 
 
 def copy_bandwidth() -> float:
-    """bytes/s of a 1 GiB device-to-device copy, read + written (kernelbench.calibrate)."""
+    """bytes/s of a 1 GiB device-to-device copy, read + written (kernelbench.harness.calibrate)."""
     return calibrate.copy_bandwidth().value * 1e9
 
 
 def graph_time(fn, sets) -> float:
-    """Median seconds per call: one graph runs fn over every input set in turn (kernelbench.timing)."""
+    """Median seconds per call: one graph runs fn over every input set in turn (kernelbench.harness.timing)."""
     return timing.time_graph([lambda inp=inp: fn(inp) for inp in sets], launches=len(sets))[0].median_us * 1e-6
 
 
@@ -91,7 +90,7 @@ def bench(op, p, label, n_sets=None, shared_keys=(), configs=(None,), ref_time=F
     row = {"op": op, "label": label, "params": p, "bytes": cost.bytes, "flops": cost.flops}
     try:
         if n_sets is None:
-            n_sets = max(2, min(32, int(3 * L2_BYTES / max(cost.bytes, 1)) + 1))
+            n_sets = max(2, min(32, int(3 * timing.l2_bytes() / max(cost.bytes, 1)) + 1))
         sets = rotate(spec, p, n_sets, shared_keys)
         # correctness at the real shape (first set), reference in fp32 on the GPU
         ref = as_tuple(spec.reference(**sets[0]))
@@ -129,7 +128,7 @@ def bench(op, p, label, n_sets=None, shared_keys=(), configs=(None,), ref_time=F
 def cublas_bf16(N, K):
     def extra(sets):
         M = sets[0]["x"].shape[0]
-        n = max(2, min(16, int(3 * L2_BYTES / (2 * N * K)) + 1))
+        n = max(2, min(16, int(3 * timing.l2_bytes() / (2 * N * K)) + 1))
         ws = [torch.randn(N, K, device="cuda", dtype=torch.bfloat16) for _ in range(n)]
         xs = [s["x"] for s in sets[:1]] * n
         t = graph_time(lambda i: torch.nn.functional.linear(xs[i], ws[i]), list(range(n)))

@@ -50,7 +50,7 @@ step() {   # step NAME SECONDS COMMAND...: run with a hard limit (never past TOT
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 
-TUNED_SRC=$(python3 -c "import kernelbench.tuning as t; print(t.TUNED_DIR / 'v1.json')")
+TUNED_SRC=$(python3 -c "import kernelbench.tuned_configs as t; print(t.TUNED_DIR / 'v1.json')")
 if [ -f "$TUNED_SRC" ]; then cp "$TUNED_SRC" "$OUT/tuned_v1.json"; fi
 
 step calibrate "$(scale 60)" $KB calibrate

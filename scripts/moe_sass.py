@@ -11,7 +11,8 @@ import tempfile
 
 import triton
 
-from kernelbench import inspector, registry
+from kernelbench.harness import inspector
+from kernelbench import registry
 from kernelbench.config import get_shape_set
 from kernelbench.kernels import moe as KM
 

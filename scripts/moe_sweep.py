@@ -11,7 +11,8 @@ import time
 
 import torch
 
-from kernelbench import registry, timing
+from kernelbench import registry
+from kernelbench.harness import timing
 from kernelbench.config import get_shape_set
 
 SWEEP = {   # C -> grouped configs to try (the default is always timed too)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TP-N DeepSeek-V4 decoder with real collectives (issues 15 and 16); the work is in kernelbench/tp_nccl.py.
+"""TP-N DeepSeek-V4 decoder with real collectives (issues 15 and 16); the work is in kernelbench/decoder/tp_nccl.py.
 
     # issue 15, two GPUs: Flash widths, swa/csa/hca/csa checkpoint, TP2 vs TP1, decode bench with NCCL
     torchrun --standalone --nproc-per-node 2 scripts/tp_nccl.py --out $OUT/tp2
@@ -14,7 +14,7 @@ NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=
 """
 import sys
 
-from kernelbench.tp_nccl import main
+from kernelbench.decoder.tp_nccl import main
 
 if __name__ == "__main__":
     sys.exit(main())

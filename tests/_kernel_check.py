@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kernelbench import registry
 from kernelbench.kernels.common import INTERPRET
-from kernelbench.verify_check import LAYOUTS, Example, check_example
+from kernelbench.harness.verify_check import LAYOUTS, Example, check_example
 
 needs_triton = pytest.mark.skipif(not (INTERPRET or torch.cuda.is_available()),
                                   reason="Triton kernels need TRITON_INTERPRET=1 on a CPU")

@@ -8,7 +8,7 @@ import torch
 
 from kernelbench import registry
 from kernelbench.reference.precision import compute_dtype
-from kernelbench.testing import assert_close, poison_
+from kernelbench.harness.testing import assert_close, poison_
 
 _MODULES = ("kernelbench.ops.quant", "kernelbench.ops.linear", "kernelbench.ops.moe",
             "kernelbench.kernels.quant", "kernelbench.kernels.linear", "kernelbench.kernels.moe")

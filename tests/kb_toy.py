@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 from hypothesis import strategies as st
 
-from kernelbench.tuning import lookup
+from kernelbench.tuned_configs import lookup
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_impl, register_op, _OPS
 
 OP = "toy_mm"
@@ -40,7 +40,7 @@ def make_inputs(p, gen, device, values):
 
 if OP not in _OPS:
     register_op(OpSpec(
-        name=OP, family="toy", reference=reference, make_inputs=make_inputs, cases=cases,
+        name=OP, family="toy", reference=reference, make_inputs=make_inputs, cases=cases, batch_key="M",
         strategy=lambda: st.just({"M": 2, "N": 64, "K": 128}),
         cost=lambda p: Cost(flops=2.0 * p["M"] * p["N"] * p["K"], bytes=4.0 * (p["M"] * p["K"] + p["N"] * p["K"] + p["M"] * p["N"])),
         tolerance=lambda p: {"y": Tolerance(rtol=1e-2, atol=1e-2, rel_fro=2e-3,

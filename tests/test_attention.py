@@ -19,7 +19,7 @@ from kernelbench.reference.attention import sparse_attention
 from kernelbench.reference.kv import attention_indices, kv_write
 from kernelbench.reference.precision import compute_dtype
 from kernelbench.reference.rope import rope, rope_freqs
-from kernelbench.testing import assert_close, poison_
+from kernelbench.harness.testing import assert_close, poison_
 
 registry.load_builtin()
 SPEC = registry.get_op("sparse_attention")

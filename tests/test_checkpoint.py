@@ -7,7 +7,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from kernelbench import checkpoint as ck
+from kernelbench.decoder import checkpoint as ck
 from kernelbench.config import FLASH, TINY, ModelConfig
 
 TP4_CFG = TINY.replace(name="tiny-g4", o_groups=4)   # TINY has 2 output groups: TP4 needs 4
@@ -201,9 +201,8 @@ def test_missing_files_are_named(tiny_dir, tmp_path):
 def test_cut_config_keeps_widths_and_the_mtp_layer(tmp_path):
     """make-checkpoint --layers/--experts/--vocab: Flash widths, fewer layers/experts/vocab entries, the
     layer kinds of the first N layers, the MTP layer kept; bad values are one-line usage errors."""
-    import click
-
-    from kernelbench.commands.make_checkpoint import cut_config, make_checkpoint
+    from kernelbench.decoder.checkpoint import cut_config, make_random
+    from kernelbench.usage import UsageProblem
 
     c = cut_config(FLASH, layers=4, experts=16, vocab=8192)
     assert (c.name, c.n_layers, c.n_routed_experts, c.vocab_size) == ("flash-l4-e16-v8192", 4, 16, 8192)
@@ -211,9 +210,9 @@ def test_cut_config_keeps_widths_and_the_mtp_layer(tmp_path):
     assert (c.dim, c.n_heads, c.head_dim, c.q_lora_rank, c.index_topk) == (4096, 64, 512, 1024, 512)
     assert cut_config(TINY) is TINY
     for bad in (dict(layers=0), dict(layers=44), dict(experts=5), dict(vocab=1)):
-        with pytest.raises(click.UsageError):
+        with pytest.raises(UsageProblem):
             cut_config(FLASH, **bad)
-    path = make_checkpoint(tmp_path / "ck", "tiny", layers=2, experts=4, vocab=256)
+    path = make_random(tmp_path / "ck", "tiny", layers=2, experts=4, vocab=256)
     cfg = ModelConfig.load(path)
     assert (cfg.name, cfg.n_layers, cfg.n_routed_experts, cfg.vocab_size) == ("tiny-l2-e4-v256", 2, 4, 256)
     assert cfg.compress_ratios == (0, 4, 0)

@@ -16,7 +16,7 @@ from kernelbench.reference.hadamard import hadamard
 from kernelbench.reference.norm import rms_norm
 from kernelbench.reference.quant import fp4_simulate, fp8_simulate
 from kernelbench.reference.rope import rope, rope_freqs
-from kernelbench.testing import assert_close
+from kernelbench.harness.testing import assert_close
 
 registry.load_builtin()
 FREQS = rope_freqs(FLASH, compressed=True)

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from kernelbench.db import migrations, schema
 from kernelbench.db.store import (CorruptDatabase, NotAKernelbenchDatabase, SchemaTooNew, Store, StoreError,
                                   default_url, raw_execute)
-from kernelbench.fingerprint import fingerprint, fingerprint_hash
+from kernelbench.harness.fingerprint import fingerprint, fingerprint_hash
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -149,6 +149,52 @@ def test_keys_are_get_or_create_and_distinct(url):
         assert impls[0].op.family == "linear"
 
 
+def test_store_named_methods_are_the_one_door(url):
+    """Every record kind outside db/ is written and read through a named Store method (issue 14)."""
+    from kernelbench.db.errors import DuplicateResult
+    store = Store(url)
+    env_a = store.environment_id(_fp(gpu_name="GPU A"))
+    env_b = store.environment_id(_fp(gpu_name="GPU B", hostname="other"))
+    norm = store.op_impl_id("rms_norm", "triton", "h1", family="norm")
+    lin = store.op_impl_id("fp8_linear", "triton", "h2", family="linear")
+    row = dict(environment_id=env_a, implementation_id=norm, shape_label="M=16", params={"M": 16}, config={},
+               method="graph", median_us=5.0, git_commit="abc123", run_tag="r1")
+    assert store.add_bench_results([row, {**row, "implementation_id": lin, "median_us": 9.0},
+                                    {**row, "environment_id": env_b, "median_us": 7.0, "run_tag": "r2",
+                                     "git_commit": "def456"}]) == 3
+    with pytest.raises(DuplicateResult):
+        store.add_bench_results([{**row, "median_us": 6.0}])
+    assert store.newest_bench_run_tag() == "r2"
+    got = store.bench_results()
+    assert [(b["op"], b["impl"], b["device"], b["median_us"]) for b in got] == \
+        [("rms_norm", "triton", "GPU A", 5.0), ("fp8_linear", "triton", "GPU A", 9.0), ("rms_norm", "triton", "GPU B", 7.0)]
+    assert [b["median_us"] for b in store.bench_results(ops=["rms_norm"])] == [5.0, 7.0]
+    assert [b["median_us"] for b in store.bench_results(device="GPU B")] == [7.0]
+    assert [b["median_us"] for b in store.bench_results(commit="abc")] == [5.0, 9.0]
+    assert [b["median_us"] for b in store.bench_results(run_tag="r2", ops=["fp8_linear"])] == []
+    assert got[0]["label"] == "M=16" and got[0]["extra"] == {} and got[0]["source_hash"] == "h1"
+
+    store.add_tune_trial(environment_id=env_a, implementation_id=norm, shape_key={"M": 16}, config={"B": 1},
+                         status="ok", median_us=1.5, samples=[1.5])
+    store.add_tune_choice(environment_id=env_a, op_id=store.op_id("rms_norm"), implementation_id=norm,
+                          shape_key={"M": 16}, config={"B": 1}, median_us=1.5)
+    assert [(t["config"], t["status"]) for t in store.tune_trials(env_a, norm, {"M": 16})] == [({"B": 1}, "ok")]
+    assert store.tune_trials(env_b, norm, {"M": 16}) == []
+
+    store.add_calibrations([dict(environment_id=env_a, measure="copy_gbps", value=1.0, unit="GB/s"),
+                            dict(environment_id=env_a, measure="copy_gbps", value=2.0, unit="GB/s")])
+    assert store.newest_calibrations(env_a) == {"copy_gbps": 2.0}
+    assert store.newest_calibrations(gpu_name="GPU B") == {}
+    assert store.environment(env_b)["gpu_name"] == "GPU B" and store.environment(10_000) == {}
+
+    run = store.start_verify_run(env_a, device="cpu", profile="ci")
+    store.add_verify_result(run, norm, params={"M": 1}, value_mode="normal", seed=0, passed=True, stats={})
+    store.add_verify_result(run, norm, params={"M": 2}, value_mode="normal", seed=1, passed=False, stats={})
+    out = store.verify_outcomes(op="rms_norm", source_hash="h1", device="cpu")
+    assert sorted(o["passed"] for o in out) == [False, True] and {o["gpu_name"] for o in out} == {"GPU A"}
+    assert store.verify_outcomes(device="cuda") == []
+
+
 def test_bench_and_tune_unique_keys_use_canonical_json(url):
     store = Store(url)
     env = store.environment_id(_fp())
@@ -222,7 +268,7 @@ def test_fingerprint_describes_a_gpu(monkeypatch):
 
     import torch
 
-    import kernelbench.fingerprint as F
+    import kernelbench.harness.fingerprint as F
     props = types.SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
                                   L2_cache_size=60 * 2 ** 20, total_memory=143_771_156_480)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

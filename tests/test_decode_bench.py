@@ -7,7 +7,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from kernelbench import decode_bench as db
+from kernelbench.decoder import decode_bench as db
 from kernelbench.cli import main
 from kernelbench.config import FLASH, PRO, TINY
 
@@ -162,9 +162,9 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
         assert p["attribution_source"] == "host time" and p["kernels_per_step"] > 0
         assert p["bytes"] > 0
     assert not math.isnan(res["per_request_ms"]) and "fit: step =" in r.output and "time per op" in r.output
-    from kernelbench.commands.bench import open_store
-    from kernelbench.roofline import latest_bench
-    rows = latest_bench(open_store(url), ops=[db.DECODE_OP])
+    from kernelbench.db.store import Store
+    from kernelbench.harness.roofline import latest_bench
+    rows = latest_bench(Store(url), ops=[db.DECODE_OP])
     assert len(rows) == 4 and {r["params"]["C"] for r in rows} == {1, 3}
     assert all(r["extra"]["tokens_per_s"] > 0 for r in rows)
 

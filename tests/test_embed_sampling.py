@@ -102,7 +102,7 @@ def test_bad_input_is_a_clear_error(impl):
 # sm_120 ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("all_configs", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_sm120_compile_fits_without_spills(all_configs):
-    from kernelbench import inspector
+    from kernelbench.harness import inspector
     reps = inspector.inspect_impls(["embedding", "sample"], shape_set="flash-tp8", target="sm_120", batches=(64,),
                                    all_configs=all_configs)
     assert {r["op"] for r in reps} == {"embedding", "sample"}

@@ -11,8 +11,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from kernelbench import fidelity, official
-from kernelbench import official_kernels as K
+from kernelbench.decoder import fidelity, official
+from kernelbench.decoder import official_kernels as K
 from kernelbench.cli import main
 
 OFFICIAL = os.environ.get("KB_OFFICIAL_INFERENCE")
@@ -270,7 +270,7 @@ def test_incompatible_config_is_one_line(tmp_path):
 @pytest.mark.skipif(not OFFICIAL, reason="set KB_OFFICIAL_INFERENCE to DeepSeek-V4's inference/ folder "
                                          "(model.py, kernel.py) to run the end-to-end fidelity check")
 def test_end_to_end_tiny(tmp_path):
-    from kernelbench import checkpoint
+    from kernelbench.decoder import checkpoint
     from kernelbench.config import TINY
 
     ck = checkpoint.write_random(tmp_path / "ck", TINY, seed=3)

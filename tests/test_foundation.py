@@ -5,8 +5,8 @@ import warnings
 import pytest
 import torch
 
-from kernelbench import registry, tuning
-from kernelbench.backend import Ops
+from kernelbench import registry, tuned_configs
+from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, FLASH, PRO, TINY, ModelConfig, divide, get_config, get_shape_set
 from kernelbench.registry import Cost, OpSpec, Tolerance
 
@@ -84,22 +84,22 @@ def test_tuning_lookup_exact_nearest_default_and_corrupt(tmp_path, monkeypatch):
         {"device": "GPU-A", "op": "opx", "key": {"M": 64, "N": 1024}, "config": {"BLOCK": 128}},
         {"device": "GPU-B", "op": "opx", "key": {"M": 1, "N": 1024}, "config": {"BLOCK": 32}},
     ]}))
-    monkeypatch.setenv(tuning.ENV_FILE, str(f))
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(f))
     default = {"BLOCK": 16, "WARPS": 4}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert tuning.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A") == {"BLOCK": 64, "WARPS": 4}
+        assert tuned_configs.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A") == {"BLOCK": 64, "WARPS": 4}
     with pytest.warns(UserWarning, match="tuned for"):
-        assert tuning.lookup("opx", {"M": 48, "N": 1024}, default, device="GPU-A")["BLOCK"] == 128
+        assert tuned_configs.lookup("opx", {"M": 48, "N": 1024}, default, device="GPU-A")["BLOCK"] == 128
     with pytest.warns(UserWarning, match="GPU-B"):
-        assert tuning.lookup("opx", {"M": 2, "N": 1024}, default, device="GPU-C")["BLOCK"] == 32
+        assert tuned_configs.lookup("opx", {"M": 2, "N": 1024}, default, device="GPU-C")["BLOCK"] == 32
     with pytest.warns(UserWarning, match="no tuned config"):
-        assert tuning.lookup("opy", {"M": 2}, default, device="GPU-C") == default
-    monkeypatch.setenv(tuning.ENV_PIN, 'opx={"BLOCK": 256}')
-    assert tuning.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A")["BLOCK"] == 256
-    monkeypatch.delenv(tuning.ENV_PIN)
+        assert tuned_configs.lookup("opy", {"M": 2}, default, device="GPU-C") == default
+    monkeypatch.setenv(tuned_configs.ENV_PIN, 'opx={"BLOCK": 256}')
+    assert tuned_configs.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A")["BLOCK"] == 256
+    monkeypatch.delenv(tuned_configs.ENV_PIN)
     bad = tmp_path / "bad.json"
     bad.write_text("{ not json")
-    monkeypatch.setenv(tuning.ENV_FILE, str(bad))     # a file the user named: an error, not a silent default
-    with pytest.raises(tuning.TuningError, match=f"KERNELBENCH_TUNED={bad}: unreadable"):
-        tuning.lookup("opz", {"M": 1}, default, device="GPU-A")
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(bad))     # a file the user named: an error, not a silent default
+    with pytest.raises(tuned_configs.TuningError, match=f"KERNELBENCH_TUNED={bad}: unreadable"):
+        tuned_configs.lookup("opz", {"M": 1}, default, device="GPU-A")

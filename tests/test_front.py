@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernelbench import registry
-from kernelbench.inspector import capture
+from kernelbench.harness.inspector import capture
 from kernelbench.kernels import linear as KL
 from _kernel_check import needs_triton, verify, verify_drawn
 

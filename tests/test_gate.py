@@ -5,9 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernelbench import gate as g
+from kernelbench.harness import gate as g
 from kernelbench.commands.gate import command as gate_cmd
-from kernelbench.db import schema
 from kernelbench.db.store import Store
 
 
@@ -86,11 +85,10 @@ def test_database_sources(tmp_path):
     env = store.environment_id({"device_type": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
     impl = store.op_impl_id("fp8_linear", "triton", "abc", backend="triton")
     for commit, tag, med in (("aaa111", "r1", 10.0), ("bbb222", "r2", 13.0)):
-        with store.session() as s:
-            s.add(schema.BenchResult(environment_id=env, implementation_id=impl, shape_label="M=16",
-                                     params={"M": 16, "N": 1024}, config={}, method="graph", median_us=med,
-                                     q1_us=med - 0.1, q3_us=med + 0.1, git_commit=commit, run_tag=tag,
-                                     extra={"verified": True}))
+        store.add_bench_results([dict(environment_id=env, implementation_id=impl, shape_label="M=16",
+                                      params={"M": 16, "N": 1024}, config={}, method="graph", median_us=med,
+                                      q1_us=med - 0.1, q3_us=med + 0.1, git_commit=commit, run_tag=tag,
+                                      extra={"verified": True})])
     assert [r["median_us"] for r in g.load_bench("db:commit=aaa", store)] == [10.0]
     assert [r["median_us"] for r in g.load_bench("db:latest", store)] == [13.0]
     assert [r["median_us"] for r in g.load_bench("db:tag=r2,device=NVIDIA H200", store)] == [13.0]
@@ -104,3 +102,27 @@ def test_database_sources(tmp_path):
                                       f"sqlite:///{tmp_path / 'kb.sqlite'}"])
     assert r.exit_code == 1 and "slowdown" in r.output
     store.dispose()
+
+
+def test_a_bench_runs_rows_reach_the_gate_through_the_store(tmp_path):
+    """harness/bench.BenchRun.keep stores a measurement (the row `kernelbench bench` writes) and its --json
+    file; the gate reads the same row back from the database and from the file."""
+    from kernelbench import registry
+    from kernelbench.harness.bench import BenchRun
+    from kernelbench.harness.timing import Measurement, Summary
+    store = Store(f"sqlite:///{tmp_path / 'kb.sqlite'}")
+    env = store.environment_id({"device_type": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
+    run = BenchRun(store, env, "NVIDIA H200", "abc123", "r1")
+    impl = registry.get_impl("rms_norm", "triton")
+    m = Measurement("rms_norm", "triton", {"M": 16, "N": 4096}, "M=16,N=4096", {"BLOCK": 128}, "graph",
+                    Summary(5.0, 4.9, 5.2, 5.05, 0.004, 40, [5.0] * 40), 2.6e5, 2.6e5, 8, 2 ** 20, False, 32, None,
+                    True, "", None)
+    run.keep(impl, m)
+    run.write(str(tmp_path / "bench.json"))
+    assert run.roofline_point(m) is None          # no ceilings given
+    (db_row,) = g.load_bench("db:latest", store)
+    (file_row,) = g.load_bench(str(tmp_path / "bench.json"))
+    for r in (db_row, file_row):
+        assert (r["device"], r["op"], r["impl"], r["params"], r["config"], r["median_us"], r["git_commit"]) == \
+            ("NVIDIA H200", "rms_norm", "triton", {"M": 16, "N": 4096}, {"BLOCK": 128}, 5.0, "abc123")
+    assert g.row_key(db_row) == g.row_key(file_row)

@@ -24,11 +24,12 @@ import pytest
 import torch
 import triton
 
-from kernelbench import checkpoint, registry
-from kernelbench.backend import Ops
-from kernelbench.commands.decode_bench import bench_config
-from kernelbench.model import Transformer
-from kernelbench.tp import TPContext
+from kernelbench.decoder import checkpoint
+from kernelbench import registry
+from kernelbench.decoder.backend import Ops
+from kernelbench.decoder.decode_bench import bench_config
+from kernelbench.decoder.model import Transformer
+from kernelbench.decoder.tp import TPContext
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="runs the Triton decode step in the interpreter (TRITON_INTERPRET=1)")

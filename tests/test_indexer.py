@@ -17,7 +17,7 @@ from kernelbench.reference.precision import compute_dtype
 from kernelbench.reference.quant import quant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.config import FLASH
-from kernelbench.testing import assert_close
+from kernelbench.harness.testing import assert_close
 from test_attention import compile_sm120, sm120_problems
 from _kernel_check import needs_triton, run_impl, verify
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench import inspector, registry
+from kernelbench.harness import inspector
+from kernelbench import registry
 
 TOY = str(Path(__file__).with_name("kb_toy.py"))
 PARAMS = {"M": 16, "N": 64, "K": 128}

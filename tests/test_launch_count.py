@@ -1,9 +1,9 @@
-"""kernelbench.launch_count: launches per op of one decode step on the CPU (Triton launches recorded, not run;
+"""kernelbench.decoder.launch_count: launches per op of one decode step on the CPU (Triton launches recorded, not run;
 torch ops seen by a dispatch mode), and the launch budget of the fused attention front it guards."""
 import torch
 
-from kernelbench import launch_count as lc
-from kernelbench.backend import Ops
+from kernelbench.decoder import launch_count as lc
+from kernelbench.decoder.backend import Ops
 
 
 def test_counts_each_launch_under_its_op_and_the_fused_front_saves_launches():

@@ -111,7 +111,7 @@ def test_fp8_linear_one_launch_equals_three_launches(cfg, monkeypatch):
     """The fused kernel (act-quant in the K loop, split-K summed by the last program of each tile) gives the
     three-launch path's result bit for bit (same codes, same partials, same summation order), in one launch,
     twice in a row (bit-identical rerun), and leaves every split-K ticket at zero for the next launch."""
-    from kernelbench.inspector import capture
+    from kernelbench.harness.inspector import capture
     from kernelbench.kernels import linear as KL
     _, impl = spec_and_impl("fp8_linear")
     old = registry_impl("fp8_linear", "triton_3launch")
@@ -143,7 +143,7 @@ def test_fp8_linear_one_launch_equals_three_launches(cfg, monkeypatch):
 def test_bf16_gemm_split_k_reduced_in_one_launch(op, params, monkeypatch):
     """Split K on the bf16 GEMM: the last program of each tile sums the partials in split order (one launch, no
     reduction kernel), matches the reference, reruns bit for bit and leaves the tickets at zero."""
-    from kernelbench.inspector import capture
+    from kernelbench.harness.inspector import capture
     from kernelbench.kernels import linear as KL
     poisoned_empty(monkeypatch)
     cfg = {"BM": 16, "BN": 32, "SPLIT": 2, "num_warps": 4, "num_stages": 2}

@@ -3,7 +3,8 @@ invariances, head, kernels vs reference in the interpreter, errors, and the sm_1
 import pytest
 import torch
 
-from kernelbench import inspector, registry
+from kernelbench.harness import inspector
+from kernelbench import registry
 from kernelbench.reference import mhc as M
 from kernelbench.reference.precision import compute_dtype
 from _kernel_check import needs_triton, verify, verify_drawn
@@ -150,7 +151,7 @@ def test_kernel_config_variants(op, split):
     # streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32; the fused norm
     # walks D = 768 in two column blocks of 512 (the second one partial)
     from kernelbench.reference.precision import compute_dtype
-    from kernelbench.testing import assert_close
+    from kernelbench.harness.testing import assert_close
     spec, params = registry.get_op(op), {"T": 17, "D": 768, "iters": 20}
     inp = inputs(op, params, "normal", 4)
     with compute_dtype(torch.float64):

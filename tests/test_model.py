@@ -15,13 +15,13 @@ import os
 import pytest
 import torch
 
-from kernelbench import checkpoint as ck
-from kernelbench.backend import Ops
+from kernelbench.decoder import checkpoint as ck
+from kernelbench.decoder.backend import Ops
 from kernelbench.config import TINY
-from kernelbench.model import Step, Transformer
+from kernelbench.decoder.model import Step, Transformer
 from kernelbench.reference.precision import compute_dtype
-from kernelbench.tp import TPContext, launch
-from kernelbench.tp_nccl import compare, probe
+from kernelbench.decoder.tp import TPContext, launch
+from kernelbench.decoder.tp_nccl import compare, probe
 
 CFG_G4 = TINY.replace(name="tiny-g4", o_groups=4)     # TP4 needs 4 output groups (TINY has 2)
 
@@ -140,7 +140,7 @@ def test_tensor_parallel_2_and_4_match_tp1(g4_ckpt):
         # same input: only the bf16 rounding of the wo_b partial sums differs (attention < 1%; the MoE is
         # exact here); whole model: those 0.3% differences are amplified by routing flips (SPEC 6), so the
         # logits are compared statistically (median error < 0.3, argmax agreement > 0.5); a wrong shard or
-        # collective gives errors ~1.4 and argmax agreement ~0. The bounds live in kernelbench/tp_nccl.py
+        # collective gives errors ~1.4 and argmax agreement ~0. The bounds live in kernelbench/decoder/tp_nccl.py
         # (the GPU script checks TP-N with the same `compare`).
         a = compare(outs[0], ref, world)
         assert a.passed, (world, a.failures)
@@ -187,7 +187,7 @@ def test_triton_backend_matches_reference_teacher_forced(tiny_ckpt):
 
 # --- the commands over the model ----------------------------------------------------------------
 def test_generate_is_greedy_deterministic_and_uses_the_checkpoint(tiny_ckpt, model):
-    from kernelbench.commands.generate import GenerateOptions, run_generate
+    from kernelbench.decoder.generate import GenerateOptions, run_generate
     opts = GenerateOptions(str(tiny_ckpt), batch=2, prompt_len=9, steps=3, seed=4)
     a = run_generate(TPContext(), opts)
     assert a.finite and [len(t) for t in a.tokens] == [3, 3] and [len(p) for p in a.prompts] == [9, 12]
@@ -237,8 +237,8 @@ def test_cli_make_checkpoint_generate_and_decode_bench(tmp_path):
 
 
 def test_fit_line_recovers_the_users_anchor():
-    from kernelbench.decode_bench import bench_config
-    from kernelbench.scaling import fit_line
+    from kernelbench.decoder.decode_bench import bench_config
+    from kernelbench.harness.scaling import fit_line
     fit = fit_line([1, 16, 64], [40 + 31 * c for c in (1, 16, 64)])
     assert abs(fit.a - 40) < 1e-9 and abs(fit.b - 31) < 1e-9
     cfg = bench_config("flash", "swa,csa,hca,csa")

@@ -277,7 +277,7 @@ def test_experts_kernel_with_shared(impl_name, cfg, monkeypatch):
 
 def test_ops_accepts_names_the_optional_inputs_of_the_chosen_impl():
     from kernelbench import registry
-    from kernelbench.backend import Ops
+    from kernelbench.decoder.backend import Ops
     registry.load_builtin()
     assert Ops("triton").accepts("moe_experts", "shared_w1")
     assert Ops("reference").accepts("moe_experts", "shared_w1")

@@ -274,7 +274,7 @@ def test_kernel_rejects_fp32_activations():
 @pytest.mark.parametrize("all_configs", [False, pytest.param(True, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("shape_set", ["flash-tp8", "pro-tp1"])
 def test_sm120_compile_fits_without_spills(shape_set, all_configs):
-    from kernelbench import inspector
+    from kernelbench.harness import inspector
     ops = ["rms_norm", "hadamard", "rope", "head_rms_norm_rope"]
     reps = inspector.inspect_impls(ops, shape_set=shape_set, target="sm_120", batches=(64,), all_configs=all_configs)
     assert {r["op"] for r in reps} == set(ops)

@@ -63,7 +63,7 @@ def test_not_registered_without_the_path(monkeypatch):
 @needs_peer
 def test_registered_when_the_path_is_given():
     peers.register_triton_kernels(PEER)
-    from kernelbench.verify import skip_reason
+    from kernelbench.harness.verify import skip_reason
     for op in ("moe_experts", "moe_layer"):
         impl = registry.get_impl(op, "triton_kernels")
         assert impl.prepare is not None and impl.backend == "cuda"
@@ -177,7 +177,7 @@ def _case(K, T=16):
 @needs_peer
 @pytest.mark.parametrize("K", [6, 1])
 def test_peer_matches_the_reference(K):
-    from kernelbench.testing import error_stats, passes
+    from kernelbench.harness.testing import error_stats, passes
     peers.register_triton_kernels(PEER)
     spec, impl = registry.get_op("moe_experts"), registry.get_impl("moe_experts", "triton_kernels")
     p = _case(K)
@@ -215,7 +215,7 @@ def test_peer_is_graph_capturable_and_deterministic():
 @needs_peer
 @pytest.mark.parametrize("hash_routing", [False, True])
 def test_peer_layer_matches_the_reference(hash_routing):
-    from kernelbench.testing import error_stats, passes
+    from kernelbench.harness.testing import error_stats, passes
     peers.register_triton_kernels(PEER)
     spec, impl = registry.get_op("moe_layer"), registry.get_impl("moe_layer", "triton_kernels")
     p = {**_case(6), "hash": hash_routing}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench import registry
-from kernelbench.verify import Options, replay, verify_pair
+from kernelbench.harness.verify import Options, replay, verify_pair
 
 PLANTED = Path(__file__).parent / "planted"
 

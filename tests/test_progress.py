@@ -21,8 +21,8 @@ def _progress_lines(output: str, what: str) -> list[tuple[int, int, str]]:
 @pytest.fixture
 def fake_gpu(monkeypatch, tmp_path):
     """A CPU pretending to be an H200 for the commands' set-up (no kernel runs on it)."""
-    from kernelbench import fingerprint as fp_mod
-    from kernelbench import timing
+    from kernelbench.harness import fingerprint as fp_mod
+    from kernelbench.harness import timing
     real = fp_mod.fingerprint
     monkeypatch.setattr(timing, "require_cuda", lambda: None)
     monkeypatch.setattr(fp_mod, "fingerprint", lambda device=None: {**real("cpu"), "device_type": "cuda",
@@ -31,7 +31,7 @@ def fake_gpu(monkeypatch, tmp_path):
 
 
 def _measurement(spec, impl, params, **_):
-    from kernelbench import timing
+    from kernelbench.harness import timing
     cost = spec.cost(params)
     return timing.Measurement(op=spec.name, impl=impl.name, params=params, label=spec.label(params), config={},
                               method="graph", summary=timing.Summary(10.0, 9.9, 10.1, 10.0, 0.001, 5, [10.0] * 5),
@@ -40,8 +40,9 @@ def _measurement(spec, impl, params, **_):
 
 
 def test_bench_announces_every_case(fake_gpu, monkeypatch):
-    from kernelbench import timing
-    from kernelbench.commands.bench import command, select_cases
+    from kernelbench.harness import timing
+    from kernelbench.commands.bench import command
+    from kernelbench.harness.bench import select_cases
     monkeypatch.setattr(timing, "measure_impl", _measurement)
     registry.load_builtin()
     n = len(select_cases(registry.get_op("rms_norm"), ("flash-tp8",), (), ())) * len(registry.impls("rms_norm"))
@@ -53,8 +54,8 @@ def test_bench_announces_every_case(fake_gpu, monkeypatch):
 
 
 def test_tune_announces_every_shape(fake_gpu, monkeypatch):
-    from kernelbench import tune as tuner
-    from kernelbench.commands.bench import select_cases
+    from kernelbench.harness import tune as tuner
+    from kernelbench.harness.bench import select_cases
     from kernelbench.commands.tune import command
     seen = []
 
@@ -73,12 +74,12 @@ def test_tune_announces_every_shape(fake_gpu, monkeypatch):
 
 
 def test_scaling_announces_every_point(fake_gpu, monkeypatch):
-    from kernelbench import scaling as sc
-    from kernelbench import timing
-    from kernelbench.commands import bench
+    from kernelbench.harness import scaling as sc
+    from kernelbench.harness import timing
+    from kernelbench.harness import bench
     from kernelbench.commands.scaling import command
     monkeypatch.setattr(timing, "measure_impl", lambda spec, impl, params, **k: _measurement(spec, impl, params))
-    monkeypatch.setattr(bench, "_free", lambda: None)
+    monkeypatch.setattr(bench, "free_memory", lambda: None)
     registry.load_builtin()
     points = [v for axis, _, _, values in sc.PRESETS["indexer_topk"] if axis == "batch" for v in values]
     impls = registry.impls("indexer_topk")
@@ -105,7 +106,7 @@ def test_inspect_announces_every_job(capsys):
     """Both paths (in-process, and the subprocess used under the interpreter) report each finished job;
     implementations that launch no kernel keep this test free of compiles."""
     from pathlib import Path
-    from kernelbench import inspector
+    from kernelbench.harness import inspector
     toy = str(Path(__file__).with_name("kb_toy.py"))
     registry.load_module(toy)
     jobs = [("toy_mm", "torch_only", {"M": m, "N": 64, "K": 128}, None) for m in (1, 16)]

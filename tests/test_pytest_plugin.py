@@ -81,18 +81,14 @@ def test_samples_become_benchmark_stats_json_and_compare(tmp_path):
 @pytest.mark.gpu
 def test_fixture_times_a_registered_kernel_into_both_stores(kernel_bench, tmp_path):
     """Our own GPU benchmark through the fixture: pytest-benchmark stats and a bench_result row."""
-    from sqlalchemy import select
-
-    from kernelbench.db import schema
     from kernelbench.db.store import Store
     kernel_bench.db_url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
     m = kernel_bench("rms_norm", "triton", {"M": 4, "N": 4096}, max_time_s=0.5)
     stats = kernel_bench.benchmark.stats.stats
     assert m.verified and stats.rounds == m.summary.n
     assert stats.median == pytest.approx(m.summary.median_us * 1e-6)
-    with Store(kernel_bench.db_url).session() as s:
-        (row,) = s.scalars(select(schema.BenchResult)).all()
-        assert row.samples == m.summary.samples and row.run_tag.startswith("pytest:")
+    (row,) = Store(kernel_bench.db_url).bench_results()
+    assert row["samples"] == m.summary.samples and row["run_tag"].startswith("pytest:")
 
 
 @pytest.mark.gpu

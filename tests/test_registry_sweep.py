@@ -11,8 +11,8 @@ import os
 import pytest
 
 from kernelbench import registry
-from kernelbench.verify import Options, interpreter_active, select_pairs, verify_pair
-from kernelbench.verify_check import Example, check_example
+from kernelbench.harness.verify import Options, interpreter_active, select_pairs, verify_pair
+from kernelbench.harness.verify_check import Example, check_example
 
 # (op, impl) -> why it is not run on the CPU at all
 SKIPS: dict[tuple[str, str], str] = {

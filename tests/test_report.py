@@ -5,10 +5,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernelbench import decode_bench as db
-from kernelbench import report
+from kernelbench.decoder import decode_bench as db
+from kernelbench.harness import report
 from kernelbench.cli import main
-from kernelbench.db import schema
 from kernelbench.db.store import Store
 
 
@@ -38,10 +37,9 @@ def _fill(url: str) -> Store:
     new = store.start_verify_run(env, device="cuda", git_commit="abd")
     for impl, passed in ((impl_ok, True), (impl_ok, True), (impl_bad, True), (impl_bad, False)):
         store.add_verify_result(new, impl, params={}, value_mode="normal", passed=passed, stats={})
-    with store.session() as s:
-        s.add(schema.BenchResult(environment_id=env, implementation_id=impl_ok, shape_label="T=64", params={"T": 64},
-                                 config={}, method="graph", median_us=5.0, flops=1e6, bytes=4e6, git_commit="abc",
-                                 run_tag="b1"))
+    store.add_bench_results([dict(environment_id=env, implementation_id=impl_ok, shape_label="T=64", params={"T": 64},
+                                  config={}, method="graph", median_us=5.0, flops=1e6, bytes=4e6, git_commit="abc",
+                                  run_tag="b1")])
     return store
 
 

@@ -3,9 +3,9 @@ the plot, and the history of an op across commits, read back from a real databas
 import pytest
 from click.testing import CliRunner
 
-from kernelbench import calibrate, devices, history, registry
-from kernelbench import roofline as rl
-from kernelbench.db import schema
+from kernelbench.harness import calibrate, devices, history
+from kernelbench import registry
+from kernelbench.harness import roofline as rl
 from kernelbench.db.store import Store
 
 
@@ -66,11 +66,10 @@ def test_plot_and_table(tmp_path):
 
 
 def add_bench(store, env, impl_id, commit, tag, med, label="M=16"):
-    with store.session() as s:
-        s.add(schema.BenchResult(environment_id=env, implementation_id=impl_id, shape_label=label,
-                                 params={"M": 16, "N": 2048, "K": 4096}, config={}, method="graph", median_us=med,
-                                 q1_us=med * 0.98, q3_us=med * 1.02, flops=2.7e8, bytes=8.6e6,
-                                 git_commit=commit, run_tag=tag))
+    store.add_bench_results([dict(environment_id=env, implementation_id=impl_id, shape_label=label,
+                                  params={"M": 16, "N": 2048, "K": 4096}, config={}, method="graph", median_us=med,
+                                  q1_us=med * 0.98, q3_us=med * 1.02, flops=2.7e8, bytes=8.6e6,
+                                  git_commit=commit, run_tag=tag)])
 
 
 def test_database_roundtrip_roofline_history_and_calibration(store, tmp_path):
@@ -79,8 +78,7 @@ def test_database_roundtrip_roofline_history_and_calibration(store, tmp_path):
     add_bench(store, env, impl, "c1", "r1", 12.0)
     add_bench(store, env, impl, "c2", "r2", 9.0)
     add_bench(store, env, impl, "c2", "r3", 8.5)         # a re-run of c2: the newest stands for it
-    with store.session() as s:
-        s.add(schema.Calibration(environment_id=env, measure="copy_gbps", value=4250.0, unit="GB/s", samples=[1.0]))
+    store.add_calibrations([dict(environment_id=env, measure="copy_gbps", value=4250.0, unit="GB/s", samples=[1.0])])
     assert calibrate.load_ceilings(store, env) == {"copy_gbps": 4250.0}
     assert calibrate.load_ceilings(store, gpu_name="NVIDIA H200") == {"copy_gbps": 4250.0}
     rows = rl.latest_bench(store, "NVIDIA H200")

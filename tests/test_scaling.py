@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from kernelbench import registry
-from kernelbench import scaling as sc
+from kernelbench.harness import scaling as sc
 
 H200_GBPS, H200_TFLOPS = 4250.0, 1250.0
 

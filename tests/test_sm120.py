@@ -6,7 +6,8 @@ the inspector cannot capture fails here: nothing passes by being skipped.
 All configs of every space: `kernelbench inspect --all-configs` (too slow for CI)."""
 import pytest
 
-from kernelbench import inspector, registry
+from kernelbench.harness import inspector
+from kernelbench import registry
 
 IMPLS = [(s.name, i.name) for s, i in inspector.triton_impls()]
 

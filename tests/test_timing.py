@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench import registry, timing
+from kernelbench import registry
+from kernelbench.harness import timing
 
 TOY = str(Path(__file__).with_name("kb_toy.py"))
 

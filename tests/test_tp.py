@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from kernelbench.tp import LaunchError, TPContext, launch
+from kernelbench.decoder.tp import LaunchError, TPContext, launch
 
 
 def _collectives(ctx: TPContext, n: int):

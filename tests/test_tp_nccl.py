@@ -1,4 +1,4 @@
-"""scripts/tp_nccl.py (kernelbench/tp_nccl.py) on the CPU: the whole script under torchrun at nproc 2 with
+"""scripts/tp_nccl.py (kernelbench/decoder/tp_nccl.py) on the CPU: the whole script under torchrun at nproc 2 with
 gloo (checkpoint, TP2 vs TP1 check, decode bench with and without collectives, TP1 bench, database,
 report), the in-place weights' loader checks, the check's verdicts, the collective rows, the one-line
 argument errors and the multicast-off environment."""
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench import checkpoint as ck
-from kernelbench import decode_bench as db
-from kernelbench import tp_nccl as tn
-from kernelbench.model import Transformer
-from kernelbench.tp import TPContext
+from kernelbench.decoder import checkpoint as ck
+from kernelbench.decoder import decode_bench as db
+from kernelbench.decoder import tp_nccl as tn
+from kernelbench.decoder.model import Transformer
+from kernelbench.decoder.tp import TPContext
 
 ROOT = Path(__file__).resolve().parents[1]
 

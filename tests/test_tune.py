@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench import registry, tune, tuning
+from kernelbench import registry, tuned_configs
+from kernelbench.harness import tune
 from kernelbench.db import schema
 from kernelbench.db.store import Store, raw_execute
-from kernelbench.fingerprint import fingerprint
+from kernelbench.harness.fingerprint import fingerprint
 
 TOY = str(Path(__file__).with_name("kb_toy.py"))
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
@@ -77,7 +78,7 @@ def test_invalid_configs_are_recorded_with_reasons_and_best_valid_is_chosen(toy,
     assert sorted(r[0] for r in rows) == sorted(["ok", "ok", "invalid_verify", "invalid_smem", "invalid_compile"])
     assert all(r[1] for r in rows if r[0] != "ok")
     assert raw_execute(s, "select count(*) from tune_choice")[0][0] == 1
-    assert res.key == {"M": 16, "N": 64, "K": 128}   # the key the kernel passes to tuning.lookup
+    assert res.key == {"M": 16, "N": 64, "K": 128}   # the key the kernel passes to tuned_configs.lookup
 
 
 def test_interrupted_tune_resumes_without_redoing_trials(toy, store):
@@ -126,28 +127,28 @@ def test_export_drives_the_kernel_and_falls_back(toy, store, tmp_path, monkeypat
     # exporting again replaces the entry instead of duplicating it
     tune.export([res], path)
     assert len(json.loads(path.read_text())["entries"]) == 1
-    monkeypatch.setenv(tuning.ENV_FILE, str(path))
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(path))
     default = {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
-    assert tuning.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
+    assert tuned_configs.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
     with warnings.catch_warnings(record=True) as w:            # nearest shape on this device, with a warning
         warnings.simplefilter("always")
-        assert tuning.lookup("toy_mm", {"M": 3, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
-        assert tuning.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="NVIDIA X") == GOOD_BIG
+        assert tuned_configs.lookup("toy_mm", {"M": 3, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
+        assert tuned_configs.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="NVIDIA X") == GOOD_BIG
     assert len(w) == 2 and "tuned for" in str(w[0].message)
-    assert tuning.lookup("other_op", {"M": 16}, default, device="cpu") == default
+    assert tuned_configs.lookup("other_op", {"M": 16}, default, device="cpu") == default
     # the kernel reads the tuned config (observed through its lookup) and still computes the right thing
     spec = registry.get_op("toy_mm")
     inputs = spec.make_inputs({"M": 16, "N": 64, "K": 128}, torch.Generator().manual_seed(3), "cpu", "normal")
-    with tuning.observe_lookups() as seen:
+    with tuned_configs.observe_lookups() as seen:
         y = impl.fn(**inputs)
     assert seen == [("toy_mm", {"M": 16, "N": 64, "K": 128})]
     torch.testing.assert_close(y, spec.reference(**inputs), rtol=1e-4, atol=1e-4)
     # a corrupt file named by KERNELBENCH_TUNED is an error naming the variable (tests/test_verdicts.py)
     bad = tmp_path / "corrupt.json"
     bad.write_text("{not json")
-    monkeypatch.setenv(tuning.ENV_FILE, str(bad))
-    with pytest.raises(tuning.TuningError, match="unreadable"):
-        tuning.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="cpu")
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(bad))
+    with pytest.raises(tuned_configs.TuningError, match="unreadable"):
+        tuned_configs.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="cpu")
     with pytest.raises(ValueError, match="not valid JSON"):
         tune.export([res], bad)
 

@@ -9,9 +9,9 @@ import torch
 
 from kernelbench import registry
 from kernelbench.registry import Tolerance
-from kernelbench.testing import error_stats, passes
-from kernelbench.verify import PairReport
-from kernelbench.verify_check import Example, ExampleResult, check_example
+from kernelbench.harness.testing import error_stats, passes
+from kernelbench.harness.verify import PairReport
+from kernelbench.harness.verify_check import Example, ExampleResult, check_example
 
 
 # ---- item 1: bf16-operand GEMM tolerances hold on 'large' values ------------------------------------
@@ -144,13 +144,13 @@ def test_invalid_tuned_entry_is_a_usage_error_naming_the_file(config, tmp_path, 
 def test_library_lookup_refuses_a_bad_kernelbench_tuned(content, text, tmp_path, monkeypatch):
     """Item 9 from library code (a kernel wrapper's lookup, not only the CLI): one line naming the
     variable and the path, never a silent fall back to the defaults."""
-    from kernelbench import tuning
+    from kernelbench import tuned_configs
     f = tmp_path / "tuned.json"
     if content is not None:
         f.write_text(content)
-    monkeypatch.setenv(tuning.ENV_FILE, str(f))
-    with pytest.raises(tuning.TuningError) as err:
-        tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu")
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(f))
+    with pytest.raises(tuned_configs.TuningError) as err:
+        tuned_configs.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu")
     msg = str(err.value)
     assert msg.startswith(f"KERNELBENCH_TUNED={f}: ") and text in msg and "\n" not in msg, msg
 
@@ -161,12 +161,12 @@ def test_lookup_reads_the_tuned_file_once_then_does_no_file_io(tmp_path, monkeyp
     import json
     import os
     from pathlib import Path
-    from kernelbench import tuning
+    from kernelbench import tuned_configs
     f = tmp_path / "tuned.json"
     f.write_text(json.dumps({"version": 1, "entries": [{"device": "cpu", "op": "rms_norm", "key": {"M": 1, "N": 8},
                                                         "config": {"BLOCK_M": 4}}]}))
-    monkeypatch.setenv(tuning.ENV_FILE, str(f))
-    assert tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") == {"BLOCK_M": 4}
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(f))
+    assert tuned_configs.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") == {"BLOCK_M": 4}
     io_calls = []
 
     def counted(owner, name):
@@ -179,13 +179,13 @@ def test_lookup_reads_the_tuned_file_once_then_does_no_file_io(tmp_path, monkeyp
     with monkeypatch.context() as m:            # counts, never raises: pytest itself keeps working
         for owner, name in ((Path, "stat"), (Path, "open"), (Path, "read_text"), (os, "stat"), (builtins, "open")):
             m.setattr(owner, name, counted(owner, name))
-        got = [tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") for _ in range(3)]
+        got = [tuned_configs.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") for _ in range(3)]
     assert io_calls == [] and got == [{"BLOCK_M": 4}] * 3, io_calls
     f.unlink()
-    assert tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") == {"BLOCK_M": 4}
-    tuning.reload()                               # an explicit reload reads again: the file is gone now
-    with pytest.raises(tuning.TuningError, match="no such file"):
-        tuning.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu")
+    assert tuned_configs.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu") == {"BLOCK_M": 4}
+    tuned_configs.reload()                               # an explicit reload reads again: the file is gone now
+    with pytest.raises(tuned_configs.TuningError, match="no such file"):
+        tuned_configs.lookup("rms_norm", {"M": 1, "N": 8}, {"BLOCK_M": 1}, device="cpu")
 
 
 def test_replay_command_carries_the_pinned_config(monkeypatch):
@@ -356,7 +356,7 @@ def test_checkpoint_error_is_one_line(tmp_path):
     ("scale_fmt", "ue4m3", "quantization_config.scale_fmt must be 'ue8m0'"),
 ])
 def test_bad_model_config_names_the_field(field, value, text, tmp_path):
-    from kernelbench import checkpoint
+    from kernelbench.decoder import checkpoint
     d = _config_dir(tmp_path, **{field: value})
     with pytest.raises(checkpoint.CheckpointError, match=text.replace("(", r"\(")):
         checkpoint.load(d)
@@ -506,7 +506,7 @@ def test_main_job_summarises_and_removes_its_temporary_checkpoint(tmp_path):
 def test_tests_do_not_write_into_the_user_data_directory(tmp_path_factory):
     from pathlib import Path
     from kernelbench.db.store import default_url
-    from kernelbench.profiles import data_dir
+    from kernelbench.db.paths import data_dir
     base = Path(tmp_path_factory.getbasetemp()).resolve()
     assert base in data_dir().resolve().parents
     assert str(base) in default_url()
@@ -515,6 +515,7 @@ def test_tests_do_not_write_into_the_user_data_directory(tmp_path_factory):
 def test_generate_removes_the_checkpoint_it_built_in_a_temp_dir(tmp_path, monkeypatch):
     import tempfile
     from kernelbench.commands import generate as gen_cmd
+    from kernelbench.decoder.generate import GenerateResult
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     seen = {}
 
@@ -522,7 +523,7 @@ def test_generate_removes_the_checkpoint_it_built_in_a_temp_dir(tmp_path, monkey
         from pathlib import Path
         seen["ckpt"] = Path(opts.checkpoint)
         assert (seen["ckpt"] / "config.json").exists()
-        return gen_cmd.GenerateResult(prompts=[[1]], tokens=[[2]], prefill_s=0.0, decode_s=[0.1], config="tiny")
+        return GenerateResult(prompts=[[1]], tokens=[[2]], prefill_s=0.0, decode_s=[0.1], config="tiny")
     monkeypatch.setattr(gen_cmd, "generate", fake_generate)
     res = _cli(["generate", "--batch", "1", "--steps", "1"])
     assert res.exit_code == 0, res.output

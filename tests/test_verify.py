@@ -12,11 +12,12 @@ from click.testing import CliRunner
 from hypothesis import strategies as st
 
 from kernelbench import registry
-from kernelbench.commands.verify import command, run_verify
+from kernelbench.commands.verify import command
+from kernelbench.harness.verify_run import run_verify
 from kernelbench.db.store import Store
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_impl, register_op
-from kernelbench.verify import Options, verify_pair
-from kernelbench.verify_check import Example, check_example, poisoned_allocations
+from kernelbench.harness.verify import Options, verify_pair
+from kernelbench.harness.verify_check import Example, check_example, poisoned_allocations
 
 TOY, RING = "toy_scale_rows", "toy_ring_write"
 
@@ -293,7 +294,7 @@ def test_cli_clear_errors(tmp_path, monkeypatch):
 
 
 def test_copies_keep_the_spec_layout_and_strided_views_hide_poison():
-    from kernelbench.verify_check import materialize
+    from kernelbench.harness.verify_check import materialize
     base = torch.arange(24.0).view(4, 6)
     inputs = {"v": base[:, 1:5:2], "w": torch.arange(5.0), "n": 3}
     same = materialize(inputs)

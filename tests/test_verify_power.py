@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench import registry, tune
+from kernelbench import registry
+from kernelbench.harness import tune
 from kernelbench.db.store import Store
-from kernelbench.verify import Options, verify_pair
-from kernelbench.verify_paths import NOT_HERE, UnverifiedPath, select_paths
-from kernelbench.verify_record import Recorder
+from kernelbench.harness.verify import Options, verify_pair
+from kernelbench.harness.verify_paths import NOT_HERE, UnverifiedPath, select_paths
+from kernelbench.harness.verify_record import Recorder
 
 PLANTED = Path(__file__).parent / "planted"
 
@@ -115,7 +116,7 @@ def test_compiled_only_path_is_not_verified_here_and_tune_export_refuses(tmp_pat
 
 
 def test_json_reports_every_path_and_replays_one(tmp_path):
-    from kernelbench.commands.verify import run_verify
+    from kernelbench.harness.verify_run import run_verify
     _toy_impl()
     try:
         url = f"sqlite:///{tmp_path}/kb.sqlite"
@@ -132,8 +133,8 @@ def test_json_reports_every_path_and_replays_one(tmp_path):
 
 
 def test_probes_run_first_and_replay_by_name():
-    from kernelbench.probes import PREFIX, run_probes
-    from kernelbench.verify import replay
+    from kernelbench.harness.probes import PREFIX, run_probes
+    from kernelbench.harness.verify import replay
     registry.load_builtin()
     spec = registry.get_op("mhc_pre")
     ref = registry.get_impl("mhc_pre", "reference")
@@ -149,7 +150,7 @@ def test_probes_run_first_and_replay_by_name():
 
 def test_every_probe_holds_for_the_reference():
     """Each probe's input and derived tolerance accept the reference itself (fp64 vs fp64 run)."""
-    from kernelbench.probes import run_probes
+    from kernelbench.harness.probes import run_probes
     registry.load_builtin()
     n = 0
     for spec in registry.ops():
@@ -162,7 +163,7 @@ def test_every_probe_holds_for_the_reference():
 
 
 def _probe_verdicts(spec, fn):
-    from kernelbench.probes import run_probes
+    from kernelbench.harness.probes import run_probes
     impl = registry.Impl(spec.name, "violation", fn)
     seen = []
     run_probes(spec, impl, "cpu", seen.append)

@@ -6,8 +6,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kernelbench import calibrate as cal
-from kernelbench import devices, timing
+from kernelbench.harness import calibrate as cal
+from kernelbench.harness import devices, timing
 
 
 @click.command("calibrate")
@@ -21,8 +21,8 @@ def command(measures, db):
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. Without a GPU, rooflines use the datasheet rows "
                                    f"(kernelbench roofline --device rtx-pro-6000).") from None
-    from kernelbench.commands.bench import open_store
-    from kernelbench.fingerprint import fingerprint, git_commit
+    from kernelbench.commands._common import open_store
+    from kernelbench.harness.fingerprint import fingerprint, git_commit
     store = open_store(db)
     fp = fingerprint("cuda")
     env_id = store.environment_id(fp)

@@ -1,7 +1,7 @@
 """`kernelbench decode-bench`: decode step time against the number of concurrent requests C and
 against context, fitted as step = a + b*C (per-request cost that batching does not amortize shows
 up: the users measured 40 ms + 31 ms x N on 8 GPUs; CONTEXT.md). The work is in
-kernelbench/decode_bench.py; this is the command line.
+kernelbench/decoder/decode_bench.py; this is the command line.
 
     kernelbench decode-bench                                 # tiny model, 4 layers, CPU, reference ops
     kernelbench decode-bench --device cuda --impl triton     # all 43 Flash layers, TP8 rank-0 shapes on
@@ -23,9 +23,8 @@ import click
 import torch
 from rich.console import Console
 
-from kernelbench import decode_bench as db
-from kernelbench.decode_bench import bench_config  # noqa: F401  (imported from here by tests)
-from kernelbench.tp import TPContext
+from kernelbench.decoder import decode_bench as db
+from kernelbench.decoder.tp import TPContext
 
 
 def _ints(text: str) -> list[int]:
@@ -36,19 +35,6 @@ def _ints(text: str) -> list[int]:
     if not out or min(out) < 1:
         raise click.UsageError(f"expected positive integers, got {text!r}")
     return out
-
-
-def _ceiling_gbps(device: str, store) -> float | None:
-    """The copy bandwidth for the roofline: calibrated on this machine, else the datasheet's."""
-    if not device.startswith("cuda"):
-        return None
-    from kernelbench import calibrate, roofline
-    name = torch.cuda.get_device_name(torch.device(device))
-    try:
-        cal = calibrate.load_ceilings(store, gpu_name=name) if store is not None else None
-        return roofline.ceilings_for(name, cal).gbps
-    except Exception:  # noqa: BLE001 - no ceiling known: the roofline columns stay empty
-        return None
 
 
 @click.command("decode-bench")
@@ -124,7 +110,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     warmup = warmup if warmup is not None else (3 if gpu else 1)
     store = None
     if not no_store and ctx.rank == 0:
-        from kernelbench.commands.bench import open_store
+        from kernelbench.commands._common import open_store
         store = open_store(db_url)
     console = Console(width=180)
     from kernelbench.progress import steps as progress_steps
@@ -133,7 +119,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         try:   # (a bar on a terminal, numbered lines in a log: kernelbench/progress.py)
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
-                               gbps=_ceiling_gbps(device, store), progress=lambda i, what: advance(what))
+                               gbps=db.ceiling_gbps(device, store), progress=lambda i, what: advance(what))
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:
@@ -143,7 +129,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         with open(json_path, "w") as f:
             json.dump(db.as_json(res), f, indent=1)
     if store is not None:
-        from kernelbench.fingerprint import fingerprint, git_commit
+        from kernelbench.harness.fingerprint import fingerprint, git_commit
         tag = "decode:" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         n = db.store_result(store, store.environment_id(fingerprint(device)), res, tag, git_commit())
         console.print(f"{n} points stored with run tag {tag} (kernelbench report reads them)")

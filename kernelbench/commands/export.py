@@ -1,5 +1,5 @@
 """`kernelbench export --format FORMAT`: one bench run from the database as pytest-benchmark JSON,
-github-action-benchmark `customSmallerIsBetter` JSON or Bencher Metric Format (kernelbench/export.py)."""
+github-action-benchmark `customSmallerIsBetter` JSON or Bencher Metric Format (kernelbench/harness/export.py)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kernelbench import export as ex
+from kernelbench.harness import export as ex
 
 
 @click.command("export")
@@ -18,7 +18,7 @@ from kernelbench import export as ex
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 def command(fmt, run_tag, ops, output, db):
     """Write one bench run's results in a format a benchmark dashboard reads."""
-    from kernelbench.commands.bench import open_store
+    from kernelbench.commands._common import open_store
     store = open_store(db)
     tag, n, doc = ex.export(store, fmt, run_tag, tuple(ops))
     if n == 0:

@@ -1,4 +1,4 @@
-"""`kernelbench fidelity`: our decoder against DeepSeek's official inference code (kernelbench/fidelity.py).
+"""`kernelbench fidelity`: our decoder against DeepSeek's official inference code (kernelbench/decoder/fidelity.py).
 
     kernelbench make-checkpoint ck/ --config tiny
     kernelbench fidelity --official PATH/inference --checkpoint ck/                       # CPU, reference
@@ -9,7 +9,7 @@
 PATH/inference is the folder shipped with every DeepSeek-V4 checkpoint (model.py, kernel.py); it is
 never part of this repository. Its TileLang kernels run as shipped on a GPU with `tilelang` installed;
 elsewhere (or with --kernels substitute) pure-PyTorch stand-ins written from the kernels' documented
-semantics replace them (kernelbench/official_kernels.py).
+semantics replace them (kernelbench/decoder/official_kernels.py).
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ from rich.table import Table
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="write the results here")
 def command(official_dir, ckpt, impl, device, kernels, mode, prompts, prefill, steps, gap, seed, db, json_path):
     """Compare our decoder with DeepSeek's official inference code on one checkpoint."""
-    from kernelbench import fidelity
-    from kernelbench.official import OfficialError, tilelang_available
+    from kernelbench.decoder import fidelity
+    from kernelbench.decoder.official import OfficialError, tilelang_available
 
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise click.UsageError("--impl triton on a CPU needs TRITON_INTERPRET=1 (the Triton interpreter)")
@@ -117,7 +117,7 @@ def _print_model(console: Console, rep) -> None:
 
 
 def _print_modules(console: Console, mods) -> None:
-    from kernelbench.fidelity import first_departure
+    from kernelbench.decoder.fidelity import first_departure
 
     t = Table(title="official modules on the official inputs, through our ops")
     for c in ("official module", "our op (its tolerance)", "output", "rel_fro", "tol rel_fro", "outside", "ok"):

@@ -1,5 +1,5 @@
 """`kernelbench gate`: fail a CI job on a slowdown beyond noise, a verification failure, a kernel that
-lost its tensor-core instructions or outgrew sm_120. Method: kernelbench/gate.py; CI recipes: ci/."""
+lost its tensor-core instructions or outgrew sm_120. Method: kernelbench/harness/gate.py; CI recipes: ci/."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kernelbench import gate as g
+from kernelbench.harness import gate as g
 
 
 @click.command("gate")
@@ -28,7 +28,7 @@ def command(baseline, current, inspect_current, inspect_baseline, tolerance, str
         raise click.UsageError("give --current (bench results) and/or --inspect (an inspection)")
     store = None
     if any(s and s.startswith("db:") for s in (baseline, current)):
-        from kernelbench.commands.bench import open_store
+        from kernelbench.commands._common import open_store
         store = open_store(db)
     findings = []
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from kernelbench import history as h
+from kernelbench.harness import history as h
 
 
 @click.command("history")
@@ -15,7 +15,7 @@ from kernelbench import history as h
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 def command(op, device, impl, png, db):
     """Median time of OP per git commit, per implementation and shape."""
-    from kernelbench.commands.bench import open_store
+    from kernelbench.commands._common import open_store
     store = open_store(db)
     commits, series = h.load(store, op, device, impl)
     if not series:

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kernelbench import inspector
+from kernelbench.harness import inspector
 from kernelbench.usage import shape_set_option
 
 

@@ -1,4 +1,4 @@
-"""`kernelbench report`: one page from the database (kernelbench/report.py): decode table with
+"""`kernelbench report`: one page from the database (kernelbench/harness/report.py): decode table with
 tokens/s, scaling plots, per-op stacked bars, roofline chart, verify status of every kernel, the
 gate's verdict and the device fingerprint.
 
@@ -20,8 +20,8 @@ import click
 @click.option("--no-plots", is_flag=True, help="tables only")
 def command(out_path, db_url, gate_path, run_tag, no_plots):
     """Write one report page from the database."""
-    from kernelbench import report
-    from kernelbench.commands.bench import open_store
+    from kernelbench.harness import report
+    from kernelbench.commands._common import open_store
     store = open_store(db_url)
     try:
         sections = report.build(store, gate_path=gate_path, run_tag=run_tag, plots=not no_plots)

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from kernelbench import registry
-from kernelbench import roofline as rl
+from kernelbench.harness import roofline as rl
 from kernelbench.usage import shape_set_option
 
 
@@ -25,9 +25,9 @@ from kernelbench.usage import shape_set_option
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 def command(ops, device, shape_set, floors, png, json_out, db):
     """Arithmetic intensity, bound, floor time and achieved fraction of the ceiling per op and shape."""
-    from kernelbench import calibrate, devices
-    from kernelbench.commands.bench import open_store
-    from kernelbench.tuning import current_device
+    from kernelbench.harness import calibrate, devices
+    from kernelbench.commands._common import open_store
+    from kernelbench.tuned_configs import current_device
     store = open_store(db)
     if device:
         spec = devices.find(device)

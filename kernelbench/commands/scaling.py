@@ -1,6 +1,6 @@
 """`kernelbench scaling [OP ...]`: time vs batch, vs actual context, and vs allocated capacity at a
 fixed actual length; fit time = a + b*x and flag cost that follows the allocation or a per-request
-cost that batching does not amortize (kernelbench/scaling.py). Every point is stored as a bench
+cost that batching does not amortize (kernelbench/harness/scaling.py). Every point is stored as a bench
 result (run tag "scaling:<time>")."""
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kernelbench import registry, timing
-from kernelbench import scaling as sc
+from kernelbench import registry
+from kernelbench.harness import timing
+from kernelbench.harness import scaling as sc
 
 
 @click.command("scaling")
@@ -39,9 +40,10 @@ def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png
         timing.require_cuda()
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. Scaling sweeps time kernels on a GPU.") from None
-    from kernelbench import calibrate, roofline
-    from kernelbench.commands.bench import _free, open_store, peaks_for, record
-    from kernelbench.fingerprint import fingerprint, git_commit
+    from kernelbench.harness import calibrate, roofline
+    from kernelbench.commands._common import open_store
+    from kernelbench.harness.bench import free_memory, peaks_for, record
+    from kernelbench.harness.fingerprint import fingerprint, git_commit
     store = open_store(db)
     fp = fingerprint("cuda")
     env_id = store.environment_id(fp)
@@ -74,7 +76,7 @@ def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png
                     advance(f"{spec.name}/{impl_.name} {axis}")
                     m = timing.measure_impl(spec, impl_, params, max_sets=4, max_time_s=max_time_s, peaks=peaks)
                     record(store, env_id, impl_, m, ceil, tag_, git)
-                    _free()
+                    free_memory()
                     return m.summary
 
                 try:
@@ -84,7 +86,7 @@ def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png
                                                                       f"{s.median_us:.2f} us"))
                 except Exception as e:  # noqa: BLE001 - report and go on with the next sweep
                     console.print(f"[red]{op}/{impl.name} {axis}: {type(e).__name__}: {e}[/red]")
-                    _free()
+                    free_memory()
                     continue
                 sweeps.append(sw)
                 if json_out:   # after every sweep: a run cut short still leaves what it measured

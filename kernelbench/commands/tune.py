@@ -1,6 +1,6 @@
 """`kernelbench tune [OP ...]`: search each Triton implementation's config space at the shapes of a
 shape set, store every trial, and export the choices to the tuned JSON the kernels read.
-Method: kernelbench/tune.py. On a CPU it refuses unless --interpret (paths only, no export)."""
+Method: kernelbench/harness/tune.py. On a CPU it refuses unless --interpret (paths only, no export)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,21 +13,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kernelbench import registry, timing
-from kernelbench import tune as tuner
-
-
-def interleave(cases: list[dict]) -> list[dict]:
-    """Round-robin over batch sizes (C=1, 16, 64 of the first weight shape, then of the next, ...),
-    so a run cut short by its budget has tuned every batch size of the first shapes."""
-    from kernelbench.inspector import batch_of
-    groups: dict = {}
-    for p in cases:
-        groups.setdefault(batch_of(p), []).append(p)
-    out = []
-    for i in range(max((len(g) for g in groups.values()), default=0)):
-        out += [g[i] for g in groups.values() if i < len(g)]
-    return out
+from kernelbench import registry
+from kernelbench.harness import timing
+from kernelbench.harness import tune as tuner
 
 
 @click.command("tune")
@@ -67,10 +55,11 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
             raise click.ClickException(f"{e}. Use --interpret (with TRITON_INTERPRET=1) to exercise the tuner "
                                        f"on a CPU.") from None
         device, timer_ref = "cuda", "gpu"
-    from kernelbench.commands.bench import open_store, select_cases
+    from kernelbench.commands._common import open_store
+    from kernelbench.harness.bench import select_cases
     from kernelbench.usage import check_tuning
     check_tuning()
-    from kernelbench.fingerprint import fingerprint, git_commit
+    from kernelbench.harness.fingerprint import fingerprint, git_commit
     for m in modules:
         registry.load_module(m)
     store = open_store(db)
@@ -92,7 +81,7 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                 continue
             runner = tuner.IsolatedRunner(impl, device, modules, timer_ref, 0, trial_timeout) if isolate else None
             try:
-                for params in interleave(select_cases(spec, shape_sets, batches, contexts)):
+                for params in tuner.interleave(spec, select_cases(spec, shape_sets, batches, contexts)):
                     left = budget_s - (time.monotonic() - start)
                     advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
                     if left <= 0:

@@ -177,6 +177,7 @@ ATTN_TOL = Tolerance(
 
 register_op(OpSpec(
     name="sparse_attention", family="attention", reference=sparse_attention, make_inputs=_attn_inputs,
+    batch_key="T",
     cases=_attn_cases, strategy=_attn_strategy, cost=_attn_cost, tolerance=lambda p: {"o": ATTN_TOL},
     outputs=("o",), value_modes=("normal", "large"),   # no "outliers": the bf16 p error scales with max|kv|
     doc="sparse MQA decode attention over the selected entries with the sink in the denominator, fused "
@@ -212,6 +213,7 @@ KVW_TOL = Tolerance(
 
 register_op(OpSpec(
     name="kv_write", family="attention", reference=kv_write, make_inputs=_kvw_inputs, cases=_kvw_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({
         "T": st.integers(1, 5), "Dh": st.sampled_from([128, 512]), "R": st.just(64), "W": st.sampled_from([4, 16]),
         "ctx": st.integers(1, 70), "ragged": st.booleans(), "compressed": st.booleans()}),
@@ -239,6 +241,7 @@ def _ai_cost(p: dict) -> Cost:
 
 register_op(OpSpec(
     name="attention_indices", family="attention", reference=attention_indices, make_inputs=_ai_inputs,
+    batch_key="T",
     cases=lambda ss: [{"T": t, "W": ss.config.window_size, "kind": k, "ratio": max(ss.config.compress_ratios),
                        "topk": ss.config.index_topk, "ctx": ctx, "ragged": t > 1}
                       for t in ss.batches for ctx in ss.contexts for k in ("swa", "csa", "hca")],

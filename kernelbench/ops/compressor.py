@@ -99,6 +99,7 @@ def _tol(p) -> dict:
 
 register_op(OpSpec(
     name="compressor_step", family="compressor", reference=compressor_step, make_inputs=_step_inputs,
+    batch_key="T",
     cases=_cases, strategy=_strategy, cost=_step_cost, tolerance=_tol, outputs=("emitted",),
     inplace=("state_kv", "state_score", "cache"), value_modes=("normal", "outliers"),
     doc="one decode step of the KV compressor: state update, every r tokens gated softmax pooling, norm, "

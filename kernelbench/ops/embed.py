@@ -10,7 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet, divide
-from kernelbench.ops.norm import _dedupe, draw
+from kernelbench.ops.norm import draw, unique_cases
 from kernelbench.reference.embed import embedding
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
@@ -18,7 +18,7 @@ from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 def _cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
     vl = divide(c.vocab_size, ss.tp)
-    return _dedupe([{"T": t, "V": c.vocab_size, "Vl": vl, "D": c.dim, "vocab_start": (ss.tp // 2) * vl}
+    return unique_cases([{"T": t, "V": c.vocab_size, "Vl": vl, "D": c.dim, "vocab_start": (ss.tp // 2) * vl}
                     for t in ss.batches])
 
 
@@ -41,6 +41,7 @@ def _strategy(draw_):
 
 register_op(OpSpec(
     name="embedding", family="embed", reference=embedding, make_inputs=_inputs, cases=_cases, strategy=_strategy,
+    batch_key="T",
     cost=lambda p: Cost(flops=0.0, bytes=8.0 * p["T"] + 2 * 2.0 * p["T"] * p["D"]),
     tolerance=lambda p: {"x": Tolerance(exact=True, why="a copy of weight rows or zeros: no arithmetic")},
     outputs=("x",), value_modes=("normal", "large", "ties"),

@@ -41,6 +41,7 @@ def _q_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="indexer_q", family="indexer", reference=indexer_q, make_inputs=_q_inputs,
+    batch_key="T",
     cases=lambda ss: [{"T": t, "Qr": ss.config.q_lora_rank, "Hi": hi, "R": ss.config.rope_head_dim, "ctx": 8192,
                        "ragged": t > 1}
                       for t in ss.batches for hi in sorted({ss.config.index_n_heads, ss.config.index_n_heads // ss.tp})],
@@ -119,6 +120,7 @@ TOPK_TOL = {
 
 register_op(OpSpec(
     name="indexer_topk", family="indexer", reference=indexer_topk, make_inputs=_topk_inputs, cases=_topk_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({
         "T": st.integers(1, 4), "Hi": st.sampled_from([1, 4, 16, 20]), "topk": st.sampled_from([1, 8, 40]),
         "ctx": st.integers(1, 400), "cap": st.integers(100, 130), "ragged": st.booleans()}),

@@ -5,10 +5,11 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet, divide
-from kernelbench.ops.quant import _dedup, act_values, fp4_weight, fp8_weight
+from kernelbench.ops.norm import unique_cases
+from kernelbench.ops.quant import act_values, fp4_weight, fp8_weight
 from kernelbench.reference import linear as L
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
-from kernelbench.testing import randn
+from kernelbench.harness.testing import randn
 
 
 def fp8_linear_shapes(ss: ShapeSet) -> list[tuple[str, int, int]]:
@@ -53,11 +54,12 @@ def _fp8_make(p, gen, device, values):
 
 
 def _fp8_cases(ss):
-    return _dedup([{"M": T, "N": N, "K": K} for _, N, K in fp8_linear_shapes(ss) for T in ss.batches])
+    return unique_cases([{"M": T, "N": N, "K": K} for _, N, K in fp8_linear_shapes(ss) for T in ss.batches])
 
 
 register_op(OpSpec(
     name="fp8_linear", family="linear", reference=L.fp8_linear, make_inputs=_fp8_make, cases=_fp8_cases,
+    batch_key="M",
     strategy=_small_mnk,
     cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 1, -(-p["N"] // 128) * (p["K"] // 128)),
     tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large", "boundary"),
@@ -73,12 +75,13 @@ def _fp4_make(p, gen, device, values):
 
 def _fp4_cases(ss):
     c = ss.config
-    return _dedup([{"M": T, "N": N, "K": K} for N, K in ((c.moe_inter_dim, c.dim), (c.dim, c.moe_inter_dim))
+    return unique_cases([{"M": T, "N": N, "K": K} for N, K in ((c.moe_inter_dim, c.dim), (c.dim, c.moe_inter_dim))
                    for T in ss.batches])
 
 
 register_op(OpSpec(
     name="fp4_linear", family="linear", reference=L.fp4_linear, make_inputs=_fp4_make, cases=_fp4_cases,
+    batch_key="M",
     strategy=_small_mnk,
     cost=lambda p: _gemm_cost(p["M"], p["N"], p["K"], 0.5, p["N"] * p["K"] // 32),
     tolerance=_linear_tol, outputs=("y",), value_modes=("normal", "outliers", "tiny", "large", "boundary"),
@@ -98,7 +101,7 @@ def _bf16_cases(ss):
               (2 * c.head_dim, c.dim), (2 * c.index_head_dim, c.dim),   # ratio-4 compressor wkv / wgate
               (c.head_dim, c.dim),                          # ratio-128 compressor
               (divide(c.index_n_heads, tp), c.dim)]         # indexer weights_proj
-    return _dedup([{"M": T, "N": N, "K": K} for N, K in shapes for T in ss.batches])
+    return unique_cases([{"M": T, "N": N, "K": K} for N, K in shapes for T in ss.batches])
 
 
 def _bf16_tol(p, out="y"):
@@ -121,6 +124,7 @@ def _bf16_tol(p, out="y"):
 
 register_op(OpSpec(
     name="bf16_linear", family="linear", reference=L.bf16_linear, make_inputs=_bf16_make, cases=_bf16_cases,
+    batch_key="M",
     strategy=lambda: st.fixed_dictionaries({"M": st.integers(1, 5), "N": st.sampled_from([16, 40, 128, 256]),
                                             "K": st.sampled_from([64, 128, 256])}),
     cost=lambda p: Cost(flops=2.0 * p["M"] * p["N"] * p["K"],
@@ -150,6 +154,7 @@ def _woa_tol(p):
 
 register_op(OpSpec(
     name="grouped_wo_a", family="linear", reference=L.grouped_wo_a, make_inputs=_woa_make, cases=_woa_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "Gl": st.integers(1, 3),
                                             "O": st.sampled_from([32, 64, 128]), "I": st.sampled_from([64, 256])}),
     cost=lambda p: Cost(flops=2.0 * p["T"] * p["Gl"] * p["O"] * p["I"],
@@ -167,6 +172,7 @@ def _head_make(p, gen, device, values):
 
 register_op(OpSpec(
     name="lm_head", family="linear", reference=L.lm_head, make_inputs=_head_make,
+    batch_key="T",
     cases=lambda ss: [{"T": T, "V": divide(ss.config.vocab_size, ss.tp), "D": ss.config.dim} for T in ss.batches],
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "V": st.sampled_from([50, 128, 300]),
                                             "D": st.sampled_from([64, 256])}),

@@ -10,7 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet
-from kernelbench.ops.norm import BF16_RTOL, REL_FRO, _dedupe, draw
+from kernelbench.ops.norm import BF16_RTOL, REL_FRO, draw, unique_cases
 from kernelbench.reference.mhc import HC, mhc_head, mhc_post, mhc_post_pre, mhc_post_pre_norm, mhc_pre, sinkhorn
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
@@ -19,7 +19,7 @@ MIX = (2 + HC) * HC   # 24
 
 def _cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
-    return _dedupe([{"T": t, "D": c.dim, "iters": c.hc_sinkhorn_iters} for t in ss.batches])
+    return unique_cases([{"T": t, "D": c.dim, "iters": c.hc_sinkhorn_iters} for t in ss.batches])
 
 
 def _strategy():
@@ -112,17 +112,20 @@ _MODES = ("normal", "outliers", "tiny")
 
 register_op(OpSpec(
     name="mhc_pre", family="mhc", reference=mhc_pre, make_inputs=_pre_inputs, cases=_cases, strategy=_strategy,
+    batch_key="T",
     cost=_pre_cost, tolerance=lambda p: {"x": _X, "post": _COEF, "comb": _COEF},
     outputs=("x", "post", "comb"), value_modes=_MODES,
     doc="RMS of flattened streams, 24-wide projection, split, Sinkhorn, weighted sum",
 ))
 register_op(OpSpec(
     name="mhc_post", family="mhc", reference=mhc_post, make_inputs=_post_inputs, cases=_cases, strategy=_strategy,
+    batch_key="T",
     cost=_post_cost, tolerance=lambda p: {"h": _H}, outputs=("h",), value_modes=_MODES,
     doc="h'[:, j] = post_j x + sum_i comb[i][j] h[:, i]",
 ))
 register_op(OpSpec(
     name="mhc_post_pre", family="mhc", reference=mhc_post_pre, make_inputs=_post_pre_inputs, cases=_cases,
+    batch_key="T",
     strategy=_strategy, cost=_post_pre_cost,
     tolerance=lambda p: {"h": _H, "x": _X, "post": _COEF_AFTER_POST, "comb": _COEF_AFTER_POST},
     outputs=("h", "x", "post", "comb"), value_modes=_MODES,
@@ -130,6 +133,7 @@ register_op(OpSpec(
 ))
 register_op(OpSpec(
     name="mhc_post_pre_norm", family="mhc", reference=mhc_post_pre_norm, make_inputs=_post_pre_norm_inputs,
+    batch_key="T",
     cases=_cases, strategy=_strategy,
     cost=lambda p: Cost(flops=_post_pre_cost(p).flops + 4.0 * p["T"] * p["D"],
                         bytes=_post_pre_cost(p).bytes + 2.0 * p["D"]),
@@ -139,6 +143,7 @@ register_op(OpSpec(
 ))
 register_op(OpSpec(
     name="mhc_head", family="mhc", reference=mhc_head, make_inputs=_head_inputs, cases=_cases,
+    batch_key="T",
     strategy=_strategy, cost=lambda p: _pre_cost(p, HC), tolerance=lambda p: {"x": _X}, outputs=("x",),
     value_modes=_MODES, doc="final stream reduction: sigmoid weights, no Sinkhorn",
 ))

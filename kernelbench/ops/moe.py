@@ -15,7 +15,7 @@ from kernelbench.config import ShapeSet, divide
 from kernelbench.ops.quant import act_values, fp4_weight, fp8_weight
 from kernelbench.reference import moe as R
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
-from kernelbench.testing import randn
+from kernelbench.harness.testing import randn
 
 LIMIT_SWIGLU = 10.0
 
@@ -115,6 +115,7 @@ def _gate_tol(p):
 
 register_op(OpSpec(
     name="moe_gate", family="moe", reference=R.moe_gate, make_inputs=_gate_make, cases=_cases,
+    batch_key="T",
     strategy=_strategy,
     cost=lambda p: Cost(flops=2.0 * p["T"] * p["E"] * p["D"] + 8 * p["T"] * p["E"],
                         bytes=2 * p["E"] * p["D"] + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"] + 4 * p["E"]),
@@ -167,6 +168,7 @@ def _experts_tol(p):
 
 register_op(OpSpec(
     name="moe_experts", family="moe", reference=R.moe_experts, make_inputs=_experts_make,
+    batch_key="T",
     cases=lambda ss: _cases(ss, hash_too=False), strategy=_strategy, cost=_experts_cost, tolerance=_experts_tol,
     outputs=("y",), value_modes=("normal", "outliers", "large", "boundary"),
     doc="Routed FP4 experts of this rank: W1/W3, clamp, SwiGLU, routing weight, W2, fp32 combine."))
@@ -194,6 +196,7 @@ def _shared_tol(p):
 
 register_op(OpSpec(
     name="shared_expert", family="moe", reference=R.shared_expert, make_inputs=_shared_make,
+    batch_key="T",
     cases=lambda ss: [{"T": T, "D": ss.config.dim, "F": ss.config.moe_inter_dim} for T in ss.batches],
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 6), "D": st.sampled_from([128, 256]),
                                             "F": st.sampled_from([128, 256])}),
@@ -228,6 +231,7 @@ def _layer_tol(p):
 
 register_op(OpSpec(
     name="moe_layer", family="moe", reference=R.moe_layer, make_inputs=_layer_make, cases=_cases,
+    batch_key="T",
     strategy=_strategy, cost=_layer_cost, tolerance=_layer_tol, outputs=("y",),
     value_modes=("normal", "outliers"),
     doc="Gate + routed experts of this rank + shared expert, bf16 out: the MoE performance goal's op."))

@@ -43,7 +43,8 @@ def draw(shape, gen: torch.Generator, values: str = "normal", dtype=torch.bfloat
     return (x * scale).to(device=device, dtype=dtype)
 
 
-def _dedupe(cases: list[dict]) -> list[dict]:
+def unique_cases(cases: list[dict]) -> list[dict]:
+    """The cases without repeats, first occurrence kept (shape sets repeat a shape across batches/configs)."""
     out = []
     for c in cases:
         if c not in out:
@@ -55,7 +56,7 @@ def _dedupe(cases: list[dict]) -> list[dict]:
 def _rms_cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
     # attn_norm/ffn_norm/final norm on [T, D]; q_norm on [T, q_lora_rank]; kv_norm on [T, head_dim]
-    return _dedupe([{"M": t, "N": n} for t in ss.batches for n in (c.dim, c.q_lora_rank, c.head_dim)])
+    return unique_cases([{"M": t, "N": n} for t in ss.batches for n in (c.dim, c.q_lora_rank, c.head_dim)])
 
 
 def _rms_inputs(p, gen, device, values):
@@ -66,6 +67,7 @@ def _rms_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="rms_norm", family="norm", reference=rms_norm, make_inputs=_rms_inputs, cases=_rms_cases,
+    batch_key="M",
     strategy=lambda: st.fixed_dictionaries({"M": st.integers(1, 5), "N": st.sampled_from([8, 64, 100, 256, 520])}),
     cost=lambda p: Cost(flops=4.0 * p["M"] * p["N"], bytes=2.0 * (2 * p["M"] * p["N"] + p["N"])),
     tolerance=lambda p: {"y": Tolerance(atol=1e-6, rtol=BF16_RTOL, rel_fro=REL_FRO,
@@ -81,7 +83,7 @@ def _had_cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
     hi = c.index_n_heads // ss.tp
     # indexer q [T, Hi/TP, 128]; compressor entries [T, 1, 128]
-    return _dedupe([{"T": t, "H": h} for t in ss.batches for h in (hi, 1)])
+    return unique_cases([{"T": t, "H": h} for t in ss.batches for h in (hi, 1)])
 
 
 def _had_inputs(p, gen, device, values):
@@ -90,6 +92,7 @@ def _had_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="hadamard", family="norm", reference=hadamard, make_inputs=_had_inputs, cases=_had_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "H": st.integers(1, 5)}),
     cost=lambda p: Cost(flops=2.0 * 128 * 128 * p["T"] * p["H"], bytes=2.0 * 2 * 128 * p["T"] * p["H"]),
     tolerance=lambda p: {"y": Tolerance(atol=1e-4, rtol=BF16_RTOL, rel_fro=REL_FRO,

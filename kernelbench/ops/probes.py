@@ -1,4 +1,4 @@
-"""Semantic probes of the SPEC's rules (kernelbench/probes.py), attached to the op specs.
+"""Semantic probes of the SPEC's rules (kernelbench/harness/probes.py), attached to the op specs.
 
 Each probe builds a small input on which one rule decides the output and carries a tolerance derived
 for that input. Rules probed:
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from kernelbench import registry
-from kernelbench.probes import Probe, attach
+from kernelbench.harness.probes import Probe, attach
 from kernelbench.registry import Tolerance
 
 LIMIT = 10.0

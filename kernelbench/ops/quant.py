@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from kernelbench.config import ShapeSet, divide
 from kernelbench.reference import quant as Q
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
-from kernelbench.testing import randn
+from kernelbench.harness.testing import randn
+from kernelbench.ops.norm import unique_cases
 
 # ---- shared input helpers ----------------------------------------------------------------------------
 _FP8_GRID = torch.tensor(sorted({float(v) for v in torch.arange(0, 127, dtype=torch.uint8)
@@ -131,16 +132,6 @@ def fp4_weight(N: int, K: int, gen: torch.Generator, n_mats: int | None = None):
     return packed, torch.ldexp(torch.ones(e.shape), e.float()).to(torch.float8_e8m0fnu)
 
 
-def _dedup(cases: list[dict]) -> list[dict]:
-    seen, out = set(), []
-    for c in cases:
-        key = tuple(sorted(c.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
-
-
 # ---- act_quant_fp8 -------------------------------------------------------------------------------------
 def _fp8_rows(ss: ShapeSet) -> list[tuple[int, int]]:
     """(M, K) activation shapes that get fp8-quantized in a decode step (before each fp8 GEMM)."""
@@ -157,7 +148,7 @@ def _aq8_make(p, gen, device, values):
 
 
 def _aq8_cases(ss):
-    return _dedup([{"M": M, "K": K, "group": 128, "scale_fmt": "ue8m0"} for M, K in _fp8_rows(ss)]
+    return unique_cases([{"M": M, "K": K, "group": 128, "scale_fmt": "ue8m0"} for M, K in _fp8_rows(ss)]
                   + [{"M": ss.batches[-1], "K": ss.config.dim, "group": 128, "scale_fmt": "fp32"}])
 
 
@@ -186,6 +177,7 @@ def _aq8_tol(p):
 
 register_op(OpSpec(
     name="act_quant_fp8", family="quant", reference=Q.act_quant_fp8, make_inputs=_aq8_make, cases=_aq8_cases,
+    batch_key="M",
     strategy=_aq8_strategy, cost=_aq8_cost, tolerance=_aq8_tol, outputs=("q", "s"),
     value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="Per-row, per-group FP8 e4m3 activation quantization with UE8M0 or fp32 scales."))
@@ -201,7 +193,7 @@ def _sim8_cases(ss):
     c = ss.config
     nope = c.head_dim - c.rope_head_dim
     # kv_write: one new kv row per token; compressor: up to one emitted entry per token.
-    return _dedup([{"M": T, "N": nope, "group": c.kv_fp8_group, "scale_fmt": "ue8m0"} for T in ss.batches])
+    return unique_cases([{"M": T, "N": nope, "group": c.kv_fp8_group, "scale_fmt": "ue8m0"} for T in ss.batches])
 
 
 def _sim8_strategy():
@@ -225,6 +217,7 @@ def _sim8_tol(p):
 
 register_op(OpSpec(
     name="fp8_simulate", family="quant", reference=Q.fp8_simulate, make_inputs=_sim8_make, cases=_sim8_cases,
+    batch_key="M",
     strategy=_sim8_strategy, cost=_sim8_cost, tolerance=_sim8_tol, outputs=("y",),
     value_modes=("normal", "outliers", "tiny", "ties", "large", "boundary"),
     doc="bf16(dequant(quant_e4m3(x))) per group: the KV-cache FP8 simulation."))
@@ -235,7 +228,7 @@ def _fp4_cases(ss, letter):
     c = ss.config
     hi = divide(c.index_n_heads, ss.tp)
     # indexer queries (T * Hi rows of 128) and indexer-compressor entries (T rows of 128).
-    return _dedup([{"M": T * hi, letter: c.index_head_dim, "group": c.fp4_group} for T in ss.batches]
+    return unique_cases([{"M": T * hi, letter: c.index_head_dim, "group": c.fp4_group} for T in ss.batches]
                   + [{"M": T, letter: c.index_head_dim, "group": c.fp4_group} for T in ss.batches])
 
 
@@ -258,6 +251,7 @@ _FP4_WHY = ("UE8M0 scale from an exact amax, x/s exact (power of two), e2m1 RNE 
 
 register_op(OpSpec(
     name="act_quant_fp4", family="quant", reference=Q.act_quant_fp4, make_inputs=_aq4_make,
+    batch_key="M",
     cases=lambda ss: _fp4_cases(ss, "K"), strategy=lambda: _fp4_strategy("K"),
     cost=lambda p: Cost(flops=10 * p["M"] * p["K"], bytes=2 * p["M"] * p["K"] + p["M"] * p["K"] // 2
                         + 4 * p["M"] * p["K"] // p["group"]),
@@ -267,6 +261,7 @@ register_op(OpSpec(
 
 register_op(OpSpec(
     name="fp4_simulate", family="quant", reference=Q.fp4_simulate, make_inputs=_sim4_make,
+    batch_key="M",
     cases=lambda ss: _fp4_cases(ss, "N"), strategy=lambda: _fp4_strategy("N"),
     cost=lambda p: Cost(flops=12 * p["M"] * p["N"], bytes=4 * p["M"] * p["N"]),
     tolerance=lambda p: {"y": Tolerance(exact=True, why=_FP4_WHY + " q*s is exact in bf16.")},

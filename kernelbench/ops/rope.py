@@ -10,7 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet, get_config
-from kernelbench.ops.norm import BF16_RTOL, REL_FRO, _dedupe, draw
+from kernelbench.ops.norm import BF16_RTOL, REL_FRO, draw, unique_cases
 from kernelbench.reference.rope import head_rms_norm_rope, rope, rope_freqs
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
@@ -29,7 +29,7 @@ def positions_for(p: dict, n: int, gen: torch.Generator) -> torch.Tensor:
 def _rope_cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
     heads = (c.n_heads // ss.tp, c.index_n_heads // ss.tp, 1)   # q rope slice, indexer q, kv / entries
-    return _dedupe([{"model": c.name, "N": t, "H": h, "R": c.rope_head_dim, "L": L, "compressed": comp}
+    return unique_cases([{"model": c.name, "N": t, "H": h, "R": c.rope_head_dim, "L": L, "compressed": comp}
                     for t in ss.batches for h in heads for L in ss.contexts for comp in (False, True)])
 
 
@@ -58,7 +58,7 @@ register_op(OpSpec(
 
 def _q_cases(ss: ShapeSet) -> list[dict]:
     c = ss.config
-    return _dedupe([{"model": c.name, "T": t, "Hl": c.n_heads // ss.tp, "Dh": c.head_dim, "R": c.rope_head_dim,
+    return unique_cases([{"model": c.name, "T": t, "Hl": c.n_heads // ss.tp, "Dh": c.head_dim, "R": c.rope_head_dim,
                      "L": L, "compressed": comp}
                     for t in ss.batches for L in ss.contexts for comp in (False, True)])
 
@@ -70,6 +70,7 @@ def _q_inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="head_rms_norm_rope", family="rope", reference=head_rms_norm_rope, make_inputs=_q_inputs, cases=_q_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 4), "Hl": st.integers(1, 3),
                                             "Dh": st.sampled_from([64, 128, 96]), "R": st.sampled_from([32, 64]),
                                             **_small}),

@@ -9,13 +9,13 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet
-from kernelbench.ops.norm import _dedupe, draw
+from kernelbench.ops.norm import draw, unique_cases
 from kernelbench.reference.sampling import sample
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
 
 def _cases(ss: ShapeSet) -> list[dict]:
-    return _dedupe([{"T": t, "V": ss.config.vocab_size} for t in ss.batches])
+    return unique_cases([{"T": t, "V": ss.config.vocab_size} for t in ss.batches])
 
 
 def _inputs(p, gen, device, values):
@@ -29,6 +29,7 @@ def _inputs(p, gen, device, values):
 
 register_op(OpSpec(
     name="sample", family="sampling", reference=sample, make_inputs=_inputs, cases=_cases,
+    batch_key="T",
     strategy=lambda: st.fixed_dictionaries({"T": st.integers(1, 5), "V": st.sampled_from([1, 7, 100, 1000, 5000])}),
     cost=lambda p: Cost(flops=4.0 * p["T"] * p["V"], bytes=8.0 * p["T"] * p["V"] + 4.0 * p["T"] + 8.0 * p["T"]),
     tolerance=lambda p: {"ids": Tolerance(exact=True, why="an index: a kernel that orders the same fp32 scores "

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelbench.decode_bench import DECODE_OP, IDLE
+from kernelbench.decoder.decode_bench import DECODE_OP, IDLE
 
 FINGERPRINT_KEYS = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "driver", "cuda", "torch", "triton",
                     "python", "hostname", "cpu")
@@ -41,17 +41,9 @@ class Section:
 # ------------------------------------------------------------------------------------------------
 def decode_runs(store) -> list[dict]:
     """Every decode_step row, oldest first, as dicts with run_tag and environment."""
-    from sqlalchemy import select
-
-    from kernelbench.db import schema
-    B, I, O = schema.BenchResult, schema.Implementation, schema.Op
-    q = (select(B, I).join(I, B.implementation_id == I.id).join(O, I.op_id == O.id)
-         .where(O.name == DECODE_OP).order_by(B.created, B.id))
-    with store.session() as s:
-        return [{"impl": i.name, "params": b.params, "median_us": b.median_us, "q1_us": b.q1_us, "q3_us": b.q3_us,
-                 "bytes": b.bytes, "run_tag": b.run_tag, "git_commit": b.git_commit, "extra": b.extra or {},
-                 "environment_id": b.environment_id, "method": b.method, "created": str(b.created)}
-                for b, i in s.execute(q).all()]
+    return [{**{k: b[k] for k in ("impl", "params", "median_us", "q1_us", "q3_us", "bytes", "run_tag", "git_commit",
+                                  "extra", "environment_id", "method")}, "created": str(b["created"])}
+            for b in store.bench_results(ops=[DECODE_OP])]
 
 
 def newest_decode(store, run_tag: str | None = None) -> list[dict]:
@@ -67,27 +59,20 @@ def newest_decode(store, run_tag: str | None = None) -> list[dict]:
 
 
 def environment(store, env_id: int) -> dict:
-    from kernelbench.db import schema
-    with store.session() as s:
-        e = s.get(schema.Environment, env_id)
-        return {k: getattr(e, k) for k in FINGERPRINT_KEYS + ("git_commit", "fingerprint")} if e else {}
+    e = store.environment(env_id)
+    return {k: e[k] for k in FINGERPRINT_KEYS + ("git_commit", "fingerprint")} if e else {}
 
 
 def verify_status(store) -> list[dict]:
     """Per (op, implementation name): the newest verify run that checked it, its examples and failures."""
-    from sqlalchemy import select
-
-    from kernelbench.db import schema
-    R, V, I, O = schema.VerifyResult, schema.VerifyRun, schema.Implementation, schema.Op
-    q = (select(O.name, I.name, R.run_id, R.passed, V.started, V.device, V.git_commit)
-         .join(I, R.implementation_id == I.id).join(O, I.op_id == O.id).join(V, R.run_id == V.id))
     runs: dict = {}
-    with store.session() as s:
-        for op, impl, run, passed, started, device, git in s.execute(q).all():
-            r = runs.setdefault((op, impl, run), {"op": op, "impl": impl, "run": run, "examples": 0, "failed": 0,
-                                                  "started": started, "device": device, "git_commit": git})
-            r["examples"] += 1
-            r["failed"] += 0 if passed else 1
+    for v in store.verify_outcomes():
+        op, impl, run = v["op"], v["impl"], v["run_id"]
+        r = runs.setdefault((op, impl, run), {"op": op, "impl": impl, "run": run, "examples": 0, "failed": 0,
+                                              "started": v["started"], "device": v["device"],
+                                              "git_commit": v["git_commit"]})
+        r["examples"] += 1
+        r["failed"] += 0 if v["passed"] else 1
     newest: dict = {}
     for r in runs.values():
         key = (r["op"], r["impl"])
@@ -168,7 +153,7 @@ def stacked_ops_plot(plt, pts: list[dict], top: int = 8) -> bytes:
 # the page
 # ------------------------------------------------------------------------------------------------
 def build(store, gate_path: str | None = None, run_tag: str | None = None, plots: bool = True) -> list[Section]:
-    from kernelbench import calibrate, roofline
+    from kernelbench.harness import calibrate, roofline
     plt = _plt() if plots else None
     sections: list[Section] = []
     decode = newest_decode(store, run_tag)

@@ -3,7 +3,7 @@
 For an implementation with a config space (`Impl.configs`), the paths are
   * "default": the config the kernel picks itself (its default, or a tuned entry on this device);
   * every config the shipped tuned table (kernelbench/tuned/v1.json) holds for the op: what a lookup on
-    sm_90 or sm_120 can select (a GPU lookup borrows other devices' entries; see tuning.lookup);
+    sm_90 or sm_120 can select (a GPU lookup borrows other devices' entries; see tuned_configs.lookup);
   * a covering set of the config space: for each value of every categorical option (non-numeric
     values, e.g. DECODE "bf16" / "fp8" / "fp8_asm") and each end of every structural count
     (`STRUCTURAL`: split-K and top-k segment counts), the config of the space nearest the default that
@@ -87,9 +87,9 @@ def representative_params(impl) -> dict:
 
 
 def tuned_configs(op: str) -> list[tuple[dict, str]]:
-    from kernelbench import tuning
+    from kernelbench.tuned_configs import entries
     out = []
-    for e in tuning.entries():
+    for e in entries():
         if e["op"] == op:
             out.append((e["config"], f"tuned for {e.get('device')} at {json.dumps(e['key'], sort_keys=True)}"))
     return out
@@ -165,12 +165,12 @@ def verify_paths(spec, impl, opts, emit, path_examples: int, run_one) -> list[Pa
     """Run every non-default path of `impl`: its probes, then `path_examples` hypothesis examples.
     `run_one(spec, impl, opts, emit)` runs the random examples (verify._run_hypothesis); `emit` records.
     The default path is verified by the caller (verify_pair)."""
-    from kernelbench.probes import run_probes
+    from kernelbench.harness.probes import run_probes
     verdicts = []
     try:
         paths = select_paths(impl)
     except Exception as e:  # a broken config space is the implementation's bug: visible, not fatal
-        from kernelbench.verify_check import Example, ExampleResult
+        from kernelbench.harness.verify_check import Example, ExampleResult
         why = f"selecting the config paths (Impl.configs / default_config) raised {type(e).__name__}: {e}"
         emit(ExampleResult(Example(spec.name, impl.name, {}, "normal", 0, "contiguous", "case"), passed=False,
                            failure=why))
@@ -201,24 +201,12 @@ def verified_paths(store, op: str, impl: str, device_kind: str, device_name: str
     """The path keys with a passing verification of (op, impl) on a device, from the results database:
     per verify run, a config whose examples all passed. device_kind: "cpu" or "cuda"; device_name,
     when given, must match the run environment's GPU name."""
-    from sqlalchemy import select
-    from kernelbench.db import schema
     from kernelbench import registry
     impl_obj = registry.get_impl(op, impl)
-    with store.session() as s:
-        q = (select(schema.VerifyResult.run_id, schema.VerifyResult.passed, schema.VerifyResult.stats,
-                    schema.VerifyRun.environment_id)
-             .join(schema.VerifyRun, schema.VerifyResult.run_id == schema.VerifyRun.id)
-             .join(schema.Implementation, schema.VerifyResult.implementation_id == schema.Implementation.id)
-             .join(schema.Op, schema.Implementation.op_id == schema.Op.id)
-             .where(schema.Op.name == op, schema.Implementation.name == impl,
-                    schema.Implementation.source_hash == impl_obj.source_hash,
-                    schema.VerifyRun.device == device_kind))
-        rows = s.execute(q).all()
-        envs = {env.id: env.gpu_name for env in s.execute(select(schema.Environment)).scalars()} if device_name else {}
     per_run: dict[tuple, bool] = {}
-    for run_id, passed, stats, env_id in rows:
-        if device_name and envs.get(env_id) != device_name:
+    for v in store.verify_outcomes(op=op, impl=impl, source_hash=impl_obj.source_hash, device=device_kind):
+        run_id, passed, stats = v["run_id"], v["passed"], v["stats"]
+        if device_name and v["gpu_name"] != device_name:
             continue
         cfg = ((stats or {}).get("checks") or {}).get("config")
         if cfg is None and impl_obj.default_config is not None:    # the default path: its representative config

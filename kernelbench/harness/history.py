@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelbench.db.schema import canonical_json
+from kernelbench.db.values import canonical_json
 
 
 @dataclass
@@ -19,25 +19,16 @@ class Series:
 
 def load(store, op: str, device: str | None = None, impl: str | None = None) -> tuple[list[str], list[Series]]:
     """(commits oldest first, series). The newest result of a commit stands for it."""
-    from sqlalchemy import select
-    from kernelbench.db import schema
-    B, I, O, E = schema.BenchResult, schema.Implementation, schema.Op, schema.Environment
-    q = (select(B, I, E).join(I, B.implementation_id == I.id).join(O, I.op_id == O.id)
-         .join(E, B.environment_id == E.id).where(O.name == op).order_by(B.created, B.id))
-    if device:
-        q = q.where(E.gpu_name == device)
-    if impl:
-        q = q.where(I.name == impl)
     commits: list[str] = []
     series: dict = {}
-    with store.session() as s:
-        for b, i, e in s.execute(q).all():
-            commit = b.git_commit or "(no commit)"
-            if commit not in commits:
-                commits.append(commit)
-            key = (e.gpu_name, i.name, b.shape_label, canonical_json(b.config))
-            sr = series.setdefault(key, Series(e.gpu_name, i.name, b.shape_label, b.config))
-            sr.points = [p for p in sr.points if p[0] != commit] + [(commit, b.run_tag, b.median_us, b.q1_us, b.q3_us)]
+    for b in store.bench_results(ops=[op], impl=impl, device=device):
+        commit = b["git_commit"] or "(no commit)"
+        if commit not in commits:
+            commits.append(commit)
+        key = (b["device"], b["impl"], b["label"], canonical_json(b["config"]))
+        sr = series.setdefault(key, Series(b["device"], b["impl"], b["label"], b["config"]))
+        sr.points = [p for p in sr.points if p[0] != commit] + [(commit, b["run_tag"], b["median_us"], b["q1_us"],
+                                                                  b["q3_us"])]
     return commits, list(series.values())
 
 

@@ -61,6 +61,14 @@ class Summary:
         return asdict(self)
 
 
+def sync(device: str | torch.device) -> None:
+    """Wait for the GPU's queued work when `device` is a CUDA device (its own index, else the current one);
+    nothing on a CPU."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def quantile(sorted_xs: Sequence[float], q: float) -> float:
     """Linear-interpolated quantile of already sorted values."""
     if not sorted_xs:
@@ -278,7 +286,7 @@ def make_sets(spec, params: dict, device, seed: int, l2: int, *, max_sets: int =
     want = math.ceil(L2_ROTATE_FACTOR * l2 / per)
     n = max(1, min(want, max_sets, int(budget_bytes // per)))
     sets = [first] + [spec.make_inputs(params, gen, device, "normal") for _ in range(min(n, distinct) - 1)]
-    sets += [_clone(sets[i % len(sets)]) for i in range(n - len(sets))]
+    sets += [clone(sets[i % len(sets)]) for i in range(n - len(sets))]
     return sets, n * per, n * per >= L2_ROTATE_FACTOR * l2
 
 
@@ -292,8 +300,8 @@ def as_outputs(spec, result, inputs: dict) -> dict:
 
 def recheck(spec, params: dict, impl_outs: dict, inputs: dict) -> tuple[bool, str]:
     """Compare an implementation's outputs with the reference on the same inputs."""
-    from kernelbench.testing import error_stats, passes
-    ref_inputs = _clone(inputs)
+    from kernelbench.harness.testing import error_stats, passes
+    ref_inputs = clone(inputs)
     ref = as_outputs(spec, spec.reference(**ref_inputs), ref_inputs)
     tols = spec.tolerance(params)
     bad = []
@@ -319,7 +327,7 @@ def measure_impl(spec, impl, params: dict, *, config: dict | None = None, method
     if not cold:
         notes.append(f"rotating sets cover {rotated / 2 ** 20:.1f} MiB < 3 x L2: partly L2-warm")
     kw = {"config": config} if config is not None else {}
-    untouched = [_clone(official), _clone(official)] if spec.inplace else None   # for the in-place recheck
+    untouched = [clone(official), clone(official)] if spec.inplace else None   # for the in-place recheck
     calls = [(lambda s=s: impl.fn(**s, **kw)) for s in sets]
     calls[0]()              # compile and warm up outside any timed region
     torch.cuda.synchronize()
@@ -353,5 +361,6 @@ def measure_impl(spec, impl, params: dict, *, config: dict | None = None, method
 
 
 
-def _clone(inputs: dict) -> dict:
+def clone(inputs: dict) -> dict:
+    """A copy of an input dict: every tensor cloned, everything else shared."""
     return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}

@@ -33,7 +33,7 @@ def git_commit() -> str:
     env = os.environ.get("KERNELBENCH_GIT_COMMIT")
     if env:
         return env
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10).stdout.strip()

@@ -4,14 +4,14 @@ Per op and shape: arithmetic intensity I = FLOPs / bytes from `OpSpec.cost` (the
 must move); the ridge point peak_tflops / bandwidth; the bound (memory when I is under the ridge);
 the floor time max(bytes / bandwidth, FLOPs / peak); and, for a measured time, the achieved
 fraction floor / time (1.0 = at the roofline). Ceilings come from `kernelbench calibrate` for the
-device when there are any, else from the datasheet (kernelbench/devices.py), and the table says
+device when there are any, else from the datasheet (kernelbench/harness/devices.py), and the table says
 which. The compute peak is the precision the op's matrix work runs in (PRECISION below).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from kernelbench import devices
+from kernelbench.harness import devices
 
 # The tensor-core precision of each op's dominant matrix work (fp4-weight ops run fp8 MMAs after
 # the activation quantization docs/OPS.md specifies); every other op is bf16 or CUDA-core work.
@@ -136,21 +136,11 @@ def plot(points: list[Point], ceil: Ceilings, path: str, title: str = "") -> str
 
 def latest_bench(store, device: str | None = None, ops: list[str] | None = None) -> list[dict]:
     """The newest bench_result per (device, implementation, params, config) as dicts."""
-    from sqlalchemy import select
-    from kernelbench.db import schema
-    B, I, O, E = schema.BenchResult, schema.Implementation, schema.Op, schema.Environment
-    q = (select(B, I, O, E).join(I, B.implementation_id == I.id).join(O, I.op_id == O.id)
-         .join(E, B.environment_id == E.id).order_by(B.created, B.id))
-    if device:
-        q = q.where(E.gpu_name == device)
-    if ops:
-        q = q.where(O.name.in_(ops))
+    from kernelbench.db.values import canonical_json
     latest: dict = {}
-    with store.session() as s:
-        for b, i, o, e in s.execute(q).all():
-            key = (e.gpu_name, o.name, i.name, schema.canonical_json(b.params), schema.canonical_json(b.config))
-            latest[key] = {"device": e.gpu_name, "op": o.name, "impl": i.name, "label": b.shape_label,
-                           "params": b.params, "config": b.config, "median_us": b.median_us, "q1_us": b.q1_us,
-                           "q3_us": b.q3_us, "flops": b.flops, "bytes": b.bytes, "git_commit": b.git_commit,
-                           "extra": b.extra or {}, "created": str(b.created), "environment_id": e.id}
+    for b in store.bench_results(ops=ops or None, device=device):
+        key = (b["device"], b["op"], b["impl"], canonical_json(b["params"]), canonical_json(b["config"]))
+        latest[key] = {**{k: b[k] for k in ("device", "op", "impl", "label", "params", "config", "median_us",
+                                            "q1_us", "q3_us", "flops", "bytes", "git_commit", "extra")},
+                       "created": str(b["created"]), "environment_id": b["environment_id"]}
     return list(latest.values())

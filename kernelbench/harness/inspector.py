@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import torch
 
 from kernelbench import registry
-from kernelbench.devices import SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
+from kernelbench.harness.devices import SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
 
 TARGETS = {"sm_120": 120, "sm_90": 90, "sm_100": 100}
 SMEM_LIMIT = {120: SM120_SMEM_PER_BLOCK, 90: SM90_SMEM_PER_BLOCK, 100: SM90_SMEM_PER_BLOCK}
@@ -400,14 +400,6 @@ def triton_impls(op_names: list[str] | None = None) -> list[tuple[registry.OpSpe
     return out
 
 
-def batch_of(params: dict) -> int | None:
-    """The batch (tokens per step) of a case: T, else M, else B; None when the op has none."""
-    for k in ("T", "M", "B"):
-        if isinstance(params.get(k), int):
-            return params[k]
-    return None
-
-
 def configs_for(impl: registry.Impl, params: dict, all_configs: bool) -> list[dict | None]:
     if all_configs and impl.configs is not None:
         return list(impl.configs(params))
@@ -436,7 +428,7 @@ def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-
         if impl_names and impl.name not in impl_names:
             continue
         for params in spec.shape_cases(shape_set):
-            if batches and batch_of(params) not in (None, *batches):
+            if batches and spec.batch(params) not in (None, *batches):
                 continue
             for cfg in configs_for(impl, params, all_configs):
                 jobs.append((spec.name, impl.name, params, cfg))
@@ -458,7 +450,7 @@ def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[st
     out = []
     with steps(f"inspect ({target})", len(jobs), progress) as advance:
         for op, impl_name, params, cfg, *fn_ref in jobs:
-            spec, impl = registry.get_op(op), _find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
+            spec, impl = registry.get_op(op), find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
             rep = inspect_impl(spec, impl, params, cfg, target, cache)
             d = rep.as_dict()
             d["problems"] = rep.problems(limit, op in tensor_core_ops)
@@ -478,7 +470,7 @@ def fn_ref(impl: registry.Impl) -> str:
     return f"{impl.fn.__module__}:{impl.fn.__qualname__}"
 
 
-def _find_impl(op: str, name: str, ref: str | None) -> registry.Impl:
+def find_impl(op: str, name: str, ref: str | None) -> registry.Impl:
     """The impl by name; else (an impl registered only in the parent process) one with the same
     wrapper function, which is all that compiling needs."""
     found = registry.impls(op)
@@ -495,7 +487,7 @@ def _user_module_files(jobs) -> list[str]:
     the subprocess must load them too."""
     files = []
     for op, impl_name, *_ in jobs:
-        for obj in (registry.get_op(op).reference, _find_impl(op, impl_name, None).fn):
+        for obj in (registry.get_op(op).reference, find_impl(op, impl_name, None).fn):
             mod = sys.modules.get(getattr(obj, "__module__", ""))
             path = getattr(mod, "__file__", None)
             if mod is not None and mod.__name__.startswith("kernelbench_user_") and path and path not in files:
@@ -512,7 +504,7 @@ def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool =
         with open(req, "w") as f:
             json.dump({"jobs": jobs, "target": target, "modules": list(modules),
                        "tensor_core_ops": list(tensor_core_ops)}, f)
-        cmd = [sys.executable, "-m", "kernelbench.inspector", req, out]
+        cmd = [sys.executable, "-m", "kernelbench.harness.inspector", req, out]
         with open(err, "w") as errf, steps(f"inspect ({target})", len(jobs), progress) as advance:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errf, text=True)
             for line in proc.stdout:          # one line per finished job: the progress
@@ -527,7 +519,7 @@ def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool =
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m kernelbench.inspector REQUEST.json OUT.json (the interpreter-free subprocess)."""
+    """python -m kernelbench.harness.inspector REQUEST.json OUT.json (the interpreter-free subprocess)."""
     req_path, out_path = (argv or sys.argv[1:])[:2]
     with open(req_path) as f:
         req = json.load(f)

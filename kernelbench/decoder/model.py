@@ -14,7 +14,7 @@ groups), row-parallel wo_b + all-reduce, experts by index + all-reduce, vocab-pa
 (+ all-reduce) and head (+ all-gather). The lightning indexer is REPLICATED (as production engines
 do): `indexer_topk` takes the top-k inside the op, so a head-sharded indexer would need the full
 score vector all-reduced before the top-k, which the op contract does not expose. Caches are
-replicated. The loader (kernelbench.checkpoint) owns the sharding; layers take rank-local tensors.
+replicated. The loader (kernelbench.decoder.checkpoint) owns the sharding; layers take rank-local tensors.
 
 Decode takes a ragged batch: token t belongs to sequence slot seq_ids[t] at position positions[t].
 Prefill runs one sequence from position 0 (L tokens at once, causal index lists into a local
@@ -28,13 +28,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from kernelbench import checkpoint
-from kernelbench.backend import Ops
-from kernelbench.cache import Cache, LayerCache
+from kernelbench.decoder import checkpoint
+from kernelbench.decoder.backend import Ops
+from kernelbench.decoder.cache import Cache, LayerCache
 from kernelbench.config import ModelConfig
 from kernelbench.reference.quant import dequant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
-from kernelbench.tp import TPContext
+from kernelbench.decoder.tp import TPContext
 
 BF16 = torch.bfloat16
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelbench import timing
+from kernelbench.harness import timing
 
 
 @dataclass
@@ -92,22 +92,11 @@ def calibrate(measures: list[str] | None = None, log=print) -> list[Ceiling]:
 
 
 def store_ceilings(store, env_id: int, ceilings: list[Ceiling], git_commit: str = "") -> None:
-    from kernelbench.db import schema
-    with store.session() as s:
-        for c in ceilings:
-            s.add(schema.Calibration(environment_id=env_id, measure=c.measure, value=c.value, unit=c.unit,
-                                     samples=c.summary.samples, method=c.method, git_commit=git_commit))
+    store.add_calibrations(dict(environment_id=env_id, measure=c.measure, value=c.value, unit=c.unit,
+                                samples=c.summary.samples, method=c.method, git_commit=git_commit)
+                           for c in ceilings)
 
 
 def load_ceilings(store, env_id: int | None = None, gpu_name: str | None = None) -> dict[str, float]:
     """The newest value of each measure for an environment (or any environment of a GPU name)."""
-    from sqlalchemy import select
-    from kernelbench.db import schema
-    C, E = schema.Calibration, schema.Environment
-    q = select(C).join(E, C.environment_id == E.id).order_by(C.created)
-    if env_id is not None:
-        q = q.where(C.environment_id == env_id)
-    elif gpu_name is not None:
-        q = q.where(E.gpu_name == gpu_name)
-    with store.session() as s:
-        return {c.measure: c.value for c in s.scalars(q).all()}
+    return store.newest_calibrations(env_id, gpu_name)

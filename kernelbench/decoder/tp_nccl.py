@@ -43,13 +43,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from kernelbench import checkpoint
-from kernelbench import decode_bench as db
-from kernelbench.backend import Ops
-from kernelbench.checkpoint import CheckpointError
+from kernelbench.decoder import checkpoint
+from kernelbench.decoder import decode_bench as db
+from kernelbench.decoder.backend import Ops
+from kernelbench.decoder.checkpoint import CheckpointError
 from kernelbench.config import ModelConfig
-from kernelbench.model import Step, Transformer
-from kernelbench.tp import COLLECTIVES, TPContext
+from kernelbench.decoder.model import Step, Transformer
+from kernelbench.decoder.tp import COLLECTIVES, TPContext
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -522,7 +522,7 @@ def store_all(plan: Plan, dev: torch.device, agreement: Agreement | None, benche
     """Rank 0: bench rows under run tags tpN:STAMP, tpN-nocoll:STAMP, tp1:STAMP (":ctxI" for the second
     and later contexts), the check as a verify run of profile "tp". -> {what: tag or run id}."""
     from kernelbench.db.store import Store
-    from kernelbench.fingerprint import fingerprint, git_commit
+    from kernelbench.harness.fingerprint import fingerprint, git_commit
     store = Store(plan.db_url)
     git = git_commit()
     env_id = store.environment_id(fingerprint(str(dev)))
@@ -560,7 +560,7 @@ def store_all(plan: Plan, dev: torch.device, agreement: Agreement | None, benche
 
 def report_sections(plan: Plan, dev: torch.device, agreement: Agreement | None, benches: dict) -> list:
     """This run's tables as report.Section objects (the page's head; kernelbench report's sections follow)."""
-    from kernelbench.report import Section
+    from kernelbench.harness.report import Section
     sec = Section(f"TP{plan.world} with real collectives")
     sec.text.append(f"device {torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'} x {plan.world}, "
                     f"bench {plan.bench_cfg.name} ({plan.bench_cfg.n_layers + plan.bench_cfg.n_mtp_layers} layers, "
@@ -597,7 +597,7 @@ def report_sections(plan: Plan, dev: torch.device, agreement: Agreement | None, 
 
 
 def write_report(plan: Plan, dev: torch.device, agreement, benches: dict, tags: dict) -> Path:
-    from kernelbench import report
+    from kernelbench.harness import report
     sections = report_sections(plan, dev, agreement, benches)
     if plan.store and tags.get("real0"):
         from kernelbench.db.store import Store
@@ -644,9 +644,9 @@ def main(argv: list[str] | None = None) -> int:
             ensure_checkpoint(plan.checkpoint, plan.check_cfg, plan.seed, dev)
         if not plan.in_place:
             ctx.barrier()
-        from kernelbench.commands.decode_bench import _ceiling_gbps
+        from kernelbench.decoder.decode_bench import ceiling_gbps
         store = _open_store(plan) if ctx.rank == 0 else None
-        gbps = _ceiling_gbps(str(dev), store)          # copy bandwidth (roofline): calibrated, else datasheet
+        gbps = ceiling_gbps(str(dev), store)          # copy bandwidth (roofline): calibrated, else datasheet
         if store is not None:
             store.dispose()
         benches = run_benches(plan, ctx, dev, gbps, log)

@@ -66,7 +66,7 @@ def spec_for(spec: OpSpec, values: str) -> OpSpec:
 
 def run_probes(spec: OpSpec, impl, device: str, emit: Callable) -> int:
     """Check `impl` on every probe of `spec`; each result goes to `emit`. Returns how many failed."""
-    from kernelbench.verify_check import Example, check_example
+    from kernelbench.harness.verify_check import Example, check_example
     failed = 0
     for probe in spec.probes:
         ex = Example(spec.name, impl.name, dict(probe.params), PREFIX + probe.name, 0, "contiguous", "probe")

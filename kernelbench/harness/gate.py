@@ -23,7 +23,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kernelbench.db.schema import canonical_json
+from kernelbench.db.values import canonical_json
 
 
 @dataclass
@@ -65,31 +65,17 @@ def parse_selector(text: str) -> dict:
 def db_rows(store, commit: str | None = None, tag: str | None = None, device: str | None = None,
             latest: bool = False) -> list[dict]:
     """Bench results from the database: one git commit (prefix), one run tag, or the newest run tag."""
-    from sqlalchemy import select
-    from kernelbench.db import schema
-    B, I, O, E = schema.BenchResult, schema.Implementation, schema.Op, schema.Environment
-    q = (select(B, I, O, E).join(I, B.implementation_id == I.id).join(O, I.op_id == O.id)
-         .join(E, B.environment_id == E.id).order_by(B.created, B.id))
-    if device:
-        q = q.where(E.gpu_name == device)
-    if commit:
-        q = q.where(B.git_commit.like(f"{commit}%"))
-    if tag:
-        q = q.where(B.run_tag == tag)
-    with store.session() as s:
-        rows = s.execute(q).all()
-        if latest and rows:
-            newest = rows[-1][0].run_tag
-            rows = [r for r in rows if r[0].run_tag == newest]
-        out = {}
-        for b, i, o, e in rows:
-            extra = b.extra or {}
-            r = {"device": e.gpu_name, "op": o.name, "impl": i.name, "label": b.shape_label, "params": b.params,
-                 "config": b.config, "median_us": b.median_us, "q1_us": b.q1_us, "q3_us": b.q3_us,
-                 "verified": extra.get("verified", True), "verify_detail": extra.get("verify_detail", ""),
-                 "git_commit": b.git_commit, "run_tag": b.run_tag}
-            out[row_key(r)] = r       # the newest row of each key wins
-        return list(out.values())
+    rows = store.bench_results(device=device, commit=commit, run_tag=tag or None)
+    if latest and rows:
+        newest = rows[-1]["run_tag"]
+        rows = [b for b in rows if b["run_tag"] == newest]
+    out = {}
+    for b in rows:
+        r = {k: b[k] for k in ("device", "op", "impl", "label", "params", "config", "median_us", "q1_us", "q3_us")}
+        r.update(verified=b["extra"].get("verified", True), verify_detail=b["extra"].get("verify_detail", ""),
+                 git_commit=b["git_commit"], run_tag=b["run_tag"])
+        out[row_key(r)] = r       # the newest row of each key wins
+    return list(out.values())
 
 
 def load_bench(source: str, store=None) -> list[dict]:

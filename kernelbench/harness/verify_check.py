@@ -29,7 +29,8 @@ import torch
 
 from kernelbench.reference.precision import compute_dtype
 from kernelbench.registry import Impl, OpSpec, Tolerance
-from kernelbench.testing import error_stats, explain, passes, poison_
+from kernelbench.harness.testing import error_stats, explain, passes, poison_
+from kernelbench.harness.timing import sync
 
 LAYOUTS = ("contiguous", "strided")
 _REJECT_TYPES = (ValueError, TypeError, NotImplementedError)
@@ -49,7 +50,7 @@ class Example:
     config: dict | None = None       # the config the implementation was called with (None: its own choice)
 
     def repro(self, device: str = "cpu", kernel_modules: tuple[str, ...] = ()) -> str:
-        from kernelbench.tuning import env_settings
+        from kernelbench.tuned_configs import env_settings
         params = json.dumps(self.params, sort_keys=True, separators=(",", ":"))
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in env_settings().items())   # pinned / tuned configs
         cmd = (f"{env}kernelbench verify {self.op} --impl {self.impl} --params '{params}' --values {self.values} "
@@ -187,11 +188,6 @@ def as_tuple(outputs: Any) -> tuple:
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
 
-def _sync(device: str) -> None:
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def _error_text(e: BaseException) -> str:
     tb = traceback.extract_tb(e.__traceback__)[-3:]
     where = "; ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in tb)
@@ -258,7 +254,7 @@ def check_example(spec: OpSpec, impl: Impl, ex: Example, device: str = "cpu") ->
         ref_in = materialize(base)
         with compute_dtype(torch.float64):
             ref_out = as_tuple(spec.reference(**ref_in))
-        _sync(device)
+        sync(device)
     except Exception as e:
         res.failure = f"the reference raised (the op spec or reference, not the implementation): {_error_text(e)}"
         return _done(res, t0)
@@ -267,7 +263,7 @@ def check_example(spec: OpSpec, impl: Impl, ex: Example, device: str = "cpu") ->
     try:
         with poisoned_allocations():
             out = as_tuple(impl.fn(**impl.prepared(run_in)))
-        _sync(device)
+        sync(device)
     except Exception as e:
         if ex.layout == "strided" and _is_rejection(e):
             res.passed, res.rejected = True, f"{type(e).__name__}: {e}"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from kernelbench import registry
 from kernelbench.db.store import Store
-from kernelbench.fingerprint import fingerprint, git_commit
-from kernelbench.verify import Options
-from kernelbench.verify_check import ExampleResult
+from kernelbench.harness.fingerprint import fingerprint, git_commit
+from kernelbench.harness.verify import Options
+from kernelbench.harness.verify_check import ExampleResult
 
 
 class Recorder:

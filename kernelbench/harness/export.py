@@ -17,10 +17,7 @@ import platform
 from dataclasses import dataclass
 from typing import Callable
 
-from sqlalchemy import select
-
-from kernelbench.db import schema
-from kernelbench.db.schema import canonical_json
+from kernelbench.db.values import canonical_json, utcnow
 
 FORMATS = ("pytest-benchmark", "github-action-benchmark", "bencher")
 
@@ -49,28 +46,15 @@ class Row:
         return f"{dev}{self.op}/{self.impl} {self.label}{cfg}"
 
 
-def newest_run_tag(store) -> str | None:
-    with store.session() as s:
-        return s.execute(select(schema.BenchResult.run_tag).order_by(schema.BenchResult.created.desc(),
-                                                                     schema.BenchResult.id.desc()).limit(1)).scalar()
-
-
 def load(store, run_tag: str | None = None, ops: tuple[str, ...] = ()) -> tuple[str | None, list[Row]]:
     """The bench results of one run (default: the newest), oldest first."""
-    run_tag = run_tag if run_tag is not None else newest_run_tag(store)
+    run_tag = run_tag if run_tag is not None else store.newest_bench_run_tag()
     if run_tag is None:
         return None, []
-    q = (select(schema.BenchResult, schema.Implementation, schema.Op, schema.Environment)
-         .join(schema.Implementation, schema.BenchResult.implementation_id == schema.Implementation.id)
-         .join(schema.Op, schema.Implementation.op_id == schema.Op.id)
-         .join(schema.Environment, schema.BenchResult.environment_id == schema.Environment.id)
-         .where(schema.BenchResult.run_tag == run_tag).order_by(schema.BenchResult.id))
-    if ops:
-        q = q.where(schema.Op.name.in_(ops))
-    with store.session() as s:
-        rows = [Row(e.gpu_name, o.name, i.name, b.shape_label, b.params, b.config, b.method, b.median_us, b.q1_us,
-                    b.q3_us, list(b.samples or [b.median_us]), b.git_commit, b.run_tag, b.created, b.extra or {})
-                for b, i, o, e in s.execute(q).all()]
+    found = sorted(store.bench_results(ops=ops or None, run_tag=run_tag), key=lambda b: b["id"])
+    rows = [Row(b["device"], b["op"], b["impl"], b["label"], b["params"], b["config"], b["method"], b["median_us"],
+                b["q1_us"], b["q3_us"], list(b["samples"] or [b["median_us"]]), b["git_commit"], b["run_tag"],
+                b["created"], b["extra"]) for b in found]
     return run_tag, rows
 
 
@@ -92,7 +76,7 @@ def to_pytest_benchmark(rows: list[Row]) -> dict:
             "group": r.op, "name": name, "fullname": f"kernelbench::{name}", "params": r.params,
             "param": r.label, "extra_info": {"device": r.device, "impl": r.impl, "config": r.config,
                                              "method": r.method, "run_tag": r.run_tag},
-            "options": {"timer": f"kernelbench.timing ({r.method})", "disable_gc": False, "min_rounds": len(r.samples),
+            "options": {"timer": f"kernelbench.harness.timing ({r.method})", "disable_gc": False, "min_rounds": len(r.samples),
                         "max_time": 0.0, "min_time": 0.0, "warmup": False},
             "stats": stats})
     commit = rows[0].git_commit if rows else ""
@@ -101,7 +85,7 @@ def to_pytest_benchmark(rows: list[Row]) -> dict:
                              "gpus": sorted({r.device for r in rows})},
             "commit_info": {"id": commit, "dirty": commit.endswith("-dirty"), "project": "kernelbench"},
             "benchmarks": benchmarks,
-            "datetime": (max(r.created for r in rows) if rows else schema.utcnow()).isoformat(),
+            "datetime": (max(r.created for r in rows) if rows else utcnow()).isoformat(),
             "version": "kernelbench-export"}
 
 

@@ -28,12 +28,13 @@ from typing import Callable, Iterable
 
 import torch
 
-from kernelbench import checkpoint
-from kernelbench import scaling as sc
-from kernelbench.backend import Ops
+from kernelbench.decoder import checkpoint
+from kernelbench.harness import scaling as sc
+from kernelbench.harness.timing import sync
+from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
-from kernelbench.model import Step, Transformer
-from kernelbench.tp import COLLECTIVES, TPContext
+from kernelbench.decoder.model import Step, Transformer
+from kernelbench.decoder.tp import COLLECTIVES, TPContext
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"
@@ -391,18 +392,13 @@ class BenchResult:
     fallbacks: list[str] = field(default_factory=list)
 
 
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
 def _time_steps(run, advance, steps: int, dev: torch.device) -> list[float]:
     out = []
     for _ in range(steps):
-        _sync(dev)
+        sync(dev)
         t0 = time.perf_counter()
         run()
-        _sync(dev)
+        sync(dev)
         out.append(1e3 * (time.perf_counter() - t0))
         advance()
     return out
@@ -473,7 +469,7 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
         reset()
         with profile(activities=acts) as prof:
             eager()
-            _sync(dev)
+            sync(dev)
     finally:
         model.env.ops = plain
     if dev.type != "cuda":
@@ -488,7 +484,7 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
     with profile(activities=[ProfilerActivity.CUDA]) as gprof:
         for _ in range(steps):
             replay()
-        _sync(dev)
+        sync(dev)
     eager_seq = sorted(labelled, key=lambda k: k.start)
     got, why = label_by_position(eager_seq, _device_kernels_in_order(gprof), steps)
     if why:
@@ -597,7 +593,7 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
         except Exception as e:  # noqa: BLE001 - reported, then timed eagerly
             res.graph_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
             g = None
-            _sync(dev)
+            sync(dev)
     reset()
     times = _time_steps(run, advance, steps, dev)
     p10, p90, q1, q3 = _quantiles(times)
@@ -713,40 +709,50 @@ def attribution_table(p: BenchPoint, gbps: float):
     return t
 
 
+def ceiling_gbps(device: str, store) -> float | None:
+    """The copy bandwidth for the roofline: calibrated on this machine, else the datasheet's."""
+    if not device.startswith("cuda"):
+        return None
+    from kernelbench.harness import calibrate, roofline
+    name = torch.cuda.get_device_name(torch.device(device))
+    try:
+        cal = calibrate.load_ceilings(store, gpu_name=name) if store is not None else None
+        return roofline.ceilings_for(name, cal).gbps
+    except Exception:  # noqa: BLE001 - no ceiling known: the roofline columns stay empty
+        return None
+
+
 DECODE_OP = "decode_step"      # the database's op name for whole-step results (kernelbench report reads them)
 
 
 def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -> int:
     """One bench_result row per point, under the op "decode_step" and implementation res.impl (with
     its --use overrides in the name); params say which model, C and context. -> rows written."""
-    from kernelbench.db import schema
     name = res.impl + "".join(f"+{k}={v}" for k, v in sorted(res.overrides.items()))
     impl_id = store.op_impl_id(DECODE_OP, name, (git or "unknown")[:16], family="model", backend="model")
-    n = 0
-    with store.session() as s:
-        for axis, pts in (("batch", res.points), ("context", res.context_points)):
-            for p in pts:
-                params = {"config": res.config, "layers": res.layers, "tp": res.tp, "C": p.batch,
-                          "context": res.context if axis == "batch" else round(p.context), "axis": axis}
-                extra = {"tokens_per_s": p.tokens_per_s, "roofline_ms": None if math.isnan(p.roofline_ms)
-                         else p.roofline_ms, "p10_ms": p.p10_ms, "p90_ms": p.p90_ms, "mean_context": p.context,
-                         "attribution": p.attribution, "attribution_source": p.attribution_source,
-                         "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
-                         "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
-                         "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
-                         "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
-                         "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags}
-                s.add(schema.BenchResult(
-                    environment_id=env_id, implementation_id=impl_id,
-                    shape_label=f"C={p.batch},ctx={params['context']}",
-                    params=params, config={"overrides": res.overrides} if res.overrides else {},
-                    method="graph" if res.graph and not res.graph_error else "eager", median_us=p.step_ms * 1e3,
-                    q1_us=p.q1_ms * 1e3, q3_us=p.q3_ms * 1e3, n=len(p.samples_ms), samples=p.samples_ms,
-                    bytes=p.bytes, gbps=p.bytes / (p.step_ms * 1e-3) / 1e9 if p.step_ms else None,
-                    fraction_of_ceiling=None if math.isnan(p.roofline_ms) else p.roofline_ms / p.step_ms,
-                    git_commit=git, run_tag=run_tag, extra=extra))
-                n += 1
-    return n
+    rows = []
+    for axis, pts in (("batch", res.points), ("context", res.context_points)):
+        for p in pts:
+            params = {"config": res.config, "layers": res.layers, "tp": res.tp, "C": p.batch,
+                      "context": res.context if axis == "batch" else round(p.context), "axis": axis}
+            extra = {"tokens_per_s": p.tokens_per_s, "roofline_ms": None if math.isnan(p.roofline_ms)
+                     else p.roofline_ms, "p10_ms": p.p10_ms, "p90_ms": p.p90_ms, "mean_context": p.context,
+                     "attribution": p.attribution, "attribution_source": p.attribution_source,
+                     "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
+                     "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
+                     "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
+                     "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
+                     "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags}
+            rows.append(dict(
+                environment_id=env_id, implementation_id=impl_id,
+                shape_label=f"C={p.batch},ctx={params['context']}",
+                params=params, config={"overrides": res.overrides} if res.overrides else {},
+                method="graph" if res.graph and not res.graph_error else "eager", median_us=p.step_ms * 1e3,
+                q1_us=p.q1_ms * 1e3, q3_us=p.q3_ms * 1e3, n=len(p.samples_ms), samples=p.samples_ms,
+                bytes=p.bytes, gbps=p.bytes / (p.step_ms * 1e-3) / 1e9 if p.step_ms else None,
+                fraction_of_ceiling=None if math.isnan(p.roofline_ms) else p.roofline_ms / p.step_ms,
+                git_commit=git, run_tag=run_tag, extra=extra))
+    return store.add_bench_results(rows)
 
 
 def _num(v: float):

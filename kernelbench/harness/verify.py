@@ -7,7 +7,7 @@ For each pair, `verify_pair` runs
     the input generator and a memory layout (contiguous or strided views), each checked by
     `verify_check.check_example`. A failure shrinks to a minimal example, which is reported with the
     command that replays it; under the `explore` profile hypothesis keeps it in its example
-    database (profiles.data_dir()/hypothesis) and replays it first next time.
+    database (db.paths.data_dir()/hypothesis) and replays it first next time.
 Every example's error statistics go to the `on_result` callback (the CLI records them in the
 database: `Recorder`); after a failure, only the final shrunk example is reported.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from kernelbench.upstream import hypothesis_shrink_cap, set_hypothesis_database_key
-from kernelbench.verify_check import LAYOUTS, Example, ExampleError, ExampleResult, check_example
+from kernelbench.harness.verify_check import LAYOUTS, Example, ExampleError, ExampleResult, check_example
 
 INTERPRETER_NOTE = ("CPU mode: Triton kernels ran in the Triton interpreter, where bf16 tl.dot operands are "
                     "upcast to fp32 (triton issue 11584 workaround, kernels/common.py): this proves the kernels' "
@@ -91,7 +91,7 @@ class Options:
     kernel_modules: tuple[str, ...] = ()  # shown in reproduction commands
     shrink_seconds: float = 120.0         # cap on hypothesis' shrinking of one failure (its default: 300)
     time_budget_s: float | None = None    # per pair: after this, hypothesis examples are skipped (not counted)
-    probes: bool = True                   # run the op's semantic probes (kernelbench/probes.py) first
+    probes: bool = True                   # run the op's semantic probes (kernelbench/harness/probes.py) first
     path_examples: int | None = None      # per config path (verify_paths.py) and edge mode; None: examples // 4, >= 1
 
 
@@ -168,7 +168,7 @@ def _run_hypothesis(spec, impl, opts: Options, on_result: Callable[[ExampleResul
             on_result(r)
 
     # One example-database entry per (op, impl): the default key hashes this function's source.
-    set_hypothesis_database_key(prop, f"kernelbench.verify:{spec.name}:{impl.name}".encode())
+    set_hypothesis_database_key(prop, f"kernelbench.harness.verify:{spec.name}:{impl.name}".encode())
     prop = hypothesis_settings(opts)(prop)
     messages: list[str] = []
     with hypothesis_shrink_cap(opts.shrink_seconds):    # outside the try: a moved internal is an error
@@ -191,9 +191,9 @@ def _run_hypothesis(spec, impl, opts: Options, on_result: Callable[[ExampleResul
 
 def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], None] | None = None) -> PairReport:
     """Verify one implementation: the shape set's real cases, then hypothesis examples."""
-    from kernelbench.probes import run_probes
+    from kernelbench.harness.probes import run_probes
     from kernelbench.registry import get_shape_set
-    from kernelbench.verify_paths import verify_paths
+    from kernelbench.harness.verify_paths import verify_paths
     rep = PairReport(spec.name, impl.name, impl.backend)
     reason = skip_reason(impl, opts.device)
     if reason:
@@ -233,8 +233,8 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
 
 def replay(spec, impl, example: Example, device: str) -> ExampleResult:
     """Check exactly one example (what a reproduction command runs)."""
-    from kernelbench.probes import spec_for
-    from kernelbench.verify_paths import with_config
+    from kernelbench.harness.probes import spec_for
+    from kernelbench.harness.verify_paths import with_config
     example.source = "replay"
     if example.config is not None:
         impl = with_config(impl, example.config)

@@ -5,8 +5,8 @@ and metadata ops launch nothing), each under the op (docs/OPS.md) whose call it 
 "(outside ops)" for the decoder's own torch glue. Host reads (`.item()`, `.tolist()`) are counted as
 "sync" (a decode step must have none: it would break CUDA-graph capture).
 
-    python -m kernelbench.launch_count --layers short --batches 1,64     # Flash TP8 rank-0 shapes
-    python -m kernelbench.launch_count --batches 1,64 --use attention_front=triton_parts --use attention_q=triton_parts
+    python -m kernelbench.decoder.launch_count --layers short --batches 1,64     # Flash TP8 rank-0 shapes
+    python -m kernelbench.decoder.launch_count --batches 1,64 --use attention_front=triton_parts --use attention_q=triton_parts
 
 Counts are launches, not kernels: one aten op may launch a few kernels on a GPU (cat of many tensors,
 advanced indexing); decode-bench --profile on a GPU reports the kernels themselves (per op and per layer).
@@ -103,7 +103,7 @@ class CountingOps:
 
 def count_step(model, ids: torch.Tensor, positions: torch.Tensor, seq_ids: torch.Tensor, cache) -> Counts:
     """Launches of one decode step of `model` (CPU tensors; Triton kernels recorded, not run)."""
-    from kernelbench.inspector import capture
+    from kernelbench.harness.inspector import capture
     counts, current = Counts(), [OUTSIDE]
     plain = model.env.ops
     try:
@@ -119,12 +119,12 @@ def build(base: str = "flash", layers: str = "short", tp: int = 8, batch: int = 
           overrides: dict | None = None):
     """A Triton-backed model of `base` widths (TP rank-0 shapes) with cheap weights, its cache filled, and one
     step's inputs -> (model, ids, positions, seq_ids, cache)."""
-    from kernelbench import checkpoint
-    from kernelbench.backend import Ops
-    from kernelbench.decode_bench import bench_config
-    from kernelbench.inspector import cheap_random
-    from kernelbench.model import Transformer
-    from kernelbench.tp import TPContext
+    from kernelbench.decoder import checkpoint
+    from kernelbench.decoder.backend import Ops
+    from kernelbench.decoder.decode_bench import bench_config
+    from kernelbench.harness.inspector import cheap_random
+    from kernelbench.decoder.model import Transformer
+    from kernelbench.decoder.tp import TPContext
     cfg = bench_config(base, layers)
     tpc = TPContext(rank=0, world=tp, simulate=tp > 1)
     with cheap_random():
@@ -140,7 +140,7 @@ def build(base: str = "flash", layers: str = "short", tp: int = 8, batch: int = 
 
 def capture_quiet():
     """Load-time weight preparation may launch kernels: record them (nothing runs on the CPU)."""
-    from kernelbench.inspector import capture
+    from kernelbench.harness.inspector import capture
     return capture()
 
 
@@ -152,7 +152,7 @@ def main(argv=None) -> None:
     p.add_argument("--batches", default="1", help="comma list of C")
     p.add_argument("--use", action="append", default=[], metavar="OP=IMPL", help="run this implementation of one op")
     a = p.parse_args(argv)
-    from kernelbench.decode_bench import parse_overrides
+    from kernelbench.decoder.decode_bench import parse_overrides
     batches = [int(b) for b in a.batches.split(",")]
     model, *_ = build(a.config, a.layers, a.tp, batches[0], overrides=parse_overrides(a.use))
     n_layers = model.cfg.n_layers

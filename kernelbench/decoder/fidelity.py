@@ -25,12 +25,13 @@ from pathlib import Path
 
 import torch
 
-from kernelbench import checkpoint, official, registry
-from kernelbench.cache import Cache
+from kernelbench.decoder import checkpoint, official
+from kernelbench import registry
+from kernelbench.decoder.cache import Cache
 from kernelbench.config import ModelConfig
-from kernelbench.model import Step, Transformer
+from kernelbench.decoder.model import Step, Transformer
 from kernelbench.registry import Tolerance
-from kernelbench.testing import error_stats, passes
+from kernelbench.harness.testing import error_stats, passes
 
 DEFAULT_GAP = 0.05          # decisive top-1: (l1 - l2) / |l1| above this
 GOAL_RATIO = 1.25           # issue 11: median error <= 1.25x the noise floor
@@ -502,7 +503,7 @@ def store_results(db: str | None, s: Setup, command: str, model: ModelReport | N
                   modules: list[ModuleResult] | None) -> int:
     """Record the run; returns its verify_run id. The implementation rows are pseudo-ops
     'fidelity.model' / 'fidelity.<op>' with impl = --impl and source_hash = the official code's hash."""
-    from kernelbench import fingerprint
+    from kernelbench.harness import fingerprint
     from kernelbench.db.store import Store
 
     store = Store(db)

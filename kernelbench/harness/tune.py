@@ -17,7 +17,7 @@ Per (implementation, params):
 5. The best `top_k` valid configs are re-timed interleaved (round-robin, `rounds` times) and the
    lowest median wins: one lucky screening sample does not pick the winner.
 6. The choice is stored (tune_choice) and exported by `export()` to kernelbench/tuned/v1.json under
-   the key the kernel itself passes to `kernelbench.tuning.lookup` (observed on a call).
+   the key the kernel itself passes to `kernelbench.tuned_configs.lookup` (observed on a call).
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ from typing import Callable
 
 import torch
 
-from kernelbench import registry, tuning
-from kernelbench.db import schema
+from kernelbench import registry, tuned_configs
+from kernelbench.db.values import canonical_json
 
 INVALID = ("invalid_compile", "invalid_smem", "invalid_spill", "invalid_verify", "crash", "timeout")
 Timer = Callable[[list, dict], list]   # (calls over rotating input sets, config) -> samples in us
@@ -67,14 +67,14 @@ class TuneResult:
 
 
 def canon(config: dict) -> str:
-    return schema.canonical_json(config)
+    return canonical_json(config)
 
 
 # --- timers -------------------------------------------------------------------------------------
 
 def gpu_timer(calls: list, config: dict, max_time_s: float = 0.25) -> list:
     """CUDA-graph replay over the rotating input sets (timing.time_graph); samples in us."""
-    from kernelbench import timing
+    from kernelbench.harness import timing
     summary, _, _ = timing.time_graph(calls, max_time_s=max_time_s, target_rse=0.02, min_samples=10)
     return summary.samples
 
@@ -116,29 +116,29 @@ class Bench:
 
     def __init__(self, spec: registry.OpSpec, impl: registry.Impl, params: dict, device: str, seed: int = 0,
                  max_sets: int = 64):
-        from kernelbench import timing
+        from kernelbench.harness import timing
         self.spec, self.impl, self.params = spec, impl, params
         if device == "cuda":
             self.sets, _, _ = timing.make_sets(spec, params, torch.device("cuda"), seed,
                                                timing.l2_bytes(torch.device("cuda")), max_sets=max_sets)
         else:
             self.sets = [spec.make_inputs(params, torch.Generator().manual_seed(seed), device, "normal")]
-        self.check_inputs = timing._clone(self.sets[0])       # official layout (the reference recheck)
+        self.check_inputs = timing.clone(self.sets[0])       # official layout (the reference recheck)
         self.sets = [impl.prepared(s) for s in self.sets]      # the load-time weight layout, untimed
 
     def key(self) -> dict:
-        """The key the kernel passes to tuning.lookup (observed on one default call), else params."""
-        from kernelbench import timing
-        with tuning.observe_lookups() as seen:
-            self.impl.fn(**self.impl.prepared(timing._clone(self.check_inputs)))
+        """The key the kernel passes to tuned_configs.lookup (observed on one default call), else params."""
+        from kernelbench.harness import timing
+        with tuned_configs.observe_lookups() as seen:
+            self.impl.fn(**self.impl.prepared(timing.clone(self.check_inputs)))
         mine = [k for op, k in seen if op == self.spec.name]
         return mine[0] if mine else dict(self.params)
 
     def verify(self, config: dict) -> tuple[bool, str]:
-        from kernelbench import timing
-        inputs = timing._clone(self.check_inputs)
+        from kernelbench.harness import timing
+        inputs = timing.clone(self.check_inputs)
         outs = timing.as_outputs(self.spec, self.impl.fn(**self.impl.prepared(inputs), config=config), inputs)
-        return timing.recheck(self.spec, self.params, outs, timing._clone(self.check_inputs))
+        return timing.recheck(self.spec, self.params, outs, timing.clone(self.check_inputs))
 
     def calls(self, config: dict) -> list:
         return [(lambda s=s: self.impl.fn(**s, config=config)) for s in self.sets]
@@ -157,11 +157,11 @@ class Bench:
 
 
 def _worker(conn, op: str, impl_name: str, device: str, modules: list, timer_ref: str, seed: int, wrapper_ref: str):
-    from kernelbench.inspector import _find_impl
+    from kernelbench.harness.inspector import find_impl
     registry.load_builtin()
     for m in modules:
         registry.load_module(m)
-    spec, impl = registry.get_op(op), _find_impl(op, impl_name, wrapper_ref)
+    spec, impl = registry.get_op(op), find_impl(op, impl_name, wrapper_ref)
     timer = {"gpu": gpu_timer, "cpu": cpu_timer}.get(timer_ref) or resolve(timer_ref)
     bench = None
     conn.send(("ready", None))
@@ -190,7 +190,7 @@ class IsolatedRunner:
     costs that config only: the worker is killed, restarted and set up again."""
 
     def __init__(self, impl, device, modules, timer_ref, seed, timeout_s):
-        from kernelbench.inspector import fn_ref
+        from kernelbench.harness.inspector import fn_ref
         self.args = (impl.op, impl.name, device, list(modules), timer_ref, seed, fn_ref(impl))
         self.timeout_s = timeout_s
         self.proc = None
@@ -281,28 +281,34 @@ class TrialLog:
         self.op_id = store.op_id(impl.op, registry.get_op(impl.op).family)
 
     def finished(self) -> dict[str, Trial]:
-        from sqlalchemy import select
-        T = schema.TuneTrial
-        with self.store.session() as s:
-            rows = s.scalars(select(T).where(T.environment_id == self.env_id, T.implementation_id == self.impl_id,
-                                             T.shape_key == self.shape_key)).all()
-            return {canon(r.config): Trial(r.config, r.status, r.reason, r.median_us, r.samples or [], resumed=True)
-                    for r in rows}
+        rows = self.store.tune_trials(self.env_id, self.impl_id, self.shape_key)
+        return {canon(r["config"]): Trial(r["config"], r["status"], r["reason"], r["median_us"], r["samples"] or [],
+                                          resumed=True) for r in rows}
 
     def record(self, t: Trial) -> None:
-        with self.store.session() as s:
-            s.add(schema.TuneTrial(environment_id=self.env_id, implementation_id=self.impl_id,
-                                   shape_key=self.shape_key, config=t.config, status=t.status, reason=t.reason,
-                                   median_us=t.median_us, samples=t.samples or None, git_commit=self.git))
+        self.store.add_tune_trial(environment_id=self.env_id, implementation_id=self.impl_id,
+                                  shape_key=self.shape_key, config=t.config, status=t.status, reason=t.reason,
+                                  median_us=t.median_us, samples=t.samples or None, git_commit=self.git)
 
     def choose(self, config: dict, median_us: float | None) -> None:
-        with self.store.session() as s:
-            s.add(schema.TuneChoice(environment_id=self.env_id, op_id=self.op_id, implementation_id=self.impl_id,
-                                    shape_key=self.shape_key, config=config, median_us=median_us,
-                                    git_commit=self.git))
+        self.store.add_tune_choice(environment_id=self.env_id, op_id=self.op_id, implementation_id=self.impl_id,
+                                   shape_key=self.shape_key, config=config, median_us=median_us,
+                                   git_commit=self.git)
 
 
 # --- the search ---------------------------------------------------------------------------------
+
+def interleave(spec: registry.OpSpec, cases: list[dict]) -> list[dict]:
+    """Round-robin over batch sizes (C=1, 16, 64 of the first weight shape, then of the next, ...),
+    so a run cut short by its budget has tuned every batch size of the first shapes."""
+    groups: dict = {}
+    for p in cases:
+        groups.setdefault(spec.batch(p), []).append(p)
+    out = []
+    for i in range(max((len(g) for g in groups.values()), default=0)):
+        out += [g[i] for g in groups.values() if i < len(g)]
+    return out
+
 
 def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tuple[list[dict], int]:
     """The configs to try (see the module doc) and how many of the space were left out."""
@@ -323,7 +329,7 @@ def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tup
 
 def static_check(spec, impl, params: dict, configs: list[dict], modules=(), target: str = "sm_120") -> dict:
     """canonical config -> (status, reason) for the configs unfit for `target`."""
-    from kernelbench import inspector
+    from kernelbench.harness import inspector
     reports = inspector.inspect_jobs([(spec.name, impl.name, params, c, inspector.fn_ref(impl)) for c in configs], target=target,
                                      modules=tuple(modules))
     bad = {}
@@ -358,7 +364,7 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
         key = bench.key()
         run_trial = lambda c: bench.trial(c, timer)  # noqa: E731
         time_cfg = lambda c: [float(x) for x in timer(bench.calls(c), c)]  # noqa: E731
-    dev_name = tuning.current_device() if device == "cuda" else "cpu"
+    dev_name = tuned_configs.current_device() if device == "cuda" else "cpu"
     trial_log = TrialLog(store, env_id, impl, key, git_commit)
     done = trial_log.finished()
     todo = [c for c in configs if canon(c) not in done]
@@ -410,19 +416,19 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
     database), a choice whose code path has no passing `kernelbench verify` on its device is refused
     (verify_paths.UnverifiedPath) before anything is written."""
     if store is not None:
-        from kernelbench.verify_paths import require_verified
+        from kernelbench.harness.verify_paths import require_verified
         for r in results:
             if r.chosen is not None:
                 require_verified(store, r.op, r.impl, r.device, r.chosen)
-    path = Path(path) if path else tuning.TUNED_DIR / f"v{tuning.FORMAT_VERSION}.json"
-    data = {"version": tuning.FORMAT_VERSION, "entries": []}
+    path = Path(path) if path else tuned_configs.TUNED_DIR / f"v{tuned_configs.FORMAT_VERSION}.json"
+    data = {"version": tuned_configs.FORMAT_VERSION, "entries": []}
     if path.exists():
         try:
             old = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON ({e}); move it aside before exporting") from None
-        if old.get("version") != tuning.FORMAT_VERSION:
-            raise ValueError(f"{path} has version {old.get('version')}, expected {tuning.FORMAT_VERSION}")
+        if old.get("version") != tuned_configs.FORMAT_VERSION:
+            raise ValueError(f"{path} has version {old.get('version')}, expected {tuned_configs.FORMAT_VERSION}")
         data["entries"] = old.get("entries", [])
     today = _dt.date.today().isoformat()
     for r in results:
@@ -436,5 +442,5 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
     data["entries"].sort(key=lambda e: (e["device"], e["op"], canon(e["key"])))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tuning.reload()                       # lookups in this process read the file once: let them see it
+    tuned_configs.reload()                       # lookups in this process read the file once: let them see it
     return path

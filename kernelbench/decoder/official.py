@@ -3,7 +3,7 @@ model.py + kernel.py), loaded by path for `kernelbench fidelity`. Never part of 
 
 `load_official(folder, kernels=...)` imports model.py under a private module name with a chosen
 `kernel` module: the official kernel.py as shipped (TileLang, GPU) or kernelbench's pure-PyTorch
-stand-ins (kernelbench.official_kernels). `official_model(mod, cfg, sd, ...)` builds the official
+stand-ins (kernelbench.decoder.official_kernels). `official_model(mod, cfg, sd, ...)` builds the official
 `Transformer` (one rank: world_size 1) from a kernelbench ModelConfig and the checkpoint's tensors,
 doing what the official convert.py does for one model-parallel rank: wo_a dequantised to bf16 and
 FP4 experts viewed as float4_e2m1fn_x2; everything else is copied into the official parameters
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from kernelbench import official_kernels
+from kernelbench.decoder import official_kernels
 from kernelbench.config import ModelConfig
 
 # the names kernel.py must provide to the official model.py
@@ -157,7 +157,7 @@ def model_args(mod: types.ModuleType, cfg: ModelConfig, max_batch: int, max_seq_
 
 
 def official_state(sd: dict[str, torch.Tensor], block: int = 128) -> dict[str, torch.Tensor]:
-    """Checkpoint tensors (kernelbench.checkpoint.load, TP1) -> the official model's state dict, as
+    """Checkpoint tensors (kernelbench.decoder.checkpoint.load, TP1) -> the official model's state dict, as
     convert.py writes it for one rank: wo_a dequantised to bf16 (its scale dropped), FP4 expert
     weights viewed as float4_e2m1fn_x2."""
     out = {}

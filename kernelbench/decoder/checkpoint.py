@@ -23,6 +23,7 @@ loader both read it, and the decoder consumes the loader's rank-local dict. Spli
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -292,6 +293,47 @@ def read_index(path: Path) -> dict[str, str]:
     if not isinstance(weight_map, dict):
         raise CheckpointError(f"{index}: 'weight_map' must map tensor names to shard files")
     return weight_map
+
+
+def cut_config(cfg: ModelConfig, layers: int | None = None, experts: int | None = None,
+               vocab: int | None = None) -> ModelConfig:
+    """cfg with its widths kept and fewer layers (the first `layers`, plus the MTP layers), routed
+    experts or vocabulary entries: a CPU-sized checkpoint with real GEMM reductions (issue 11's noise
+    floor). The name records the cut (e.g. flash-l4-e16-v8192). Bad values raise UsageProblem."""
+    from kernelbench.usage import UsageProblem
+    if layers is None and experts is None and vocab is None:
+        return cfg
+    n = cfg.n_layers if layers is None else layers
+    e = cfg.n_routed_experts if experts is None else experts
+    if not 1 <= n <= cfg.n_layers:
+        raise UsageProblem(f"--layers must lie in [1, {cfg.n_layers}] for {cfg.name!r}, got {n}")
+    if e < cfg.n_activated_experts:
+        raise UsageProblem(f"--experts must be >= the {cfg.n_activated_experts} activated experts, got {e}")
+    if vocab is not None and vocab < 2:
+        raise UsageProblem(f"--vocab must be >= 2, got {vocab}")
+    tag = "".join(f"-{k}{v}" for k, v in (("l", layers), ("e", experts), ("v", vocab)) if v is not None)
+    mtp = cfg.compress_ratios[cfg.n_layers:]
+    return dataclasses.replace(cfg, name=cfg.name + tag, n_layers=n, compress_ratios=cfg.compress_ratios[:n] + mtp,
+                               n_hash_layers=min(cfg.n_hash_layers, n), n_routed_experts=e,
+                               vocab_size=cfg.vocab_size if vocab is None else vocab)
+
+
+def make_random(path: str | Path, config: str = "tiny", seed: int = 0, shards: int = 4, force: bool = False,
+                yes: bool = False, layers: int | None = None, experts: int | None = None,
+                vocab: int | None = None) -> Path:
+    """write_random of a named config (`kernelbench make-checkpoint`), optionally cut (cut_config), refusing
+    (UsageProblem) a non-empty directory without `force` and a checkpoint over 10 GB without `yes`."""
+    from kernelbench.config import get_config
+    from kernelbench.usage import UsageProblem
+    path = Path(path)
+    if path.exists() and any(path.iterdir()) and not force:
+        raise UsageProblem(f"{path} exists and is not empty (use --force to write into it)")
+    cfg = cut_config(get_config(config), layers, experts, vocab)
+    size = sum(math.prod(s.shape) * s.dtype.itemsize for s in param_specs(cfg).values())
+    if size > 10e9 and not yes:
+        raise UsageProblem(f"a {config!r} checkpoint is {size / 1e9:.0f} GB (held in memory while written); "
+                           f"pass --yes to write it anyway")
+    return write_random(path, cfg, seed=seed, n_shards=shards)
 
 
 def load(path: str | Path, rank: int = 0, world: int = 1, device="cpu", shard_indexer: bool = False,

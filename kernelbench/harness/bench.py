@@ -1,0 +1,127 @@
+"""Benchmarking at deployment shapes, shared by `kernelbench bench`, `kernelbench scaling` and the
+pytest plugin: which cases to time, the datasheet peaks behind the 'faster than hardware' check, one
+result row in the database (through the Store), the rows `kernelbench gate` reads, and freeing the GPU
+between cases."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelbench import registry
+from kernelbench.harness import timing
+
+
+def peaks_for(device: str) -> tuple[float, float] | None:
+    """The fastest the datasheet allows (any precision), for the 'faster than hardware' check."""
+    from kernelbench.harness import devices
+    spec = devices.find(device)
+    if spec is None:
+        return None
+    return max(spec.bf16_tflops, spec.fp8_tflops, spec.fp4_tflops), spec.bandwidth_gbps
+
+
+def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...]) -> list[dict]:
+    out = []
+    for ss in shape_sets:
+        for p in spec.shape_cases(ss):
+            if batches and spec.batch(p) not in (None, *batches):
+                continue
+            if contexts and "ctx" in p and p["ctx"] not in contexts:
+                continue
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def record(store, env_id: int, impl, m: timing.Measurement, ceilings, run_tag: str, git: str) -> None:
+    from kernelbench.harness import roofline
+    pt = roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, ceilings, m.summary.median_us) if ceilings else None
+    extra = {"verified": m.verified, "verify_detail": m.verify_detail, "roofline_error": m.roofline_error,
+             "notes": m.notes, "sets": m.sets, "rotated_bytes": m.rotated_bytes, "l2_cold": m.l2_cold,
+             "launches": m.launches, "mean_us": m.summary.mean_us,
+             "ceilings": None if ceilings is None else ceilings.source}
+    store.add_bench_results([dict(
+        environment_id=env_id, implementation_id=store.impl_id(impl), shape_label=m.label, params=m.params,
+        config=m.config, method=m.method, median_us=m.summary.median_us, q1_us=m.summary.q1_us,
+        q3_us=m.summary.q3_us, n=m.summary.n, rel_stderr=m.summary.rel_stderr, samples=m.summary.samples,
+        flops=m.flops, bytes=m.bytes, gbps=m.gbps, tflops=m.tflops,
+        fraction_of_ceiling=None if pt is None else pt.fraction, sm_clock_mhz=m.sm_clock_mhz,
+        git_commit=git, run_tag=run_tag, extra=extra)])
+
+
+def as_row(device: str, m: timing.Measurement, git: str) -> dict:
+    return {"device": device, "op": m.op, "impl": m.impl, "label": m.label, "params": m.params, "config": m.config,
+            "method": m.method, "median_us": m.summary.median_us, "q1_us": m.summary.q1_us, "q3_us": m.summary.q3_us,
+            "n": m.summary.n, "verified": m.verified, "verify_detail": m.verify_detail,
+            "roofline_error": m.roofline_error, "l2_cold": m.l2_cold, "git_commit": git}
+
+
+def free_memory() -> None:
+    """Drop what the last case left on the GPU (its inputs, graphs, allocator cache) before the next."""
+    import gc
+    import torch
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def write_results(path: str, device: str, git: str, run_tag: str, rows: list) -> None:
+    """The --json file of a bench run (what `kernelbench gate` reads)."""
+    with open(path, "w") as f:
+        json.dump({"device": device, "git_commit": git, "run_tag": run_tag, "results": rows}, f, indent=1)
+
+
+def bench_work(ops, impl_names, shape_sets, batches, contexts) -> list[tuple]:
+    """(spec, impl, params) of every case a bench run times, in order: ops by name, impls by name."""
+    return [(spec, impl, params) for spec in registry.ops(list(ops) or None)
+            for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
+            if not impl_names or impl.name in impl_names
+            for params in select_cases(spec, shape_sets, batches, contexts)]
+
+
+@dataclass
+class BenchRun:
+    """One bench run on this GPU: where its results go (store, environment, run tag, commit), what they
+    are compared with (roofline ceilings, datasheet peaks), and the rows stored so far."""
+    store: Any
+    env_id: int
+    device: str                  # the GPU's name
+    git: str
+    run_tag: str
+    ceilings: Any = None         # roofline.Ceilings, or None when neither a calibration nor a datasheet knows it
+    peaks: tuple[float, float] | None = None
+    rows: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, store, run_tag: str | None = None) -> "BenchRun":
+        from kernelbench.harness import calibrate, roofline
+        from kernelbench.harness.fingerprint import fingerprint, git_commit
+        fp = fingerprint("cuda")
+        env_id = store.environment_id(fp)
+        device = fp["gpu_name"]
+        run_tag = run_tag or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            ceilings = roofline.ceilings_for(device, calibrate.load_ceilings(store, env_id))
+        except ValueError:
+            ceilings = None
+        return cls(store, env_id, device, git_commit(), run_tag, ceilings, peaks_for(device))
+
+    def measure(self, spec, impl, params, **timing_kw) -> timing.Measurement:
+        """Time one case (timing.measure_impl with this GPU's peaks); nothing is stored."""
+        return timing.measure_impl(spec, impl, params, peaks=self.peaks, **timing_kw)
+
+    def keep(self, impl, m: timing.Measurement) -> None:
+        """Store a measurement (bench_result row) and add it to the run's rows."""
+        record(self.store, self.env_id, impl, m, self.ceilings, self.run_tag, self.git)
+        self.rows.append(as_row(self.device, m, self.git))
+
+    def roofline_point(self, m: timing.Measurement):
+        """Where m stands against the ceilings (roofline.point), or None without ceilings."""
+        from kernelbench.harness import roofline
+        if not self.ceilings:
+            return None
+        return roofline.point(m.op, m.impl, m.label, m.flops, m.bytes, self.ceilings, m.summary.median_us)
+
+    def write(self, path: str) -> None:
+        write_results(path, self.device, self.git, self.run_tag, self.rows)
