@@ -182,7 +182,12 @@ def test_gpu_nccl_world_1_collectives_inside_the_graph(tmp_path):
     real, off = res["bench"]["real"][0], res["bench"]["off"][0]
     assert real["graph"] and not real["graph_error"] and off["graph"] and not off["graph_error"]
     for p in real["points"]:
-        assert p["attribution_source"] == "graph replay kernels", p["attribution_note"]
+        # The graph-replay labelling is refused (eager kernels, with the reason) when the replayed kernel
+        # sequence differs from the eager step's: seen on the H200 at world 1, where NCCL's in-place
+        # all-reduce runs other kernels in the graph than eagerly (docs/perf/tp_nccl.md). Either way the
+        # collectives must be attributed.
+        assert p["attribution_source"] in ("graph replay kernels", "eager kernels"), p["attribution_note"]
+        assert p["attribution_source"] == "graph replay kernels" or p["attribution_note"]
         ops = {a["op"]: a for a in p["attribution"]}
         assert ops["all_reduce"]["calls"] == 2 and ops["all_gather"]["calls"] == 1      # embedding, attention; head
     assert all(r["no_collectives_ms"] > 0 for r in res["collectives"]["ctx0"])
