@@ -31,6 +31,16 @@ from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
 
+def _gemm_activation(x, M: int, unused_scales):
+    """The fused GEMMs' fp8 activation: at small M quantized in the kernel's prologue (x as is, rows
+    contiguous; `unused_scales` fills the scale argument the kernel then ignores), else by one
+    act_quant pass first (as fp8_linear). -> (activation, scales, quantized in the kernel)."""
+    if M <= KL.PROLOGUE_QUANT_MAX_M:
+        return (x if x.stride(1) == 1 else x.contiguous()), unused_scales, True
+    xq, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    return xq, sx, False
+
+
 @triton.jit
 def rms_norm_rows(ptr, s_row, rows, rmask, w_ptr, N, eps, QB: tl.constexpr, RNE_FIX: tl.constexpr):
     """In place: rows (RB,) of N bf16 values (s_row apart) -> w * x * rsqrt(mean(x^2) + eps), fp32 math, one
@@ -161,11 +171,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     kv = torch.empty((M, DH), dtype=torch.bfloat16, device=dev)
     if M == 0:
         return qr, kv
-    quant_in_gemm = M <= KL.PROLOGUE_QUANT_MAX_M
-    if quant_in_gemm:
-        xin, sx = (x if x.stride(1) == 1 else x.contiguous()), qr          # sx unused: quantized in the kernel
-    else:
-        xin, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    xin, sx, quant_in_gemm = _gemm_activation(x, M, qr)
     split = KL._fit_split(cfg["SPLIT"], K // 128)
     bm, bn = cfg["BM"], cfg["BN"]
     grid = ((NQ + DH) // bn, split, triton.cdiv(M, bm))
@@ -250,11 +256,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
     KL._check_cfg(cfg)
     if M == 0:
         return out
-    quant_in_gemm = M <= KL.PROLOGUE_QUANT_MAX_M
-    if quant_in_gemm:
-        xin, sx = (x if x.stride(1) == 1 else x.contiguous()), out          # sx unused: quantized in the kernel
-    else:
-        xin, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
+    xin, sx, quant_in_gemm = _gemm_activation(x, M, out)
     split = KL._fit_split(cfg["SPLIT"], K // 128)
     bm, bn = cfg["BM"], cfg["BN"]
     grid = (N // bn, split, triton.cdiv(M, bm))
