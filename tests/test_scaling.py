@@ -96,3 +96,13 @@ def test_presets_build_valid_params():
                 p = sc.DERIVE.get((op, axis), lambda q: q)(p)
                 c = spec.cost(p)
                 assert c.bytes > 0
+
+
+def test_scaling_work_selects_presets_and_refuses_unknown_ops():
+    registry.load_builtin()
+    work = sc.scaling_work(("indexer_topk",), ("reference",), ("batch",))
+    assert [(w[0].name, w[1].name, w[2], w[4]) for w in work] == [("indexer_topk", "reference", "batch", "T")]
+    every = sc.scaling_work((), (), ())
+    assert {w[0].name for w in every} == set(sc.PRESETS)
+    with pytest.raises(ValueError, match="no scaling preset for 'rms_norm'"):
+        sc.scaling_work(("rms_norm",), (), ())

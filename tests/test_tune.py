@@ -178,3 +178,24 @@ def test_a_cuda_fault_is_a_crash_not_an_invalid_config(toy, store):
     bench.verify = faulting_verify
     t = bench.trial(GOOD_SMALL, CountingTimer())
     assert t.status == "crash" and "CUDA fault" in t.reason
+
+
+def test_tune_run_skips_past_the_budget_and_survives_a_failing_shape(toy, store, monkeypatch):
+    s, env = store
+    impl = impl_with([GOOD_SMALL])
+    cases = [{"M": 1, "N": 64, "K": 128}, {"M": 16, "N": 64, "K": 128}]
+    kw = dict(store=s, env_id=env, device="cpu", timer_ref="cpu", interpret=True, isolate=False, max_trials=4,
+              top_k=1, rounds=1, trial_timeout=60.0, sm120_check=False, git_commit="", no_export=True)
+    seen, logged = [], []
+    results, skipped = tune.tune_run([(toy, impl, cases)], budget_s=0.0, advance=seen.append, **kw)
+    assert results == [] and len(skipped) == 2 and len(seen) == 2 and skipped[0].startswith("toy_mm/tune_test ")
+
+    def flaky(spec, impl, params, **_):
+        if params["M"] == 1:
+            raise RuntimeError("boom")
+        return tune.TuneResult(spec.name, impl.name, params, params, "cpu", [], None, None)
+    monkeypatch.setattr(tune, "tune_one", flaky)
+    results, skipped = tune.tune_run([(toy, impl, cases)], budget_s=60.0, log=logged.append, **kw)
+    assert [r.key["M"] for r in results] == [16] and skipped == []
+    assert any("failed: RuntimeError: boom" in line for line in logged)
+    assert tune.summary_rows(results)[0][:3] == ("toy_mm", "tune_test", tune.canon(cases[1])[:60])

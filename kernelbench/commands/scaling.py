@@ -4,10 +4,7 @@ cost that batching does not amortize (kernelbench/harness/scaling.py). Every poi
 result (run tag "scaling:<time>")."""
 from __future__ import annotations
 
-import contextlib
-
 import datetime as _dt
-import json
 
 import click
 from rich.console import Console
@@ -40,71 +37,32 @@ def command(ops, impl_names, axes, max_time_s, ratio, modules, db, json_out, png
         timing.require_cuda()
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. Scaling sweeps time kernels on a GPU.") from None
+    try:
+        work = sc.scaling_work(ops, impl_names, axes)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
     from kernelbench.harness import calibrate, roofline
     from kernelbench.commands._common import open_store
-    from kernelbench.harness.bench import free_memory, peaks_for, record
+    from kernelbench.harness.bench import peaks_for
     from kernelbench.harness.fingerprint import fingerprint, git_commit
     store = open_store(db)
     fp = fingerprint("cuda")
     env_id = store.environment_id(fp)
-    ceil = roofline.ceilings_for(fp["gpu_name"], calibrate.load_ceilings(store, env_id))
-    git, tag = git_commit(), "scaling:" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    peaks = peaks_for(fp["gpu_name"])
+    tag = "scaling:" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     console = Console(width=220)
-    sweeps = []
-    for op in ops or ():
-        if op not in sc.PRESETS:
-            raise click.ClickException(f"no scaling preset for {op!r}; presets: {', '.join(sc.PRESETS)}")
-    total = sum(len(values) for op in ops or sorted(sc.PRESETS)
-                for impl in registry.impls(op) if not impl_names or impl in impl_names
-                for axis, _, _, values in sc.PRESETS[op] if not axes or axis in axes)
     from kernelbench.progress import steps
-    bar = contextlib.ExitStack()
-    advance = bar.enter_context(steps("scaling (points)", total, console=console))
-    for op in ops or sorted(sc.PRESETS):
-        if op not in sc.PRESETS:
-            raise click.ClickException(f"no scaling preset for {op!r}; presets: {', '.join(sc.PRESETS)}")
-        spec = registry.get_op(op)
-        for impl in sorted(registry.impls(op).values(), key=lambda i: i.name):
-            if impl_names and impl.name not in impl_names:
-                continue
-            for axis, base, key, values in sc.PRESETS[op]:
-                if axes and axis not in axes:
-                    continue
-
-                def measure(spec, impl, params, impl_=impl, tag_=f"{tag}:{op}:{axis}"):
-                    advance(f"{spec.name}/{impl_.name} {axis}")
-                    m = timing.measure_impl(spec, impl_, params, max_sets=4, max_time_s=max_time_s, peaks=peaks)
-                    record(store, env_id, impl_, m, ceil, tag_, git)
-                    free_memory()
-                    return m.summary
-
-                try:
-                    sw = sc.sweep(spec, impl, axis, base, key, values, measure, ceil.gbps, ceil.peak(op),
-                                  derive=sc.DERIVE.get((op, axis)), ratio=ratio,
-                                  on_point=lambda p, s: console.print(f"  {op}/{impl.name} {key}={p[key]}: "
-                                                                      f"{s.median_us:.2f} us"))
-                except Exception as e:  # noqa: BLE001 - report and go on with the next sweep
-                    console.print(f"[red]{op}/{impl.name} {axis}: {type(e).__name__}: {e}[/red]")
-                    free_memory()
-                    continue
-                sweeps.append(sw)
-                if json_out:   # after every sweep: a run cut short still leaves what it measured
-                    _write(json_out, fp["gpu_name"], tag, sweeps)
-    bar.close()
+    with steps("scaling (points)", sum(len(w[-1]) for w in work), console=console) as advance:
+        sweeps = sc.scaling_run(work, store=store, env_id=env_id,
+                                ceilings=roofline.ceilings_for(fp["gpu_name"], calibrate.load_ceilings(store, env_id)),
+                                peaks=peaks_for(fp["gpu_name"]), run_tag=tag, git_commit=git_commit(),
+                                max_time_s=max_time_s, ratio=ratio, device=fp["gpu_name"], json_out=json_out,
+                                advance=advance, log=console.print)
     t = Table(title=f"scaling on {fp['gpu_name']}")
-    for col in ("op", "impl", "axis", "x", "us (median)", "floor us", "fit a + b x", "r2", "flags"):
+    for col in sc.SUMMARY_COLUMNS:
         t.add_column(col)
-    for sw in sweeps:
-        t.add_row(sw.op, sw.impl, sw.axis, " ".join(f"{p.x:g}" for p in sw.points),
-                  " ".join(f"{p.median_us:.1f}" for p in sw.points), " ".join(f"{p.modeled_us:.1f}" for p in sw.points),
-                  f"{sw.fit.a:.2f} + {sw.fit.b:.3g} x", f"{sw.fit.r2:.3f}", "; ".join(sw.flags) or "-")
+    for row in sc.summary_rows(sweeps):
+        t.add_row(*row)
     console.print(t)
     if png and sweeps:
         sc.plot(sweeps, png)
     console.print(f"{sum(bool(s.flags) for s in sweeps)} of {len(sweeps)} sweeps flagged; points stored with run tag {tag}")
-
-
-def _write(path: str, device: str, tag: str, sweeps: list) -> None:
-    with open(path, "w") as f:
-        json.dump({"device": device, "run_tag": tag, "sweeps": [s.as_dict() for s in sweeps]}, f, indent=1)

@@ -3,11 +3,8 @@ shape set, store every trial, and export the choices to the tuned JSON the kerne
 Method: kernelbench/harness/tune.py. On a CPU it refuses unless --interpret (paths only, no export)."""
 from __future__ import annotations
 
-import contextlib
-
 import os
 import sys
-import time
 
 import click
 from rich.console import Console
@@ -56,66 +53,27 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                                        f"on a CPU.") from None
         device, timer_ref = "cuda", "gpu"
     from kernelbench.commands._common import open_store
-    from kernelbench.harness.bench import select_cases
     from kernelbench.usage import check_tuning
     check_tuning()
     from kernelbench.harness.fingerprint import fingerprint, git_commit
     for m in modules:
         registry.load_module(m)
     store = open_store(db)
-    env_id = store.environment_id(fingerprint(device))
-    git = git_commit()
     console = Console(width=220)
-    start = time.monotonic()
-    results, skipped = [], []
-    todo = [(spec, impl) for spec in registry.ops(list(ops) or None)
-            for impl in registry.impls(spec.name).values()
-            if impl.backend == "triton" and impl.configs is not None and (not impl_names or impl.name in impl_names)]
-    total = sum(len(select_cases(spec, shape_sets, batches, contexts)) for spec, _ in todo)
+    work = tuner.tune_work(ops, impl_names, shape_sets, batches, contexts)
     from kernelbench.progress import steps
-    bar = contextlib.ExitStack()
-    advance = bar.enter_context(steps(f"tune (budget {budget_s:g} s)", total, console=console))
-    for spec in registry.ops(list(ops) or None):
-        for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name):
-            if impl.backend != "triton" or impl.configs is None or (impl_names and impl.name not in impl_names):
-                continue
-            runner = tuner.IsolatedRunner(impl, device, modules, timer_ref, 0, trial_timeout) if isolate else None
-            try:
-                for params in tuner.interleave(spec, select_cases(spec, shape_sets, batches, contexts)):
-                    left = budget_s - (time.monotonic() - start)
-                    advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
-                    if left <= 0:
-                        skipped.append(f"{spec.name}/{impl.name} {spec.label(params)}")
-                        continue
-                    console.print(f"[bold]{spec.name}/{impl.name}[/bold] {spec.label(params)}")
-                    try:
-                        r = tuner.tune_one(spec, impl, params, store=store, env_id=env_id, device=device,
-                                           timer=tuner.cpu_timer if (interpret and not isolate) else None,
-                                           timer_ref=timer_ref, isolate=isolate, modules=modules, max_trials=max_trials,
-                                           top_k=top_k, rounds=rounds, budget_s=left, trial_timeout_s=trial_timeout,
-                                           sm120_check=sm120_check, git_commit=git, runner=runner, log=console.print)
-                    except Exception as e:  # noqa: BLE001 - one shape failing must not end the run
-                        console.print(f"[red]  failed: {type(e).__name__}: {e}[/red]")
-                        continue
-                    results.append(r)
-                    if not no_export and r.chosen is not None:   # as it goes: a run cut short keeps its choices
-                        try:
-                            tuner.export([r], export_path, command="kernelbench tune " + " ".join(sys.argv[2:]),
-                                         store=store)
-                        except ValueError as e:   # verify_paths.UnverifiedPath: not exported
-                            console.print(f"[red]  not exported: {e}[/red]")
-            finally:
-                if runner is not None:
-                    runner.close()
-    bar.close()
+    with steps(f"tune (budget {budget_s:g} s)", sum(len(cases) for _, _, cases in work), console=console) as advance:
+        results, skipped = tuner.tune_run(
+            work, store=store, env_id=store.environment_id(fingerprint(device)), device=device, timer_ref=timer_ref,
+            interpret=interpret, isolate=isolate, modules=modules, max_trials=max_trials, top_k=top_k,
+            rounds=rounds, budget_s=budget_s, trial_timeout=trial_timeout, sm120_check=sm120_check,
+            git_commit=git_commit(), export_path=export_path, no_export=no_export,
+            command="kernelbench tune " + " ".join(sys.argv[2:]), advance=advance, log=console.print)
     t = Table(title=f"tuned on {fingerprint(device)['gpu_name']}")
-    for col in ("op", "impl", "key", "ok", "invalid", "untried", "chosen", "us"):
+    for col in tuner.SUMMARY_COLUMNS:
         t.add_column(col)
-    for r in results:
-        n_ok = sum(tr.status == "ok" for tr in r.trials)
-        t.add_row(r.op, r.impl, tuner.canon(r.key)[:60], str(n_ok), str(len(r.trials) - n_ok), str(r.untried),
-                  "-" if r.chosen is None else tuner.canon(r.chosen)[:70],
-                  "-" if r.chosen_us is None else f"{r.chosen_us:.2f}")
+    for row in tuner.summary_rows(results):
+        t.add_row(*row)
     console.print(t)
     for s in skipped:
         console.print(f"[yellow]not tuned (budget spent): {s}[/yellow]")

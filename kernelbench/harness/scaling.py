@@ -180,3 +180,70 @@ def plot(sweeps: list[Sweep], path: str) -> str:
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
+
+
+# --- a whole run (what `kernelbench scaling` calls) -----------------------------------------------
+
+def scaling_work(ops, impl_names, axes) -> list[tuple]:
+    """(spec, impl, axis, base, key, values) of every preset sweep of OPS (every preset op when none are
+    named), restricted to `impl_names` and `axes` when given. ValueError for an op without a preset."""
+    from kernelbench import registry
+    for op in ops or ():
+        if op not in PRESETS:
+            raise ValueError(f"no scaling preset for {op!r}; presets: {', '.join(PRESETS)}")
+    return [(registry.get_op(op), impl, axis, base, key, values)
+            for op in ops or sorted(PRESETS)
+            for impl in sorted(registry.impls(op).values(), key=lambda i: i.name)
+            if not impl_names or impl.name in impl_names
+            for axis, base, key, values in PRESETS[op] if not axes or axis in axes]
+
+
+def scaling_run(work: list[tuple], *, store, env_id: int, ceilings, peaks, run_tag: str, git_commit: str,
+                max_time_s: float, ratio: float, device: str = "", json_out: str | None = None,
+                advance: Callable[[str], None] = lambda s: None,
+                log: Callable[[str], None] = lambda s: None) -> list[Sweep]:
+    """Measure every sweep of `work` on the GPU, store each point as a bench result (run tag
+    "<run_tag>:<op>:<axis>"), and return the analysed sweeps; a failing sweep is logged and skipped.
+    With `json_out`, the sweeps so far are written there after each one."""
+    from kernelbench.harness import bench, timing
+    sweeps = []
+    for spec, impl, axis, base, key, values in work:
+        op = spec.name
+
+        def measure(spec, impl, params, impl_=impl, tag_=f"{run_tag}:{op}:{axis}"):
+            advance(f"{spec.name}/{impl_.name} {axis}")
+            m = timing.measure_impl(spec, impl_, params, max_sets=4, max_time_s=max_time_s, peaks=peaks)
+            bench.record(store, env_id, impl_, m, ceilings, tag_, git_commit)
+            bench.free_memory()
+            return m.summary
+
+        try:
+            sw = sweep(spec, impl, axis, base, key, values, measure, ceilings.gbps, ceilings.peak(op),
+                       derive=DERIVE.get((op, axis)), ratio=ratio,
+                       on_point=lambda p, s, impl=impl, key=key: log(f"  {op}/{impl.name} {key}={p[key]}: "
+                                                                      f"{s.median_us:.2f} us"))
+        except Exception as e:  # noqa: BLE001 - report and go on with the next sweep
+            log(f"[red]{op}/{impl.name} {axis}: {type(e).__name__}: {e}[/red]")
+            bench.free_memory()
+            continue
+        sweeps.append(sw)
+        if json_out:   # after every sweep: a run cut short still leaves what it measured
+            write_json(json_out, device, run_tag, sweeps)
+    return sweeps
+
+
+def write_json(path: str, device: str, run_tag: str, sweeps: list[Sweep]) -> None:
+    import json
+    with open(path, "w") as f:
+        json.dump({"device": device, "run_tag": run_tag, "sweeps": [s.as_dict() for s in sweeps]}, f, indent=1)
+
+
+SUMMARY_COLUMNS = ("op", "impl", "axis", "x", "us (median)", "floor us", "fit a + b x", "r2", "flags")
+
+
+def summary_rows(sweeps: list[Sweep]) -> list[tuple[str, ...]]:
+    """One row per sweep, in SUMMARY_COLUMNS' order, for the command's table."""
+    return [(sw.op, sw.impl, sw.axis, " ".join(f"{p.x:g}" for p in sw.points),
+             " ".join(f"{p.median_us:.1f}" for p in sw.points), " ".join(f"{p.modeled_us:.1f}" for p in sw.points),
+             f"{sw.fit.a:.2f} + {sw.fit.b:.3g} x", f"{sw.fit.r2:.3f}", "; ".join(sw.flags) or "-")
+            for sw in sweeps]

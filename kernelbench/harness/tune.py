@@ -444,3 +444,70 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     tuned_configs.reload()                       # lookups in this process read the file once: let them see it
     return path
+
+
+# --- a whole run (what `kernelbench tune` calls) --------------------------------------------------
+
+def tune_work(ops, impl_names, shape_sets, batches, contexts) -> list[tuple]:
+    """(spec, impl, cases) for every Triton implementation with a config space among OPS (all when none
+    are named), restricted to `impl_names` when given, in name order; cases interleaved by batch."""
+    from kernelbench.harness.bench import select_cases
+    return [(spec, impl, interleave(spec, select_cases(spec, shape_sets, batches, contexts)))
+            for spec in registry.ops(list(ops) or None)
+            for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
+            if impl.backend == "triton" and impl.configs is not None and (not impl_names or impl.name in impl_names)]
+
+
+def tune_run(work: list[tuple], *, store, env_id: int, device: str, timer_ref: str, interpret: bool, isolate: bool,
+             modules=(), max_trials: int, top_k: int, rounds: int, budget_s: float, trial_timeout: float,
+             sm120_check: bool, git_commit: str, export_path=None, no_export: bool, command: str = "",
+             advance: Callable[[str], None] = lambda s: None,
+             log: Callable[[str], None] = lambda s: None) -> tuple[list[TuneResult], list[str]]:
+    """Tune every (spec, impl, cases) of `work` within `budget_s` seconds in all; one failing shape is
+    logged and skipped. Choices are exported as they come (unless `no_export`), so a run cut short keeps
+    them. Returns the results and the 'op/impl shape' labels left untuned when the budget ran out."""
+    start = time.monotonic()
+    results, skipped = [], []
+    for spec, impl, cases in work:
+        runner = IsolatedRunner(impl, device, modules, timer_ref, 0, trial_timeout) if isolate else None
+        try:
+            for params in cases:
+                left = budget_s - (time.monotonic() - start)
+                advance(f"{spec.name}/{impl.name} {spec.label(params)}"[:80])
+                if left <= 0:
+                    skipped.append(f"{spec.name}/{impl.name} {spec.label(params)}")
+                    continue
+                log(f"[bold]{spec.name}/{impl.name}[/bold] {spec.label(params)}")
+                try:
+                    r = tune_one(spec, impl, params, store=store, env_id=env_id, device=device,
+                                 timer=cpu_timer if (interpret and not isolate) else None,
+                                 timer_ref=timer_ref, isolate=isolate, modules=modules, max_trials=max_trials,
+                                 top_k=top_k, rounds=rounds, budget_s=left, trial_timeout_s=trial_timeout,
+                                 sm120_check=sm120_check, git_commit=git_commit, runner=runner, log=log)
+                except Exception as e:  # noqa: BLE001 - one shape failing must not end the run
+                    log(f"[red]  failed: {type(e).__name__}: {e}[/red]")
+                    continue
+                results.append(r)
+                if not no_export and r.chosen is not None:   # as it goes: a run cut short keeps its choices
+                    try:
+                        export([r], export_path, command=command, store=store)
+                    except ValueError as e:   # verify_paths.UnverifiedPath: not exported
+                        log(f"[red]  not exported: {e}[/red]")
+        finally:
+            if runner is not None:
+                runner.close()
+    return results, skipped
+
+
+SUMMARY_COLUMNS = ("op", "impl", "key", "ok", "invalid", "untried", "chosen", "us")
+
+
+def summary_rows(results: list[TuneResult]) -> list[tuple[str, ...]]:
+    """One row per result, in SUMMARY_COLUMNS' order, for the command's table."""
+    rows = []
+    for r in results:
+        n_ok = sum(tr.status == "ok" for tr in r.trials)
+        rows.append((r.op, r.impl, canon(r.key)[:60], str(n_ok), str(len(r.trials) - n_ok), str(r.untried),
+                     "-" if r.chosen is None else canon(r.chosen)[:70],
+                     "-" if r.chosen_us is None else f"{r.chosen_us:.2f}"))
+    return rows
