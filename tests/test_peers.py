@@ -173,20 +173,27 @@ def _case(K, T=16):
     return {"T": T, "D": 512, "E": 32, "El": 8, "offset": 8, "F": 256, "K": K, "V": 64, "hash": False, "rs": 1.5}
 
 
-@pytest.mark.gpu
-@needs_peer
-@pytest.mark.parametrize("K", [6, 1])
-def test_peer_matches_the_reference(K):
+def _peer_output_within_tolerance(op, p):
+    """The peer's output for op at params p on the GPU, asserted within the op's tolerance of the
+    reference (run on the CPU copies). -> (inputs, output)."""
     from kernelbench.harness.testing import error_stats, passes
     peers.register_triton_kernels(PEER)
-    spec, impl = registry.get_op("moe_experts"), registry.get_impl("moe_experts", "triton_kernels")
-    p = _case(K)
+    spec, impl = registry.get_op(op), registry.get_impl(op, "triton_kernels")
     inp = spec.make_inputs(p, torch.Generator().manual_seed(0), "cuda", "normal")
     y = impl.fn(**impl.prepared(inp))
     ref = spec.reference(**{k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()})
     tol = spec.tolerance(p)["y"]
     st = error_stats(y.cpu(), ref, tol)
     assert passes(st, tol), st
+    return inp, y
+
+
+@pytest.mark.gpu
+@needs_peer
+@pytest.mark.parametrize("K", [6, 1])
+def test_peer_matches_the_reference(K):
+    p = _case(K)
+    inp, y = _peer_output_within_tolerance("moe_experts", p)
     assert y.dtype == torch.float32 and y.shape == (p["T"], p["D"])
     # a token none of whose experts is local gets exactly zero (K=1 takes the kernel's zero-fill path)
     idx = inp["indices"].cpu()
@@ -215,14 +222,6 @@ def test_peer_is_graph_capturable_and_deterministic():
 @needs_peer
 @pytest.mark.parametrize("hash_routing", [False, True])
 def test_peer_layer_matches_the_reference(hash_routing):
-    from kernelbench.harness.testing import error_stats, passes
-    peers.register_triton_kernels(PEER)
-    spec, impl = registry.get_op("moe_layer"), registry.get_impl("moe_layer", "triton_kernels")
     p = {**_case(6), "hash": hash_routing}
-    inp = spec.make_inputs(p, torch.Generator().manual_seed(0), "cuda", "normal")
-    y = impl.fn(**impl.prepared(inp))
-    ref = spec.reference(**{k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()})
-    tol = spec.tolerance(p)["y"]
-    st = error_stats(y.cpu(), ref, tol)
-    assert passes(st, tol), st
+    _, y = _peer_output_within_tolerance("moe_layer", p)
     assert y.dtype == torch.bfloat16 and y.shape == (p["T"], p["D"])
