@@ -65,6 +65,18 @@ def test_lost_tensor_cores_and_sm120_problems_fail():
     assert kinds(g.compare_inspect(need, [inspect_report("fp8_linear", True)])) == ["tensor_cores"]
 
 
+def test_shared_memory_growth_compares_launch_by_launch():
+    """A kernel launched twice with other tile sizes (the MoE GEMM's up and down passes) is compared with its
+    own launch in the baseline: unchanged launches report nothing, a grown second launch is reported."""
+    def twice(up, down):
+        return [{"op": "moe_layer", "impl": "triton", "label": "T=1", "params": {"T": 1}, "config": {},
+                 "kernels": [{"kernel": "k:grouped", "tensor_cores": True, "shared_bytes": up},
+                             {"kernel": "k:grouped", "tensor_cores": True, "shared_bytes": down}], "problems": []}]
+    assert g.compare_inspect(twice(36864, 20480), twice(36864, 20480)) == []
+    f = g.compare_inspect(twice(36864, 24576), twice(36864, 20480))
+    assert kinds(f, False) == ["smem_growth"] and "20480 -> 24576" in f[0].detail
+
+
 def test_cli_exit_codes_and_markdown(tmp_path):
     base = write(tmp_path / "base.json", [row(10.0, 9.8, 10.2)])
     good = write(tmp_path / "good.json", [row(10.1, 9.9, 10.3)])

@@ -151,6 +151,18 @@ def _inspect_key(r: dict) -> tuple:
     return (r["op"], r["impl"], canonical_json(r.get("params") or r.get("label")), canonical_json(r.get("config") or {}))
 
 
+def _by_launch(report: dict) -> dict[tuple[str, int], dict]:
+    """A report's kernels keyed by (name, n-th launch of that name): a kernel launched twice with other
+    constexprs (the MoE GEMM's up and down passes) is compared launch by launch, never across launches."""
+    seen: dict[str, int] = {}
+    out = {}
+    for k in report.get("kernels", []):
+        n = seen.get(k["kernel"], 0)
+        seen[k["kernel"]] = n + 1
+        out[(k["kernel"], n)] = k
+    return out
+
+
 def compare_inspect(current: list[dict], baseline: list[dict] | None = None) -> list[Finding]:
     """Problems of the current inspection (sm_120 limits, required tensor cores), plus kernels that
     lost tensor-core instructions or grew in shared memory since the baseline inspection."""
@@ -170,8 +182,9 @@ def compare_inspect(current: list[dict], baseline: list[dict] | None = None) -> 
         if lost and not already:
             out.append(Finding("tensor_cores", r["op"], r["impl"], label,
                                f"lost tensor-core instructions since the baseline: {', '.join(lost)}", True))
-        grown = [(c["kernel"], k["shared_bytes"], c["shared_bytes"]) for k in b.get("kernels", [])
-                 for c in r.get("kernels", []) if c["kernel"] == k["kernel"] and c["shared_bytes"] > k["shared_bytes"]]
+        now_by_launch = _by_launch(r)
+        grown = [(key[0], k["shared_bytes"], now_by_launch[key]["shared_bytes"]) for key, k in _by_launch(b).items()
+                 if key in now_by_launch and now_by_launch[key]["shared_bytes"] > k["shared_bytes"]]
         for name, was, now in grown:
             out.append(Finding("smem_growth", r["op"], r["impl"], label, f"{name}: shared memory {was} -> {now} B",
                                False))
