@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Shared prologue of the device-call scripts (device_all.sh, device_session2.sh): sourced after `cd` to the
+# Shared prologue of the device-call scripts (device_all.sh, device_session2.sh, device_session3*.sh): sourced after `cd` to the
 # repository root with TOTAL (the call's seconds) set. Installs the carried wheels and the project, points the
 # database and data dir into $W, records the environment, and defines `step NAME SECONDS COMMAND...`
-# (a hard time limit, never past TOTAL; log in $W/NAME.log, status in $W/status.txt).
+# (a hard time limit, never past TOTAL; log in $W/NAME.log, status in $W/status.txt), exports the carried
+# peer/official paths with NVLink multicast off, and defines `finish` (pack $W into $OUT/results.tgz).
 T0=$(date +%s)
 OUT="${OUT:-/tmp/kb_out}"
 W=/tmp/kb_results
@@ -11,6 +12,9 @@ source scripts/device_env.sh || { echo "device_env.sh failed"; exit 1; }
 export KERNELBENCH_HOME="$W/home" KERNELBENCH_QUIET_TUNING=1 KERNELBENCH_DB="sqlite:///$W/kernelbench.sqlite"
 export KERNELBENCH_GIT_COMMIT="${KERNELBENCH_GIT_COMMIT:-unknown}"
 KB="python3 -m kernelbench"
+# carried, never committed: the MoE peer's source (.gpu_peers) and DeepSeek's inference/ folder (.gpu_official)
+export KERNELBENCH_TRITON_KERNELS="$PWD/.gpu_peers/triton_kernels" KB_OFFICIAL="$PWD/.gpu_official/inference"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # NVLink multicast off
 step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
     local name=$1 limit=$2; shift 2
     local t=$(date +%s) left=$(( TOTAL - ($(date +%s) - T0) ))
@@ -24,3 +28,11 @@ step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$W/environment.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$W/environment.txt"
 echo "commit $KERNELBENCH_GIT_COMMIT" >> "$W/environment.txt"
+finish() {  # fold the database's WAL in, drop the scratch home, pack $W into $OUT/results.tgz, print the status
+    python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" \
+        "$W/kernelbench.sqlite" 2>/dev/null
+    rm -rf "$W/home"
+    tar czf "$OUT/results.tgz" -C "$W" .
+    echo "=== done in $(( $(date +%s) - T0 ))s ==="
+    cat "$W/status.txt"
+}

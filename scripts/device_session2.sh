@@ -22,8 +22,4 @@ step fidelity 60 sh -c "$KB make-checkpoint /tmp/fid-tiny --config tiny --seed 0
     --kernels substitute --prompts 3 --prefill 64 --steps 16 --json $W/fidelity_triton.json"
 step plugin 40 sh -c "mkdir -p /tmp/u && printf 'def test_norm(kernel_bench):\n    kernel_bench(\"rms_norm\", \"triton\", {\"M\": 4, \"N\": 4096})\n' > /tmp/u/test_user.py && cd /tmp/u && python3 -m pytest -q -p no:cacheprovider test_user.py --benchmark-json $W/plugin_bench.json --kb-db sqlite:///$W/plugin.sqlite"
 step report 30 $KB report --out "$W/report.html"
-python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$W/kernelbench.sqlite" 2>/dev/null
-rm -rf "$W/home"
-tar czf "$OUT/results.tgz" -C "$W" .
-echo "=== done in $(( $(date +%s) - T0 ))s ==="
-cat "$W/status.txt"
+finish

@@ -10,8 +10,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-580}
 source scripts/device_lib.sh || exit 1
-export KERNELBENCH_TRITON_KERNELS="$PWD/.gpu_peers/triton_kernels" KB_OFFICIAL="$PWD/.gpu_official/inference"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 T="--max-time 0.2 --target-rse 0.03 --max-sets 32"
 step calibrate 15 $KB calibrate --measure copy_gbps
 step verify 160 sh -c "$KB verify moe_gate moe_experts shared_expert moe_layer attention_front attention_q head_rms_norm_rope \
@@ -34,8 +32,4 @@ step tp_dryrun 45 bash scripts/tp_nccl_dryrun.sh "$W/tpnccl"
 step peer_verify 30 sh -c "$KB verify moe_experts --impl triton_kernels --device cuda --shapes flash-tp8 --examples 3 \
     --time-budget 5 --json > $W/peer_verify.json"
 step report 15 sh -c "$KB gate --baseline $W/bench_moe.json --current $W/bench_moe.json && $KB report --out $W/report.html"
-python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$W/kernelbench.sqlite" 2>/dev/null
-rm -rf "$W/home"
-tar czf "$OUT/results.tgz" -C "$W" .
-echo "=== done in $(( $(date +%s) - T0 ))s ==="
-cat "$W/status.txt"
+finish

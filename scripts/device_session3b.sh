@@ -7,15 +7,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-290}
 source scripts/device_lib.sh || exit 1
-export KERNELBENCH_TRITON_KERNELS="$PWD/.gpu_peers/triton_kernels" KB_OFFICIAL="$PWD/.gpu_official/inference"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 step ck_flash4 100 $KB make-checkpoint /tmp/fid-flash4 --config flash --layers 4 --experts 8 --vocab 4096 --seed 0 --force
 step fidelity_flash4 110 $KB fidelity --official "$KB_OFFICIAL" --checkpoint /tmp/fid-flash4 --device cuda --impl triton \
     --kernels substitute --prompts 3 --prefill 300 --steps 32 --json "$W/fidelity_flash4_triton.json"
 step tp_test 35 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/test_tp_nccl.py
 step bench_moe_layer 40 $KB bench moe_layer --impl triton_kernels --impl triton_v1 --shapes flash-tp8 --batch 1 --batch 16 \
     --batch 64 --max-time 0.2 --target-rse 0.03 --max-sets 32 --run-tag session3 --json "$W/bench_moe_layer.json"
-rm -rf "$W/home"
-tar czf "$OUT/results.tgz" -C "$W" .
-echo "=== done in $(( $(date +%s) - T0 ))s ==="
-cat "$W/status.txt"
+finish
