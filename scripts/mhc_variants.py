@@ -1,0 +1,33 @@
+"""Config variants of the mHC kernels of impl "triton" (kernels/mhc.py: `_mhc_proj1` + `_mhc_tail`), registered as
+extra impls so that one bench run times them beside "triton" (default config) and "triton_v2" (the previous
+kernels): a measurement aid for choosing defaults, not part of the shipped registry.
+Load with `kernelbench bench --module scripts/mhc_variants.py`.
+"""
+from __future__ import annotations
+
+from kernelbench.kernels import mhc as M
+from kernelbench.registry import register_impl
+
+OPS = {"mhc_post_pre_norm": M.mhc_post_pre_norm, "mhc_pre": M.mhc_pre}
+VARIANTS = {                      # name -> overrides on top of the default config of the call's T
+    "triton_one": {"ONE": True},                                   # one launch at any T
+    "triton_two": {"ONE": False},                                  # two launches at any T
+    "triton_tw4": {"ONE": False, "tail_warps": 4},
+    "triton_bd64": {"BLOCK_D": 64, "num_warps": 8},
+    "triton_bt32w4": {"BLOCK_T": 32, "num_warps": 4},
+    "triton_bt64": {"BLOCK_T": 64, "num_warps": 8},
+    "triton_bt16w8": {"BLOCK_T": 16, "num_warps": 8},
+}
+
+
+def _variant(op: str, fn, name: str, overrides: dict):
+    def run(config: dict | None = None, **kwargs):
+        t, d = kwargs["h"].shape[0], kwargs["h"].shape[2]
+        return fn(config={**(config or M.mhc1_default({"T": t, "D": d})), **overrides}, **kwargs)
+    run.__name__ = f"{op}_{name}"
+    register_impl(op, name, backend="triton", kernels=M._KERNELS1)(run)
+
+
+for _op, _fn in OPS.items():
+    for _name, _over in VARIANTS.items():
+        _variant(_op, _fn, _name, _over)
