@@ -598,18 +598,18 @@ ONE_LAUNCH_MAX_T = 1   # largest T whose tail runs in the projection's last prog
 
 
 def mhc1_configs(params: dict) -> list[dict]:
-    """(BLOCK_T tokens, BLOCK_D columns, warps) of `_mhc_proj1` (all four streams unrolled: the tiles whose four
-    fp32 fn slices fit sm_120's registers without spills), ONE (one launch: the token block's last projection
+    """(BLOCK_T tokens, BLOCK_D columns, warps) of `_mhc_proj1` (all four streams unrolled: only tiles that compile
+    for sm_120 without spills in the fused-post form; (16, 64, 8) and (32, 32, 4) spilled; (16, 32, 4/8) take
+    ~175 registers, (32, 32, 8) and (64, 32, 8) 255), ONE (one launch: the token block's last projection
     program runs the tail) or a second launch `_mhc_tail` with tail_warps warps per token."""
-    tiles = ((16, 32, 4), (16, 32, 8), (16, 64, 8), (32, 32, 4), (32, 32, 8), (64, 32, 8))
+    tiles = ((16, 32, 4), (16, 32, 8), (32, 32, 8), (64, 32, 8))
     return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "ONE": one, "tail_warps": tw}
             for bt, bd, w in tiles for one, tw in ((True, 4), (False, 4), (False, 8))]
 
 
 def mhc1_default(params: dict) -> dict:
     t = params.get("T", 1)
-    return {"BLOCK_T": 16 if t <= 16 else 32, "BLOCK_D": 32, "num_warps": 4 if t <= 16 else 8,
-            "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
+    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
 
 
 def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):

@@ -13,8 +13,7 @@ VARIANTS = {                      # name -> overrides on top of the default conf
     "triton_one": {"ONE": True},                                   # one launch at any T
     "triton_two": {"ONE": False},                                  # two launches at any T
     "triton_tw4": {"ONE": False, "tail_warps": 4},
-    "triton_bd64": {"BLOCK_D": 64, "num_warps": 8},
-    "triton_bt32w4": {"BLOCK_T": 32, "num_warps": 4},
+    "triton_bt32": {"BLOCK_T": 32, "num_warps": 8},
     "triton_bt64": {"BLOCK_T": 64, "num_warps": 8},
     "triton_bt16w8": {"BLOCK_T": 16, "num_warps": 8},
 }
