@@ -412,7 +412,7 @@ def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_p
                ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, ONE: tl.constexpr,
                HEAD: tl.constexpr, NORM: tl.constexpr, ITERS: tl.constexpr, BLOCK_T: tl.constexpr,
                BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_FIN: tl.constexpr, ONE_PASS: tl.constexpr,
-               DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+               SIMT: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): the projection of BLOCK_D columns of all four streams
     (unrolled: the four fn tiles are loaded together, one memory round trip), with FUSE_POST h' formed from
     x and h and stored first. Its partial m and sum of squares go to ws[t, s]. ONE: the token block's last
@@ -421,43 +421,63 @@ def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_p
     s = tl.program_id(1)
     ts = tb * BLOCK_T + tl.arange(0, BLOCK_T)
     d = s * BLOCK_D + tl.arange(0, BLOCK_D)
-    tmask = ts < T
-    m2 = tmask[:, None] & (d[None, :] < D)
-    hrow = ts[:, None].to(tl.int64) * (_HC * D) + d[None, :]
     rows = tl.arange(0, NPAD)
-    fmask = (rows[:, None] < ROWS) & (d[None, :] < D)
+    tmask = ts < T
+    # index tensors: [BLOCK_T, BLOCK_D] h tiles and [NPAD, BLOCK_D] fn tiles for the MMA; with SIMT everything is
+    # built in the [BLOCK_T, NPAD, BLOCK_D] product's space ([BLOCK_T, 1, BLOCK_D] and [1, NPAD, BLOCK_D]), so
+    # no tile changes layout (each change went through shared memory with a barrier)
+    if SIMT:
+        tok = ts[:, None, None]
+        tm = tmask[:, None, None]
+        col = d[None, None, :]
+        frow = rows[None, :, None]
+    else:
+        tok = ts[:, None]
+        tm = tmask[:, None]
+        col = d[None, :]
+        frow = rows[:, None]
+    m2 = tm & (col < D)
+    hrow = tok.to(tl.int64) * (_HC * D) + col
+    fmask = (frow < ROWS) & (col < D)
     acc = tl.zeros((BLOCK_T, NPAD), dtype=tl.float32)
+    acc3 = tl.zeros((BLOCK_T, NPAD, BLOCK_D) if SIMT else (1, 1, 1), dtype=tl.float32)
     sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
     if FUSE_POST:
-        xv = tl.load(x_ptr + ts[:, None].to(tl.int64) * D + d[None, :], mask=m2, other=0.0).to(tl.float32)
+        xv = tl.load(x_ptr + tok.to(tl.int64) * D + col, mask=m2, other=0.0).to(tl.float32)
         h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0).to(tl.float32)
         h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0).to(tl.float32)
         h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0).to(tl.float32)
         h3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0).to(tl.float32)
     for j in tl.static_range(_HC):
         if FUSE_POST:   # h'_j = post_j x + sum_i comb[i][j] h_i, rounded to bf16 as stored
-            cb = comb_ptr + ts * (_HC * _HC) + j
-            hj = tl.load(post_ptr + ts * _HC + j, mask=tmask, other=0.0)[:, None] * xv
-            hj += tl.load(cb, mask=tmask, other=0.0)[:, None] * h0
-            hj += tl.load(cb + _HC, mask=tmask, other=0.0)[:, None] * h1
-            hj += tl.load(cb + 2 * _HC, mask=tmask, other=0.0)[:, None] * h2
-            hj += tl.load(cb + 3 * _HC, mask=tmask, other=0.0)[:, None] * h3
+            cb = comb_ptr + tok * (_HC * _HC) + j
+            hj = tl.load(post_ptr + tok * _HC + j, mask=tm, other=0.0) * xv
+            hj += tl.load(cb, mask=tm, other=0.0) * h0
+            hj += tl.load(cb + _HC, mask=tm, other=0.0) * h1
+            hj += tl.load(cb + 2 * _HC, mask=tm, other=0.0) * h2
+            hj += tl.load(cb + 3 * _HC, mask=tm, other=0.0) * h3
             hb = to_bf16(hj, INTERP)
             tl.store(hout_ptr + hrow + j * D, hb, mask=m2)
         else:
             hb = tl.load(h_ptr + hrow + j * D, mask=m2, other=0.0)
         hf = hb.to(tl.float32)
-        sq += tl.sum(hf * hf, axis=1)
-        # fn (fp32) = b1 + b2 + b3 exactly, each bf16: three bf16 tensor-core products of the exact bf16 h
-        f = tl.load(fn_ptr + rows[:, None] * (_HC * D) + j * D + d[None, :], mask=fmask, other=0.0)
-        b1 = f.to(tl.bfloat16)
-        r1 = f - b1.to(tl.float32)
-        b2 = r1.to(tl.bfloat16)
-        b3 = (r1 - b2.to(tl.float32)).to(tl.bfloat16)
-        a = dot_operand(hb, DOT_UPCAST)
-        acc = tl.dot(a, dot_operand(tl.trans(b3), DOT_UPCAST), acc)
-        acc = tl.dot(a, dot_operand(tl.trans(b2), DOT_UPCAST), acc)
-        acc = tl.dot(a, dot_operand(tl.trans(b1), DOT_UPCAST), acc)
+        f = tl.load(fn_ptr + frow * (_HC * D) + j * D + col, mask=fmask, other=0.0)
+        if SIMT:   # fp32 FMAs, summed over the columns once after the four streams (small BLOCK_T only)
+            sq += tl.sum(tl.sum(hf * hf, axis=2), axis=1)
+            acc3 += f * hf
+        else:
+            sq += tl.sum(hf * hf, axis=1)
+            # fn (fp32) = b1 + b2 + b3 exactly, each bf16: three bf16 tensor-core products of the exact bf16 h
+            b1 = f.to(tl.bfloat16)
+            r1 = f - b1.to(tl.float32)
+            b2 = r1.to(tl.bfloat16)
+            b3 = (r1 - b2.to(tl.float32)).to(tl.bfloat16)
+            a = dot_operand(hb, DOT_UPCAST)
+            acc = tl.dot(a, dot_operand(tl.trans(b3), DOT_UPCAST), acc)
+            acc = tl.dot(a, dot_operand(tl.trans(b2), DOT_UPCAST), acc)
+            acc = tl.dot(a, dot_operand(tl.trans(b1), DOT_UPCAST), acc)
+    if SIMT:
+        acc = tl.sum(acc3, axis=2)
     acc = tl.where(rows[None, :] == ROWS, sq[:, None], acc)     # column ROWS (padding) carries the sum of squares
     tl.store(ws_ptr + (ts[:, None].to(tl.int64) * S + s) * NPAD + rows[None, :], acc, mask=tmask[:, None])
     if ONE:
@@ -595,20 +615,26 @@ def _empty_outputs(h, fn, fused):
 
 # impl "triton": `_mhc_proj1` (+ `_mhc_tail` unless ONE) ------------------------------------------------------
 ONE_LAUNCH_MAX_T = 1   # largest T whose tail runs in the projection's last program (one launch): not yet measured
+SIMT_MAX_T = 4         # largest T projected with fp32 FMAs instead of bf16 MMAs: not yet measured
 
 
 def mhc1_configs(params: dict) -> list[dict]:
     """(BLOCK_T tokens, BLOCK_D columns, warps) of `_mhc_proj1` (all four streams unrolled: only tiles that compile
     for sm_120 without spills in the fused-post form; (16, 64, 8) and (32, 32, 4) spilled; (16, 32, 4/8) take
-    ~175 registers, (32, 32, 8) and (64, 32, 8) 255), ONE (one launch: the token block's last projection
+    ~175 registers, (32, 32, 8) and (64, 32, 8) 255; SIMT: fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product for
+    BLOCK_T <= 4, ~96 registers, no shared-memory layout changes), ONE (one launch: the token block's last projection
     program runs the tail) or a second launch `_mhc_tail` with tail_warps warps per token."""
-    tiles = ((16, 32, 4), (16, 32, 8), (32, 32, 8), (64, 32, 8))
-    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "ONE": one, "tail_warps": tw}
-            for bt, bd, w in tiles for one, tw in ((True, 4), (False, 4), (False, 8))]
+    tiles = ((16, 32, 4, False), (16, 32, 8, False), (32, 32, 8, False), (64, 32, 8, False),
+             (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True))
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "ONE": one, "tail_warps": tw}
+            for bt, bd, w, simt in tiles for one, tw in ((True, 4), (False, 4), (False, 8))]
 
 
 def mhc1_default(params: dict) -> dict:
     t = params.get("T", 1)
+    if t <= SIMT_MAX_T:   # fp32 FMA projection, BLOCK_T a power of two <= 4 (the MMA pads the tokens to 16)
+        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
+                "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
     return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
 
 
@@ -638,7 +664,7 @@ def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     cnt = token_counters(h.device, nt) if one else ws
     _mhc_proj1[(nt, s)](h, xin, pin, cin, hout, fn, ws, cnt, base, scale, x, post, comb, nw,
                         t, d, s, eps, norm_eps, rms_eps, FUSE_POST=fuse is not None, ONE=one, BLOCK_T=bt,
-                        BLOCK_D=bd, DOT_UPCAST=INTERPRET, num_warps=cfg["num_warps"], **common)
+                        BLOCK_D=bd, SIMT=bool(cfg.get("SIMT", False)), DOT_UPCAST=INTERPRET, num_warps=cfg["num_warps"], **common)
     if not one:
         _mhc_tail[(t,)](hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps,
                         num_warps=tail_warps, **common)

@@ -16,6 +16,9 @@ VARIANTS = {                      # name -> overrides on top of the default conf
     "triton_bt32": {"BLOCK_T": 32, "num_warps": 8},
     "triton_bt64": {"BLOCK_T": 64, "num_warps": 8},
     "triton_bt16w8": {"BLOCK_T": 16, "num_warps": 8},
+    "triton_mma": {"SIMT": False, "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4},   # bf16 MMA projection
+    "triton_simt": {"SIMT": True, "BLOCK_T": 1, "BLOCK_D": 32, "num_warps": 4},    # fp32 FMA projection
+    "triton_simt4": {"SIMT": True, "BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4},
 }
 
 
