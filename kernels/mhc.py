@@ -5,8 +5,24 @@ Legend: T tokens, D hidden, 4 streams, K = 4D the flattened stream width, ROWS p
 BLOCK_D) splits of the projection, BLOCK_T tokens per projection program.
 
 The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of a 1.5-2.75 MB fp32
-weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn
-needs the whole reduction, so pre is two launches (the fewest without a grid-wide barrier):
+weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn,
+the weighted sum x' and its norm need the whole reduction.
+
+Impl "triton_v3" (`_mhc_proj1`, `_mhc_tail`; config `mhc1_default`; slower than "triton" on the H200 in its
+first measurement, docs/perf/mhc_norm.md, so not the default):
+  `_mhc_proj1` grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): each program projects BLOCK_D columns of all
+  four streams (with FUSE_POST it first forms and stores h' = post * x + comb^T h), on tensor cores (three
+  bf16 MMAs of the exact 3-way bf16 split of fn, BLOCK_T = 16) or, for T <= SIMT_MAX_T, with fp32 FMAs in a
+  [BLOCK_T, NPAD, BLOCK_D] product (SIMT; no tile changes layout, so no shared-memory round trips), and
+  stores its partial m and sum of squares (in the padding column ROWS) to ws (T, S, NPAD).
+  The tail of a token (`_token_tail`): the S partials summed in split order (deterministic), the sigmoid
+  split, Sinkhorn on sixteen scalars (the 4 x 4 matrix lives in every thread's registers: row and column
+  sums are adds, no shuffle or barrier), x' = sum_i pre_i h'_i over the whole row and, with NORM, the
+  exact norm of the bf16 x' (one pass in registers when the row fits one BLOCK_FIN block).
+  ONE (T <= ONE_LAUNCH_MAX_T): the token block's last projection program to arrive (atomic ticket, acq_rel,
+  counters from `token_counters`, re-armed by that program) runs the tail: one launch per call. Else a
+  second launch `_mhc_tail` grid (T,) runs it, one program per token.
+Impl "triton" (the default), two launches:
   1. `_mhc_proj` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D), 4 / NJ): each program takes BLOCK_D
      columns of NJ of the 4 streams ([BLOCK_T, BLOCK_D] bf16 tiles), multiplies them with the matching [NPAD, BLOCK_D] slices
      of fn on tensor cores with fp32 accuracy (fn split exactly into three bf16 parts, h is exactly
@@ -253,7 +269,7 @@ def _mhc_post(x_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x (T, D) bf16; h, o
              mask=dmask[None, :])
 
 
-# one-launch / two-launch version (impl "triton"; the kernels above are impl "triton_v2") -----------------
+# one-launch / two-launch version (impl "triton_v3"; the kernels above are impl "triton") -----------------
 @triton.jit
 def _pick(v, rows, r: tl.constexpr):
     """Element r of a small vector as a scalar (a reduction over its few lanes, no barrier)."""
@@ -414,8 +430,8 @@ def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_p
                BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_FIN: tl.constexpr, ONE_PASS: tl.constexpr,
                SIMT: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): the projection of BLOCK_D columns of all four streams
-    (unrolled: the four fn tiles are loaded together, one memory round trip), with FUSE_POST h' formed from
-    x and h and stored first. Its partial m and sum of squares go to ws[t, s]. ONE: the token block's last
+    (unrolled, so the four fn tiles are loaded together; SIMT: fp32 FMAs, else bf16 MMAs), with FUSE_POST h'
+    formed from x and h and stored first. Its partial m and sum of squares go to ws[t, s]. ONE: the token block's last
     program to arrive (ticket, acq_rel) runs `_token_tail` for each of its tokens, then re-arms the ticket."""
     tb = tl.program_id(0)
     s = tl.program_id(1)
@@ -613,7 +629,7 @@ def _empty_outputs(h, fn, fused):
     return (torch.empty_like(h), *outs) if fused else outs
 
 
-# impl "triton": `_mhc_proj1` (+ `_mhc_tail` unless ONE) ------------------------------------------------------
+# impl "triton_v3": `_mhc_proj1` (+ `_mhc_tail` unless ONE) ------------------------------------------------------
 ONE_LAUNCH_MAX_T = 1   # largest T whose tail runs in the projection's last program (one launch): not yet measured
 SIMT_MAX_T = 4         # largest T projected with fp32 FMAs instead of bf16 MMAs: not yet measured
 
@@ -635,14 +651,17 @@ def mhc1_default(params: dict) -> dict:
     if t <= SIMT_MAX_T:   # fp32 FMA projection, BLOCK_T a power of two <= 4 (the MMA pads the tokens to 16)
         return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
                 "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
-    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
+    if t <= 16:
+        return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
+    # H200, T=64 (first measurement): BLOCK_T 64 / 8 warps 21.38 us, BLOCK_T 32 / 8 warps (255 registers, two
+    # waves of programs) 31.13 us
+    return {"BLOCK_T": 64, "BLOCK_D": 32, "num_warps": 8, "ONE": False, "tail_warps": 8}
 
 
 def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
     """Launch `_mhc_proj1` and, unless the config's ONE, `_mhc_tail`; returns (h' or None, x, post, comb)."""
     t, _, d = h.shape
-    key = {"T": t, "D": d}
-    cfg = config or lookup(op, key, mhc1_default(key))
+    cfg = config or mhc1_default({"T": t, "D": d})
     bt, bd = cfg["BLOCK_T"], cfg["BLOCK_D"]
     s, nt, one = triton.cdiv(d, bd), triton.cdiv(t, bt), bool(cfg.get("ONE", False))
     h = h.contiguous()
@@ -657,7 +676,8 @@ def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
         hout = torch.empty_like(h)
     nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
     tail_warps = cfg["num_warps"] if one else cfg.get("tail_warps", 8)
-    fin = min(triton.next_power_of_2(d), 1024 * tail_warps)     # <= 32 columns of each stream per thread
+    # the tail's column block: <= 32 columns of each stream per thread (a config's BLOCK_FIN, e.g. in tests)
+    fin = cfg.get("BLOCK_FIN") or min(triton.next_power_of_2(d), 1024 * tail_warps)
     common = dict(ROWS=rows, NPAD=npad, ITERS=int(iters), HEAD=head, NORM=norm is not None,
                   BLOCK_S=min(triton.next_power_of_2(s), 128), BLOCK_FIN=fin, ONE_PASS=fin >= d, INTERP=INTERPRET)
     fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
@@ -674,29 +694,29 @@ def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
 _KERNELS1 = lambda: [_mhc_proj1, _mhc_tail]   # noqa: E731
 
 
-@register_impl("mhc_pre", "triton", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+@register_impl("mhc_pre", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
                kernels=_KERNELS1)
-def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
+def mhc_pre_v3(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
     if t == 0:
         return _empty_outputs(h, fn, False)
     return _run1("mhc_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config)[1:]
 
 
-@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+@register_impl("mhc_post_pre", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
                kernels=_KERNELS1)
-def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
-                 config: dict | None = None):
+def mhc_post_pre_v3(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+                    config: dict | None = None):
     t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
     if t == 0:
         return _empty_outputs(h, fn, True)
     return _run1("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb))
 
 
-@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+@register_impl("mhc_post_pre_norm", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
                kernels=_KERNELS1)
-def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
-                      rms_eps: float, config: dict | None = None):
+def mhc_post_pre_norm_v3(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                         rms_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
                       norm=(weight, rms_eps))
     if t == 0:
@@ -705,9 +725,9 @@ def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float,
                  fuse=(x, post, comb), norm=(weight, rms_eps))
 
 
-@register_impl("mhc_head", "triton", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+@register_impl("mhc_head", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
                kernels=_KERNELS1)
-def mhc_head(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
+def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_head", h, fn, base, scale, 1, head=True)
     if t == 0:
         return h.new_empty((0, d))
@@ -730,49 +750,51 @@ def mhc_post(x, h, post, comb, config: dict | None = None):
     return out
 
 
-# impl "triton_v2" (kept to measure against): `_mhc_proj` + `_mhc_mix`, the partials summed by every mix program ---
-def _v2_cfg(t, d, config, default=mhc_default):
-    return config or default({"T": t, "D": d})
+# impl "triton": `_mhc_proj` + `_mhc_mix`, the partials summed by every mix program (faster than triton_v3 on the
+# H200 at T = 1, 16 and 64: docs/perf/mhc_norm.md) ---------------------------------------------------------------
+def _v2_cfg(op, t, d, config, default=mhc_default):
+    key = {"T": t, "D": d}
+    return config or lookup(op, key, default(key))
 
 
 _KERNELS2 = lambda: [_mhc_proj, _mhc_mix]   # noqa: E731
 
 
-@register_impl("mhc_pre", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
-def mhc_pre_v2(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
+def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
     if t == 0:
         return _empty_outputs(h, fn, False)
-    cfg = _v2_cfg(t, d, config)
+    cfg = _v2_cfg("mhc_pre", t, d, config)
     h = h.contiguous()
     ws, sq, s, _ = _project(h, fn.contiguous(), 24, 32, cfg)
     return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg)
 
 
-@register_impl("mhc_post_pre", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
-def mhc_post_pre_v2(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
                     config: dict | None = None):
     t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
     if t == 0:
         return _empty_outputs(h, fn, True)
-    cfg = _v2_cfg(t, d, config)
+    cfg = _v2_cfg("mhc_post_pre", t, d, config)
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
                              fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
 
 
-@register_impl("mhc_post_pre_norm", "triton_v2", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
+@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
                default_config=lambda p: mhc_norm_default(p), kernels=_KERNELS2)
-def mhc_post_pre_norm_v2(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                          rms_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
                       norm=(weight, rms_eps))
     if t == 0:
         return _empty_outputs(h, fn, True)
-    cfg = _v2_cfg(t, d, config, mhc_norm_default)
+    cfg = _v2_cfg("mhc_post_pre_norm", t, d, config, mhc_norm_default)
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
                              fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
@@ -785,17 +807,17 @@ def mhc_post_pre_norm_v2(x, h, post, comb, fn, base, scale, iters: int, eps: flo
 def mhc_post_pre_norm_v1(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                          rms_eps: float, config: dict | None = None):
     """The first version (kept to measure against): the mix's norm is one program per token walking D twice."""
-    cfg = {**_v2_cfg(h.shape[0], h.shape[-1], config), "SPLIT_NORM": False}
-    return mhc_post_pre_norm_v2(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, config=cfg)
+    cfg = {**_v2_cfg("mhc_post_pre_norm", h.shape[0], h.shape[-1], config), "SPLIT_NORM": False}
+    return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, config=cfg)
 
 
-@register_impl("mhc_head", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_head", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
-def mhc_head_v2(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
+def mhc_head(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_head", h, fn, base, scale, 1, head=True)
     if t == 0:
         return h.new_empty((0, d))
-    cfg = _v2_cfg(t, d, config)
+    cfg = _v2_cfg("mhc_head", t, d, config)
     h = h.contiguous()
     ws, sq, s, _ = _project(h, fn.contiguous(), HC, 16, cfg)
     return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), 1, eps, norm_eps, 16, cfg, head=True)[0]
