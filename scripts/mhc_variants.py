@@ -33,3 +33,16 @@ def _variant(op: str, fn, name: str, overrides: dict):
 for _op, _fn in OPS.items():
     for _name, _over in VARIANTS.items():
         _variant(_op, _fn, _name, _over)
+
+
+def _one_sinkhorn_iteration(op: str, fn, name: str):
+    """A timing diagnostic, not an implementation: the call with iters=1 (comb is then NOT the op's output: the
+    bench's recheck reports it), to bound how much of the time Sinkhorn's 20 iterations take."""
+    def run(config: dict | None = None, **kwargs):
+        return fn(config=config, **{**kwargs, "iters": 1})
+    run.__name__ = f"{op}_{name}"
+    register_impl(op, name, backend="triton", kernels=M._KERNELS1 if fn is M.mhc_post_pre_norm_v3 else M._KERNELS2)(run)
+
+
+_one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm_v3, "diag_v3_iters1")
+_one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm, "diag_triton_iters1")
