@@ -5,8 +5,24 @@ Legend: T tokens, D hidden, 4 streams, K = 4D the flattened stream width, ROWS p
 BLOCK_D) splits of the projection, BLOCK_T tokens per projection program.
 
 The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of a 1.5-2.75 MB fp32
-weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn
-needs the whole reduction, so pre is two launches (the fewest without a grid-wide barrier):
+weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn,
+the weighted sum x' and its norm need the whole reduction.
+
+Impl "triton_v3" (`_mhc_proj1`, `_mhc_tail`; config `mhc1_default`; slower than "triton" on the H200 in its
+first measurement, docs/perf/mhc_norm.md, so not the default):
+  `_mhc_proj1` grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): each program projects BLOCK_D columns of all
+  four streams (with FUSE_POST it first forms and stores h' = post * x + comb^T h), on tensor cores (three
+  bf16 MMAs of the exact 3-way bf16 split of fn, BLOCK_T = 16) or, for T <= SIMT_MAX_T, with fp32 FMAs in a
+  [BLOCK_T, NPAD, BLOCK_D] product (SIMT; no tile changes layout, so no shared-memory round trips), and
+  stores its partial m and sum of squares (in the padding column ROWS) to ws (T, S, NPAD).
+  The tail of a token (`_token_tail`): the S partials summed in split order (deterministic), the sigmoid
+  split, Sinkhorn on sixteen scalars (the 4 x 4 matrix lives in every thread's registers: row and column
+  sums are adds, no shuffle or barrier), x' = sum_i pre_i h'_i over the whole row and, with NORM, the
+  exact norm of the bf16 x' (one pass in registers when the row fits one BLOCK_FIN block).
+  ONE (T <= ONE_LAUNCH_MAX_T): the token block's last projection program to arrive (atomic ticket, acq_rel,
+  counters from `token_counters`, re-armed by that program) runs the tail: one launch per call. Else a
+  second launch `_mhc_tail` grid (T,) runs it, one program per token.
+Impl "triton" (the default), two launches:
   1. `_mhc_proj` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D), 4 / NJ): each program takes BLOCK_D
      columns of NJ of the 4 streams ([BLOCK_T, BLOCK_D] bf16 tiles), multiplies them with the matching [NPAD, BLOCK_D] slices
      of fn on tensor cores with fp32 accuracy (fn split exactly into three bf16 parts, h is exactly
@@ -253,6 +269,254 @@ def _mhc_post(x_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x (T, D) bf16; h, o
              mask=dmask[None, :])
 
 
+# one-launch / two-launch version (impl "triton_v3"; the kernels above are impl "triton") -----------------
+@triton.jit
+def _pick(v, rows, r: tl.constexpr):
+    """Element r of a small vector as a scalar (a reduction over its few lanes, no barrier)."""
+    return tl.sum(tl.where(rows == r, v, 0.0), axis=0)
+
+
+@triton.jit
+def _norm4(a, b, c, d, eps):
+    """Four scalars divided by (their sum + eps): one row or column step of Sinkhorn."""
+    s = a + b + c + d + eps
+    return a / s, b / s, c / s, d / s
+
+
+@triton.jit
+def _softmax4(z0, z1, z2, z3, eps):
+    mx = tl.maximum(tl.maximum(z0, z1), tl.maximum(z2, z3))
+    e0 = tl.exp(z0 - mx)
+    e1 = tl.exp(z1 - mx)
+    e2 = tl.exp(z2 - mx)
+    e3 = tl.exp(z3 - mx)
+    s = e0 + e1 + e2 + e3
+    return e0 / s + eps, e1 / s + eps, e2 / s + eps, e3 / s + eps
+
+
+@triton.jit
+def _logit(acc, rows, r: tl.constexpr, rn, sc, base_ptr):
+    return _pick(acc, rows, r) * rn * sc + tl.load(base_ptr + r)
+
+
+@triton.jit
+def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS: tl.constexpr):
+    """post and comb of one token from its summed logits `acc` (rows 4..23), as scalars: Sinkhorn's 4 x 4
+    matrix is 16 registers of every thread, its row and column sums are plain adds (no shuffle, no barrier)."""
+    s1 = tl.load(scale_ptr + 1)
+    s2 = tl.load(scale_ptr + 2)
+    pb = post_ptr + t * _HC
+    tl.store(pb, 2.0 * tl.sigmoid(_logit(acc, rows, 4, rn, s1, base_ptr)))
+    tl.store(pb + 1, 2.0 * tl.sigmoid(_logit(acc, rows, 5, rn, s1, base_ptr)))
+    tl.store(pb + 2, 2.0 * tl.sigmoid(_logit(acc, rows, 6, rn, s1, base_ptr)))
+    tl.store(pb + 3, 2.0 * tl.sigmoid(_logit(acc, rows, 7, rn, s1, base_ptr)))
+    # row i of comb: logits 8 + 4i .. 11 + 4i; c<i><j> = comb[i][j]
+    c00, c01, c02, c03 = _softmax4(_logit(acc, rows, 8, rn, s2, base_ptr), _logit(acc, rows, 9, rn, s2, base_ptr),
+                                   _logit(acc, rows, 10, rn, s2, base_ptr), _logit(acc, rows, 11, rn, s2, base_ptr), eps)
+    c10, c11, c12, c13 = _softmax4(_logit(acc, rows, 12, rn, s2, base_ptr), _logit(acc, rows, 13, rn, s2, base_ptr),
+                                   _logit(acc, rows, 14, rn, s2, base_ptr), _logit(acc, rows, 15, rn, s2, base_ptr), eps)
+    c20, c21, c22, c23 = _softmax4(_logit(acc, rows, 16, rn, s2, base_ptr), _logit(acc, rows, 17, rn, s2, base_ptr),
+                                   _logit(acc, rows, 18, rn, s2, base_ptr), _logit(acc, rows, 19, rn, s2, base_ptr), eps)
+    c30, c31, c32, c33 = _softmax4(_logit(acc, rows, 20, rn, s2, base_ptr), _logit(acc, rows, 21, rn, s2, base_ptr),
+                                   _logit(acc, rows, 22, rn, s2, base_ptr), _logit(acc, rows, 23, rn, s2, base_ptr), eps)
+    c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps)
+    c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps)
+    c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps)
+    c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps)
+    for _ in range(ITERS - 1):
+        c00, c01, c02, c03 = _norm4(c00, c01, c02, c03, eps)
+        c10, c11, c12, c13 = _norm4(c10, c11, c12, c13, eps)
+        c20, c21, c22, c23 = _norm4(c20, c21, c22, c23, eps)
+        c30, c31, c32, c33 = _norm4(c30, c31, c32, c33, eps)
+        c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps)
+        c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps)
+        c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps)
+        c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps)
+    cb = comb_ptr + t * (_HC * _HC)
+    tl.store(cb, c00)
+    tl.store(cb + 1, c01)
+    tl.store(cb + 2, c02)
+    tl.store(cb + 3, c03)
+    tl.store(cb + 4, c10)
+    tl.store(cb + 5, c11)
+    tl.store(cb + 6, c12)
+    tl.store(cb + 7, c13)
+    tl.store(cb + 8, c20)
+    tl.store(cb + 9, c21)
+    tl.store(cb + 10, c22)
+    tl.store(cb + 11, c23)
+    tl.store(cb + 12, c30)
+    tl.store(cb + 13, c31)
+    tl.store(cb + 14, c32)
+    tl.store(cb + 15, c33)
+
+
+@triton.jit
+def _mix4(hrow, d, dmask, D, p0, p1, p2, p3, INTERP: tl.constexpr):
+    """x'[d] = sum_i p_i h[i, d] (fp32, streams read through L2: other programs wrote them), rounded to
+    bf16 as stored, returned as fp32."""
+    x = p0 * tl.load(hrow + d, mask=dmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+    x += p1 * tl.load(hrow + D + d, mask=dmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+    x += p2 * tl.load(hrow + 2 * D + d, mask=dmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+    x += p3 * tl.load(hrow + 3 * D + d, mask=dmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+    return to_bf16(x, INTERP).to(tl.float32)
+
+
+@triton.jit
+def _token_tail(t, h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, D, S,
+                eps, norm_eps, rms_eps, ROWS: tl.constexpr, NPAD: tl.constexpr, ITERS: tl.constexpr,
+                HEAD: tl.constexpr, NORM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_FIN: tl.constexpr,
+                ONE_PASS: tl.constexpr, INTERP: tl.constexpr):
+    """Everything of one token after the projection: sum its S partials (ws (T, S, NPAD): rows 0..ROWS-1 of m,
+    column ROWS the sum of squares) in split order (deterministic), the sigmoid split, Sinkhorn (post and comb
+    stored), x' = sum_i pre_i h_i over the whole row and, with NORM, x = w * x' * rsqrt(mean(x'^2) + rms_eps)
+    of the bf16 x' (ONE_PASS: the row is one BLOCK_FIN block held in registers; else x' is stored, then
+    read back and normalized)."""
+    t = tl.cast(t, tl.int64)   # a loop index (a Python int in the interpreter)
+    rows = tl.arange(0, NPAD)
+    acc = tl.zeros((NPAD,), dtype=tl.float32)
+    wrow = ws_ptr + t * S * NPAD
+    for s0 in range(0, S, BLOCK_S):
+        ss = s0 + tl.arange(0, BLOCK_S)
+        part = tl.load(wrow + ss[:, None] * NPAD + rows[None, :], mask=ss[:, None] < S, other=0.0,
+                       cache_modifier=".cg")
+        acc += tl.sum(part, axis=0)
+    rn = tl.rsqrt(_pick(acc, rows, ROWS) / (_HC * D) + norm_eps)
+    sc = tl.load(scale_ptr)
+    p0 = tl.sigmoid(_logit(acc, rows, 0, rn, sc, base_ptr)) + eps
+    p1 = tl.sigmoid(_logit(acc, rows, 1, rn, sc, base_ptr)) + eps
+    p2 = tl.sigmoid(_logit(acc, rows, 2, rn, sc, base_ptr)) + eps
+    p3 = tl.sigmoid(_logit(acc, rows, 3, rn, sc, base_ptr)) + eps
+    hrow = h_ptr + t * (_HC * D)
+    xrow = x_ptr + t * D
+    if ONE_PASS:
+        d = tl.arange(0, BLOCK_FIN)
+        dm = d < D
+        xb = _mix4(hrow, d, dm, D, p0, p1, p2, p3, INTERP)
+        if NORM:
+            rr = tl.rsqrt(tl.sum(xb * xb, axis=0) / D + rms_eps)
+            w = tl.load(nw_ptr + d, mask=dm, other=0.0).to(tl.float32)
+            tl.store(xrow + d, to_bf16(w * (xb * rr), INTERP), mask=dm)
+        else:
+            tl.store(xrow + d, xb.to(tl.bfloat16), mask=dm)
+    else:
+        ssq = tl.zeros((BLOCK_FIN,), dtype=tl.float32)
+        for d0 in range(0, D, BLOCK_FIN):
+            d = d0 + tl.arange(0, BLOCK_FIN)
+            xb = _mix4(hrow, d, d < D, D, p0, p1, p2, p3, INTERP)
+            tl.store(xrow + d, xb.to(tl.bfloat16), mask=d < D)
+            ssq += xb * xb
+        if NORM:
+            tl.debug_barrier()   # every thread's x' block is stored before any is read back
+            rr = tl.rsqrt(tl.sum(ssq, axis=0) / D + rms_eps)
+            for d0 in range(0, D, BLOCK_FIN):
+                d = d0 + tl.arange(0, BLOCK_FIN)
+                xr = tl.load(xrow + d, mask=d < D, other=0.0).to(tl.float32)
+                w = tl.load(nw_ptr + d, mask=d < D, other=0.0).to(tl.float32)
+                tl.store(xrow + d, to_bf16(w * (xr * rr), INTERP), mask=d < D)
+    if not HEAD:
+        _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS)
+
+
+@triton.jit
+def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_ptr,
+               base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr,
+               # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32 (inputs)
+               # ws (T, S, NPAD) fp32 partials; cnt (>= T / BLOCK_T) int32 zeros (ONE); xo (T, D) bf16,
+               # posto (T, 4), combo (T, 4, 4) fp32 (outputs, ONE); nw (D,) bf16 norm weight (NORM)
+               T, D, S, eps, norm_eps, rms_eps,
+               ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, ONE: tl.constexpr,
+               HEAD: tl.constexpr, NORM: tl.constexpr, ITERS: tl.constexpr, BLOCK_T: tl.constexpr,
+               BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_FIN: tl.constexpr, ONE_PASS: tl.constexpr,
+               SIMT: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+    """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): the projection of BLOCK_D columns of all four streams
+    (unrolled, so the four fn tiles are loaded together; SIMT: fp32 FMAs, else bf16 MMAs), with FUSE_POST h'
+    formed from x and h and stored first. Its partial m and sum of squares go to ws[t, s]. ONE: the token block's last
+    program to arrive (ticket, acq_rel) runs `_token_tail` for each of its tokens, then re-arms the ticket."""
+    tb = tl.program_id(0)
+    s = tl.program_id(1)
+    ts = tb * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = s * BLOCK_D + tl.arange(0, BLOCK_D)
+    rows = tl.arange(0, NPAD)
+    tmask = ts < T
+    # index tensors: [BLOCK_T, BLOCK_D] h tiles and [NPAD, BLOCK_D] fn tiles for the MMA; with SIMT everything is
+    # built in the [BLOCK_T, NPAD, BLOCK_D] product's space ([BLOCK_T, 1, BLOCK_D] and [1, NPAD, BLOCK_D]), so
+    # no tile changes layout (each change went through shared memory with a barrier)
+    if SIMT:
+        tok = ts[:, None, None]
+        tm = tmask[:, None, None]
+        col = d[None, None, :]
+        frow = rows[None, :, None]
+    else:
+        tok = ts[:, None]
+        tm = tmask[:, None]
+        col = d[None, :]
+        frow = rows[:, None]
+    m2 = tm & (col < D)
+    hrow = tok.to(tl.int64) * (_HC * D) + col
+    fmask = (frow < ROWS) & (col < D)
+    acc = tl.zeros((BLOCK_T, NPAD), dtype=tl.float32)
+    acc3 = tl.zeros((BLOCK_T, NPAD, BLOCK_D) if SIMT else (1, 1, 1), dtype=tl.float32)
+    sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
+    if FUSE_POST:
+        xv = tl.load(x_ptr + tok.to(tl.int64) * D + col, mask=m2, other=0.0).to(tl.float32)
+        h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0).to(tl.float32)
+        h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0).to(tl.float32)
+        h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0).to(tl.float32)
+        h3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0).to(tl.float32)
+    for j in tl.static_range(_HC):
+        if FUSE_POST:   # h'_j = post_j x + sum_i comb[i][j] h_i, rounded to bf16 as stored
+            cb = comb_ptr + tok * (_HC * _HC) + j
+            hj = tl.load(post_ptr + tok * _HC + j, mask=tm, other=0.0) * xv
+            hj += tl.load(cb, mask=tm, other=0.0) * h0
+            hj += tl.load(cb + _HC, mask=tm, other=0.0) * h1
+            hj += tl.load(cb + 2 * _HC, mask=tm, other=0.0) * h2
+            hj += tl.load(cb + 3 * _HC, mask=tm, other=0.0) * h3
+            hb = to_bf16(hj, INTERP)
+            tl.store(hout_ptr + hrow + j * D, hb, mask=m2)
+        else:
+            hb = tl.load(h_ptr + hrow + j * D, mask=m2, other=0.0)
+        hf = hb.to(tl.float32)
+        f = tl.load(fn_ptr + frow * (_HC * D) + j * D + col, mask=fmask, other=0.0)
+        if SIMT:   # fp32 FMAs, summed over the columns once after the four streams (small BLOCK_T only)
+            sq += tl.sum(tl.sum(hf * hf, axis=2), axis=1)
+            acc3 += f * hf
+        else:
+            sq += tl.sum(hf * hf, axis=1)
+            # fn (fp32) = b1 + b2 + b3 exactly, each bf16: three bf16 tensor-core products of the exact bf16 h
+            b1 = f.to(tl.bfloat16)
+            r1 = f - b1.to(tl.float32)
+            b2 = r1.to(tl.bfloat16)
+            b3 = (r1 - b2.to(tl.float32)).to(tl.bfloat16)
+            a = dot_operand(hb, DOT_UPCAST)
+            acc = tl.dot(a, dot_operand(tl.trans(b3), DOT_UPCAST), acc)
+            acc = tl.dot(a, dot_operand(tl.trans(b2), DOT_UPCAST), acc)
+            acc = tl.dot(a, dot_operand(tl.trans(b1), DOT_UPCAST), acc)
+    if SIMT:
+        acc = tl.sum(acc3, axis=2)
+    acc = tl.where(rows[None, :] == ROWS, sq[:, None], acc)     # column ROWS (padding) carries the sum of squares
+    tl.store(ws_ptr + (ts[:, None].to(tl.int64) * S + s) * NPAD + rows[None, :], acc, mask=tmask[:, None])
+    if ONE:
+        tl.debug_barrier()   # every thread's partial (and h') is stored before the release
+        ticket = tl.atomic_add(cnt_ptr + tb, 1, sem="acq_rel", scope="gpu")
+        if ticket == S - 1:
+            hsrc = hout_ptr if FUSE_POST else h_ptr
+            for t in range(tb * BLOCK_T, tl.minimum(T, tb * BLOCK_T + BLOCK_T)):
+                _token_tail(t, hsrc, ws_ptr, base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr, D, S,
+                            eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD, NORM, BLOCK_S, BLOCK_FIN, ONE_PASS,
+                            INTERP)
+            tl.atomic_xchg(cnt_ptr + tb, 0, sem="relaxed", scope="gpu")   # zero for the next launch
+
+
+@triton.jit
+def _mhc_tail(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, D, S, eps, norm_eps, rms_eps,
+              ROWS: tl.constexpr, NPAD: tl.constexpr, ITERS: tl.constexpr, HEAD: tl.constexpr, NORM: tl.constexpr,
+              BLOCK_S: tl.constexpr, BLOCK_FIN: tl.constexpr, ONE_PASS: tl.constexpr, INTERP: tl.constexpr):
+    """Grid (T,): `_token_tail` for token program_id(0) (the second launch when ONE is off)."""
+    _token_tail(tl.program_id(0), h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, D, S,
+                eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD, NORM, BLOCK_S, BLOCK_FIN, ONE_PASS, INTERP)
+
+
 # wrappers ----------------------------------------------------------------------------------------
 def _check_h(name: str, h: torch.Tensor) -> tuple[int, int]:
     check_dtype(f"{name}: h", h, torch.bfloat16)
@@ -336,29 +600,138 @@ def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False,
     return x, post, comb
 
 
-def _pre_cfg(op, t, d, config):
-    key = {"T": t, "D": d}
-    return config or lookup(op, key, mhc_default(key))
-
-
 def _check_iters(name, iters):
     if int(iters) < 1:
         raise ValueError(f"{name}: iters must be >= 1, got {iters}")
 
 
-@register_impl("mhc_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
-               kernels=lambda: [_mhc_proj, _mhc_mix])
-def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
-    check_device(h, fn, base, scale)
-    t, d = _check_h("mhc_pre", h)
-    _check_proj("mhc_pre", d, fn, base, scale, (2 + HC) * HC, 3)
-    _check_iters("mhc_pre", iters)
-    if t == 0:
-        return h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
-    cfg = _pre_cfg("mhc_pre", t, d, config)
+def _check_pre(name, h, fn, base, scale, iters, post_in=None, norm=None, head=False):
+    """Validate an mHC pre-family call (post_in = (x, post, comb) of a fused post; norm = (weight, rms_eps))
+    -> (T, D)."""
+    check_device(h, fn, base, scale, *(post_in or ()), *(norm[:1] if norm else ()))
+    t, d = _check_h(name, h)
+    if post_in is not None:
+        _check_post(name, t, d, *post_in)
+    _check_proj(name, d, fn, base, scale, HC if head else (2 + HC) * HC, 1 if head else 3)
+    if not head:
+        _check_iters(name, iters)
+    if norm is not None:
+        check_dtype(f"{name}: weight", norm[0], torch.bfloat16)
+        check_shape(f"{name}: weight", norm[0], (d,))
+        if norm[1] < 0:
+            raise ValueError(f"{name}: rms_eps must be >= 0, got {norm[1]}")
+    return t, d
+
+
+def _empty_outputs(h, fn, fused):
+    d = h.shape[2]
+    outs = (h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC)))
+    return (torch.empty_like(h), *outs) if fused else outs
+
+
+# impl "triton_v3": `_mhc_proj1` (+ `_mhc_tail` unless ONE) ------------------------------------------------------
+ONE_LAUNCH_MAX_T = 1   # largest T whose tail runs in the projection's last program (one launch): not yet measured
+SIMT_MAX_T = 4         # largest T projected with fp32 FMAs instead of bf16 MMAs: not yet measured
+
+
+def mhc1_configs(params: dict) -> list[dict]:
+    """(BLOCK_T tokens, BLOCK_D columns, warps) of `_mhc_proj1` (all four streams unrolled: only tiles that compile
+    for sm_120 without spills in the fused-post form; (16, 64, 8) and (32, 32, 4) spilled; (16, 32, 4/8) take
+    ~175 registers, (32, 32, 8) and (64, 32, 8) 255; SIMT: fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product for
+    BLOCK_T <= 4, ~96 registers, no shared-memory layout changes), ONE (one launch: the token block's last projection
+    program runs the tail) or a second launch `_mhc_tail` with tail_warps warps per token."""
+    tiles = ((16, 32, 4, False), (16, 32, 8, False), (32, 32, 8, False), (64, 32, 8, False),
+             (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True))
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "ONE": one, "tail_warps": tw}
+            for bt, bd, w, simt in tiles for one, tw in ((True, 4), (False, 4), (False, 8))]
+
+
+def mhc1_default(params: dict) -> dict:
+    t = params.get("T", 1)
+    if t <= SIMT_MAX_T:   # fp32 FMA projection, BLOCK_T a power of two <= 4 (the MMA pads the tokens to 16)
+        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
+                "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
+    if t <= 16:
+        return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "ONE": t <= ONE_LAUNCH_MAX_T, "tail_warps": 8}
+    # H200, T=64 (first measurement): BLOCK_T 64 / 8 warps 21.38 us, BLOCK_T 32 / 8 warps (255 registers, two
+    # waves of programs) 31.13 us
+    return {"BLOCK_T": 64, "BLOCK_D": 32, "num_warps": 8, "ONE": False, "tail_warps": 8}
+
+
+def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
+    """Launch `_mhc_proj1` and, unless the config's ONE, `_mhc_tail`; returns (h' or None, x, post, comb)."""
+    t, _, d = h.shape
+    cfg = config or mhc1_default({"T": t, "D": d})
+    bt, bd = cfg["BLOCK_T"], cfg["BLOCK_D"]
+    s, nt, one = triton.cdiv(d, bd), triton.cdiv(t, bt), bool(cfg.get("ONE", False))
     h = h.contiguous()
-    ws, sq, s, _ = _project(h, fn.contiguous(), 24, 32, cfg)
-    return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg)
+    ws = torch.empty((t, s, npad), dtype=torch.float32, device=h.device)
+    x = torch.empty((t, d), dtype=h.dtype, device=h.device)
+    post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
+    comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
+    if fuse is None:
+        xin = pin = cin = hout = h
+    else:
+        xin, pin, cin = (v.contiguous() for v in fuse)
+        hout = torch.empty_like(h)
+    nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
+    tail_warps = cfg["num_warps"] if one else cfg.get("tail_warps", 8)
+    # the tail's column block: <= 32 columns of each stream per thread (a config's BLOCK_FIN, e.g. in tests)
+    fin = cfg.get("BLOCK_FIN") or min(triton.next_power_of_2(d), 1024 * tail_warps)
+    common = dict(ROWS=rows, NPAD=npad, ITERS=int(iters), HEAD=head, NORM=norm is not None,
+                  BLOCK_S=min(triton.next_power_of_2(s), 128), BLOCK_FIN=fin, ONE_PASS=fin >= d, INTERP=INTERPRET)
+    fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
+    cnt = token_counters(h.device, nt) if one else ws
+    _mhc_proj1[(nt, s)](h, xin, pin, cin, hout, fn, ws, cnt, base, scale, x, post, comb, nw,
+                        t, d, s, eps, norm_eps, rms_eps, FUSE_POST=fuse is not None, ONE=one, BLOCK_T=bt,
+                        BLOCK_D=bd, SIMT=bool(cfg.get("SIMT", False)), DOT_UPCAST=INTERPRET, num_warps=cfg["num_warps"], **common)
+    if not one:
+        _mhc_tail[(t,)](hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps,
+                        num_warps=tail_warps, **common)
+    return (hout if fuse is not None else None), x, post, comb
+
+
+_KERNELS1 = lambda: [_mhc_proj1, _mhc_tail]   # noqa: E731
+
+
+@register_impl("mhc_pre", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+               kernels=_KERNELS1)
+def mhc_pre_v3(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
+    if t == 0:
+        return _empty_outputs(h, fn, False)
+    return _run1("mhc_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config)[1:]
+
+
+@register_impl("mhc_post_pre", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+               kernels=_KERNELS1)
+def mhc_post_pre_v3(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+                    config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
+    if t == 0:
+        return _empty_outputs(h, fn, True)
+    return _run1("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb))
+
+
+@register_impl("mhc_post_pre_norm", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+               kernels=_KERNELS1)
+def mhc_post_pre_norm_v3(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                         rms_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
+                      norm=(weight, rms_eps))
+    if t == 0:
+        return _empty_outputs(h, fn, True)
+    return _run1("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config,
+                 fuse=(x, post, comb), norm=(weight, rms_eps))
+
+
+@register_impl("mhc_head", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
+               kernels=_KERNELS1)
+def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_head", h, fn, base, scale, 1, head=True)
+    if t == 0:
+        return h.new_empty((0, d))
+    return _run1("mhc_head", h, fn, base, scale, HC, 16, 1, eps, norm_eps, config, head=True)[1]
 
 
 @register_impl("mhc_post", "triton", backend="triton", configs=mhc_post_configs, default_config=mhc_post_default,
@@ -377,18 +750,36 @@ def mhc_post(x, h, post, comb, config: dict | None = None):
     return out
 
 
-@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
-               kernels=lambda: [_mhc_proj, _mhc_mix])
-def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
-                 config: dict | None = None):
-    check_device(x, h, post, comb, fn, base, scale)
-    t, d = _check_h("mhc_post_pre", h)
-    _check_post("mhc_post_pre", t, d, x, post, comb)
-    _check_proj("mhc_post_pre", d, fn, base, scale, (2 + HC) * HC, 3)
-    _check_iters("mhc_post_pre", iters)
+# impl "triton": `_mhc_proj` + `_mhc_mix`, the partials summed by every mix program (faster than triton_v3 on the
+# H200 at T = 1, 16 and 64: docs/perf/mhc_norm.md) ---------------------------------------------------------------
+def _v2_cfg(op, t, d, config, default=mhc_default):
+    key = {"T": t, "D": d}
+    return config or lookup(op, key, default(key))
+
+
+_KERNELS2 = lambda: [_mhc_proj, _mhc_mix]   # noqa: E731
+
+
+@register_impl("mhc_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+               kernels=_KERNELS2)
+def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
     if t == 0:
-        return torch.empty_like(h), h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
-    cfg = _pre_cfg("mhc_post_pre", t, d, config)
+        return _empty_outputs(h, fn, False)
+    cfg = _v2_cfg("mhc_pre", t, d, config)
+    h = h.contiguous()
+    ws, sq, s, _ = _project(h, fn.contiguous(), 24, 32, cfg)
+    return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg)
+
+
+@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+               kernels=_KERNELS2)
+def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+                    config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
+    if t == 0:
+        return _empty_outputs(h, fn, True)
+    cfg = _v2_cfg("mhc_post_pre", t, d, config)
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
                              fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
@@ -396,23 +787,14 @@ def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm
 
 
 @register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
-               default_config=lambda p: mhc_norm_default(p),
-               kernels=lambda: [_mhc_proj, _mhc_mix])
+               default_config=lambda p: mhc_norm_default(p), kernels=_KERNELS2)
 def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
-                      rms_eps: float, config: dict | None = None):
-    check_device(x, h, post, comb, fn, base, scale, weight)
-    t, d = _check_h("mhc_post_pre_norm", h)
-    _check_post("mhc_post_pre_norm", t, d, x, post, comb)
-    _check_proj("mhc_post_pre_norm", d, fn, base, scale, (2 + HC) * HC, 3)
-    _check_iters("mhc_post_pre_norm", iters)
-    check_dtype("mhc_post_pre_norm: weight", weight, torch.bfloat16)
-    check_shape("mhc_post_pre_norm: weight", weight, (d,))
-    if rms_eps < 0:
-        raise ValueError(f"mhc_post_pre_norm: rms_eps must be >= 0, got {rms_eps}")
+                         rms_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
+                      norm=(weight, rms_eps))
     if t == 0:
-        return torch.empty_like(h), h.new_empty((0, d)), fn.new_empty((0, HC)), fn.new_empty((0, HC, HC))
-    key = {"T": t, "D": d}
-    cfg = config or lookup("mhc_post_pre_norm", key, mhc_norm_default(key))
+        return _empty_outputs(h, fn, True)
+    cfg = _v2_cfg("mhc_post_pre_norm", t, d, config, mhc_norm_default)
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
                              fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
@@ -421,24 +803,21 @@ def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float,
 
 
 @register_impl("mhc_post_pre_norm", "triton_v1", backend="triton", configs=mhc_configs,
-               default_config=mhc_default, kernels=lambda: [_mhc_proj, _mhc_mix])
+               default_config=mhc_default, kernels=_KERNELS2)
 def mhc_post_pre_norm_v1(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                          rms_eps: float, config: dict | None = None):
     """The first version (kept to measure against): the mix's norm is one program per token walking D twice."""
-    key = {"T": h.shape[0], "D": h.shape[-1]}
-    cfg = {**(config or lookup("mhc_post_pre_norm", key, mhc_default(key))), "SPLIT_NORM": False}
+    cfg = {**_v2_cfg("mhc_post_pre_norm", h.shape[0], h.shape[-1], config), "SPLIT_NORM": False}
     return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, config=cfg)
 
 
 @register_impl("mhc_head", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
-               kernels=lambda: [_mhc_proj, _mhc_mix])
+               kernels=_KERNELS2)
 def mhc_head(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
-    check_device(h, fn, base, scale)
-    t, d = _check_h("mhc_head", h)
-    _check_proj("mhc_head", d, fn, base, scale, HC, 1)
+    t, d = _check_pre("mhc_head", h, fn, base, scale, 1, head=True)
     if t == 0:
         return h.new_empty((0, d))
-    cfg = _pre_cfg("mhc_head", t, d, config)
+    cfg = _v2_cfg("mhc_head", t, d, config)
     h = h.contiguous()
     ws, sq, s, _ = _project(h, fn.contiguous(), HC, 16, cfg)
     return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), 1, eps, norm_eps, 16, cfg, head=True)[0]

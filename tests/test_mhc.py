@@ -144,25 +144,65 @@ def test_kernel_with_many_splits_and_two_token_blocks(op):
     verify(op, {"T": 17, "D": 768, "iters": 20}, "outliers", 3, "contiguous")
 
 
+def _check_config(op, impl, cfg, params, seed=4):
+    from kernelbench.harness.testing import assert_close
+    spec = registry.get_op(op)
+    inp = inputs(op, params, "normal", seed)
+    with compute_dtype(torch.float64):
+        ref = spec.reference(**inp)
+    out = registry.get_impl(op, impl).fn(**inp, config=cfg)
+    outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
+    for name, o, r in zip(spec.outputs, outs, refs):
+        assert_close(o, r, spec.tolerance(params)[name], name)
+    return out
+
+
 @needs_triton
 @pytest.mark.parametrize("op,split", [("mhc_pre", None), ("mhc_post_pre", None), ("mhc_post_pre_norm", True),
                                      ("mhc_post_pre_norm", False), ("mhc_head", None)])
 def test_kernel_config_variants(op, split):
-    # streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32; the fused norm
-    # walks D = 768 in two column blocks of 512 (the second one partial)
-    from kernelbench.reference.precision import compute_dtype
-    from kernelbench.harness.testing import assert_close
-    spec, params = registry.get_op(op), {"T": 17, "D": 768, "iters": 20}
-    inp = inputs(op, params, "normal", 4)
-    with compute_dtype(torch.float64):
-        ref = spec.reference(**inp)
+    # impl triton: streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32;
+    # the fused norm walks D = 768 in two column blocks of 512 (the second one partial)
     cfg = {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "NJ": 1, "BLOCK_MIX": 512, "mix_warps": 1}
-    if split is not None:   # the norm by the token's last mix program (impl triton) or the two-pass walk (triton_v1)
+    if split is not None:   # the norm by the token's last mix program (triton) or the two-pass walk (triton_v1)
         cfg["SPLIT_NORM"] = split
-    out = registry.get_impl(op, "triton").fn(**inp, config=cfg)
-    outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
-    for name, o, r in zip(spec.outputs, outs, refs):
-        assert_close(o, r, spec.tolerance(params)[name], name)
+    _check_config(op, "triton", cfg, {"T": 17, "D": 768, "iters": 20})
+
+
+# impl triton_v3: (op, config) at T = 17, D = 768 (24 or 12 column splits; 17 tokens = a partial last token block)
+_CONFIGS = [
+    # one launch with the MMA projection: the last program of each 16-token block runs the tail for its
+    # tokens; the tail walks the row in two column blocks of 512 (store x', read back, normalize)
+    ("mhc_post_pre_norm", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "ONE": True,
+                           "BLOCK_FIN": 512}),
+    # fp32-FMA projection, 4 tokens per program, 64 columns; the tail in a second one-warp launch, two blocks
+    ("mhc_post_pre_norm", {"BLOCK_T": 4, "BLOCK_D": 64, "num_warps": 4, "SIMT": True, "ONE": False,
+                           "tail_warps": 1, "BLOCK_FIN": 512}),
+    ("mhc_post_pre", {"BLOCK_T": 2, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "ONE": True}),
+    ("mhc_pre", {"BLOCK_T": 1, "BLOCK_D": 64, "num_warps": 4, "SIMT": True, "ONE": True, "BLOCK_FIN": 256}),
+    ("mhc_head", {"BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "ONE": True}),
+    ("mhc_head", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "ONE": False, "tail_warps": 2}),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("op,cfg", _CONFIGS, ids=[f"{op}-{i}" for i, (op, _) in enumerate(_CONFIGS)])
+def test_v3_kernel_config_variants(op, cfg):
+    _check_config(op, "triton_v3", cfg, {"T": 17, "D": 768, "iters": 20})
+
+
+@needs_triton
+def test_v3_one_launch_tickets_are_rearmed_and_the_result_is_deterministic():
+    # the token block's last projection program takes the tail and puts its ticket back to zero: a second
+    # call (same counters) must see zeros again and give bit-identical outputs
+    from kernelbench.kernels import mhc as K
+    cfg = {"BLOCK_T": 2, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "ONE": True}
+    params = {"T": 5, "D": 96, "iters": 20}
+    first = _check_config("mhc_post_pre_norm", "triton_v3", cfg, params, seed=7)
+    assert int(K.token_counters(torch.device("cpu"), 3)[:3].abs().sum()) == 0
+    second = _check_config("mhc_post_pre_norm", "triton_v3", cfg, params, seed=7)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
 
 
 # errors --------------------------------------------------------------------------------------------
@@ -191,5 +231,7 @@ def test_sm120_compile_fits_without_spills_on_tensor_cores(all_configs):
         assert rep["problems"] == [], (rep["label"], rep["config"], rep["problems"])
         for k in rep["kernels"]:
             assert k["shared_bytes"] <= 101376 and not k["spills"], k
-            if k["kernel"].endswith("_mhc_proj"):
-                assert any(i.startswith("HMMA") for i in k["sass_mma"]), k   # the projection is on tensor cores
+            mma = k["kernel"].endswith("_mhc_proj") or (k["kernel"].endswith("_mhc_proj1")
+                                                       and not (rep["config"] or {}).get("SIMT"))
+            if mma:   # the projection is on tensor cores (impl triton's SIMT form, for T <= 4, uses fp32 FMAs)
+                assert any(i.startswith("HMMA") for i in k["sass_mma"]), k
