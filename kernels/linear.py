@@ -32,7 +32,7 @@ import triton.language as tl
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.kernels.quant import _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3, fp4_lo_e4m3, pow2
 from kernelbench.registry import register_impl
-from kernelbench.tuned_configs import lookup
+from kernelbench.tuned_configs import _pinned, lookup
 
 NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned table overrides per device
 
@@ -196,33 +196,61 @@ def _fp4_gemm_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
 
 
 @triton.jit
+def bf16_gemv_span(x_row, w_ptr, rn, nmask, swn, K, kb0, ITERS: tl.constexpr, NB: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr):
+    """(BN,) fp32: one bf16 row x_row (K,) against w[rn, BK kb0 : BK (kb0 + ITERS NB)] (rows swn apart), no
+    tensor cores: NB (BN, BK) weight tiles a step (unrolled: their loads are in flight together), one fp32
+    FMA per weight into a (BN, BK) register tile summed across K once at the end (bf16 products are exact)."""
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BN, BK), dtype=tl.float32)
+    for i in tl.range(0, ITERS):
+        for j in tl.static_range(NB):
+            k = (kb0 + i * NB + j) * BK + rk
+            kmask = k < K
+            xv = tl.load(x_row + k, mask=kmask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + rn[:, None] * swn + k[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+            acc += w.to(tl.float32) * xv[None, :]
+    return tl.sum(acc, axis=1)
+
+
+@triton.jit
 def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                       sxm, sxg, swg, swn, som, sog, PART_STRIDE,
                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
-                      OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+                      OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr,
+                      NB: tl.constexpr = 1):
     # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16);
     # out[m, g, n] at m*som + g*sog + n; SPLIT > 1: fp32 partials at the same offsets + s*PART_STRIDE in part,
-    # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel)
+    # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel).
+    # BM == 1: one row per program, fp32 FMA dot (bf16_gemv_span, NB K blocks a step); else tl.dot tiles.
     pid_n, pid_s, pid_mg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n_mt = tl.cdiv(M, BM)
     g = pid_mg // n_mt
-    rm = (pid_mg % n_mt) * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
     kb0 = pid_s * KB_SPLIT
-    acc = tl.zeros((BN, BM), dtype=tl.float32)
-    for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
-        kb = kb0 + i
-        k = kb * BK + rk
-        kmask = k < K
-        x = tl.load(x_ptr + rm[:, None] * sxm + g * sxg + k[None, :], mask=(rm < M)[:, None] & kmask[None, :],
-                    other=0.0)
-        w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
-                    other=0.0)
-        acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
+    if BM == 1:
+        row = pid_mg % n_mt
+        acc = bf16_gemv_span(x_ptr + row * sxm + g * sxg, w_ptr + g * swg, rn, rn < N, swn, K, kb0, KB_SPLIT // NB,
+                             NB, BN, BK)
+        ooff = row * som + g * sog + rn
+        omask = rn < N
+    else:
+        rm = (pid_mg % n_mt) * BM + tl.arange(0, BM)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+        for i in tl.range(0, KB_SPLIT):               # the wrapper makes S divide the K blocks
+            kb = kb0 + i
+            k = kb * BK + rk
+            kmask = k < K
+            x = tl.load(x_ptr + rm[:, None] * sxm + g * sxg + k[None, :], mask=(rm < M)[:, None] & kmask[None, :],
+                        other=0.0)
+            w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
+                        other=0.0)
+            acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
+        ooff = rm[None, :] * som + g * sog + rn[:, None]
+        omask = (rn < N)[:, None] & (rm < M)[None, :]
     ticket = cnt_ptr + pid_mg * tl.num_programs(0) + pid_n
-    splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * som + g * sog + rn[:, None],
-                 (rn < N)[:, None] & (rm < M)[None, :], pid_s, PART_STRIDE, SPLIT, REDUCE, OUT_BF16, RNE_FIX)
+    splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE, SPLIT, REDUCE, OUT_BF16, RNE_FIX)
 
 
 @triton.jit
@@ -407,6 +435,170 @@ def fp8_linear_3launch(x, weight, weight_scale, config=None):
     return _fp8_linear(x, weight, weight_scale, config, fused=False)
 
 
+# ---- fp8_linear v2: one launch at every M ------------------------------------------------------------------------
+@triton.jit
+def fp8_gemv_span(x_ptr, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, ITERS: tl.constexpr, NB: tl.constexpr,
+                  BN: tl.constexpr, HW_CVT: tl.constexpr):
+    """(BN,) fp32: one bf16 row x (K,) against W[rn, 128 kb0 : 128 (kb0 + ITERS NB)] without tensor cores. Each
+    step reads NB (BN, 128) weight tiles (16-byte vectors along K; unrolled, so their loads are in flight
+    together) and quantizes the x group each one meets (act_quant_e4m3). The group's two power-of-two scales
+    fold into the decoded codes (xs = q sx sw, exact), so every weight byte is one fp32 FMA into a (BN, 128)
+    register tile summed across K once at the end."""
+    rk = tl.arange(0, 128)
+    KB = K // 128
+    acc = tl.zeros((BN, 128), dtype=tl.float32)
+    for i in tl.range(0, ITERS):
+        for j in tl.static_range(NB):
+            kb = kb0 + i * NB + j
+            xq, sx = act_quant_e4m3(tl.load(x_ptr + kb * 128 + rk)[None, :].to(tl.float32), HW_CVT)   # (1, 128)
+            sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
+            xs = xq.to(tl.float32) * (sx * sw)[:, None]
+            w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
+            acc += w.to(tl.float32) * xs
+    return tl.sum(acc, axis=1)
+
+
+@triton.jit
+def fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr, HW_CVT: tl.constexpr):
+    """(BM, BN) fp32: X[rm, 128 kb0 : +128 KB_SPLIT] . W[rn, same]^T, x bf16 quantized per (row, 128-block) in
+    registers and used as the MMA's A operand straight from there (only the weight tile goes through shared
+    memory), both block scales applied to each 128-deep partial."""
+    rk = tl.arange(0, 128)
+    KB = K // 128
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for i in tl.range(0, KB_SPLIT):
+        kb = kb0 + i
+        xv = tl.load(x_ptr + rm[:, None] * ldx + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
+        xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                        # (BM, 128), (BM,)
+        w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
+        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
+        acc += tl.dot(xq, tl.trans(w)) * (sx * sw)[:, None]
+    return acc
+
+
+@triton.jit
+def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
+                          KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
+                          XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (M, K) bf16 rows sxm apart; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16;
+    # part (S, M, N) fp32 split-K partials, cnt one int32 ticket per output tile (zero between launches).
+    # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, NB K blocks a step); else tl.dot on e4m3 codes
+    # with the quantized x as the MMA's A operand (X_OPERAND "A": fp8_mma_span, (BM, BN) tile) or "B" (fp8_gemm_tile's
+    # W . x^T, (BN, BM) tile: on sm_90 BM = 16 then still runs on QGMMA 64 x 16, x going through shared memory).
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    nmask = rn < N
+    nb = (pid_n * BN) // 128
+    if BM == 1:
+        acc = fp8_gemv_span(x_ptr + pid_m * sxm, w_ptr, ws_ptr, rn, nmask, nb, K, pid_s * KB_SPLIT,
+                            KB_SPLIT // NB, NB, BN, HW_CVT)
+        ooff = pid_m * N + rn
+        omask = nmask
+    elif XA:
+        rm = pid_m * BM + tl.arange(0, BM)
+        mmask = rm < M
+        acc = fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT, KB_SPLIT,
+                           BM, BN, HW_CVT)
+        ooff = rm[:, None] * N + rn[None, :]
+        omask = mmask[:, None] & nmask[None, :]
+    else:
+        rm = pid_m * BM + tl.arange(0, BM)
+        mmask = rm < M
+        acc = fp8_gemm_tile(x_ptr, ws_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT,
+                            KB_SPLIT, BM, BN, True, HW_CVT)
+        ooff = rm[None, :] * N + rn[:, None]
+        omask = nmask[:, None] & mmask[None, :]
+    splitk_store(acc, out_ptr, part_ptr, cnt_ptr + pid_m * tl.num_programs(0) + pid_n, ooff, omask, pid_s, M * N,
+                 SPLIT, True, True, RNE_FIX)
+
+
+# (BM, BN, num_warps): BM = 1 is the FMA GEMV (one row per program, M <= GEMV_MAX_M), BM >= 16 the tl.dot tile.
+FP8_V2_TILES = ((1, 32, 4), (1, 64, 4), (1, 64, 8), (1, 128, 8), (16, 64, 4), (16, 128, 4), (16, 128, 8),
+                (32, 64, 4), (32, 128, 8), (64, 64, 4), (64, 128, 8))
+GEMV_MAX_M = 1        # M <= this: the FMA GEMV (the weight is re-read from L2 once per row above one row)
+V2_PROGRAMS_PER_SM = 2
+
+
+def fp8_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
+    """M <= GEMV_MAX_M: GEMV tiles of BN = 64 rows, K split until about V2_PROGRAMS_PER_SM programs per SM, each
+    step NB = 2 K blocks (16 KB of weights in flight per step). Larger M: BM 16/32/64 x BN 64 tl.dot tiles, x the
+    B operand below BM 64 (sm_90: QGMMA 64 x BM, where x as A would need BM >= 64 or an fp16 upcast)."""
+    M, N, K = params["M"], params["N"], params["K"]
+    kb = max(1, K // 128)
+    if M <= GEMV_MAX_M:
+        bm, bn, warps = 1, 64, 4
+    else:
+        bm, bn, warps = (16 if M <= 16 else 32 if M <= 32 else 64), 64, 4
+    tiles = triton.cdiv(N, bn) * (M if bm == 1 else triton.cdiv(M, bm))
+    want = max(1, (per_sm * NUM_SMS_TARGET) // tiles)
+    split = _fit_split(_pow2_at_most(want), kb)
+    return {"BM": bm, "BN": bn, "NB": 2 if (kb // split) % 2 == 0 else 1, "X_OPERAND": "A" if bm == 64 else "B",
+            "SPLIT": split, "num_warps": warps, "num_stages": 3}
+
+
+def fp8_v2_configs(params: dict) -> list[dict]:
+    M = params.get("M", 1)
+    kb = max(1, params.get("K", 128) // 128)
+    out = []
+    for bm, bn, w in FP8_V2_TILES:
+        if (bm == 1) != (M <= GEMV_MAX_M):
+            continue
+        for s in (1, 2, 4, 8, 16, 32):
+            if s > kb or kb % s:
+                continue
+            for nb in ((1, 2, 4) if bm == 1 else (1,)):
+                if (kb // s) % nb == 0:
+                    out += [{"BM": bm, "BN": bn, "NB": nb, "X_OPERAND": xo, "SPLIT": s, "num_warps": w,
+                             "num_stages": st} for xo in (("B",) if bm == 1 else ("A", "B")) for st in (2, 3, 4)]
+    return out
+
+
+def _v2_config(op: str, default: dict) -> dict:
+    """The default with any KERNELBENCH_PIN_CONFIG pin for `op` laid over it. The tuned table is not consulted:
+    its entries were tuned for the `triton` implementation's kernel (the lookup does not tell impls apart)."""
+    return {**default, **(_pinned(op) or {})}
+
+
+@register_impl("fp8_linear", "triton_v2", backend="triton", configs=fp8_v2_configs, default_config=fp8_v2_default,
+               kernels=lambda: [_fp8_linear_v2_kernel])
+def fp8_linear_v2(x, weight, weight_scale, config=None):
+    """One launch at every M: x quantized where the GEMM reads it, split-K reduced by each tile's last program."""
+    check_device(x, weight, weight_scale)
+    check_dtype("weight", weight, torch.float8_e4m3fn)
+    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
+    if weight.dim() != 2 or weight.shape[1] % 128:
+        raise ValueError(f"fp8_linear: weight must be [N, K] with K % 128 == 0, got {tuple(weight.shape)}")
+    N, K = weight.shape
+    _check_linear_x(x, K, "fp8_linear")
+    check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
+    M = x.shape[0]
+    cfg = config or _v2_config("fp8_linear", fp8_v2_default({"M": M, "N": N, "K": K}))
+    _check_cfg(cfg)
+    bm = cfg["BM"]
+    if bm != 1 and bm < 16:
+        raise ValueError(f"fp8_linear: BM={bm} must be 1 (GEMV) or at least 16 (the MMA tile)")
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    if M == 0:
+        return y
+    if x.stride(1) != 1:
+        x = x.contiguous()
+    weight = weight.contiguous()
+    ws = weight_scale.contiguous().view(torch.uint8)
+    kb = K // 128
+    split = _fit_split(cfg["SPLIT"], kb)
+    nb = cfg.get("NB", 1) if bm == 1 else 1
+    if (kb // split) % nb:
+        raise ValueError(f"fp8_linear: NB={nb} must divide the {kb // split} K blocks of each split")
+    grid = (triton.cdiv(N, cfg["BN"]), split, M if bm == 1 else triton.cdiv(M, bm))
+    part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+    tickets = split_tickets(x.device, grid[0] * grid[2]) if split > 1 else part
+    _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
+                                BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
+                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return y
+
+
 @register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp4_default,
                kernels=lambda: [_fp4_gemm_kernel, _splitk_reduce_kernel])
 def fp4_linear(x, weight, weight_scale, config=None):
@@ -448,16 +640,19 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
     split = _fit_split(cfg["SPLIT"], triton.cdiv(K, BK))
     kb_split = triton.cdiv(K, BK) // split
     part = y3 if split == 1 else torch.empty((split,) + tuple(y3.shape), dtype=torch.float32, device=y3.device)
+    nb = cfg.get("NB", 1) if cfg["BM"] == 1 else 1
+    if kb_split % nb:
+        raise ValueError(f"bf16 GEMM: NB={nb} must divide the {kb_split} K blocks of each split")
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]) * G)
     tickets = split_tickets(y3.device, grid[0] * grid[2]) if split > 1 else part
     _bf16_gemm_kernel[grid](x3, w3, y3, part, tickets, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0),
                             w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
                             BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
-                            RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                            RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y3
 
 
-def _linear_bf16(x, weight, out_dtype, config, op, key):
+def _linear_bf16(x, weight, out_dtype, config, op, key, default=None):
     check_device(x, weight)
     check_dtype("x", x, torch.bfloat16)
     check_dtype("weight", weight, torch.bfloat16)
@@ -467,7 +662,7 @@ def _linear_bf16(x, weight, out_dtype, config, op, key):
         raise ValueError(f"{op}: out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype}")
     M, K = x.shape
     N = weight.shape[0]
-    cfg = config or lookup(op, key, _default(M, N, K, big_m_tile=32))
+    cfg = config or (_v2_config(op, default) if default else lookup(op, key, _default(M, N, K, big_m_tile=32)))
     x, weight = x.contiguous(), weight.contiguous()
     y = torch.empty((M, N), dtype=out_dtype, device=x.device)
     _bf16_gemm(x.view(M, 1, K), weight.view(1, N, K), y.view(M, 1, N), cfg, out_dtype == torch.bfloat16)
@@ -491,6 +686,10 @@ def lm_head(x, weight, config=None):
 @register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
 def grouped_wo_a(o, weight, config=None):
+    return _grouped_wo_a(o, weight, config, v2=False)
+
+
+def _grouped_wo_a(o, weight, config, v2):
     check_device(o, weight)
     check_dtype("o", o, torch.bfloat16)
     check_dtype("weight", weight, torch.bfloat16)
@@ -500,7 +699,62 @@ def grouped_wo_a(o, weight, config=None):
     T, G, I = o.shape
     O = weight.shape[1]
     key = {"T": T, "Gl": G, "O": O, "I": I}
-    cfg = config or lookup("grouped_wo_a", key, bf16_default(key))
+    cfg = config or (_v2_config("grouped_wo_a", bf16_v2_default(key)) if v2 else
+                     lookup("grouped_wo_a", key, bf16_default(key)))
     o, weight = o.contiguous(), weight.contiguous()
     z = torch.empty((T, G, O), dtype=torch.bfloat16, device=o.device)
     return _bf16_gemm(o, weight, z, cfg, True)
+
+
+# ---- bf16 v2: the FMA GEMV at M = 1 ------------------------------------------------------------------------------
+BF16_V2_TILES = ((1, 32, 4), (1, 64, 4), (1, 64, 8), (1, 128, 8))
+
+
+def _mnkg(params: dict) -> tuple[int, int, int, int]:
+    M = params.get("M", params.get("T"))
+    N = params.get("N", params.get("V", params.get("O")))
+    K = params.get("K", params.get("D", params.get("I")))
+    return M, N, K, params.get("Gl", 1)
+
+
+def bf16_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
+    """M <= GEMV_MAX_M: GEMV tiles (BM 1, BN 64), K split until about V2_PROGRAMS_PER_SM programs per SM, NB = 2
+    K blocks a step (32 KB of bf16 weights in flight). Larger M: bf16_default's tl.dot tiles."""
+    M, N, K, G = _mnkg(params)
+    if M > GEMV_MAX_M:
+        return bf16_default(params)
+    kb = max(1, triton.cdiv(K, 128))
+    tiles = triton.cdiv(N, 64) * M * G
+    split = _fit_split(_pow2_at_most(max(1, (per_sm * NUM_SMS_TARGET) // tiles)), kb)
+    return {"BM": 1, "BN": 64, "NB": 2 if (kb // split) % 2 == 0 else 1, "SPLIT": split, "num_warps": 4,
+            "num_stages": 3}
+
+
+def bf16_v2_configs(params: dict) -> list[dict]:
+    M, _, K, _ = _mnkg(params)
+    if M > GEMV_MAX_M:
+        return bf16_configs(params)
+    kb = max(1, triton.cdiv(K, 128))
+    return [{"BM": bm, "BN": bn, "NB": nb, "SPLIT": s, "num_warps": w, "num_stages": st}
+            for bm, bn, w in BF16_V2_TILES for s in (1, 2, 4, 8, 16, 32) if s <= kb and kb % s == 0
+            for nb in (1, 2, 4) if (kb // s) % nb == 0 for st in (2, 3)]
+
+
+@register_impl("bf16_linear", "triton_v2", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+               kernels=lambda: [_bf16_gemm_kernel])
+def bf16_linear_v2(x, weight, out_dtype=torch.float32, config=None):
+    key = {"M": x.shape[0], "N": weight.shape[0], "K": weight.shape[-1]}
+    return _linear_bf16(x, weight, out_dtype, config, "bf16_linear", key, bf16_v2_default(key))
+
+
+@register_impl("lm_head", "triton_v2", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+               kernels=lambda: [_bf16_gemm_kernel])
+def lm_head_v2(x, weight, config=None):
+    key = {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]}
+    return _linear_bf16(x, weight, torch.float32, config, "lm_head", key, bf16_v2_default(key))
+
+
+@register_impl("grouped_wo_a", "triton_v2", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+               kernels=lambda: [_bf16_gemm_kernel])
+def grouped_wo_a_v2(o, weight, config=None):
+    return _grouped_wo_a(o, weight, config, v2=True)
