@@ -199,18 +199,19 @@ def _fp4_gemm_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
 def bf16_gemv_span(x_row, w_ptr, rn, nmask, swn, K, kb0, ITERS: tl.constexpr, NB: tl.constexpr, BN: tl.constexpr,
                    BK: tl.constexpr):
     """(BN,) fp32: one bf16 row x_row (K,) against w[rn, BK kb0 : BK (kb0 + ITERS NB)] (rows swn apart), no
-    tensor cores: NB (BN, BK) weight tiles a step (unrolled: their loads are in flight together), one fp32
-    FMA per weight into a (BN, BK) register tile summed across K once at the end (bf16 products are exact)."""
+    tensor cores: each step loads one (BN, NB, BK) weight tile (all its bytes in flight together), one fp32 FMA
+    per weight (bf16 products are exact), summed over the tile's K."""
+    rj = tl.arange(0, NB)
     rk = tl.arange(0, BK)
-    acc = tl.zeros((BN, BK), dtype=tl.float32)
+    acc = tl.zeros((BN,), dtype=tl.float32)
     for i in tl.range(0, ITERS):
-        for j in tl.static_range(NB):
-            k = (kb0 + i * NB + j) * BK + rk
-            kmask = k < K
-            xv = tl.load(x_row + k, mask=kmask, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + rn[:, None] * swn + k[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
-            acc += w.to(tl.float32) * xv[None, :]
-    return tl.sum(acc, axis=1)
+        k = (kb0 + i * NB + rj)[:, None] * BK + rk[None, :]                       # (NB, BK)
+        kmask = k < K
+        w = tl.load(w_ptr + rn[:, None, None] * swn + k[None, :, :], mask=nmask[:, None, None] & kmask[None, :, :],
+                    other=0.0)
+        xv = tl.load(x_row + k, mask=kmask, other=0.0).to(tl.float32)
+        acc += tl.sum(tl.sum(w.to(tl.float32) * xv[None, :, :], axis=2), axis=1)
+    return acc
 
 
 @triton.jit
@@ -440,22 +441,24 @@ def fp8_linear_3launch(x, weight, weight_scale, config=None):
 def fp8_gemv_span(x_ptr, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, ITERS: tl.constexpr, NB: tl.constexpr,
                   BN: tl.constexpr, HW_CVT: tl.constexpr):
     """(BN,) fp32: one bf16 row x (K,) against W[rn, 128 kb0 : 128 (kb0 + ITERS NB)] without tensor cores. Each
-    step reads NB (BN, 128) weight tiles (16-byte vectors along K; unrolled, so their loads are in flight
-    together) and quantizes the x group each one meets (act_quant_e4m3). The group's two power-of-two scales
-    fold into the decoded codes (xs = q sx sw, exact), so every weight byte is one fp32 FMA into a (BN, 128)
-    register tile summed across K once at the end."""
+    step issues the load of a whole (BN, NB, 128) weight tile first (16-byte vectors along K), then quantizes
+    the NB x groups it meets (act_quant_e4m3; its cross-warp max waits at barriers while the weight bytes are
+    already in flight). The group's two power-of-two scales fold into the decoded codes (xs = q sx sw, exact),
+    so every weight byte is one fp32 FMA; the product is summed over the tile's K."""
+    rj = tl.arange(0, NB)
     rk = tl.arange(0, 128)
     KB = K // 128
-    acc = tl.zeros((BN, 128), dtype=tl.float32)
+    acc = tl.zeros((BN,), dtype=tl.float32)
     for i in tl.range(0, ITERS):
-        for j in tl.static_range(NB):
-            kb = kb0 + i * NB + j
-            xq, sx = act_quant_e4m3(tl.load(x_ptr + kb * 128 + rk)[None, :].to(tl.float32), HW_CVT)   # (1, 128)
-            sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
-            xs = xq.to(tl.float32) * (sx * sw)[:, None]
-            w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
-            acc += w.to(tl.float32) * xs
-    return tl.sum(acc, axis=1)
+        kb = kb0 + i * NB + rj                                                     # (NB,) K blocks
+        col = kb[:, None] * 128 + rk[None, :]                                      # (NB, 128)
+        w = tl.load(w_ptr + rn[:, None, None] * K + col[None, :, :], mask=nmask[:, None, None], other=0.0)
+        xv = tl.load(x_ptr + col).to(tl.float32)
+        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
+        xq, sx = act_quant_e4m3(xv, HW_CVT)                                       # (NB, 128) e4m3, (NB,)
+        xs = xq.to(tl.float32) * (sx * sw)[:, None]
+        acc += tl.sum(tl.sum(w.to(tl.float32) * xs[None, :, :], axis=2), axis=1)
+    return acc
 
 
 @triton.jit
@@ -520,21 +523,29 @@ GEMV_MAX_M = 1        # M <= this: the FMA GEMV (the weight is re-read from L2 o
 V2_PROGRAMS_PER_SM = 2
 
 
+def _gemv_split(tiles: int, kblocks: int, per_sm: int, nb_max: int = 4) -> tuple[int, int]:
+    """(SPLIT, NB) for the GEMV: one step per program (NB = the K blocks of a split, all loaded at once), NB as large
+    as possible (<= nb_max) while the grid keeps at least per_sm * 3/4 programs per SM."""
+    nb = nb_max
+    while nb > 1 and (kblocks % nb or tiles * (kblocks // nb) < (3 * per_sm * NUM_SMS_TARGET) // 4):
+        nb //= 2
+    return max(1, kblocks // nb), nb
+
+
 def fp8_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
-    """M <= GEMV_MAX_M: GEMV tiles of BN = 64 rows, K split until about V2_PROGRAMS_PER_SM programs per SM, each
-    step NB = 2 K blocks (16 KB of weights in flight per step). Larger M: BM 16/32/64 x BN 64 tl.dot tiles, x the
-    B operand below BM 64 (sm_90: QGMMA 64 x BM, where x as A would need BM >= 64 or an fp16 upcast)."""
+    """M <= GEMV_MAX_M: GEMV programs of BN = 64 rows x NB <= 4 K blocks (up to 32 KB of weights, loaded at once),
+    K split so that about per_sm programs run per SM. Larger M: BM 16/32/64 x BN 64 tl.dot tiles, x the B operand
+    below BM 64 (sm_90: QGMMA 64 x BM, where x as A would need BM >= 64 or an fp16 upcast)."""
     M, N, K = params["M"], params["N"], params["K"]
     kb = max(1, K // 128)
     if M <= GEMV_MAX_M:
-        bm, bn, warps = 1, 64, 4
-    else:
-        bm, bn, warps = (16 if M <= 16 else 32 if M <= 32 else 64), 64, 4
-    tiles = triton.cdiv(N, bn) * (M if bm == 1 else triton.cdiv(M, bm))
-    want = max(1, (per_sm * NUM_SMS_TARGET) // tiles)
-    split = _fit_split(_pow2_at_most(want), kb)
-    return {"BM": bm, "BN": bn, "NB": 2 if (kb // split) % 2 == 0 else 1, "X_OPERAND": "A" if bm == 64 else "B",
-            "SPLIT": split, "num_warps": warps, "num_stages": 3}
+        split, nb = _gemv_split(triton.cdiv(N, 64) * M, kb, per_sm)
+        return {"BM": 1, "BN": 64, "NB": nb, "X_OPERAND": "B", "SPLIT": split, "num_warps": 8, "num_stages": 1}
+    bm = 16 if M <= 16 else 32 if M <= 32 else 64
+    tiles = triton.cdiv(N, 64) * triton.cdiv(M, bm)
+    split = _fit_split(_pow2_at_most(max(1, (per_sm * NUM_SMS_TARGET) // tiles)), kb)
+    return {"BM": bm, "BN": 64, "NB": 1, "X_OPERAND": "A" if bm == 64 else "B", "SPLIT": split, "num_warps": 4,
+            "num_stages": 3}
 
 
 def fp8_v2_configs(params: dict) -> list[dict]:
@@ -547,10 +558,10 @@ def fp8_v2_configs(params: dict) -> list[dict]:
         for s in (1, 2, 4, 8, 16, 32):
             if s > kb or kb % s:
                 continue
-            for nb in ((1, 2, 4) if bm == 1 else (1,)):
+            for nb in ((1, 2, 4, 8) if bm == 1 else (1,)):
                 if (kb // s) % nb == 0:
                     out += [{"BM": bm, "BN": bn, "NB": nb, "X_OPERAND": xo, "SPLIT": s, "num_warps": w,
-                             "num_stages": st} for xo in (("B",) if bm == 1 else ("A", "B")) for st in (2, 3, 4)]
+                             "num_stages": st} for xo in (("B",) if bm == 1 else ("A", "B")) for st in ((1,) if bm == 1 else (2, 3, 4))]
     return out
 
 
@@ -718,16 +729,13 @@ def _mnkg(params: dict) -> tuple[int, int, int, int]:
 
 
 def bf16_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
-    """M <= GEMV_MAX_M: GEMV tiles (BM 1, BN 64), K split until about V2_PROGRAMS_PER_SM programs per SM, NB = 2
-    K blocks a step (32 KB of bf16 weights in flight). Larger M: bf16_default's tl.dot tiles."""
+    """M <= GEMV_MAX_M: GEMV programs of BN = 64 rows x NB <= 2 K blocks (up to 32 KB of bf16 weights, loaded at
+    once), K split so that about per_sm programs run per SM. Larger M: bf16_default's tl.dot tiles."""
     M, N, K, G = _mnkg(params)
     if M > GEMV_MAX_M:
         return bf16_default(params)
-    kb = max(1, triton.cdiv(K, 128))
-    tiles = triton.cdiv(N, 64) * M * G
-    split = _fit_split(_pow2_at_most(max(1, (per_sm * NUM_SMS_TARGET) // tiles)), kb)
-    return {"BM": 1, "BN": 64, "NB": 2 if (kb // split) % 2 == 0 else 1, "SPLIT": split, "num_warps": 4,
-            "num_stages": 3}
+    split, nb = _gemv_split(triton.cdiv(N, 64) * M * G, max(1, triton.cdiv(K, 128)), per_sm, nb_max=2)
+    return {"BM": 1, "BN": 64, "NB": nb, "SPLIT": split, "num_warps": 8, "num_stages": 1}
 
 
 def bf16_v2_configs(params: dict) -> list[dict]:
@@ -737,7 +745,7 @@ def bf16_v2_configs(params: dict) -> list[dict]:
     kb = max(1, triton.cdiv(K, 128))
     return [{"BM": bm, "BN": bn, "NB": nb, "SPLIT": s, "num_warps": w, "num_stages": st}
             for bm, bn, w in BF16_V2_TILES for s in (1, 2, 4, 8, 16, 32) if s <= kb and kb % s == 0
-            for nb in (1, 2, 4) if (kb // s) % nb == 0 for st in (2, 3)]
+            for nb in (1, 2, 4) if (kb // s) % nb == 0 for st in (1,)]
 
 
 @register_impl("bf16_linear", "triton_v2", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
