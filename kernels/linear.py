@@ -463,20 +463,30 @@ def fp8_gemv_span(x_ptr, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, ITERS: tl.constex
 
 @triton.jit
 def fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr, HW_CVT: tl.constexpr):
-    """(BM, BN) fp32: X[rm, 128 kb0 : +128 KB_SPLIT] . W[rn, same]^T, x bf16 quantized per (row, 128-block) in
-    registers and used as the MMA's A operand straight from there (only the weight tile goes through shared
-    memory), both block scales applied to each 128-deep partial."""
+                 BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr):
+    """X[rm, 128 kb0 : +128 KB_SPLIT] . W[rn, same]^T on tensor cores, x bf16 quantized per (row, 128-block) in
+    registers, both block scales applied to each 128-deep partial. XA: x is the MMA's A operand straight from
+    registers, -> (BM, BN); else W . x^T (x through shared memory; sm_90 QGMMA 64 x BM), -> (BN, BM). The next
+    block's x is loaded one step ahead (its L2 latency hides behind this block's quantization and MMA)."""
     rk = tl.arange(0, 128)
     KB = K // 128
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if XA:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+    xrow = x_ptr + rm[:, None] * ldx + rk[None, :]
+    xv = tl.load(xrow + kb0 * 128, mask=mmask[:, None], other=0.0)
     for i in tl.range(0, KB_SPLIT):
         kb = kb0 + i
-        xv = tl.load(x_ptr + rm[:, None] * ldx + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
-        xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                        # (BM, 128), (BM,)
+        xn = tl.load(xrow + (kb + 1) * 128, mask=mmask[:, None] & (i + 1 < KB_SPLIT), other=0.0)
         w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
+        xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                        # (BM, 128), (BM,)
         sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
-        acc += tl.dot(xq, tl.trans(w)) * (sx * sw)[:, None]
+        if XA:
+            acc += tl.dot(xq, tl.trans(w)) * (sx * sw)[:, None]
+        else:
+            acc += tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
+        xv = xn
     return acc
 
 
@@ -486,9 +496,9 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
                           XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
     # x (M, K) bf16 rows sxm apart; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16;
     # part (S, M, N) fp32 split-K partials, cnt one int32 ticket per output tile (zero between launches).
-    # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, NB K blocks a step); else tl.dot on e4m3 codes
-    # with the quantized x as the MMA's A operand (X_OPERAND "A": fp8_mma_span, (BM, BN) tile) or "B" (fp8_gemm_tile's
-    # W . x^T, (BN, BM) tile: on sm_90 BM = 16 then still runs on QGMMA 64 x 16, x going through shared memory).
+    # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, one (BN, NB, 128) weight tile a step); else tl.dot
+    # on e4m3 codes (fp8_mma_span) with the quantized x as the MMA's A operand (X_OPERAND "A", (BM, BN) tile) or
+    # "B" (W . x^T, (BN, BM) tile: on sm_90 BM = 16 still runs on QGMMA 64 x 16, x going through shared memory).
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
     nmask = rn < N
@@ -498,20 +508,17 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
                             KB_SPLIT // NB, NB, BN, HW_CVT)
         ooff = pid_m * N + rn
         omask = nmask
-    elif XA:
-        rm = pid_m * BM + tl.arange(0, BM)
-        mmask = rm < M
-        acc = fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT, KB_SPLIT,
-                           BM, BN, HW_CVT)
-        ooff = rm[:, None] * N + rn[None, :]
-        omask = mmask[:, None] & nmask[None, :]
     else:
         rm = pid_m * BM + tl.arange(0, BM)
         mmask = rm < M
-        acc = fp8_gemm_tile(x_ptr, ws_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT,
-                            KB_SPLIT, BM, BN, True, HW_CVT)
-        ooff = rm[None, :] * N + rn[:, None]
-        omask = nmask[:, None] & mmask[None, :]
+        acc = fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT, KB_SPLIT,
+                           BM, BN, XA, HW_CVT)
+        if XA:
+            ooff = rm[:, None] * N + rn[None, :]
+            omask = mmask[:, None] & nmask[None, :]
+        else:
+            ooff = rm[None, :] * N + rn[:, None]
+            omask = nmask[:, None] & mmask[None, :]
     splitk_store(acc, out_ptr, part_ptr, cnt_ptr + pid_m * tl.num_programs(0) + pid_n, ooff, omask, pid_s, M * N,
                  SPLIT, True, True, RNE_FIX)
 
