@@ -578,8 +578,13 @@ def _v2_config(op: str, default: dict) -> dict:
     return {**default, **(_pinned(op) or {})}
 
 
+def _gemv_simt(cfg: dict) -> str | None:
+    return ("BM = 1: an FMA GEMV, one fp32 FMA per weight byte (a tensor-core tile would pad the row to 16 or 64)"
+            if cfg.get("BM") == 1 else None)
+
+
 @register_impl("fp8_linear", "triton_v2", backend="triton", configs=fp8_v2_configs, default_config=fp8_v2_default,
-               kernels=lambda: [_fp8_linear_v2_kernel])
+               kernels=lambda: [_fp8_linear_v2_kernel], simt=_gemv_simt)
 def fp8_linear_v2(x, weight, weight_scale, config=None):
     """One launch at every M: x quantized where the GEMM reads it, split-K reduced by each tile's last program."""
     check_device(x, weight, weight_scale)
