@@ -551,8 +551,8 @@ def fp8_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
     bm = 16 if M <= 16 else 32 if M <= 32 else 64
     tiles = triton.cdiv(N, 64) * triton.cdiv(M, bm)
     split = _fit_split(_pow2_at_most(max(1, (per_sm * NUM_SMS_TARGET) // tiles)), kb)
-    return {"BM": bm, "BN": 64, "NB": 1, "X_OPERAND": "A" if bm == 64 else "B", "SPLIT": split, "num_warps": 4,
-            "num_stages": 3}
+    return {"BM": bm, "BN": 64, "NB": 1, "X_OPERAND": "A" if bm == 64 else "B", "SPLIT": split,
+            "num_warps": 8 if bm == 64 else 4, "num_stages": 3}     # BM 64 with 4 warps spills on sm_120
 
 
 def fp8_v2_configs(params: dict) -> list[dict]:
