@@ -32,7 +32,7 @@ import triton.language as tl
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
 from kernelbench.kernels.quant import _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3, fp4_lo_e4m3, pow2
 from kernelbench.registry import register_impl
-from kernelbench.tuned_configs import _pinned, lookup
+from kernelbench.tuned_configs import lookup
 
 NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned table overrides per device
 
@@ -424,9 +424,9 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     return y if split == 1 or fused else _finish(part, y, split, True)
 
 
-@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_configs, default_config=fp8_default,
+@register_impl("fp8_linear", "triton_v1", backend="triton", configs=fp8_configs, default_config=fp8_default,
                kernels=lambda: [_fp8_linear_kernel])
-def fp8_linear(x, weight, weight_scale, config=None):
+def fp8_linear_v1(x, weight, weight_scale, config=None):
     return _fp8_linear(x, weight, weight_scale, config, fused=True)
 
 
@@ -572,20 +572,14 @@ def fp8_v2_configs(params: dict) -> list[dict]:
     return out
 
 
-def _v2_config(op: str, default: dict) -> dict:
-    """The default with any KERNELBENCH_PIN_CONFIG pin for `op` laid over it. The tuned table is not consulted:
-    its entries were tuned for the `triton` implementation's kernel (the lookup does not tell impls apart)."""
-    return {**default, **(_pinned(op) or {})}
-
-
 def _gemv_simt(cfg: dict) -> str | None:
     return ("BM = 1: an FMA GEMV, one fp32 FMA per weight byte (a tensor-core tile would pad the row to 16 or 64)"
             if cfg.get("BM") == 1 else None)
 
 
-@register_impl("fp8_linear", "triton_v2", backend="triton", configs=fp8_v2_configs, default_config=fp8_v2_default,
+@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_v2_configs, default_config=fp8_v2_default,
                kernels=lambda: [_fp8_linear_v2_kernel], simt=_gemv_simt)
-def fp8_linear_v2(x, weight, weight_scale, config=None):
+def fp8_linear(x, weight, weight_scale, config=None):
     """One launch at every M: x quantized where the GEMM reads it, split-K reduced by each tile's last program."""
     check_device(x, weight, weight_scale)
     check_dtype("weight", weight, torch.float8_e4m3fn)
@@ -596,7 +590,8 @@ def fp8_linear_v2(x, weight, weight_scale, config=None):
     _check_linear_x(x, K, "fp8_linear")
     check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
     M = x.shape[0]
-    cfg = config or _v2_config("fp8_linear", fp8_v2_default({"M": M, "N": N, "K": K}))
+    key = {"M": M, "N": N, "K": K}
+    cfg = config or lookup("fp8_linear", key, fp8_v2_default(key))
     _check_cfg(cfg)
     bm = cfg["BM"]
     if bm != 1 and bm < 16:
@@ -685,30 +680,30 @@ def _linear_bf16(x, weight, out_dtype, config, op, key, default=None):
         raise ValueError(f"{op}: out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype}")
     M, K = x.shape
     N = weight.shape[0]
-    cfg = config or (_v2_config(op, default) if default else lookup(op, key, _default(M, N, K, big_m_tile=32)))
+    cfg = config or lookup(op, key, default or _default(M, N, K, big_m_tile=32))
     x, weight = x.contiguous(), weight.contiguous()
     y = torch.empty((M, N), dtype=out_dtype, device=x.device)
     _bf16_gemm(x.view(M, 1, K), weight.view(1, N, K), y.view(M, 1, N), cfg, out_dtype == torch.bfloat16)
     return y
 
 
-@register_impl("bf16_linear", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
+@register_impl("bf16_linear", "triton_v1", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def bf16_linear(x, weight, out_dtype=torch.float32, config=None):
+def bf16_linear_v1(x, weight, out_dtype=torch.float32, config=None):
     return _linear_bf16(x, weight, out_dtype, config, "bf16_linear",
                         {"M": x.shape[0], "N": weight.shape[0], "K": weight.shape[-1]})
 
 
-@register_impl("lm_head", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
+@register_impl("lm_head", "triton_v1", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def lm_head(x, weight, config=None):
+def lm_head_v1(x, weight, config=None):
     return _linear_bf16(x, weight, torch.float32, config, "lm_head",
                         {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]})
 
 
-@register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
+@register_impl("grouped_wo_a", "triton_v1", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def grouped_wo_a(o, weight, config=None):
+def grouped_wo_a_v1(o, weight, config=None):
     return _grouped_wo_a(o, weight, config, v2=False)
 
 
@@ -722,8 +717,7 @@ def _grouped_wo_a(o, weight, config, v2):
     T, G, I = o.shape
     O = weight.shape[1]
     key = {"T": T, "Gl": G, "O": O, "I": I}
-    cfg = config or (_v2_config("grouped_wo_a", bf16_v2_default(key)) if v2 else
-                     lookup("grouped_wo_a", key, bf16_default(key)))
+    cfg = config or lookup("grouped_wo_a", key, bf16_v2_default(key) if v2 else bf16_default(key))
     o, weight = o.contiguous(), weight.contiguous()
     z = torch.empty((T, G, O), dtype=torch.bfloat16, device=o.device)
     return _bf16_gemm(o, weight, z, cfg, True)
@@ -760,21 +754,21 @@ def bf16_v2_configs(params: dict) -> list[dict]:
             for nb in (1, 2, 4) if (kb // s) % nb == 0 for st in (1,)]
 
 
-@register_impl("bf16_linear", "triton_v2", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+@register_impl("bf16_linear", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def bf16_linear_v2(x, weight, out_dtype=torch.float32, config=None):
+def bf16_linear(x, weight, out_dtype=torch.float32, config=None):
     key = {"M": x.shape[0], "N": weight.shape[0], "K": weight.shape[-1]}
     return _linear_bf16(x, weight, out_dtype, config, "bf16_linear", key, bf16_v2_default(key))
 
 
-@register_impl("lm_head", "triton_v2", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+@register_impl("lm_head", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def lm_head_v2(x, weight, config=None):
+def lm_head(x, weight, config=None):
     key = {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]}
     return _linear_bf16(x, weight, torch.float32, config, "lm_head", key, bf16_v2_default(key))
 
 
-@register_impl("grouped_wo_a", "triton_v2", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+@register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def grouped_wo_a_v2(o, weight, config=None):
+def grouped_wo_a(o, weight, config=None):
     return _grouped_wo_a(o, weight, config, v2=True)

@@ -1,5 +1,5 @@
-"""Config variants of the v2 linear kernels (kernels/linear.py, impl "triton_v2"), registered as extra impls so
-that one bench run times them beside "triton_v2" (its default config), "triton" and cuBLAS: a measurement aid for
+"""Config variants of the v2 linear kernels (kernels/linear.py, impl "triton"), registered as extra impls so
+that one bench run times them beside "triton" (its default config), "triton_v1" and cuBLAS: a measurement aid for
 choosing the defaults, not part of the shipped registry. Each variant is the v2 default with a few keys replaced
 (NB clamped to divide the K blocks of a split). Load with `kernelbench bench --module scripts/linear_variants.py`.
 """
@@ -23,7 +23,7 @@ def _fp8(name: str, overrides: dict, per_sm: int = L.V2_PROGRAMS_PER_SM):
         cfg = {**L.fp8_v2_default({"M": M, "N": N, "K": K}, per_sm), **overrides}
         if cfg["BM"] != 1 and M <= L.GEMV_MAX_M and "BM" not in overrides:
             cfg["BM"] = 1
-        return L.fp8_linear_v2(x, weight, weight_scale, config=config or _fit_nb(cfg, K // 128))
+        return L.fp8_linear(x, weight, weight_scale, config=config or _fit_nb(cfg, K // 128))
     run.__name__ = f"fp8_linear_{name}"
     register_impl("fp8_linear", name, backend="triton", kernels=lambda: [L._fp8_linear_v2_kernel])(run)
 
@@ -32,7 +32,7 @@ def _woa(name: str, overrides: dict, per_sm: int = L.V2_PROGRAMS_PER_SM):
     def run(o, weight, config=None):
         T, G, I = o.shape
         cfg = {**L.bf16_v2_default({"T": T, "Gl": G, "O": weight.shape[1], "I": I}, per_sm), **overrides}
-        return L.grouped_wo_a_v2(o, weight, config=config or _fit_nb(cfg, -(-I // 128)))
+        return L.grouped_wo_a(o, weight, config=config or _fit_nb(cfg, -(-I // 128)))
     run.__name__ = f"grouped_wo_a_{name}"
     register_impl("grouped_wo_a", name, backend="triton", kernels=lambda: [L._bf16_gemm_kernel])(run)
 

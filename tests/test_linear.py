@@ -108,12 +108,12 @@ def test_split_k_and_ragged_n(op, cfg, monkeypatch):
                                  {"BM": 32, "BN": 64, "SPLIT": 2, "num_warps": 8, "num_stages": 3},
                                  {"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 4, "num_stages": 2}])
 def test_fp8_linear_one_launch_equals_three_launches(cfg, monkeypatch):
-    """The fused kernel (act-quant in the K loop, split-K summed by the last program of each tile) gives the
-    three-launch path's result bit for bit (same codes, same partials, same summation order), in one launch,
+    """The first fused kernel (impl triton_v1: act-quant in the K loop, split-K summed by the last program of each
+    tile) gives the three-launch path's result bit for bit (same codes, same partials, same summation order), in one launch,
     twice in a row (bit-identical rerun), and leaves every split-K ticket at zero for the next launch."""
     from kernelbench.harness.inspector import capture
     from kernelbench.kernels import linear as KL
-    _, impl = spec_and_impl("fp8_linear")
+    impl = registry_impl("fp8_linear", "triton_v1")
     old = registry_impl("fp8_linear", "triton_3launch")
     monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 19)   # this test's M: quantized inside the GEMM
     gen = torch.Generator().manual_seed(3)
@@ -173,14 +173,14 @@ def _launch_names(fn):
     ({"M": 17, "N": 200, "K": 512}, {"BM": 16, "BN": 32, "X_OPERAND": "B", "SPLIT": 2, "num_warps": 4,
                                      "num_stages": 2}),
     ({"M": 40, "N": 128, "K": 512}, None)])
-def test_fp8_linear_v2_one_launch_at_every_m(params, cfg, monkeypatch):
-    """triton_v2: the FMA GEMV (BM 1, rows beyond one as separate programs) and the tl.dot tile with x as either
+def test_fp8_linear_one_launch_at_every_m(params, cfg, monkeypatch):
+    """fp8_linear (v2): the FMA GEMV (BM 1, rows beyond one as separate programs) and the tl.dot tile with x as either
     operand, ragged N and M, split K: the reference's result, one launch (x quantized inside, split-K summed by
     the last program of each tile), a bit-identical rerun, every ticket back at zero."""
     from kernelbench.kernels import linear as KL
     poisoned_empty(monkeypatch)
-    inp, out, _ = check_against_reference("fp8_linear", params, "outliers", config=cfg, impl_name="triton_v2")
-    impl = registry_impl("fp8_linear", "triton_v2")
+    inp, out, _ = check_against_reference("fp8_linear", params, "outliers", config=cfg, impl_name="triton")
+    impl = registry_impl("fp8_linear", "triton")
     kw = {"config": cfg} if cfg else {}
     assert torch.equal(impl.fn(**inp, **kw), out[0])
     assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
@@ -194,12 +194,12 @@ def test_fp8_linear_v2_one_launch_at_every_m(params, cfg, monkeypatch):
     ("grouped_wo_a", {"T": 3, "Gl": 2, "O": 96, "I": 512}, {"BM": 1, "BN": 64, "NB": 2, "SPLIT": 2,
                                                              "num_warps": 4, "num_stages": 1}),
     ("lm_head", {"T": 1, "V": 300, "D": 256}, None)])
-def test_bf16_gemv_v2(op, params, cfg, monkeypatch):
+def test_bf16_gemv(op, params, cfg, monkeypatch):
     """The bf16 GEMM's FMA GEMV path (BM 1: one row per program, a (BN, NB, 128) weight tile a step), ragged N
     and K, split K reduced in the kernel: the reference's result in one launch."""
     poisoned_empty(monkeypatch)
-    inp, _, _ = check_against_reference(op, params, "outliers", config=cfg, impl_name="triton_v2")
-    impl = registry_impl(op, "triton_v2")
+    inp, _, _ = check_against_reference(op, params, "outliers", config=cfg, impl_name="triton")
+    impl = registry_impl(op, "triton")
     kw = {"config": cfg} if cfg else {}
     assert _launch_names(lambda: impl.fn(**inp, **kw)) == ["_bf16_gemm_kernel"]
 
@@ -213,7 +213,7 @@ def test_v2_defaults_and_bad_configs():
         assert c["BM"] == 1 and (K // 128) % c["SPLIT"] == 0 and (K // 128 // c["SPLIT"]) % c["NB"] == 0
         assert N // c["BN"] * c["SPLIT"] >= min(3 * KL.NUM_SMS_TARGET // 2, N // c["BN"] * K // 128)
         assert KL.fp8_v2_default({"M": 16, "N": N, "K": K})["BM"] == 16
-    impl = registry_impl("fp8_linear", "triton_v2")
+    impl = registry_impl("fp8_linear", "triton")
     w, s = Q.quant_fp8_weight(torch.randn(128, 512))
     x = torch.randn(2, 512).bfloat16()
     with pytest.raises(ValueError, match="BM=8"):
@@ -228,7 +228,7 @@ def test_fp8_linear_split_k_tickets_on_gpu_and_in_a_cuda_graph():
     splits and tiles, run eagerly and replayed from a CUDA graph, always equal to the three-launch path bit for
     bit, and every ticket back at zero."""
     from kernelbench.kernels import linear as KL
-    _, impl = spec_and_impl("fp8_linear")
+    impl = registry_impl("fp8_linear", "triton_v1")
     old = registry_impl("fp8_linear", "triton_3launch")
     gen = torch.Generator().manual_seed(7)
     x = (torch.randn(64, 4096, generator=gen) * 2).bfloat16().cuda()
@@ -354,11 +354,11 @@ def test_fp4_to_e4m3_decode_is_exact_for_every_byte():
 
 
 @pytest.mark.gpu
-def test_fp8_linear_v2_on_gpu_deterministic_and_in_a_cuda_graph():
-    """triton_v2 on real hardware: GEMV (M = 1) and tensor-core (M = 16, 64) paths with many splits, eager reruns
+def test_fp8_linear_on_gpu_deterministic_and_in_a_cuda_graph():
+    """fp8_linear (v2) on real hardware: GEMV (M = 1) and tensor-core (M = 16, 64) paths with many splits, eager reruns
     and CUDA-graph replays bit-identical, close to the reference, every ticket back at zero."""
     from kernelbench.kernels import linear as KL
-    impl = registry_impl("fp8_linear", "triton_v2")
+    impl = registry_impl("fp8_linear", "triton")
     gen = torch.Generator().manual_seed(11)
     w, s = Q.quant_fp8_weight(torch.randn(2048, 4096, generator=gen) * 0.02)
     w, s = w.cuda(), s.cuda()
