@@ -8,17 +8,22 @@ M = 1 pads only the small side to 16), KB = K / 128 quantization blocks.
 Work partitioning: grid (N tiles, S, M tiles * G). At decode the N tiles alone are too few for 132 SMs
 (N = 1024, BN = 64 is 16 programs), so K is split into S parts that write fp32 partials (S, M, N) and
 a second small kernel sums them in a fixed order (deterministic) and casts.
-FP8 (`_fp8_linear_kernel`), one launch: each program quantizes the (BM, 128) slices of x its K blocks need
-(kernels/quant.py act_quant_e4m3: the reference's UE8M0 / e4m3 arithmetic; the N tiles repeat it, x is
-small and L2-resident), then `tl.dot` on e4m3 x e4m3 with both block scales applied to each 128-deep
-partial. Split K: every program stores its fp32 partial, takes a ticket (one int32 per output tile, atomic
-acq_rel after a CTA barrier); the last to arrive sums the S partials in split order 0..S-1 (the result
-does not depend on arrival order: bit-identical reruns), writes bf16 and puts the ticket back to zero.
-The tickets live in a per-device buffer zeroed once (`split_tickets`), so a launch needs no memset and
-the wrapper is CUDA-graph capturable after one eager call. sm_120 (triton 3.6): QMMA.16832 E4M3, the x
-and w tiles both stream through cp.async (LDGSTS); sm_90: QGMMA 64x8x32. The earlier three-launch path
-(act_quant_fp8, the GEMM on codes, _splitk_reduce_kernel) is the same kernel with QUANT = REDUCE = False,
-registered as `triton_3launch` for side-by-side timing.
+FP8, impl `triton` (`_fp8_linear_v2_kernel`, docs/perf/linear.md): one launch at every M. M = 1 is an FMA GEMV:
+each program loads its whole (BN, NB, 128) weight tile first, quantizes the x groups it meets (act_quant_e4m3,
+kernels/quant.py: the reference's UE8M0 / e4m3 arithmetic), folds both power-of-two block scales into x and
+does one fp32 FMA per weight byte (no tensor-core padding of the single row). M > 1: tl.dot on e4m3 codes with
+x quantized in the K loop (one block ahead), as the MMA's A operand from registers (BM 64) or B (W . x^T).
+Split K (all paths): every program stores its fp32 partial, takes a ticket (one int32 per output tile, atomic
+acq_rel after a CTA barrier); the last to arrive sums the S partials in split order 0..S-1 (the result does not
+depend on arrival order: bit-identical reruns), writes bf16 and puts the ticket back to zero. The tickets live
+in a per-device buffer zeroed once (`split_tickets`), so a launch needs no memset and the wrapper is CUDA-graph
+capturable after one eager call.
+The first one-launch kernel (`_fp8_linear_kernel`, impl `triton_v1`: x quantized in the GEMM at M = 1, a
+pre-pass above; W . x^T tiles; sm_120 QMMA.16832 E4M3, sm_90 QGMMA 64x8x32) and its three-launch form
+(act_quant_fp8, the GEMM on codes, _splitk_reduce_kernel: impl `triton_3launch`) stay registered for
+side-by-side timing; attention_front reuses its tile (fp8_gemm_tile, splitk_store).
+bf16 (`_bf16_gemm_kernel`): tl.dot tiles, or at M = 1 (BM = 1, impl `triton`) the same one-step FMA GEMV; the
+earlier defaults (tensor-core tiles at every M) are impl `triton_v1`.
 FP4: x is fp8-simulated first (bf16 values e4m3 * 2^k, exact); nibbles become bf16 bit patterns with the
 UE8M0 group scale added to the exponent field (integer ops, kernels/quant.py fp4_decode_bf16); two bf16
 dots per 128-block (even and odd k) so the packed bytes never need interleaving.
