@@ -740,13 +740,18 @@ def _mnkg(params: dict) -> tuple[int, int, int, int]:
 
 
 def bf16_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
-    """M <= GEMV_MAX_M: GEMV programs of BN = 64 rows x NB <= 2 K blocks (up to 32 KB of bf16 weights, loaded at
-    once), K split so that about per_sm programs run per SM. Larger M: bf16_default's tl.dot tiles."""
+    """M <= GEMV_MAX_M and a weight that needs K splits to fill the GPU but is large enough for >= 3/4 * per_sm
+    programs per SM of 32 KB (BN 64 x NB 2 K blocks of bf16, loaded at once): the GEMV. Otherwise bf16_default's
+    tensor-core tiles: on the H200 (docs/perf/linear.md) the GEMV won at 8 MB (grouped_wo_a 5.50 vs 6.66 us,
+    bf16_linear 1024 x 4096 5.48 vs 6.43) but lost at 2-4 MB (N 256 / 512 x 4096: 5.31 vs 4.67, 5.56 vs 5.21 us),
+    and lm_head-sized weights (N tiles alone cover the SMs) were not measured with it."""
     M, N, K, G = _mnkg(params)
-    if M > GEMV_MAX_M:
+    kb = max(1, triton.cdiv(K, 128))
+    tiles = triton.cdiv(N, 64) * M * G
+    if (M > GEMV_MAX_M or kb % 2 or tiles >= NUM_SMS_TARGET
+            or tiles * (kb // 2) < (3 * per_sm * NUM_SMS_TARGET) // 4):
         return bf16_default(params)
-    split, nb = _gemv_split(triton.cdiv(N, 64) * M * G, max(1, triton.cdiv(K, 128)), per_sm, nb_max=2)
-    return {"BM": 1, "BN": 64, "NB": nb, "SPLIT": split, "num_warps": 8, "num_stages": 1}
+    return {"BM": 1, "BN": 64, "NB": 2, "SPLIT": kb // 2, "num_warps": 8, "num_stages": 1}
 
 
 def bf16_v2_configs(params: dict) -> list[dict]:

@@ -188,12 +188,14 @@ def test_fp8_linear_one_launch_at_every_m(params, cfg, monkeypatch):
 
 
 @pytest.mark.parametrize("op,params,cfg", [
-    ("bf16_linear", {"M": 1, "N": 200, "K": 384}, None),
+    ("bf16_linear", {"M": 1, "N": 200, "K": 384}, {"BM": 1, "BN": 64, "NB": 1, "SPLIT": 3, "num_warps": 8,
+                                                  "num_stages": 1}),
     ("bf16_linear", {"M": 3, "N": 40, "K": 300}, {"BM": 1, "BN": 32, "NB": 1, "SPLIT": 3, "num_warps": 4,
                                                    "num_stages": 1}),
     ("grouped_wo_a", {"T": 3, "Gl": 2, "O": 96, "I": 512}, {"BM": 1, "BN": 64, "NB": 2, "SPLIT": 2,
                                                              "num_warps": 4, "num_stages": 1}),
-    ("lm_head", {"T": 1, "V": 300, "D": 256}, None)])
+    ("lm_head", {"T": 1, "V": 300, "D": 256}, {"BM": 1, "BN": 32, "NB": 2, "SPLIT": 1, "num_warps": 4,
+                                               "num_stages": 1})])
 def test_bf16_gemv(op, params, cfg, monkeypatch):
     """The bf16 GEMM's FMA GEMV path (BM 1: one row per program, a (BN, NB, 128) weight tile a step), ragged N
     and K, split K reduced in the kernel: the reference's result in one launch."""
@@ -213,6 +215,10 @@ def test_v2_defaults_and_bad_configs():
         assert c["BM"] == 1 and (K // 128) % c["SPLIT"] == 0 and (K // 128 // c["SPLIT"]) % c["NB"] == 0
         assert N // c["BN"] * c["SPLIT"] >= min(3 * KL.NUM_SMS_TARGET // 2, N // c["BN"] * K // 128)
         assert KL.fp8_v2_default({"M": 16, "N": N, "K": K})["BM"] == 16
+    # bf16: the GEMV only where it was measured faster (8 MB weights), tensor-core tiles for 2-4 MB and lm_head
+    assert KL.bf16_v2_default({"T": 1, "Gl": 1, "O": 1024, "I": 4096})["BM"] == 1
+    assert KL.bf16_v2_default({"M": 1, "N": 256, "K": 4096})["BM"] == 16
+    assert KL.bf16_v2_default({"T": 1, "V": 16160, "D": 4096})["BM"] == 16
     impl = registry_impl("fp8_linear", "triton")
     w, s = Q.quant_fp8_weight(torch.randn(128, 512))
     x = torch.randn(2, 512).bfloat16()
