@@ -8,17 +8,22 @@ M = 1 pads only the small side to 16), KB = K / 128 quantization blocks.
 Work partitioning: grid (N tiles, S, M tiles * G). At decode the N tiles alone are too few for 132 SMs
 (N = 1024, BN = 64 is 16 programs), so K is split into S parts that write fp32 partials (S, M, N) and
 a second small kernel sums them in a fixed order (deterministic) and casts.
-FP8 (`_fp8_linear_kernel`), one launch: each program quantizes the (BM, 128) slices of x its K blocks need
-(kernels/quant.py act_quant_e4m3: the reference's UE8M0 / e4m3 arithmetic; the N tiles repeat it, x is
-small and L2-resident), then `tl.dot` on e4m3 x e4m3 with both block scales applied to each 128-deep
-partial. Split K: every program stores its fp32 partial, takes a ticket (one int32 per output tile, atomic
-acq_rel after a CTA barrier); the last to arrive sums the S partials in split order 0..S-1 (the result
-does not depend on arrival order: bit-identical reruns), writes bf16 and puts the ticket back to zero.
-The tickets live in a per-device buffer zeroed once (`split_tickets`), so a launch needs no memset and
-the wrapper is CUDA-graph capturable after one eager call. sm_120 (triton 3.6): QMMA.16832 E4M3, the x
-and w tiles both stream through cp.async (LDGSTS); sm_90: QGMMA 64x8x32. The earlier three-launch path
-(act_quant_fp8, the GEMM on codes, _splitk_reduce_kernel) is the same kernel with QUANT = REDUCE = False,
-registered as `triton_3launch` for side-by-side timing.
+FP8, impl `triton` (`_fp8_linear_v2_kernel`, docs/perf/linear.md): one launch at every M. M = 1 is an FMA GEMV:
+each program loads its whole (BN, NB, 128) weight tile first, quantizes the x groups it meets (act_quant_e4m3,
+kernels/quant.py: the reference's UE8M0 / e4m3 arithmetic), folds both power-of-two block scales into x and
+does one fp32 FMA per weight byte (no tensor-core padding of the single row). M > 1: tl.dot on e4m3 codes with
+x quantized in the K loop (one block ahead), as the MMA's A operand from registers (BM 64) or B (W . x^T).
+Split K (all paths): every program stores its fp32 partial, takes a ticket (one int32 per output tile, atomic
+acq_rel after a CTA barrier); the last to arrive sums the S partials in split order 0..S-1 (the result does not
+depend on arrival order: bit-identical reruns), writes bf16 and puts the ticket back to zero. The tickets live
+in a per-device buffer zeroed once (`split_tickets`), so a launch needs no memset and the wrapper is CUDA-graph
+capturable after one eager call.
+The first one-launch kernel (`_fp8_linear_kernel`, impl `triton_v1`: x quantized in the GEMM at M = 1, a
+pre-pass above; W . x^T tiles; sm_120 QMMA.16832 E4M3, sm_90 QGMMA 64x8x32) and its three-launch form
+(act_quant_fp8, the GEMM on codes, _splitk_reduce_kernel: impl `triton_3launch`) stay registered for
+side-by-side timing; attention_front reuses its tile (fp8_gemm_tile, splitk_store).
+bf16 (`_bf16_gemm_kernel`): tl.dot tiles, or at M = 1 (BM = 1, impl `triton`) the same one-step FMA GEMV; the
+earlier defaults (tensor-core tiles at every M) are impl `triton_v1`.
 FP4: x is fp8-simulated first (bf16 values e4m3 * 2^k, exact); nibbles become bf16 bit patterns with the
 UE8M0 group scale added to the exponent field (integer ops, kernels/quant.py fp4_decode_bf16); two bf16
 dots per 128-block (even and odd k) so the packed bytes never need interleaving.
@@ -196,33 +201,62 @@ def _fp4_gemm_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
 
 
 @triton.jit
+def bf16_gemv_span(x_row, w_ptr, rn, nmask, swn, K, kb0, ITERS: tl.constexpr, NB: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr):
+    """(BN,) fp32: one bf16 row x_row (K,) against w[rn, BK kb0 : BK (kb0 + ITERS NB)] (rows swn apart), no
+    tensor cores: each step loads one (BN, NB, BK) weight tile (all its bytes in flight together), one fp32 FMA
+    per weight (bf16 products are exact), summed over the tile's K."""
+    rj = tl.arange(0, NB)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BN,), dtype=tl.float32)
+    for i in tl.range(0, ITERS):
+        k = (kb0 + i * NB + rj)[:, None] * BK + rk[None, :]                       # (NB, BK)
+        kmask = k < K
+        w = tl.load(w_ptr + rn[:, None, None] * swn + k[None, :, :], mask=nmask[:, None, None] & kmask[None, :, :],
+                    other=0.0)
+        xv = tl.load(x_row + k, mask=kmask, other=0.0).to(tl.float32)
+        acc += tl.sum(tl.sum(w.to(tl.float32) * xv[None, :, :], axis=2), axis=1)
+    return acc
+
+
+@triton.jit
 def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                       sxm, sxg, swg, swn, som, sog, PART_STRIDE,
                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
-                      OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+                      OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr,
+                      NB: tl.constexpr = 1):
     # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16);
     # out[m, g, n] at m*som + g*sog + n; SPLIT > 1: fp32 partials at the same offsets + s*PART_STRIDE in part,
-    # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel)
+    # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel).
+    # BM == 1: one row per program, fp32 FMA dot (bf16_gemv_span, NB K blocks a step); else tl.dot tiles.
     pid_n, pid_s, pid_mg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n_mt = tl.cdiv(M, BM)
     g = pid_mg // n_mt
-    rm = (pid_mg % n_mt) * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
     kb0 = pid_s * KB_SPLIT
-    acc = tl.zeros((BN, BM), dtype=tl.float32)
-    for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
-        kb = kb0 + i
-        k = kb * BK + rk
-        kmask = k < K
-        x = tl.load(x_ptr + rm[:, None] * sxm + g * sxg + k[None, :], mask=(rm < M)[:, None] & kmask[None, :],
-                    other=0.0)
-        w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
-                    other=0.0)
-        acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
+    if BM == 1:
+        row = pid_mg % n_mt
+        acc = bf16_gemv_span(x_ptr + row * sxm + g * sxg, w_ptr + g * swg, rn, rn < N, swn, K, kb0, KB_SPLIT // NB,
+                             NB, BN, BK)
+        ooff = row * som + g * sog + rn
+        omask = rn < N
+    else:
+        rm = (pid_mg % n_mt) * BM + tl.arange(0, BM)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+        for i in tl.range(0, KB_SPLIT):               # the wrapper makes S divide the K blocks
+            kb = kb0 + i
+            k = kb * BK + rk
+            kmask = k < K
+            x = tl.load(x_ptr + rm[:, None] * sxm + g * sxg + k[None, :], mask=(rm < M)[:, None] & kmask[None, :],
+                        other=0.0)
+            w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
+                        other=0.0)
+            acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
+        ooff = rm[None, :] * som + g * sog + rn[:, None]
+        omask = (rn < N)[:, None] & (rm < M)[None, :]
     ticket = cnt_ptr + pid_mg * tl.num_programs(0) + pid_n
-    splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * som + g * sog + rn[:, None],
-                 (rn < N)[:, None] & (rm < M)[None, :], pid_s, PART_STRIDE, SPLIT, REDUCE, OUT_BF16, RNE_FIX)
+    splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE, SPLIT, REDUCE, OUT_BF16, RNE_FIX)
 
 
 @triton.jit
@@ -395,9 +429,9 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     return y if split == 1 or fused else _finish(part, y, split, True)
 
 
-@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_configs, default_config=fp8_default,
+@register_impl("fp8_linear", "triton_v1", backend="triton", configs=fp8_configs, default_config=fp8_default,
                kernels=lambda: [_fp8_linear_kernel])
-def fp8_linear(x, weight, weight_scale, config=None):
+def fp8_linear_v1(x, weight, weight_scale, config=None):
     return _fp8_linear(x, weight, weight_scale, config, fused=True)
 
 
@@ -405,6 +439,187 @@ def fp8_linear(x, weight, weight_scale, config=None):
                kernels=lambda: [_fp8_linear_kernel, _splitk_reduce_kernel])
 def fp8_linear_3launch(x, weight, weight_scale, config=None):
     return _fp8_linear(x, weight, weight_scale, config, fused=False)
+
+
+# ---- fp8_linear v2: one launch at every M ------------------------------------------------------------------------
+@triton.jit
+def fp8_gemv_span(x_ptr, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, ITERS: tl.constexpr, NB: tl.constexpr,
+                  BN: tl.constexpr, HW_CVT: tl.constexpr):
+    """(BN,) fp32: one bf16 row x (K,) against W[rn, 128 kb0 : 128 (kb0 + ITERS NB)] without tensor cores. Each
+    step issues the load of a whole (BN, NB, 128) weight tile first (16-byte vectors along K), then quantizes
+    the NB x groups it meets (act_quant_e4m3; its cross-warp max waits at barriers while the weight bytes are
+    already in flight). The group's two power-of-two scales fold into the decoded codes (xs = q sx sw, exact),
+    so every weight byte is one fp32 FMA; the product is summed over the tile's K."""
+    rj = tl.arange(0, NB)
+    rk = tl.arange(0, 128)
+    KB = K // 128
+    acc = tl.zeros((BN,), dtype=tl.float32)
+    for i in tl.range(0, ITERS):
+        kb = kb0 + i * NB + rj                                                     # (NB,) K blocks
+        col = kb[:, None] * 128 + rk[None, :]                                      # (NB, 128)
+        w = tl.load(w_ptr + rn[:, None, None] * K + col[None, :, :], mask=nmask[:, None, None], other=0.0)
+        xv = tl.load(x_ptr + col).to(tl.float32)
+        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
+        xq, sx = act_quant_e4m3(xv, HW_CVT)                                       # (NB, 128) e4m3, (NB,)
+        xs = xq.to(tl.float32) * (sx * sw)[:, None]
+        acc += tl.sum(tl.sum(w.to(tl.float32) * xs[None, :, :], axis=2), axis=1)
+    return acc
+
+
+@triton.jit
+def fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr):
+    """X[rm, 128 kb0 : +128 KB_SPLIT] . W[rn, same]^T on tensor cores, x bf16 quantized per (row, 128-block) in
+    registers, both block scales applied to each 128-deep partial. XA: x is the MMA's A operand straight from
+    registers, -> (BM, BN); else W . x^T (x through shared memory; sm_90 QGMMA 64 x BM), -> (BN, BM). The next
+    block's x is loaded one step ahead (its L2 latency hides behind this block's quantization and MMA)."""
+    rk = tl.arange(0, 128)
+    KB = K // 128
+    if XA:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+    xrow = x_ptr + rm[:, None] * ldx + rk[None, :]
+    xv = tl.load(xrow + kb0 * 128, mask=mmask[:, None], other=0.0)
+    for i in tl.range(0, KB_SPLIT):
+        kb = kb0 + i
+        xn = tl.load(xrow + (kb + 1) * 128, mask=mmask[:, None] & (i + 1 < KB_SPLIT), other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
+        xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                        # (BM, 128), (BM,)
+        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
+        if XA:
+            acc += tl.dot(xq, tl.trans(w)) * (sx * sw)[:, None]
+        else:
+            acc += tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
+        xv = xn
+    return acc
+
+
+@triton.jit
+def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
+                          KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
+                          XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    # x (M, K) bf16 rows sxm apart; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16;
+    # part (S, M, N) fp32 split-K partials, cnt one int32 ticket per output tile (zero between launches).
+    # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, one (BN, NB, 128) weight tile a step); else tl.dot
+    # on e4m3 codes (fp8_mma_span) with the quantized x as the MMA's A operand (X_OPERAND "A", (BM, BN) tile) or
+    # "B" (W . x^T, (BN, BM) tile: on sm_90 BM = 16 still runs on QGMMA 64 x 16, x going through shared memory).
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    nmask = rn < N
+    nb = (pid_n * BN) // 128
+    if BM == 1:
+        acc = fp8_gemv_span(x_ptr + pid_m * sxm, w_ptr, ws_ptr, rn, nmask, nb, K, pid_s * KB_SPLIT,
+                            KB_SPLIT // NB, NB, BN, HW_CVT)
+        ooff = pid_m * N + rn
+        omask = nmask
+    else:
+        rm = pid_m * BM + tl.arange(0, BM)
+        mmask = rm < M
+        acc = fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT, KB_SPLIT,
+                           BM, BN, XA, HW_CVT)
+        if XA:
+            ooff = rm[:, None] * N + rn[None, :]
+            omask = mmask[:, None] & nmask[None, :]
+        else:
+            ooff = rm[None, :] * N + rn[:, None]
+            omask = nmask[:, None] & mmask[None, :]
+    splitk_store(acc, out_ptr, part_ptr, cnt_ptr + pid_m * tl.num_programs(0) + pid_n, ooff, omask, pid_s, M * N,
+                 SPLIT, True, True, RNE_FIX)
+
+
+# (BM, BN, num_warps): BM = 1 is the FMA GEMV (one row per program, M <= GEMV_MAX_M), BM >= 16 the tl.dot tile.
+FP8_V2_TILES = ((1, 32, 4), (1, 64, 4), (1, 64, 8), (1, 128, 8), (16, 64, 4), (16, 128, 4), (16, 128, 8),
+                (32, 64, 4), (32, 128, 8), (64, 64, 4), (64, 128, 8))
+GEMV_MAX_M = 1        # M <= this: the FMA GEMV (the weight is re-read from L2 once per row above one row)
+V2_PROGRAMS_PER_SM = 2
+
+
+def _gemv_split(tiles: int, kblocks: int, per_sm: int, nb_max: int = 4) -> tuple[int, int]:
+    """(SPLIT, NB) for the GEMV: one step per program (NB = the K blocks of a split, all loaded at once), NB as large
+    as possible (<= nb_max) while the grid keeps at least per_sm * 3/4 programs per SM."""
+    nb = nb_max
+    while nb > 1 and (kblocks % nb or tiles * (kblocks // nb) < (3 * per_sm * NUM_SMS_TARGET) // 4):
+        nb //= 2
+    return max(1, kblocks // nb), nb
+
+
+def fp8_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
+    """M <= GEMV_MAX_M: GEMV programs of BN = 64 rows x NB <= 4 K blocks (up to 32 KB of weights, loaded at once),
+    K split so that about per_sm programs run per SM. Larger M: BM 16/32/64 x BN 64 tl.dot tiles, x the B operand
+    below BM 64 (sm_90: QGMMA 64 x BM, where x as A would need BM >= 64 or an fp16 upcast)."""
+    M, N, K = params["M"], params["N"], params["K"]
+    kb = max(1, K // 128)
+    if M <= GEMV_MAX_M:
+        split, nb = _gemv_split(triton.cdiv(N, 64) * M, kb, per_sm)
+        return {"BM": 1, "BN": 64, "NB": nb, "X_OPERAND": "B", "SPLIT": split, "num_warps": 8, "num_stages": 1}
+    bm = 16 if M <= 16 else 32 if M <= 32 else 64
+    tiles = triton.cdiv(N, 64) * triton.cdiv(M, bm)
+    split = _fit_split(_pow2_at_most(max(1, (per_sm * NUM_SMS_TARGET) // tiles)), kb)
+    return {"BM": bm, "BN": 64, "NB": 1, "X_OPERAND": "A" if bm == 64 else "B", "SPLIT": split,
+            "num_warps": 8 if bm == 64 else 4, "num_stages": 3}     # BM 64 with 4 warps spills on sm_120
+
+
+def fp8_v2_configs(params: dict) -> list[dict]:
+    M = params.get("M", 1)
+    kb = max(1, params.get("K", 128) // 128)
+    out = []
+    for bm, bn, w in FP8_V2_TILES:
+        if (bm == 1) != (M <= GEMV_MAX_M):
+            continue
+        for s in (1, 2, 4, 8, 16, 32):
+            if s > kb or kb % s:
+                continue
+            for nb in ((1, 2, 4, 8) if bm == 1 else (1,)):
+                if (kb // s) % nb == 0:
+                    out += [{"BM": bm, "BN": bn, "NB": nb, "X_OPERAND": xo, "SPLIT": s, "num_warps": w,
+                             "num_stages": st} for xo in (("B",) if bm == 1 else ("A", "B")) for st in ((1,) if bm == 1 else (2, 3, 4))]
+    return out
+
+
+def _gemv_simt(cfg: dict) -> str | None:
+    return ("BM = 1: an FMA GEMV, one fp32 FMA per weight byte (a tensor-core tile would pad the row to 16 or 64)"
+            if cfg.get("BM") == 1 else None)
+
+
+@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_v2_configs, default_config=fp8_v2_default,
+               kernels=lambda: [_fp8_linear_v2_kernel], simt=_gemv_simt)
+def fp8_linear(x, weight, weight_scale, config=None):
+    """One launch at every M: x quantized where the GEMM reads it, split-K reduced by each tile's last program."""
+    check_device(x, weight, weight_scale)
+    check_dtype("weight", weight, torch.float8_e4m3fn)
+    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
+    if weight.dim() != 2 or weight.shape[1] % 128:
+        raise ValueError(f"fp8_linear: weight must be [N, K] with K % 128 == 0, got {tuple(weight.shape)}")
+    N, K = weight.shape
+    _check_linear_x(x, K, "fp8_linear")
+    check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
+    M = x.shape[0]
+    key = {"M": M, "N": N, "K": K}
+    cfg = config or lookup("fp8_linear", key, fp8_v2_default(key))
+    _check_cfg(cfg)
+    bm = cfg["BM"]
+    if bm != 1 and bm < 16:
+        raise ValueError(f"fp8_linear: BM={bm} must be 1 (GEMV) or at least 16 (the MMA tile)")
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    if M == 0:
+        return y
+    if x.stride(1) != 1:
+        x = x.contiguous()
+    weight = weight.contiguous()
+    ws = weight_scale.contiguous().view(torch.uint8)
+    kb = K // 128
+    split = _fit_split(cfg["SPLIT"], kb)
+    nb = cfg.get("NB", 1) if bm == 1 else 1
+    if (kb // split) % nb:
+        raise ValueError(f"fp8_linear: NB={nb} must divide the {kb // split} K blocks of each split")
+    grid = (triton.cdiv(N, cfg["BN"]), split, M if bm == 1 else triton.cdiv(M, bm))
+    part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+    tickets = split_tickets(x.device, grid[0] * grid[2]) if split > 1 else part
+    _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
+                                BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
+                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return y
 
 
 @register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp4_default,
@@ -448,16 +663,19 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
     split = _fit_split(cfg["SPLIT"], triton.cdiv(K, BK))
     kb_split = triton.cdiv(K, BK) // split
     part = y3 if split == 1 else torch.empty((split,) + tuple(y3.shape), dtype=torch.float32, device=y3.device)
+    nb = cfg.get("NB", 1) if cfg["BM"] == 1 else 1
+    if kb_split % nb:
+        raise ValueError(f"bf16 GEMM: NB={nb} must divide the {kb_split} K blocks of each split")
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]) * G)
     tickets = split_tickets(y3.device, grid[0] * grid[2]) if split > 1 else part
     _bf16_gemm_kernel[grid](x3, w3, y3, part, tickets, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0),
                             w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
                             BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
-                            RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                            RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y3
 
 
-def _linear_bf16(x, weight, out_dtype, config, op, key):
+def _linear_bf16(x, weight, out_dtype, config, op, key, default=None):
     check_device(x, weight)
     check_dtype("x", x, torch.bfloat16)
     check_dtype("weight", weight, torch.bfloat16)
@@ -467,30 +685,34 @@ def _linear_bf16(x, weight, out_dtype, config, op, key):
         raise ValueError(f"{op}: out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype}")
     M, K = x.shape
     N = weight.shape[0]
-    cfg = config or lookup(op, key, _default(M, N, K, big_m_tile=32))
+    cfg = config or lookup(op, key, default or _default(M, N, K, big_m_tile=32))
     x, weight = x.contiguous(), weight.contiguous()
     y = torch.empty((M, N), dtype=out_dtype, device=x.device)
     _bf16_gemm(x.view(M, 1, K), weight.view(1, N, K), y.view(M, 1, N), cfg, out_dtype == torch.bfloat16)
     return y
 
 
-@register_impl("bf16_linear", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
+@register_impl("bf16_linear", "triton_v1", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def bf16_linear(x, weight, out_dtype=torch.float32, config=None):
+def bf16_linear_v1(x, weight, out_dtype=torch.float32, config=None):
     return _linear_bf16(x, weight, out_dtype, config, "bf16_linear",
                         {"M": x.shape[0], "N": weight.shape[0], "K": weight.shape[-1]})
 
 
-@register_impl("lm_head", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
+@register_impl("lm_head", "triton_v1", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def lm_head(x, weight, config=None):
+def lm_head_v1(x, weight, config=None):
     return _linear_bf16(x, weight, torch.float32, config, "lm_head",
                         {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]})
 
 
-@register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_configs, default_config=bf16_default,
+@register_impl("grouped_wo_a", "triton_v1", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
-def grouped_wo_a(o, weight, config=None):
+def grouped_wo_a_v1(o, weight, config=None):
+    return _grouped_wo_a(o, weight, config, v2=False)
+
+
+def _grouped_wo_a(o, weight, config, v2):
     check_device(o, weight)
     check_dtype("o", o, torch.bfloat16)
     check_dtype("weight", weight, torch.bfloat16)
@@ -500,7 +722,63 @@ def grouped_wo_a(o, weight, config=None):
     T, G, I = o.shape
     O = weight.shape[1]
     key = {"T": T, "Gl": G, "O": O, "I": I}
-    cfg = config or lookup("grouped_wo_a", key, bf16_default(key))
+    cfg = config or lookup("grouped_wo_a", key, bf16_v2_default(key) if v2 else bf16_default(key))
     o, weight = o.contiguous(), weight.contiguous()
     z = torch.empty((T, G, O), dtype=torch.bfloat16, device=o.device)
     return _bf16_gemm(o, weight, z, cfg, True)
+
+
+# ---- bf16 v2: the FMA GEMV at M = 1 ------------------------------------------------------------------------------
+BF16_V2_TILES = ((1, 32, 4), (1, 64, 4), (1, 64, 8), (1, 128, 8))
+
+
+def _mnkg(params: dict) -> tuple[int, int, int, int]:
+    M = params.get("M", params.get("T"))
+    N = params.get("N", params.get("V", params.get("O")))
+    K = params.get("K", params.get("D", params.get("I")))
+    return M, N, K, params.get("Gl", 1)
+
+
+def bf16_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
+    """M <= GEMV_MAX_M and a weight that needs K splits to fill the GPU but is large enough for >= 3/4 * per_sm
+    programs per SM of 32 KB (BN 64 x NB 2 K blocks of bf16, loaded at once): the GEMV. Otherwise bf16_default's
+    tensor-core tiles: on the H200 (docs/perf/linear.md) the GEMV won at 8 MB (grouped_wo_a 5.50 vs 6.66 us,
+    bf16_linear 1024 x 4096 5.48 vs 6.43) but lost at 2-4 MB (N 256 / 512 x 4096: 5.31 vs 4.67, 5.56 vs 5.21 us),
+    and lm_head-sized weights (N tiles alone cover the SMs) were not measured with it."""
+    M, N, K, G = _mnkg(params)
+    kb = max(1, triton.cdiv(K, 128))
+    tiles = triton.cdiv(N, 64) * M * G
+    if (M > GEMV_MAX_M or kb % 2 or tiles >= NUM_SMS_TARGET
+            or tiles * (kb // 2) < (3 * per_sm * NUM_SMS_TARGET) // 4):
+        return bf16_default(params)
+    return {"BM": 1, "BN": 64, "NB": 2, "SPLIT": kb // 2, "num_warps": 8, "num_stages": 1}
+
+
+def bf16_v2_configs(params: dict) -> list[dict]:
+    M, _, K, _ = _mnkg(params)
+    if M > GEMV_MAX_M:
+        return bf16_configs(params)
+    kb = max(1, triton.cdiv(K, 128))
+    return [{"BM": bm, "BN": bn, "NB": nb, "SPLIT": s, "num_warps": w, "num_stages": st}
+            for bm, bn, w in BF16_V2_TILES for s in (1, 2, 4, 8, 16, 32) if s <= kb and kb % s == 0
+            for nb in (1, 2, 4) if (kb // s) % nb == 0 for st in (1,)]
+
+
+@register_impl("bf16_linear", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+               kernels=lambda: [_bf16_gemm_kernel])
+def bf16_linear(x, weight, out_dtype=torch.float32, config=None):
+    key = {"M": x.shape[0], "N": weight.shape[0], "K": weight.shape[-1]}
+    return _linear_bf16(x, weight, out_dtype, config, "bf16_linear", key, bf16_v2_default(key))
+
+
+@register_impl("lm_head", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+               kernels=lambda: [_bf16_gemm_kernel])
+def lm_head(x, weight, config=None):
+    key = {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]}
+    return _linear_bf16(x, weight, torch.float32, config, "lm_head", key, bf16_v2_default(key))
+
+
+@register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+               kernels=lambda: [_bf16_gemm_kernel])
+def grouped_wo_a(o, weight, config=None):
+    return _grouped_wo_a(o, weight, config, v2=True)

@@ -108,12 +108,12 @@ def test_split_k_and_ragged_n(op, cfg, monkeypatch):
                                  {"BM": 32, "BN": 64, "SPLIT": 2, "num_warps": 8, "num_stages": 3},
                                  {"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 4, "num_stages": 2}])
 def test_fp8_linear_one_launch_equals_three_launches(cfg, monkeypatch):
-    """The fused kernel (act-quant in the K loop, split-K summed by the last program of each tile) gives the
-    three-launch path's result bit for bit (same codes, same partials, same summation order), in one launch,
+    """The first fused kernel (impl triton_v1: act-quant in the K loop, split-K summed by the last program of each
+    tile) gives the three-launch path's result bit for bit (same codes, same partials, same summation order), in one launch,
     twice in a row (bit-identical rerun), and leaves every split-K ticket at zero for the next launch."""
     from kernelbench.harness.inspector import capture
     from kernelbench.kernels import linear as KL
-    _, impl = spec_and_impl("fp8_linear")
+    impl = registry_impl("fp8_linear", "triton_v1")
     old = registry_impl("fp8_linear", "triton_3launch")
     monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 19)   # this test's M: quantized inside the GEMM
     gen = torch.Generator().manual_seed(3)
@@ -158,13 +158,83 @@ def test_bf16_gemm_split_k_reduced_in_one_launch(op, params, monkeypatch):
     assert [l.name.split(":")[1] for l in launches] == ["_bf16_gemm_kernel"]
 
 
+def _launch_names(fn):
+    from kernelbench.harness.inspector import capture
+    with capture() as launches:
+        fn()
+    return [l.name.split(":")[1] for l in launches]
+
+
+@pytest.mark.parametrize("params,cfg", [
+    ({"M": 1, "N": 200, "K": 512}, {"BM": 1, "BN": 64, "NB": 2, "SPLIT": 2, "num_warps": 4, "num_stages": 1}),
+    ({"M": 3, "N": 200, "K": 384}, {"BM": 1, "BN": 32, "NB": 1, "SPLIT": 3, "num_warps": 4, "num_stages": 1}),
+    ({"M": 17, "N": 200, "K": 384}, {"BM": 16, "BN": 64, "X_OPERAND": "A", "SPLIT": 3, "num_warps": 4,
+                                     "num_stages": 2}),
+    ({"M": 17, "N": 200, "K": 512}, {"BM": 16, "BN": 32, "X_OPERAND": "B", "SPLIT": 2, "num_warps": 4,
+                                     "num_stages": 2}),
+    ({"M": 40, "N": 128, "K": 512}, None)])
+def test_fp8_linear_one_launch_at_every_m(params, cfg, monkeypatch):
+    """fp8_linear (v2): the FMA GEMV (BM 1, rows beyond one as separate programs) and the tl.dot tile with x as either
+    operand, ragged N and M, split K: the reference's result, one launch (x quantized inside, split-K summed by
+    the last program of each tile), a bit-identical rerun, every ticket back at zero."""
+    from kernelbench.kernels import linear as KL
+    poisoned_empty(monkeypatch)
+    inp, out, _ = check_against_reference("fp8_linear", params, "outliers", config=cfg, impl_name="triton")
+    impl = registry_impl("fp8_linear", "triton")
+    kw = {"config": cfg} if cfg else {}
+    assert torch.equal(impl.fn(**inp, **kw), out[0])
+    assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    assert _launch_names(lambda: impl.fn(**inp, **kw)) == ["_fp8_linear_v2_kernel"]
+
+
+@pytest.mark.parametrize("op,params,cfg", [
+    ("bf16_linear", {"M": 1, "N": 200, "K": 384}, {"BM": 1, "BN": 64, "NB": 1, "SPLIT": 3, "num_warps": 8,
+                                                  "num_stages": 1}),
+    ("bf16_linear", {"M": 3, "N": 40, "K": 300}, {"BM": 1, "BN": 32, "NB": 1, "SPLIT": 3, "num_warps": 4,
+                                                   "num_stages": 1}),
+    ("grouped_wo_a", {"T": 3, "Gl": 2, "O": 96, "I": 512}, {"BM": 1, "BN": 64, "NB": 2, "SPLIT": 2,
+                                                             "num_warps": 4, "num_stages": 1}),
+    ("lm_head", {"T": 1, "V": 300, "D": 256}, {"BM": 1, "BN": 32, "NB": 2, "SPLIT": 1, "num_warps": 4,
+                                               "num_stages": 1})])
+def test_bf16_gemv(op, params, cfg, monkeypatch):
+    """The bf16 GEMM's FMA GEMV path (BM 1: one row per program, a (BN, NB, 128) weight tile a step), ragged N
+    and K, split K reduced in the kernel: the reference's result in one launch."""
+    poisoned_empty(monkeypatch)
+    inp, _, _ = check_against_reference(op, params, "outliers", config=cfg, impl_name="triton")
+    impl = registry_impl(op, "triton")
+    kw = {"config": cfg} if cfg else {}
+    assert _launch_names(lambda: impl.fn(**inp, **kw)) == ["_bf16_gemm_kernel"]
+
+
+def test_v2_defaults_and_bad_configs():
+    """The v2 defaults: GEMV at M = 1 with NB dividing each split's K blocks and at least 3/4 * 2 programs per
+    SM; tensor-core tiles above. A BM between 1 and 16, or an NB that does not divide a split, is refused."""
+    from kernelbench.kernels import linear as KL
+    for N, K in ((4096, 4096), (1024, 4096), (512, 4096), (4096, 1024), (1024, 1024)):
+        c = KL.fp8_v2_default({"M": 1, "N": N, "K": K})
+        assert c["BM"] == 1 and (K // 128) % c["SPLIT"] == 0 and (K // 128 // c["SPLIT"]) % c["NB"] == 0
+        assert N // c["BN"] * c["SPLIT"] >= min(3 * KL.NUM_SMS_TARGET // 2, N // c["BN"] * K // 128)
+        assert KL.fp8_v2_default({"M": 16, "N": N, "K": K})["BM"] == 16
+    # bf16: the GEMV only where it was measured faster (8 MB weights), tensor-core tiles for 2-4 MB and lm_head
+    assert KL.bf16_v2_default({"T": 1, "Gl": 1, "O": 1024, "I": 4096})["BM"] == 1
+    assert KL.bf16_v2_default({"M": 1, "N": 256, "K": 4096})["BM"] == 16
+    assert KL.bf16_v2_default({"T": 1, "V": 16160, "D": 4096})["BM"] == 16
+    impl = registry_impl("fp8_linear", "triton")
+    w, s = Q.quant_fp8_weight(torch.randn(128, 512))
+    x = torch.randn(2, 512).bfloat16()
+    with pytest.raises(ValueError, match="BM=8"):
+        impl.fn(x, w, s, config={"BM": 8, "BN": 64, "SPLIT": 1, "num_warps": 4, "num_stages": 1})
+    with pytest.raises(ValueError, match="NB=4"):
+        impl.fn(x, w, s, config={"BM": 1, "BN": 64, "NB": 4, "SPLIT": 2, "num_warps": 4, "num_stages": 1})
+
+
 @pytest.mark.gpu
 def test_fp8_linear_split_k_tickets_on_gpu_and_in_a_cuda_graph():
     """The ticket protocol on real hardware (the interpreter runs programs one by one, so it cannot race): many
     splits and tiles, run eagerly and replayed from a CUDA graph, always equal to the three-launch path bit for
     bit, and every ticket back at zero."""
     from kernelbench.kernels import linear as KL
-    _, impl = spec_and_impl("fp8_linear")
+    impl = registry_impl("fp8_linear", "triton_v1")
     old = registry_impl("fp8_linear", "triton_3launch")
     gen = torch.Generator().manual_seed(7)
     x = (torch.randn(64, 4096, generator=gen) * 2).bfloat16().cuda()
@@ -287,3 +357,30 @@ def test_fp4_to_e4m3_decode_is_exact_for_every_byte():
     klo, khi = torch.empty(256, device=dev), torch.empty(256, device=dev)
     _decode_e4m3_kernel[(1,)](bb, klo, khi)
     assert torch.equal(klo.cpu() * 64, table[b & 15]) and torch.equal(khi.cpu() * 64, table[b >> 4])
+
+
+@pytest.mark.gpu
+def test_fp8_linear_on_gpu_deterministic_and_in_a_cuda_graph():
+    """fp8_linear (v2) on real hardware: GEMV (M = 1) and tensor-core (M = 16, 64) paths with many splits, eager reruns
+    and CUDA-graph replays bit-identical, close to the reference, every ticket back at zero."""
+    from kernelbench.kernels import linear as KL
+    impl = registry_impl("fp8_linear", "triton")
+    gen = torch.Generator().manual_seed(11)
+    w, s = Q.quant_fp8_weight(torch.randn(2048, 4096, generator=gen) * 0.02)
+    w, s = w.cuda(), s.cuda()
+    for M in (1, 16, 64):
+        x = (torch.randn(M, 4096, generator=gen) * 2).bfloat16().cuda()
+        want = impl.fn(x, w, s)
+        ref = L.fp8_linear(x.cpu(), w.cpu(), s.cpu()).float()
+        assert (want.float().cpu() - ref).abs().max() <= 2 ** -7 * ref.abs().max()
+        for _ in range(5):
+            assert torch.equal(impl.fn(x, w, s), want)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = impl.fn(x, w, s)
+        for _ in range(5):
+            y.zero_()
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(y, want)
+        assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())

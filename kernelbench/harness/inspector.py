@@ -453,7 +453,10 @@ def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[st
             spec, impl = registry.get_op(op), find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
             rep = inspect_impl(spec, impl, params, cfg, target, cache)
             d = rep.as_dict()
-            d["problems"] = rep.problems(limit, op in tensor_core_ops)
+            simt = impl.simt(cfg) if impl.simt is not None and cfg else None
+            d["problems"] = rep.problems(limit, op in tensor_core_ops and not simt)
+            if simt:
+                d["simt"] = simt
             d["label"] = spec.label(params)
             out.append(d)
             label = f"{op}/{impl_name} {d['label']}"
