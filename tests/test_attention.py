@@ -150,6 +150,24 @@ def test_kernel_ragged_batch_matches_reference(gen, cfg):
     assert_close(out, ref, TOL)
 
 
+@pytest.mark.parametrize("t, topk, extra", [(9, 16, {"waves": 1}),            # T >= waves x SMs (4 on CPU): no split
+                                             (1, 512, {"waves": 64, "SPLITS": 32}),  # 17 splits: one head per join step
+                                             (2, 48, {"waves": 64, "SPLITS": 4, "num_warps": 8})])
+def test_one_launch_join_matches_two_launch_and_reference(gen, t, topk, extra):
+    """impl "triton" (one launch: no split, or the last program of each head block joins the partials) against
+    the reference and the two-launch impl "triton_v1" on the same inputs (ragged, with lengths, rope)."""
+    p = {"T": t, "Hl": 8, "Dh": 512, "R": 64, "W": 16, "kind": "csa", "topk": topk, "ctx": 300, "ragged": True,
+         "rope": True, "lengths": True}
+    inp = SPEC.make_inputs(p, gen, "cpu", "normal")
+    with compute_dtype(torch.float64):
+        ref = SPEC.reference(**inp)
+    cfg = {**K.fused_default({}), "BLOCK_N": 16, **extra}
+    out = K.sparse_attention(**inp, config=cfg)
+    assert_close(out, ref, TOL)
+    assert_close(out, K.sparse_attention_v1(**inp, config=cfg), TOL)
+    assert torch.equal(out, K.sparse_attention(**inp, config=cfg))                  # deterministic
+
+
 @settings(max_examples=6)   # x 2 value modes; the registry sweep and verify add their own draws
 @given(SPEC.strategy())
 def test_kernel_matches_reference_hypothesis(p):
