@@ -161,16 +161,23 @@ def test_fewer_entries_than_topk_are_padded(gen):
         assert (val[2, :4] >= val[2, 1:5]).all()                           # best first
 
 
-@pytest.mark.parametrize("ties,segments,fast", [(False, 1, True), (True, 1, True), (True, 3, True), (True, 1, False),
-                                                 (True, 3, False)])
+@pytest.mark.parametrize("ties,segments,fast", [(False, 0, True), (True, 0, True), (False, 1, True), (True, 1, True),
+                                                 (True, 3, True), (True, 1, False), (True, 3, False)])
 def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
     """Rows of 10, 1 and 69 entries against top-k 5, 16, 64: the select path and (fast) the rows that fit
-    whole; fast=False is the first version (impl triton_v1: 32-bit keys, always the select)."""
+    whole. segments 0: impl triton (one launch; BLOCK_S 16, so up to 5 programs of a token score and the last
+    to arrive selects); else the two-launch impl triton_v2 (segments > 1: the segmented top-k), and
+    fast=False its first version (impl triton_v1: 32-bit keys, always the select)."""
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
     for topk in (5, 16, 64):
         ref = indexer_topk(qi, w, keys, seq, pos, topk)
-        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32,
-                                                                  "TOPK_WARPS": 4, "SEGMENTS": segments, "FAST": fast})
+        if segments == 0:
+            out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.fused_default({}), "BLOCK_S": 16,
+                                                                      "SCAN": 32, "num_warps": 4, "waves": 4})
+        else:
+            out = K.indexer_topk_v2(qi, w, keys, seq, pos, topk, config={
+                **K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": segments,
+                "FAST": fast})
         assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
         assert torch.equal(out[1], ref[1])
 
