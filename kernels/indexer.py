@@ -111,7 +111,7 @@ def _flip_index(i):
 
 
 @triton.jit
-def _load_keys(src, offs, m, base, PACKED: tl.constexpr, CACHE: tl.constexpr = ""):
+def _load_keys(src, offs, m, base, PACKED: tl.constexpr, CACHE: tl.constexpr):
     """-> (order key uint32, packed uint64 = key << 32 | ~index) of the elements at offs.
     PACKED: src holds packed candidates (int64) already; else fp32 scores whose index is base + offs.
     CACHE: the loads' cache modifier (".cg" where other programs of the same launch wrote src)."""
@@ -126,7 +126,7 @@ def _load_keys(src, offs, m, base, PACKED: tl.constexpr, CACHE: tl.constexpr = "
 
 @triton.jit
 def _radix_pass(src, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr, SCAN: tl.constexpr,
-                PACKED: tl.constexpr, CACHE: tl.constexpr = ""):
+                PACKED: tl.constexpr, CACHE: tl.constexpr):
     """Histogram of the 8-bit digit at SHIFT over keys whose higher digits equal `prefix`; pick the
     digit holding the k_rem-th largest. Returns the extended prefix and the rank left inside it."""
     hist = tl.zeros([256], tl.int32)
@@ -147,7 +147,7 @@ def _radix_pass(src, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr
 
 @triton.jit
 def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr, KEY16: tl.constexpr,
-            CACHE: tl.constexpr = ""):
+            CACHE: tl.constexpr):
     """Write the k_eff largest of the n keys at src into stage[0:k_eff] as packed values (unsorted):
     radix select of the k_eff-th key, then every key above it and the lowest-position keys equal to it.
     KEY16: the scores are bf16 values, so the low 16 bits of an order key follow from its high 16 (zeros
@@ -192,7 +192,7 @@ def _key_value(key):
 
 @triton.jit
 def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.constexpr, FAST: tl.constexpr,
-                 CACHE: tl.constexpr = ""):
+                 CACHE: tl.constexpr):
     """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row.
     FAST: `direct` (k_eff is the whole row: the caller skipped the select) packs the row's scores here
     instead of reading `stage`, and the scores come out of the packed keys (no gather of the row)."""
@@ -229,11 +229,11 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
     sc_row = sc_ptr + t * s_st
     if FAST:
         if n > TOPK:
-            _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True)
+            _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True, "")
     else:
-        _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, False)
+        _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, False, "")
     _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, n <= TOPK, KP,
-                 FAST)
+                 FAST, "")
 
 
 @triton.jit
@@ -253,13 +253,13 @@ def _index_topk_segments(sc_ptr, pos_ptr, cand_ptr,                # cand (T, SE
     offs_k = tl.arange(0, KP)
     if FAST:
         if seg_n > TOPK:
-            _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, True)
+            _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, True, "")
             kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)
         else:                                                           # the whole segment is kept
-            _, kept = _load_keys(sc_ptr + t * s_st, start + offs_k, offs_k < seg_n, 0, False)
+            _, kept = _load_keys(sc_ptr + t * s_st, start + offs_k, offs_k < seg_n, 0, False, "")
             kept = tl.where(offs_k < seg_n, kept, 0).to(tl.int64, bitcast=True)
     else:
-        _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, False)
+        _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, False, "")
         kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)       # pad with 0: below every key
     tl.store(slot + offs_k, kept)
 
@@ -274,11 +274,11 @@ def _index_topk_merge(sc_ptr, pos_ptr, cand_ptr, stage_ptr, idx_ptr, val_ptr,
     k_eff = tl.minimum(n, TOPK)
     if FAST:
         if n > TOPK:
-            _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, True)
+            _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, True, "")
     else:
-        _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, False)
+        _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, False, "")
     _emit_sorted(stage_ptr + t * KP, k_eff, sc_ptr + t * s_st, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK,
-                 n <= TOPK, KP, FAST)
+                 n <= TOPK, KP, FAST, "")
 
 
 @triton.jit

@@ -275,7 +275,7 @@ def test_attention_indices_window_csa_hca(impl):
     assert swa[3].tolist() == [(40 - 7 + j) % 8 for j in range(8)] and swa[3, -1] == 40 % 8
     topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
     csa, ln = fn(positions=pos, kind="csa", window=w, ratio=4, topk_indices=topk, n_max=w + 2)
-    assert torch.equal(csa[:, :w], swa) and ln.tolist() == [10] * 4
+    assert torch.equal(csa[:, :w], swa) and ln.tolist() == [8, 9, 10, 10]   # W + min((p+1)//4, K)
     assert csa[:, w:].tolist() == [[-1, -1], [8, -1], [9, 8], [17, 11]]
     # hca: the width is the caller's (W + capacity), not the batch's longest row
     hca, ln = fn(positions=pos, kind="hca", window=w, ratio=8, topk_indices=None, n_max=w + 12)
@@ -313,6 +313,8 @@ def test_attention_indices_reference_value_checks():
     topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
     with pytest.raises(ValueError, match="compressed entry"):
         attention_indices(pos, "csa", 8, 4, topk + 5, 10)
+    with pytest.raises(ValueError, match="first \\(p\\+1\\)//ratio"):                  # p=5: 1 entry, in column 1
+        attention_indices(pos, "csa", 8, 4, torch.tensor([[-1, -1], [-1, 0], [1, 0], [9, 3]], dtype=torch.int32), 10)
     with pytest.raises(ValueError, match="more than the n_max - W"):
         attention_indices(pos, "hca", 8, 8, None, 8 + 4)                   # p=40 has 5 entries
 
