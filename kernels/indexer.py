@@ -33,7 +33,7 @@ import triton.language as tl
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
 from kernelbench.kernels.quant import fp4_simulate_rows
-from kernelbench.reference.indexer import check_indexer_topk
+from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -58,16 +58,18 @@ def indexer_default(params: dict) -> dict:
 
 
 @triton.jit
-def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
-                  DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
+def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn,
+                  s_st, DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
                   RNE_FIX: tl.constexpr):
-    """Scores of token t's key blocks j, j+P, ... below n (the caller checks j * BLOCK_S < n)."""
+    """Scores of token t's key blocks j, j+P, ... below n (the caller checks j * BLOCK_S < n). The head weights
+    are w * w_scale rounded to bf16 (exact for w_scale 1)."""
     offs_h = tl.arange(0, BLOCK_HI)
     offs_d = tl.arange(0, DI)
     hmask = offs_h < HI
     qi = tl.load(qi_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
     qt = dot_operand(tl.trans(qi), DOT_UPCAST)                          # (128, BHi)
     w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0).to(tl.float32)
+    w = to_bf16(w * w_scale, RNE_FIX).to(tl.float32)                   # torch's bf16 * scalar (fp32 product)
     k_base = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
     for s0 in range(j * BLOCK_S, n, P * BLOCK_S):
         offs_s = s0 + tl.arange(0, BLOCK_S)
@@ -84,14 +86,14 @@ def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, s_qt, s
 
 @triton.jit
 def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi, 128) bf16; w (T, Hi) bf16
-                  HI, RATIO, P, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
+                  HI, RATIO, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
                   DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
                   RNE_FIX: tl.constexpr):
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = (tl.load(pos_ptr + t) + 1) // RATIO                             # the ACTUAL number of keys
     if j * BLOCK_S < n:                                                 # idle programs read nothing
-        _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
+        _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
                       DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX)
 
 
@@ -283,7 +285,7 @@ def _index_topk_merge(sc_ptr, pos_ptr, cand_ptr, stage_ptr, idx_ptr, val_ptr,
 
 @triton.jit
 def _index_fused(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
-                 HI, RATIO, P, TOPK, s_qt, s_qh, s_wt, s_kb, s_kn, s_st, s_ot,
+                 HI, RATIO, P, TOPK, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st, s_ot,
                  DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, KP: tl.constexpr,
                  SCAN: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
     """Scores and top-k in one launch, grid (T, P): the token's first min(P, ceil(S4 / BS)) programs (at least
@@ -296,7 +298,7 @@ def _index_fused(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr, cnt_ptr, stage_
     active = tl.maximum(tl.minimum(P, tl.cdiv(n, BLOCK_S)), 1)
     if j < active:
         if j * BLOCK_S < n:
-            _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
+            _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
                           DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX)
         tl.debug_barrier()                                              # every thread's scores before the release
         if tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu") == active - 1:
@@ -319,9 +321,10 @@ def fused_default(params: dict) -> dict:
     return {"BLOCK_S": 128, "num_warps": 8, "num_stages": 3, "waves": 2, "SCAN": 2048}
 
 
-def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio):
+def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
     """Checks shared by the impls -> (device, T, Hi, KP, idx, val): outputs allocated, KP = pow2 >= topk."""
     check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
+    check_w_scale(w_scale)
     dev = check_device(qi, w, k_cache, seq_ids, positions)
     t, hi, _ = qi.shape
     if hi > 128:
@@ -336,14 +339,14 @@ def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio):
 @register_impl("indexer_topk", "triton", backend="triton", configs=fused_configs, default_config=fused_default,
                kernels=lambda: [_index_fused])
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
-                 positions: torch.Tensor, topk: int, ratio: int = 4,
+                 positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                  config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
     fp32 holding bf16 values (-inf padded). Positions past the capacity are the caller's bug (no
     device-side check). One launch (_index_fused); the per-token counters are the split-K tickets of
     kernels/linear.py (zero between launches, one stream)."""
     from kernelbench.kernels.linear import split_tickets
-    dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio)
+    dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk, "kernel": "fused"}, fused_default({}))
     if t == 0:
         return idx, val
@@ -353,7 +356,7 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
     p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
     _index_fused[(t, p)](
         qi, w, k_cache, seq_ids.contiguous(), positions.contiguous(), scores, split_tickets(dev, t), stage, idx, val,
-        hi, ratio, p, topk, qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1),
+        hi, ratio, p, topk, float(w_scale), qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1),
         scores.stride(0), idx.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], KP=kp, SCAN=cfg["SCAN"],
         DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
@@ -364,11 +367,11 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
                default_config=indexer_default,
                kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
 def indexer_topk_v2(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
-                    positions: torch.Tensor, topk: int, ratio: int = 4,
+                    positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                     config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Two launches (kept to measure against): `_index_scores`, then `_index_topk` (or, with SEGMENTS > 1,
     the segmented top-k); the FAST top-k (16-bit select keys, no select for rows of <= topk scores)."""
-    dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio)
+    dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
     if t == 0:
         return idx, val
@@ -378,7 +381,7 @@ def indexer_topk_v2(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, se
     w = w.contiguous()                                                   # the kernel reads w rows unit-stride
     p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
     _index_scores[(t, p)](
-        qi, w, k_cache, seq_ids.contiguous(), pos, scores, hi, ratio, p,
+        qi, w, k_cache, seq_ids.contiguous(), pos, scores, hi, ratio, p, float(w_scale),
         qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
         RNE_FIX=INTERPRET,
@@ -400,12 +403,13 @@ def indexer_topk_v2(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, se
 @register_impl("indexer_topk", "triton_v1", backend="triton", configs=indexer_configs,
                default_config=lambda p: {**indexer_default(p), "FAST": False},
                kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
-def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 4, config: dict | None = None):
+def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 4, w_scale: float = 1.0,
+                    config: dict | None = None):
     """The first version's top-k (kept to measure against): four 8-bit radix passes over 32-bit keys, the
     select even when the row has <= topk scores, and a gather of the scores."""
     t, hi = qi.shape[0], qi.shape[1]
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
-    return indexer_topk_v2(qi, w, k_cache, seq_ids, positions, topk, ratio, config={**cfg, "FAST": False})
+    return indexer_topk_v2(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, config={**cfg, "FAST": False})
 
 
 # indexer_q: the fp8 GEMM (kernels/linear.py), then one fused epilogue launch ---------------------

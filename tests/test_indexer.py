@@ -182,6 +182,21 @@ def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
         assert torch.equal(out[1], ref[1])
 
 
+@pytest.mark.parametrize("impl", ["triton", "triton_v2"])
+def test_w_scale_inside_the_op_equals_the_scaled_weights(gen, impl):
+    """w_scale (the decoder's 128^-0.5 * Hi^-0.5) applied in the op = DeepSeek's bf16 `w * scale` before it."""
+    qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=True)
+    scale = 128 ** -0.5 * 20 ** -0.5
+    ref = indexer_topk(qi, w * scale, keys, seq, pos, 16)
+    assert all(torch.equal(a, b) for a, b in zip(indexer_topk(qi, w, keys, seq, pos, 16, w_scale=scale), ref))
+    fn = registry.get_impl("indexer_topk", impl).fn
+    out = fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=16, w_scale=scale)
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    for bad in (0.0, float("nan"), -1.0, "0.1"):
+        with pytest.raises(ValueError, match="w_scale"):
+            fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=16, w_scale=bad)
+
+
 def test_result_independent_of_capacity(gen):
     """Same entries in caches of capacity 20 and 400 (the rest NaN): identical results. A kernel that
     scored the capacity would read NaN rows and select them."""
