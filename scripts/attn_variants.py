@@ -18,7 +18,7 @@ def _variant(op: str, name: str, fn, default, overrides: dict, kernels):
     register_impl(op, name, backend="triton", kernels=kernels)(run)
 
 
-ATTN = {"triton_s4": {"SPLITS": 4}, "triton_s32": {"SPLITS": 32}, "triton_w8": {"num_warps": 8},
+ATTN = {"triton_s4": {"SPLITS": 4}, "triton_s32": {"SPLITS": 32}, "triton_wv1": {"waves": 1}, "triton_w8": {"num_warps": 8},
         "triton_r128": {"maxnreg": 128}, "triton_wv4": {"waves": 4}, "triton_bn16": {"BLOCK_N": 16, "num_stages": 3},
         "triton_bn64": {"BLOCK_N": 64, "num_stages": 1}}
 for _name, _over in ATTN.items():

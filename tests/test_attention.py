@@ -425,6 +425,13 @@ COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_
                "R": "constexpr", "S_P2": "constexpr", "ROPE": "constexpr", "RNE_FIX": "constexpr"}
 
 
+FUSED_SIG = {**{k: v for k, v in SPLIT_SIG.items() if v != "constexpr"}, "cnt_ptr": "*i32", "sink_ptr": "*fp32",
+             "pos_ptr": "*i64", "freqs_ptr": "*fp32", "o_ptr": "*bf16", "s_ot": "i32", "s_oh": "i32",
+             **{k: "constexpr" for k in ("DH", "BLOCK_H", "BLOCK_N", "DOT_UPCAST", "HAS_LEN", "R", "FIN_H", "S_P2", "ROPE",
+                                         "RNE_FIX")}}
+FUSED_SIG = {k: FUSED_SIG[k] for k in K._attn_fused.arg_names}              # the kernel's argument order
+
+
 KV_SIG = {"kv_ptr": "*bf16", "w_ptr": "*bf16", "pos_ptr": "*i64", "seq_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16",
           "cache_ptr": "*bf16", "eps": "fp32", "W": "i32", "s_cb": "i32", "s_cw": "i32", "DH": "constexpr",
           "R": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr"}
@@ -446,6 +453,11 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     jobs = [{"module": "kernelbench.kernels.attention", "kernel": "_attn_split", "signature": SPLIT_SIG,
              "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": has_len},
              "num_warps": w, "num_stages": s} for bh, bn, w, s in _shipped_split_configs() for has_len in (False, True)]
+    for bh, bn, w, s in _shipped_split_configs():   # one launch: the join at its largest S (one head per step)
+        jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_fused", "signature": FUSED_SIG,
+                     "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": True, "R": 64,
+                                    "FIN_H": 1, "S_P2": 32, "ROPE": True, "RNE_FIX": False},
+                     "num_warps": w, "num_stages": s})
     jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_combine", "signature": COMBINE_SIG,
                  "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True, "RNE_FIX": False}, "num_warps": 4,
                  "num_stages": 1})
@@ -460,7 +472,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     reps = compile_sm120(jobs)
     for job, rep in zip(jobs, reps):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], job["num_warps"], rep)
-        if job["kernel"] == "_attn_split":
+        if job["kernel"] in ("_attn_split", "_attn_fused"):
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
 
 

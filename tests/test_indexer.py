@@ -270,9 +270,15 @@ def test_indexer_topk_bad_inputs(gen):
 
 
 SCORES_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": "*i64", "pos_ptr": "*i64",
-              "sc_ptr": "*fp32", "HI": "i32", "RATIO": "i32", "P": "i32", "s_qt": "i32", "s_qh": "i32", "s_wt": "i32",
-              "s_kb": "i64", "s_kn": "i32", "s_st": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
+              "sc_ptr": "*fp32", "HI": "i32", "RATIO": "i32", "P": "i32", "w_scale": "fp32", "s_qt": "i32", "s_qh": "i32",
+              "s_wt": "i32", "s_kb": "i64", "s_kn": "i32", "s_st": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
               "BLOCK_S": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
+FUSED_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": "*i64", "pos_ptr": "*i64", "sc_ptr": "*fp32",
+             "cnt_ptr": "*i32", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32", "HI": "i32", "RATIO": "i32",
+             "P": "i32", "TOPK": "i32", "w_scale": "fp32", "s_qt": "i32", "s_qh": "i32", "s_wt": "i32", "s_kb": "i64",
+             "s_kn": "i32", "s_st": "i32", "s_ot": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
+             "BLOCK_S": "constexpr", "KP": "constexpr", "SCAN": "constexpr", "DOT_UPCAST": "constexpr",
+             "RNE_FIX": "constexpr"}
 TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32",
             "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr",
             "FAST": "constexpr"}
@@ -310,10 +316,16 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
                              "constexprs": {"KP": kp, "SCAN": scan, "FAST": True}, "num_warps": warps,
                              "num_stages": 1})
+    fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}
+    for bs, warps, stages in sorted(fused):   # one launch: the widest scan of the space, the Pro top-k (KP 1024)
+        jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_fused", "signature": FUSED_SIG,
+                     "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": bs, "KP": 1024,
+                                    "SCAN": max(c["SCAN"] for c in K.fused_configs({})), "DOT_UPCAST": False,
+                                    "RNE_FIX": False}, "num_warps": warps, "num_stages": stages})
     for w in (1, 2, 4):
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_indexer_q_epilogue", "signature": QEPI_SIG,
                      "constexprs": {"R": 64, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
-        if job["kernel"] == "_index_scores":  # the top-k kernels have no matrix product
+        if job["kernel"] in ("_index_scores", "_index_fused"):  # the top-k kernels have no matrix product
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
