@@ -5,7 +5,14 @@ Legend: T tokens, B sequences, N cache entries per sequence, Hl heads per rank, 
 BH heads per program (>= 16, the MMA minimum: 8 local heads are padded to 16, never to 64),
 BN entries per block.
 
-Two launches, both graph-capturable (no host reads of device data):
+Impl "triton" is ONE launch, `_attn_fused` grid (T, S, ceil(Hl/BH)): the split program of step 1
+below stores its partial and (m, l), takes a ticket from a per-(token, head block) counter (the split-K
+tickets of kernels/linear.py: zero between launches, re-armed by the kernel, no memset), and the last
+program to arrive joins the S partials as step 2 does (`_attn_join`: FIN_H heads of every split loaded at
+once, one reduction over the splits whose order does not depend on arrival: deterministic), then the sink,
+the bf16 rounding, the inverse RoPE and the second rounding (`_attn_store`). S is capped by the config's
+SPLITS (the join reads S partials). Impl "triton_v1" is the previous two launches, kept to measure against.
+Two launches (impl "triton_v1"), both graph-capturable (no host reads of device data):
   1. `_attn_split` grid (T, S, ceil(Hl/BH)): one program owns BH heads of one token and a slice of
      its index list (with lengths[t] given, the token's valid prefix is spread over the splits on the
      device, so HCA rows that are Ncap wide but mostly -1 cost what their valid prefix costs; an empty

@@ -5,7 +5,12 @@ Legend: T tokens, B sequences, Hi indexer heads (<= 64), Di = 128, Ncap key-cach
 S4 = (p+1)//ratio the token's actual number of keys, K top-k, KP = next power of two >= K,
 P programs per token in the score launch, BS keys per block.
 
-Launches (graph-capturable: no host reads of device data; every bound is read on the device):
+Impl "triton" is ONE launch, `_index_fused` grid (T, P): the token's first min(P, ceil(S4/BS)) programs
+(at least one) compute step 1's scores, store them and take a ticket from the token's counter (the split-K
+tickets of kernels/linear.py, re-armed by the kernel); the last to arrive runs step 2's FAST top-k over the
+row (loads bypassing L1). The head weights are w * w_scale rounded to bf16 in the kernel (the decoder's
+bf16 `weights_proj(x) * scale`, no separate launch). Impl "triton_v2" is the two launches below.
+Launches of impl "triton_v2" (graph-capturable: no host reads of device data; every bound is read on the device):
   1. `_index_scores` grid (T, P): P depends on T and the SM count only. Program (t, j) walks blocks
      j, j+P, ... below ceil(S4/BS): keys [BS, 128] bf16 x qi^T [128, Hi] on tensor cores, relu,
      times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
