@@ -66,10 +66,26 @@ def attention_default(params: dict) -> dict:
 
 
 @triton.jit
+def _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST: tl.constexpr):
+    """One block of the online softmax: kt (BN, Dh) bf16 gathered rows, valid (BN,) -> (m_i, l_i, acc)."""
+    k_op = dot_operand(kt, DOT_UPCAST)
+    s = tl.dot(q, tl.trans(k_op)) * qk_scale                               # (BH, BN) fp32, base-2 logits
+    s = tl.where(valid[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    # p rounded to bf16 (RNE, also in the interpreter) for p @ kv, as DeepSeek's kernel; l_i keeps fp32 p
+    acc = acc * alpha[:, None] + tl.dot(dot_operand(to_bf16(p, DOT_UPCAST), DOT_UPCAST), k_op)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL, PER_SPLIT, NSPLIT, qk_scale,
                   s_qt, s_qh, s_kb, s_kn, s_it,
                   DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  HAS_LEN: tl.constexpr):
+                  HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr):
     """Split `sp` of token t for the heads offs_h: the online softmax over its slice of the index row.
     -> (acc [BH, Dh] fp32 unnormalized, running max m [BH] (base 2), sum l [BH], whether the slice is non-empty)."""
     offs_d = tl.arange(0, DH)
@@ -91,23 +107,33 @@ def _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask
     else:
         start = sp * PER_SPLIT
         end = tl.minimum(start + PER_SPLIT, KSEL)
-    for n0 in range(start, end, BLOCK_N):                                 # splits own whole BN blocks
-        offs_n = n0 + tl.arange(0, BLOCK_N)
+    if PREFETCH:
+        # the gather one block ahead in registers (its index row two ahead): block i+1's rows are in flight
+        # while block i is multiplied (the compiler's pipeliner does not multi-buffer this indirect load)
+        offs_n = start + tl.arange(0, BLOCK_N)
         idx = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
+        nxt = tl.load(idx_ptr + t * s_it + offs_n + BLOCK_N, mask=offs_n + BLOCK_N < end, other=-1)
         valid = idx >= 0
-        rows = tl.where(valid, idx, 0).to(tl.int64)
-        kt = tl.load(kv_base + rows[:, None] * s_kn + offs_d[None, :], mask=valid[:, None], other=0.0)  # (BN, Dh)
-        k_op = dot_operand(kt, DOT_UPCAST)
-        s = tl.dot(q, tl.trans(k_op)) * qk_scale                           # (BH, BN) fp32, base-2 logits
-        s = tl.where(valid[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        # p rounded to bf16 (RNE, also in the interpreter) for p @ kv, as DeepSeek's kernel; l_i keeps fp32 p
-        acc = acc * alpha[:, None] + tl.dot(dot_operand(to_bf16(p, DOT_UPCAST), DOT_UPCAST), k_op)
-        m_i = m_new
+        kt = tl.load(kv_base + tl.where(valid, idx, 0).to(tl.int64)[:, None] * s_kn + offs_d[None, :],
+                     mask=valid[:, None], other=0.0)
+        for n0 in range(start, end, BLOCK_N):
+            offs_n = n0 + 2 * BLOCK_N + tl.arange(0, BLOCK_N)
+            nxt2 = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
+            v_nxt = nxt >= 0
+            kt_nxt = tl.load(kv_base + tl.where(v_nxt, nxt, 0).to(tl.int64)[:, None] * s_kn + offs_d[None, :],
+                             mask=v_nxt[:, None], other=0.0)
+            m_i, l_i, acc = _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST)
+            kt = kt_nxt
+            valid = v_nxt
+            nxt = nxt2
+    else:
+        for n0 in range(start, end, BLOCK_N):                             # splits own whole BN blocks
+            offs_n = n0 + tl.arange(0, BLOCK_N)
+            idx = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
+            valid = idx >= 0
+            rows = tl.where(valid, idx, 0).to(tl.int64)
+            kt = tl.load(kv_base + rows[:, None] * s_kn + offs_d[None, :], mask=valid[:, None], other=0.0)  # (BN, Dh)
+            m_i, l_i, acc = _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST)
     return acc, m_i, l_i, end > start
 
 
@@ -125,7 +151,7 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
     hmask = offs_h < HL
     acc, m_i, l_i, nonempty = _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL,
                                             PER_SPLIT, NSPLIT, qk_scale, s_qt, s_qh, s_kb, s_kn, s_it,
-                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN)
+                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, False)
     row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
     if nonempty:                                                           # an empty split writes only (m, l)
         tl.store(po_ptr + row[:, None].to(tl.int64) * DH + offs_d[None, :], acc, mask=hmask[:, None])
@@ -239,7 +265,7 @@ def _attn_fused(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr, cnt_p
                 s_qt, s_qh, s_kb, s_kn, s_it, s_ot, s_oh,
                 DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
                 HAS_LEN: tl.constexpr, R: tl.constexpr, FIN_H: tl.constexpr, S_P2: tl.constexpr,
-                ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
+                ROPE: tl.constexpr, RNE_FIX: tl.constexpr, PREFETCH: tl.constexpr):
     """One launch, grid (T, S, HB): the split of _attn_split, its partial's store and a ticket; the last
     program of (t, hb) to arrive merges the S partials (_attn_join) and writes o (S = 1 included: one path)."""
     t = tl.program_id(0)
@@ -249,7 +275,7 @@ def _attn_fused(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr, cnt_p
     hmask = offs_h < HL
     acc, m_i, l_i, nonempty = _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL,
                                             PER_SPLIT, NSPLIT, qk_scale, s_qt, s_qh, s_kb, s_kn, s_it,
-                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN)
+                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, PREFETCH)
     row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
     if nonempty:                                                           # an empty split writes only (m, l)
         tl.store(po_ptr + row[:, None].to(tl.int64) * DH + tl.arange(0, DH)[None, :], acc, mask=hmask[:, None])
@@ -347,6 +373,7 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
         q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0), o.stride(0), o.stride(1),
         DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=lengths is not None,
         R=2 * freqs.shape[0] if rope_on else 2, FIN_H=fin_h, S_P2=s_p2, ROPE=rope_on, RNE_FIX=INTERPRET,
+        PREFETCH=bool(cfg.get("PREFETCH", 0)),
         num_warps=warps, num_stages=cfg["num_stages"], **({"maxnreg": cfg["maxnreg"]} if "maxnreg" in cfg else {}))
     return o
 

@@ -19,8 +19,9 @@ def _variant(op: str, name: str, fn, default, overrides: dict, kernels):
 
 
 ATTN = {"triton_s4": {"SPLITS": 4}, "triton_s32": {"SPLITS": 32}, "triton_wv1": {"waves": 1}, "triton_w8": {"num_warps": 8},
-        "triton_r128": {"maxnreg": 128}, "triton_wv4": {"waves": 4}, "triton_bn16": {"BLOCK_N": 16, "num_stages": 3},
-        "triton_bn64": {"BLOCK_N": 64, "num_stages": 1}}
+        "triton_r128": {"maxnreg": 128}, "triton_st3": {"num_stages": 3}, "triton_wv4": {"waves": 4}, "triton_bn16": {"BLOCK_N": 16, "num_stages": 3},
+        "triton_bn64": {"BLOCK_N": 64, "num_stages": 1}, "triton_pf": {"PREFETCH": 1},
+        "triton_pf16": {"PREFETCH": 1, "BLOCK_N": 16}, "triton_pf8w": {"PREFETCH": 1, "num_warps": 8}}
 for _name, _over in ATTN.items():
     _variant("sparse_attention", _name, A.sparse_attention, lambda kw: A.fused_default({"Hl": kw["q"].shape[1]}),
              _over, lambda: [A._attn_fused])

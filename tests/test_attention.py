@@ -152,7 +152,8 @@ def test_kernel_ragged_batch_matches_reference(gen, cfg):
 
 @pytest.mark.parametrize("t, topk, extra", [(9, 16, {"waves": 1}),            # T >= waves x SMs (4 on CPU): no split
                                              (1, 512, {"waves": 64, "SPLITS": 32}),  # 17 splits: one head per join step
-                                             (2, 48, {"waves": 64, "SPLITS": 4, "num_warps": 8})])
+                                             (2, 48, {"waves": 64, "SPLITS": 4, "num_warps": 8}),
+                                             (2, 48, {"waves": 64, "SPLITS": 2, "PREFETCH": 1})])  # gather one block ahead
 def test_one_launch_join_matches_two_launch_and_reference(gen, t, topk, extra):
     """impl "triton" (one launch: no split, or the last program of each head block joins the partials) against
     the reference and the two-launch impl "triton_v1" on the same inputs (ragged, with lengths, rope)."""
@@ -428,7 +429,7 @@ COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_
 FUSED_SIG = {**{k: v for k, v in SPLIT_SIG.items() if v != "constexpr"}, "cnt_ptr": "*i32", "sink_ptr": "*fp32",
              "pos_ptr": "*i64", "freqs_ptr": "*fp32", "o_ptr": "*bf16", "s_ot": "i32", "s_oh": "i32",
              **{k: "constexpr" for k in ("DH", "BLOCK_H", "BLOCK_N", "DOT_UPCAST", "HAS_LEN", "R", "FIN_H", "S_P2", "ROPE",
-                                         "RNE_FIX")}}
+                                         "RNE_FIX", "PREFETCH")}}
 FUSED_SIG = {k: FUSED_SIG[k] for k in K._attn_fused.arg_names}              # the kernel's argument order
 
 
@@ -453,10 +454,11 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     jobs = [{"module": "kernelbench.kernels.attention", "kernel": "_attn_split", "signature": SPLIT_SIG,
              "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": has_len},
              "num_warps": w, "num_stages": s} for bh, bn, w, s in _shipped_split_configs() for has_len in (False, True)]
-    for bh, bn, w, s in _shipped_split_configs():   # one launch: the join at its largest S (one head per step)
+    for (bh, bn, w, s), pf in [(c, False) for c in _shipped_split_configs()] + [((16, 32, 4, 1), True),
+                                                                            ((16, 16, 4, 1), True)]:
         jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_fused", "signature": FUSED_SIG,
                      "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": True, "R": 64,
-                                    "FIN_H": 1, "S_P2": 32, "ROPE": True, "RNE_FIX": False},
+                                    "FIN_H": 1, "S_P2": 32, "ROPE": True, "RNE_FIX": False, "PREFETCH": pf},
                      "num_warps": w, "num_stages": s})
     jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_combine", "signature": COMBINE_SIG,
                  "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True, "RNE_FIX": False}, "num_warps": 4,
