@@ -5,14 +5,14 @@ Legend: T tokens, B sequences, N cache entries per sequence, Hl heads per rank, 
 BH heads per program (>= 16, the MMA minimum: 8 local heads are padded to 16, never to 64),
 BN entries per block.
 
-Impl "triton" is ONE launch, `_attn_fused` grid (T, S, ceil(Hl/BH)): the split program of step 1
+Impl "triton_fused" is ONE launch, `_attn_fused` grid (T, S, ceil(Hl/BH)): the split program of step 1
 below stores its partial and (m, l), takes a ticket from a per-(token, head block) counter (the split-K
 tickets of kernels/linear.py: zero between launches, re-armed by the kernel, no memset), and the last
 program to arrive joins the S partials as step 2 does (`_attn_join`: FIN_H heads of every split loaded at
 once, one reduction over the splits whose order does not depend on arrival: deterministic), then the sink,
 the bf16 rounding, the inverse RoPE and the second rounding (`_attn_store`). S is capped by the config's
-SPLITS (the join reads S partials). Impl "triton_v1" is the previous two launches, kept to measure against.
-Two launches (impl "triton_v1"), both graph-capturable (no host reads of device data):
+SPLITS (the join reads S partials). Measured slower than the two launches on the H200 (docs/perf/attention.md).
+Impl "triton": two launches, both graph-capturable (no host reads of device data):
   1. `_attn_split` grid (T, S, ceil(Hl/BH)): one program owns BH heads of one token and a slice of
      its index list (with lengths[t] given, the token's valid prefix is spread over the splits on the
      device, so HCA rows that are Ncap wide but mostly -1 cost what their valid prefix costs; an empty
@@ -142,7 +142,7 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
                 HL, KSEL, PER_SPLIT, NSPLIT, qk_scale,                # qk_scale = scale * log2(e)
                 s_qt, s_qh, s_kb, s_kn, s_it,
                 DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                HAS_LEN: tl.constexpr):
+                HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr):
     t = tl.program_id(0)
     sp = tl.program_id(1)
     hb = tl.program_id(2)
@@ -151,7 +151,7 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
     hmask = offs_h < HL
     acc, m_i, l_i, nonempty = _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL,
                                             PER_SPLIT, NSPLIT, qk_scale, s_qt, s_qh, s_kb, s_kn, s_it,
-                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, False)
+                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, PREFETCH)
     row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
     if nonempty:                                                           # an empty split writes only (m, l)
         tl.store(po_ptr + row[:, None].to(tl.int64) * DH + offs_d[None, :], acc, mask=hmask[:, None])
@@ -337,9 +337,9 @@ def fused_default(params: dict) -> dict:
     return {**attention_default(params), "SPLITS": 16}
 
 
-@register_impl("sparse_attention", "triton", backend="triton", configs=fused_configs, default_config=fused_default,
-               kernels=lambda: [_attn_fused])
-def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
+@register_impl("sparse_attention", "triton_fused", backend="triton", configs=fused_configs,
+               default_config=fused_default, kernels=lambda: [_attn_fused])
+def sparse_attention_fused(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                      sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
                      freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
                      config: dict | None = None) -> torch.Tensor:
@@ -378,14 +378,19 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     return o
 
 
-# impl "triton_v1": two launches (split, then _attn_combine), kept to measure against -------------------------
-@register_impl("sparse_attention", "triton_v1", backend="triton", configs=attention_configs,
+# impl "triton": two launches (split, then _attn_combine): faster than the one launch on the H200 (2026-12-01,
+# docs/perf/attention.md: the single joining program is slower than the combine spread over (T, Hl) programs) --
+@register_impl("sparse_attention", "triton", backend="triton", configs=attention_configs,
                default_config=attention_default, kernels=lambda: [_attn_split, _attn_combine])
-def sparse_attention_v1(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
+def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                         sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
                         freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
                         config: dict | None = None) -> torch.Tensor:
-    """The same contract as impl "triton" in two launches: fp32 partials, then `_attn_combine` grid (T, Hl)."""
+    """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] int32 (-1 = masked) -> o [T, Hl, Dh] bf16.
+    lengths [T] int32 (optional): token t reads only index columns < lengths[t]; the loops end there on
+    the device, so the work follows lengths, not Ksel (HCA rows are Ncap wide, mostly -1).
+    Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
+    values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl)."""
     dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel}, attention_default({"Hl": hl}))
     bh, bn = cfg["BLOCK_H"], cfg["BLOCK_N"]
@@ -402,7 +407,7 @@ def sparse_attention_v1(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor
     _attn_split[(t, nsplit, hb)](
         q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit, float(scale) * LOG2E,
         q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
-        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len,
+        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2

@@ -5,12 +5,13 @@ Legend: T tokens, B sequences, Hi indexer heads (<= 64), Di = 128, Ncap key-cach
 S4 = (p+1)//ratio the token's actual number of keys, K top-k, KP = next power of two >= K,
 P programs per token in the score launch, BS keys per block.
 
-Impl "triton" is ONE launch, `_index_fused` grid (T, P): the token's first min(P, ceil(S4/BS)) programs
+Impl "triton_fused" is ONE launch, `_index_fused` grid (T, P): the token's first min(P, ceil(S4/BS)) programs
 (at least one) compute step 1's scores, store them and take a ticket from the token's counter (the split-K
 tickets of kernels/linear.py, re-armed by the kernel); the last to arrive runs step 2's FAST top-k over the
 row (loads bypassing L1). The head weights are w * w_scale rounded to bf16 in the kernel (the decoder's
-bf16 `weights_proj(x) * scale`, no separate launch). Impl "triton_v2" is the two launches below.
-Launches of impl "triton_v2" (graph-capturable: no host reads of device data; every bound is read on the device):
+bf16 `weights_proj(x) * scale`, no separate launch; all impls do this). Not faster than the two launches on
+the H200 (docs/perf/attention.md): impl "triton" is the two launches below.
+Launches of impl "triton" (graph-capturable: no host reads of device data; every bound is read on the device):
   1. `_index_scores` grid (T, P): P depends on T and the SM count only. Program (t, j) walks blocks
      j, j+P, ... below ceil(S4/BS): keys [BS, 128] bf16 x qi^T [128, Hi] on tensor cores, relu,
      times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
@@ -341,9 +342,9 @@ def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
     return dev, t, hi, max(16, triton.next_power_of_2(topk)), idx, val
 
 
-@register_impl("indexer_topk", "triton", backend="triton", configs=fused_configs, default_config=fused_default,
+@register_impl("indexer_topk", "triton_fused", backend="triton", configs=fused_configs, default_config=fused_default,
                kernels=lambda: [_index_fused])
-def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                  positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                  config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
@@ -368,10 +369,10 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
     return idx, val
 
 
-@register_impl("indexer_topk", "triton_v2", backend="triton", configs=indexer_configs,
+@register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
                default_config=indexer_default,
                kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
-def indexer_topk_v2(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                     positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                     config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Two launches (kept to measure against): `_index_scores`, then `_index_topk` (or, with SEGMENTS > 1,
@@ -414,7 +415,7 @@ def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 
     select even when the row has <= topk scores, and a gather of the scores."""
     t, hi = qi.shape[0], qi.shape[1]
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
-    return indexer_topk_v2(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, config={**cfg, "FAST": False})
+    return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, config={**cfg, "FAST": False})
 
 
 # indexer_q: the fp8 GEMM (kernels/linear.py), then one fused epilogue launch ---------------------

@@ -18,15 +18,17 @@ def _variant(op: str, name: str, fn, default, overrides: dict, kernels):
     register_impl(op, name, backend="triton", kernels=kernels)(run)
 
 
-ATTN = {"triton_s4": {"SPLITS": 4}, "triton_s32": {"SPLITS": 32}, "triton_wv1": {"waves": 1}, "triton_w8": {"num_warps": 8},
-        "triton_r128": {"maxnreg": 128}, "triton_st3": {"num_stages": 3}, "triton_wv4": {"waves": 4}, "triton_bn16": {"BLOCK_N": 16, "num_stages": 3},
-        "triton_bn64": {"BLOCK_N": 64, "num_stages": 1}, "triton_pf": {"PREFETCH": 1},
-        "triton_pf16": {"PREFETCH": 1, "BLOCK_N": 16}, "triton_pf8w": {"PREFETCH": 1, "num_warps": 8}}
-for _name, _over in ATTN.items():
-    _variant("sparse_attention", _name, A.sparse_attention, lambda kw: A.fused_default({"Hl": kw["q"].shape[1]}),
-             _over, lambda: [A._attn_fused])
+ATTN_FUSED = {"triton_fused_pf16": {"PREFETCH": 1, "BLOCK_N": 16}}
+for _name, _over in ATTN_FUSED.items():
+    _variant("sparse_attention", _name, A.sparse_attention_fused,
+             lambda kw: A.fused_default({"Hl": kw["q"].shape[1]}), _over, lambda: [A._attn_fused])
+ATTN = {"triton_pf16": {"PREFETCH": 1, "BLOCK_N": 16}, "triton_pf8w": {"PREFETCH": 1, "num_warps": 8},
+        "triton_bn16": {"BLOCK_N": 16}, "triton_w8": {"num_warps": 8}, "triton_wv4": {"waves": 4}}
+for _name, _over in ATTN.items():       # the two-launch impl "triton"
+    _variant("sparse_attention", _name, A.sparse_attention, lambda kw: A.attention_default({"Hl": kw["q"].shape[1]}),
+             _over, lambda: [A._attn_split, A._attn_combine])
 
 INDEX = {"triton_w4": {"num_warps": 4}, "triton_w16": {"num_warps": 16}, "triton_bs64": {"BLOCK_S": 64},
          "triton_wv4": {"waves": 4}, "triton_sc4k": {"SCAN": 4096}}
 for _name, _over in INDEX.items():
-    _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.fused_default({}), _over, lambda: [I._index_fused])
+    _variant("indexer_topk", _name, I.indexer_topk_fused, lambda kw: I.fused_default({}), _over, lambda: [I._index_fused])

@@ -28,9 +28,9 @@ _variant("mhc_post_pre_norm", "triton_mix1", M.mhc_post_pre_norm, _norm_default,
          lambda: [M._mhc_proj, M._mhc_mix])
 _variant("compressor_step", "triton_w4", C.compressor_step, lambda kw: C.compressor_default({}), {"waves": 4},
          lambda: [C._comp_project, C._comp_reduce, C._comp_emit])
-_variant("indexer_topk", "triton_seg16", I.indexer_topk_v2, lambda kw: I.indexer_default({}), {"SEGMENTS": 16},
+_variant("indexer_topk", "triton_seg16", I.indexer_topk, lambda kw: I.indexer_default({}), {"SEGMENTS": 16},
          lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
-_variant("indexer_topk", "triton_tw4", I.indexer_topk_v2, lambda kw: I.indexer_default({}), {"TOPK_WARPS": 4},
+_variant("indexer_topk", "triton_tw4", I.indexer_topk, lambda kw: I.indexer_default({}), {"TOPK_WARPS": 4},
          lambda: [I._index_scores, I._index_topk])
 _variant("compressor_step", "triton_r8", C.compressor_step, lambda kw: C.compressor_default({}), {"ROWS": 8},
          lambda: [C._comp_project, C._comp_reduce, C._comp_emit])

@@ -155,18 +155,20 @@ def test_kernel_ragged_batch_matches_reference(gen, cfg):
                                              (2, 48, {"waves": 64, "SPLITS": 4, "num_warps": 8}),
                                              (2, 48, {"waves": 64, "SPLITS": 2, "PREFETCH": 1})])  # gather one block ahead
 def test_one_launch_join_matches_two_launch_and_reference(gen, t, topk, extra):
-    """impl "triton" (one launch: no split, or the last program of each head block joins the partials) against
-    the reference and the two-launch impl "triton_v1" on the same inputs (ragged, with lengths, rope)."""
+    """impl "triton_fused" (one launch: the last program of each head block joins the partials) against the
+    reference and the two-launch impl "triton" on the same inputs (ragged, with lengths, rope)."""
     p = {"T": t, "Hl": 8, "Dh": 512, "R": 64, "W": 16, "kind": "csa", "topk": topk, "ctx": 300, "ragged": True,
          "rope": True, "lengths": True}
     inp = SPEC.make_inputs(p, gen, "cpu", "normal")
     with compute_dtype(torch.float64):
         ref = SPEC.reference(**inp)
     cfg = {**K.fused_default({}), "BLOCK_N": 16, **extra}
-    out = K.sparse_attention(**inp, config=cfg)
+    out = K.sparse_attention_fused(**inp, config=cfg)
     assert_close(out, ref, TOL)
-    assert_close(out, K.sparse_attention_v1(**inp, config=cfg), TOL)
-    assert torch.equal(out, K.sparse_attention(**inp, config=cfg))                  # deterministic
+    two = K.sparse_attention(**inp, config=cfg)                                      # PREFETCH applies to both
+    assert_close(out, two, TOL)
+    assert_close(two, ref, TOL)
+    assert torch.equal(out, K.sparse_attention_fused(**inp, config=cfg))            # deterministic
 
 
 @settings(max_examples=6)   # x 2 value modes; the registry sweep and verify add their own draws
@@ -420,7 +422,8 @@ def sm120_problems(rep: dict) -> list[str]:
 SPLIT_SIG = {"q_ptr": "*bf16", "kv_ptr": "*bf16", "seq_ptr": "*i64", "idx_ptr": "*i32", "len_ptr": "*i32", "po_ptr": "*fp32",
              "pml_ptr": "*fp32", "HL": "i32", "KSEL": "i32", "PER_SPLIT": "i32", "NSPLIT": "i32", "qk_scale": "fp32",
              "s_qt": "i32", "s_qh": "i32", "s_kb": "i64", "s_kn": "i32", "s_it": "i32", "DH": "constexpr",
-             "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr", "HAS_LEN": "constexpr"}
+             "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr", "HAS_LEN": "constexpr",
+             "PREFETCH": "constexpr"}
 COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_ptr": "*i64", "freqs_ptr": "*fp32",
                "o_ptr": "*bf16", "HL": "i32", "NSPLIT": "i32", "s_ot": "i32", "s_oh": "i32", "DH": "constexpr",
                "R": "constexpr", "S_P2": "constexpr", "ROPE": "constexpr", "RNE_FIX": "constexpr"}
@@ -452,10 +455,13 @@ def _shipped_split_configs():
 
 def test_shipped_configs_fit_sm120_with_tensor_cores():
     jobs = [{"module": "kernelbench.kernels.attention", "kernel": "_attn_split", "signature": SPLIT_SIG,
-             "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": has_len},
+             "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": has_len,
+                            "PREFETCH": False},
              "num_warps": w, "num_stages": s} for bh, bn, w, s in _shipped_split_configs() for has_len in (False, True)]
-    for (bh, bn, w, s), pf in [(c, False) for c in _shipped_split_configs()] + [((16, 32, 4, 1), True),
-                                                                            ((16, 16, 4, 1), True)]:
+    # one launch: the split loop is the one compiled above; the join adds registers: the default, the largest
+    # tiles and the prefetch variants, with the join at its largest S (one head per step)
+    for (bh, bn, w, s), pf in [((16, 32, 4, 2), False), ((16, 64, 4, 1), False), ((32, 32, 4, 2), False),
+                               ((16, 16, 4, 1), True)]:
         jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_fused", "signature": FUSED_SIG,
                      "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": True, "R": 64,
                                     "FIN_H": 1, "S_P2": 32, "ROPE": True, "RNE_FIX": False, "PREFETCH": pf},

@@ -165,24 +165,24 @@ def test_fewer_entries_than_topk_are_padded(gen):
                                                  (True, 3, True), (True, 1, False), (True, 3, False)])
 def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
     """Rows of 10, 1 and 69 entries against top-k 5, 16, 64: the select path and (fast) the rows that fit
-    whole. segments 0: impl triton (one launch; BLOCK_S 16, so up to 5 programs of a token score and the last
-    to arrive selects); else the two-launch impl triton_v2 (segments > 1: the segmented top-k), and
+    whole. segments 0: impl triton_fused (one launch; BLOCK_S 16, so up to 5 programs of a token score and the
+    last to arrive selects); else the two-launch impl triton (segments > 1: the segmented top-k), and
     fast=False its first version (impl triton_v1: 32-bit keys, always the select)."""
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
     for topk in (5, 16, 64):
         ref = indexer_topk(qi, w, keys, seq, pos, topk)
         if segments == 0:
-            out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.fused_default({}), "BLOCK_S": 16,
+            out = K.indexer_topk_fused(qi, w, keys, seq, pos, topk, config={**K.fused_default({}), "BLOCK_S": 16,
                                                                       "SCAN": 32, "num_warps": 4, "waves": 4})
         else:
-            out = K.indexer_topk_v2(qi, w, keys, seq, pos, topk, config={
+            out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={
                 **K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": segments,
                 "FAST": fast})
         assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
         assert torch.equal(out[1], ref[1])
 
 
-@pytest.mark.parametrize("impl", ["triton", "triton_v2"])
+@pytest.mark.parametrize("impl", ["triton", "triton_fused"])
 def test_w_scale_inside_the_op_equals_the_scaled_weights(gen, impl):
     """w_scale (the decoder's 128^-0.5 * Hi^-0.5) applied in the op = DeepSeek's bf16 `w * scale` before it."""
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=True)
