@@ -5,7 +5,14 @@ Legend: T tokens, B sequences, N cache entries per sequence, Hl heads per rank, 
 BH heads per program (>= 16, the MMA minimum: 8 local heads are padded to 16, never to 64),
 BN entries per block.
 
-Two launches, both graph-capturable (no host reads of device data):
+Impl "triton_fused" is ONE launch, `_attn_fused` grid (T, S, ceil(Hl/BH)): the split program of step 1
+below stores its partial and (m, l), takes a ticket from a per-(token, head block) counter (the split-K
+tickets of kernels/linear.py: zero between launches, re-armed by the kernel, no memset), and the last
+program to arrive joins the S partials as step 2 does (`_attn_join`: FIN_H heads of every split loaded at
+once, one reduction over the splits whose order does not depend on arrival: deterministic), then the sink,
+the bf16 rounding, the inverse RoPE and the second rounding (`_attn_store`). S is capped by the config's
+SPLITS (the join reads S partials). Measured slower than the two launches on the H200 (docs/perf/attention.md).
+Impl "triton": two launches, both graph-capturable (no host reads of device data):
   1. `_attn_split` grid (T, S, ceil(Hl/BH)): one program owns BH heads of one token and a slice of
      its index list (with lengths[t] given, the token's valid prefix is spread over the splits on the
      device, so HCA rows that are Ncap wide but mostly -1 cost what their valid prefix costs; an empty
@@ -59,17 +66,29 @@ def attention_default(params: dict) -> dict:
 
 
 @triton.jit
-def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q (T, Hl, Dh) bf16; kv (B, N, Dh)
-                HL, KSEL, PER_SPLIT, NSPLIT, qk_scale,                # qk_scale = scale * log2(e)
-                s_qt, s_qh, s_kb, s_kn, s_it,
-                DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                HAS_LEN: tl.constexpr):
-    t = tl.program_id(0)
-    sp = tl.program_id(1)
-    hb = tl.program_id(2)
-    offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+def _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST: tl.constexpr):
+    """One block of the online softmax: kt (BN, Dh) bf16 gathered rows, valid (BN,) -> (m_i, l_i, acc)."""
+    k_op = dot_operand(kt, DOT_UPCAST)
+    s = tl.dot(q, tl.trans(k_op)) * qk_scale                               # (BH, BN) fp32, base-2 logits
+    s = tl.where(valid[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    # p rounded to bf16 (RNE, also in the interpreter) for p @ kv, as DeepSeek's kernel; l_i keeps fp32 p
+    acc = acc * alpha[:, None] + tl.dot(dot_operand(to_bf16(p, DOT_UPCAST), DOT_UPCAST), k_op)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL, PER_SPLIT, NSPLIT, qk_scale,
+                  s_qt, s_qh, s_kb, s_kn, s_it,
+                  DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                  HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr):
+    """Split `sp` of token t for the heads offs_h: the online softmax over its slice of the index row.
+    -> (acc [BH, Dh] fp32 unnormalized, running max m [BH] (base 2), sum l [BH], whether the slice is non-empty)."""
     offs_d = tl.arange(0, DH)
-    hmask = offs_h < HL
     q = tl.load(q_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
     q = dot_operand(q, DOT_UPCAST)                                         # (BH, Dh)
     seq = tl.load(seq_ptr + t).to(tl.int64)
@@ -88,25 +107,53 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
     else:
         start = sp * PER_SPLIT
         end = tl.minimum(start + PER_SPLIT, KSEL)
-    for n0 in range(start, end, BLOCK_N):                                 # splits own whole BN blocks
-        offs_n = n0 + tl.arange(0, BLOCK_N)
+    if PREFETCH:
+        # the gather one block ahead in registers (its index row two ahead): block i+1's rows are in flight
+        # while block i is multiplied (the compiler's pipeliner does not multi-buffer this indirect load)
+        offs_n = start + tl.arange(0, BLOCK_N)
         idx = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
+        nxt = tl.load(idx_ptr + t * s_it + offs_n + BLOCK_N, mask=offs_n + BLOCK_N < end, other=-1)
         valid = idx >= 0
-        rows = tl.where(valid, idx, 0).to(tl.int64)
-        kt = tl.load(kv_base + rows[:, None] * s_kn + offs_d[None, :], mask=valid[:, None], other=0.0)  # (BN, Dh)
-        k_op = dot_operand(kt, DOT_UPCAST)
-        s = tl.dot(q, tl.trans(k_op)) * qk_scale                           # (BH, BN) fp32, base-2 logits
-        s = tl.where(valid[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        # p rounded to bf16 (RNE, also in the interpreter) for p @ kv, as DeepSeek's kernel; l_i keeps fp32 p
-        acc = acc * alpha[:, None] + tl.dot(dot_operand(to_bf16(p, DOT_UPCAST), DOT_UPCAST), k_op)
-        m_i = m_new
+        kt = tl.load(kv_base + tl.where(valid, idx, 0).to(tl.int64)[:, None] * s_kn + offs_d[None, :],
+                     mask=valid[:, None], other=0.0)
+        for n0 in range(start, end, BLOCK_N):
+            offs_n = n0 + 2 * BLOCK_N + tl.arange(0, BLOCK_N)
+            nxt2 = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
+            v_nxt = nxt >= 0
+            kt_nxt = tl.load(kv_base + tl.where(v_nxt, nxt, 0).to(tl.int64)[:, None] * s_kn + offs_d[None, :],
+                             mask=v_nxt[:, None], other=0.0)
+            m_i, l_i, acc = _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST)
+            kt = kt_nxt
+            valid = v_nxt
+            nxt = nxt2
+    else:
+        for n0 in range(start, end, BLOCK_N):                             # splits own whole BN blocks
+            offs_n = n0 + tl.arange(0, BLOCK_N)
+            idx = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
+            valid = idx >= 0
+            rows = tl.where(valid, idx, 0).to(tl.int64)
+            kt = tl.load(kv_base + rows[:, None] * s_kn + offs_d[None, :], mask=valid[:, None], other=0.0)  # (BN, Dh)
+            m_i, l_i, acc = _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST)
+    return acc, m_i, l_i, end > start
+
+
+@triton.jit
+def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q (T, Hl, Dh) bf16; kv (B, N, Dh)
+                HL, KSEL, PER_SPLIT, NSPLIT, qk_scale,                # qk_scale = scale * log2(e)
+                s_qt, s_qh, s_kb, s_kn, s_it,
+                DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr):
+    t = tl.program_id(0)
+    sp = tl.program_id(1)
+    hb = tl.program_id(2)
+    offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+    offs_d = tl.arange(0, DH)
+    hmask = offs_h < HL
+    acc, m_i, l_i, nonempty = _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL,
+                                            PER_SPLIT, NSPLIT, qk_scale, s_qt, s_qh, s_kb, s_kn, s_it,
+                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, PREFETCH)
     row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
-    if end > start:                                                        # an empty split writes only (m, l)
+    if nonempty:                                                           # an empty split writes only (m, l)
         tl.store(po_ptr + row[:, None].to(tl.int64) * DH + offs_d[None, :], acc, mask=hmask[:, None])
     tl.store(pml_ptr + row * 2, m_i, mask=hmask)
     tl.store(pml_ptr + row * 2 + 1, l_i, mask=hmask)
@@ -158,6 +205,90 @@ def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T
     tl.store(out + 2 * offs_j + 1, to_bf16(odd, RNE_FIX))
 
 
+@triton.jit
+def _attn_store(tot, denom, t, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh,
+                DH: tl.constexpr, R: tl.constexpr, FH: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
+    """o[t, offs_h] = tot / denom (FH rows of Dh, fp32) in bf16; with ROPE the inverse RoPE of the last R dims
+    in fp32 between two bf16 roundings (DeepSeek's sparse_attn returns bf16, model.py rotates that), the same
+    arithmetic as _attn_combine."""
+    o = tot / denom[:, None]
+    if ROPE:
+        o = to_bf16(o, RNE_FIX).to(tl.float32)
+        even, odd = tl.split(tl.reshape(o, [FH, DH // 2, 2]))            # pair j = dims (2j, 2j+1)
+        fi = tl.arange(0, DH // 2) - (DH - R) // 2
+        is_rope = fi >= 0
+        f = tl.load(freqs_ptr + tl.where(is_rope, fi, 0), mask=is_rope, other=0.0)
+        sn, c = sincos(tl.load(pos_ptr + t).to(tl.float32) * f)          # fp32 angle, as the reference
+        e2 = even * c[None, :] + odd * sn[None, :]                         # (e + i o) * e^{-i ang}
+        o2 = odd * c[None, :] - even * sn[None, :]
+        even = tl.where(is_rope[None, :], e2, even)
+        odd = tl.where(is_rope[None, :], o2, odd)
+        o = tl.reshape(tl.join(even, odd), [FH, DH])
+    out = o_ptr + t * s_ot + offs_h[:, None] * s_oh + tl.arange(0, DH)[None, :]
+    tl.store(out, to_bf16(o, RNE_FIX), mask=hmask[:, None])
+
+
+@triton.jit
+def _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, HL, NSPLIT, s_ot, s_oh,
+               DH: tl.constexpr, R: tl.constexpr, BLOCK_H: tl.constexpr, FIN_H: tl.constexpr, S_P2: tl.constexpr,
+               ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
+    """Merge the NSPLIT partials of (token t, head block hb), FIN_H heads at a time: every split's partial of
+    those heads is loaded at once ([S, FIN_H, Dh], L2 reads bypassing L1) and summed over the splits by one
+    reduction whose order does not depend on which program arrived last (deterministic). The sink enters
+    the denominator only; splits with l = 0 wrote no partial and are masked."""
+    offs_s = tl.arange(0, S_P2)
+    smask = offs_s < NSPLIT
+    offs_d = tl.arange(0, DH)
+    for h0 in tl.static_range(0, BLOCK_H, FIN_H):
+        if hb * BLOCK_H + h0 < HL:
+            offs_h = hb * BLOCK_H + h0 + tl.arange(0, FIN_H)
+            hmask = offs_h < HL
+            rows = (t * NSPLIT + offs_s[:, None]) * HL + offs_h[None, :]        # (S, FH) rows of (T, S, Hl)
+            mk = smask[:, None] & hmask[None, :]
+            m_s = tl.load(pml_ptr + rows * 2, mask=mk, other=float("-inf"), cache_modifier=".cg")
+            l_s = tl.load(pml_ptr + rows * 2 + 1, mask=mk, other=0.0, cache_modifier=".cg")
+            sink = tl.load(sink_ptr + offs_h, mask=hmask, other=0.0) * 1.4426950408889634
+            m = tl.maximum(tl.max(m_s, axis=0), sink)                          # finite: the sink is
+            w_s = tl.exp2(m_s - m[None, :])
+            denom = tl.sum(w_s * l_s, axis=0) + tl.exp2(sink - m)
+            part = tl.load(po_ptr + rows[:, :, None].to(tl.int64) * DH + offs_d[None, None, :],
+                           mask=(mk & (l_s > 0))[:, :, None], other=0.0, cache_modifier=".cg")
+            tot = tl.sum(w_s[:, :, None] * part, axis=0)                        # (FH, Dh)
+            _attn_store(tot, denom, t, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh, DH, R, FIN_H, ROPE,
+                        RNE_FIX)
+
+
+@triton.jit
+def _attn_fused(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr, cnt_ptr,   # cnt: (T, HB) int32 tickets
+                sink_ptr, pos_ptr, freqs_ptr, o_ptr,
+                HL, KSEL, PER_SPLIT, NSPLIT, qk_scale,
+                s_qt, s_qh, s_kb, s_kn, s_it, s_ot, s_oh,
+                DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                HAS_LEN: tl.constexpr, R: tl.constexpr, FIN_H: tl.constexpr, S_P2: tl.constexpr,
+                ROPE: tl.constexpr, RNE_FIX: tl.constexpr, PREFETCH: tl.constexpr):
+    """One launch, grid (T, S, HB): the split of _attn_split, its partial's store and a ticket; the last
+    program of (t, hb) to arrive merges the S partials (_attn_join) and writes o (S = 1 included: one path)."""
+    t = tl.program_id(0)
+    sp = tl.program_id(1)
+    hb = tl.program_id(2)
+    offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+    hmask = offs_h < HL
+    acc, m_i, l_i, nonempty = _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL,
+                                            PER_SPLIT, NSPLIT, qk_scale, s_qt, s_qh, s_kb, s_kn, s_it,
+                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, PREFETCH)
+    row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
+    if nonempty:                                                           # an empty split writes only (m, l)
+        tl.store(po_ptr + row[:, None].to(tl.int64) * DH + tl.arange(0, DH)[None, :], acc, mask=hmask[:, None])
+    tl.store(pml_ptr + row * 2, m_i, mask=hmask)
+    tl.store(pml_ptr + row * 2 + 1, l_i, mask=hmask)
+    tl.debug_barrier()                                                     # every thread's stores before the release
+    ticket = cnt_ptr + t * tl.num_programs(2) + hb
+    if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == NSPLIT - 1:
+        _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, HL, NSPLIT, s_ot, s_oh,
+                   DH, R, BLOCK_H, FIN_H, S_P2, ROPE, RNE_FIX)
+        tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")             # zero again for the next launch
+
+
 _SM_COUNT: dict = {}
 
 
@@ -170,27 +301,19 @@ def sm_count(device: torch.device) -> int:
     return _SM_COUNT[key]
 
 
-def split_plan(t: int, ksel: int, head_blocks: int, block_n: int, waves: int, sms: int) -> tuple[int, int]:
-    """-> (entries per split, number of splits): enough programs for `waves` x SMs, each owning a
-    whole number of BN blocks. Depends on shapes only (graph-capturable)."""
+def split_plan(t: int, ksel: int, head_blocks: int, block_n: int, waves: int, sms: int,
+               max_splits: int | None = None) -> tuple[int, int]:
+    """-> (entries per split, number of splits): enough programs for `waves` x SMs (at most max_splits
+    splits per token), each owning a whole number of BN blocks. Depends on shapes only (graph-capturable)."""
     nblocks = max(1, triton.cdiv(ksel, block_n))
     want = max(1, triton.cdiv(waves * sms, max(1, t * head_blocks)))
-    nsplit = min(nblocks, want)
+    nsplit = min(nblocks, want, max_splits or nblocks)
     per = triton.cdiv(nblocks, nsplit) * block_n
     return per, max(1, triton.cdiv(ksel, per))
 
 
-@register_impl("sparse_attention", "triton", backend="triton", configs=attention_configs,
-               default_config=attention_default, kernels=lambda: [_attn_split, _attn_combine])
-def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
-                     sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
-                     freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
-                     config: dict | None = None) -> torch.Tensor:
-    """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] int32 (-1 = masked) -> o [T, Hl, Dh] bf16.
-    lengths [T] int32 (optional): token t reads only index columns < lengths[t]; the loops end there on
-    the device, so the work follows lengths, not Ksel (HCA rows are Ncap wide, mostly -1).
-    Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
-    values are the caller's bug, as in FlashMLA."""
+def _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths):
+    """Checks shared by the impls -> (device, T, Hl, Dh, Ksel)."""
     check_sparse_attention(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     dev = check_device(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     t, hl, dh = q.shape
@@ -198,7 +321,77 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
         raise ValueError(f"sparse_attention: Dh must be a power of two >= 16, got {dh}")
     if kv.stride(2) != 1 or q.stride(2) != 1:
         raise ValueError("sparse_attention: q and kv must be contiguous in the head dim")
-    ksel = indices.shape[1]
+    return dev, t, hl, dh, indices.shape[1]
+
+
+# impl "triton": one launch (split partials joined in the kernel by the last program of each token's head block)
+FIN_ELEMS = 128      # partial values per thread that the join loads at once (registers, after the loop's are free)
+
+
+def fused_configs(params: dict) -> list[dict]:
+    """attention_configs x SPLITS, the most splits per token (the join reads SPLITS partials per head)."""
+    return [{**c, "SPLITS": sp} for c in attention_configs(params) for sp in (4, 16, 32)]
+
+
+def fused_default(params: dict) -> dict:
+    return {**attention_default(params), "SPLITS": 16}
+
+
+@register_impl("sparse_attention", "triton_fused", backend="triton", configs=fused_configs,
+               default_config=fused_default, kernels=lambda: [_attn_fused])
+def sparse_attention_fused(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
+                     sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
+                     freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
+                     config: dict | None = None) -> torch.Tensor:
+    """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] int32 (-1 = masked) -> o [T, Hl, Dh] bf16.
+    lengths [T] int32 (optional): token t reads only index columns < lengths[t]; the loops end there on
+    the device, so the work follows lengths, not Ksel (HCA rows are Ncap wide, mostly -1).
+    Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
+    values are the caller's bug, as in FlashMLA. One launch; the join's tickets are the split-K tickets of
+    kernels/linear.py (zero between launches, one stream)."""
+    from kernelbench.kernels.linear import split_tickets
+    dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
+    cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel, "kernel": "fused"},
+                           fused_default({"Hl": hl}))
+    bh, bn, warps = cfg["BLOCK_H"], cfg["BLOCK_N"], cfg["num_warps"]
+    o = torch.empty_like(q)
+    if t == 0:
+        return o
+    indices = indices.to(torch.int32).contiguous()
+    hb = triton.cdiv(hl, bh)
+    per, nsplit = split_plan(t, ksel, hb, bn, cfg.get("waves", 2), sm_count(dev), cfg.get("SPLITS", 16))
+    s_p2 = max(2, triton.next_power_of_2(nsplit))
+    fin_h = max(1, min(bh, triton.next_power_of_2(FIN_ELEMS * 32 * warps // (s_p2 * dh) + 1) // 2))
+    po = torch.empty(t, nsplit, hl, dh, dtype=torch.float32, device=dev)     # unused (no launch) when S = 1
+    pml = torch.empty(t, nsplit, hl, 2, dtype=torch.float32, device=dev)
+    cnt = split_tickets(dev, t * hb)
+    rope_on = positions is not None
+    _attn_fused[(t, nsplit, hb)](
+        q, kv, seq_ids.contiguous(), indices, lengths.contiguous() if lengths is not None else indices, po, pml, cnt,
+        sink.contiguous(), positions.contiguous() if rope_on else seq_ids, freqs.contiguous() if rope_on else sink, o,
+        hl, ksel, per, nsplit, float(scale) * LOG2E,
+        q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0), o.stride(0), o.stride(1),
+        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=lengths is not None,
+        R=2 * freqs.shape[0] if rope_on else 2, FIN_H=fin_h, S_P2=s_p2, ROPE=rope_on, RNE_FIX=INTERPRET,
+        PREFETCH=bool(cfg.get("PREFETCH", 0)),
+        num_warps=warps, num_stages=cfg["num_stages"], **({"maxnreg": cfg["maxnreg"]} if "maxnreg" in cfg else {}))
+    return o
+
+
+# impl "triton": two launches (split, then _attn_combine): faster than the one launch on the H200 (2026-12-01,
+# docs/perf/attention.md: the single joining program is slower than the combine spread over (T, Hl) programs) --
+@register_impl("sparse_attention", "triton", backend="triton", configs=attention_configs,
+               default_config=attention_default, kernels=lambda: [_attn_split, _attn_combine])
+def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
+                        sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
+                        freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
+                        config: dict | None = None) -> torch.Tensor:
+    """q [T, Hl, Dh] bf16, kv [B, N, Dh] bf16, indices [T, Ksel] int32 (-1 = masked) -> o [T, Hl, Dh] bf16.
+    lengths [T] int32 (optional): token t reads only index columns < lengths[t]; the loops end there on
+    the device, so the work follows lengths, not Ksel (HCA rows are Ncap wide, mostly -1).
+    Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
+    values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl)."""
+    dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel}, attention_default({"Hl": hl}))
     bh, bn = cfg["BLOCK_H"], cfg["BLOCK_N"]
     o = torch.empty_like(q)
@@ -214,7 +407,7 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     _attn_split[(t, nsplit, hb)](
         q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit, float(scale) * LOG2E,
         q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
-        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len,
+        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2

@@ -5,7 +5,13 @@ Legend: T tokens, B sequences, Hi indexer heads (<= 64), Di = 128, Ncap key-cach
 S4 = (p+1)//ratio the token's actual number of keys, K top-k, KP = next power of two >= K,
 P programs per token in the score launch, BS keys per block.
 
-Launches (graph-capturable: no host reads of device data; every bound is read on the device):
+Impl "triton_fused" is ONE launch, `_index_fused` grid (T, P): the token's first min(P, ceil(S4/BS)) programs
+(at least one) compute step 1's scores, store them and take a ticket from the token's counter (the split-K
+tickets of kernels/linear.py, re-armed by the kernel); the last to arrive runs step 2's FAST top-k over the
+row (loads bypassing L1). The head weights are w * w_scale rounded to bf16 in the kernel (the decoder's
+bf16 `weights_proj(x) * scale`, no separate launch; all impls do this). Not faster than the two launches on
+the H200 (docs/perf/attention.md): impl "triton" is the two launches below.
+Launches of impl "triton" (graph-capturable: no host reads of device data; every bound is read on the device):
   1. `_index_scores` grid (T, P): P depends on T and the SM count only. Program (t, j) walks blocks
      j, j+P, ... below ceil(S4/BS): keys [BS, 128] bf16 x qi^T [128, Hi] on tensor cores, relu,
      times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
@@ -33,7 +39,7 @@ import triton.language as tl
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
 from kernelbench.kernels.quant import fp4_simulate_rows
-from kernelbench.reference.indexer import check_indexer_topk
+from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -58,32 +64,43 @@ def indexer_default(params: dict) -> dict:
 
 
 @triton.jit
+def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn,
+                  s_st, DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                  RNE_FIX: tl.constexpr):
+    """Scores of token t's key blocks j, j+P, ... below n (the caller checks j * BLOCK_S < n). The head weights
+    are w * w_scale rounded to bf16 (exact for w_scale 1)."""
+    offs_h = tl.arange(0, BLOCK_HI)
+    offs_d = tl.arange(0, DI)
+    hmask = offs_h < HI
+    qi = tl.load(qi_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
+    qt = dot_operand(tl.trans(qi), DOT_UPCAST)                          # (128, BHi)
+    w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0).to(tl.float32)
+    w = to_bf16(w * w_scale, RNE_FIX).to(tl.float32)                   # torch's bf16 * scalar (fp32 product)
+    k_base = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
+    for s0 in range(j * BLOCK_S, n, P * BLOCK_S):
+        offs_s = s0 + tl.arange(0, BLOCK_S)
+        smask = offs_s < n
+        keys = tl.load(k_base + offs_s[:, None].to(tl.int64) * s_kn + offs_d[None, :], mask=smask[:, None],
+                       other=0.0)
+        sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)                  # (BS, BHi) fp32
+        sc = to_bf16(sc, RNE_FIX).to(tl.float32)                        # the bf16 matmul output
+        terms = to_bf16(tl.maximum(sc, 0.0) * w[None, :], RNE_FIX).to(tl.float32)
+        tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
+        tot = tl.where(tot == 0.0, 0.0, tot)                            # -0.0 -> +0.0: ties as the reference
+        tl.store(sc_ptr + t * s_st + offs_s, tot, mask=smask)
+
+
+@triton.jit
 def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi, 128) bf16; w (T, Hi) bf16
-                  HI, RATIO, P, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
+                  HI, RATIO, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
                   DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
                   RNE_FIX: tl.constexpr):
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = (tl.load(pos_ptr + t) + 1) // RATIO                             # the ACTUAL number of keys
     if j * BLOCK_S < n:                                                 # idle programs read nothing
-        offs_h = tl.arange(0, BLOCK_HI)
-        offs_d = tl.arange(0, DI)
-        hmask = offs_h < HI
-        qi = tl.load(qi_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
-        qt = dot_operand(tl.trans(qi), DOT_UPCAST)                      # (128, BHi)
-        w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0).to(tl.float32)
-        k_base = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
-        for s0 in range(j * BLOCK_S, n, P * BLOCK_S):
-            offs_s = s0 + tl.arange(0, BLOCK_S)
-            smask = offs_s < n
-            keys = tl.load(k_base + offs_s[:, None].to(tl.int64) * s_kn + offs_d[None, :], mask=smask[:, None],
-                           other=0.0)
-            sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)              # (BS, BHi) fp32
-            sc = to_bf16(sc, RNE_FIX).to(tl.float32)                    # the bf16 matmul output
-            terms = to_bf16(tl.maximum(sc, 0.0) * w[None, :], RNE_FIX).to(tl.float32)
-            tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
-            tot = tl.where(tot == 0.0, 0.0, tot)                        # -0.0 -> +0.0: ties as the reference
-            tl.store(sc_ptr + t * s_st + offs_s, tot, mask=smask)
+        _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
+                      DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX)
 
 
 @triton.jit
@@ -102,28 +119,29 @@ def _flip_index(i):
 
 
 @triton.jit
-def _load_keys(src, offs, m, base, PACKED: tl.constexpr):
+def _load_keys(src, offs, m, base, PACKED: tl.constexpr, CACHE: tl.constexpr):
     """-> (order key uint32, packed uint64 = key << 32 | ~index) of the elements at offs.
-    PACKED: src holds packed candidates (int64) already; else fp32 scores whose index is base + offs."""
+    PACKED: src holds packed candidates (int64) already; else fp32 scores whose index is base + offs.
+    CACHE: the loads' cache modifier (".cg" where other programs of the same launch wrote src)."""
     if PACKED:
-        packed = tl.load(src + offs, mask=m, other=0).to(tl.uint64, bitcast=True)
+        packed = tl.load(src + offs, mask=m, other=0, cache_modifier=CACHE).to(tl.uint64, bitcast=True)
         key = (packed >> 32).to(tl.uint32)
     else:
-        key = _order_key(tl.load(src + offs, mask=m, other=0.0))
+        key = _order_key(tl.load(src + offs, mask=m, other=0.0, cache_modifier=CACHE))
         packed = (key.to(tl.uint64) << 32) | _flip_index(base + offs).to(tl.uint64)
     return key, packed
 
 
 @triton.jit
 def _radix_pass(src, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr, SCAN: tl.constexpr,
-                PACKED: tl.constexpr):
+                PACKED: tl.constexpr, CACHE: tl.constexpr):
     """Histogram of the 8-bit digit at SHIFT over keys whose higher digits equal `prefix`; pick the
     digit holding the k_rem-th largest. Returns the extended prefix and the rank left inside it."""
     hist = tl.zeros([256], tl.int32)
     for s0 in range(0, n, SCAN):
         offs = s0 + tl.arange(0, SCAN)
         m = offs < n
-        key, _ = _load_keys(src, offs, m, 0, PACKED)
+        key, _ = _load_keys(src, offs, m, 0, PACKED, CACHE)
         match = m & ((key & HIMASK) == (prefix & HIMASK))
         digit = ((key >> SHIFT) & 0xFF).to(tl.int32)
         hist += tl.histogram(digit, 256, mask=match)
@@ -136,7 +154,8 @@ def _radix_pass(src, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr
 
 
 @triton.jit
-def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr, KEY16: tl.constexpr):
+def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr, KEY16: tl.constexpr,
+            CACHE: tl.constexpr):
     """Write the k_eff largest of the n keys at src into stage[0:k_eff] as packed values (unsorted):
     radix select of the k_eff-th key, then every key above it and the lowest-position keys equal to it.
     KEY16: the scores are bf16 values, so the low 16 bits of an order key follow from its high 16 (zeros
@@ -146,11 +165,11 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
     'lowest position' is 'lowest index'."""
     prefix = tl.zeros([], tl.uint32)
     k_rem = k_eff
-    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 24, 0x00000000, SCAN, PACKED)
-    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 16, 0xFF000000, SCAN, PACKED)
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 24, 0x00000000, SCAN, PACKED, CACHE)
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 16, 0xFF000000, SCAN, PACKED, CACHE)
     if not KEY16:
-        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 8, 0xFFFF0000, SCAN, PACKED)
-        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN, PACKED)
+        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 8, 0xFFFF0000, SCAN, PACKED, CACHE)
+        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN, PACKED, CACHE)
     shift: tl.constexpr = 16 if KEY16 else 0
     c_gt = k_eff - k_rem                                                # keys strictly above the threshold
     n_gt = 0
@@ -158,7 +177,7 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
     for s0 in range(0, n, SCAN):
         offs = s0 + tl.arange(0, SCAN)
         m = offs < n
-        key, packed = _load_keys(src, offs, m, base, PACKED)
+        key, packed = _load_keys(src, offs, m, base, PACKED, CACHE)
         gt = m & ((key >> shift) > (prefix >> shift))
         eq = m & ((key >> shift) == (prefix >> shift))
         r_gt = n_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
@@ -180,7 +199,8 @@ def _key_value(key):
 
 
 @triton.jit
-def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.constexpr, FAST: tl.constexpr):
+def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.constexpr, FAST: tl.constexpr,
+                 CACHE: tl.constexpr):
     """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row.
     FAST: `direct` (k_eff is the whole row: the caller skipped the select) packs the row's scores here
     instead of reading `stage`, and the scores come out of the packed keys (no gather of the row)."""
@@ -188,7 +208,7 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
     valid = offs_k < k_eff
     if FAST:
         staged = tl.load(stage + offs_k, mask=valid & (direct == 0), other=0).to(tl.uint64, bitcast=True)
-        _, row = _load_keys(sc_row, offs_k, valid & (direct != 0), 0, False)
+        _, row = _load_keys(sc_row, offs_k, valid & (direct != 0), 0, False, CACHE)
         packed = tl.where(direct != 0, row, staged)
         packed = tl.where(valid, packed, 0)
     else:
@@ -217,11 +237,11 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
     sc_row = sc_ptr + t * s_st
     if FAST:
         if n > TOPK:
-            _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True)
+            _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True, "")
     else:
-        _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, False)
+        _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, False, "")
     _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, n <= TOPK, KP,
-                 FAST)
+                 FAST, "")
 
 
 @triton.jit
@@ -241,13 +261,13 @@ def _index_topk_segments(sc_ptr, pos_ptr, cand_ptr,                # cand (T, SE
     offs_k = tl.arange(0, KP)
     if FAST:
         if seg_n > TOPK:
-            _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, True)
+            _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, True, "")
             kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)
         else:                                                           # the whole segment is kept
-            _, kept = _load_keys(sc_ptr + t * s_st, start + offs_k, offs_k < seg_n, 0, False)
+            _, kept = _load_keys(sc_ptr + t * s_st, start + offs_k, offs_k < seg_n, 0, False, "")
             kept = tl.where(offs_k < seg_n, kept, 0).to(tl.int64, bitcast=True)
     else:
-        _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, False)
+        _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, False, "")
         kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)       # pad with 0: below every key
     tl.store(slot + offs_k, kept)
 
@@ -262,42 +282,112 @@ def _index_topk_merge(sc_ptr, pos_ptr, cand_ptr, stage_ptr, idx_ptr, val_ptr,
     k_eff = tl.minimum(n, TOPK)
     if FAST:
         if n > TOPK:
-            _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, True)
+            _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, True, "")
     else:
-        _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, False)
+        _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, False, "")
     _emit_sorted(stage_ptr + t * KP, k_eff, sc_ptr + t * s_st, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK,
-                 n <= TOPK, KP, FAST)
+                 n <= TOPK, KP, FAST, "")
 
 
-@register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
-               default_config=indexer_default,
-               kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
-def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
-                 positions: torch.Tensor, topk: int, ratio: int = 4,
-                 config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
-    fp32 holding bf16 values (-inf padded). Positions past the capacity are the caller's bug (no
-    device-side check)."""
+@triton.jit
+def _index_fused(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
+                 HI, RATIO, P, TOPK, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st, s_ot,
+                 DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, KP: tl.constexpr,
+                 SCAN: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+    """Scores and top-k in one launch, grid (T, P): the token's first min(P, ceil(S4 / BS)) programs (at least
+    one) score their blocks as _index_scores, store them, take a ticket from the token's counter (cnt, zero
+    between launches); the last to arrive runs _index_topk's FAST select and sort over the row (loads
+    bypassing L1: the other programs wrote it) and re-arms the counter. Programs past them exit at once."""
+    t = tl.program_id(0)
+    j = tl.program_id(1)
+    n = (tl.load(pos_ptr + t) + 1) // RATIO
+    active = tl.maximum(tl.minimum(P, tl.cdiv(n, BLOCK_S)), 1)
+    if j < active:
+        if j * BLOCK_S < n:
+            _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
+                          DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX)
+        tl.debug_barrier()                                              # every thread's scores before the release
+        if tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu") == active - 1:
+            k_eff = tl.minimum(n, TOPK)
+            sc_row = sc_ptr + t * s_st
+            if n > TOPK:
+                _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True, ".cg")
+            _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, n <= TOPK,
+                         KP, True, ".cg")
+            tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
+
+
+def fused_configs(params: dict) -> list[dict]:
+    """One launch: keys per block, warps (the top-k runs with them too), programs (x SMs), the top-k's scan width."""
+    return [{"BLOCK_S": bs, "num_warps": w, "num_stages": 3, "waves": wv, "SCAN": sc}
+            for bs in (64, 128) for w in (4, 8, 16) for wv in (1, 2, 4) for sc in (1024, 2048, 4096)]
+
+
+def fused_default(params: dict) -> dict:
+    return {"BLOCK_S": 128, "num_warps": 8, "num_stages": 3, "waves": 2, "SCAN": 2048}
+
+
+def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
+    """Checks shared by the impls -> (device, T, Hi, KP, idx, val): outputs allocated, KP = pow2 >= topk."""
     check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
+    check_w_scale(w_scale)
     dev = check_device(qi, w, k_cache, seq_ids, positions)
     t, hi, _ = qi.shape
     if hi > 128:
         raise ValueError(f"indexer_topk: at most 128 heads per launch, got Hi={hi}")
     if k_cache.stride(2) != 1 or qi.stride(2) != 1:
         raise ValueError("indexer_topk: qi and k_cache must be contiguous in the last dim")
-    cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
     idx = torch.empty(t, topk, dtype=torch.int32, device=dev)
     val = torch.empty(t, topk, dtype=torch.float32, device=dev)
+    return dev, t, hi, max(16, triton.next_power_of_2(topk)), idx, val
+
+
+@register_impl("indexer_topk", "triton_fused", backend="triton", configs=fused_configs, default_config=fused_default,
+               kernels=lambda: [_index_fused])
+def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                 positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
+                 config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
+    fp32 holding bf16 values (-inf padded). Positions past the capacity are the caller's bug (no
+    device-side check). One launch (_index_fused); the per-token counters are the split-K tickets of
+    kernels/linear.py (zero between launches, one stream)."""
+    from kernelbench.kernels.linear import split_tickets
+    dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk, "kernel": "fused"}, fused_default({}))
     if t == 0:
         return idx, val
-    kp = max(16, triton.next_power_of_2(topk))
+    scores = torch.empty(t, k_cache.shape[1], dtype=torch.float32, device=dev)   # allocation only
+    stage = torch.empty(t, kp, dtype=torch.int64, device=dev)
+    w = w.contiguous()                                                   # the kernel reads w rows unit-stride
+    p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
+    _index_fused[(t, p)](
+        qi, w, k_cache, seq_ids.contiguous(), positions.contiguous(), scores, split_tickets(dev, t), stage, idx, val,
+        hi, ratio, p, topk, float(w_scale), qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1),
+        scores.stride(0), idx.stride(0),
+        DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], KP=kp, SCAN=cfg["SCAN"],
+        DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return idx, val
+
+
+@register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
+               default_config=indexer_default,
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
+def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                    positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
+                    config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two launches (kept to measure against): `_index_scores`, then `_index_topk` (or, with SEGMENTS > 1,
+    the segmented top-k); the FAST top-k (16-bit select keys, no select for rows of <= topk scores)."""
+    dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
+    if t == 0:
+        return idx, val
     scores = torch.empty(t, k_cache.shape[1], dtype=torch.float32, device=dev)   # allocation only
     stage = torch.empty(t, kp, dtype=torch.int64, device=dev)
     pos = positions.contiguous()
     w = w.contiguous()                                                   # the kernel reads w rows unit-stride
     p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
     _index_scores[(t, p)](
-        qi, w, k_cache, seq_ids.contiguous(), pos, scores, hi, ratio, p,
+        qi, w, k_cache, seq_ids.contiguous(), pos, scores, hi, ratio, p, float(w_scale),
         qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
         RNE_FIX=INTERPRET,
@@ -319,12 +409,13 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
 @register_impl("indexer_topk", "triton_v1", backend="triton", configs=indexer_configs,
                default_config=lambda p: {**indexer_default(p), "FAST": False},
                kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
-def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 4, config: dict | None = None):
+def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 4, w_scale: float = 1.0,
+                    config: dict | None = None):
     """The first version's top-k (kept to measure against): four 8-bit radix passes over 32-bit keys, the
     select even when the row has <= topk scores, and a gather of the scores."""
     t, hi = qi.shape[0], qi.shape[1]
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
-    return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, config={**cfg, "FAST": False})
+    return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, config={**cfg, "FAST": False})
 
 
 # indexer_q: the fp8 GEMM (kernels/linear.py), then one fused epilogue launch ---------------------

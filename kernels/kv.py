@@ -155,7 +155,7 @@ def _attention_indices_kernel(pos_ptr, topk_ptr, out_ptr, len_ptr,    # out (T, 
     elif KIND == 1:
         ti = tl.load(topk_ptr + t * s_tt + j, mask=(j >= 0) & (j < K), other=-1).to(tl.int64)
         val = tl.where(c < W, win, tl.where(ti >= 0, ti + W, -1))
-        length = W + K
+        length = (W + tl.minimum((p + 1) // RATIO, K)).to(tl.int32)      # top-k rows are -1 past (p+1)//ratio
     else:
         n = (p + 1) // RATIO
         val = tl.where(c < W, win, tl.where(j < n, j + W, -1))

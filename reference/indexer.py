@@ -59,6 +59,11 @@ def check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio) -> None:
         raise ValueError(f"indexer_topk: topk and ratio must be positive, got {topk}, {ratio}")
 
 
+def check_w_scale(w_scale) -> None:
+    if isinstance(w_scale, bool) or not isinstance(w_scale, (int, float)) or not 0 < w_scale < float("inf"):
+        raise ValueError(f"indexer_topk: w_scale must be a positive finite number, got {w_scale!r}")
+
+
 def check_ranges(k_cache, seq_ids, positions, ratio) -> None:
     """Value checks that read the tensors (skipped by the graph-capturable kernel)."""
     if not seq_ids.numel():
@@ -80,11 +85,16 @@ def index_scores(qi: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch
 
 
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
-                 positions: torch.Tensor, topk: int, ratio: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+                 positions: torch.Tensor, topk: int, ratio: int = 4,
+                 w_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
-    fp32 holding the bf16 scores (-inf padded)."""
+    fp32 holding the bf16 scores (-inf padded). w_scale: the head weights are w * w_scale rounded to bf16
+    (DeepSeek's bf16 `weights_proj(x) * scale`: the caller may pass weights_proj(x) and the scale)."""
     check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
+    check_w_scale(w_scale)
     check_ranges(k_cache, seq_ids, positions, ratio)
+    if w_scale != 1.0:
+        w = (w.float() * w_scale).to(torch.bfloat16)                  # torch's bf16 * scalar: fp32 product, one rounding
     t = qi.shape[0]
     idx = torch.full((t, topk), -1, dtype=torch.int32, device=qi.device)
     val = torch.full((t, topk), float("-inf"), dtype=torch.float32, device=qi.device)

@@ -82,7 +82,8 @@ def attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: in
     (only while p < W-1: the empty columns come last, as DeepSeek's).
     csa: column W + j = W + topk_indices[t, j] (-1 stays -1). hca: column W + i = W + i for every
     compressed entry i < (p+1)//ratio, -1 past it.
-    lengths[t]: columns >= lengths[t] hold no entry (swa W, csa W + K, hca W + (p+1)//ratio); columns
+    lengths[t]: columns >= lengths[t] hold no entry (swa W, csa W + min((p+1)//ratio, K): a top-k row has at
+    most (p+1)//ratio entries, -1 padded after them, hca W + (p+1)//ratio); columns
     below it may still be -1. The WORK of attention must scale with lengths, not with n_max: an hca row
     is mostly -1 at short contexts, and sparse_attention(lengths=...) reads only columns < lengths[t].
     This reference reads positions and topk_indices on the host to validate them; the Triton kernel
@@ -98,8 +99,11 @@ def attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: in
         ti = topk_indices.long()
         if ((ti >= n[:, None]) | (ti < -1)).any():
             raise ValueError("attention_indices: topk_indices must be -1 or a compressed entry < (p+1)//ratio")
+        if ((ti >= 0) & (torch.arange(k, device=ti.device)[None, :] >= n[:, None])).any():
+            raise ValueError("attention_indices: a topk_indices row holds entries only in its first (p+1)//ratio "
+                             "columns, -1 after them (the indexer's -1 padding)")
         comp = torch.where(ti >= 0, ti + window, torch.full_like(ti, -1))
-        lengths = torch.full((t,), window + k, dtype=torch.int32, device=positions.device)
+        lengths = (window + n.clamp(max=k)).to(torch.int32)
         return torch.cat([win, comp.to(torch.int32)], dim=1), lengths
     if t and int(n.max()) > k:
         raise ValueError(f"attention_indices: hca position {int(positions.max())} has {int(n.max())} compressed "

@@ -150,6 +150,27 @@ def test_kernel_ragged_batch_matches_reference(gen, cfg):
     assert_close(out, ref, TOL)
 
 
+@pytest.mark.parametrize("t, topk, extra", [(9, 16, {"waves": 1}),            # T >= waves x SMs (4 on CPU): no split
+                                             (1, 512, {"waves": 64, "SPLITS": 32}),  # 17 splits: one head per join step
+                                             (2, 48, {"waves": 64, "SPLITS": 4, "num_warps": 8}),
+                                             (2, 48, {"waves": 64, "SPLITS": 2, "PREFETCH": 1})])  # gather one block ahead
+def test_one_launch_join_matches_two_launch_and_reference(gen, t, topk, extra):
+    """impl "triton_fused" (one launch: the last program of each head block joins the partials) against the
+    reference and the two-launch impl "triton" on the same inputs (ragged, with lengths, rope)."""
+    p = {"T": t, "Hl": 8, "Dh": 512, "R": 64, "W": 16, "kind": "csa", "topk": topk, "ctx": 300, "ragged": True,
+         "rope": True, "lengths": True}
+    inp = SPEC.make_inputs(p, gen, "cpu", "normal")
+    with compute_dtype(torch.float64):
+        ref = SPEC.reference(**inp)
+    cfg = {**K.fused_default({}), "BLOCK_N": 16, **extra}
+    out = K.sparse_attention_fused(**inp, config=cfg)
+    assert_close(out, ref, TOL)
+    two = K.sparse_attention(**inp, config=cfg)                                      # PREFETCH applies to both
+    assert_close(out, two, TOL)
+    assert_close(two, ref, TOL)
+    assert torch.equal(out, K.sparse_attention_fused(**inp, config=cfg))            # deterministic
+
+
 @settings(max_examples=6)   # x 2 value modes; the registry sweep and verify add their own draws
 @given(SPEC.strategy())
 def test_kernel_matches_reference_hypothesis(p):
@@ -257,7 +278,7 @@ def test_attention_indices_window_csa_hca(impl):
     assert swa[3].tolist() == [(40 - 7 + j) % 8 for j in range(8)] and swa[3, -1] == 40 % 8
     topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
     csa, ln = fn(positions=pos, kind="csa", window=w, ratio=4, topk_indices=topk, n_max=w + 2)
-    assert torch.equal(csa[:, :w], swa) and ln.tolist() == [10] * 4
+    assert torch.equal(csa[:, :w], swa) and ln.tolist() == [8, 9, 10, 10]   # W + min((p+1)//4, K)
     assert csa[:, w:].tolist() == [[-1, -1], [8, -1], [9, 8], [17, 11]]
     # hca: the width is the caller's (W + capacity), not the batch's longest row
     hca, ln = fn(positions=pos, kind="hca", window=w, ratio=8, topk_indices=None, n_max=w + 12)
@@ -295,6 +316,8 @@ def test_attention_indices_reference_value_checks():
     topk = torch.tensor([[-1, -1], [0, -1], [1, 0], [9, 3]], dtype=torch.int32)
     with pytest.raises(ValueError, match="compressed entry"):
         attention_indices(pos, "csa", 8, 4, topk + 5, 10)
+    with pytest.raises(ValueError, match="first \\(p\\+1\\)//ratio"):                  # p=5: 1 entry, in column 1
+        attention_indices(pos, "csa", 8, 4, torch.tensor([[-1, -1], [-1, 0], [1, 0], [9, 3]], dtype=torch.int32), 10)
     with pytest.raises(ValueError, match="more than the n_max - W"):
         attention_indices(pos, "hca", 8, 8, None, 8 + 4)                   # p=40 has 5 entries
 
@@ -399,10 +422,18 @@ def sm120_problems(rep: dict) -> list[str]:
 SPLIT_SIG = {"q_ptr": "*bf16", "kv_ptr": "*bf16", "seq_ptr": "*i64", "idx_ptr": "*i32", "len_ptr": "*i32", "po_ptr": "*fp32",
              "pml_ptr": "*fp32", "HL": "i32", "KSEL": "i32", "PER_SPLIT": "i32", "NSPLIT": "i32", "qk_scale": "fp32",
              "s_qt": "i32", "s_qh": "i32", "s_kb": "i64", "s_kn": "i32", "s_it": "i32", "DH": "constexpr",
-             "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr", "HAS_LEN": "constexpr"}
+             "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "DOT_UPCAST": "constexpr", "HAS_LEN": "constexpr",
+             "PREFETCH": "constexpr"}
 COMBINE_SIG = {"po_ptr": "*fp32", "pml_ptr": "*fp32", "sink_ptr": "*fp32", "pos_ptr": "*i64", "freqs_ptr": "*fp32",
                "o_ptr": "*bf16", "HL": "i32", "NSPLIT": "i32", "s_ot": "i32", "s_oh": "i32", "DH": "constexpr",
                "R": "constexpr", "S_P2": "constexpr", "ROPE": "constexpr", "RNE_FIX": "constexpr"}
+
+
+FUSED_SIG = {**{k: v for k, v in SPLIT_SIG.items() if v != "constexpr"}, "cnt_ptr": "*i32", "sink_ptr": "*fp32",
+             "pos_ptr": "*i64", "freqs_ptr": "*fp32", "o_ptr": "*bf16", "s_ot": "i32", "s_oh": "i32",
+             **{k: "constexpr" for k in ("DH", "BLOCK_H", "BLOCK_N", "DOT_UPCAST", "HAS_LEN", "R", "FIN_H", "S_P2", "ROPE",
+                                         "RNE_FIX", "PREFETCH")}}
+FUSED_SIG = {k: FUSED_SIG[k] for k in K._attn_fused.arg_names}              # the kernel's argument order
 
 
 KV_SIG = {"kv_ptr": "*bf16", "w_ptr": "*bf16", "pos_ptr": "*i64", "seq_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16",
@@ -424,8 +455,17 @@ def _shipped_split_configs():
 
 def test_shipped_configs_fit_sm120_with_tensor_cores():
     jobs = [{"module": "kernelbench.kernels.attention", "kernel": "_attn_split", "signature": SPLIT_SIG,
-             "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": has_len},
+             "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": has_len,
+                            "PREFETCH": False},
              "num_warps": w, "num_stages": s} for bh, bn, w, s in _shipped_split_configs() for has_len in (False, True)]
+    # one launch: the split loop is the one compiled above; the join adds registers: the default, the largest
+    # tiles and the prefetch variants, with the join at its largest S (one head per step)
+    for (bh, bn, w, s), pf in [((16, 32, 4, 2), False), ((16, 64, 4, 1), False), ((32, 32, 4, 2), False),
+                               ((16, 16, 4, 1), True)]:
+        jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_fused", "signature": FUSED_SIG,
+                     "constexprs": {"DH": 512, "BLOCK_H": bh, "BLOCK_N": bn, "DOT_UPCAST": False, "HAS_LEN": True, "R": 64,
+                                    "FIN_H": 1, "S_P2": 32, "ROPE": True, "RNE_FIX": False, "PREFETCH": pf},
+                     "num_warps": w, "num_stages": s})
     jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_combine", "signature": COMBINE_SIG,
                  "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True, "RNE_FIX": False}, "num_warps": 4,
                  "num_stages": 1})
@@ -440,7 +480,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     reps = compile_sm120(jobs)
     for job, rep in zip(jobs, reps):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], job["num_warps"], rep)
-        if job["kernel"] == "_attn_split":
+        if job["kernel"] in ("_attn_split", "_attn_fused"):
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
 
 

@@ -161,18 +161,40 @@ def test_fewer_entries_than_topk_are_padded(gen):
         assert (val[2, :4] >= val[2, 1:5]).all()                           # best first
 
 
-@pytest.mark.parametrize("ties,segments,fast", [(False, 1, True), (True, 1, True), (True, 3, True), (True, 1, False),
-                                                 (True, 3, False)])
+@pytest.mark.parametrize("ties,segments,fast", [(False, 0, True), (True, 0, True), (False, 1, True), (True, 1, True),
+                                                 (True, 3, True), (True, 1, False), (True, 3, False)])
 def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
     """Rows of 10, 1 and 69 entries against top-k 5, 16, 64: the select path and (fast) the rows that fit
-    whole; fast=False is the first version (impl triton_v1: 32-bit keys, always the select)."""
+    whole. segments 0: impl triton_fused (one launch; BLOCK_S 16, so up to 5 programs of a token score and the
+    last to arrive selects); else the two-launch impl triton (segments > 1: the segmented top-k), and
+    fast=False its first version (impl triton_v1: 32-bit keys, always the select)."""
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
     for topk in (5, 16, 64):
         ref = indexer_topk(qi, w, keys, seq, pos, topk)
-        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32,
-                                                                  "TOPK_WARPS": 4, "SEGMENTS": segments, "FAST": fast})
+        if segments == 0:
+            out = K.indexer_topk_fused(qi, w, keys, seq, pos, topk, config={**K.fused_default({}), "BLOCK_S": 16,
+                                                                      "SCAN": 32, "num_warps": 4, "waves": 4})
+        else:
+            out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={
+                **K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": segments,
+                "FAST": fast})
         assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
         assert torch.equal(out[1], ref[1])
+
+
+@pytest.mark.parametrize("impl", ["triton", "triton_fused"])
+def test_w_scale_inside_the_op_equals_the_scaled_weights(gen, impl):
+    """w_scale (the decoder's 128^-0.5 * Hi^-0.5) applied in the op = DeepSeek's bf16 `w * scale` before it."""
+    qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=True)
+    scale = 128 ** -0.5 * 20 ** -0.5
+    ref = indexer_topk(qi, w * scale, keys, seq, pos, 16)
+    assert all(torch.equal(a, b) for a, b in zip(indexer_topk(qi, w, keys, seq, pos, 16, w_scale=scale), ref))
+    fn = registry.get_impl("indexer_topk", impl).fn
+    out = fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=16, w_scale=scale)
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    for bad in (0.0, float("nan"), -1.0, "0.1"):
+        with pytest.raises(ValueError, match="w_scale"):
+            fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=16, w_scale=bad)
 
 
 def test_result_independent_of_capacity(gen):
@@ -248,9 +270,15 @@ def test_indexer_topk_bad_inputs(gen):
 
 
 SCORES_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": "*i64", "pos_ptr": "*i64",
-              "sc_ptr": "*fp32", "HI": "i32", "RATIO": "i32", "P": "i32", "s_qt": "i32", "s_qh": "i32", "s_wt": "i32",
-              "s_kb": "i64", "s_kn": "i32", "s_st": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
+              "sc_ptr": "*fp32", "HI": "i32", "RATIO": "i32", "P": "i32", "w_scale": "fp32", "s_qt": "i32", "s_qh": "i32",
+              "s_wt": "i32", "s_kb": "i64", "s_kn": "i32", "s_st": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
               "BLOCK_S": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
+FUSED_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": "*i64", "pos_ptr": "*i64", "sc_ptr": "*fp32",
+             "cnt_ptr": "*i32", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32", "HI": "i32", "RATIO": "i32",
+             "P": "i32", "TOPK": "i32", "w_scale": "fp32", "s_qt": "i32", "s_qh": "i32", "s_wt": "i32", "s_kb": "i64",
+             "s_kn": "i32", "s_st": "i32", "s_ot": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
+             "BLOCK_S": "constexpr", "KP": "constexpr", "SCAN": "constexpr", "DOT_UPCAST": "constexpr",
+             "RNE_FIX": "constexpr"}
 TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32",
             "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr",
             "FAST": "constexpr"}
@@ -288,10 +316,16 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
                              "constexprs": {"KP": kp, "SCAN": scan, "FAST": True}, "num_warps": warps,
                              "num_stages": 1})
+    fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}
+    for bs, warps, stages in sorted(fused):   # one launch: the widest scan of the space, the Pro top-k (KP 1024)
+        jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_fused", "signature": FUSED_SIG,
+                     "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": bs, "KP": 1024,
+                                    "SCAN": max(c["SCAN"] for c in K.fused_configs({})), "DOT_UPCAST": False,
+                                    "RNE_FIX": False}, "num_warps": warps, "num_stages": stages})
     for w in (1, 2, 4):
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_indexer_q_epilogue", "signature": QEPI_SIG,
                      "constexprs": {"R": 64, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
-        if job["kernel"] == "_index_scores":  # the top-k kernels have no matrix product
+        if job["kernel"] in ("_index_scores", "_index_fused"):  # the top-k kernels have no matrix product
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])

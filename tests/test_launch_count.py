@@ -14,6 +14,8 @@ def test_counts_each_launch_under_its_op_and_the_fused_front_saves_launches():
     # C=1: the activation is quantized inside each GEMM and split K is summed in the kernel: one launch per call
     for op in ("attention_front", "attention_q", "grouped_wo_a", "attention_indices"):
         assert c.triton[op] == c.calls[op] == n, (op, c.triton[op], c.calls[op])
+    for op in ("sparse_attention", "indexer_topk"):                     # two launches each (the faster on the H200)
+        assert c.calls[op] and c.triton[op] == 2 * c.calls[op], (op, c.triton[op], c.calls[op])
     assert c.calls["kv_write"] == 0 and c.calls["head_rms_norm_rope"] == 0
     assert c.total() == sum(tr + to for _, _, tr, to, _ in c.rows())
     assert sum(c.syncs.values()) == 0 or set(c.syncs) <= {"compressor_step"}, dict(c.syncs)

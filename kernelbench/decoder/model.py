@@ -115,13 +115,13 @@ class Indexer(Part):
         ops, cfg = env.ops, env.cfg
         qi = ops.indexer_q(qr=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, positions=step.positions,
                            freqs=env.freqs[True])
-        w = ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.bfloat16) * self.w_scale  # as DeepSeek
+        w = ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.bfloat16)   # * w_scale inside indexer_topk
         if step.prefill:
             self.compressor.prefill(env, x, int(step.seq_ids[0]), lc.idx_kv, lc.idx_score, lc.idx_keys)
         else:
             self.compressor.step(env, x, step, lc.idx_kv, lc.idx_score, lc.idx_keys)
         idx, _ = ops.indexer_topk(qi=qi, w=w, k_cache=lc.idx_keys, seq_ids=step.seq_ids, positions=step.positions,
-                                  topk=cfg.index_topk, ratio=4)
+                                  topk=cfg.index_topk, ratio=4, w_scale=self.w_scale)
         return idx
 
 

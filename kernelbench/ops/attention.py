@@ -70,10 +70,13 @@ def ksel(p: dict) -> int:
 
 
 def row_lengths(p: dict) -> torch.Tensor:
-    """[T]: the columns attention_indices declares (its lengths output): swa W, csa W + K, hca W + (p+1)//r."""
+    """[T]: the columns attention_indices declares (its lengths output): swa W, csa W + min((p+1)//r, K),
+    hca W + (p+1)//r."""
     pos = token_positions(p)
     if p["kind"] == "hca":
         return p["W"] + n_compressed(p, pos)
+    if p["kind"] == "csa":
+        return p["W"] + torch.clamp(n_compressed(p, pos), max=p["topk"])
     return torch.full_like(pos, ksel(p))
 
 

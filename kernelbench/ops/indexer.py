@@ -78,9 +78,9 @@ def _topk_inputs(p, gen, device, values):
                 rows = rows[torch.where(torch.rand(ni, generator=gen) < 0.5, src, torch.arange(ni))]
             keys[int(seq_ids[i]), :ni] = rows
     qi = fp4_rows((t, hi, DI), gen)
-    w = (torch.randn(t, hi, generator=gen) * (DI ** -0.5 * hi ** -0.5)).bfloat16()   # bf16, as the model's
+    w = torch.randn(t, hi, generator=gen).bfloat16()      # weights_proj(x) in bf16; the op scales it, as the decoder
     return {"qi": qi.to(device), "w": w.to(device), "k_cache": keys.to(device), "seq_ids": seq_ids.to(device),
-            "positions": pos.to(device), "topk": p["topk"], "ratio": ratio}
+            "positions": pos.to(device), "topk": p["topk"], "ratio": ratio, "w_scale": DI ** -0.5 * hi ** -0.5}
 
 
 def _topk_cases(ss: ShapeSet) -> list[dict]:

@@ -1,0 +1,34 @@
+"""Config variants of the one-launch sparse_attention and indexer_topk (issue 17), registered as extra impls so
+that one bench run times them beside impl "triton" (the default config) and the kept two-launch impls: a
+measurement aid for choosing defaults, not part of the shipped registry.
+Load with `kernelbench bench --module scripts/attn_variants.py`.
+"""
+from __future__ import annotations
+
+from kernelbench.kernels import attention as A
+from kernelbench.kernels import indexer as I
+from kernelbench.registry import register_impl
+
+
+def _variant(op: str, name: str, fn, default, overrides: dict, kernels):
+    """default(inputs as keyword arguments) -> the config impl "triton" would run; the overrides go on top."""
+    def run(config: dict | None = None, **kwargs):
+        return fn(config={**(config or default(kwargs)), **overrides}, **kwargs)
+    run.__name__ = f"{op}_{name}"
+    register_impl(op, name, backend="triton", kernels=kernels)(run)
+
+
+ATTN_FUSED = {"triton_fused_pf16": {"PREFETCH": 1, "BLOCK_N": 16}}
+for _name, _over in ATTN_FUSED.items():
+    _variant("sparse_attention", _name, A.sparse_attention_fused,
+             lambda kw: A.fused_default({"Hl": kw["q"].shape[1]}), _over, lambda: [A._attn_fused])
+ATTN = {"triton_pf16": {"PREFETCH": 1, "BLOCK_N": 16}, "triton_pf8w": {"PREFETCH": 1, "num_warps": 8},
+        "triton_bn16": {"BLOCK_N": 16}, "triton_w8": {"num_warps": 8}, "triton_wv4": {"waves": 4}}
+for _name, _over in ATTN.items():       # the two-launch impl "triton"
+    _variant("sparse_attention", _name, A.sparse_attention, lambda kw: A.attention_default({"Hl": kw["q"].shape[1]}),
+             _over, lambda: [A._attn_split, A._attn_combine])
+
+INDEX = {"triton_w4": {"num_warps": 4}, "triton_w16": {"num_warps": 16}, "triton_bs64": {"BLOCK_S": 64},
+         "triton_wv4": {"waves": 4}, "triton_sc4k": {"SCAN": 4096}}
+for _name, _over in INDEX.items():
+    _variant("indexer_topk", _name, I.indexer_topk_fused, lambda kw: I.fused_default({}), _over, lambda: [I._index_fused])
