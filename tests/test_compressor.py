@@ -226,6 +226,41 @@ def test_kernel_split_d_matches_unsplit(gen, split):
     assert KC.split_plan(4096, 16, {"BLOCK_K": 128, "SPLIT": 0, "waves": 2}, 132) == (16, 256)
 
 
+@pytest.mark.parametrize("ratio,rotate,split", [(4, False, 3), (4, True, 2), (8, False, 1)])
+def test_one_launch_equals_three(gen, ratio, rotate, split):
+    """The one-launch kernel (D-split ticket, overlap pair ticket, channel-block pooling, row-block finish ticket)
+    against the three-launch version (triton_v2): 20 tokens in 2 row blocks, about half of them emitting, some at
+    the first block (-inf previous rows); run twice on the same state copies (the kernel resets its tickets)."""
+    w = _weights(gen, ratio, dim=96)
+    t, b = 20, 21
+    x = torch.randn(t, 96, generator=gen).bfloat16()
+    seq = torch.randperm(b, generator=gen)[:t]
+    pos = torch.randint(0, 6, (t,), generator=gen) * ratio + torch.where(torch.rand(t, generator=gen) < 0.5, ratio - 1,
+                                                                          torch.randint(0, ratio, (t,), generator=gen))
+    cfg = {**KC.step_default({}), "BLOCK_K": 32, "SPLIT": split, "BLOCK_N": 32, "BLOCK_M": 16}
+    c = 2 if ratio == 4 else 1
+    sk0, ss0 = init_state(b, ratio, 128)
+    sk0.normal_(generator=gen)
+    ss0.normal_(generator=gen)
+    for i in range(t):
+        if c == 2 and int(pos[i]) < ratio:
+            sk0[seq[i], :ratio], ss0[seq[i], :ratio] = 0.0, float("-inf")
+    cache0 = torch.randn(b, 8, 128, generator=gen).bfloat16()
+    kw = dict(positions=pos, seq_ids=seq, ratio=ratio, rotate=rotate)
+    ref = [sk0.clone(), ss0.clone(), cache0.clone()]
+    em_ref = KC.compressor_step_v2(x, **w, **kw, state_kv=ref[0], state_score=ref[1], cache=ref[2],
+                                   config={**cfg, "ROWS": 16})
+    assert em_ref.tolist() == [(int(p) + 1) % ratio == 0 for p in pos] and 4 < int(em_ref.sum()) < 18
+    tol = STEP.tolerance({"rotate": rotate})
+    for _ in range(2):
+        out = [sk0.clone(), ss0.clone(), cache0.clone()]
+        em = KC.compressor_step(x, **w, **kw, state_kv=out[0], state_score=out[1], cache=out[2], config=cfg)
+        assert torch.equal(em, em_ref)
+        for name, a, r in zip(("state_kv", "state_score", "cache"), out, ref):
+            assert_close(a, r, tol[name], name)
+        assert (out[2] != ref[2]).float().mean() < 0.01
+
+
 def test_kernel_bad_inputs(gen):
     w = _weights(gen, 4)
     x = torch.randn(2, 64, generator=gen).bfloat16()
