@@ -5,7 +5,23 @@ r = 4 (overlap) else 1, N = c*d projection width, r ratio, R rope dims, RB state
 State layout (reference/compressor.py): state_kv / state_score [B, c*r, c*d] fp32; token p goes to
 row (r if c == 2 else 0) + p % r.
 
-Two or three launches, graph-capturable (which tokens emit is decided on the device):
+Impl "triton": ONE launch, `_comp_step` grid (N / BN, T / BM, SPLIT), graph-capturable (tickets in the
+per-device buffer of kernels/linear.py split_tickets, reset by the kernel; which tokens emit is decided on
+the device):
+  1. every program multiplies x [T, D] by its K chunk of wkv and wgate (tensor cores) and stores fp32
+     partials; the tile's last program to take its ticket sums them in split order 0..S-1 (deterministic),
+     adds ape[p % r] to the scores and stores both into the tokens' state rows. Programs (0, m, 0) write
+     emitted[t] = (p+1) % r == 0.
+  2. if a token of the row block emits, the finished tile pools its channel block (BN channels) for each
+     emitting token: online softmax over the c*r rows, ROWS at a time -> bf16, stored in the cache row as
+     scratch. Overlap (c = 2): channel block j needs both halves (columns j and d + j), so the second of the
+     two half-tiles to arrive (a pair ticket) pools, then moves rows [r, 2r) of both column blocks to [0, r).
+  3. the last of the row block's d / BN channel blocks to arrive (a row-block ticket) finishes its emitting
+     tokens RB rows at a time in registers: RMS norm, RoPE at p + 1 - r, FP8 simulation of the first d - R
+     dims (group 64) or Hadamard ([RB, 128] x [128, 128] +-1 on tensor cores) + FP4 (group 32).
+  The ratio-128 pooling (128 rows x 512 channels) is spread over d / BN programs instead of one.
+
+Impl "triton_v2" (the previous version, kept to measure against): two or three launches:
   1. `_comp_project` grid (N / BN, T / BM, SPLIT): x [T, D] against wkv and wgate [N, D] on tensor cores
      (the weights are read once for the whole batch). At decode sizes N / BN x T / BM is 4-16 programs
      (each walking all of D: ~10% of copy bandwidth on the H200), so D is split over SPLIT programs
@@ -17,11 +33,12 @@ Two or three launches, graph-capturable (which tokens emit is decided on the dev
      do not emit return at once. An emitting token pools its
      2r (overlap) or r rows per channel with an online softmax over row blocks, rounds to bf16, RMS
      norm, RoPE at p + 1 - r, then FP8 simulation of the first d - R dims (attention) or Hadamard +
-     FP4 simulation (indexer), written to cache[seq, p // r]. REG (impl "triton"): those steps stay in
+     FP4 simulation (indexer), written to cache[seq, p // r]. REG: those steps stay in
      registers ((even, odd) pairs by reshape/split for RoPE, groups by reshape) and the row is stored
      once; without REG (triton_v1) the cache slot is the scratch between the steps (store, barrier,
      reload: one L2 round trip each). Same roundings, bit-identical results. With overlap it then moves
      rows [r, 2r) to [0, r).
+Impl "triton_v1": triton_v2 without the D split, 8 rows per pooling step, the memory-scratch emit.
 """
 from __future__ import annotations
 
