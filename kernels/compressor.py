@@ -391,9 +391,10 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
                DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                ROWS: tl.constexpr, RB: tl.constexpr, ROTATE: tl.constexpr, DOT_UPCAST: tl.constexpr,
-               RNE_FIX: tl.constexpr):
+               RNE_FIX: tl.constexpr, EMIT: tl.constexpr = True):
     # grid (N / BLOCK_N, ceil(T / BLOCK_M), SPLIT); cnt: int32 tickets, zero between launches: one per output tile,
-    # then (C == 2) one per (row block, channel block), then one per row block
+    # then (C == 2) one per (row block, channel block), then one per row block. EMIT False: steps 2-3 are left to
+    # `_comp_emit_blocks` (a second launch)
     pid_n, pid_m, pid_s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     NT = tl.num_programs(0)
     MT = tl.num_programs(1)
@@ -444,7 +445,7 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
         row = seq[:, None] * s_sb + (OFF + ph)[:, None] * s_sr + offs_n[None, :]
         tl.store(sk_ptr + row, acc_k, mask=m2)
         tl.store(ss_ptr + row, acc_g, mask=m2)
-        if tl.max(emits.to(tl.int32), axis=0) > 0:
+        if EMIT and tl.max(emits.to(tl.int32), axis=0) > 0:
             # 3. pooling of channel block cb for the emitting tokens: once both halves' tiles are stored (overlap)
             tl.debug_barrier()                                          # the state stores before the release
             cb = (pid_n * BLOCK_N) % DD
@@ -488,6 +489,45 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
                     tl.atomic_xchg(fin, 0, sem="relaxed", scope="gpu")
 
 
+@triton.jit
+def _comp_emit_blocks(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, cnt_ptr, eps, RATIO, s_sb, s_sr,
+                      s_cb, s_cn, DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, BN: tl.constexpr,
+                      ROWS: tl.constexpr, RB: tl.constexpr, ROTATE: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                      RNE_FIX: tl.constexpr):
+    """The emit as a second launch (many emitting tokens), grid (T, DD / BN): program (t, j) pools channel block j
+    of token t (and, overlap, moves its rows), the last of the token's DD / BN programs to arrive (ticket cnt[t])
+    finishes the entry."""
+    t = tl.program_id(0)
+    p = tl.load(pos_ptr + t)
+    if (p + 1) % RATIO == 0:
+        cb = tl.program_id(1) * BN
+        ch = cb + tl.arange(0, BN)
+        sq = tl.load(seq_ptr + t).to(tl.int64)
+        y = _pool_channels(sk_ptr, ss_ptr, sq * s_sb, cb, s_sr, RATIO, DD, C, ROWS, BN, RNE_FIX)
+        tl.store(cache_ptr + sq * s_cb + (p // RATIO) * s_cn + ch, y)
+        if C == 2:                                                      # the current block becomes "previous"
+            tl.debug_barrier()
+            rr = tl.arange(0, ROWS)
+            rm = (rr < RATIO)[:, None]
+            for h in tl.static_range(2):
+                src = sq * s_sb + (rr + RATIO)[:, None] * s_sr + h * DD + ch[None, :]
+                tl.store(sk_ptr + src - RATIO * s_sr, tl.load(sk_ptr + src, mask=rm), mask=rm)
+                tl.store(ss_ptr + src - RATIO * s_sr, tl.load(ss_ptr + src, mask=rm), mask=rm)
+        tl.debug_barrier()                                              # the pooled stores before the release
+        if tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu") == DD // BN - 1:
+            rows = t + tl.arange(0, RB)
+            rmask = rows == t
+            dst = tl.zeros([RB], tl.int64) + sq * s_cb + (p // RATIO) * s_cn
+            _finish_rows(cache_ptr, dst, rmask, tl.zeros([RB], tl.float32) + (p + 1 - RATIO).to(tl.float32), nw_ptr,
+                         f_ptr, eps, DD, R, ROTATE, RNE_FIX, DOT_UPCAST)
+            tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")
+
+
+# Above this many tokens the emit is a second launch (`_comp_emit_blocks`, one program per token and channel block)
+# instead of the tile finishers' serial loop over their row block's emitting tokens.
+EMIT_IN_STEP_MAX_T = 4
+
+
 def step_default(params: dict) -> dict:
     """compressor_default with the pooling step of the channel-parallel emit: ROWS 32 (a pooler holds ROWS x BLOCK_N
     fp32 kv and score values: 32 x 64 is 32 registers each at 4 warps)."""
@@ -495,7 +535,7 @@ def step_default(params: dict) -> dict:
 
 
 @register_impl("compressor_step", "triton", backend="triton", configs=compressor_configs, default_config=step_default,
-               kernels=lambda: [_comp_step])
+               kernels=lambda: [_comp_step, _comp_emit_blocks])
 def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
                     ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
     """In place on state_kv, state_score and cache; returns emitted [T] bool ((p+1) % r == 0). One launch:
@@ -518,15 +558,24 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
     tiles = (n // bn, triton.cdiv(t, bm))
     split, kchunk = split_plan(dim, tiles[0] * tiles[1], cfg, sm_count(dev))
     ws = torch.empty(split, t, 2, n, dtype=torch.float32, device=dev) if split > 1 else state_kv
-    tickets = KL.split_tickets(dev, tiles[0] * tiles[1] + tiles[1] * (d // bn + 1))
+    in_step = t <= cfg.get("EMIT_MAX_T", EMIT_IN_STEP_MAX_T)
+    tickets = KL.split_tickets(dev, max(tiles[0] * tiles[1] + tiles[1] * (d // bn + 1), t))
     r = 2 * freqs.shape[0]
+    rows = min(cfg["ROWS"], triton.next_power_of_2(c * ratio))
+    positions, seq_ids = positions.contiguous(), seq_ids.contiguous()
+    norm_weight, freqs = norm_weight.contiguous(), freqs.contiguous()
     _comp_step[(*tiles, split)](
-        x.contiguous(), wkv.contiguous(), wgate.contiguous(), ape.contiguous(), positions.contiguous(),
-        seq_ids.contiguous(), state_kv, state_score, ws, tickets, norm_weight.contiguous(), freqs.contiguous(), cache,
+        x.contiguous(), wkv.contiguous(), wgate.contiguous(), ape.contiguous(), positions,
+        seq_ids, state_kv, state_score, ws, tickets, norm_weight, freqs, cache,
         emitted.view(torch.uint8), t, dim, n, ratio, ratio if c == 2 else 0, state_kv.stride(0), state_kv.stride(1),
         cache.stride(0), cache.stride(1), kchunk, float(eps),
         DD=d, C=c, R=r, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cfg["BLOCK_K"], SPLIT=split,
-        ROWS=min(cfg["ROWS"], triton.next_power_of_2(c * ratio)), RB=16 if rotate else cfg.get("RB", 4),
-        ROTATE=bool(rotate), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        ROWS=rows, RB=16 if rotate else cfg.get("RB", 4), ROTATE=bool(rotate), DOT_UPCAST=INTERPRET,
+        RNE_FIX=INTERPRET, EMIT=in_step, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if not in_step:
+        _comp_emit_blocks[(t, d // bn)](
+            state_kv, state_score, positions, seq_ids, norm_weight, freqs, cache, tickets, float(eps), ratio,
+            state_kv.stride(0), state_kv.stride(1), cache.stride(0), cache.stride(1), DD=d, C=c, R=r, BN=bn,
+            ROWS=rows, RB=16 if rotate else 1, ROTATE=bool(rotate), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET,
+            num_warps=4, num_stages=1)
     return emitted

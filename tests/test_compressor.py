@@ -226,18 +226,21 @@ def test_kernel_split_d_matches_unsplit(gen, split):
     assert KC.split_plan(4096, 16, {"BLOCK_K": 128, "SPLIT": 0, "waves": 2}, 132) == (16, 256)
 
 
-@pytest.mark.parametrize("ratio,rotate,split,bn", [(4, False, 2, 32), (4, True, 2, 64), (8, False, 1, 64)])
-def test_one_launch_equals_three(gen, ratio, rotate, split, bn):
-    """The one-launch kernel (D-split ticket, overlap pair ticket, channel-block pooling, row-block finish ticket)
-    against the three-launch version (triton_v2): 18 tokens in 2 row blocks, about half of them emitting, some at
-    the first block (-inf previous rows); run twice on the same state copies (the kernel resets its tickets)."""
+@pytest.mark.parametrize("ratio,rotate,split,bn,emit_max_t", [(4, False, 2, 32, 99), (4, True, 2, 64, 99),
+                                                              (8, False, 1, 64, 99), (4, True, 2, 64, 0)])
+def test_one_launch_equals_three(gen, ratio, rotate, split, bn, emit_max_t):
+    """The one-launch kernel (D-split ticket, overlap pair ticket, channel-block pooling, row-block finish ticket;
+    emit_max_t 0: the emit as a second launch, per-token ticket) against the three-launch version (triton_v2): 18
+    tokens in 2 row blocks, about half of them emitting, some at the first block (-inf previous rows); run twice on
+    the same state copies (the kernel resets its tickets)."""
     w = _weights(gen, ratio)
     t, b = 18, 19
     x = torch.randn(t, 64, generator=gen).bfloat16()
     seq = torch.randperm(b, generator=gen)[:t]
     pos = torch.randint(0, 6, (t,), generator=gen) * ratio + torch.where(torch.rand(t, generator=gen) < 0.5, ratio - 1,
                                                                           torch.randint(0, ratio, (t,), generator=gen))
-    cfg = {**KC.step_default({}), "BLOCK_K": 32, "SPLIT": split, "BLOCK_N": bn, "BLOCK_M": 16}
+    cfg = {**KC.step_default({}), "BLOCK_K": 32, "SPLIT": split, "BLOCK_N": bn, "BLOCK_M": 16,
+           "EMIT_MAX_T": emit_max_t}
     c = 2 if ratio == 4 else 1
     sk0, ss0 = init_state(b, ratio, 128)
     sk0.normal_(generator=gen)
