@@ -530,8 +530,9 @@ EMIT_IN_STEP_MAX_T = 4
 
 def step_default(params: dict) -> dict:
     """compressor_default with the pooling step of the channel-parallel emit: ROWS 32 (a pooler holds ROWS x BLOCK_N
-    fp32 kv and score values: 32 x 64 is 32 registers each at 4 warps)."""
-    return {**compressor_default(params), "ROWS": 32}
+    fp32 kv and score values: 32 x 64 is 32 registers each at 4 warps), and RB 2 entries per finishing step (d = 512;
+    RB 4 spilled 32 bytes on sm_120 at ratio 128 with T = 2..4)."""
+    return {**compressor_default(params), "ROWS": 32, "RB": 2}
 
 
 @register_impl("compressor_step", "triton", backend="triton", configs=compressor_configs, default_config=step_default,
@@ -570,7 +571,7 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
         emitted.view(torch.uint8), t, dim, n, ratio, ratio if c == 2 else 0, state_kv.stride(0), state_kv.stride(1),
         cache.stride(0), cache.stride(1), kchunk, float(eps),
         DD=d, C=c, R=r, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cfg["BLOCK_K"], SPLIT=split,
-        ROWS=rows, RB=16 if rotate else cfg.get("RB", 4), ROTATE=bool(rotate), DOT_UPCAST=INTERPRET,
+        ROWS=rows, RB=16 if rotate else cfg.get("RB", 2), ROTATE=bool(rotate), DOT_UPCAST=INTERPRET,
         RNE_FIX=INTERPRET, EMIT=in_step, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     if not in_step:
         _comp_emit_blocks[(t, d // bn)](
