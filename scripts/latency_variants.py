@@ -36,6 +36,8 @@ _variant("compressor_step", "triton_r16", C.compressor_step, lambda kw: C.step_d
          lambda: [C._comp_step])
 _variant("compressor_step", "triton_bn32", C.compressor_step, lambda kw: C.step_default({}), {"BLOCK_N": 32},
          lambda: [C._comp_step])
+_variant("compressor_step", "triton_waves1", C.compressor_step, lambda kw: C.step_default({}), {"waves": 1},
+         lambda: [C._comp_step])
 _variant("compressor_step", "triton_emit1", C.compressor_step, lambda kw: C.step_default({}), {"EMIT_MAX_T": 1 << 20},
          lambda: [C._comp_step])
 _variant("compressor_step", "triton_bn32w4", C.compressor_step, lambda kw: C.step_default({}),
