@@ -37,7 +37,9 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
+                                       sincos, to_bf16)
+from kernelbench.kernels.linear import fp8_gemm_tile, splitk_store
 from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
 from kernelbench.registry import register_impl
@@ -418,7 +420,145 @@ def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 
     return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, config={**cfg, "FAST": False})
 
 
-# indexer_q: the fp8 GEMM (kernels/linear.py), then one fused epilogue launch ---------------------
+# indexer_q --------------------------------------------------------------------------------------
+# impl "triton": one launch at M <= PROLOGUE_QUANT_MAX_M (else an act_quant pre-pass, as fp8_linear): the fp8 GEMM
+# (kernels/linear.py fp8_gemm_tile, split K finished by splitk_store's last program), then per (row block, head) the
+# last of the head's 128 / BN tiles to finish takes a ticket and runs RoPE + Hadamard + FP4 on its rows in registers
+# (Hadamard as one [RB, 128] x [128, 128] tensor-core product with the +-1 matrix). Impl "triton_v1": fp8_linear,
+# then `_indexer_q_epilogue` (two launches; the output is the scratch between the steps).
+@triton.jit
+def rope_rows(y, ang, f_ptr, DD: tl.constexpr, R: tl.constexpr, RNE_FIX: tl.constexpr):
+    """y (RB, DD) fp32 -> the same with RoPE on the last R dims as interleaved (even, odd) pairs at angles ang (RB,)
+    times f (R/2,), each rotated value rounded to bf16; the other dims unchanged."""
+    RB: tl.constexpr = y.shape[0]
+    ye, yo = tl.split(tl.reshape(y, [RB, DD // 2, 2]))
+    i = tl.arange(0, DD // 2)
+    rot = (i >= (DD - R) // 2)[None, :]
+    f = tl.load(f_ptr + i - (DD - R) // 2, mask=i >= (DD - R) // 2, other=0.0)
+    sn, cs = sincos(ang[:, None] * f[None, :])
+    ne = tl.where(rot, to_bf16(ye * cs - yo * sn, RNE_FIX).to(tl.float32), ye)
+    no = tl.where(rot, to_bf16(ye * sn + yo * cs, RNE_FIX).to(tl.float32), yo)
+    return tl.reshape(tl.join(ne, no), [RB, DD])
+
+
+@triton.jit
+def hadamard_fp4_rows(y, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
+    """y (RB, 128) fp32 holding bf16 values, RB >= 16 -> bf16 (RB, 128): y @ H_128 / sqrt(128) rounded to bf16 (the
+    +-1 products are exact, fp32 sums on tensor cores), then the FP4 simulation (group 32)."""
+    RB: tl.constexpr = y.shape[0]
+    i = tl.arange(0, 128)
+    par = i[:, None] & i[None, :]
+    par = par ^ (par >> 4)
+    par = par ^ (par >> 2)
+    par = par ^ (par >> 1)
+    sign = (1.0 - 2.0 * (par & 1).to(tl.float32)).to(tl.bfloat16)          # exact; int -> bf16 trips the interpreter
+    h = tl.dot(dot_operand(y.to(tl.bfloat16), DOT_UPCAST), dot_operand(sign, DOT_UPCAST))
+    h = to_bf16(h * 0.08838834764831845, RNE_FIX).to(tl.float32)             # 128^-0.5
+    return tl.reshape(fp4_simulate_rows(tl.reshape(h, [RB * 4, 32])), [RB, 128])
+
+
+@triton.jit
+def _indexer_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, pos_ptr, f_ptr, M, N, K, sxm, HL,
+                      R: tl.constexpr, KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                      SPLIT: tl.constexpr, RB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
+                      RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
+    # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets (ceil(M/BM) * N/BN), then
+    # one ticket per (row block, head)
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    mmask = rm < M
+    if QUANT:
+        ldx = sxm
+    else:
+        ldx = K
+    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+    NT = tl.num_programs(0)
+    done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
+                        mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
+    if done:
+        tl.debug_barrier()                            # the tile's bf16 stores before the release
+        head = (pid_n * BN) // 128
+        ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
+        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == 128 // BN - 1:
+            d = tl.arange(0, 128)
+            for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
+                tok = pid_m * BM + r0 + tl.arange(0, RB)
+                tmask = (tok < M)[:, None]
+                row = y_ptr + (tok.to(tl.int64) * HL + head)[:, None] * 128 + d[None, :]
+                q = tl.load(row, mask=tmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+                ang = tl.load(pos_ptr + tok, mask=tok < M, other=0).to(tl.float32)
+                q = rope_rows(q, ang, f_ptr, 128, R, RNE_FIX)
+                tl.store(row, hadamard_fp4_rows(q, RNE_FIX, DOT_UPCAST), mask=tmask)
+            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+
+
+def _check_indexer_q(qr, weight, weight_scale, positions, freqs) -> tuple[int, torch.device]:
+    """-> (R, device) after the shape checks both implementations share."""
+    if weight.dim() != 2 or weight.shape[0] % DI:
+        raise ValueError(f"indexer_q: weight must be [Hi*128, Qr], got {tuple(weight.shape)}")
+    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
+    if r not in (16, 32, 64, 128):
+        raise ValueError(f"indexer_q: freqs must be [R/2] with R a power of two in 16..128, got {tuple(freqs.shape)}")
+    t = qr.shape[0]
+    if positions.dim() != 1 or positions.shape[0] != t:
+        raise ValueError(f"indexer_q: positions must be [T={t}], got {tuple(positions.shape)}")
+    return r, check_device(qr, weight, weight_scale, positions, freqs)
+
+
+def indexer_q_configs(params: dict) -> list[dict]:
+    from kernelbench.kernels import linear as KL
+    return [{**c, "RB": 16} for c in KL.fp8_configs({"K": params.get("Qr", params.get("K", 128))})
+            if DI % c["BN"] == 0]
+
+
+def indexer_q_default(params: dict) -> dict:
+    from kernelbench.kernels.front import _epilogue_default
+    m, k = params.get("T", params.get("M", 1)), params.get("Qr", params.get("K", 1024))
+    return {**_epilogue_default(m, params.get("Hi", 8) * DI, k), "RB": 16}
+
+
+@register_impl("indexer_q", "triton", backend="triton", configs=indexer_q_configs, default_config=indexer_q_default,
+               kernels=lambda: [_indexer_q_kernel])
+def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
+              freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """qr [T, Qr] bf16 -> qi [T, Hi, 128] bf16: fp8 GEMM with RoPE + Hadamard + FP4 in its epilogue, one launch
+    (two above PROLOGUE_QUANT_MAX_M rows: the activation quantization pre-pass)."""
+    from kernelbench.kernels import linear as KL
+    from kernelbench.kernels.front import _gemm_activation
+    r, dev = _check_indexer_q(qr, weight, weight_scale, positions, freqs)
+    check_dtype("qr", qr, torch.bfloat16)
+    check_dtype("weight", weight, torch.float8_e4m3fn)
+    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
+    M, K = qr.shape
+    N = weight.shape[0]
+    if weight.shape[1] != K or K % 128:
+        raise ValueError(f"indexer_q: qr [T, Qr] and weight [Hi*128, Qr] with Qr % 128 == 0 expected, got "
+                         f"{tuple(qr.shape)} and {tuple(weight.shape)}")
+    check_shape("weight_scale", weight_scale, (N // 128, K // 128))
+    hl = N // DI
+    key = {"T": M, "Hi": hl, "Qr": K}
+    cfg = config or lookup("indexer_q", key, indexer_q_default(key))
+    if DI % cfg["BN"]:
+        raise ValueError(f"indexer_q: BN={cfg['BN']} must divide 128")
+    out = torch.empty(M, hl, DI, dtype=torch.bfloat16, device=dev)
+    if M == 0:
+        return out
+    xin, sx, quant_in_gemm = _gemm_activation(qr, M, out)
+    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    bm, bn = cfg["BM"], cfg["BN"]
+    grid = (N // bn, split, triton.cdiv(M, bm))
+    part = out if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=dev)
+    tickets = KL.split_tickets(dev, grid[0] * grid[2] + grid[2] * hl)
+    _indexer_q_kernel[grid](
+        xin, sx, weight.contiguous(), weight_scale.contiguous().view(torch.uint8), out, part, tickets,
+        positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
+        BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
+        RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return out
+
+
 @triton.jit
 def _indexer_q_epilogue(q_ptr, pos_ptr, f_ptr, out_ptr, HI,            # q, out (T, Hi, 128) bf16 contiguous
                         R: tl.constexpr, RNE_FIX: tl.constexpr):
@@ -449,22 +589,16 @@ def _indexer_q_epilogue(q_ptr, pos_ptr, f_ptr, out_ptr, HI,            # q, out 
     tl.store(dst + offs, yq)
 
 
-@register_impl("indexer_q", "triton", backend="triton", configs=lambda p: [{"num_warps": w} for w in (1, 2, 4)],
+@register_impl("indexer_q", "triton_v1", backend="triton",
+               configs=lambda p: [{"num_warps": w} for w in (1, 2, 4)],
                default_config=lambda p: {"num_warps": 2}, kernels=lambda: [_indexer_q_epilogue])
-def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
-              freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
-    """qr [T, Qr] bf16 -> qi [T, Hi, 128] bf16: the Triton fp8 GEMM, then RoPE + Hadamard + FP4 in one
-    launch (instead of three elementwise passes)."""
+def indexer_q_v1(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
+                 freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """The first version (kept to measure against): the Triton fp8 GEMM (fp8_linear), then RoPE + Hadamard + FP4 in
+    one more launch."""
     from kernelbench.kernels.linear import fp8_linear
-    if weight.dim() != 2 or weight.shape[0] % DI:
-        raise ValueError(f"indexer_q: weight must be [Hi*128, Qr], got {tuple(weight.shape)}")
-    r = 2 * freqs.shape[0] if freqs.dim() == 1 else -1
-    if r not in (16, 32, 64, 128):
-        raise ValueError(f"indexer_q: freqs must be [R/2] with R a power of two in 16..128, got {tuple(freqs.shape)}")
+    r, dev = _check_indexer_q(qr, weight, weight_scale, positions, freqs)
     t = qr.shape[0]
-    if positions.dim() != 1 or positions.shape[0] != t:
-        raise ValueError(f"indexer_q: positions must be [T={t}], got {tuple(positions.shape)}")
-    dev = check_device(qr, weight, weight_scale, positions, freqs)
     cfg = config or {"num_warps": 2}
     hi = weight.shape[0] // DI
     q = fp8_linear(qr, weight, weight_scale).contiguous()               # (T, Hi*128) bf16

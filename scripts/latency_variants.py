@@ -26,13 +26,29 @@ _variant("mhc_post_pre_norm", "triton_nj1", M.mhc_post_pre_norm, _norm_default, 
          lambda: [M._mhc_proj, M._mhc_mix])
 _variant("mhc_post_pre_norm", "triton_mix1", M.mhc_post_pre_norm, _norm_default, {"mix_warps": 1},
          lambda: [M._mhc_proj, M._mhc_mix])
-_variant("compressor_step", "triton_w4", C.compressor_step, lambda kw: C.compressor_default({}), {"waves": 4},
-         lambda: [C._comp_project, C._comp_reduce, C._comp_emit])
+_variant("compressor_step", "triton_w4", C.compressor_step, lambda kw: C.step_default({}), {"waves": 4},
+         lambda: [C._comp_step])
 _variant("indexer_topk", "triton_seg16", I.indexer_topk, lambda kw: I.indexer_default({}), {"SEGMENTS": 16},
          lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
 _variant("indexer_topk", "triton_tw4", I.indexer_topk, lambda kw: I.indexer_default({}), {"TOPK_WARPS": 4},
          lambda: [I._index_scores, I._index_topk])
-_variant("compressor_step", "triton_r8", C.compressor_step, lambda kw: C.compressor_default({}), {"ROWS": 8},
-         lambda: [C._comp_project, C._comp_reduce, C._comp_emit])
+_variant("compressor_step", "triton_r16", C.compressor_step, lambda kw: C.step_default({}), {"ROWS": 16},
+         lambda: [C._comp_step])
+_variant("compressor_step", "triton_bn32", C.compressor_step, lambda kw: C.step_default({}), {"BLOCK_N": 32},
+         lambda: [C._comp_step])
+_variant("compressor_step", "triton_waves1", C.compressor_step, lambda kw: C.step_default({}), {"waves": 1},
+         lambda: [C._comp_step])
+_variant("compressor_step", "triton_emit1", C.compressor_step, lambda kw: C.step_default({}), {"EMIT_MAX_T": 1 << 20},
+         lambda: [C._comp_step])
+_variant("compressor_step", "triton_bn32w4", C.compressor_step, lambda kw: C.step_default({}),
+         {"BLOCK_N": 32, "waves": 4}, lambda: [C._comp_step])
+
+
+def _iq_default(kw):
+    return I.indexer_q_default({"T": kw["qr"].shape[0], "Hi": kw["weight"].shape[0] // 128, "Qr": kw["qr"].shape[1]})
+
+
+_variant("indexer_q", "triton_w4", I.indexer_q, _iq_default, {"num_warps": 4}, lambda: [I._indexer_q_kernel])
+_variant("indexer_q", "triton_bn32", I.indexer_q, _iq_default, {"BN": 32}, lambda: [I._indexer_q_kernel])
 _variant("mhc_post_pre_norm", "triton_bt16", M.mhc_post_pre_norm, _norm_default, {"BLOCK_T": 16, "num_warps": 4},
          lambda: [M._mhc_proj, M._mhc_mix])

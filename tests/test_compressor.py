@@ -226,6 +226,45 @@ def test_kernel_split_d_matches_unsplit(gen, split):
     assert KC.split_plan(4096, 16, {"BLOCK_K": 128, "SPLIT": 0, "waves": 2}, 132) == (16, 256)
 
 
+@pytest.mark.parametrize("ratio,rotate,split,bn,emit_max_t", [
+    (4, False, 2, 32, 99), (4, True, 2, 64, 0),      # ~30 s each in the interpreter; the other two paths are opt-in
+    pytest.param(4, True, 2, 64, 99, marks=pytest.mark.slow), pytest.param(8, False, 1, 64, 99, marks=pytest.mark.slow)])
+def test_one_launch_equals_three(gen, ratio, rotate, split, bn, emit_max_t):
+    """The one-launch kernel (D-split ticket, overlap pair ticket, channel-block pooling, row-block finish ticket;
+    emit_max_t 0: the emit as a second launch, per-token ticket) against the three-launch version (triton_v2): 18
+    tokens in 2 row blocks, about half of them emitting, some at the first block (-inf previous rows); run twice on
+    the same state copies (the kernel resets its tickets)."""
+    w = _weights(gen, ratio)
+    t, b = 18, 19
+    x = torch.randn(t, 64, generator=gen).bfloat16()
+    seq = torch.randperm(b, generator=gen)[:t]
+    pos = torch.randint(0, 6, (t,), generator=gen) * ratio + torch.where(torch.rand(t, generator=gen) < 0.5, ratio - 1,
+                                                                          torch.randint(0, ratio, (t,), generator=gen))
+    cfg = {**KC.step_default({}), "BLOCK_K": 32, "SPLIT": split, "BLOCK_N": bn, "BLOCK_M": 16,
+           "EMIT_MAX_T": emit_max_t}
+    c = 2 if ratio == 4 else 1
+    sk0, ss0 = init_state(b, ratio, 128)
+    sk0.normal_(generator=gen)
+    ss0.normal_(generator=gen)
+    for i in range(t):
+        if c == 2 and int(pos[i]) < ratio:
+            sk0[seq[i], :ratio], ss0[seq[i], :ratio] = 0.0, float("-inf")
+    cache0 = torch.randn(b, 8, 128, generator=gen).bfloat16()
+    kw = dict(positions=pos, seq_ids=seq, ratio=ratio, rotate=rotate)
+    ref = [sk0.clone(), ss0.clone(), cache0.clone()]
+    em_ref = KC.compressor_step_v2(x, **w, **kw, state_kv=ref[0], state_score=ref[1], cache=ref[2],
+                                   config={**cfg, "ROWS": 16})
+    assert em_ref.tolist() == [(int(p) + 1) % ratio == 0 for p in pos] and 3 < int(em_ref.sum()) < 16
+    tol = STEP.tolerance({"rotate": rotate})
+    for _ in range(2):
+        out = [sk0.clone(), ss0.clone(), cache0.clone()]
+        em = KC.compressor_step(x, **w, **kw, state_kv=out[0], state_score=out[1], cache=out[2], config=cfg)
+        assert torch.equal(em, em_ref)
+        for name, a, r in zip(("state_kv", "state_score", "cache"), out, ref):
+            assert_close(a, r, tol[name], name)
+        assert (out[2] != ref[2]).float().mean() < 0.01
+
+
 def test_kernel_bad_inputs(gen):
     w = _weights(gen, 4)
     x = torch.randn(2, 64, generator=gen).bfloat16()
@@ -253,6 +292,14 @@ EMIT_SIG = {"sk_ptr": "*fp32", "ss_ptr": "*fp32", "pos_ptr": "*i64", "seq_ptr": 
             "s_cb": "i32", "s_cn": "i32", "DD": "constexpr", "C": "constexpr", "R": "constexpr", "ROWS": "constexpr",
             "ROTATE": "constexpr", "NG_P2": "constexpr", "RNE_FIX": "constexpr", "REG": "constexpr"}
 
+STEP_SIG = {"x_ptr": "*bf16", "wkv_ptr": "*bf16", "wg_ptr": "*bf16", "ape_ptr": "*fp32", "pos_ptr": "*i64",
+            "seq_ptr": "*i64", "sk_ptr": "*fp32", "ss_ptr": "*fp32", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
+            "nw_ptr": "*bf16", "f_ptr": "*fp32", "cache_ptr": "*bf16", "em_ptr": "*u8", "T": "i32", "D": "i32", "N": "i32",
+            "RATIO": "i32", "OFF": "i32", "s_sb": "i32", "s_sr": "i32", "s_cb": "i32", "s_cn": "i32", "KCHUNK": "i32",
+            "eps": "fp32", "DD": "constexpr", "C": "constexpr", "R": "constexpr", "BLOCK_M": "constexpr",
+            "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "SPLIT": "constexpr", "ROWS": "constexpr",
+            "RB": "constexpr", "ROTATE": "constexpr", "DOT_UPCAST": "constexpr", "RNE_FIX": "constexpr"}
+
 
 def test_shipped_configs_fit_sm120():
     from test_attention import compile_sm120, sm120_problems
@@ -270,7 +317,15 @@ def test_shipped_configs_fit_sm120():
                              "RNE_FIX": False, "REG": reg}, "num_warps": 4, "num_stages": 1}
              for dd, c, rot in ((512, 2, False), (512, 1, False), (128, 2, True)) for rows in sorted({c["ROWS"] for c in cfgs})
              for reg in (False, True)]
+    dflt = KC.step_default({})
+    jobs += [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_step", "signature": STEP_SIG,
+              "constexprs": {"DD": dd, "C": c, "R": 64, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": dflt["BLOCK_K"],
+                             "SPLIT": sp, "ROWS": min(dflt["ROWS"], c * ratio), "RB": 16 if rot else 4, "ROTATE": rot,
+                             "DOT_UPCAST": False, "RNE_FIX": False},
+              "num_warps": dflt["num_warps"], "num_stages": dflt["num_stages"]}
+             for dd, c, ratio, rot, bm, sp, bn in ((512, 2, 4, False, 16, 16, 64), (512, 1, 128, False, 32, 4, 64),
+                                                   (128, 2, 4, True, 16, 32, 64), (512, 1, 128, False, 16, 16, 32))]
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
-        if job["kernel"] == "_comp_project":
+        if job["kernel"] in ("_comp_project", "_comp_step"):
             assert rep["mma"] > 0, job["constexprs"]

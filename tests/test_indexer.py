@@ -254,6 +254,23 @@ def test_indexer_q_kernel_matches_reference(gen):
         K.indexer_q(x, wq, ws, pos[:2], fr)
 
 
+@pytest.mark.parametrize("cfg", [{"BM": 16, "BN": 64, "SPLIT": 2}, {"BM": 16, "BN": 32, "SPLIT": 1}])
+def test_indexer_q_one_launch_equals_two(gen, cfg):
+    """The fused kernel (GEMM, split-K ticket, per-head ticket, RoPE + Hadamard on tensor cores + FP4 in registers)
+    against the two-launch version: 2 row blocks (T = 20), 2 or 4 tiles per head, run twice (tickets are reset by
+    the kernel); the Hadamard sums differ only in fp32 order, so at most rare last-bit moves."""
+    t, hi, qr = 20, 3, 256
+    wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
+    x = torch.randn(t, qr, generator=gen).bfloat16()
+    pos, fr = torch.randint(0, 100000, (t,), generator=gen), rope_freqs(FLASH, compressed=True)
+    ref = K.indexer_q_v1(x, wq, ws, pos, fr)
+    full = {**K.indexer_q_default({"T": t, "Hi": hi, "Qr": qr}), **cfg}
+    for _ in range(2):
+        out = K.indexer_q(x, wq, ws, pos, fr, config=full)
+        assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
+        assert (out != ref).float().mean() < 0.01
+
+
 def test_indexer_topk_bad_inputs(gen):
     qi, w, keys, seq, pos = _exact_case(gen, cap=30, positions=(40, 3, 79))
     for fn in (indexer_topk, K.indexer_topk):
@@ -291,6 +308,11 @@ MERGE_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "stage_pt
              "KP": "constexpr", "SCAN": "constexpr", "FAST": "constexpr"}
 
 
+QFUSED_SIG = {"x_ptr": "*bf16", "sx_ptr": "*fp32", "w_ptr": "*fp8e4nv", "ws_ptr": "*u8", "y_ptr": "*bf16",
+              "part_ptr": "*fp32", "cnt_ptr": "*i32", "pos_ptr": "*i64", "f_ptr": "*fp32", "M": "i32", "N": "i32",
+              "K": "i32", "sxm": "i32", "HL": "i32", "R": "constexpr", "KB_SPLIT": "constexpr", "BM": "constexpr",
+              "BN": "constexpr", "SPLIT": "constexpr", "RB": "constexpr", "QUANT": "constexpr", "HW_CVT": "constexpr",
+              "RNE_FIX": "constexpr", "DOT_UPCAST": "constexpr"}
 QEPI_SIG = {"q_ptr": "*bf16", "pos_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16", "HI": "i32", "R": "constexpr",
             "RNE_FIX": "constexpr"}
 
@@ -325,7 +347,15 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     for w in (1, 2, 4):
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_indexer_q_epilogue", "signature": QEPI_SIG,
                      "constexprs": {"R": 64, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})
+    for t in (1, 64):                                   # the fused indexer_q at its default configs (Flash TP8)
+        c = K.indexer_q_default({"T": t, "Hi": 8, "Qr": 1024})
+        jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_indexer_q_kernel",
+                     "signature": {**QFUSED_SIG, "x_ptr": "*bf16" if t == 1 else "*fp8e4nv"},
+                     "constexprs": {"R": 64, "KB_SPLIT": 8 // c["SPLIT"], "BM": c["BM"], "BN": c["BN"],
+                                    "SPLIT": c["SPLIT"], "RB": 16, "QUANT": t == 1, "HW_CVT": True, "RNE_FIX": False,
+                                    "DOT_UPCAST": False},
+                     "num_warps": c["num_warps"], "num_stages": c["num_stages"]})
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
-        if job["kernel"] in ("_index_scores", "_index_fused"):  # the top-k kernels have no matrix product
+        if job["kernel"] in ("_index_scores", "_index_fused", "_indexer_q_kernel"):  # the top-k kernels have no matrix product
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
