@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
-from kernelbench.kernels.linear import _bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
+from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
+                                       split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -33,7 +34,15 @@ from kernelbench.tuned_configs import lookup
 def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale,
                  K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr):
     # logits (T, E) fp32; bias (E,) fp32; tid2eid (V, K) int32; token_ids (T,) int64 -> w (T, K) fp32, i (T, K) int64
-    t = tl.program_id(0)
+    _topk_row(tl.program_id(0), logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale, K, KP, EP,
+              HAS_BIAS, HASH)
+
+
+@triton.jit
+def _topk_row(t, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale,
+              K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr):
+    """Token t's top-K experts (sqrtsoftplus scores + bias, ties to the lower index; or the hash table) and their
+    weights normalised in the log domain (the body of _topk_kernel, shared with _gate_route_kernel)."""
     e = tl.arange(0, EP)
     em = e < E
     lg = tl.load(logit_ptr + t * E + e, mask=em, other=0.0)
@@ -212,7 +221,8 @@ def moe_default(params: dict) -> dict:
 
 
 # ---- wrappers -------------------------------------------------------------------------------------------------
-def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+    """Checks, the gate GEMM's logits (T, E) fp32, the (empty) outputs w, idx and the top-k kernel's arguments."""
     check_device(x, weight, token_ids, *(t for t in (bias, tid2eid) if t is not None))
     check_dtype("x", x, torch.bfloat16)
     check_dtype("weight", weight, torch.bfloat16)
@@ -235,14 +245,18 @@ def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), logits.view(T, 1, E), cfg, False)
     w = torch.empty((T, topk), dtype=torch.float32, device=x.device)
     idx = torch.empty((T, topk), dtype=torch.int64, device=x.device)
-    token_ids = token_ids.contiguous()
-    bias = bias.contiguous() if bias is not None else None
-    tid2eid = tid2eid.contiguous() if tid2eid is not None else None
-    dummy = logits
-    _topk_kernel[(T,)](logits, bias if bias is not None else dummy, tid2eid if tid2eid is not None else dummy,
-                       token_ids, w, idx, E, float(route_scale), K=topk, KP=triton.next_power_of_2(topk),
-                       EP=triton.next_power_of_2(E), HAS_BIAS=bias is not None and tid2eid is None,
-                       HASH=tid2eid is not None, num_warps=4, num_stages=1)
+    bias = bias.contiguous() if bias is not None else logits
+    tid2eid = tid2eid.contiguous() if tid2eid is not None else logits
+    topk_args = (logits, bias, tid2eid, token_ids.contiguous(), w, idx, E, float(route_scale))
+    topk_meta = dict(K=topk, KP=triton.next_power_of_2(topk), EP=triton.next_power_of_2(E),
+                     HAS_BIAS=bias is not logits and tid2eid is logits, HASH=tid2eid is not logits)
+    return w, idx, topk_args, topk_meta
+
+
+def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+    """The gate GEMM (kernels/linear.py bf16) and _topk_kernel: -> w (T, K) fp32, idx (T, K) int64."""
+    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    _topk_kernel[(x.shape[0],)](*args, **meta, num_warps=4, num_stages=1)
     return w, idx
 
 
@@ -501,6 +515,84 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 
 
 @triton.jit
+def _local_keys(idx_ptr, i, TK, offset, El):
+    """Slot i's local expert (int32), -1 for a slot past TK or whose expert is not on this rank. `.cg`: the slots may
+    have been written by other programs of the same launch (_gate_route_kernel's top-k programs)."""
+    key = tl.load(idx_ptr + i, mask=i < TK, other=-1, cache_modifier=".cg") - offset
+    return tl.where((key >= 0) & (key < El) & (i < TK), key, -1).to(tl.int32)
+
+
+@triton.jit
+def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El, ELP: tl.constexpr,
+                CH: tl.constexpr):
+    """The routing lists of _route_kernel (program 0), vectorized: a stable counting sort of the TK slots by local
+    expert in one program, CH slots at a time. Pass 1 counts per expert -> start offsets and the active list; pass 2
+    gives each slot of a chunk its position start[e] + (earlier slots of e) + (its rank among the chunk's slots of e,
+    an inclusive cumsum down the (CH, ELP) one-hot matrix). ELP >= El, a power of two."""
+    e = tl.arange(0, ELP)
+    j = tl.arange(0, CH)
+    counts = tl.zeros((ELP,), dtype=tl.int32)
+    for c0 in range(0, TK, CH):
+        key = _local_keys(idx_ptr, c0 + j, TK, offset, El)
+        counts += tl.sum((key[:, None] == e[None, :]).to(tl.int32), axis=0)
+    start = tl.cumsum(counts, axis=0) - counts
+    tl.store(start_ptr + e, start, mask=e < El)
+    tl.store(start_ptr + El, tl.sum(counts, axis=0))
+    flag = (counts > 0).to(tl.int32)
+    tl.store(act_ptr + 1 + tl.cumsum(flag, axis=0) - flag, e, mask=flag > 0)
+    tl.store(act_ptr, tl.sum(flag, axis=0))
+    nxt = start                                                           # next free position per expert
+    for c0 in range(0, TK, CH):
+        i = c0 + j
+        hot = (_local_keys(idx_ptr, i, TK, offset, El)[:, None] == e[None, :]).to(tl.int32)     # (CH, ELP)
+        pos = tl.sum(hot * (nxt[None, :] + tl.cumsum(hot, axis=0)), axis=1) - 1   # -1: no local expert
+        tl.store(sorted_ptr + pos, i, mask=pos >= 0)
+        tl.store(inv_ptr + i, pos, mask=i < TK)
+        nxt += tl.sum(hot, axis=0)
+
+
+@triton.jit
+def _gate_route_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr,
+                       start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, route_scale, offset, El,
+                       D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       HASH: tl.constexpr, TOPK: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr,
+                       GB: tl.constexpr):
+    # TOPK (moe_layer): programs 0..T-1 are _topk_kernel's (logits (T, E) -> w (T, K) fp32, idx (T, K) int64); each
+    #   takes a ticket (cnt: one int32, zero between launches) after its stores, and the last to arrive sorts the
+    #   slots (_sort_slots) and resets the ticket. Not TOPK (moe_experts): idx is given, program 0 sorts.
+    # The other programs act-quantize x (T, D) bf16 -> xq (T, D) e4m3 codes, sx (T, D/128) fp32, GB groups each.
+    pid = tl.program_id(0)
+    if TOPK:
+        NTOP = T
+    else:
+        NTOP = 1
+    if pid < NTOP:
+        if TOPK:
+            _topk_row(pid, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
+                      HAS_BIAS, HASH)
+            tl.debug_barrier()                                     # every thread's stores before the release
+            last = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == T - 1
+        else:
+            last = True
+        if last:
+            _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T * K, offset, El, ELP, CH)
+            if TOPK:
+                tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")          # ready for the next launch
+    else:
+        NG: tl.constexpr = D // 128
+        NXB: tl.constexpr = (NG + GB - 1) // GB
+        q = pid - NTOP
+        row = (q // NXB).to(tl.int64)
+        g = (q % NXB) * GB + tl.arange(0, GB)
+        offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
+        gm = g < NG
+        v = tl.load(x_ptr + row * D + offs, mask=gm[:, None], other=0.0).to(tl.float32)
+        code, sc = _quant_groups(v)
+        tl.store(xq_ptr + row * D + offs, code.to(tl.uint8), mask=gm[:, None])
+        tl.store(sx_ptr + row * NG + g, sc, mask=gm)
+
+
+@triton.jit
 def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
                          hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -586,15 +678,17 @@ def _store_partial(part_ptr, s, ROWS, rows, pm, rn, acca, accb, N: tl.constexpr,
 
 @triton.jit
 def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr, TK, ROWS, El, limit,
-                         F: tl.constexpr, SPLIT: tl.constexpr, GB: tl.constexpr, RNE_FIX: tl.constexpr):
+                         F: tl.constexpr, SPLIT: tl.constexpr, GB: tl.constexpr, GPP: tl.constexpr,
+                         RNE_FIX: tl.constexpr):
     # part (SPLIT, ROWS, 2F) fp32; rw (TK,) fp32 by slot -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32 by row;
-    # rows: the local slots by position, then (rows TK.., when the shared expert is fused) one per token, weight 1
+    # rows: the local slots by position, then (rows TK.., when the shared expert is fused) one per token, weight 1.
+    # Grid (ROWS, F / 128 / GPP): program (p, q) does row p's 128-groups q * GPP .. + GPP - 1, GB at a time
     p = tl.program_id(0)
     if (p < tl.load(start_ptr + El)) | (p >= TK):
         rw = tl.load(rw_ptr + tl.load(sorted_ptr + p, mask=p < TK, other=0), mask=p < TK, other=1.0)
         NG: tl.constexpr = F // 128
         p64 = p.to(tl.int64)
-        for g0 in range(0, NG, GB):
+        for g0 in range(tl.program_id(1) * GPP, tl.program_id(1) * GPP + GPP, GB):
             gi = g0 + tl.arange(0, GB)
             offs = gi[:, None] * 128 + tl.arange(0, 128)[None, :]
             gm = (gi < NG)[:, None]
@@ -737,9 +831,59 @@ def _fusable_shared(hw: dict, D: int, F: int) -> bool:
     return all(tuple(hw[k].shape) == v for k, v in want.items())
 
 
+def _route_buffers(T, K, D, El, dev):
+    """The routing lists (act, start, order, inv) and the act-quantized x (xq, sx) that _grouped consumes."""
+    i32 = dict(dtype=torch.int32, device=dev)
+    return (torch.empty(El + 1, **i32), torch.empty(El + 1, **i32), torch.empty(T * K, **i32),
+            torch.empty(T * K, **i32), torch.empty((T, D), dtype=torch.uint8, device=dev),
+            torch.empty((T, D // 128), dtype=torch.float32, device=dev))
+
+
+def _sort_meta(TK, El):
+    # CH 128 x ELP 32 (Flash: 32 local experts): a 4096-entry one-hot chunk, 32 values per thread at 4 warps
+    return dict(ELP=max(2, triton.next_power_of_2(El)), CH=min(128, max(16, triton.next_power_of_2(TK))))
+
+
+def _route(x, indices, El, expert_offset, glue):
+    """Group the slots by local expert and act-quantize x, one launch: glue "v3" _gate_route_kernel (sort in one
+    program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row)."""
+    T, D = x.shape
+    K = indices.shape[1]
+    buf = _route_buffers(T, K, D, El, x.device)
+    act, start, order, inv, xq, sx = buf
+    idx = indices.contiguous()
+    if glue == "v2":
+        _route_kernel[(1 + T,)](idx, x, xq, sx, act, start, order, inv, T * K, int(expert_offset), El,
+                                D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
+        return buf
+    GB = 4
+    _gate_route_kernel[(1 + T * triton.cdiv(D // 128, GB),)](
+        x, x, x, x, x, idx, x, xq, sx, act, start, order, inv, act, T, 1, 1.0, int(expert_offset), El, D=D, K=K,
+        KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T * K, El), GB=GB, num_warps=4,
+        num_stages=1)
+    return buf
+
+
+def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset):
+    """moe_layer's gate, glue "v3": the gate GEMM, then ONE launch (_gate_route_kernel) for the top-k of every
+    token, the slot sort by the last top-k program (ticket) and the act-quantization of x.
+    -> w, idx and the routing buffers of _route."""
+    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    T, D = x.shape
+    buf = _route_buffers(T, topk, D, El, x.device)
+    act, start, order, inv, xq, sx = buf
+    GB = 4
+    _gate_route_kernel[(T + T * triton.cdiv(D // 128, GB),)](
+        *args[:6], x.contiguous(), xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, *args[6:],
+        int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T * topk, El), GB=GB, num_warps=4, num_stages=1)
+    return w, idx, buf
+
+
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
-             hw=None):
-    # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside
+             hw=None, glue="v3", routed=None):
+    # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
+    # glue: "v3" (the parallel routing / epilogue launches) or "v2" (impl triton_v2: the previous ones);
+    # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here
     T, D = x.shape
     K = indices.shape[1]
     El, F = w1.shape[0], w1.shape[1]
@@ -755,15 +899,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     w1, w3, w2 = _aligned(w1), _aligned(w3), _aligned(w2)
     s1, s3, s2 = (s.contiguous().view(torch.uint8) for s in (s1, s3, s2))
     x = x.contiguous()
-    i32 = dict(dtype=torch.int32, device=dev)
-    act, start = torch.empty(El + 1, **i32), torch.empty(El + 1, **i32)
-    order, inv = torch.empty(TK, **i32), torch.empty(TK, **i32)
-    xq = torch.empty((T, D), dtype=torch.uint8, device=dev)
-    sx = torch.empty((T, D // 128), dtype=torch.float32, device=dev)
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     # 1. routing lists + act-quant of x
-    _route_kernel[(1 + T,)](indices.contiguous(), x, xq, sx, act, start, order, inv, TK, int(expert_offset), El,
-                            D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
+    act, start, order, inv, xq, sx = routed if routed is not None else _route(x, indices, El, expert_offset, glue)
     xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
     fused = hw is not None
@@ -781,9 +919,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
     sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
-    _swiglu_quant_kernel[(ROWS,)](gu, weights.contiguous().view(-1), order, start, aq, sa, TK, ROWS, El,
-                                  float(swiglu_limit), F=F, SPLIT=su, GB=4, RNE_FIX=INTERPRET, num_warps=4,
-                                  num_stages=1)
+    NG = F // 128
+    gpp = NG if glue == "v2" else (1 if ROWS * NG <= 4096 else min(4, NG))     # 128-groups per program
+    _swiglu_quant_kernel[(ROWS, triton.cdiv(NG, gpp))](
+        gu, weights.contiguous().view(-1), order, start, aq, sa, TK, ROWS, El, float(swiglu_limit), F=F, SPLIT=su,
+        GB=min(4, gpp), GPP=gpp, RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
     _grouped_gemm_kernel[((fused + n_items) * (D // bd) * sd,)](
@@ -791,7 +931,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
-    BLOCK = 1024
+    # v3: at least ~256 programs (C=1: 16 x 256 columns instead of 4 x 1024)
+    BLOCK = 1024 if glue == "v2" else min(1024, max(256, triton.next_power_of_2(T * D // 256)))
     _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
         yp, inv, shared if shared is not None else x, out, TK, ROWS, D, K=K, SPLIT=sd, BLOCK=BLOCK,
         HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
@@ -799,57 +940,79 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     return out
 
 
-_GROUPED_KERNELS = [_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
+_GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
+_GROUPED_KERNELS_V2 = [_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
 def _grouped_key(x, indices, w1):
     return {**_experts_key(x, indices, w1), "kernel": "grouped"}     # tuned entries of triton_v1 do not apply
 
 
-@register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
-def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
-                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
-    # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
-    # inside the routed launches (config SHARED "fused") like moe_layer
-    pair, w1, w3, w2 = _layout(w1, w3, w2)
-    _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
-    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
-    key = _grouped_key(x, indices, w1)
-    cfg = config or lookup("moe_experts", key, grouped_default(key))
-    return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                              torch.float32, pair)
+def _experts_impl(glue):
+    def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                    shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+        # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder,
+        # kernelbench/decoder/model.py), inside the routed launches (config SHARED "fused") like moe_layer
+        pair, w1, w3, w2 = _layout(w1, w3, w2)
+        _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+        hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
+        key = _grouped_key(x, indices, w1)
+        cfg = config or lookup("moe_experts", key, grouped_default(key))
+        return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
+                                  torch.float32, pair, glue)
+    return moe_experts
+
+
+# impl "triton": the glue of docs/perf/moe.md "glue v3" (parallel routing, wider SwiGLU / combine grids); "triton_v2":
+# the same grouped GEMM with the previous glue kernels (serial routing sort), kept for same-run comparison
+moe_experts = register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs,
+                            default_config=grouped_default, deterministic=True, kernels=lambda: list(_GROUPED_KERNELS),
+                            prepare=prepare_experts)(_experts_impl("v3"))
+moe_experts_v2 = register_impl("moe_experts", "triton_v2", backend="triton", configs=grouped_configs,
+                               default_config=grouped_default, deterministic=True,
+                               kernels=lambda: list(_GROUPED_KERNELS_V2), prepare=prepare_experts)(_experts_impl("v2"))
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair):
+                       pair, glue="v3", routed=None):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
     "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
+    args = (x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg)
     if hw is None:
-        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair)
+        return _grouped(*args, None, out_dtype, pair, glue=glue, routed=routed)
     mode = cfg.get("SHARED", "fused")
     if mode not in ("fused", "beside"):
         raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
-        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair, hw)
+        return _grouped(*args, None, out_dtype, pair, hw, glue=glue, routed=routed)
     shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
-    return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
-                    pair)
+    return _grouped(*args, shared, out_dtype, pair, glue=glue, routed=routed)
 
 
-@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS],
-               prepare=prepare_experts)
-def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-              swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
-    pair, w1, w3, w2 = _layout(w1, w3, w2)
-    w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
-    _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
-    key = _grouped_key(x, idx, w1)
-    # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
-    cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
-    hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
-    return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
-                              pair)
+def _layer_impl(glue):
+    def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                  swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+        pair, w1, w3, w2 = _layout(w1, w3, w2)
+        if glue == "v2":
+            w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+            routed = None
+        else:           # gate GEMM + one launch for top-k, the slot sort and x's act-quantization
+            w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
+                                         expert_offset)
+        _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
+        key = _grouped_key(x, idx, w1)
+        # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
+        cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
+        hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
+        return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
+                                  torch.bfloat16, pair, glue, routed)
+    return moe_layer
+
+
+moe_layer = register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs,
+                          default_config=grouped_default, deterministic=True,
+                          kernels=lambda: [_swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)(_layer_impl("v3"))
+moe_layer_v2 = register_impl("moe_layer", "triton_v2", backend="triton", configs=grouped_configs,
+                             default_config=grouped_default, deterministic=True,
+                             kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS_V2],
+                             prepare=prepare_experts)(_layer_impl("v2"))

@@ -283,3 +283,71 @@ def test_ops_accepts_names_the_optional_inputs_of_the_chosen_impl():
     assert Ops("reference").accepts("moe_experts", "shared_w1")
     assert not Ops("triton").accepts("shared_expert", "shared_w1")
     assert not Ops("triton").accepts("moe_experts", "no_such_input")
+
+
+# ---- the routing glue: the slot sort (impl triton's _gate_route_kernel vs triton_v2's _route_kernel) -----------
+def _want_routing(indices, offset, El):
+    """The grouped kernel's routing lists, by torch: slots stably sorted by local expert, start offsets, the active
+    experts ascending and each slot's sorted position (-1 when its expert is not local)."""
+    key = indices.reshape(-1) - offset
+    local = (key >= 0) & (key < El)
+    key = torch.where(local, key, torch.full_like(key, El))
+    order = torch.argsort(key, stable=True)[:int(local.sum())]
+    counts = torch.bincount(key, minlength=El + 1)[:El]
+    start = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+    active = torch.nonzero(counts).flatten()
+    inv = torch.full((key.numel(),), -1, dtype=torch.int64)
+    inv[order] = torch.arange(order.numel())
+    return order, start, active, inv
+
+
+def _check_routing(buf, indices, offset, El):
+    act, start, order, inv, _, _ = buf
+    w_order, w_start, w_active, w_inv = _want_routing(indices, offset, El)
+    n = w_order.numel()
+    assert torch.equal(start.long(), w_start)
+    assert int(act[0]) == w_active.numel() and torch.equal(act[1:1 + w_active.numel()].long(), w_active)
+    assert torch.equal(order[:n].long(), w_order)
+    assert torch.equal(inv.long(), w_inv)
+
+
+@pytest.mark.parametrize("T,K,El,offset,spread", [
+    (1, 6, 32, 96, 256),      # C=1 Flash-like: most slots not local
+    (45, 3, 8, 4, 16),        # TK 135: two 128-slot chunks, not a multiple of the chunk
+    (50, 6, 4, 0, 4),         # TK 300 > CH 128: several chunks, every slot local, many ties per expert
+    (7, 2, 8, 8, 8),          # every slot non-local: empty lists
+])
+def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch):
+    """_route (glue v3 and v2): the slot order (stable: equal experts keep slot order), start offsets, active list,
+    positions; empty experts; and the act-quantized x identical between the two."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    g = torch.Generator().manual_seed(T * 7 + K)
+    D = 256
+    indices = torch.randint(0, spread, (T, K), generator=g, dtype=torch.int64)
+    if El == 4:
+        indices[:, 0] = 2                                 # expert 2 on every token (ties); some experts stay empty
+    x = torch.randn((T, D), generator=g).bfloat16()
+    bufs = {glue: KM._route(x, indices, El, offset, glue) for glue in ("v3", "v2")}
+    for glue, buf in bufs.items():
+        _check_routing(buf, indices, offset, El)
+    assert torch.equal(bufs["v3"][4], bufs["v2"][4]) and torch.equal(bufs["v3"][5], bufs["v2"][5])
+    from kernelbench.reference.linear import dequant_act_fp8
+    xq = bufs["v3"][4].view(torch.float8_e4m3fn).float() * bufs["v3"][5].repeat_interleave(128, 1)
+    assert torch.equal(xq, dequant_act_fp8(x).float())
+
+
+@pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "ties"),
+                                      ({**SMALL, "T": 3, "hash": True}, "normal")])
+def test_gate_route_is_the_gate_then_the_sort(p, values, monkeypatch):
+    """moe_layer's fused launch (top-k of every token, the slot sort by the last top-k program, x's act-quant):
+    w and idx bit-equal to moe_gate's kernel, the routing lists equal to a stable sort of its idx."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    inp = _inputs("moe_layer", p, values)
+    gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
+    w0, i0 = KM._gate(*gate_in)
+    for _ in range(2):                                   # twice: the ticket is back at zero after a launch
+        w, idx, buf = KM._gate_route(*gate_in, p["El"], p["offset"])
+        assert torch.equal(w, w0) and torch.equal(idx, i0)
+        _check_routing(buf, idx, p["offset"], p["El"])
