@@ -880,11 +880,12 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
 
 
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
-             hw=None, glue="v3", routed=None):
+             hw=None, routed=None):
     # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
-    # glue: "v3" (the parallel routing / epilogue launches) or "v2" (impl triton_v2: the previous ones);
-    # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here
+    # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
+    # "v3" (default: the parallel routing and wider epilogue grids) or "v2" (the previous ones, impl triton_glue2)
     T, D = x.shape
+    glue = _glue(cfg)
     K = indices.shape[1]
     El, F = w1.shape[0], w1.shape[1]
     TK = T * K
@@ -941,78 +942,91 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 
 
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
-_GROUPED_KERNELS_V2 = [_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
 def _grouped_key(x, indices, w1):
     return {**_experts_key(x, indices, w1), "kernel": "grouped"}     # tuned entries of triton_v1 do not apply
 
 
-def _experts_impl(glue):
-    def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
-                    shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
-        # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder,
-        # kernelbench/decoder/model.py), inside the routed launches (config SHARED "fused") like moe_layer
-        pair, w1, w3, w2 = _layout(w1, w3, w2)
-        _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
-        hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
-        key = _grouped_key(x, indices, w1)
-        cfg = config or lookup("moe_experts", key, grouped_default(key))
-        return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                                  torch.float32, pair, glue)
-    return moe_experts
-
-
-# impl "triton": the glue of docs/perf/moe.md "glue v3" (parallel routing, wider SwiGLU / combine grids); "triton_v2":
-# the same grouped GEMM with the previous glue kernels (serial routing sort), kept for same-run comparison
-moe_experts = register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs,
-                            default_config=grouped_default, deterministic=True, kernels=lambda: list(_GROUPED_KERNELS),
-                            prepare=prepare_experts)(_experts_impl("v3"))
-moe_experts_v2 = register_impl("moe_experts", "triton_v2", backend="triton", configs=grouped_configs,
-                               default_config=grouped_default, deterministic=True,
-                               kernels=lambda: list(_GROUPED_KERNELS_V2), prepare=prepare_experts)(_experts_impl("v2"))
+@register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
+               deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
+    # inside the routed launches (config SHARED "fused") like moe_layer
+    pair, w1, w3, w2 = _layout(w1, w3, w2)
+    _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
+    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
+    key = _grouped_key(x, indices, w1)
+    cfg = config or lookup("moe_experts", key, grouped_default(key))
+    return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
+                              torch.float32, pair)
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair, glue="v3", routed=None):
+                       pair, routed=None):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
     "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
-    args = (x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg)
     if hw is None:
-        return _grouped(*args, None, out_dtype, pair, glue=glue, routed=routed)
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                        out_dtype, pair, routed=routed)
     mode = cfg.get("SHARED", "fused")
     if mode not in ("fused", "beside"):
         raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
-        return _grouped(*args, None, out_dtype, pair, hw, glue=glue, routed=routed)
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
+                        out_dtype, pair, hw, routed=routed)
     shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
-    return _grouped(*args, shared, out_dtype, pair, glue=glue, routed=routed)
+    return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
+                    pair, routed=routed)
 
 
-def _layer_impl(glue):
-    def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-                  swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
-        pair, w1, w3, w2 = _layout(w1, w3, w2)
-        if glue == "v2":
-            w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
-            routed = None
-        else:           # gate GEMM + one launch for top-k, the slot sort and x's act-quantization
-            w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
-                                         expert_offset)
-        _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
-        key = _grouped_key(x, idx, w1)
-        # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
-        cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
-        hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
-        return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                                  torch.bfloat16, pair, glue, routed)
-    return moe_layer
+@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS],
+               prepare=prepare_experts)
+def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+              swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    pair, w1, w3, w2 = _layout(w1, w3, w2)
+    routed = None
+    if _glue(config) == "v2":
+        w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
+        w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
+                                     expert_offset)
+    _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
+    key = _grouped_key(x, idx, w1)
+    # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
+    cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
+    hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
+    return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
+                              pair, routed)
 
 
-moe_layer = register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs,
-                          default_config=grouped_default, deterministic=True,
-                          kernels=lambda: [_swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)(_layer_impl("v3"))
-moe_layer_v2 = register_impl("moe_layer", "triton_v2", backend="triton", configs=grouped_configs,
-                             default_config=grouped_default, deterministic=True,
-                             kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS_V2],
-                             prepare=prepare_experts)(_layer_impl("v2"))
+# ---- the previous glue kernels, kept for same-run comparison (config GLUE "v2": serial slot sort in _route_kernel,
+# separate _topk_kernel, SwiGLU-quant one program per row, combine 1024-column programs) ----------------------------
+def _glue(cfg) -> str:
+    glue = (cfg or {}).get("GLUE", "v3")
+    if glue not in ("v2", "v3"):
+        raise ValueError(f"moe_experts: config GLUE={glue!r}: 'v3' (default) or 'v2'")
+    return glue
+
+
+@register_impl("moe_experts", "triton_glue2", backend="triton", default_config=grouped_default, deterministic=True,
+               kernels=lambda: [_route_kernel, *_GROUPED_KERNELS[1:]], prepare=prepare_experts)
+def moe_experts_glue2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                      shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    key = _grouped_key(x, indices, w1)
+    cfg = {**(config or lookup("moe_experts", key, grouped_default(key))), "GLUE": "v2"}
+    return moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1,
+                       shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
+
+
+@register_impl("moe_layer", "triton_glue2", backend="triton", default_config=grouped_default, deterministic=True,
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, _route_kernel, *_GROUPED_KERNELS[1:]],
+               prepare=prepare_experts)
+def moe_layer_glue2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                    swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
+    cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))), "GLUE": "v2"}
+    return moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                     swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)

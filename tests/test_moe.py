@@ -351,3 +351,15 @@ def test_gate_route_is_the_gate_then_the_sort(p, values, monkeypatch):
         w, idx, buf = KM._gate_route(*gate_in, p["El"], p["offset"])
         assert torch.equal(w, w0) and torch.equal(idx, i0)
         _check_routing(buf, idx, p["offset"], p["El"])
+
+
+@pytest.mark.parametrize("op", ["moe_experts", "moe_layer"])
+def test_glue2_impls_match_the_reference(op, monkeypatch):
+    """impl triton_glue2 (config GLUE "v2": the previous routing / SwiGLU / combine launches) stays correct, and a bad
+    GLUE value is refused."""
+    poisoned_empty(monkeypatch)
+    check_against_reference(op, {**SMALL, "T": 3, "shared": True} if op == "moe_experts" else SMALL, "outliers",
+                            impl_name="triton_glue2")
+    _, impl = spec_and_impl(op)
+    with pytest.raises(ValueError, match="GLUE"):
+        impl.fn(**impl.prepared(_inputs(op, SMALL)), config={**impl.default_config(SMALL), "GLUE": "v9"})
