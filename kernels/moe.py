@@ -597,7 +597,11 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
-                         GATED: tl.constexpr):
+                         GATED: tl.constexpr, cnt_ptr=0, rw_ptr=0, fin_ptr=0, sfin_ptr=0, inv_ptr=0, extra_ptr=0,
+                         limit=0.0, FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False,
+                         OUT_BF16: tl.constexpr = False, RNE_FIX: tl.constexpr = False, BR: tl.constexpr = 16):
+    # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
+    #   epilogue after W1/W3, the combine after W2), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
     # GATED, the W1/W3 step: wa = W1, wb = W3 (El, F, D/2) (official, or PAIR64 with PAIR), sa / sb (El, F, D/32)
     #   e8m0; the input is the act-quantized x (T, D) e4m3 + sin (T, D/128) fp32, read by token (sorted slot // K);
@@ -664,6 +668,108 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                                                     KD, ASM)
                 _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
                 c += BM
+    if FIN:
+        _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr,
+                        extra_ptr, limit, a, n0, T, TK, ROWS, N, K, BN, SPLIT, SHARED, GATED, HAS_EXTRA, OUT_BF16,
+                        RNE_FIX, BR)
+
+
+@triton.jit
+def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
+                    limit, a, n0, T, TK, ROWS, N: tl.constexpr, K: tl.constexpr, BN: tl.constexpr,
+                    SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr, HAS_EXTRA: tl.constexpr,
+                    OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, BR: tl.constexpr):
+    """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
+    by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
+    (deterministic, the same arithmetic as the separate launches).
+    GATED: one ticket per (work item a, 128-column group of F), taken by its (128 / BN) * SPLIT programs; the last
+      runs the SwiGLU-quant of the item's rows for that group (_swiglu_quant_block) into fin (aq) / sfin (sa).
+    not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
+      once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
+    tl.debug_barrier()                                    # every thread's partial stores before the release
+    if GATED:
+        NGRP: tl.constexpr = N // 128
+        item = a - 1 if SHARED else a
+        ok = (item >= 0) & (item < tl.load(act_ptr))
+        e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
+        lo = tl.load(start_ptr + e, mask=ok, other=0)
+        hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
+        if SHARED:                                        # item 0: the shared expert's rows TK .. TK + T - 1
+            lo = tl.where(a == 0, TK, lo)
+            hi = tl.where(a == 0, TK + T, hi)
+        if hi > lo:
+            ticket = cnt_ptr + a * NGRP + n0 // 128
+            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
+                for r0 in range(lo, hi, BR):
+                    rows = r0 + tl.arange(0, BR)
+                    _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, fin_ptr, sfin_ptr, rows, rows < hi, n0 // 128,
+                                        TK, ROWS, limit, N, SPLIT, RNE_FIX)
+                tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+    else:
+        ticket = cnt_ptr + n0 // BN
+        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // (N // BN) - 1:
+            cols = n0 + tl.arange(0, BN)
+            for t0 in range(0, T, BR):
+                toks = t0 + tl.arange(0, BR)
+                _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K, SPLIT,
+                               HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
+            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, aq_ptr, sa_ptr, rows, rm, grp, TK, ROWS, limit,
+                        F: tl.constexpr, SPLIT: tl.constexpr, RNE_FIX: tl.constexpr):
+    """_swiglu_quant_kernel's arithmetic for rows (BR,) (positions; rows >= TK: the shared expert, weight 1) and one
+    128-column group grp: (SPLIT, ROWS, 2F) fp32 partials -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32."""
+    offs = grp * 128 + tl.arange(0, 128)
+    p64 = rows.to(tl.int64)
+    m = rm[:, None]
+    g = tl.zeros((rows.shape[0], 128), dtype=tl.float32)
+    u = tl.zeros((rows.shape[0], 128), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):                                       # fixed order: deterministic
+        row = part_ptr + (s * ROWS + p64)[:, None] * (2 * F) + offs[None, :]
+        g += tl.load(row, mask=m, other=0.0, cache_modifier=".cg")
+        u += tl.load(row + F, mask=m, other=0.0, cache_modifier=".cg")
+    g = to_bf16(g, RNE_FIX).to(tl.float32)                                # the expert GEMMs return bf16
+    u = to_bf16(u, RNE_FIX).to(tl.float32)
+    u = tl.minimum(tl.maximum(u, -limit), limit)
+    g = tl.minimum(g, limit)
+    routed = rm & (rows < TK)
+    rw = tl.load(rw_ptr + tl.load(sorted_ptr + rows, mask=routed, other=0), mask=routed, other=1.0)
+    act = to_bf16(g / (1.0 + tl.exp(-g)) * u * rw[:, None], RNE_FIX).to(tl.float32)
+    code, sc = _quant_groups(act)
+    tl.store(aq_ptr + p64[:, None] * F + offs[None, :], code.to(tl.uint8), mask=m)
+    tl.store(sa_ptr + p64 * (F // 128) + grp, sc, mask=rm)
+
+
+@triton.jit
+def _combine_block(part_ptr, inv_ptr, shared_ptr, out_ptr, toks, tm, cols, TK, ROWS, D: tl.constexpr, K: tl.constexpr,
+                   SPLIT: tl.constexpr, HAS_SHARED: tl.constexpr, SHARED_ROWS: tl.constexpr, OUT_BF16: tl.constexpr,
+                   RNE_FIX: tl.constexpr):
+    """_grouped_combine_kernel's arithmetic for tokens toks (BR,) x columns cols (BN,): per k in order bf16(sum of the
+    SPLIT partials at the slot's position) (+ bf16 of the shared expert's rows TK + t) (+ shared (T, D) bf16)."""
+    acc = tl.zeros((toks.shape[0], cols.shape[0]), dtype=tl.float32)
+    t64 = toks.to(tl.int64)
+    for k in tl.static_range(K):
+        p = tl.load(inv_ptr + t64 * K + k, mask=tm, other=-1)
+        m = (p >= 0)[:, None]
+        y = tl.zeros(acc.shape, dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            y += tl.load(part_ptr + (s * ROWS + p).to(tl.int64)[:, None] * D + cols[None, :], mask=m, other=0.0,
+                         cache_modifier=".cg")
+        acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # each expert's output is bf16
+    if SHARED_ROWS:
+        y = tl.zeros(acc.shape, dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            y += tl.load(part_ptr + (s * ROWS + TK + t64)[:, None] * D + cols[None, :], mask=tm[:, None], other=0.0,
+                         cache_modifier=".cg")
+        acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # shared_expert returns bf16
+    if HAS_SHARED:
+        acc += tl.load(shared_ptr + t64[:, None] * D + cols[None, :], mask=tm[:, None], other=0.0).to(tl.float32)
+    if OUT_BF16:
+        tl.store(out_ptr + t64[:, None] * D + cols[None, :], to_bf16(acc, RNE_FIX), mask=tm[:, None])
+    else:
+        tl.store(out_ptr + t64[:, None] * D + cols[None, :], acc, mask=tm[:, None])
 
 
 @triton.jit
@@ -845,7 +951,7 @@ def _sort_meta(TK, El):
 
 
 def _route(x, indices, El, expert_offset, glue):
-    """Group the slots by local expert and act-quantize x, one launch: glue "v3" _gate_route_kernel (sort in one
+    """Group the slots by local expert and act-quantize x, one launch: glue v3 / v4 _gate_route_kernel (sort in one
     program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row)."""
     T, D = x.shape
     K = indices.shape[1]
@@ -865,7 +971,7 @@ def _route(x, indices, El, expert_offset, glue):
 
 
 def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset):
-    """moe_layer's gate, glue "v3": the gate GEMM, then ONE launch (_gate_route_kernel) for the top-k of every
+    """moe_layer's gate, glue v3 / v4: the gate GEMM, then ONE launch (_gate_route_kernel) for the top-k of every
     token, the slot sort by the last top-k program (ticket) and the act-quantization of x.
     -> w, idx and the routing buffers of _route."""
     w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale)
@@ -883,7 +989,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
              hw=None, routed=None):
     # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
     # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
-    # "v3" (default: the parallel routing and wider epilogue grids) or "v2" (the previous ones, impl triton_glue2)
+    # "v4" (default): the parallel routing, SwiGLU-quant and combine inside the GEMM launches (FIN); "v3": the same
+    # routing, SwiGLU-quant and combine as launches of their own with wider grids; "v2": the previous glue
     T, D = x.shape
     glue = _glue(cfg)
     K = indices.shape[1]
@@ -912,32 +1019,46 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         hs1, hs3, hs2 = (hw[k].view(torch.uint8) for k in ("s1", "s3", "s2"))
     else:                                           # unused pointers
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
+    # glue v4: the SwiGLU-quant and the combine run inside the GEMM launches (their last programs, FIN)
+    fin = glue == "v4" and 128 % bu == 0
+    rw = weights.contiguous().view(-1)
+    aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
+    sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
+    out = torch.empty((T, D), dtype=out_dtype, device=dev)
+    if fin:
+        tickets = split_tickets(dev, max((fused + n_items) * (F // 128), D // bd))
+        fin_up = dict(cnt_ptr=tickets, rw_ptr=rw, fin_ptr=aq, sfin_ptr=sa, limit=float(swiglu_limit), FIN=True,
+                      RNE_FIX=INTERPRET)
+        fin_down = dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x,
+                        FIN=True, HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16,
+                        RNE_FIX=INTERPRET)
+    else:
+        fin_up = fin_down = {}
     # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
     gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
     _grouped_gemm_kernel[((fused + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, N=F, KD=D, K=K, BM=bm, BN=bu,
-        SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch)
+        SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch, **fin_up)
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
-    aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
-    sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
     NG = F // 128
-    gpp = NG if glue == "v2" else (1 if ROWS * NG <= 4096 else min(4, NG))     # 128-groups per program
-    _swiglu_quant_kernel[(ROWS, triton.cdiv(NG, gpp))](
-        gu, weights.contiguous().view(-1), order, start, aq, sa, TK, ROWS, El, float(swiglu_limit), F=F, SPLIT=su,
-        GB=min(4, gpp), GPP=gpp, RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
+    if not fin:
+        gpp = NG if glue == "v2" else (1 if ROWS * NG <= 4096 else min(4, NG))     # 128-groups per program
+        _swiglu_quant_kernel[(ROWS, triton.cdiv(NG, gpp))](
+            gu, rw, order, start, aq, sa, TK, ROWS, El, float(swiglu_limit), F=F, SPLIT=su, GB=min(4, gpp), GPP=gpp,
+            RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
     _grouped_gemm_kernel[((fused + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, N=D,
-        KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
+        KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch, **fin_down)
     # 5. per-token combine in k order (+ shared expert)
-    out = torch.empty((T, D), dtype=out_dtype, device=dev)
-    # v3: at least ~256 programs (C=1: 16 x 256 columns instead of 4 x 1024)
-    BLOCK = 1024 if glue == "v2" else min(1024, max(256, triton.next_power_of_2(T * D // 256)))
-    _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
-        yp, inv, shared if shared is not None else x, out, TK, ROWS, D, K=K, SPLIT=sd, BLOCK=BLOCK,
-        HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
-        num_warps=4, num_stages=1)
+    if not fin:
+        # v3: at least ~256 programs (C=1: 16 x 256 columns instead of 4 x 1024)
+        BLOCK = 1024 if glue == "v2" else min(1024, max(256, triton.next_power_of_2(T * D // 256)))
+        _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
+            yp, inv, shared if shared is not None else x, out, TK, ROWS, D, K=K, SPLIT=sd, BLOCK=BLOCK,
+            HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
+            num_warps=4, num_stages=1)
     return out
 
 
@@ -1002,31 +1123,40 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
                               pair, routed)
 
 
-# ---- the previous glue kernels, kept for same-run comparison (config GLUE "v2": serial slot sort in _route_kernel,
-# separate _topk_kernel, SwiGLU-quant one program per row, combine 1024-column programs) ----------------------------
+# ---- the previous glue, kept for same-run comparison (impls triton_glue2 / triton_glue3 = config GLUE "v2" / "v3") --
+# v2: separate _topk_kernel, serial slot sort in _route_kernel, SwiGLU-quant one program per row, combine 1024-column
+# programs (7 launches for moe_layer); v3: _gate_route_kernel, SwiGLU-quant and combine launches with wider grids (6)
 def _glue(cfg) -> str:
-    glue = (cfg or {}).get("GLUE", "v3")
-    if glue not in ("v2", "v3"):
-        raise ValueError(f"moe_experts: config GLUE={glue!r}: 'v3' (default) or 'v2'")
+    glue = (cfg or {}).get("GLUE", "v4")
+    if glue not in ("v2", "v3", "v4"):
+        raise ValueError(f"moe_experts: config GLUE={glue!r}: 'v4' (default), 'v3' or 'v2'")
     return glue
 
 
-@register_impl("moe_experts", "triton_glue2", backend="triton", default_config=grouped_default, deterministic=True,
-               kernels=lambda: [_route_kernel, *_GROUPED_KERNELS[1:]], prepare=prepare_experts)
-def moe_experts_glue2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
-                      shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
-    key = _grouped_key(x, indices, w1)
-    cfg = {**(config or lookup("moe_experts", key, grouped_default(key))), "GLUE": "v2"}
-    return moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1,
-                       shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
+def _register_glue(glue: str) -> None:
+    route = [_route_kernel] if glue == "v2" else [_gate_route_kernel]
+
+    def experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+        key = _grouped_key(x, indices, w1)
+        cfg = {**(config or lookup("moe_experts", key, grouped_default(key))), "GLUE": glue}
+        return moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1,
+                           shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
+
+    def layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+              swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+        key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
+        cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))), "GLUE": glue}
+        return moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                         swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
+
+    kernels = [*route, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
+    register_impl("moe_experts", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
+                  deterministic=True, kernels=lambda: list(kernels), prepare=prepare_experts)(experts)
+    register_impl("moe_layer", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
+                  deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *kernels],
+                  prepare=prepare_experts)(layer)
 
 
-@register_impl("moe_layer", "triton_glue2", backend="triton", default_config=grouped_default, deterministic=True,
-               kernels=lambda: [_topk_kernel, _swiglu_kernel, _route_kernel, *_GROUPED_KERNELS[1:]],
-               prepare=prepare_experts)
-def moe_layer_glue2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-                    swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
-    key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
-    cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))), "GLUE": "v2"}
-    return moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-                     swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
+for _g in ("v2", "v3"):
+    _register_glue(_g)

@@ -353,13 +353,32 @@ def test_gate_route_is_the_gate_then_the_sort(p, values, monkeypatch):
         _check_routing(buf, idx, p["offset"], p["El"])
 
 
+@pytest.mark.parametrize("impl_name", ["triton_glue2", "triton_glue3"])
 @pytest.mark.parametrize("op", ["moe_experts", "moe_layer"])
-def test_glue2_impls_match_the_reference(op, monkeypatch):
-    """impl triton_glue2 (config GLUE "v2": the previous routing / SwiGLU / combine launches) stays correct, and a bad
-    GLUE value is refused."""
+def test_previous_glue_impls_match_the_reference(op, impl_name, monkeypatch):
+    """impls triton_glue2 / triton_glue3 (config GLUE "v2": the previous routing / SwiGLU / combine launches; "v3":
+    the parallel routing, SwiGLU-quant and combine as launches of their own) stay correct; a bad GLUE is refused."""
     poisoned_empty(monkeypatch)
     check_against_reference(op, {**SMALL, "T": 3, "shared": True} if op == "moe_experts" else SMALL, "outliers",
-                            impl_name="triton_glue2")
+                            impl_name=impl_name)
     _, impl = spec_and_impl(op)
     with pytest.raises(ValueError, match="GLUE"):
         impl.fn(**impl.prepared(_inputs(op, SMALL)), config={**impl.default_config(SMALL), "GLUE": "v9"})
+
+
+@pytest.mark.parametrize("op,cfg", [
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                 # shared expert fused: its rows and tickets too
+    ("moe_experts", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"})])   # shared added in the combine
+def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
+    """glue v4 (impl triton): the SwiGLU-quant by the last program of each (item, 128-column group) of the W1/W3
+    launch and the combine by the last program of each W2 column tile: against the reference, bit-equal to glue v3's
+    separate launches, and the same again on a second call (the tickets are back at zero). T*K = 40 slots on 2 local
+    experts: more rows per item than one 16-row finishing block."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
+    base = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2, "DECODE": "fp8", **cfg}
+    inp, out, _ = check_against_reference(op, p, "outliers", config=base)
+    _, impl = spec_and_impl(op)
+    run = impl.prepared(inp)
+    assert torch.equal(impl.fn(**run, config=base), out[0])
+    assert torch.equal(impl.fn(**run, config={**base, "GLUE": "v3"}), out[0])
