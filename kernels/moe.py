@@ -599,7 +599,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
                          GATED: tl.constexpr, cnt_ptr=0, rw_ptr=0, fin_ptr=0, sfin_ptr=0, inv_ptr=0, extra_ptr=0,
                          limit=0.0, FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False,
-                         OUT_BF16: tl.constexpr = False, RNE_FIX: tl.constexpr = False, BR: tl.constexpr = 16):
+                         OUT_BF16: tl.constexpr = False, RNE_FIX: tl.constexpr = False, BR: tl.constexpr = 32):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3, the combine after W2), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -670,15 +670,15 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 c += BM
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr,
-                        extra_ptr, limit, a, n0, T, TK, ROWS, N, K, BN, SPLIT, SHARED, GATED, HAS_EXTRA, OUT_BF16,
-                        RNE_FIX, BR)
+                        extra_ptr, limit, T, TK, ROWS, N, K, BN, SPLIT, SHARED, GATED, HAS_EXTRA, OUT_BF16, RNE_FIX,
+                        BR)
 
 
 @triton.jit
 def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
-                    limit, a, n0, T, TK, ROWS, N: tl.constexpr, K: tl.constexpr, BN: tl.constexpr,
-                    SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr, HAS_EXTRA: tl.constexpr,
-                    OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, BR: tl.constexpr):
+                    limit, T, TK, ROWS, N: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                    SHARED: tl.constexpr, GATED: tl.constexpr, HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr,
+                    RNE_FIX: tl.constexpr, BR: tl.constexpr):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
@@ -687,6 +687,10 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
       once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
     tl.debug_barrier()                                    # every thread's partial stores before the release
+    NT: tl.constexpr = N // BN
+    pid = tl.program_id(0)                                # (work item a, N tile, K split) as in the GEMM
+    a = pid // (NT * SPLIT)
+    n0 = ((pid // SPLIT) % NT) * BN
     if GATED:
         NGRP: tl.constexpr = N // 128
         item = a - 1 if SHARED else a
@@ -707,7 +711,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
     else:
         ticket = cnt_ptr + n0 // BN
-        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // (N // BN) - 1:
+        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
             cols = n0 + tl.arange(0, BN)
             for t0 in range(0, T, BR):
                 toks = t0 + tl.arange(0, BR)
