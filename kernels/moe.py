@@ -397,19 +397,25 @@ def moe_layer_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
     return _routed(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16)
 
 
-# ==== grouped experts (impl "triton"): a device-built work list, split K, 5 launches, no torch glue =============
-# 1. `_route_kernel`, grid (1 + T): program 0 groups the slots by local expert (counts, start offsets, the list of
-#    ACTIVE experts, sorted slots and each slot's sorted position: a stable counting sort, no host sync); programs
-#    1..T act-quantize x (e4m3 codes + UE8M0 scales, group 128) for the fp8 dots;
+# ==== grouped experts (impl "triton"): a device-built work list, split K, no torch glue ===========================
+# Glue v4 (the default; config GLUE, impls triton_glue3 / triton_glue2 keep v3 / v2 for comparison). moe_layer is
+# 4 launches (gate GEMM, 1, 2, 3), moe_experts 3 (1, 2, 3):
+# 1. `_gate_route_kernel`: moe_layer: programs 0..T-1 pick each token's top-k (_topk_row) and take a ticket; the last
+#    to arrive groups the slots by local expert (_sort_slots: counts, start offsets, the list of ACTIVE experts,
+#    sorted slots and each slot's sorted position: a stable counting sort, vectorized per 128-slot chunk, no host
+#    sync); moe_experts: program 0 sorts the given indices. The other programs act-quantize x (e4m3 codes + UE8M0
+#    scales, group 128), 4 groups each;
 # 2. `_grouped_gemm_kernel` (GATED: W1 and W3), grid ((shared +) min(El, TK)) * F/BN * S): one program per (work
 #    item, F tile, K split); item 0 is the fused shared expert (when there is one), the others the active experts;
 #    programs past the number of active experts exit at once, so at C=1 the whole grid streams the one touched
-#    expert (S K-splits x F/BN tiles), fp32 partials (S, ROWS, 2F) of g and u by sorted position;
-# 3. `_swiglu_quant_kernel`, grid (TK): sum of the S partials in order, bf16 rounding, clamp, SwiGLU, routing weight,
-#    bf16, act-quant (group 128): the W2 input as e4m3 codes + scales;
-# 4. `_grouped_gemm_kernel` (not GATED: W2), as 2 over D tiles, split over F, fp32 partials (S, ROWS, D);
-# 5. `_grouped_combine_kernel`, grid (T, D/BLOCK): per token, per k in order: bf16(sum of the S partials), summed
-#    in k order (+ the shared expert). Every reduction has a fixed order: deterministic, no atomics.
+#    expert (S K-splits x F/BN tiles), fp32 partials (S, ROWS, 2F) of g and u by sorted position. FIN: the last
+#    program of each (item, 128-column group) sums the S partials in order, bf16 rounding, clamp, SwiGLU, routing
+#    weight, bf16, act-quant (group 128): the W2 input as e4m3 codes + scales (v2 / v3: `_swiglu_quant_kernel`);
+# 3. `_grouped_gemm_kernel` (not GATED: W2), as 2 over D tiles, split over F, fp32 partials (S, ROWS, D). FIN: the
+#    last program of each D tile combines its columns: per token, per k in order, bf16(sum of the S partials),
+#    summed in k order (+ the shared expert) (v2 / v3: `_grouped_combine_kernel`).
+# Every reduction has a fixed order whoever arrives last: deterministic, no float atomics (int32 tickets, each reset
+# by the program that took the last one: no memset, CUDA-graph capturable).
 @triton.jit
 def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmask, LDX, ASM: tl.constexpr):
     """fp4_tile_dot_fp8 (kernels/linear.py) for the PAIR64 weight layout (`prepare_expert_weights`): in each 64-value
@@ -599,7 +605,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
                          GATED: tl.constexpr, cnt_ptr=0, rw_ptr=0, fin_ptr=0, sfin_ptr=0, inv_ptr=0, extra_ptr=0,
                          limit=0.0, FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False,
-                         OUT_BF16: tl.constexpr = False, RNE_FIX: tl.constexpr = False, BR: tl.constexpr = 32):
+                         OUT_BF16: tl.constexpr = False, RNE_FIX: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3, the combine after W2), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -670,20 +676,20 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 c += BM
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr,
-                        extra_ptr, limit, T, TK, ROWS, N, K, BN, SPLIT, SHARED, GATED, HAS_EXTRA, OUT_BF16, RNE_FIX,
-                        BR)
+                        extra_ptr, limit, T, TK, ROWS, N, K, BN, SPLIT, SHARED, GATED, HAS_EXTRA, OUT_BF16, RNE_FIX)
 
 
 @triton.jit
 def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
                     limit, T, TK, ROWS, N: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                     SHARED: tl.constexpr, GATED: tl.constexpr, HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr,
-                    RNE_FIX: tl.constexpr, BR: tl.constexpr):
+                    RNE_FIX: tl.constexpr):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
     GATED: one ticket per (work item a, 128-column group of F), taken by its (128 / BN) * SPLIT programs; the last
       runs the SwiGLU-quant of the item's rows for that group (_swiglu_quant_block) into fin (aq) / sfin (sa).
+    Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
       once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
     tl.debug_barrier()                                    # every thread's partial stores before the release
@@ -704,8 +710,8 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
         if hi > lo:
             ticket = cnt_ptr + a * NGRP + n0 // 128
             if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
-                for r0 in range(lo, hi, BR):
-                    rows = r0 + tl.arange(0, BR)
+                for r0 in range(lo, hi, 8):                   # 8 rows x 128 columns at a time
+                    rows = r0 + tl.arange(0, 8)
                     _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, fin_ptr, sfin_ptr, rows, rows < hi, n0 // 128,
                                         TK, ROWS, limit, N, SPLIT, RNE_FIX)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
@@ -713,8 +719,8 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
         ticket = cnt_ptr + n0 // BN
         if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
             cols = n0 + tl.arange(0, BN)
-            for t0 in range(0, T, BR):
-                toks = t0 + tl.arange(0, BR)
+            for t0 in range(0, T, 32):                        # 32 tokens x BN columns at a time
+                toks = t0 + tl.arange(0, 32)
                 _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K, SPLIT,
                                HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
             tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
