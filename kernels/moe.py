@@ -999,10 +999,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
              hw=None, routed=None):
     # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
     # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
-    # "v4" (default): the parallel routing, SwiGLU-quant and combine inside the GEMM launches (FIN); "v3": the same
-    # routing, SwiGLU-quant and combine as launches of their own with wider grids; "v2": the previous glue
+    # "v4" (default up to FIN_MAX_T tokens): the parallel routing, SwiGLU-quant and combine inside the GEMM launches
+    # (FIN); "v3" (default above): the same routing, SwiGLU-quant and combine as launches of their own with wider
+    # grids; "v2": the previous glue
     T, D = x.shape
-    glue = _glue(cfg)
+    glue = _glue(cfg, T)
     K = indices.shape[1]
     El, F = w1.shape[0], w1.shape[1]
     TK = T * K
@@ -1136,10 +1137,17 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
 # ---- the previous glue, kept for same-run comparison (impls triton_glue2 / triton_glue3 = config GLUE "v2" / "v3") --
 # v2: separate _topk_kernel, serial slot sort in _route_kernel, SwiGLU-quant one program per row, combine 1024-column
 # programs (7 launches for moe_layer); v3: _gate_route_kernel, SwiGLU-quant and combine launches with wider grids (6)
-def _glue(cfg) -> str:
-    glue = (cfg or {}).get("GLUE", "v4")
+# Glue v4 (FIN) by default up to this many tokens, v3 above. H200 (docs/perf/moe.md "Glue v4"): moe_layer at C=1 34.8
+# us (v4) vs 43.9 (v2), graph replay; at C=64 the finishing tails slowed the up / down GEMMs by 23 / 11 us under ncu,
+# more than the two launches they remove.
+FIN_MAX_T = 4
+
+
+def _glue(cfg, T: int = 1) -> str:
+    glue = (cfg or {}).get("GLUE", "v4" if T <= FIN_MAX_T else "v3")
     if glue not in ("v2", "v3", "v4"):
-        raise ValueError(f"moe_experts: config GLUE={glue!r}: 'v4' (default), 'v3' or 'v2'")
+        raise ValueError(f"moe_experts: config GLUE={glue!r}: 'v4', 'v3' or 'v2' (default: v4 up to "
+                         f"{FIN_MAX_T} tokens, v3 above)")
     return glue
 
 

@@ -164,9 +164,12 @@ def test_bad_inputs():
 
 
 @pytest.mark.gpu
-def test_moe_layer_is_cuda_graph_capturable():
-    spec, impl = spec_and_impl("moe_layer")
-    p = {**SMALL, "T": 16, "E": 32, "El": 8, "offset": 8, "K": 6, "D": 512, "F": 256}
+@pytest.mark.parametrize("impl_name", ["triton", "triton_glue3"])
+@pytest.mark.parametrize("T", [2, 16])
+def test_moe_layer_is_cuda_graph_capturable(impl_name, T):
+    """Both glues (v4 with its in-kernel tickets by default at T = 2, v3 at T = 16; triton_glue3 = v3 always)."""
+    spec, impl = spec_and_impl("moe_layer", impl_name)
+    p = {**SMALL, "T": T, "E": 32, "El": 8, "offset": 8, "K": 6, "D": 512, "F": 256}
     inp = spec.make_inputs(p, torch.Generator().manual_seed(0), "cuda", "normal")
     impl.fn(**inp)                                            # compile outside the capture
     torch.cuda.synchronize()
@@ -175,6 +178,7 @@ def test_moe_layer_is_cuda_graph_capturable():
         out = impl.fn(**inp)
     inp["x"].copy_(torch.randn_like(inp["x"].float()).bfloat16())
     g.replay()
+    g.replay()                                                # twice: the tickets are back at zero
     torch.cuda.synchronize()
     ref = impl.fn(**inp)
     assert torch.equal(out, ref)                              # deterministic, and the graph saw the new x
@@ -376,7 +380,8 @@ def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
     experts and 34 shared rows: more rows per item, and more tokens, than one 32-row finishing block."""
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 34, "D": 128, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
-    base = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2, "DECODE": "fp8", **cfg}
+    base = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2, "DECODE": "fp8", "GLUE": "v4",
+            **cfg}
     inp, out, _ = check_against_reference(op, p, "outliers", config=base)
     _, impl = spec_and_impl(op)
     run = impl.prepared(inp)
