@@ -430,6 +430,42 @@ def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmas
 
 
 @triton.jit
+def scale_word(s_ptr, rn, LDS, kb):
+    """The 4 UE8M0 scales of K block kb (groups 4 kb .. 4 kb + 3, byte g = group 4 kb + g) of rows rn as one 32-bit
+    word per row: one load instead of four byte loads (s_ptr rows of LDS bytes, LDS % 4 == 0, 4-byte aligned)."""
+    return tl.load((s_ptr + rn * LDS + kb * 4).to(tl.pointer_type(tl.int32)))
+
+
+@triton.jit
+def fp4_pair_dot_w(acc, w_ptr, sw, sx, rn, LDW, kb, xq_ptr, rows, rmask, LDX, ASM: tl.constexpr):
+    """fp4_pair_dot with the K block's weight scales sw (BN,) int32 (scale_word) and activation scales sx (BM,) fp32
+    given: the caller loads them a K block ahead (they do not feed a dot, so the pipeliner does not stream them)."""
+    rj = tl.arange(0, 32)
+    xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
+    kacc = tl.zeros(acc.shape, dtype=tl.float32)
+    for h in tl.static_range(2):
+        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
+        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
+            lo, hi = tl.inline_asm_elementwise(
+                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+            lo = lo.to(tl.float8e4nv, bitcast=True)
+            hi = hi.to(tl.float8e4nv, bitcast=True)
+        else:
+            bi = b.to(tl.int32)
+            lo = fp4_lo_e4m3(bi)
+            hi = fp4_hi_e4m3(bi)
+        s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)             # 2^(e - 127) * 64
+        s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
+        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
+        kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
+        kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
+    return acc + kacc * sx[None, :]
+
+
+@triton.jit
 def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
     """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
     of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
@@ -502,19 +538,20 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 
 @triton.jit
 def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
-                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
+                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH,
                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
-                         GATED: tl.constexpr):
+                         GATED: tl.constexpr, PF: tl.constexpr = 0):
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
     # GATED, the W1/W3 step: wa = W1, wb = W3 (El, F, D/2) (official, or PAIR64 with PAIR), sa / sb (El, F, D/32)
     #   e8m0; the input is the act-quantized x (T, D) e4m3 + sin (T, D/128) fp32, read by token (sorted slot // K);
     #   partial rows are g | u (LDP = 2F).
     # not GATED, the W2 step: wa = W2 (El, D, F/2), sa (El, D, F/32) (wb, sb unused); the input is the SwiGLU output
     #   aq (ROWS, F) e4m3 + sin (ROWS, F/128) by row; LDP = D.
-    # SHARED: item 0 is the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on all T
-    #   tokens, into partial rows TK + t; first in the grid, so its long K walks do not form the tail. Routed items
-    #   follow: item i (+1 with SHARED) = the i-th active local expert (act), an exit when past the active count.
+    # SHARED: items 0 .. NSH-1 are the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on
+    #   all T tokens (item j: token tiles j, j + NSH, ..: NSH = cdiv(T, BM) gives each program one tile, NSH = 1
+    #   one program all of them), into partial rows TK + t; first in the grid, so their K walks do not form the
+    #   tail. Routed items follow: item NSH + i = the i-th active local expert (act), an exit when past the count.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -523,8 +560,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
-    if SHARED and a == 0:
-        c = 0
+    if SHARED and a < NSH:
+        c = a * BM
         while c < T:
             tok = c + tl.arange(0, BM)
             pm = tok < T
@@ -536,9 +573,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 if GATED:
                     accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
             _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
-            c += BM
+            c += NSH * BM
     else:
-        item = a - 1 if SHARED else a
+        item = a - NSH if SHARED else a
         if item < tl.load(act_ptr):
             e = tl.load(act_ptr + 1 + item).to(tl.int64)
             start = tl.load(start_ptr + e)
@@ -557,7 +594,23 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                     src = pos
                 acca = tl.zeros((BN, BM), dtype=tl.float32)
                 accb = tl.zeros((BN, BM), dtype=tl.float32)
-                for i in range(KBS):
+                if PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
+                    kb0 = s * KBS
+                    sxrow = sin_ptr + src.to(tl.int64) * (KD // 128)
+                    swa = scale_word(sa, rn, KD // 32, kb0)
+                    swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
+                    sxv = tl.load(sxrow + kb0, mask=pm, other=0.0)
+                    for i in range(KBS):
+                        kb = kb0 + i
+                        kn = kb0 + tl.minimum(i + 1, KBS - 1)
+                        swa_n = scale_word(sa, rn, KD // 32, kn)
+                        swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
+                        sxv_n = tl.load(sxrow + kn, mask=pm, other=0.0)
+                        acca = fp4_pair_dot_w(acca, wa, swa, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        if GATED:
+                            accb = fp4_pair_dot_w(accb, wb, swb, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        swa, swb, sxv = swa_n, swb_n, sxv_n
+                for i in range(0 if PAIR and PF else KBS):
                     kb = s * KBS + i
                     if PAIR:
                         acca = fp4_pair_dot(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD, ASM)
@@ -665,6 +718,14 @@ def grouped_configs(params: dict) -> list[dict]:
     return out
 
 
+def grouped_default_v2(params: dict) -> dict:
+    """The session-3 choices (impl triton_v2): four scale-byte loads per K block, each used in its own iteration."""
+    T = params["T"]
+    su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
+    return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "bytes", "SHARED_ITEMS": "one"}
+
+
 def grouped_default(params: dict) -> dict:
     # H200, Flash TP8 moe_experts (scripts/moe_sweep.py, 2026-12-01, docs/perf/moe.md). Official layout: BN 64/64
     # with the inline-PTX decode beat BN 32/32 at every C (C=1 35.1 vs 39.0 us, C=16 220 vs 345, C=64 357 vs 573).
@@ -674,7 +735,7 @@ def grouped_default(params: dict) -> dict:
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused"}
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead", "SHARED_ITEMS": "per_tile"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
@@ -760,13 +821,20 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     order, inv = torch.empty(TK, **i32), torch.empty(TK, **i32)
     xq = torch.empty((T, D), dtype=torch.uint8, device=dev)
     sx = torch.empty((T, D // 128), dtype=torch.float32, device=dev)
-    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    scales = cfg.get("SCALES", "bytes")
+    if scales not in ("bytes", "ahead"):
+        raise ValueError(f"moe_experts: config SCALES={scales!r}: 'bytes' or 'ahead'")
+    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=int(scales == "ahead"))
     # 1. routing lists + act-quant of x
     _route_kernel[(1 + T,)](indices.contiguous(), x, xq, sx, act, start, order, inv, TK, int(expert_offset), El,
                             D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
     xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
     fused = hw is not None
+    mode = cfg.get("SHARED_ITEMS", "one")
+    if mode not in ("one", "per_tile"):
+        raise ValueError(f"moe_experts: config SHARED_ITEMS={mode!r}: 'one' or 'per_tile'")
+    nsh = (triton.cdiv(T, bm) if mode == "per_tile" else 1) if fused else 0     # shared expert items
     if fused:
         hw = {k: v.contiguous() for k, v in hw.items()}
         h1, h3, h2 = hw["w1"], hw["w3"], hw["w2"]
@@ -775,8 +843,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
     # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
     gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((fused + n_items) * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, N=F, KD=D, K=K, BM=bm, BN=bu,
+    _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, N=F, KD=D, K=K, BM=bm, BN=bu,
         SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch)
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
@@ -786,9 +854,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
                                   num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((fused + n_items) * (D // bd) * sd,)](
-        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, N=D,
-        KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
+    _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
+        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
+        N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024
@@ -812,11 +880,26 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
                 shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
     # inside the routed launches (config SHARED "fused") like moe_layer
+    return _experts_grouped(None, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit,
+                            (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
+@register_impl("moe_experts", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+def moe_experts_v2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # the same kernels with the session-3 choices (grouped_default_v2), never a tuned entry: one bench times both
+    return _experts_grouped(grouped_default_v2, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
+                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
+def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared, config):
+    """moe_experts on the grouped kernels; fixed: a default function used as is (no tuned-table lookup), or None."""
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
-    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
+    hw = _shared_inputs(*shared)
     key = _grouped_key(x, indices, w1)
-    cfg = config or lookup("moe_experts", key, grouped_default(key))
+    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default(key)))
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.float32, pair)
 
@@ -844,12 +927,30 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
                prepare=prepare_experts)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(None, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                          expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
+@register_impl("moe_layer", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+def moe_layer_v2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(grouped_default_v2, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
+                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
+def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                   expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2,
+                   config):
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     key = _grouped_key(x, idx, w1)
     # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
-    cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
+    cfg = config or (fixed(key) if fixed else
+                     lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key))))
     hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
                               pair)
