@@ -538,10 +538,11 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 
 @triton.jit
 def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
-                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH,
+                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH, rw_ptr, aq_ptr, sq_ptr, limit,
                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
-                         GATED: tl.constexpr, PF: tl.constexpr = 0):
+                         GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
+                         RNE_FIX: tl.constexpr = False):
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
     # GATED, the W1/W3 step: wa = W1, wb = W3 (El, F, D/2) (official, or PAIR64 with PAIR), sa / sb (El, F, D/32)
     #   e8m0; the input is the act-quantized x (T, D) e4m3 + sin (T, D/128) fp32, read by token (sorted slot // K);
@@ -572,7 +573,11 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
                 if GATED:
                     accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
-            _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
+            if SWIGLU:
+                _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BM,), 1.0, tl.float32), limit, N,
+                              BN, RNE_FIX)
+            else:
+                _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
             c += NSH * BM
     else:
         item = a - NSH if SHARED else a
@@ -623,8 +628,28 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                         if GATED:
                             accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
                                                     KD, ASM)
-                _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
+                if SWIGLU:
+                    rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
+                    _store_swiglu(aq_ptr, sq_ptr, pos, pm, n0, acca, accb, rw, limit, N, BN, RNE_FIX)
+                else:
+                    _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
                 c += BM
+
+
+@triton.jit
+def _store_swiglu(aq_ptr, sq_ptr, rows, pm, n0, accg, accu, rw, limit, F: tl.constexpr, BN: tl.constexpr,
+                  RNE_FIX: tl.constexpr):
+    """The W1/W3 tiles of a program that walked all of K (no split) and covers whole act-quant groups (BN = 128):
+    the arithmetic of _swiglu_quant_kernel on (BN, BM) -> aq (ROWS, F) e4m3 codes, sq (ROWS, F/128) fp32."""
+    g = to_bf16(accg, RNE_FIX).to(tl.float32)                            # the expert GEMMs return bf16
+    u = to_bf16(accu, RNE_FIX).to(tl.float32)
+    u = tl.minimum(tl.maximum(u, -limit), limit)
+    g = tl.minimum(g, limit)
+    act = to_bf16(g / (1.0 + tl.exp(-g)) * u * rw[None, :], RNE_FIX).to(tl.float32)
+    code, sc = _quant_groups(tl.trans(act))                              # (BM, 128), (BM,)
+    r64 = rows.to(tl.int64)
+    tl.store(aq_ptr + r64[:, None] * F + n0 + tl.arange(0, BN)[None, :], code.to(tl.uint8), mask=pm[:, None])
+    tl.store(sq_ptr + r64 * (F // 128) + n0 // 128, sc, mask=pm)
 
 
 @triton.jit
@@ -841,22 +866,30 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         hs1, hs3, hs2 = (hw[k].view(torch.uint8) for k in ("s1", "s3", "s2"))
     else:                                           # unused pointers
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
-    # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
-    gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, N=F, KD=D, K=K, BM=bm, BN=bu,
-        SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch)
-    # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
+    # 2. W1 / W3 over the active (expert, F tile, K split) items (+ the shared expert's items): fp32 partials, or
+    #    with EPILOGUE "swiglu" (no K split, BN_UP 128: whole act-quant groups) the W2 input itself (3. skipped)
     aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
     sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
-    _swiglu_quant_kernel[(ROWS,)](gu, weights.contiguous().view(-1), order, start, aq, sa, TK, ROWS, El,
-                                  float(swiglu_limit), F=F, SPLIT=su, GB=4, RNE_FIX=INTERPRET, num_warps=4,
-                                  num_stages=1)
+    epi = cfg.get("EPILOGUE", "partials")
+    if epi not in ("partials", "swiglu"):
+        raise ValueError(f"moe_experts: config EPILOGUE={epi!r}: 'partials' or 'swiglu'")
+    fuse = epi == "swiglu" and su == 1 and bu == 128
+    rw = weights.contiguous().view(-1)
+    gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
+    _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
+        float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch)
+    # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
+    if not fuse:
+        _swiglu_quant_kernel[(ROWS,)](gu, rw, order, start, aq, sa, TK, ROWS, El,
+                                      float(swiglu_limit), F=F, SPLIT=su, GB=4, RNE_FIX=INTERPRET, num_warps=4,
+                                      num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
-        N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
+        rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024

@@ -23,15 +23,17 @@ from kernelbench.config import get_shape_set
 # C class -> config deltas over the `triton` default (the default itself and triton_v2 are always timed).
 # The default loads the scale words + x scales a K block ahead (SCALES "ahead"); BN 128 halves the per-byte loop
 # overhead (4 warps: one warpgroup, two m64 wgmma per dot); stages 4: one more weight block in flight; 8 warps at
-# BN 128 (sm_90 only: it needs a stack frame on sm_120).
+# BN 128 (sm_90 only: it needs a stack frame on sm_120); EPILOGUE "swiglu": the up pass (no K split, BN 128) writes
+# the act-quantized SwiGLU output itself (no fp32 partials, no _swiglu_quant_kernel launch).
 SWEEP = {
     "small": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=128, SPLIT_UP=16, SPLIT_DOWN=8),
               dict(SPLIT_UP=4, SPLIT_DOWN=2)],
     "mid": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=128, SPLIT_UP=4, SPLIT_DOWN=2),
             dict(num_stages=4)],
     "large": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=64), dict(num_stages=4),
-              dict(BN_UP=128, BN_DOWN=128, num_warps=8), dict(BN_UP=128, BN_DOWN=128, num_stages=4)],
-    "layer": [dict(SHARED_ITEMS="one"), dict(BN_UP=128, BN_DOWN=128)],
+              dict(BN_UP=128, BN_DOWN=128, num_warps=8), dict(BN_UP=128, BN_DOWN=128, num_stages=4),
+              dict(BN_UP=128, BN_DOWN=128, EPILOGUE="swiglu")],
+    "layer": [dict(SHARED_ITEMS="one"), dict(BN_UP=128, BN_DOWN=128, EPILOGUE="swiglu")],
 }
 
 

@@ -268,6 +268,18 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 
 
+def test_grouped_swiglu_epilogue_in_the_up_pass(monkeypatch):
+    """EPILOGUE "swiglu" (no K split, BN_UP 128): the up pass writes the act-quantized SwiGLU output itself; the
+    result equals the separate _swiglu_quant_kernel path bit for bit (routed rows by slot weight, shared rows)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
+    _, impl = spec_and_impl("moe_experts")
+    inp = impl.prepared(_inputs("moe_experts", p, values="large"))
+    cfg = {**KM.grouped_default({"T": 20}), "BN_UP": 128, "BN_DOWN": 32, "SPLIT_UP": 1, "SPLIT_DOWN": 1}
+    assert torch.equal(impl.fn(**inp, config={**cfg, "EPILOGUE": "swiglu"}), impl.fn(**inp, config=cfg))
+
+
 # ---- moe_experts with the shared expert (the decoder's TP rank 0) ----------------------------------------------
 def test_experts_with_shared_is_routed_plus_bf16_shared():
     p = {**SMALL, "shared": True}
