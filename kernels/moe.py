@@ -823,6 +823,12 @@ def _fusable_shared(hw: dict, D: int, F: int) -> bool:
     return all(tuple(hw[k].shape) == v for k, v in want.items())
 
 
+def _regs(cfg: dict, key: str) -> dict:
+    """Config MAXNREG_UP / MAXNREG_DOWN: a register cap per thread for that launch (more resident blocks per SM:
+    4 warps at <= 96 registers fit 5 blocks, <= 80 six); ignored by the interpreter."""
+    return {"maxnreg": int(cfg[key])} if cfg.get(key) and not INTERPRET else {}
+
+
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
              hw=None):
     # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside
@@ -879,7 +885,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
-        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch)
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     if not fuse:
         _swiglu_quant_kernel[(ROWS,)](gu, rw, order, start, aq, sa, TK, ROWS, El,
@@ -889,7 +895,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
-        rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
+        rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
+        **_regs(cfg, "MAXNREG_DOWN"))
     # 5. per-token combine in k order (+ shared expert)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
     BLOCK = 1024

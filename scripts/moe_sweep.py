@@ -25,16 +25,26 @@ from kernelbench.config import get_shape_set
 # overhead (4 warps: one warpgroup, two m64 wgmma per dot); stages 4: one more weight block in flight; 8 warps at
 # BN 128 (sm_90 only: it needs a stack frame on sm_120); EPILOGUE "swiglu": the up pass (no K split, BN 128) writes
 # the act-quantized SwiGLU output itself (no fp32 partials, no _swiglu_quant_kernel launch).
-SWEEP = {
-    "small": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=128, SPLIT_UP=16, SPLIT_DOWN=8),
-              dict(SPLIT_UP=4, SPLIT_DOWN=2)],
-    "mid": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=128, SPLIT_UP=4, SPLIT_DOWN=2),
-            dict(num_stages=4)],
-    "large": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=64), dict(num_stages=4),
-              dict(BN_UP=128, BN_DOWN=128, num_warps=8), dict(BN_UP=128, BN_DOWN=128, num_stages=4),
-              dict(BN_UP=128, BN_DOWN=128, EPILOGUE="swiglu")],
-    "layer": [dict(SHARED_ITEMS="one"), dict(BN_UP=128, BN_DOWN=128, EPILOGUE="swiglu")],
+SWEEPS = {
+    "r1": {     # mid-session call 1 (2026-12-01, docs/perf/moe.md)
+        "small": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=128, SPLIT_UP=16, SPLIT_DOWN=8),
+                  dict(SPLIT_UP=4, SPLIT_DOWN=2)],
+        "mid": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=128, SPLIT_UP=4, SPLIT_DOWN=2),
+                dict(num_stages=4)],
+        "large": [dict(BN_UP=128, BN_DOWN=128), dict(BN_UP=128, BN_DOWN=64), dict(num_stages=4),
+                  dict(BN_UP=128, BN_DOWN=128, num_warps=8), dict(BN_UP=128, BN_DOWN=128, num_stages=4),
+                  dict(BN_UP=128, BN_DOWN=128, EPILOGUE="swiglu")],
+        "layer": [dict(SHARED_ITEMS="one"), dict(BN_UP=128, BN_DOWN=128, EPILOGUE="swiglu")],
+    },
+    "r2": {     # call 2: register caps (MAXNREG_DOWN 80: 6 blocks of 4 warps per SM; UP 96 spills 16 B on sm_90)
+        "small": [dict(MAXNREG_DOWN=80)],
+        "mid": [dict(MAXNREG_DOWN=80), dict(SPLIT_UP=1, SPLIT_DOWN=1), dict(SPLIT_UP=4, SPLIT_DOWN=2)],
+        "large": [dict(MAXNREG_DOWN=80), dict(MAXNREG_DOWN=80, MAXNREG_UP=96),
+                  dict(BN_UP=128, BN_DOWN=64, EPILOGUE="swiglu", MAXNREG_DOWN=80)],
+        "layer": [dict(MAXNREG_DOWN=80)],
+    },
 }
+SWEEP = SWEEPS["r2"]
 
 
 def _klass(op: str, T: int) -> str:
@@ -89,7 +99,10 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=0, help="compile every trial first in N worker processes")
     ap.add_argument("--v1", action="store_true", help="time triton_v1's default too")
     ap.add_argument("--defaults-only", action="store_true")
+    ap.add_argument("--sweep", default="r2", choices=sorted(SWEEPS), help="which table of config deltas")
     a = ap.parse_args()
+    SWEEP.clear()
+    SWEEP.update(SWEEPS[a.sweep])
     registry.load_builtin()
     todo = []                                                       # (op, spec, params), most important first
     for op, T in ([(c.split(":")[0], int(c.split(":")[1])) for c in a.cases] or
