@@ -733,13 +733,17 @@ def grouped_configs(params: dict) -> list[dict]:
     # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs. SHARED
     # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
     # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
+    # Every entry loads the scales a K block ahead and splits the shared expert by token tile (SCALES "ahead",
+    # SHARED_ITEMS "per_tile": faster at C = 1, 16, 64 on the H200, docs/perf/moe.md session 4); "bytes" / "one",
+    # EPILOGUE "swiglu" (BN_UP 128, no K split) and MAXNREG_UP / MAXNREG_DOWN are reachable by an explicit config.
     out = []
     for bm, bu, bd, w in (t for t in MOE_TILES if t[3] == 4):
         for su, sd in GROUPED_SPLITS:
             for st in (3,):
                 for dec in ("fp8", "fp8_asm") if max(bu, bd) >= 64 else ("fp8",):
                     out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
-                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused"})
+                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused",
+                                "SCALES": "ahead", "SHARED_ITEMS": "per_tile"})
     return out
 
 
@@ -757,6 +761,9 @@ def grouped_default(params: dict) -> dict:
     # PAIR64, 3 stages: K split (8, 4) at C=1 29.5 us (one touched expert: 32 x 8 up and 64 x 4 down items; (4, 2)
     # 30.9, (16, 8) 32.8); C=16 (2, 1) 158.7 vs no split 163.9; C=64 no split 243.2 vs (2, 1) 253.6. 8 warps: 1.2-2x
     # slower everywhere; 2 stages: +4-7% (and the fused up kernel spills 16 B on sm_120 there).
+    # Session 4 (moeup call 1): SCALES "ahead" + SHARED_ITEMS "per_tile" vs triton_v2: moe_experts 26.9 / 126.5 /
+    # 217.3 us vs 29.3 / 157.6 / 243.9 at C = 1 / 16 / 64, moe_layer C=64 229.4 vs 257.0; with the new loads BN 128
+    # still lost (C=64 227.4 (128/128), 225.2 (128/64); C=16 144.2; C=1 29.5) and 4 stages tied (217.9, 126.5).
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,

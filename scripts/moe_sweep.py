@@ -44,7 +44,7 @@ SWEEPS = {
         "layer": [dict(MAXNREG_DOWN=80)],
     },
 }
-SWEEP = SWEEPS["r2"]
+SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 
 
 def _klass(op: str, T: int) -> str:
