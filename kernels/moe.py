@@ -450,6 +450,42 @@ def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmas
 
 
 @triton.jit
+def scale_word(s_ptr, rn, LDS, kb):
+    """The 4 UE8M0 scales of K block kb (groups 4 kb .. 4 kb + 3, byte g = group 4 kb + g) of rows rn as one 32-bit
+    word per row: one load instead of four byte loads (s_ptr rows of LDS bytes, LDS % 4 == 0, 4-byte aligned)."""
+    return tl.load((s_ptr + rn * LDS + kb * 4).to(tl.pointer_type(tl.int32)))
+
+
+@triton.jit
+def fp4_pair_dot_w(acc, w_ptr, sw, sx, rn, LDW, kb, xq_ptr, rows, rmask, LDX, ASM: tl.constexpr):
+    """fp4_pair_dot with the K block's weight scales sw (BN,) int32 (scale_word) and activation scales sx (BM,) fp32
+    given: the caller loads them a K block ahead (they do not feed a dot, so the pipeliner does not stream them)."""
+    rj = tl.arange(0, 32)
+    xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
+    kacc = tl.zeros(acc.shape, dtype=tl.float32)
+    for h in tl.static_range(2):
+        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
+        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
+            lo, hi = tl.inline_asm_elementwise(
+                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+            lo = lo.to(tl.float8e4nv, bitcast=True)
+            hi = hi.to(tl.float8e4nv, bitcast=True)
+        else:
+            bi = b.to(tl.int32)
+            lo = fp4_lo_e4m3(bi)
+            hi = fp4_hi_e4m3(bi)
+        s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)             # 2^(e - 127) * 64
+        s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
+        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
+        kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
+        kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
+    return acc + kacc * sx[None, :]
+
+
+@triton.jit
 def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
     """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
     of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
@@ -600,23 +636,24 @@ def _gate_route_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, x_
 
 @triton.jit
 def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
-                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
+                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH, rw_ptr, aq_ptr, sq_ptr, limit,
                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
-                         GATED: tl.constexpr, cnt_ptr=0, rw_ptr=0, fin_ptr=0, sfin_ptr=0, inv_ptr=0, extra_ptr=0,
-                         limit=0.0, FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False,
-                         OUT_BF16: tl.constexpr = False, RNE_FIX: tl.constexpr = False):
+                         GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
+                         RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
+                         FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
-    #   epilogue after W1/W3, the combine after W2), so neither needs a launch of its own.
+    #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
     # GATED, the W1/W3 step: wa = W1, wb = W3 (El, F, D/2) (official, or PAIR64 with PAIR), sa / sb (El, F, D/32)
     #   e8m0; the input is the act-quantized x (T, D) e4m3 + sin (T, D/128) fp32, read by token (sorted slot // K);
     #   partial rows are g | u (LDP = 2F).
     # not GATED, the W2 step: wa = W2 (El, D, F/2), sa (El, D, F/32) (wb, sb unused); the input is the SwiGLU output
     #   aq (ROWS, F) e4m3 + sin (ROWS, F/128) by row; LDP = D.
-    # SHARED: item 0 is the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on all T
-    #   tokens, into partial rows TK + t; first in the grid, so its long K walks do not form the tail. Routed items
-    #   follow: item i (+1 with SHARED) = the i-th active local expert (act), an exit when past the active count.
+    # SHARED: items 0 .. NSH-1 are the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on
+    #   all T tokens (item j: token tiles j, j + NSH, ..: NSH = cdiv(T, BM) gives each program one tile, NSH = 1
+    #   one program all of them), into partial rows TK + t; first in the grid, so their K walks do not form the
+    #   tail. Routed items follow: item NSH + i = the i-th active local expert (act), an exit when past the count.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -625,8 +662,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
-    if SHARED and a == 0:
-        c = 0
+    if SHARED and a < NSH:
+        c = a * BM
         while c < T:
             tok = c + tl.arange(0, BM)
             pm = tok < T
@@ -637,10 +674,14 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
                 if GATED:
                     accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
-            _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
-            c += BM
+            if SWIGLU:
+                _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BM,), 1.0, tl.float32), limit, N,
+                              BN, RNE_FIX)
+            else:
+                _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
+            c += NSH * BM
     else:
-        item = a - 1 if SHARED else a
+        item = a - NSH if SHARED else a
         if item < tl.load(act_ptr):
             e = tl.load(act_ptr + 1 + item).to(tl.int64)
             start = tl.load(start_ptr + e)
@@ -659,7 +700,23 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                     src = pos
                 acca = tl.zeros((BN, BM), dtype=tl.float32)
                 accb = tl.zeros((BN, BM), dtype=tl.float32)
-                for i in range(KBS):
+                if PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
+                    kb0 = s * KBS
+                    sxrow = sin_ptr + src.to(tl.int64) * (KD // 128)
+                    swa = scale_word(sa, rn, KD // 32, kb0)
+                    swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
+                    sxv = tl.load(sxrow + kb0, mask=pm, other=0.0)
+                    for i in range(KBS):
+                        kb = kb0 + i
+                        kn = kb0 + tl.minimum(i + 1, KBS - 1)
+                        swa_n = scale_word(sa, rn, KD // 32, kn)
+                        swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
+                        sxv_n = tl.load(sxrow + kn, mask=pm, other=0.0)
+                        acca = fp4_pair_dot_w(acca, wa, swa, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        if GATED:
+                            accb = fp4_pair_dot_w(accb, wb, swb, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        swa, swb, sxv = swa_n, swb_n, sxv_n
+                for i in range(0 if PAIR and PF else KBS):
                     kb = s * KBS + i
                     if PAIR:
                         acca = fp4_pair_dot(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD, ASM)
@@ -672,23 +729,28 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                         if GATED:
                             accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
                                                     KD, ASM)
-                _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
+                if SWIGLU:
+                    rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
+                    _store_swiglu(aq_ptr, sq_ptr, pos, pm, n0, acca, accb, rw, limit, N, BN, RNE_FIX)
+                else:
+                    _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
                 c += BM
     if FIN:
-        _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr,
-                        extra_ptr, limit, T, TK, ROWS, N, K, BN, SPLIT, SHARED, GATED, HAS_EXTRA, OUT_BF16, RNE_FIX)
+        _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
+                        sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BM, BN, SPLIT, SHARED, GATED,
+                        HAS_EXTRA, OUT_BF16, RNE_FIX)
 
 
 @triton.jit
 def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
-                    limit, T, TK, ROWS, N: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                    SHARED: tl.constexpr, GATED: tl.constexpr, HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr,
-                    RNE_FIX: tl.constexpr):
+                    limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
+                    BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
+                    HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
     GATED: one ticket per (work item a, 128-column group of F), taken by its (128 / BN) * SPLIT programs; the last
-      runs the SwiGLU-quant of the item's rows for that group (_swiglu_quant_block) into fin (aq) / sfin (sa).
+      runs the SwiGLU-quant of the item's rows for that group (_swiglu_quant_block) into fin = aq, sfin = sq.
     Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
       once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
@@ -699,14 +761,15 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     n0 = ((pid // SPLIT) % NT) * BN
     if GATED:
         NGRP: tl.constexpr = N // 128
-        item = a - 1 if SHARED else a
+        item = a - NSH if SHARED else a
         ok = (item >= 0) & (item < tl.load(act_ptr))
         e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
         lo = tl.load(start_ptr + e, mask=ok, other=0)
         hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
-        if SHARED:                                        # item 0: the shared expert's rows TK .. TK + T - 1
-            lo = tl.where(a == 0, TK, lo)
-            hi = tl.where(a == 0, TK + T, hi)
+        if SHARED:      # items 0..NSH-1: the shared expert's rows TK + t for its token tiles a, a + NSH, ..: all T
+            # tokens when NSH = 1, tile a alone when NSH = cdiv(T, BM) (SHARED_ITEMS "one" / "per_tile")
+            lo = tl.where(a < NSH, TK + a * BM, lo)
+            hi = tl.where(a < NSH, TK + tl.where(NSH == 1, T, tl.minimum(T, a * BM + BM)), hi)
         if hi > lo:
             ticket = cnt_ptr + a * NGRP + n0 // 128
             if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
@@ -780,6 +843,22 @@ def _combine_block(part_ptr, inv_ptr, shared_ptr, out_ptr, toks, tm, cols, TK, R
         tl.store(out_ptr + t64[:, None] * D + cols[None, :], to_bf16(acc, RNE_FIX), mask=tm[:, None])
     else:
         tl.store(out_ptr + t64[:, None] * D + cols[None, :], acc, mask=tm[:, None])
+
+
+@triton.jit
+def _store_swiglu(aq_ptr, sq_ptr, rows, pm, n0, accg, accu, rw, limit, F: tl.constexpr, BN: tl.constexpr,
+                  RNE_FIX: tl.constexpr):
+    """The W1/W3 tiles of a program that walked all of K (no split) and covers whole act-quant groups (BN = 128):
+    the arithmetic of _swiglu_quant_kernel on (BN, BM) -> aq (ROWS, F) e4m3 codes, sq (ROWS, F/128) fp32."""
+    g = to_bf16(accg, RNE_FIX).to(tl.float32)                            # the expert GEMMs return bf16
+    u = to_bf16(accu, RNE_FIX).to(tl.float32)
+    u = tl.minimum(tl.maximum(u, -limit), limit)
+    g = tl.minimum(g, limit)
+    act = to_bf16(g / (1.0 + tl.exp(-g)) * u * rw[None, :], RNE_FIX).to(tl.float32)
+    code, sc = _quant_groups(tl.trans(act))                              # (BM, 128), (BM,)
+    r64 = rows.to(tl.int64)
+    tl.store(aq_ptr + r64[:, None] * F + n0 + tl.arange(0, BN)[None, :], code.to(tl.uint8), mask=pm[:, None])
+    tl.store(sq_ptr + r64 * (F // 128) + n0 // 128, sc, mask=pm)
 
 
 @triton.jit
@@ -865,14 +944,28 @@ def grouped_configs(params: dict) -> list[dict]:
     # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs. SHARED
     # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
     # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
+    # Every entry loads the scales a K block ahead and splits the shared expert by token tile (SCALES "ahead",
+    # SHARED_ITEMS "per_tile": faster at C = 1, 16, 64 on the H200, docs/perf/moe.md session 4); "bytes" / "one",
+    # EPILOGUE "swiglu" (BN_UP 128, no K split) and MAXNREG_UP / MAXNREG_DOWN are reachable by an explicit config.
     out = []
     for bm, bu, bd, w in (t for t in MOE_TILES if t[3] == 4):
         for su, sd in GROUPED_SPLITS:
             for st in (3,):
                 for dec in ("fp8", "fp8_asm") if max(bu, bd) >= 64 else ("fp8",):
                     out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
-                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused"})
+                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused",
+                                "SCALES": "ahead", "SHARED_ITEMS": "per_tile"})
     return out
+
+
+def grouped_default_v2(params: dict) -> dict:
+    """The session-3 choices (impl triton_v2): four scale-byte loads per K block, each used in its own iteration, and
+    the session-3 glue (GLUE "v2": separate top-k, serial slot sort, SwiGLU-quant and combine launches)."""
+    T = params["T"]
+    su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
+    return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "bytes", "SHARED_ITEMS": "one",
+            "GLUE": "v2"}
 
 
 def grouped_default(params: dict) -> dict:
@@ -881,10 +974,13 @@ def grouped_default(params: dict) -> dict:
     # PAIR64, 3 stages: K split (8, 4) at C=1 29.5 us (one touched expert: 32 x 8 up and 64 x 4 down items; (4, 2)
     # 30.9, (16, 8) 32.8); C=16 (2, 1) 158.7 vs no split 163.9; C=64 no split 243.2 vs (2, 1) 253.6. 8 warps: 1.2-2x
     # slower everywhere; 2 stages: +4-7% (and the fused up kernel spills 16 B on sm_120 there).
+    # Session 4 (moeup call 1): SCALES "ahead" + SHARED_ITEMS "per_tile" vs triton_v2: moe_experts 26.9 / 126.5 /
+    # 217.3 us vs 29.3 / 157.6 / 243.9 at C = 1 / 16 / 64, moe_layer C=64 229.4 vs 257.0; with the new loads BN 128
+    # still lost (C=64 227.4 (128/128), 225.2 (128/64); C=16 144.2; C=1 29.5) and 4 stages tied (217.9, 126.5).
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused"}
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead", "SHARED_ITEMS": "per_tile"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
@@ -945,6 +1041,12 @@ def _fusable_shared(hw: dict, D: int, F: int) -> bool:
     want = {"w1": (F, D), "w3": (F, D), "w2": (D, F), "s1": (F // 128, D // 128), "s3": (F // 128, D // 128),
             "s2": (D // 128, F // 128)}
     return all(tuple(hw[k].shape) == v for k, v in want.items())
+
+
+def _regs(cfg: dict, key: str) -> dict:
+    """Config MAXNREG_UP / MAXNREG_DOWN: a register cap per thread for that launch (more resident blocks per SM:
+    4 warps at <= 96 registers fit 5 blocks, <= 80 six); ignored by the interpreter."""
+    return {"maxnreg": int(cfg[key])} if cfg.get(key) and not INTERPRET else {}
 
 
 def _route_buffers(T, K, D, El, dev):
@@ -1018,52 +1120,64 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     w1, w3, w2 = _aligned(w1), _aligned(w3), _aligned(w2)
     s1, s3, s2 = (s.contiguous().view(torch.uint8) for s in (s1, s3, s2))
     x = x.contiguous()
-    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    scales = cfg.get("SCALES", "bytes")
+    if scales not in ("bytes", "ahead"):
+        raise ValueError(f"moe_experts: config SCALES={scales!r}: 'bytes' or 'ahead'")
+    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=int(scales == "ahead"))
     # 1. routing lists + act-quant of x
     act, start, order, inv, xq, sx = routed if routed is not None else _route(x, indices, El, expert_offset, glue)
     xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
     fused = hw is not None
+    mode = cfg.get("SHARED_ITEMS", "one")
+    if mode not in ("one", "per_tile"):
+        raise ValueError(f"moe_experts: config SHARED_ITEMS={mode!r}: 'one' or 'per_tile'")
+    nsh = (triton.cdiv(T, bm) if mode == "per_tile" else 1) if fused else 0     # shared expert items
     if fused:
         hw = {k: v.contiguous() for k, v in hw.items()}
         h1, h3, h2 = hw["w1"], hw["w3"], hw["w2"]
         hs1, hs3, hs2 = (hw[k].view(torch.uint8) for k in ("s1", "s3", "s2"))
     else:                                           # unused pointers
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
-    # glue v4: the SwiGLU-quant and the combine run inside the GEMM launches (their last programs, FIN)
-    fin = glue == "v4" and 128 % bu == 0
-    rw = weights.contiguous().view(-1)
+    # 2. W1 / W3 over the active (expert, F tile, K split) items (+ the shared expert's items): fp32 partials, or
+    #    with EPILOGUE "swiglu" (no K split, BN_UP 128: whole act-quant groups) the W2 input itself (3. skipped)
     aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
     sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
     out = torch.empty((T, D), dtype=out_dtype, device=dev)
-    if fin:
-        tickets = split_tickets(dev, max((fused + n_items) * (F // 128), D // bd))
-        fin_up = dict(cnt_ptr=tickets, rw_ptr=rw, fin_ptr=aq, sfin_ptr=sa, limit=float(swiglu_limit), FIN=True,
-                      RNE_FIX=INTERPRET)
-        fin_down = dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x,
-                        FIN=True, HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16,
-                        RNE_FIX=INTERPRET)
-    else:
-        fin_up = fin_down = {}
-    # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
-    gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((fused + n_items) * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, N=F, KD=D, K=K, BM=bm, BN=bu,
-        SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch, **fin_up)
+    epi = cfg.get("EPILOGUE", "partials")
+    if epi not in ("partials", "swiglu"):
+        raise ValueError(f"moe_experts: config EPILOGUE={epi!r}: 'partials' or 'swiglu'")
+    fuse = epi == "swiglu" and su == 1 and bu == 128
+    rw = weights.contiguous().view(-1)
+    # glue v4: the SwiGLU-quant (unless the up kernel's own EPILOGUE does it) and the combine run inside the GEMM
+    # launches (their last programs, FIN)
+    fin_up = glue == "v4" and not fuse and 128 % bu == 0
+    fin_down = glue == "v4"
+    tickets = split_tickets(dev, max((nsh + n_items) * (F // 128), D // bd)) if fin_up or fin_down else None
+    gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
+    _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
+        float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
+        **(dict(cnt_ptr=tickets, FIN=True) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
-    if not fin:
+    if not fuse and not fin_up:
         gpp = NG if glue == "v2" else (1 if ROWS * NG <= 4096 else min(4, NG))     # 128-groups per program
         _swiglu_quant_kernel[(ROWS, triton.cdiv(NG, gpp))](
             gu, rw, order, start, aq, sa, TK, ROWS, El, float(swiglu_limit), F=F, SPLIT=su, GB=min(4, gpp), GPP=gpp,
             RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((fused + n_items) * (D // bd) * sd,)](
-        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, N=D,
-        KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch, **fin_down)
+    _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
+        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
+        rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
+        **_regs(cfg, "MAXNREG_DOWN"),
+        **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True,
+                HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
+           if fin_down else {}))
     # 5. per-token combine in k order (+ shared expert)
-    if not fin:
+    if not fin_down:
         # v3: at least ~256 programs (C=1: 16 x 256 columns instead of 4 x 1024)
         BLOCK = 1024 if glue == "v2" else min(1024, max(256, triton.next_power_of_2(T * D // 256)))
         _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
@@ -1086,11 +1200,26 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
                 shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
     # inside the routed launches (config SHARED "fused") like moe_layer
+    return _experts_grouped(None, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit,
+                            (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
+@register_impl("moe_experts", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+def moe_experts_v2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # the same kernels with the session-3 choices (grouped_default_v2), never a tuned entry: one bench times both
+    return _experts_grouped(grouped_default_v2, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
+                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
+def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared, config):
+    """moe_experts on the grouped kernels; fixed: a default function used as is (no tuned-table lookup), or None."""
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
-    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
+    hw = _shared_inputs(*shared)
     key = _grouped_key(x, indices, w1)
-    cfg = config or lookup("moe_experts", key, grouped_default(key))
+    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default(key)))
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.float32, pair)
 
@@ -1118,17 +1247,35 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
                prepare=prepare_experts)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(None, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                          expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
+@register_impl("moe_layer", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+def moe_layer_v2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(grouped_default_v2, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
+                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
+def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                   expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2,
+                   config):
     pair, w1, w3, w2 = _layout(w1, w3, w2)
+    key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
+    # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
+    cfg = config or (fixed(key) if fixed else
+                     lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key))))
     routed = None
-    if _glue(config) == "v2":
+    if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
                                      expert_offset)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
-    key = _grouped_key(x, idx, w1)
-    # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
-    cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
     hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
                               pair, routed)

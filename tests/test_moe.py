@@ -229,16 +229,16 @@ def test_pair64_layout_is_a_nibble_permutation():
         KM.prepare_expert_weights(w.float())
 
 
-@pytest.mark.parametrize("layout,splits", [("official", (1, 1)), ("pair64", (2, 2)),   # each layout, each split
-                                           pytest.param("official", (2, 2), marks=pytest.mark.slow),
-                                           pytest.param("pair64", (1, 1), marks=pytest.mark.slow)])
-def test_grouped_kernel_layouts_and_splits(layout, splits, monkeypatch):
-    """Both weight layouts and split K (fp32 partials summed in order) against the reference, more tokens on an
-    expert than one BM tile; a batch that selects no local expert gives exact zeros."""
+@pytest.mark.parametrize("layout,splits,scales", [("official", (1, 1), "bytes"), ("pair64", (2, 2), "ahead"),
+                                                  pytest.param("official", (2, 2), "bytes", marks=pytest.mark.slow),
+                                                  pytest.param("pair64", (1, 1), "bytes", marks=pytest.mark.slow)])
+def test_grouped_kernel_layouts_and_splits(layout, splits, scales, monkeypatch):
+    """Both weight layouts, split K (fp32 partials summed in order) and the scale loads a K block ahead against the
+    reference, more tokens on an expert than one BM tile; a batch that selects no local expert gives exact zeros."""
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256}
     cfg = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "SPLIT_UP": splits[0], "SPLIT_DOWN": splits[1], "num_warps": 4,
-           "num_stages": 2, "DECODE": "fp8"}
+           "num_stages": 2, "DECODE": "fp8", "SCALES": scales}
     inp, out, _ = check_against_reference("moe_experts", p, "large", config=cfg, prepare=layout == "pair64")
     _, impl = spec_and_impl("moe_experts")
     none_local = impl.fn(**{**impl.prepared(inp), "expert_offset": 100}, config=cfg)
@@ -251,6 +251,37 @@ def test_grouped_kernel_rejects_mixed_layouts():
     inp = _inputs("moe_experts", SMALL)
     with pytest.raises(ValueError, match="PAIR64"):
         impl.fn(**{**inp, "w1": KM.prepare_expert_weights(inp["w1"])})
+
+
+def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
+    """The scale words loaded a K block ahead and the shared expert split into one item per token tile change the
+    schedule, not the sums: the outputs equal the session-3 choices (triton_v2) bit for bit, split K included."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}    # 2 token tiles
+    _, impl = spec_and_impl("moe_experts")
+    inp = impl.prepared(_inputs("moe_experts", p, values="large"))
+    key = {"T": 20, "D": 256, "El": 2, "F": 256, "K": 2}
+    for split in ((1, 1), (2, 2)):
+        tiles = {"BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": split[0], "SPLIT_DOWN": split[1]}
+        new = impl.fn(**inp, config={**KM.grouped_default(key), **tiles})
+        old = impl.fn(**inp, config={**KM.grouped_default_v2(key), **tiles})
+        assert KM.grouped_default(key)["SCALES"] == "ahead" and KM.grouped_default_v2(key)["SCALES"] == "bytes"
+        assert torch.equal(new, old)
+    with pytest.raises(ValueError, match="SCALES"):
+        impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
+
+
+def test_grouped_swiglu_epilogue_in_the_up_pass(monkeypatch):
+    """EPILOGUE "swiglu" (no K split, BN_UP 128): the up pass writes the act-quantized SwiGLU output itself; the
+    result equals the separate _swiglu_quant_kernel path bit for bit (routed rows by slot weight, shared rows)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
+    _, impl = spec_and_impl("moe_experts")
+    inp = impl.prepared(_inputs("moe_experts", p, values="large"))
+    cfg = {**KM.grouped_default({"T": 20}), "BN_UP": 128, "BN_DOWN": 32, "SPLIT_UP": 1, "SPLIT_DOWN": 1}
+    assert torch.equal(impl.fn(**inp, config={**cfg, "EPILOGUE": "swiglu"}), impl.fn(**inp, config=cfg))
 
 
 # ---- moe_experts with the shared expert (the decoder's TP rank 0) ----------------------------------------------
