@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
-from kernelbench.kernels.linear import _bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear
+from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
+                                       split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -33,7 +34,15 @@ from kernelbench.tuned_configs import lookup
 def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale,
                  K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr):
     # logits (T, E) fp32; bias (E,) fp32; tid2eid (V, K) int32; token_ids (T,) int64 -> w (T, K) fp32, i (T, K) int64
-    t = tl.program_id(0)
+    _topk_row(tl.program_id(0), logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale, K, KP, EP,
+              HAS_BIAS, HASH)
+
+
+@triton.jit
+def _topk_row(t, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale,
+              K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr):
+    """Token t's top-K experts (sqrtsoftplus scores + bias, ties to the lower index; or the hash table) and their
+    weights normalised in the log domain (the body of _topk_kernel, shared with _gate_route_kernel)."""
     e = tl.arange(0, EP)
     em = e < E
     lg = tl.load(logit_ptr + t * E + e, mask=em, other=0.0)
@@ -212,7 +221,8 @@ def moe_default(params: dict) -> dict:
 
 
 # ---- wrappers -------------------------------------------------------------------------------------------------
-def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+    """Checks, the gate GEMM's logits (T, E) fp32, the (empty) outputs w, idx and the top-k kernel's arguments."""
     check_device(x, weight, token_ids, *(t for t in (bias, tid2eid) if t is not None))
     check_dtype("x", x, torch.bfloat16)
     check_dtype("weight", weight, torch.bfloat16)
@@ -235,14 +245,18 @@ def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), logits.view(T, 1, E), cfg, False)
     w = torch.empty((T, topk), dtype=torch.float32, device=x.device)
     idx = torch.empty((T, topk), dtype=torch.int64, device=x.device)
-    token_ids = token_ids.contiguous()
-    bias = bias.contiguous() if bias is not None else None
-    tid2eid = tid2eid.contiguous() if tid2eid is not None else None
-    dummy = logits
-    _topk_kernel[(T,)](logits, bias if bias is not None else dummy, tid2eid if tid2eid is not None else dummy,
-                       token_ids, w, idx, E, float(route_scale), K=topk, KP=triton.next_power_of_2(topk),
-                       EP=triton.next_power_of_2(E), HAS_BIAS=bias is not None and tid2eid is None,
-                       HASH=tid2eid is not None, num_warps=4, num_stages=1)
+    bias = bias.contiguous() if bias is not None else logits
+    tid2eid = tid2eid.contiguous() if tid2eid is not None else logits
+    topk_args = (logits, bias, tid2eid, token_ids.contiguous(), w, idx, E, float(route_scale))
+    topk_meta = dict(K=topk, KP=triton.next_power_of_2(topk), EP=triton.next_power_of_2(E),
+                     HAS_BIAS=bias is not logits and tid2eid is logits, HASH=tid2eid is not logits)
+    return w, idx, topk_args, topk_meta
+
+
+def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+    """The gate GEMM (kernels/linear.py bf16) and _topk_kernel: -> w (T, K) fp32, idx (T, K) int64."""
+    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    _topk_kernel[(x.shape[0],)](*args, **meta, num_warps=4, num_stages=1)
     return w, idx
 
 
@@ -383,19 +397,25 @@ def moe_layer_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
     return _routed(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, torch.bfloat16)
 
 
-# ==== grouped experts (impl "triton"): a device-built work list, split K, 5 launches, no torch glue =============
-# 1. `_route_kernel`, grid (1 + T): program 0 groups the slots by local expert (counts, start offsets, the list of
-#    ACTIVE experts, sorted slots and each slot's sorted position: a stable counting sort, no host sync); programs
-#    1..T act-quantize x (e4m3 codes + UE8M0 scales, group 128) for the fp8 dots;
+# ==== grouped experts (impl "triton"): a device-built work list, split K, no torch glue ===========================
+# Glue v4 (the default; config GLUE, impls triton_glue3 / triton_glue2 keep v3 / v2 for comparison). moe_layer is
+# 4 launches (gate GEMM, 1, 2, 3), moe_experts 3 (1, 2, 3):
+# 1. `_gate_route_kernel`: moe_layer: programs 0..T-1 pick each token's top-k (_topk_row) and take a ticket; the last
+#    to arrive groups the slots by local expert (_sort_slots: counts, start offsets, the list of ACTIVE experts,
+#    sorted slots and each slot's sorted position: a stable counting sort, vectorized per 128-slot chunk, no host
+#    sync); moe_experts: program 0 sorts the given indices. The other programs act-quantize x (e4m3 codes + UE8M0
+#    scales, group 128), 4 groups each;
 # 2. `_grouped_gemm_kernel` (GATED: W1 and W3), grid ((shared +) min(El, TK)) * F/BN * S): one program per (work
 #    item, F tile, K split); item 0 is the fused shared expert (when there is one), the others the active experts;
 #    programs past the number of active experts exit at once, so at C=1 the whole grid streams the one touched
-#    expert (S K-splits x F/BN tiles), fp32 partials (S, ROWS, 2F) of g and u by sorted position;
-# 3. `_swiglu_quant_kernel`, grid (TK): sum of the S partials in order, bf16 rounding, clamp, SwiGLU, routing weight,
-#    bf16, act-quant (group 128): the W2 input as e4m3 codes + scales;
-# 4. `_grouped_gemm_kernel` (not GATED: W2), as 2 over D tiles, split over F, fp32 partials (S, ROWS, D);
-# 5. `_grouped_combine_kernel`, grid (T, D/BLOCK): per token, per k in order: bf16(sum of the S partials), summed
-#    in k order (+ the shared expert). Every reduction has a fixed order: deterministic, no atomics.
+#    expert (S K-splits x F/BN tiles), fp32 partials (S, ROWS, 2F) of g and u by sorted position. FIN: the last
+#    program of each (item, 128-column group) sums the S partials in order, bf16 rounding, clamp, SwiGLU, routing
+#    weight, bf16, act-quant (group 128): the W2 input as e4m3 codes + scales (v2 / v3: `_swiglu_quant_kernel`);
+# 3. `_grouped_gemm_kernel` (not GATED: W2), as 2 over D tiles, split over F, fp32 partials (S, ROWS, D). FIN: the
+#    last program of each D tile combines its columns: per token, per k in order, bf16(sum of the S partials),
+#    summed in k order (+ the shared expert) (v2 / v3: `_grouped_combine_kernel`).
+# Every reduction has a fixed order whoever arrives last: deterministic, no float atomics (int32 tickets, each reset
+# by the program that took the last one: no memset, CUDA-graph capturable).
 @triton.jit
 def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmask, LDX, ASM: tl.constexpr):
     """fp4_tile_dot_fp8 (kernels/linear.py) for the PAIR64 weight layout (`prepare_expert_weights`): in each 64-value
@@ -422,6 +442,42 @@ def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmas
         sw = s_ptr + rn * LDS + kb * 4 + 2 * h
         s0 = pow2(tl.load(sw).to(tl.int32) - 121)                                             # 2^(e - 127) * 64
         s1 = pow2(tl.load(sw + 1).to(tl.int32) - 121)
+        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
+        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
+        kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
+        kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
+    return acc + kacc * sx[None, :]
+
+
+@triton.jit
+def scale_word(s_ptr, rn, LDS, kb):
+    """The 4 UE8M0 scales of K block kb (groups 4 kb .. 4 kb + 3, byte g = group 4 kb + g) of rows rn as one 32-bit
+    word per row: one load instead of four byte loads (s_ptr rows of LDS bytes, LDS % 4 == 0, 4-byte aligned)."""
+    return tl.load((s_ptr + rn * LDS + kb * 4).to(tl.pointer_type(tl.int32)))
+
+
+@triton.jit
+def fp4_pair_dot_w(acc, w_ptr, sw, sx, rn, LDW, kb, xq_ptr, rows, rmask, LDX, ASM: tl.constexpr):
+    """fp4_pair_dot with the K block's weight scales sw (BN,) int32 (scale_word) and activation scales sx (BM,) fp32
+    given: the caller loads them a K block ahead (they do not feed a dot, so the pipeliner does not stream them)."""
+    rj = tl.arange(0, 32)
+    xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
+    kacc = tl.zeros(acc.shape, dtype=tl.float32)
+    for h in tl.static_range(2):
+        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
+        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
+            lo, hi = tl.inline_asm_elementwise(
+                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+            lo = lo.to(tl.float8e4nv, bitcast=True)
+            hi = hi.to(tl.float8e4nv, bitcast=True)
+        else:
+            bi = b.to(tl.int32)
+            lo = fp4_lo_e4m3(bi)
+            hi = fp4_hi_e4m3(bi)
+        s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)             # 2^(e - 127) * 64
+        s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
         x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
         x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
         kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
@@ -501,20 +557,103 @@ def _route_kernel(idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr, start_ptr, sorted_ptr
 
 
 @triton.jit
+def _local_keys(idx_ptr, i, TK, offset, El):
+    """Slot i's local expert (int32), -1 for a slot past TK or whose expert is not on this rank. `.cg`: the slots may
+    have been written by other programs of the same launch (_gate_route_kernel's top-k programs)."""
+    key = tl.load(idx_ptr + i, mask=i < TK, other=-1, cache_modifier=".cg") - offset
+    return tl.where((key >= 0) & (key < El) & (i < TK), key, -1).to(tl.int32)
+
+
+@triton.jit
+def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El, ELP: tl.constexpr,
+                CH: tl.constexpr):
+    """The routing lists of _route_kernel (program 0), vectorized: a stable counting sort of the TK slots by local
+    expert in one program, CH slots at a time. Pass 1 counts per expert -> start offsets and the active list; pass 2
+    gives each slot of a chunk its position start[e] + (earlier slots of e) + (its rank among the chunk's slots of e,
+    an inclusive cumsum down the (CH, ELP) one-hot matrix). ELP >= El, a power of two."""
+    e = tl.arange(0, ELP)
+    j = tl.arange(0, CH)
+    counts = tl.zeros((ELP,), dtype=tl.int32)
+    for c0 in range(0, TK, CH):
+        key = _local_keys(idx_ptr, c0 + j, TK, offset, El)
+        counts += tl.sum((key[:, None] == e[None, :]).to(tl.int32), axis=0)
+    start = tl.cumsum(counts, axis=0) - counts
+    tl.store(start_ptr + e, start, mask=e < El)
+    tl.store(start_ptr + El, tl.sum(counts, axis=0))
+    flag = (counts > 0).to(tl.int32)
+    tl.store(act_ptr + 1 + tl.cumsum(flag, axis=0) - flag, e, mask=flag > 0)
+    tl.store(act_ptr, tl.sum(flag, axis=0))
+    nxt = start                                                           # next free position per expert
+    for c0 in range(0, TK, CH):
+        i = c0 + j
+        hot = (_local_keys(idx_ptr, i, TK, offset, El)[:, None] == e[None, :]).to(tl.int32)     # (CH, ELP)
+        pos = tl.sum(hot * (nxt[None, :] + tl.cumsum(hot, axis=0)), axis=1) - 1   # -1: no local expert
+        tl.store(sorted_ptr + pos, i, mask=pos >= 0)
+        tl.store(inv_ptr + i, pos, mask=i < TK)
+        nxt += tl.sum(hot, axis=0)
+
+
+@triton.jit
+def _gate_route_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr,
+                       start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, route_scale, offset, El,
+                       D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       HASH: tl.constexpr, TOPK: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr,
+                       GB: tl.constexpr):
+    # TOPK (moe_layer): programs 0..T-1 are _topk_kernel's (logits (T, E) -> w (T, K) fp32, idx (T, K) int64); each
+    #   takes a ticket (cnt: one int32, zero between launches) after its stores, and the last to arrive sorts the
+    #   slots (_sort_slots) and resets the ticket. Not TOPK (moe_experts): idx is given, program 0 sorts.
+    # The other programs act-quantize x (T, D) bf16 -> xq (T, D) e4m3 codes, sx (T, D/128) fp32, GB groups each.
+    pid = tl.program_id(0)
+    if TOPK:
+        NTOP = T
+    else:
+        NTOP = 1
+    if pid < NTOP:
+        if TOPK:
+            _topk_row(pid, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
+                      HAS_BIAS, HASH)
+            tl.debug_barrier()                                     # every thread's stores before the release
+            last = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == T - 1
+        else:
+            last = True
+        if last:
+            _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T * K, offset, El, ELP, CH)
+            if TOPK:
+                tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")          # ready for the next launch
+    else:
+        NG: tl.constexpr = D // 128
+        NXB: tl.constexpr = (NG + GB - 1) // GB
+        q = pid - NTOP
+        row = (q // NXB).to(tl.int64)
+        g = (q % NXB) * GB + tl.arange(0, GB)
+        offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
+        gm = g < NG
+        v = tl.load(x_ptr + row * D + offs, mask=gm[:, None], other=0.0).to(tl.float32)
+        code, sc = _quant_groups(v)
+        tl.store(xq_ptr + row * D + offs, code.to(tl.uint8), mask=gm[:, None])
+        tl.store(sx_ptr + row * NG + g, sc, mask=gm)
+
+
+@triton.jit
 def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
-                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
+                         hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH, rw_ptr, aq_ptr, sq_ptr, limit,
                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
-                         GATED: tl.constexpr):
+                         GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
+                         RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
+                         FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False):
+    # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
+    #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
     # GATED, the W1/W3 step: wa = W1, wb = W3 (El, F, D/2) (official, or PAIR64 with PAIR), sa / sb (El, F, D/32)
     #   e8m0; the input is the act-quantized x (T, D) e4m3 + sin (T, D/128) fp32, read by token (sorted slot // K);
     #   partial rows are g | u (LDP = 2F).
     # not GATED, the W2 step: wa = W2 (El, D, F/2), sa (El, D, F/32) (wb, sb unused); the input is the SwiGLU output
     #   aq (ROWS, F) e4m3 + sin (ROWS, F/128) by row; LDP = D.
-    # SHARED: item 0 is the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on all T
-    #   tokens, into partial rows TK + t; first in the grid, so its long K walks do not form the tail. Routed items
-    #   follow: item i (+1 with SHARED) = the i-th active local expert (act), an exit when past the active count.
+    # SHARED: items 0 .. NSH-1 are the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on
+    #   all T tokens (item j: token tiles j, j + NSH, ..: NSH = cdiv(T, BM) gives each program one tile, NSH = 1
+    #   one program all of them), into partial rows TK + t; first in the grid, so their K walks do not form the
+    #   tail. Routed items follow: item NSH + i = the i-th active local expert (act), an exit when past the count.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -523,8 +662,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
-    if SHARED and a == 0:
-        c = 0
+    if SHARED and a < NSH:
+        c = a * BM
         while c < T:
             tok = c + tl.arange(0, BM)
             pm = tok < T
@@ -535,10 +674,14 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
                 if GATED:
                     accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
-            _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
-            c += BM
+            if SWIGLU:
+                _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BM,), 1.0, tl.float32), limit, N,
+                              BN, RNE_FIX)
+            else:
+                _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
+            c += NSH * BM
     else:
-        item = a - 1 if SHARED else a
+        item = a - NSH if SHARED else a
         if item < tl.load(act_ptr):
             e = tl.load(act_ptr + 1 + item).to(tl.int64)
             start = tl.load(start_ptr + e)
@@ -557,7 +700,23 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                     src = pos
                 acca = tl.zeros((BN, BM), dtype=tl.float32)
                 accb = tl.zeros((BN, BM), dtype=tl.float32)
-                for i in range(KBS):
+                if PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
+                    kb0 = s * KBS
+                    sxrow = sin_ptr + src.to(tl.int64) * (KD // 128)
+                    swa = scale_word(sa, rn, KD // 32, kb0)
+                    swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
+                    sxv = tl.load(sxrow + kb0, mask=pm, other=0.0)
+                    for i in range(KBS):
+                        kb = kb0 + i
+                        kn = kb0 + tl.minimum(i + 1, KBS - 1)
+                        swa_n = scale_word(sa, rn, KD // 32, kn)
+                        swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
+                        sxv_n = tl.load(sxrow + kn, mask=pm, other=0.0)
+                        acca = fp4_pair_dot_w(acca, wa, swa, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        if GATED:
+                            accb = fp4_pair_dot_w(accb, wb, swb, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        swa, swb, sxv = swa_n, swb_n, sxv_n
+                for i in range(0 if PAIR and PF else KBS):
                     kb = s * KBS + i
                     if PAIR:
                         acca = fp4_pair_dot(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD, ASM)
@@ -570,8 +729,136 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                         if GATED:
                             accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
                                                     KD, ASM)
-                _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
+                if SWIGLU:
+                    rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
+                    _store_swiglu(aq_ptr, sq_ptr, pos, pm, n0, acca, accb, rw, limit, N, BN, RNE_FIX)
+                else:
+                    _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
                 c += BM
+    if FIN:
+        _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
+                        sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BM, BN, SPLIT, SHARED, GATED,
+                        HAS_EXTRA, OUT_BF16, RNE_FIX)
+
+
+@triton.jit
+def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
+                    limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
+                    BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
+                    HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+    """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
+    by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
+    (deterministic, the same arithmetic as the separate launches).
+    GATED: one ticket per (work item a, 128-column group of F), taken by its (128 / BN) * SPLIT programs; the last
+      runs the SwiGLU-quant of the item's rows for that group (_swiglu_quant_block) into fin = aq, sfin = sq.
+    Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
+    not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
+      once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
+    tl.debug_barrier()                                    # every thread's partial stores before the release
+    NT: tl.constexpr = N // BN
+    pid = tl.program_id(0)                                # (work item a, N tile, K split) as in the GEMM
+    a = pid // (NT * SPLIT)
+    n0 = ((pid // SPLIT) % NT) * BN
+    if GATED:
+        NGRP: tl.constexpr = N // 128
+        item = a - NSH if SHARED else a
+        ok = (item >= 0) & (item < tl.load(act_ptr))
+        e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
+        lo = tl.load(start_ptr + e, mask=ok, other=0)
+        hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
+        if SHARED:      # items 0..NSH-1: the shared expert's rows TK + t for its token tiles a, a + NSH, ..: all T
+            # tokens when NSH = 1, tile a alone when NSH = cdiv(T, BM) (SHARED_ITEMS "one" / "per_tile")
+            lo = tl.where(a < NSH, TK + a * BM, lo)
+            hi = tl.where(a < NSH, TK + tl.where(NSH == 1, T, tl.minimum(T, a * BM + BM)), hi)
+        if hi > lo:
+            ticket = cnt_ptr + a * NGRP + n0 // 128
+            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
+                for r0 in range(lo, hi, 8):                   # 8 rows x 128 columns at a time
+                    rows = r0 + tl.arange(0, 8)
+                    _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, fin_ptr, sfin_ptr, rows, rows < hi, n0 // 128,
+                                        TK, ROWS, limit, N, SPLIT, RNE_FIX)
+                tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+    else:
+        ticket = cnt_ptr + n0 // BN
+        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
+            cols = n0 + tl.arange(0, BN)
+            for t0 in range(0, T, 32):                        # 32 tokens x BN columns at a time
+                toks = t0 + tl.arange(0, 32)
+                _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K, SPLIT,
+                               HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
+            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, aq_ptr, sa_ptr, rows, rm, grp, TK, ROWS, limit,
+                        F: tl.constexpr, SPLIT: tl.constexpr, RNE_FIX: tl.constexpr):
+    """_swiglu_quant_kernel's arithmetic for rows (BR,) (positions; rows >= TK: the shared expert, weight 1) and one
+    128-column group grp: (SPLIT, ROWS, 2F) fp32 partials -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32."""
+    offs = grp * 128 + tl.arange(0, 128)
+    p64 = rows.to(tl.int64)
+    m = rm[:, None]
+    g = tl.zeros((rows.shape[0], 128), dtype=tl.float32)
+    u = tl.zeros((rows.shape[0], 128), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):                                       # fixed order: deterministic
+        row = part_ptr + (s * ROWS + p64)[:, None] * (2 * F) + offs[None, :]
+        g += tl.load(row, mask=m, other=0.0, cache_modifier=".cg")
+        u += tl.load(row + F, mask=m, other=0.0, cache_modifier=".cg")
+    g = to_bf16(g, RNE_FIX).to(tl.float32)                                # the expert GEMMs return bf16
+    u = to_bf16(u, RNE_FIX).to(tl.float32)
+    u = tl.minimum(tl.maximum(u, -limit), limit)
+    g = tl.minimum(g, limit)
+    routed = rm & (rows < TK)
+    rw = tl.load(rw_ptr + tl.load(sorted_ptr + rows, mask=routed, other=0), mask=routed, other=1.0)
+    act = to_bf16(g / (1.0 + tl.exp(-g)) * u * rw[:, None], RNE_FIX).to(tl.float32)
+    code, sc = _quant_groups(act)
+    tl.store(aq_ptr + p64[:, None] * F + offs[None, :], code.to(tl.uint8), mask=m)
+    tl.store(sa_ptr + p64 * (F // 128) + grp, sc, mask=rm)
+
+
+@triton.jit
+def _combine_block(part_ptr, inv_ptr, shared_ptr, out_ptr, toks, tm, cols, TK, ROWS, D: tl.constexpr, K: tl.constexpr,
+                   SPLIT: tl.constexpr, HAS_SHARED: tl.constexpr, SHARED_ROWS: tl.constexpr, OUT_BF16: tl.constexpr,
+                   RNE_FIX: tl.constexpr):
+    """_grouped_combine_kernel's arithmetic for tokens toks (BR,) x columns cols (BN,): per k in order bf16(sum of the
+    SPLIT partials at the slot's position) (+ bf16 of the shared expert's rows TK + t) (+ shared (T, D) bf16)."""
+    acc = tl.zeros((toks.shape[0], cols.shape[0]), dtype=tl.float32)
+    t64 = toks.to(tl.int64)
+    for k in tl.static_range(K):
+        p = tl.load(inv_ptr + t64 * K + k, mask=tm, other=-1)
+        m = (p >= 0)[:, None]
+        y = tl.zeros(acc.shape, dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            y += tl.load(part_ptr + (s * ROWS + p).to(tl.int64)[:, None] * D + cols[None, :], mask=m, other=0.0,
+                         cache_modifier=".cg")
+        acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # each expert's output is bf16
+    if SHARED_ROWS:
+        y = tl.zeros(acc.shape, dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            y += tl.load(part_ptr + (s * ROWS + TK + t64)[:, None] * D + cols[None, :], mask=tm[:, None], other=0.0,
+                         cache_modifier=".cg")
+        acc += to_bf16(y, RNE_FIX).to(tl.float32)                        # shared_expert returns bf16
+    if HAS_SHARED:
+        acc += tl.load(shared_ptr + t64[:, None] * D + cols[None, :], mask=tm[:, None], other=0.0).to(tl.float32)
+    if OUT_BF16:
+        tl.store(out_ptr + t64[:, None] * D + cols[None, :], to_bf16(acc, RNE_FIX), mask=tm[:, None])
+    else:
+        tl.store(out_ptr + t64[:, None] * D + cols[None, :], acc, mask=tm[:, None])
+
+
+@triton.jit
+def _store_swiglu(aq_ptr, sq_ptr, rows, pm, n0, accg, accu, rw, limit, F: tl.constexpr, BN: tl.constexpr,
+                  RNE_FIX: tl.constexpr):
+    """The W1/W3 tiles of a program that walked all of K (no split) and covers whole act-quant groups (BN = 128):
+    the arithmetic of _swiglu_quant_kernel on (BN, BM) -> aq (ROWS, F) e4m3 codes, sq (ROWS, F/128) fp32."""
+    g = to_bf16(accg, RNE_FIX).to(tl.float32)                            # the expert GEMMs return bf16
+    u = to_bf16(accu, RNE_FIX).to(tl.float32)
+    u = tl.minimum(tl.maximum(u, -limit), limit)
+    g = tl.minimum(g, limit)
+    act = to_bf16(g / (1.0 + tl.exp(-g)) * u * rw[None, :], RNE_FIX).to(tl.float32)
+    code, sc = _quant_groups(tl.trans(act))                              # (BM, 128), (BM,)
+    r64 = rows.to(tl.int64)
+    tl.store(aq_ptr + r64[:, None] * F + n0 + tl.arange(0, BN)[None, :], code.to(tl.uint8), mask=pm[:, None])
+    tl.store(sq_ptr + r64 * (F // 128) + n0 // 128, sc, mask=pm)
 
 
 @triton.jit
@@ -586,15 +873,17 @@ def _store_partial(part_ptr, s, ROWS, rows, pm, rn, acca, accb, N: tl.constexpr,
 
 @triton.jit
 def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr, TK, ROWS, El, limit,
-                         F: tl.constexpr, SPLIT: tl.constexpr, GB: tl.constexpr, RNE_FIX: tl.constexpr):
+                         F: tl.constexpr, SPLIT: tl.constexpr, GB: tl.constexpr, GPP: tl.constexpr,
+                         RNE_FIX: tl.constexpr):
     # part (SPLIT, ROWS, 2F) fp32; rw (TK,) fp32 by slot -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32 by row;
-    # rows: the local slots by position, then (rows TK.., when the shared expert is fused) one per token, weight 1
+    # rows: the local slots by position, then (rows TK.., when the shared expert is fused) one per token, weight 1.
+    # Grid (ROWS, F / 128 / GPP): program (p, q) does row p's 128-groups q * GPP .. + GPP - 1, GB at a time
     p = tl.program_id(0)
     if (p < tl.load(start_ptr + El)) | (p >= TK):
         rw = tl.load(rw_ptr + tl.load(sorted_ptr + p, mask=p < TK, other=0), mask=p < TK, other=1.0)
         NG: tl.constexpr = F // 128
         p64 = p.to(tl.int64)
-        for g0 in range(0, NG, GB):
+        for g0 in range(tl.program_id(1) * GPP, tl.program_id(1) * GPP + GPP, GB):
             gi = g0 + tl.arange(0, GB)
             offs = gi[:, None] * 128 + tl.arange(0, 128)[None, :]
             gm = (gi < NG)[:, None]
@@ -655,14 +944,28 @@ def grouped_configs(params: dict) -> list[dict]:
     # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs. SHARED
     # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
     # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
+    # Every entry loads the scales a K block ahead and splits the shared expert by token tile (SCALES "ahead",
+    # SHARED_ITEMS "per_tile": faster at C = 1, 16, 64 on the H200, docs/perf/moe.md session 4); "bytes" / "one",
+    # EPILOGUE "swiglu" (BN_UP 128, no K split) and MAXNREG_UP / MAXNREG_DOWN are reachable by an explicit config.
     out = []
     for bm, bu, bd, w in (t for t in MOE_TILES if t[3] == 4):
         for su, sd in GROUPED_SPLITS:
             for st in (3,):
                 for dec in ("fp8", "fp8_asm") if max(bu, bd) >= 64 else ("fp8",):
                     out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
-                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused"})
+                                "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused",
+                                "SCALES": "ahead", "SHARED_ITEMS": "per_tile"})
     return out
+
+
+def grouped_default_v2(params: dict) -> dict:
+    """The session-3 choices (impl triton_v2): four scale-byte loads per K block, each used in its own iteration, and
+    the session-3 glue (GLUE "v2": separate top-k, serial slot sort, SwiGLU-quant and combine launches)."""
+    T = params["T"]
+    su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
+    return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "bytes", "SHARED_ITEMS": "one",
+            "GLUE": "v2"}
 
 
 def grouped_default(params: dict) -> dict:
@@ -671,10 +974,13 @@ def grouped_default(params: dict) -> dict:
     # PAIR64, 3 stages: K split (8, 4) at C=1 29.5 us (one touched expert: 32 x 8 up and 64 x 4 down items; (4, 2)
     # 30.9, (16, 8) 32.8); C=16 (2, 1) 158.7 vs no split 163.9; C=64 no split 243.2 vs (2, 1) 253.6. 8 warps: 1.2-2x
     # slower everywhere; 2 stages: +4-7% (and the fused up kernel spills 16 B on sm_120 there).
+    # Session 4 (moeup call 1): SCALES "ahead" + SHARED_ITEMS "per_tile" vs triton_v2: moe_experts 26.9 / 126.5 /
+    # 217.3 us vs 29.3 / 157.6 / 243.9 at C = 1 / 16 / 64, moe_layer C=64 229.4 vs 257.0; with the new loads BN 128
+    # still lost (C=64 227.4 (128/128), 225.2 (128/64); C=16 144.2; C=1 29.5) and 4 stages tied (217.9, 126.5).
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused"}
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead", "SHARED_ITEMS": "per_tile"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
@@ -737,10 +1043,69 @@ def _fusable_shared(hw: dict, D: int, F: int) -> bool:
     return all(tuple(hw[k].shape) == v for k, v in want.items())
 
 
-def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
-             hw=None):
-    # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside
+def _regs(cfg: dict, key: str) -> dict:
+    """Config MAXNREG_UP / MAXNREG_DOWN: a register cap per thread for that launch (more resident blocks per SM:
+    4 warps at <= 96 registers fit 5 blocks, <= 80 six); ignored by the interpreter."""
+    return {"maxnreg": int(cfg[key])} if cfg.get(key) and not INTERPRET else {}
+
+
+def _route_buffers(T, K, D, El, dev):
+    """The routing lists (act, start, order, inv) and the act-quantized x (xq, sx) that _grouped consumes."""
+    i32 = dict(dtype=torch.int32, device=dev)
+    return (torch.empty(El + 1, **i32), torch.empty(El + 1, **i32), torch.empty(T * K, **i32),
+            torch.empty(T * K, **i32), torch.empty((T, D), dtype=torch.uint8, device=dev),
+            torch.empty((T, D // 128), dtype=torch.float32, device=dev))
+
+
+def _sort_meta(TK, El):
+    # CH 128 x ELP 32 (Flash: 32 local experts): a 4096-entry one-hot chunk, 32 values per thread at 4 warps
+    return dict(ELP=max(2, triton.next_power_of_2(El)), CH=min(128, max(16, triton.next_power_of_2(TK))))
+
+
+def _route(x, indices, El, expert_offset, glue):
+    """Group the slots by local expert and act-quantize x, one launch: glue v3 / v4 _gate_route_kernel (sort in one
+    program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row)."""
     T, D = x.shape
+    K = indices.shape[1]
+    buf = _route_buffers(T, K, D, El, x.device)
+    act, start, order, inv, xq, sx = buf
+    idx = indices.contiguous()
+    if glue == "v2":
+        _route_kernel[(1 + T,)](idx, x, xq, sx, act, start, order, inv, T * K, int(expert_offset), El,
+                                D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
+        return buf
+    GB = 4
+    _gate_route_kernel[(1 + T * triton.cdiv(D // 128, GB),)](
+        x, x, x, x, x, idx, x, xq, sx, act, start, order, inv, act, T, 1, 1.0, int(expert_offset), El, D=D, K=K,
+        KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T * K, El), GB=GB, num_warps=4,
+        num_stages=1)
+    return buf
+
+
+def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset):
+    """moe_layer's gate, glue v3 / v4: the gate GEMM, then ONE launch (_gate_route_kernel) for the top-k of every
+    token, the slot sort by the last top-k program (ticket) and the act-quantization of x.
+    -> w, idx and the routing buffers of _route."""
+    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    T, D = x.shape
+    buf = _route_buffers(T, topk, D, El, x.device)
+    act, start, order, inv, xq, sx = buf
+    GB = 4
+    _gate_route_kernel[(T + T * triton.cdiv(D // 128, GB),)](
+        *args[:6], x.contiguous(), xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, *args[6:],
+        int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T * topk, El), GB=GB, num_warps=4, num_stages=1)
+    return w, idx, buf
+
+
+def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
+             hw=None, routed=None):
+    # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
+    # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
+    # "v4" (default up to FIN_MAX_T tokens): the parallel routing, SwiGLU-quant and combine inside the GEMM launches
+    # (FIN); "v3" (default above): the same routing, SwiGLU-quant and combine as launches of their own with wider
+    # grids; "v2": the previous glue
+    T, D = x.shape
+    glue = _glue(cfg, T)
     K = indices.shape[1]
     El, F = w1.shape[0], w1.shape[1]
     TK = T * K
@@ -755,51 +1120,74 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     w1, w3, w2 = _aligned(w1), _aligned(w3), _aligned(w2)
     s1, s3, s2 = (s.contiguous().view(torch.uint8) for s in (s1, s3, s2))
     x = x.contiguous()
-    i32 = dict(dtype=torch.int32, device=dev)
-    act, start = torch.empty(El + 1, **i32), torch.empty(El + 1, **i32)
-    order, inv = torch.empty(TK, **i32), torch.empty(TK, **i32)
-    xq = torch.empty((T, D), dtype=torch.uint8, device=dev)
-    sx = torch.empty((T, D // 128), dtype=torch.float32, device=dev)
-    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    scales = cfg.get("SCALES", "bytes")
+    if scales not in ("bytes", "ahead"):
+        raise ValueError(f"moe_experts: config SCALES={scales!r}: 'bytes' or 'ahead'")
+    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=int(scales == "ahead"))
     # 1. routing lists + act-quant of x
-    _route_kernel[(1 + T,)](indices.contiguous(), x, xq, sx, act, start, order, inv, TK, int(expert_offset), El,
-                            D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
+    act, start, order, inv, xq, sx = routed if routed is not None else _route(x, indices, El, expert_offset, glue)
     xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
     fused = hw is not None
+    mode = cfg.get("SHARED_ITEMS", "one")
+    if mode not in ("one", "per_tile"):
+        raise ValueError(f"moe_experts: config SHARED_ITEMS={mode!r}: 'one' or 'per_tile'")
+    nsh = (triton.cdiv(T, bm) if mode == "per_tile" else 1) if fused else 0     # shared expert items
     if fused:
         hw = {k: v.contiguous() for k, v in hw.items()}
         h1, h3, h2 = hw["w1"], hw["w3"], hw["w2"]
         hs1, hs3, hs2 = (hw[k].view(torch.uint8) for k in ("s1", "s3", "s2"))
     else:                                           # unused pointers
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
-    # 2. W1 / W3 partials over the active (expert, F tile, K split) items (+ the shared expert's items)
-    gu = torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((fused + n_items) * (F // bu) * su,)](
-        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, N=F, KD=D, K=K, BM=bm, BN=bu,
-        SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True, **launch)
-    # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
+    # 2. W1 / W3 over the active (expert, F tile, K split) items (+ the shared expert's items): fp32 partials, or
+    #    with EPILOGUE "swiglu" (no K split, BN_UP 128: whole act-quant groups) the W2 input itself (3. skipped)
     aq = torch.empty((ROWS, F), dtype=torch.uint8, device=dev)
     sa = torch.empty((ROWS, F // 128), dtype=torch.float32, device=dev)
-    _swiglu_quant_kernel[(ROWS,)](gu, weights.contiguous().view(-1), order, start, aq, sa, TK, ROWS, El,
-                                  float(swiglu_limit), F=F, SPLIT=su, GB=4, RNE_FIX=INTERPRET, num_warps=4,
-                                  num_stages=1)
+    out = torch.empty((T, D), dtype=out_dtype, device=dev)
+    epi = cfg.get("EPILOGUE", "partials")
+    if epi not in ("partials", "swiglu"):
+        raise ValueError(f"moe_experts: config EPILOGUE={epi!r}: 'partials' or 'swiglu'")
+    fuse = epi == "swiglu" and su == 1 and bu == 128
+    rw = weights.contiguous().view(-1)
+    # glue v4: the SwiGLU-quant (unless the up kernel's own EPILOGUE does it) and the combine run inside the GEMM
+    # launches (their last programs, FIN)
+    fin_up = glue == "v4" and not fuse and 128 % bu == 0
+    fin_down = glue == "v4"
+    tickets = split_tickets(dev, max((nsh + n_items) * (F // 128), D // bd)) if fin_up or fin_down else None
+    gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
+    _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
+        float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
+        **(dict(cnt_ptr=tickets, FIN=True) if fin_up else {}))
+    # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
+    NG = F // 128
+    if not fuse and not fin_up:
+        gpp = NG if glue == "v2" else (1 if ROWS * NG <= 4096 else min(4, NG))     # 128-groups per program
+        _swiglu_quant_kernel[(ROWS, triton.cdiv(NG, gpp))](
+            gu, rw, order, start, aq, sa, TK, ROWS, El, float(swiglu_limit), F=F, SPLIT=su, GB=min(4, gpp), GPP=gpp,
+            RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((fused + n_items) * (D // bd) * sd,)](
-        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, N=D,
-        KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch)
+    _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
+        aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
+        rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
+        **_regs(cfg, "MAXNREG_DOWN"),
+        **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True,
+                HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
+           if fin_down else {}))
     # 5. per-token combine in k order (+ shared expert)
-    out = torch.empty((T, D), dtype=out_dtype, device=dev)
-    BLOCK = 1024
-    _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
-        yp, inv, shared if shared is not None else x, out, TK, ROWS, D, K=K, SPLIT=sd, BLOCK=BLOCK,
-        HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
-        num_warps=4, num_stages=1)
+    if not fin_down:
+        # v3: at least ~256 programs (C=1: 16 x 256 columns instead of 4 x 1024)
+        BLOCK = 1024 if glue == "v2" else min(1024, max(256, triton.next_power_of_2(T * D // 256)))
+        _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
+            yp, inv, shared if shared is not None else x, out, TK, ROWS, D, K=K, SPLIT=sd, BLOCK=BLOCK,
+            HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
+            num_warps=4, num_stages=1)
     return out
 
 
-_GROUPED_KERNELS = [_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
+_GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
 def _grouped_key(x, indices, w1):
@@ -812,31 +1200,46 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
                 shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
     # inside the routed launches (config SHARED "fused") like moe_layer
+    return _experts_grouped(None, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit,
+                            (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
+@register_impl("moe_experts", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+def moe_experts_v2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # the same kernels with the session-3 choices (grouped_default_v2), never a tuned entry: one bench times both
+    return _experts_grouped(grouped_default_v2, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
+                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
+def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared, config):
+    """moe_experts on the grouped kernels; fixed: a default function used as is (no tuned-table lookup), or None."""
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
-    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
+    hw = _shared_inputs(*shared)
     key = _grouped_key(x, indices, w1)
-    cfg = config or lookup("moe_experts", key, grouped_default(key))
+    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default(key)))
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.float32, pair)
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair):
+                       pair, routed=None):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
     "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
     if hw is None:
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair)
+                        out_dtype, pair, routed=routed)
     mode = cfg.get("SHARED", "fused")
     if mode not in ("fused", "beside"):
         raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair, hw)
+                        out_dtype, pair, hw, routed=routed)
     shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
     return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
-                    pair)
+                    pair, routed=routed)
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
@@ -844,12 +1247,81 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
                prepare=prepare_experts)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(None, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                          expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
+@register_impl("moe_layer", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+def moe_layer_v2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(grouped_default_v2, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
+                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
+def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                   expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2,
+                   config):
     pair, w1, w3, w2 = _layout(w1, w3, w2)
-    w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
-    _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
-    key = _grouped_key(x, idx, w1)
+    key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
     # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
-    cfg = config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))
+    cfg = config or (fixed(key) if fixed else
+                     lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key))))
+    routed = None
+    if _glue(cfg, x.shape[0]) == "v2":
+        w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
+        w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
+                                     expert_offset)
+    _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
-                              pair)
+                              pair, routed)
+
+
+# ---- the previous glue, kept for same-run comparison (impls triton_glue2 / triton_glue3 = config GLUE "v2" / "v3") --
+# v2: separate _topk_kernel, serial slot sort in _route_kernel, SwiGLU-quant one program per row, combine 1024-column
+# programs (7 launches for moe_layer); v3: _gate_route_kernel, SwiGLU-quant and combine launches with wider grids (6)
+# Glue v4 (FIN) by default up to this many tokens, v3 above. H200 (docs/perf/moe.md "Glue v4"): moe_layer at C=1 34.8
+# us (v4) vs 43.9 (v2), graph replay; at C=64 the finishing tails slowed the up / down GEMMs by 23 / 11 us under ncu,
+# more than the two launches they remove.
+FIN_MAX_T = 4
+
+
+def _glue(cfg, T: int = 1) -> str:
+    glue = (cfg or {}).get("GLUE", "v4" if T <= FIN_MAX_T else "v3")
+    if glue not in ("v2", "v3", "v4"):
+        raise ValueError(f"moe_experts: config GLUE={glue!r}: 'v4', 'v3' or 'v2' (default: v4 up to "
+                         f"{FIN_MAX_T} tokens, v3 above)")
+    return glue
+
+
+def _register_glue(glue: str) -> None:
+    route = [_route_kernel] if glue == "v2" else [_gate_route_kernel]
+
+    def experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+        key = _grouped_key(x, indices, w1)
+        cfg = {**(config or lookup("moe_experts", key, grouped_default(key))), "GLUE": glue}
+        return moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1,
+                           shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
+
+    def layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+              swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+        key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
+        cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))), "GLUE": glue}
+        return moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                         swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
+
+    kernels = [*route, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
+    register_impl("moe_experts", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
+                  deterministic=True, kernels=lambda: list(kernels), prepare=prepare_experts)(experts)
+    register_impl("moe_layer", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
+                  deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *kernels],
+                  prepare=prepare_experts)(layer)
+
+
+for _g in ("v2", "v3"):
+    _register_glue(_g)

@@ -5,6 +5,7 @@ loop body) and in total, registers and spills, per (target, config, weight layou
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import tempfile
@@ -37,15 +38,21 @@ def main() -> None:
     ap.add_argument("--arch", type=int, nargs="*", default=[90, 120])
     ap.add_argument("--T", type=int, default=16)
     ap.add_argument("--op", default="moe_experts")
+    ap.add_argument("--cfg", action="append", default=[],
+                    help="JSON config delta over the default (repeatable); replaces the built-in list, PAIR64 only")
+    ap.add_argument("--dump", default="", help="write each kernel's SASS to DUMP_<n>.sass")
     a = ap.parse_args()
+    dumped = 0
     registry.load_builtin()
     spec, impl = registry.get_op(a.op), registry.get_impl(a.op, "triton")
     params = next(p for p in spec.shape_cases(get_shape_set("flash-tp8")) if p["T"] == a.T and not p.get("hash"))
     base = impl.default_config(params)
     cfgs = [dict(base, BN_UP=bu, BN_DOWN=bd, DECODE=dec, num_warps=w) for bu, bd, dec, w in
             ((32, 32, "fp8", 4), (64, 64, "fp8_asm", 4), (64, 64, "fp8", 4), (64, 64, "fp8_asm", 8))]
+    if a.cfg:
+        cfgs = [dict(base, **json.loads(c)) for c in a.cfg]
     real_prepare = KM.prepare_experts
-    for pair in (False, True):
+    for pair in (True,) if a.cfg else (False, True):
         for cfg in cfgs:
             wrapped = registry.Impl(impl.op, impl.name, (lambda **kw: impl.fn(**real_prepare(kw))) if pair else impl.fn)
             launches = [ln for ln in inspector.capture_impl(wrapped, spec, params, cfg)
@@ -59,11 +66,17 @@ def main() -> None:
                         f.flush()
                         sass = subprocess.run([inspector._tool("cuobjdump"), "-sass", "-res-usage", f.name],
                                               capture_output=True, text=True).stdout
+                    if a.dump:
+                        with open(f"{a.dump}_{dumped}.sass", "w") as out:
+                            out.write(sass)
+                        dumped += 1
                     n = sum(1 for ln2 in sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", ln2))
                     reg = re.search(r"REG:(\d+)", sass)
                     stack = re.search(r"STACK:(\d+)", sass)
+                    smem = ck.metadata.shared
+                    delta = {k: v for k, v in cfg.items() if base.get(k) != v}
                     print(f"sm_{arch} {'pair64' if pair else 'official'} {ln.name.split(':')[-1]:22s} BN {cfg['BN_UP']}/{cfg['BN_DOWN']} "
-                          f"{cfg['DECODE']:8s} w{cfg['num_warps']}: loop {loop_body(sass):5d}  total {n:5d}  "
+                          f"{cfg['DECODE']:8s} w{cfg['num_warps']} {delta}: loop {loop_body(sass):5d}  total {n:5d}  smem {smem} "
                           f"REG {reg.group(1) if reg else '?'} STACK {stack.group(1) if stack else '?'}", flush=True)
 
 

@@ -164,9 +164,12 @@ def test_bad_inputs():
 
 
 @pytest.mark.gpu
-def test_moe_layer_is_cuda_graph_capturable():
-    spec, impl = spec_and_impl("moe_layer")
-    p = {**SMALL, "T": 16, "E": 32, "El": 8, "offset": 8, "K": 6, "D": 512, "F": 256}
+@pytest.mark.parametrize("impl_name", ["triton", "triton_glue3"])
+@pytest.mark.parametrize("T", [2, 16])
+def test_moe_layer_is_cuda_graph_capturable(impl_name, T):
+    """Both glues (v4 with its in-kernel tickets by default at T = 2, v3 at T = 16; triton_glue3 = v3 always)."""
+    spec, impl = spec_and_impl("moe_layer", impl_name)
+    p = {**SMALL, "T": T, "E": 32, "El": 8, "offset": 8, "K": 6, "D": 512, "F": 256}
     inp = spec.make_inputs(p, torch.Generator().manual_seed(0), "cuda", "normal")
     impl.fn(**inp)                                            # compile outside the capture
     torch.cuda.synchronize()
@@ -175,6 +178,7 @@ def test_moe_layer_is_cuda_graph_capturable():
         out = impl.fn(**inp)
     inp["x"].copy_(torch.randn_like(inp["x"].float()).bfloat16())
     g.replay()
+    g.replay()                                                # twice: the tickets are back at zero
     torch.cuda.synchronize()
     ref = impl.fn(**inp)
     assert torch.equal(out, ref)                              # deterministic, and the graph saw the new x
@@ -225,16 +229,16 @@ def test_pair64_layout_is_a_nibble_permutation():
         KM.prepare_expert_weights(w.float())
 
 
-@pytest.mark.parametrize("layout,splits", [("official", (1, 1)), ("pair64", (2, 2)),   # each layout, each split
-                                           pytest.param("official", (2, 2), marks=pytest.mark.slow),
-                                           pytest.param("pair64", (1, 1), marks=pytest.mark.slow)])
-def test_grouped_kernel_layouts_and_splits(layout, splits, monkeypatch):
-    """Both weight layouts and split K (fp32 partials summed in order) against the reference, more tokens on an
-    expert than one BM tile; a batch that selects no local expert gives exact zeros."""
+@pytest.mark.parametrize("layout,splits,scales", [("official", (1, 1), "bytes"), ("pair64", (2, 2), "ahead"),
+                                                  pytest.param("official", (2, 2), "bytes", marks=pytest.mark.slow),
+                                                  pytest.param("pair64", (1, 1), "bytes", marks=pytest.mark.slow)])
+def test_grouped_kernel_layouts_and_splits(layout, splits, scales, monkeypatch):
+    """Both weight layouts, split K (fp32 partials summed in order) and the scale loads a K block ahead against the
+    reference, more tokens on an expert than one BM tile; a batch that selects no local expert gives exact zeros."""
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256}
     cfg = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "SPLIT_UP": splits[0], "SPLIT_DOWN": splits[1], "num_warps": 4,
-           "num_stages": 2, "DECODE": "fp8"}
+           "num_stages": 2, "DECODE": "fp8", "SCALES": scales}
     inp, out, _ = check_against_reference("moe_experts", p, "large", config=cfg, prepare=layout == "pair64")
     _, impl = spec_and_impl("moe_experts")
     none_local = impl.fn(**{**impl.prepared(inp), "expert_offset": 100}, config=cfg)
@@ -247,6 +251,37 @@ def test_grouped_kernel_rejects_mixed_layouts():
     inp = _inputs("moe_experts", SMALL)
     with pytest.raises(ValueError, match="PAIR64"):
         impl.fn(**{**inp, "w1": KM.prepare_expert_weights(inp["w1"])})
+
+
+def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
+    """The scale words loaded a K block ahead and the shared expert split into one item per token tile change the
+    schedule, not the sums: the outputs equal the session-3 choices (triton_v2) bit for bit, split K included."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}    # 2 token tiles
+    _, impl = spec_and_impl("moe_experts")
+    inp = impl.prepared(_inputs("moe_experts", p, values="large"))
+    key = {"T": 20, "D": 256, "El": 2, "F": 256, "K": 2}
+    for split in ((1, 1), (2, 2)):
+        tiles = {"BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": split[0], "SPLIT_DOWN": split[1]}
+        new = impl.fn(**inp, config={**KM.grouped_default(key), **tiles})
+        old = impl.fn(**inp, config={**KM.grouped_default_v2(key), **tiles})
+        assert KM.grouped_default(key)["SCALES"] == "ahead" and KM.grouped_default_v2(key)["SCALES"] == "bytes"
+        assert torch.equal(new, old)
+    with pytest.raises(ValueError, match="SCALES"):
+        impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
+
+
+def test_grouped_swiglu_epilogue_in_the_up_pass(monkeypatch):
+    """EPILOGUE "swiglu" (no K split, BN_UP 128): the up pass writes the act-quantized SwiGLU output itself; the
+    result equals the separate _swiglu_quant_kernel path bit for bit (routed rows by slot weight, shared rows)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
+    _, impl = spec_and_impl("moe_experts")
+    inp = impl.prepared(_inputs("moe_experts", p, values="large"))
+    cfg = {**KM.grouped_default({"T": 20}), "BN_UP": 128, "BN_DOWN": 32, "SPLIT_UP": 1, "SPLIT_DOWN": 1}
+    assert torch.equal(impl.fn(**inp, config={**cfg, "EPILOGUE": "swiglu"}), impl.fn(**inp, config=cfg))
 
 
 # ---- moe_experts with the shared expert (the decoder's TP rank 0) ----------------------------------------------
@@ -283,3 +318,104 @@ def test_ops_accepts_names_the_optional_inputs_of_the_chosen_impl():
     assert Ops("reference").accepts("moe_experts", "shared_w1")
     assert not Ops("triton").accepts("shared_expert", "shared_w1")
     assert not Ops("triton").accepts("moe_experts", "no_such_input")
+
+
+# ---- the routing glue: the slot sort (impl triton's _gate_route_kernel vs triton_v2's _route_kernel) -----------
+def _want_routing(indices, offset, El):
+    """The grouped kernel's routing lists, by torch: slots stably sorted by local expert, start offsets, the active
+    experts ascending and each slot's sorted position (-1 when its expert is not local)."""
+    key = indices.reshape(-1) - offset
+    local = (key >= 0) & (key < El)
+    key = torch.where(local, key, torch.full_like(key, El))
+    order = torch.argsort(key, stable=True)[:int(local.sum())]
+    counts = torch.bincount(key, minlength=El + 1)[:El]
+    start = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+    active = torch.nonzero(counts).flatten()
+    inv = torch.full((key.numel(),), -1, dtype=torch.int64)
+    inv[order] = torch.arange(order.numel())
+    return order, start, active, inv
+
+
+def _check_routing(buf, indices, offset, El):
+    act, start, order, inv, _, _ = buf
+    w_order, w_start, w_active, w_inv = _want_routing(indices, offset, El)
+    n = w_order.numel()
+    assert torch.equal(start.long(), w_start)
+    assert int(act[0]) == w_active.numel() and torch.equal(act[1:1 + w_active.numel()].long(), w_active)
+    assert torch.equal(order[:n].long(), w_order)
+    assert torch.equal(inv.long(), w_inv)
+
+
+@pytest.mark.parametrize("T,K,El,offset,spread", [
+    (1, 6, 32, 96, 256),      # C=1 Flash-like: most slots not local
+    (45, 3, 8, 4, 16),        # TK 135: two 128-slot chunks, not a multiple of the chunk
+    (50, 6, 4, 0, 4),         # TK 300 > CH 128: several chunks, every slot local, many ties per expert
+    (7, 2, 8, 8, 8),          # every slot non-local: empty lists
+])
+def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch):
+    """_route (glue v3 and v2): the slot order (stable: equal experts keep slot order), start offsets, active list,
+    positions; empty experts; and the act-quantized x identical between the two."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    g = torch.Generator().manual_seed(T * 7 + K)
+    D = 256
+    indices = torch.randint(0, spread, (T, K), generator=g, dtype=torch.int64)
+    if El == 4:
+        indices[:, 0] = 2                                 # expert 2 on every token (ties); some experts stay empty
+    x = torch.randn((T, D), generator=g).bfloat16()
+    bufs = {glue: KM._route(x, indices, El, offset, glue) for glue in ("v3", "v2")}
+    for glue, buf in bufs.items():
+        _check_routing(buf, indices, offset, El)
+    assert torch.equal(bufs["v3"][4], bufs["v2"][4]) and torch.equal(bufs["v3"][5], bufs["v2"][5])
+    from kernelbench.reference.linear import dequant_act_fp8
+    xq = bufs["v3"][4].view(torch.float8_e4m3fn).float() * bufs["v3"][5].repeat_interleave(128, 1)
+    assert torch.equal(xq, dequant_act_fp8(x).float())
+
+
+@pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "ties"),
+                                      ({**SMALL, "T": 3, "hash": True}, "normal")])
+def test_gate_route_is_the_gate_then_the_sort(p, values, monkeypatch):
+    """moe_layer's fused launch (top-k of every token, the slot sort by the last top-k program, x's act-quant):
+    w and idx bit-equal to moe_gate's kernel, the routing lists equal to a stable sort of its idx."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    inp = _inputs("moe_layer", p, values)
+    gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
+    w0, i0 = KM._gate(*gate_in)
+    for _ in range(2):                                   # twice: the ticket is back at zero after a launch
+        w, idx, buf = KM._gate_route(*gate_in, p["El"], p["offset"])
+        assert torch.equal(w, w0) and torch.equal(idx, i0)
+        _check_routing(buf, idx, p["offset"], p["El"])
+
+
+@pytest.mark.parametrize("impl_name", ["triton_glue2", "triton_glue3"])
+@pytest.mark.parametrize("op", ["moe_experts", "moe_layer"])
+def test_previous_glue_impls_match_the_reference(op, impl_name, monkeypatch):
+    """impls triton_glue2 / triton_glue3 (config GLUE "v2": the previous routing / SwiGLU / combine launches; "v3":
+    the parallel routing, SwiGLU-quant and combine as launches of their own) stay correct; a bad GLUE is refused."""
+    poisoned_empty(monkeypatch)
+    check_against_reference(op, {**SMALL, "T": 3, "shared": True} if op == "moe_experts" else SMALL, "outliers",
+                            impl_name=impl_name)
+    _, impl = spec_and_impl(op)
+    with pytest.raises(ValueError, match="GLUE"):
+        impl.fn(**impl.prepared(_inputs(op, SMALL)), config={**impl.default_config(SMALL), "GLUE": "v9"})
+
+
+@pytest.mark.parametrize("op,cfg", [
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                 # shared expert fused: its rows and tickets too
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 1, "SHARED_ITEMS": "per_tile", "SCALES": "ahead"}),   # 3 shared items
+    ("moe_experts", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"})])   # shared added in the combine
+def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
+    """glue v4 (impl triton): the SwiGLU-quant by the last program of each (item, 128-column group) of the W1/W3
+    launch and the combine by the last program of each W2 column tile: against the reference, bit-equal to glue v3's
+    separate launches, and the same again on a second call (the tickets are back at zero). T*K = 68 slots on 2 local
+    experts and 34 shared rows: more rows per item, and more tokens, than one 32-row finishing block."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 34, "D": 128, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
+    base = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2, "DECODE": "fp8", "GLUE": "v4",
+            **cfg}
+    inp, out, _ = check_against_reference(op, p, "outliers", config=base)
+    _, impl = spec_and_impl(op)
+    run = impl.prepared(inp)
+    assert torch.equal(impl.fn(**run, config=base), out[0])
+    assert torch.equal(impl.fn(**run, config={**base, "GLUE": "v3"}), out[0])
