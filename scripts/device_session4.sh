@@ -8,19 +8,18 @@ cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
 T="--max-time 0.1 --target-rse 0.03 --max-sets 32 --run-tag session4"
-OPS_MOE="moe_gate moe_experts shared_expert moe_layer"
-OPS_REST="fp8_linear bf16_linear grouped_wo_a lm_head attention_front attention_q mhc_post_pre_norm mhc_pre mhc_head \
+OPS="moe_gate moe_experts shared_expert moe_layer fp8_linear bf16_linear grouped_wo_a lm_head attention_front attention_q \
     sparse_attention indexer_topk attention_indices compressor_step indexer_q"
 step calibrate 15 $KB calibrate --measure copy_gbps
-step verify 170 sh -c "$KB verify $OPS_MOE $OPS_REST --impl triton --device cuda --shapes flash-tp8 --examples 3 \
-    --time-budget 3 --json > $W/verify.json"
-step decode_flash 130 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --profile \
+step verify 170 sh -c "$KB verify $OPS --impl triton --device cuda --shapes flash-tp8 --examples 3 --time-budget 3 \
+    --json > $W/verify.json"
+step decode_flash 120 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --profile \
     --json "$W/decode_flash.json"
-step bench_moe 70 $KB bench moe_experts moe_layer --impl triton --impl triton_v2 --impl triton_kernels --shapes flash-tp8 \
+step bench_moe 60 $KB bench moe_experts moe_layer --impl triton --impl triton_v2 --impl triton_kernels --shapes flash-tp8 \
     --batch 1 --batch 16 --batch 64 $T --json "$W/bench_moe.json"
-step bench_rest 90 $KB bench $OPS_REST --impl triton --impl triton_v1 --impl triton_v2 --shapes flash-tp8 --batch 1 \
-    --batch 64 --context 512 $T --json "$W/bench_rest.json"
-step bench_cublas 25 $KB bench fp8_linear --shapes flash-tp8 --batch 16 --impl triton --impl torch_bf16 \
+step bench_rest 75 $KB bench fp8_linear grouped_wo_a bf16_linear compressor_step indexer_q --impl triton --impl triton_v1 \
+    --impl triton_v2 --shapes flash-tp8 --batch 1 --batch 64 $T --json "$W/bench_rest.json"
+step bench_cublas 25 $KB bench fp8_linear --shapes flash-tp8 --batch 16 --impl triton --impl triton_v1 --impl torch_bf16 \
     --module scripts/cublas_peer.py $T --json "$W/bench_cublas.json"
-step gpu_tests 60 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests
+step gpu_tests 75 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests
 finish
