@@ -248,9 +248,22 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
             i = seen[k.name] = seen.get(k.name, -1) + 1
             if i >= len(ops_of.get(k.name, ())):
                 return [], (f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's, "
-                            f"and replayed step {s} runs other kernels")
+                            f"and replayed step {s} runs other kernels: "
+                            f"{_name_difference(replay[s * n:(s + 1) * n], eager)}")
             out.append(Kernel(k.name, k.dur, None, ops_of[k.name][i], k.start))
     return out, ""
+
+
+def _name_difference(replayed: list[Kernel], eager: list[Kernel], shown: int = 3) -> str:
+    """What one replayed step runs that the eager step did not and the reverse, by kernel name and count
+    (the labeller's refusal reason: which kernels the graph replaces)."""
+    from collections import Counter
+    got, want = Counter(k.name for k in replayed), Counter(k.name for k in eager)
+
+    def names(c: Counter) -> str:
+        items = [f"{name[:80]} x{n}" for name, n in sorted(c.items())]
+        return "; ".join(items[:shown] + ([f"{len(items) - shown} more"] if len(items) > shown else [])) or "none"
+    return f"replay only [{names(got - want)}], eager only [{names(want - got)}]"
 
 
 # ------------------------------------------------------------------------------------------------
