@@ -6,6 +6,9 @@ from hypothesis import settings
 
 import kernelbench.profiles  # noqa: F401  (registers the profiles)
 
+# "ci-upper": the ci profile with 4 examples for hypothesis tests that do not set their own count; .ci/run's
+# second step uses it to rerun the kernel tests at the upper Triton end (the first step draws the full count)
+settings.register_profile("ci-upper", parent=settings.get_profile("ci"), max_examples=4)
 settings.load_profile(os.environ.get("KB_HYPOTHESIS_PROFILE", "ci"))
 
 HAS_CUDA = torch.cuda.is_available()

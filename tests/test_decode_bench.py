@@ -94,6 +94,22 @@ def test_graph_replay_kernels_take_their_op_from_the_eager_sequence():
     swapped = [db.Kernel("b" if k.name == "a" else "a", k.dur) for k in replay]
     got, why = db.label_by_position(eager, swapped, steps=2)
     assert got == [] and "differ" in why and "other kernels" in why
+    # the graph runs a kernel the eager step did not (seen with NCCL at world 1): the reason names both sides
+    other = [db.Kernel("c" if i == 1 else k.name, k.dur) for i, k in enumerate(replay)]
+    got, why = db.label_by_position(eager, other, steps=2)
+    assert got == [] and why.endswith("replay only [c x1], eager only [b x1]"), why
+    # a device-to-device copy runs as the driver's copy kernel when replayed (H200, NCCL at world 1: NCCL's
+    # all-reduce copies were 'Memcpy DtoD (Device -> Device)' eagerly, 'memcpy32_post' in the graph)
+    eager = [db.Kernel("a", 5, 1, "rms_norm"), db.Kernel("Memcpy DtoD (Device -> Device)", 5, 2, "all_reduce"),
+             db.Kernel("b", 5, 3, "shared")]
+    replay = [db.Kernel(n, d) for n, d in (("a", 1), ("memcpy32_post", 2), ("b", 3)) * 2]
+    got, why = db.label_by_position(eager, replay, steps=2)
+    assert why == "" and [(k.name, k.op) for k in got] == [("a", "rms_norm"), ("memcpy32_post", "all_reduce"),
+                                                            ("b", "shared")] * 2
+    swapped = [replay[0], replay[2], replay[1]] + replay[3:]          # the copy started after its neighbour
+    got, why = db.label_by_position(eager, swapped, steps=2)
+    assert why == "" and [k.op for k in got[:3]] == ["rms_norm", "shared", "all_reduce"]
+    assert db.work_name("memcpy32_post") == db.work_name("Memcpy DtoD (Device -> Device)") != db.work_name("b")
     # a kernel of another stream (a collective) started before its neighbour: labelled by occurrence of its name
     eager = [db.Kernel("a", 5, 1, "rms_norm"), db.Kernel("nccl", 5, 2, "all_reduce"), db.Kernel("b", 5, 3, "shared"),
              db.Kernel("a", 5, 4, "lm_head")]

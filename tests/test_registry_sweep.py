@@ -2,7 +2,8 @@
 (Triton kernels in the interpreter) with a few derandomized examples at the strategies' small
 shapes, plus one 'large'-values example at the shape of the pair's first drawn example. It fails if an
 enabled implementation produced no result, or if one failed verification without being listed below.
-Skips and known failures live here, each with its reason.
+Skips, known failures and the pairs swept only with KB_SLOW=1 (old versions kept for comparison, verified
+by fast tests in their family's file) live here, each with its reason.
 """
 from __future__ import annotations
 
@@ -18,6 +19,16 @@ from kernelbench.harness.verify_check import Example, check_example
 SKIPS: dict[tuple[str, str], str] = {
     (op, "triton_kernels"): "the triton_kernels peer (kernels/peers.py, only with KERNELBENCH_TRITON_KERNELS) needs a GPU"
     for op in ("moe_experts", "moe_layer")}
+
+# (op, impl) -> the fast tests that verify this kept-for-comparison version against the reference in its
+# family's file; the sweep runs these pairs only with KB_SLOW=1 (CI time: together ~30% of the sweep's CPU time,
+# 2026-12-01). An entry whose pair is no longer registered fails the sweep (stale).
+SLOW_PAIRS: dict[tuple[str, str], str] = {
+    ("moe_experts", "triton_v1"): "tests/test_moe.py::test_experts_kernel_v1_decode_paths (both weight decodes, "
+                                  "several token tiles per expert) and ::test_experts_kernel_with_shared[triton_v1-cfg2]",
+    ("indexer_topk", "triton_v1"): "tests/test_indexer.py::test_kernel_exact_on_exact_scores[*-False] (FAST=False "
+                                   "is triton_v1's kernel path: bit-exact at top-k 5, 16, 64, with ties, 1 and 3 segments)",
+}
 
 # (op, impl) -> the open bug verify finds; the sweep reports it but does not fail on it. An entry that
 # passes fails the sweep (stale). History: the MoE kernels' strided-input bug found here on 2026-11-29
@@ -47,7 +58,11 @@ def _extra_value_modes(spec, impl, params: dict | None = None):
 def test_every_registered_implementation_verifies():
     assert interpreter_active(), "kernelbench.kernels was imported before TRITON_INTERPRET=1 was set"
     registry.load_builtin()
-    pairs = [(s, i) for s, i in select_pairs() if (s.name, i.name) not in SKIPS]
+    registered = select_pairs()
+    stale = sorted(set(SLOW_PAIRS) - {(s.name, i.name) for s, i in registered})
+    assert not stale, f"SLOW_PAIRS names pairs that are not registered: {stale}"
+    slow_ok = os.environ.get("KB_SLOW") == "1"
+    pairs = [(s, i) for s, i in registered if (s.name, i.name) not in SKIPS and (slow_ok or (s.name, i.name) not in SLOW_PAIRS)]
     assert pairs, "the registry is empty"
     specless = sorted(set(registry._IMPLS) - {s.name for s in registry.ops()})
     assert not specless, f"implementations registered for ops without an OpSpec (verify cannot see them): {specless}"

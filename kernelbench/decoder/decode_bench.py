@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -226,31 +227,56 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
     return rows
 
 
+# A device-to-device cudaMemcpyAsync is a copy engine's "Memcpy DtoD" when launched, and the driver's copy
+# kernel (memcpy32_post, ...) when replayed from a CUDA graph: the same work, under two names (seen on the H200
+# at world 1, where NCCL's in-place all-reduce copies: docs/perf/tp_nccl.md).
+_GRAPH_COPY_KERNEL = re.compile(r"memcpy\d*_\w+")
+
+
+def work_name(name: str) -> str:
+    """The name the eager and the replayed step share for the same work (device copies under one name)."""
+    return "device copy" if name.startswith("Memcpy DtoD") or _GRAPH_COPY_KERNEL.fullmatch(name) else name
+
+
 def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> tuple[list[Kernel], str]:
     """Give the kernels of `steps` graph replays the ops of the eager step's kernels at the same
-    position. Kernels on another stream (NCCL's collectives) can start in another order than in the
-    eager step: then the k-th kernel of a name in each replayed step takes the op of the k-th kernel of
-    that name in the eager step. -> (labelled kernels, "" or why the sequences do not line up: then
-    nothing is labelled)."""
+    position (names compared through `work_name`). Kernels on another stream (NCCL's collectives) can
+    start in another order than in the eager step: then the k-th kernel of a name in each replayed step
+    takes the op of the k-th kernel of that name in the eager step. -> (labelled kernels, "" or why the
+    sequences do not line up: then nothing is labelled)."""
     n = len(eager)
     if n == 0 or len(replay) != n * steps:
         return [], f"{len(replay)} replayed kernels for {steps} steps, the eager step launched {n}"
-    mismatched = sum(replay[s * n + i].name != eager[i].name for s in range(steps) for i in range(n))
+    mismatched = sum(work_name(replay[s * n + i].name) != work_name(eager[i].name) for s in range(steps) for i in range(n))
     if not mismatched:
         return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start) for i, k in enumerate(replay)], ""
     ops_of: dict[str, list] = {}
     for k in eager:
-        ops_of.setdefault(k.name, []).append(k.op)
+        ops_of.setdefault(work_name(k.name), []).append(k.op)
     out = []
     for s in range(steps):
         seen: dict[str, int] = {}
         for k in replay[s * n:(s + 1) * n]:
-            i = seen[k.name] = seen.get(k.name, -1) + 1
-            if i >= len(ops_of.get(k.name, ())):
+            w = work_name(k.name)
+            i = seen[w] = seen.get(w, -1) + 1
+            if i >= len(ops_of.get(w, ())):
                 return [], (f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's, "
-                            f"and replayed step {s} runs other kernels")
-            out.append(Kernel(k.name, k.dur, None, ops_of[k.name][i], k.start))
+                            f"and replayed step {s} runs other kernels: "
+                            f"{_name_difference(replay[s * n:(s + 1) * n], eager)}")
+            out.append(Kernel(k.name, k.dur, None, ops_of[w][i], k.start))
     return out, ""
+
+
+def _name_difference(replayed: list[Kernel], eager: list[Kernel], shown: int = 3) -> str:
+    """What one replayed step runs that the eager step did not and the reverse, by kernel name and count
+    (the labeller's refusal reason: which kernels the graph replaces)."""
+    from collections import Counter
+    got, want = Counter(work_name(k.name) for k in replayed), Counter(work_name(k.name) for k in eager)
+
+    def names(c: Counter) -> str:
+        items = [f"{name[:80]} x{n}" for name, n in sorted(c.items())]
+        return "; ".join(items[:shown] + ([f"{len(items) - shown} more"] if len(items) > shown else [])) or "none"
+    return f"replay only [{names(got - want)}], eager only [{names(want - got)}]"
 
 
 # ------------------------------------------------------------------------------------------------
