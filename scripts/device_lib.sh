@@ -13,7 +13,9 @@ export KERNELBENCH_HOME="$W/home" KERNELBENCH_QUIET_TUNING=1 KERNELBENCH_DB="sql
 export KERNELBENCH_GIT_COMMIT="${KERNELBENCH_GIT_COMMIT:-unknown}"
 KB="python3 -m kernelbench"
 # carried, never committed: the MoE peer's source (.gpu_peers) and DeepSeek's inference/ folder (.gpu_official)
-export KERNELBENCH_TRITON_KERNELS="$PWD/.gpu_peers/triton_kernels" KB_OFFICIAL="$PWD/.gpu_official/inference"
+# (exported only when carried: a named but absent peer folder is an error in every kernelbench command)
+if [ -d "$PWD/.gpu_peers/triton_kernels" ]; then export KERNELBENCH_TRITON_KERNELS="$PWD/.gpu_peers/triton_kernels"; fi
+if [ -d "$PWD/.gpu_official/inference" ]; then export KB_OFFICIAL="$PWD/.gpu_official/inference"; fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # NVLink multicast off
 step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
     local name=$1 limit=$2; shift 2

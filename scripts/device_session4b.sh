@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Follow-up H200 call of the fourth 2026-12-01 session: what device_session4.sh's limits cut (verify of
 # compressor_step and indexer_q, the moe_layer rows, the GPU tests of the changed kernel families).
-#   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session4b.sh", carry=[".whl"])
+#   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session4b.sh", carry=[".whl"]; .gpu_peers is optional)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-235}
