@@ -106,9 +106,9 @@ class Impl:
     kernels: Callable[[], list] | None = None  # the @triton.jit functions, for the sm_120 inspector
     # config -> why it cannot run in the interpreter (compiled-only paths), or None; see verify_paths.py
     compiled_only: Callable[[dict], str | None] | None = None
-    # config -> why its kernels run without tensor cores by design (e.g. an FMA GEMV at one row), or None: the
-    # sm_120 inspector then does not require tensor-core instructions for that config of a TENSOR_CORE_OPS op
-    simt: Callable[[dict], str | None] | None = None
+    # (config, shape params) -> why its kernels run without tensor cores by design (e.g. an FMA GEMV at one row), or
+    # None: the sm_120 inspector then does not require tensor-core instructions for that case of a TENSOR_CORE_OPS op
+    simt: Callable[[dict, dict], str | None] | None = None
     # the load-time weight layout (docs/OPS.md "Prepared layouts"): inputs in the official layout -> the inputs this
     # implementation runs fastest on, computed once per weight (the model at load, bench/tune before timing, verify
     # before the call: the pair reference(official) vs fn(prepare(official)) is what verify checks)

@@ -279,8 +279,14 @@ def _parts_kernels(*names):
     return lambda: [getattr(m, n) for n in names for m in mods if hasattr(m, n)]
 
 
+def _parts_simt(cfg: dict, params: dict) -> str | None:
+    return ("M = 1: the composed fp8_linear parts run its BM = 1 FMA GEMV (kernels/linear.py, fp8_v2_default), "
+            "SIMT by design" if params.get("M") == 1 else None)
+
+
 @register_impl("attention_front", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
-               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_rms_norm_kernel", "_kv_write_kernel"))
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_rms_norm_kernel", "_kv_write_kernel"),
+               simt=_parts_simt)
 def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
                           window_cache, config=None):
     from kernelbench.kernels.kv import kv_write
@@ -290,7 +296,8 @@ def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, 
 
 
 @register_impl("attention_q", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
-               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel"))
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel"),
+               simt=_parts_simt)
 def attention_q_parts(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     from kernelbench.kernels.rope import head_rms_norm_rope
     y = KL.fp8_linear(x, weight, weight_scale)

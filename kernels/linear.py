@@ -577,7 +577,7 @@ def fp8_v2_configs(params: dict) -> list[dict]:
     return out
 
 
-def _gemv_simt(cfg: dict) -> str | None:
+def _gemv_simt(cfg: dict, params: dict | None = None) -> str | None:
     return ("BM = 1: an FMA GEMV, one fp32 FMA per weight byte (a tensor-core tile would pad the row to 16 or 64)"
             if cfg.get("BM") == 1 else None)
 

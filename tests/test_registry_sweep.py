@@ -28,6 +28,23 @@ SLOW_PAIRS: dict[tuple[str, str], str] = {
                                   "several token tiles per expert) and ::test_experts_kernel_with_shared[triton_v1-cfg2]",
     ("indexer_topk", "triton_v1"): "tests/test_indexer.py::test_kernel_exact_on_exact_scores[*-False] (FAST=False "
                                    "is triton_v1's kernel path: bit-exact at top-k 5, 16, 64, with ties, 1 and 3 segments)",
+    # kept beside the session-4 kernels for same-run timing (added 2026-12-01, session 4; CI time)
+    **{(op, glue): "tests/test_moe.py::test_previous_glue_impls_match_the_reference (both ops, both glues, outliers "
+                   "values, the shared expert) and ::test_moe_layer_is_cuda_graph_capturable (triton_glue3, GPU)"
+       for op in ("moe_experts", "moe_layer") for glue in ("triton_glue2", "triton_glue3")},
+    **{(op, "triton_v2"): "tests/test_moe.py::test_grouped_schedule_choices_keep_the_arithmetic (impl triton's "
+                          "outputs equal triton_v2's bit for bit, split K and the shared expert included)"
+       for op in ("moe_experts", "moe_layer")},
+    **{(op, "triton_v3"): "tests/test_mhc.py::test_v3_kernel_config_variants (every op's configs against the reference "
+                          "at T 17, D 768) and ::test_v3_one_launch_tickets_are_rearmed_and_the_result_is_deterministic"
+       for op in ("mhc_pre", "mhc_post_pre", "mhc_post_pre_norm", "mhc_head")},
+    ("sparse_attention", "triton_fused"): "tests/test_attention.py::test_one_launch_join_matches_two_launch_and_"
+                                          "reference (no split, 17 splits, 8 warps, prefetch; ragged, rope, lengths)",
+    ("indexer_topk", "triton_fused"): "tests/test_indexer.py::test_kernel_exact_on_exact_scores[*-0-*] (segments 0 is "
+                                      "triton_fused: bit-exact with ties) and ::test_w_scale_inside_the_op_equals_the_"
+                                      "scaled_weights[triton_fused]",
+    ("compressor_step", "triton_v2"): "tests/test_compressor.py::test_one_launch_equals_three (impl triton bit-equal "
+                                      "to triton_v2, ratios 4 and 128, rotate, D split) and the KB_SLOW cases",
 }
 
 # (op, impl) -> the open bug verify finds; the sweep reports it but does not fail on it. An entry that

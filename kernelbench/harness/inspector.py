@@ -453,7 +453,7 @@ def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[st
             spec, impl = registry.get_op(op), find_impl(op, impl_name, fn_ref[0] if fn_ref else None)
             rep = inspect_impl(spec, impl, params, cfg, target, cache)
             d = rep.as_dict()
-            simt = impl.simt(cfg) if impl.simt is not None and cfg else None
+            simt = impl.simt(cfg or {}, params) if impl.simt is not None else None
             d["problems"] = rep.problems(limit, op in tensor_core_ops and not simt)
             if simt:
                 d["simt"] = simt
