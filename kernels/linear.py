@@ -391,10 +391,9 @@ def split_tickets(device: torch.device, n: int) -> torch.Tensor:
 PROLOGUE_QUANT_MAX_M = 1
 
 
-def _fp8_linear(x, weight, weight_scale, config, fused: bool):
-    """fused: one launch (activation quantization in the GEMM's K loop, split-K reduced by the last program of
-    each tile). Not fused: act_quant_fp8 + GEMM + _splitk_reduce_kernel, three launches (the earlier path, kept
-    as the `triton_3launch` implementation for side-by-side timing)."""
+def _fp8_linear_shape(x, weight, weight_scale) -> tuple[int, int, int]:
+    """fp8_linear's input checks (every implementation): device, dtypes, [N, K] weight with K % 128 == 0, x and
+    the block-scale shape; returns (M, N, K)."""
     check_device(x, weight, weight_scale)
     check_dtype("weight", weight, torch.float8_e4m3fn)
     check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
@@ -403,7 +402,14 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     N, K = weight.shape
     _check_linear_x(x, K, "fp8_linear")
     check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
-    M = x.shape[0]
+    return x.shape[0], N, K
+
+
+def _fp8_linear(x, weight, weight_scale, config, fused: bool):
+    """fused: one launch (activation quantization in the GEMM's K loop, split-K reduced by the last program of
+    each tile). Not fused: act_quant_fp8 + GEMM + _splitk_reduce_kernel, three launches (the earlier path, kept
+    as the `triton_3launch` implementation for side-by-side timing)."""
+    M, N, K = _fp8_linear_shape(x, weight, weight_scale)
     cfg = config or lookup("fp8_linear", {"M": M, "N": N, "K": K}, fp8_default({"M": M, "N": N, "K": K}))
     _check_cfg(cfg)
     weight = weight.contiguous()
@@ -586,15 +592,7 @@ def _gemv_simt(cfg: dict, params: dict | None = None) -> str | None:
                kernels=lambda: [_fp8_linear_v2_kernel], simt=_gemv_simt)
 def fp8_linear(x, weight, weight_scale, config=None):
     """One launch at every M: x quantized where the GEMM reads it, split-K reduced by each tile's last program."""
-    check_device(x, weight, weight_scale)
-    check_dtype("weight", weight, torch.float8_e4m3fn)
-    check_dtype("weight_scale", weight_scale, torch.float8_e8m0fnu)
-    if weight.dim() != 2 or weight.shape[1] % 128:
-        raise ValueError(f"fp8_linear: weight must be [N, K] with K % 128 == 0, got {tuple(weight.shape)}")
-    N, K = weight.shape
-    _check_linear_x(x, K, "fp8_linear")
-    check_shape("weight_scale", weight_scale, (triton.cdiv(N, 128), K // 128))
-    M = x.shape[0]
+    M, N, K = _fp8_linear_shape(x, weight, weight_scale)
     key = {"M": M, "N": N, "K": K}
     cfg = config or lookup("fp8_linear", key, fp8_v2_default(key))
     _check_cfg(cfg)

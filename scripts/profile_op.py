@@ -13,15 +13,14 @@ import argparse
 import torch
 
 from kernelbench import registry
-from kernelbench.config import get_shape_set
+from kernelbench.harness.bench import select_cases
 
 
-def _matches(params: dict, batch: list[int], where: list[str], batch_key: str | None) -> bool:
-    if batch and batch_key and params.get(batch_key) not in batch:
-        return False
+def _matches(params: dict, where: list[str]) -> bool:
+    """KEY=VALUE conditions; a condition binds only the cases that have the key."""
     for cond in where:
         key, _, value = cond.partition("=")
-        if key in params and str(params[key]) != value:     # a condition binds only the cases that have the key
+        if key in params and str(params[key]) != value:
             return False
     return True
 
@@ -32,6 +31,7 @@ def main() -> None:
     ap.add_argument("--impl", default="triton")
     ap.add_argument("--shapes", default="flash-tp8")
     ap.add_argument("--batch", type=int, action="append", default=[])
+    ap.add_argument("--context", type=int, action="append", default=[], help="context length (cases with ctx)")
     ap.add_argument("--where", action="append", default=[], help="KEY=VALUE on the shape case, repeatable")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -42,8 +42,8 @@ def main() -> None:
     for op in a.ops:
         spec = registry.get_op(op)
         impl = registry.get_impl(op, a.impl)
-        for params in spec.shape_cases(get_shape_set(a.shapes)):
-            if not _matches(params, a.batch, a.where, spec.batch_key):
+        for params in select_cases(spec, (a.shapes,), tuple(a.batch), tuple(a.context)):   # bench's selection
+            if not _matches(params, a.where):
                 continue
             inputs = impl.prepared(spec.make_inputs(params, gen, dev, "normal"))
             for _ in range(3):
