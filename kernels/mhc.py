@@ -277,8 +277,12 @@ def _pick(v, rows, r: tl.constexpr):
 
 
 @triton.jit
-def _norm4(a, b, c, d, eps):
-    """Four scalars divided by (their sum + eps): one row or column step of Sinkhorn."""
+def _norm4(a, b, c, d, eps, FAST: tl.constexpr = False):
+    """Four scalars divided by (their sum + eps): one row or column step of Sinkhorn. FAST: a pairwise sum and
+    one reciprocal times four products (a shorter dependent chain; within ~2 ulp of the four divisions)."""
+    if FAST:
+        inv = 1.0 / ((a + b) + (c + d) + eps)
+        return a * inv, b * inv, c * inv, d * inv
     s = a + b + c + d + eps
     return a / s, b / s, c / s, d / s
 
@@ -300,7 +304,8 @@ def _logit(acc, rows, r: tl.constexpr, rn, sc, base_ptr):
 
 
 @triton.jit
-def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS: tl.constexpr):
+def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS: tl.constexpr,
+                    FAST: tl.constexpr = False):
     """post and comb of one token from its summed logits `acc` (rows 4..23), as scalars: Sinkhorn's 4 x 4
     matrix is 16 registers of every thread, its row and column sums are plain adds (no shuffle, no barrier)."""
     s1 = tl.load(scale_ptr + 1)
@@ -319,19 +324,19 @@ def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, e
                                    _logit(acc, rows, 18, rn, s2, base_ptr), _logit(acc, rows, 19, rn, s2, base_ptr), eps)
     c30, c31, c32, c33 = _softmax4(_logit(acc, rows, 20, rn, s2, base_ptr), _logit(acc, rows, 21, rn, s2, base_ptr),
                                    _logit(acc, rows, 22, rn, s2, base_ptr), _logit(acc, rows, 23, rn, s2, base_ptr), eps)
-    c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps)
-    c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps)
-    c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps)
-    c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps)
+    c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST)
+    c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST)
+    c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST)
+    c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST)
     for _ in range(ITERS - 1):
-        c00, c01, c02, c03 = _norm4(c00, c01, c02, c03, eps)
-        c10, c11, c12, c13 = _norm4(c10, c11, c12, c13, eps)
-        c20, c21, c22, c23 = _norm4(c20, c21, c22, c23, eps)
-        c30, c31, c32, c33 = _norm4(c30, c31, c32, c33, eps)
-        c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps)
-        c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps)
-        c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps)
-        c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps)
+        c00, c01, c02, c03 = _norm4(c00, c01, c02, c03, eps, FAST)
+        c10, c11, c12, c13 = _norm4(c10, c11, c12, c13, eps, FAST)
+        c20, c21, c22, c23 = _norm4(c20, c21, c22, c23, eps, FAST)
+        c30, c31, c32, c33 = _norm4(c30, c31, c32, c33, eps, FAST)
+        c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST)
+        c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST)
+        c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST)
+        c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST)
     cb = comb_ptr + t * (_HC * _HC)
     tl.store(cb, c00)
     tl.store(cb + 1, c01)
@@ -515,6 +520,200 @@ def _mhc_tail(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
     """Grid (T,): `_token_tail` for token program_id(0) (the second launch when ONE is off)."""
     _token_tail(tl.program_id(0), h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, D, S,
                 eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD, NORM, BLOCK_S, BLOCK_FIN, ONE_PASS, INTERP)
+
+
+# impl "triton_v4": `_mhc_proj4` + `_mhc_fin4`, each one dependent memory round trip ------------------------------
+GRAM_OFF = tl.constexpr(32)   # first column of the Gram partials in a ws row (after the NPAD = 32 projection columns)
+WS_NORM = 48    # ws row width with the Gram partials (GRAM_OFF + 16 slots, entry i * 4 + k for i <= k)
+
+
+@triton.jit
+def _post_stream(j: tl.constexpr, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP: tl.constexpr):
+    """h'_j = post_j x + sum_i comb[i][j] h_i (fp32), rounded to bf16 as stored."""
+    cb = comb_ptr + tok * (_HC * _HC) + j
+    hj = tl.load(post_ptr + tok * _HC + j, mask=tm, other=0.0) * xv
+    hj += tl.load(cb, mask=tm, other=0.0) * h0
+    hj += tl.load(cb + _HC, mask=tm, other=0.0) * h1
+    hj += tl.load(cb + 2 * _HC, mask=tm, other=0.0) * h2
+    hj += tl.load(cb + 3 * _HC, mask=tm, other=0.0) * h3
+    return to_bf16(hj, INTERP)
+
+
+@triton.jit
+def _colsum(a, SIMT: tl.constexpr):
+    """Per-token sum over the columns of a [BLOCK_T, BLOCK_D] tile (SIMT: a [BLOCK_T, 1, BLOCK_D] tile)."""
+    if SIMT:
+        r = tl.sum(tl.sum(a, axis=2), axis=1)
+    else:
+        r = tl.sum(a, axis=1)
+    return r
+
+
+@triton.jit
+def _mma3(acc, hb, f, DOT_UPCAST: tl.constexpr):
+    """acc += hb @ f^T with fp32 accuracy on tensor cores: fn (fp32) = b1 + b2 + b3 exactly, each bf16, and h is
+    exactly bf16: three bf16 MMAs with fp32 accumulation (tf32 would keep 10 mantissa bits of fn)."""
+    b1 = f.to(tl.bfloat16)
+    r1 = f - b1.to(tl.float32)
+    b2 = r1.to(tl.bfloat16)
+    b3 = (r1 - b2.to(tl.float32)).to(tl.bfloat16)
+    a = dot_operand(hb, DOT_UPCAST)
+    acc = tl.dot(a, dot_operand(tl.trans(b3), DOT_UPCAST), acc)
+    acc = tl.dot(a, dot_operand(tl.trans(b2), DOT_UPCAST), acc)
+    return tl.dot(a, dot_operand(tl.trans(b1), DOT_UPCAST), acc)
+
+
+@triton.jit
+def _gram_store(wrow, tmask, g0, g1, g2, g3, SIMT: tl.constexpr):
+    """The 10 distinct partial Gram entries G_ik = sum_d h'_i h'_k (i <= k) to ws columns GRAM_OFF + 4 i + k."""
+    tl.store(wrow + 32, _colsum(g0 * g0, SIMT), mask=tmask)
+    tl.store(wrow + 33, _colsum(g0 * g1, SIMT), mask=tmask)
+    tl.store(wrow + 34, _colsum(g0 * g2, SIMT), mask=tmask)
+    tl.store(wrow + 35, _colsum(g0 * g3, SIMT), mask=tmask)
+    tl.store(wrow + 37, _colsum(g1 * g1, SIMT), mask=tmask)
+    tl.store(wrow + 38, _colsum(g1 * g2, SIMT), mask=tmask)
+    tl.store(wrow + 39, _colsum(g1 * g3, SIMT), mask=tmask)
+    tl.store(wrow + 42, _colsum(g2 * g2, SIMT), mask=tmask)
+    tl.store(wrow + 43, _colsum(g2 * g3, SIMT), mask=tmask)
+    tl.store(wrow + 47, _colsum(g3 * g3, SIMT), mask=tmask)
+
+
+@triton.jit
+def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
+               # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32;
+               # ws (T, S, WS) fp32 partials: m (ROWS columns), sum of squares (column ROWS), GRAM: Gram entries
+               T, D, S,
+               ROWS: tl.constexpr, NPAD: tl.constexpr, WS: tl.constexpr, FUSE_POST: tl.constexpr,
+               GRAM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SIMT: tl.constexpr,
+               DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+    """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): BLOCK_D columns of all four streams. Every load (the four
+    fn tiles, x and h) is issued before any use, so a program is one memory round trip; with FUSE_POST h' is
+    formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
+    bf16 MMAs per stream; the partial sum of squares (column ROWS) and, with GRAM, the partial Gram matrix of the
+    four bf16 streams (the mix computes the norm of x' from it) go beside the partial m."""
+    s = tl.program_id(1)
+    ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = s * BLOCK_D + tl.arange(0, BLOCK_D)
+    rows = tl.arange(0, NPAD)
+    tmask = ts < T
+    if SIMT:   # every tile in the [BLOCK_T, NPAD, BLOCK_D] product's index space: no layout changes
+        tok = ts[:, None, None]
+        tm = tmask[:, None, None]
+        col = d[None, None, :]
+        frow = rows[None, :, None]
+    else:
+        tok = ts[:, None]
+        tm = tmask[:, None]
+        col = d[None, :]
+        frow = rows[:, None]
+    m2 = tm & (col < D)
+    hrow = tok.to(tl.int64) * (_HC * D) + col
+    fmask = (frow < ROWS) & (col < D)
+    fp = fn_ptr + frow * (_HC * D) + col
+    f0 = tl.load(fp, mask=fmask, other=0.0)
+    f1 = tl.load(fp + D, mask=fmask, other=0.0)
+    f2 = tl.load(fp + 2 * D, mask=fmask, other=0.0)
+    f3 = tl.load(fp + 3 * D, mask=fmask, other=0.0)
+    if FUSE_POST:
+        xv = tl.load(x_ptr + tok.to(tl.int64) * D + col, mask=m2, other=0.0).to(tl.float32)
+        h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0).to(tl.float32)
+        h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0).to(tl.float32)
+        h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0).to(tl.float32)
+        h3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0).to(tl.float32)
+        b0 = _post_stream(0, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        b1 = _post_stream(1, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        b2 = _post_stream(2, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        b3 = _post_stream(3, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        tl.store(hout_ptr + hrow, b0, mask=m2)
+        tl.store(hout_ptr + hrow + D, b1, mask=m2)
+        tl.store(hout_ptr + hrow + 2 * D, b2, mask=m2)
+        tl.store(hout_ptr + hrow + 3 * D, b3, mask=m2)
+    else:
+        b0 = tl.load(h_ptr + hrow, mask=m2, other=0.0)
+        b1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0)
+        b2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0)
+        b3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0)
+    g0 = b0.to(tl.float32)
+    g1 = b1.to(tl.float32)
+    g2 = b2.to(tl.float32)
+    g3 = b3.to(tl.float32)
+    if SIMT:
+        acc = tl.sum(f0 * g0 + f1 * g1 + f2 * g2 + f3 * g3, axis=2)
+    else:
+        acc = tl.zeros((BLOCK_T, NPAD), dtype=tl.float32)
+        acc = _mma3(acc, b0, f0, DOT_UPCAST)
+        acc = _mma3(acc, b1, f1, DOT_UPCAST)
+        acc = _mma3(acc, b2, f2, DOT_UPCAST)
+        acc = _mma3(acc, b3, f3, DOT_UPCAST)
+    sq = _colsum(g0 * g0 + g1 * g1 + g2 * g2 + g3 * g3, SIMT)
+    acc = tl.where(rows[None, :] == ROWS, sq[:, None], acc)     # column ROWS (padding) carries the sum of squares
+    wrow = ws_ptr + (ts.to(tl.int64) * S + s) * WS
+    tl.store(wrow[:, None] + rows[None, :], acc, mask=tmask[:, None])
+    if GRAM:
+        _gram_store(wrow, tmask, g0, g1, g2, g3, SIMT)
+
+
+@triton.jit
+def _pick4(i, p0, p1, p2, p3):
+    """p_{i} elementwise for an index tensor i in 0..3."""
+    return tl.where(i == 0, p0, tl.where(i == 1, p1, tl.where(i == 2, p2, p3)))
+
+
+@triton.jit
+def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr,
+              # h (T, 4, D) bf16 (h' after a fused post); ws (T, S, WS) partials of `_mhc_proj4`; base (ROWS,),
+              # scale (3,) or (1,) fp32; x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out; nw (D,) bf16 (NORM)
+              D, S, eps, norm_eps, rms_eps,
+              ROWS: tl.constexpr, NPAD: tl.constexpr, WS: tl.constexpr, ITERS: tl.constexpr, HEAD: tl.constexpr,
+              NORM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
+    """Grid (T, NB + 1) (HEAD: (T, NB)), NB = ceil(D / BLOCK_MIX). Program pd < NB of token t writes x[t] for
+    its BLOCK_MIX columns: it issues its h loads, sums the token's S partials in split order (every program the
+    same order: deterministic), forms pre and, with NORM, x = w * x' * rsqrt(mean(x'^2) + rms_eps) where
+    mean(x'^2) = sum_ik pre_i pre_k G_ik / D from the Gram partials (no second pass over x', no cross-program
+    join). Program NB (not HEAD) writes post and comb (Sinkhorn on sixteen scalars per thread)."""
+    t = tl.program_id(0).to(tl.int64)
+    pd = tl.program_id(1)
+    rows = tl.arange(0, NPAD)
+    d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
+    dm = d < D                        # all false in the Sinkhorn program
+    hrow = h_ptr + t * (_HC * D)
+    hv0 = tl.load(hrow + d, mask=dm, other=0.0).to(tl.float32)
+    hv1 = tl.load(hrow + D + d, mask=dm, other=0.0).to(tl.float32)
+    hv2 = tl.load(hrow + 2 * D + d, mask=dm, other=0.0).to(tl.float32)
+    hv3 = tl.load(hrow + 3 * D + d, mask=dm, other=0.0).to(tl.float32)
+    if NORM:
+        w = tl.load(nw_ptr + d, mask=dm, other=0.0).to(tl.float32)
+    wrow = ws_ptr + t * S * WS
+    acc = tl.zeros((NPAD,), dtype=tl.float32)
+    gi = tl.arange(0, 16)
+    gmask = (gi // 4) <= (gi % 4)
+    gacc = tl.zeros((16,), dtype=tl.float32)
+    for s0 in range(0, S, BLOCK_S):
+        ss = s0 + tl.arange(0, BLOCK_S)
+        sm = ss[:, None] < S
+        acc += tl.sum(tl.load(wrow + ss[:, None] * WS + rows[None, :], mask=sm, other=0.0), axis=0)
+        if NORM:
+            gacc += tl.sum(tl.load(wrow + ss[:, None] * WS + GRAM_OFF + gi[None, :], mask=sm & gmask[None, :],
+                                   other=0.0), axis=0)
+    rn = tl.rsqrt(_pick(acc, rows, ROWS) / (_HC * D) + norm_eps)
+    sc = tl.load(scale_ptr)
+    p0 = tl.sigmoid(_logit(acc, rows, 0, rn, sc, base_ptr)) + eps
+    p1 = tl.sigmoid(_logit(acc, rows, 1, rn, sc, base_ptr)) + eps
+    p2 = tl.sigmoid(_logit(acc, rows, 2, rn, sc, base_ptr)) + eps
+    p3 = tl.sigmoid(_logit(acc, rows, 3, rn, sc, base_ptr)) + eps
+    nb = tl.cdiv(D, BLOCK_MIX)
+    if pd < nb:
+        xb = to_bf16(p0 * hv0 + p1 * hv1 + p2 * hv2 + p3 * hv3, INTERP)
+        if NORM:
+            # mean(x'^2) of the fp32 x' = pre^T G pre / D (the reference squares the bf16 x': ~1e-5 relative apart)
+            coef = _pick4(gi // 4, p0, p1, p2, p3) * _pick4(gi % 4, p0, p1, p2, p3)
+            coef = tl.where(gi // 4 == gi % 4, coef, 2.0 * coef)
+            rr = tl.rsqrt(tl.sum(coef * gacc, axis=0) / D + rms_eps)
+            tl.store(x_ptr + t * D + d, to_bf16(w * (xb.to(tl.float32) * rr), INTERP), mask=dm)
+        else:
+            tl.store(x_ptr + t * D + d, xb, mask=dm)
+    elif not HEAD:
+        _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS, True)
 
 
 # wrappers ----------------------------------------------------------------------------------------
@@ -732,6 +931,100 @@ def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | 
     if t == 0:
         return h.new_empty((0, d))
     return _run1("mhc_head", h, fn, base, scale, HC, 16, 1, eps, norm_eps, config, head=True)[1]
+
+
+# impl "triton_v4" wrappers ---------------------------------------------------------------------------------------
+def mhc4_configs(params: dict) -> list[dict]:
+    """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT) of `_mhc_proj4` (all four streams and their fn tiles loaded at
+    once) and (BLOCK_MIX columns, mix_warps) of `_mhc_fin4`."""
+    tiles = ((1, 16, 2, True), (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True), (8, 16, 4, True),
+             (8, 32, 8, True), (16, 32, 4, False), (16, 32, 8, False))   # MMA with 32 or 64 tokens spills on sm_120
+    mixes = ((256, 2), (512, 4), (1024, 4), (2048, 8))
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "BLOCK_MIX": mx, "mix_warps": mw}
+            for bt, bd, w, simt in tiles for mx, mw in mixes]
+
+
+def mhc4_default(params: dict) -> dict:
+    t = params.get("T", 1)
+    if t <= 4:    # fp32 FMA projection, BLOCK_T a power of two <= 4
+        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
+                "BLOCK_MIX": 512, "mix_warps": 4}
+    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 1024, "mix_warps": 4}
+
+
+def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
+    """Launch `_mhc_proj4` and `_mhc_fin4`; returns (h' or None, x, post, comb)."""
+    t, _, d = h.shape
+    cfg = config or lookup(op, {"T": t, "D": d}, mhc4_default({"T": t, "D": d}))
+    bt, bd = cfg["BLOCK_T"], cfg["BLOCK_D"]
+    s = triton.cdiv(d, bd)
+    ws_width = WS_NORM if norm is not None else npad
+    h = h.contiguous()
+    ws = torch.empty((t, s, ws_width), dtype=torch.float32, device=h.device)
+    x = torch.empty((t, d), dtype=h.dtype, device=h.device)
+    post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
+    comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
+    if fuse is None:
+        xin = pin = cin = hout = h
+    else:
+        xin, pin, cin = (v.contiguous() for v in fuse)
+        hout = torch.empty_like(h)
+    nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
+    fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
+    _mhc_proj4[(triton.cdiv(t, bt), s)](h, xin, pin, cin, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad, WS=ws_width,
+                                        FUSE_POST=fuse is not None, GRAM=norm is not None, BLOCK_T=bt, BLOCK_D=bd,
+                                        SIMT=bool(cfg["SIMT"]), DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
+                                        num_warps=cfg["num_warps"])
+    nb = triton.cdiv(d, cfg["BLOCK_MIX"])
+    _mhc_fin4[(t, nb if head else nb + 1)](
+        hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps, ROWS=rows, NPAD=npad, WS=ws_width,
+        ITERS=int(iters), HEAD=head, NORM=norm is not None,
+        BLOCK_S=cfg.get("BLOCK_S") or min(triton.next_power_of_2(s), 128),   # partials summed BLOCK_S at a time
+        BLOCK_MIX=cfg["BLOCK_MIX"], INTERP=INTERPRET, num_warps=cfg["mix_warps"])
+    return (hout if fuse is not None else None), x, post, comb
+
+
+_KERNELS4 = lambda: [_mhc_proj4, _mhc_fin4]   # noqa: E731
+
+
+@register_impl("mhc_pre", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_pre_v4(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
+    if t == 0:
+        return _empty_outputs(h, fn, False)
+    return _run4("mhc_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config)[1:]
+
+
+@register_impl("mhc_post_pre", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_post_pre_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+                    config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
+    if t == 0:
+        return _empty_outputs(h, fn, True)
+    return _run4("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb))
+
+
+@register_impl("mhc_post_pre_norm", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_post_pre_norm_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                         rms_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
+                      norm=(weight, rms_eps))
+    if t == 0:
+        return _empty_outputs(h, fn, True)
+    return _run4("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config,
+                 fuse=(x, post, comb), norm=(weight, rms_eps))
+
+
+@register_impl("mhc_head", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_head_v4(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_head", h, fn, base, scale, 1, head=True)
+    if t == 0:
+        return h.new_empty((0, d))
+    return _run4("mhc_head", h, fn, base, scale, HC, 16, 1, eps, norm_eps, config, head=True)[1]
 
 
 @register_impl("mhc_post", "triton", backend="triton", configs=mhc_post_configs, default_config=mhc_post_default,
