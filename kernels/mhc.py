@@ -277,11 +277,24 @@ def _pick(v, rows, r: tl.constexpr):
 
 
 @triton.jit
-def _norm4(a, b, c, d, eps, FAST: tl.constexpr = False):
+def _rcp(x, INTERP: tl.constexpr):
+    """1 / x for x in the normal range: compiled, one MUFU.RCP (rcp.approx.ftz, <= 1 ulp) without the range
+    fix-ups of the division."""
+    if INTERP:
+        r = 1.0 / x
+    else:
+        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    return r
+
+
+@triton.jit
+def _norm4(a, b, c, d, eps, FAST: tl.constexpr = False, INTERP: tl.constexpr = False):
     """Four scalars divided by (their sum + eps): one row or column step of Sinkhorn. FAST: a pairwise sum and
-    one reciprocal times four products (a shorter dependent chain; within ~2 ulp of the four divisions)."""
+    one approximate reciprocal (the sums lie in [eps, 4]) times four products: a shorter dependent chain,
+    within ~2 ulp of the four divisions."""
     if FAST:
-        inv = 1.0 / ((a + b) + (c + d) + eps)
+        inv = _rcp((a + b) + (c + d) + eps, INTERP)
         return a * inv, b * inv, c * inv, d * inv
     s = a + b + c + d + eps
     return a / s, b / s, c / s, d / s
@@ -305,7 +318,7 @@ def _logit(acc, rows, r: tl.constexpr, rn, sc, base_ptr):
 
 @triton.jit
 def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS: tl.constexpr,
-                    FAST: tl.constexpr = False):
+                    FAST: tl.constexpr = False, INTERP: tl.constexpr = False):
     """post and comb of one token from its summed logits `acc` (rows 4..23), as scalars: Sinkhorn's 4 x 4
     matrix is 16 registers of every thread, its row and column sums are plain adds (no shuffle, no barrier)."""
     s1 = tl.load(scale_ptr + 1)
@@ -324,19 +337,19 @@ def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, e
                                    _logit(acc, rows, 18, rn, s2, base_ptr), _logit(acc, rows, 19, rn, s2, base_ptr), eps)
     c30, c31, c32, c33 = _softmax4(_logit(acc, rows, 20, rn, s2, base_ptr), _logit(acc, rows, 21, rn, s2, base_ptr),
                                    _logit(acc, rows, 22, rn, s2, base_ptr), _logit(acc, rows, 23, rn, s2, base_ptr), eps)
-    c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST)
-    c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST)
-    c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST)
-    c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST)
+    c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST, INTERP)
+    c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST, INTERP)
+    c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST, INTERP)
+    c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST, INTERP)
     for _ in range(ITERS - 1):
-        c00, c01, c02, c03 = _norm4(c00, c01, c02, c03, eps, FAST)
-        c10, c11, c12, c13 = _norm4(c10, c11, c12, c13, eps, FAST)
-        c20, c21, c22, c23 = _norm4(c20, c21, c22, c23, eps, FAST)
-        c30, c31, c32, c33 = _norm4(c30, c31, c32, c33, eps, FAST)
-        c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST)
-        c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST)
-        c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST)
-        c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST)
+        c00, c01, c02, c03 = _norm4(c00, c01, c02, c03, eps, FAST, INTERP)
+        c10, c11, c12, c13 = _norm4(c10, c11, c12, c13, eps, FAST, INTERP)
+        c20, c21, c22, c23 = _norm4(c20, c21, c22, c23, eps, FAST, INTERP)
+        c30, c31, c32, c33 = _norm4(c30, c31, c32, c33, eps, FAST, INTERP)
+        c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST, INTERP)
+        c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST, INTERP)
+        c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST, INTERP)
+        c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST, INTERP)
     cb = comb_ptr + t * (_HC * _HC)
     tl.store(cb, c00)
     tl.store(cb + 1, c01)
@@ -713,7 +726,7 @@ def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
         else:
             tl.store(x_ptr + t * D + d, xb, mask=dm)
     elif not HEAD:
-        _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS, True)
+        _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS, True, INTERP)
 
 
 # wrappers ----------------------------------------------------------------------------------------
