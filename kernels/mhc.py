@@ -680,8 +680,9 @@ def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
               ROWS: tl.constexpr, NPAD: tl.constexpr, WS: tl.constexpr, ITERS: tl.constexpr, HEAD: tl.constexpr,
               NORM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
     """Grid (T, NB + 1) (HEAD: (T, NB)), NB = ceil(D / BLOCK_MIX). Program pd < NB of token t writes x[t] for
-    its BLOCK_MIX columns: it issues its h loads, sums the token's S partials in split order (every program the
-    same order: deterministic), forms pre and, with NORM, x = w * x' * rsqrt(mean(x'^2) + rms_eps) where
+    its BLOCK_MIX columns: it issues its h loads, sums the token's S partials of m_0..3 and of the sum of squares
+    (NORM: the Gram entries, whose trace it is) in split order (every program the same order: deterministic),
+    forms pre and, with NORM, x = w * x' * rsqrt(mean(x'^2) + rms_eps) where
     mean(x'^2) = sum_ik pre_i pre_k G_ik / D from the Gram partials (no second pass over x', no cross-program
     join). Program NB (not HEAD) writes post and comb (Sinkhorn on sixteen scalars per thread)."""
     t = tl.program_id(0).to(tl.int64)
@@ -697,25 +698,34 @@ def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
     if NORM:
         w = tl.load(nw_ptr + d, mask=dm, other=0.0).to(tl.float32)
     wrow = ws_ptr + t * S * WS
-    acc = tl.zeros((NPAD,), dtype=tl.float32)
-    gi = tl.arange(0, 16)
-    gmask = (gi // 4) <= (gi % 4)
-    gacc = tl.zeros((16,), dtype=tl.float32)
-    for s0 in range(0, S, BLOCK_S):
-        ss = s0 + tl.arange(0, BLOCK_S)
-        sm = ss[:, None] < S
-        acc += tl.sum(tl.load(wrow + ss[:, None] * WS + rows[None, :], mask=sm, other=0.0), axis=0)
-        if NORM:
-            gacc += tl.sum(tl.load(wrow + ss[:, None] * WS + GRAM_OFF + gi[None, :], mask=sm & gmask[None, :],
-                                   other=0.0), axis=0)
-    rn = tl.rsqrt(_pick(acc, rows, ROWS) / (_HC * D) + norm_eps)
     sc = tl.load(scale_ptr)
-    p0 = tl.sigmoid(_logit(acc, rows, 0, rn, sc, base_ptr)) + eps
-    p1 = tl.sigmoid(_logit(acc, rows, 1, rn, sc, base_ptr)) + eps
-    p2 = tl.sigmoid(_logit(acc, rows, 2, rn, sc, base_ptr)) + eps
-    p3 = tl.sigmoid(_logit(acc, rows, 3, rn, sc, base_ptr)) + eps
     nb = tl.cdiv(D, BLOCK_MIX)
     if pd < nb:
+        # only what x needs: partial m_0..3 and (NORM) the Gram partials, whose trace is the sum of squares
+        k = tl.arange(0, _HC)
+        gi = tl.arange(0, 16)
+        gmask = (gi // 4) <= (gi % 4)
+        mp = tl.zeros((_HC,), dtype=tl.float32)
+        gacc = tl.zeros((16,), dtype=tl.float32)
+        sqa = tl.zeros((BLOCK_S,), dtype=tl.float32)
+        for s0 in range(0, S, BLOCK_S):
+            ss = s0 + tl.arange(0, BLOCK_S)
+            sm = ss < S
+            mp += tl.sum(tl.load(wrow + ss[:, None] * WS + k[None, :], mask=sm[:, None], other=0.0), axis=0)
+            if NORM:
+                gacc += tl.sum(tl.load(wrow + ss[:, None] * WS + GRAM_OFF + gi[None, :],
+                                       mask=sm[:, None] & gmask[None, :], other=0.0), axis=0)
+            else:
+                sqa += tl.load(wrow + ss * WS + ROWS, mask=sm, other=0.0)
+        if NORM:
+            sq = tl.sum(tl.where(gi // 4 == gi % 4, gacc, 0.0), axis=0)
+        else:
+            sq = tl.sum(sqa, axis=0)
+        rn = tl.rsqrt(sq / (_HC * D) + norm_eps)
+        p0 = tl.sigmoid(_logit(mp, k, 0, rn, sc, base_ptr)) + eps
+        p1 = tl.sigmoid(_logit(mp, k, 1, rn, sc, base_ptr)) + eps
+        p2 = tl.sigmoid(_logit(mp, k, 2, rn, sc, base_ptr)) + eps
+        p3 = tl.sigmoid(_logit(mp, k, 3, rn, sc, base_ptr)) + eps
         xb = to_bf16(p0 * hv0 + p1 * hv1 + p2 * hv2 + p3 * hv3, INTERP)
         if NORM:
             # mean(x'^2) of the fp32 x' = pre^T G pre / D (the reference squares the bf16 x': ~1e-5 relative apart)
@@ -726,6 +736,11 @@ def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
         else:
             tl.store(x_ptr + t * D + d, xb, mask=dm)
     elif not HEAD:
+        acc = tl.zeros((NPAD,), dtype=tl.float32)
+        for s0 in range(0, S, BLOCK_S):
+            ss = s0 + tl.arange(0, BLOCK_S)
+            acc += tl.sum(tl.load(wrow + ss[:, None] * WS + rows[None, :], mask=ss[:, None] < S, other=0.0), axis=0)
+        rn = tl.rsqrt(_pick(acc, rows, ROWS) / (_HC * D) + norm_eps)
         _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS, True, INTERP)
 
 
