@@ -966,7 +966,7 @@ def mhc4_configs(params: dict) -> list[dict]:
     """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT) of `_mhc_proj4` (all four streams and their fn tiles loaded at
     once) and (BLOCK_MIX columns, mix_warps) of `_mhc_fin4`."""
     tiles = ((1, 16, 2, True), (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True), (8, 16, 4, True),
-             (8, 32, 8, True), (16, 32, 4, False), (16, 32, 8, False))   # MMA with 32 or 64 tokens spills on sm_120
+             (8, 32, 8, True), (16, 16, 4, True), (16, 32, 4, False), (16, 32, 8, False))   # MMA, 32+ tokens: spills
     mixes = ((256, 2), (512, 4), (1024, 4), (2048, 8))
     return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "BLOCK_MIX": mx, "mix_warps": mw}
             for bt, bd, w, simt in tiles for mx, mw in mixes]

@@ -60,6 +60,7 @@ V4_VARIANTS = {
     "v4_simt8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 16, "num_warps": 4},
     "v4_simt8w8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 32, "num_warps": 8},
     "v4_simt4": {"SIMT": True, "BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4},
+    "v4_simt16": {"SIMT": True, "BLOCK_T": 16, "BLOCK_D": 16, "num_warps": 4},
 }
 
 
