@@ -536,10 +536,6 @@ def _mhc_tail(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
 
 
 # impl "triton_v4": `_mhc_proj4` + `_mhc_fin4`, each one dependent memory round trip ------------------------------
-GRAM_OFF = tl.constexpr(32)   # first column of the Gram partials in a ws row (after the NPAD = 32 projection columns)
-WS_NORM = 48    # ws row width with the Gram partials (GRAM_OFF + 16 slots, entry i * 4 + k for i <= k)
-
-
 @triton.jit
 def _post_stream(j: tl.constexpr, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP: tl.constexpr):
     """h'_j = post_j x + sum_i comb[i][j] h_i (fp32), rounded to bf16 as stored."""
@@ -577,33 +573,16 @@ def _mma3(acc, hb, f, DOT_UPCAST: tl.constexpr):
 
 
 @triton.jit
-def _gram_store(wrow, tmask, g0, g1, g2, g3, SIMT: tl.constexpr):
-    """The 10 distinct partial Gram entries G_ik = sum_d h'_i h'_k (i <= k) to ws columns GRAM_OFF + 4 i + k."""
-    tl.store(wrow + 32, _colsum(g0 * g0, SIMT), mask=tmask)
-    tl.store(wrow + 33, _colsum(g0 * g1, SIMT), mask=tmask)
-    tl.store(wrow + 34, _colsum(g0 * g2, SIMT), mask=tmask)
-    tl.store(wrow + 35, _colsum(g0 * g3, SIMT), mask=tmask)
-    tl.store(wrow + 37, _colsum(g1 * g1, SIMT), mask=tmask)
-    tl.store(wrow + 38, _colsum(g1 * g2, SIMT), mask=tmask)
-    tl.store(wrow + 39, _colsum(g1 * g3, SIMT), mask=tmask)
-    tl.store(wrow + 42, _colsum(g2 * g2, SIMT), mask=tmask)
-    tl.store(wrow + 43, _colsum(g2 * g3, SIMT), mask=tmask)
-    tl.store(wrow + 47, _colsum(g3 * g3, SIMT), mask=tmask)
-
-
-@triton.jit
 def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
                # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32;
-               # ws (T, S, WS) fp32 partials: m (ROWS columns), sum of squares (column ROWS), GRAM: Gram entries
+               # ws (T, S, NPAD) fp32 partials: m (ROWS columns), sum of squares (column ROWS)
                T, D, S,
-               ROWS: tl.constexpr, NPAD: tl.constexpr, WS: tl.constexpr, FUSE_POST: tl.constexpr,
-               GRAM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SIMT: tl.constexpr,
-               DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+               ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr,
+               BLOCK_D: tl.constexpr, SIMT: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): BLOCK_D columns of all four streams. Every load (the four
     fn tiles, x and h) is issued before any use, so a program is one memory round trip; with FUSE_POST h' is
     formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
-    bf16 MMAs per stream; the partial sum of squares (column ROWS) and, with GRAM, the partial Gram matrix of the
-    four bf16 streams (the mix computes the norm of x' from it) go beside the partial m."""
+    bf16 MMAs per stream; the partial sum of squares goes to column ROWS beside the partial m."""
     s = tl.program_id(1)
     ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     d = s * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -660,34 +639,24 @@ def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
         acc = _mma3(acc, b3, f3, DOT_UPCAST)
     sq = _colsum(g0 * g0 + g1 * g1 + g2 * g2 + g3 * g3, SIMT)
     acc = tl.where(rows[None, :] == ROWS, sq[:, None], acc)     # column ROWS (padding) carries the sum of squares
-    wrow = ws_ptr + (ts.to(tl.int64) * S + s) * WS
-    tl.store(wrow[:, None] + rows[None, :], acc, mask=tmask[:, None])
-    if GRAM:
-        _gram_store(wrow, tmask, g0, g1, g2, g3, SIMT)
-
-
-@triton.jit
-def _pick4(i, p0, p1, p2, p3):
-    """p_{i} elementwise for an index tensor i in 0..3."""
-    return tl.where(i == 0, p0, tl.where(i == 1, p1, tl.where(i == 2, p2, p3)))
+    tl.store(ws_ptr + (ts[:, None].to(tl.int64) * S + s) * NPAD + rows[None, :], acc, mask=tmask[:, None])
 
 
 @triton.jit
 def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr,
-              # h (T, 4, D) bf16 (h' after a fused post); ws (T, S, WS) partials of `_mhc_proj4`; base (ROWS,),
+              # h (T, 4, D) bf16 (h' after a fused post); ws (T, S, NPAD) partials of `_mhc_proj4`; base (ROWS,),
               # scale (3,) or (1,) fp32; x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out; nw (D,) bf16 (NORM)
               D, S, eps, norm_eps, rms_eps,
-              ROWS: tl.constexpr, NPAD: tl.constexpr, WS: tl.constexpr, ITERS: tl.constexpr, HEAD: tl.constexpr,
-              NORM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
-    """Grid (T, NB + 1) (HEAD: (T, NB)), NB = ceil(D / BLOCK_MIX). Program pd < NB of token t writes x[t] for
-    its BLOCK_MIX columns: it issues its h loads, sums the token's S partials of m_0..3 and of the sum of squares
-    (NORM: the Gram entries, whose trace it is) in split order (every program the same order: deterministic),
-    forms pre and, with NORM, x = w * x' * rsqrt(mean(x'^2) + rms_eps) where
-    mean(x'^2) = sum_ik pre_i pre_k G_ik / D from the Gram partials (no second pass over x', no cross-program
-    join). Program NB (not HEAD) writes post and comb (Sinkhorn on sixteen scalars per thread)."""
+              ROWS: tl.constexpr, NPAD: tl.constexpr, ITERS: tl.constexpr, HEAD: tl.constexpr, NORM: tl.constexpr,
+              BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
+    """Grid (T, NB + 1) (HEAD: (T, NB)), NB = ceil(D / BLOCK_MIX) (NORM: BLOCK_MIX >= D, NB = 1). Program pd < NB
+    of token t writes x[t] for its BLOCK_MIX columns: it issues its h loads, sums the token's S partials of m_0..3
+    and of the sum of squares in split order (every program the same order: deterministic) and forms pre and x';
+    with NORM it holds the whole row: x = w * x' * rsqrt(mean(x'^2) + rms_eps) of the bf16 x' in registers (no
+    second pass, no cross-program join). Program NB (not HEAD) writes post and comb (Sinkhorn on sixteen scalars
+    per thread), beside the x programs."""
     t = tl.program_id(0).to(tl.int64)
     pd = tl.program_id(1)
-    rows = tl.arange(0, NPAD)
     d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
     dm = d < D                        # all false in the Sinkhorn program
     hrow = h_ptr + t * (_HC * D)
@@ -697,52 +666,37 @@ def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
     hv3 = tl.load(hrow + 3 * D + d, mask=dm, other=0.0).to(tl.float32)
     if NORM:
         w = tl.load(nw_ptr + d, mask=dm, other=0.0).to(tl.float32)
-    wrow = ws_ptr + t * S * WS
+    wrow = ws_ptr + t * S * NPAD
     sc = tl.load(scale_ptr)
-    nb = tl.cdiv(D, BLOCK_MIX)
-    if pd < nb:
-        # only what x needs: partial m_0..3 and (NORM) the Gram partials, whose trace is the sum of squares
+    if pd < tl.cdiv(D, BLOCK_MIX):
         k = tl.arange(0, _HC)
-        gi = tl.arange(0, 16)
-        gmask = (gi // 4) <= (gi % 4)
         mp = tl.zeros((_HC,), dtype=tl.float32)
-        gacc = tl.zeros((16,), dtype=tl.float32)
         sqa = tl.zeros((BLOCK_S,), dtype=tl.float32)
-        for s0 in range(0, S, BLOCK_S):
+        for s0 in range(0, S, BLOCK_S):   # only what x needs: partial m_0..3 and the sum of squares
             ss = s0 + tl.arange(0, BLOCK_S)
             sm = ss < S
-            mp += tl.sum(tl.load(wrow + ss[:, None] * WS + k[None, :], mask=sm[:, None], other=0.0), axis=0)
-            if NORM:
-                gacc += tl.sum(tl.load(wrow + ss[:, None] * WS + GRAM_OFF + gi[None, :],
-                                       mask=sm[:, None] & gmask[None, :], other=0.0), axis=0)
-            else:
-                sqa += tl.load(wrow + ss * WS + ROWS, mask=sm, other=0.0)
-        if NORM:
-            sq = tl.sum(tl.where(gi // 4 == gi % 4, gacc, 0.0), axis=0)
-        else:
-            sq = tl.sum(sqa, axis=0)
-        rn = tl.rsqrt(sq / (_HC * D) + norm_eps)
+            mp += tl.sum(tl.load(wrow + ss[:, None] * NPAD + k[None, :], mask=sm[:, None], other=0.0), axis=0)
+            sqa += tl.load(wrow + ss * NPAD + ROWS, mask=sm, other=0.0)
+        rn = tl.rsqrt(tl.sum(sqa, axis=0) / (_HC * D) + norm_eps)
         p0 = tl.sigmoid(_logit(mp, k, 0, rn, sc, base_ptr)) + eps
         p1 = tl.sigmoid(_logit(mp, k, 1, rn, sc, base_ptr)) + eps
         p2 = tl.sigmoid(_logit(mp, k, 2, rn, sc, base_ptr)) + eps
         p3 = tl.sigmoid(_logit(mp, k, 3, rn, sc, base_ptr)) + eps
         xb = to_bf16(p0 * hv0 + p1 * hv1 + p2 * hv2 + p3 * hv3, INTERP)
-        if NORM:
-            # mean(x'^2) of the fp32 x' = pre^T G pre / D (the reference squares the bf16 x': ~1e-5 relative apart)
-            coef = _pick4(gi // 4, p0, p1, p2, p3) * _pick4(gi % 4, p0, p1, p2, p3)
-            coef = tl.where(gi // 4 == gi % 4, coef, 2.0 * coef)
-            rr = tl.rsqrt(tl.sum(coef * gacc, axis=0) / D + rms_eps)
-            tl.store(x_ptr + t * D + d, to_bf16(w * (xb.to(tl.float32) * rr), INTERP), mask=dm)
+        if NORM:   # the whole row is this block: the norm of the bf16 x', as the reference
+            xf = xb.to(tl.float32)
+            rr = tl.rsqrt(tl.sum(xf * xf, axis=0) / D + rms_eps)
+            tl.store(x_ptr + t * D + d, to_bf16(w * (xf * rr), INTERP), mask=dm)
         else:
             tl.store(x_ptr + t * D + d, xb, mask=dm)
     elif not HEAD:
+        rows = tl.arange(0, NPAD)
         acc = tl.zeros((NPAD,), dtype=tl.float32)
         for s0 in range(0, S, BLOCK_S):
             ss = s0 + tl.arange(0, BLOCK_S)
-            acc += tl.sum(tl.load(wrow + ss[:, None] * WS + rows[None, :], mask=ss[:, None] < S, other=0.0), axis=0)
+            acc += tl.sum(tl.load(wrow + ss[:, None] * NPAD + rows[None, :], mask=ss[:, None] < S, other=0.0), axis=0)
         rn = tl.rsqrt(_pick(acc, rows, ROWS) / (_HC * D) + norm_eps)
         _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS, True, INTERP)
-
 
 # wrappers ----------------------------------------------------------------------------------------
 def _check_h(name: str, h: torch.Tensor) -> tuple[int, int]:
@@ -964,20 +918,22 @@ def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | 
 # impl "triton_v4" wrappers ---------------------------------------------------------------------------------------
 def mhc4_configs(params: dict) -> list[dict]:
     """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT) of `_mhc_proj4` (all four streams and their fn tiles loaded at
-    once) and (BLOCK_MIX columns, mix_warps) of `_mhc_fin4`."""
+    once), (BLOCK_MIX columns, mix_warps) of an x program of `_mhc_fin4` and, with the fused norm (one x program per
+    token holds the row), its norm_warps."""
     tiles = ((1, 16, 2, True), (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True), (8, 16, 4, True),
              (8, 32, 8, True), (16, 16, 4, True), (16, 32, 4, False), (16, 32, 8, False))   # MMA, 32+ tokens: spills
-    mixes = ((256, 2), (512, 4), (1024, 4), (2048, 8))
-    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "BLOCK_MIX": mx, "mix_warps": mw}
-            for bt, bd, w, simt in tiles for mx, mw in mixes]
+    mixes = ((256, 2, 4), (512, 4, 8), (1024, 4, 16), (2048, 8, 8))
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "BLOCK_MIX": mx, "mix_warps": mw,
+             "norm_warps": nw} for bt, bd, w, simt in tiles for mx, mw, nw in mixes]
 
 
 def mhc4_default(params: dict) -> dict:
-    t = params.get("T", 1)
+    t, d = params.get("T", 1), params.get("D", 4096)
+    # the norm's row program: <= 16 columns per thread (4 streams of fp32 h' each)
+    mix = {"BLOCK_MIX": 512, "mix_warps": 4, "norm_warps": min(16, max(1, triton.next_power_of_2(d) // 512))}
     if t <= 4:    # fp32 FMA projection, BLOCK_T a power of two <= 4
-        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
-                "BLOCK_MIX": 512, "mix_warps": 4}
-    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 1024, "mix_warps": 4}
+        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True, **mix}
+    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, **mix}
 
 
 def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
@@ -986,9 +942,8 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     cfg = config or lookup(op, {"T": t, "D": d}, mhc4_default({"T": t, "D": d}))
     bt, bd = cfg["BLOCK_T"], cfg["BLOCK_D"]
     s = triton.cdiv(d, bd)
-    ws_width = WS_NORM if norm is not None else npad
     h = h.contiguous()
-    ws = torch.empty((t, s, ws_width), dtype=torch.float32, device=h.device)
+    ws = torch.empty((t, s, npad), dtype=torch.float32, device=h.device)
     x = torch.empty((t, d), dtype=h.dtype, device=h.device)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
@@ -999,16 +954,17 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
         hout = torch.empty_like(h)
     nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
     fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
-    _mhc_proj4[(triton.cdiv(t, bt), s)](h, xin, pin, cin, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad, WS=ws_width,
-                                        FUSE_POST=fuse is not None, GRAM=norm is not None, BLOCK_T=bt, BLOCK_D=bd,
-                                        SIMT=bool(cfg["SIMT"]), DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
-                                        num_warps=cfg["num_warps"])
-    nb = triton.cdiv(d, cfg["BLOCK_MIX"])
+    _mhc_proj4[(triton.cdiv(t, bt), s)](h, xin, pin, cin, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
+                                        FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd, SIMT=bool(cfg["SIMT"]),
+                                        DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"])
+    # the norm needs the whole row's sum of squares: one x program per token holds the row (norm_warps warps)
+    mix = triton.next_power_of_2(d) if norm is not None else cfg["BLOCK_MIX"]
+    nb = triton.cdiv(d, mix)
     _mhc_fin4[(t, nb if head else nb + 1)](
-        hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps, ROWS=rows, NPAD=npad, WS=ws_width,
+        hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps, ROWS=rows, NPAD=npad,
         ITERS=int(iters), HEAD=head, NORM=norm is not None,
         BLOCK_S=cfg.get("BLOCK_S") or min(triton.next_power_of_2(s), 128),   # partials summed BLOCK_S at a time
-        BLOCK_MIX=cfg["BLOCK_MIX"], INTERP=INTERPRET, num_warps=cfg["mix_warps"])
+        BLOCK_MIX=mix, INTERP=INTERPRET, num_warps=cfg["norm_warps"] if norm is not None else cfg["mix_warps"])
     return (hout if fuse is not None else None), x, post, comb
 
 

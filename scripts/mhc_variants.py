@@ -53,9 +53,10 @@ _one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm, "diag_triton_i
 V4 = {"mhc_post_pre_norm": M.mhc_post_pre_norm_v4, "mhc_pre": M.mhc_pre_v4}
 V4_VARIANTS = {
     "v4_p1x16": {"SIMT": True, "BLOCK_T": 1, "BLOCK_D": 16, "num_warps": 2},      # 256 projection programs at T=1
-    "v4_mix256": {"BLOCK_MIX": 256, "mix_warps": 2},
+    "v4_mix256": {"BLOCK_MIX": 256, "mix_warps": 2},        # x column blocks (ops without the fused norm)
     "v4_mix1024": {"BLOCK_MIX": 1024, "mix_warps": 4},
-    "v4_mix2048": {"BLOCK_MIX": 2048, "mix_warps": 8},
+    "v4_nw4": {"norm_warps": 4},                             # the norm's row program (mhc_post_pre_norm)
+    "v4_nw16": {"norm_warps": 16},
     "v4_mma16w8": {"SIMT": False, "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 8},
     "v4_simt8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 16, "num_warps": 4},
     "v4_simt8w8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 32, "num_warps": 8},

@@ -209,17 +209,21 @@ def test_v3_one_launch_tickets_are_rearmed_and_the_result_is_deterministic():
 # impl triton_v4: (op, config) at T = 5, D = 96 (6 or 3 column splits, a partial last token block)
 _CONFIGS4 = [
     # fp32-FMA projection, one token per program; the partials summed 4 splits at a time (a loop of 2 chunks);
-    # x in three 32-column programs beside the Sinkhorn program
+    # the norm's row program (128 columns, 96 used) with one warp
     ("mhc_post_pre_norm", {"BLOCK_T": 1, "BLOCK_D": 16, "num_warps": 2, "SIMT": True, "BLOCK_MIX": 32,
-                           "mix_warps": 1, "BLOCK_S": 4}),
-    # MMA projection (16 tokens, 5 used); x in one 128-column program (96 used)
+                           "mix_warps": 1, "norm_warps": 1, "BLOCK_S": 4}),
+    # MMA projection (16 tokens, 5 used)
     ("mhc_post_pre_norm", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 128,
-                           "mix_warps": 4}),
-    ("mhc_post_pre", {"BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2}),
-    ("mhc_pre", {"BLOCK_T": 2, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2,
-                 "BLOCK_S": 2}),
-    ("mhc_pre", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 64, "mix_warps": 2}),
-    ("mhc_head", {"BLOCK_T": 4, "BLOCK_D": 16, "num_warps": 2, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2}),
+                           "mix_warps": 4, "norm_warps": 4}),
+    # x in two 64-column programs (the second partial) beside the Sinkhorn program
+    ("mhc_post_pre", {"BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2,
+                      "norm_warps": 4}),
+    ("mhc_pre", {"BLOCK_T": 2, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "BLOCK_MIX": 32, "mix_warps": 1,
+                 "norm_warps": 4, "BLOCK_S": 2}),
+    ("mhc_pre", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 64, "mix_warps": 2,
+                 "norm_warps": 4}),
+    ("mhc_head", {"BLOCK_T": 4, "BLOCK_D": 16, "num_warps": 2, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2,
+                  "norm_warps": 4}),
 ]
 
 
@@ -230,17 +234,11 @@ def test_v4_kernel_config_variants(op, cfg):
 
 
 @needs_triton
-def test_v4_norm_from_the_gram_partials_follows_the_scale_of_x():
-    # the fused norm's mean(x'^2) comes from the projection's Gram partials: streams scaled by 2^-12 (exact in
-    # bf16, including h') must give the same normalized x, post and comb (both eps small against the means ~ 2^-24)
-    inp = {**inputs("mhc_post_pre_norm", {"T": 3, "D": 64, "iters": 20}), "rms_eps": 1e-14, "norm_eps": 1e-14}
-    fn = registry.get_impl("mhc_post_pre_norm", "triton_v4").fn
-    small = {**inp, "x": inp["x"] * 2.0 ** -12, "h": inp["h"] * 2.0 ** -12}
-    _, x1, post1, comb1 = fn(**inp)
-    h2, x2, post2, comb2 = fn(**small)
-    assert torch.allclose(x2.float(), x1.float(), rtol=2 ** -7, atol=1e-3)
-    assert torch.allclose(post1, post2, rtol=1e-5, atol=1e-6)
-    assert torch.allclose(comb1, comb2, rtol=1e-5, atol=1e-6)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_v4_norm_is_of_the_bf16_row_at_a_small_width(seed):
+    # at D = 16 a norm from anything but the bf16 x' of the whole row (e.g. the fp32 x' through a Gram matrix of
+    # the streams, tried first) moves several of the 16 outputs by an ulp and fails the op's rel_fro
+    _check_config("mhc_post_pre_norm", "triton_v4", None, {"T": 1, "D": 16, "iters": 1}, seed=seed)
 
 # errors --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
