@@ -578,7 +578,8 @@ def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
                # ws (T, S, NPAD) fp32 partials: m (ROWS columns), sum of squares (column ROWS)
                T, D, S,
                ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr,
-               BLOCK_D: tl.constexpr, SIMT: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+               BLOCK_D: tl.constexpr, SIMT: tl.constexpr, RELOAD: tl.constexpr, DOT_UPCAST: tl.constexpr,
+               INTERP: tl.constexpr):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): BLOCK_D columns of all four streams. Every load (the four
     fn tiles, x and h) is issued before any use, so a program is one memory round trip; with FUSE_POST h' is
     formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
@@ -620,6 +621,12 @@ def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
         tl.store(hout_ptr + hrow + D, b1, mask=m2)
         tl.store(hout_ptr + hrow + 2 * D, b2, mask=m2)
         tl.store(hout_ptr + hrow + 3 * D, b3, mask=m2)
+        if RELOAD:   # the MMA operands read back from the stored h' (a layout of their own, not the post's)
+            tl.debug_barrier()
+            b0 = tl.load(hout_ptr + hrow, mask=m2, other=0.0, cache_modifier=".cg")
+            b1 = tl.load(hout_ptr + hrow + D, mask=m2, other=0.0, cache_modifier=".cg")
+            b2 = tl.load(hout_ptr + hrow + 2 * D, mask=m2, other=0.0, cache_modifier=".cg")
+            b3 = tl.load(hout_ptr + hrow + 3 * D, mask=m2, other=0.0, cache_modifier=".cg")
     else:
         b0 = tl.load(h_ptr + hrow, mask=m2, other=0.0)
         b1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0)
@@ -917,14 +924,14 @@ def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | 
 
 # impl "triton_v4" wrappers ---------------------------------------------------------------------------------------
 def mhc4_configs(params: dict) -> list[dict]:
-    """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT) of `_mhc_proj4` (all four streams and their fn tiles loaded at
-    once), (BLOCK_MIX columns, mix_warps) of an x program of `_mhc_fin4` and, with the fused norm (one x program per
+    """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT; MMA: RELOAD, its operands read back from the stored h') of
+    `_mhc_proj4` (all four streams and their fn tiles loaded at once), (BLOCK_MIX columns, mix_warps) of an x program of `_mhc_fin4` and, with the fused norm (one x program per
     token holds the row), its norm_warps."""
     tiles = ((1, 16, 2, True), (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True), (8, 16, 4, True),
              (8, 32, 8, True), (16, 16, 4, True), (16, 32, 4, False), (16, 32, 8, False))   # MMA, 32+ tokens: spills
     mixes = ((256, 2, 4), (512, 4, 8), (1024, 4, 16), (2048, 8, 8))
-    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "BLOCK_MIX": mx, "mix_warps": mw,
-             "norm_warps": nw} for bt, bd, w, simt in tiles for mx, mw, nw in mixes]
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "RELOAD": not simt, "BLOCK_MIX": mx,
+             "mix_warps": mw, "norm_warps": nw} for bt, bd, w, simt in tiles for mx, mw, nw in mixes]
 
 
 def mhc4_default(params: dict) -> dict:
@@ -933,7 +940,10 @@ def mhc4_default(params: dict) -> dict:
     mix = {"BLOCK_MIX": 512, "mix_warps": 4, "norm_warps": min(16, max(1, triton.next_power_of_2(d) // 512))}
     if t <= 4:    # fp32 FMA projection, BLOCK_T a power of two <= 4
         return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True, **mix}
-    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, **mix}
+    # MMA; with a fused post its operands are read back from the stored h' (RELOAD): formed in registers, the post
+    # took the dot operands' replicated layout (sm_90: 244 registers, 61 barriers against 72 and 19; H200 mid-session
+    # call, T=64: mhc_post_pre 23.3 us against mhc_pre's 12.4)
+    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "RELOAD": True, **mix}
 
 
 def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
@@ -956,7 +966,7 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
     _mhc_proj4[(triton.cdiv(t, bt), s)](h, xin, pin, cin, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
                                         FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd, SIMT=bool(cfg["SIMT"]),
-                                        DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"])
+                                        RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"])
     # the norm needs the whole row's sum of squares: one x program per token holds the row (norm_warps warps)
     mix = triton.next_power_of_2(d) if norm is not None else cfg["BLOCK_MIX"]
     nb = triton.cdiv(d, mix)

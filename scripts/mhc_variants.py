@@ -57,7 +57,8 @@ V4_VARIANTS = {
     "v4_mix1024": {"BLOCK_MIX": 1024, "mix_warps": 4},
     "v4_nw4": {"norm_warps": 4},                             # the norm's row program (mhc_post_pre_norm)
     "v4_nw16": {"norm_warps": 16},
-    "v4_mma16w8": {"SIMT": False, "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 8},
+    "v4_mma16w8": {"SIMT": False, "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 8, "RELOAD": True},
+    "v4_noreload": {"SIMT": False, "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "RELOAD": False},  # post in registers
     "v4_simt8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 16, "num_warps": 4},
     "v4_simt8w8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 32, "num_warps": 8},
     "v4_simt4": {"SIMT": True, "BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4},

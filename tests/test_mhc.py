@@ -212,9 +212,11 @@ _CONFIGS4 = [
     # the norm's row program (128 columns, 96 used) with one warp
     ("mhc_post_pre_norm", {"BLOCK_T": 1, "BLOCK_D": 16, "num_warps": 2, "SIMT": True, "BLOCK_MIX": 32,
                            "mix_warps": 1, "norm_warps": 1, "BLOCK_S": 4}),
-    # MMA projection (16 tokens, 5 used)
+    # MMA projection (16 tokens, 5 used), its operands read back from the stored h' (RELOAD) or not
     ("mhc_post_pre_norm", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 128,
-                           "mix_warps": 4, "norm_warps": 4}),
+                           "mix_warps": 4, "norm_warps": 4, "RELOAD": True}),
+    ("mhc_post_pre", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 64,
+                      "mix_warps": 2, "norm_warps": 4, "RELOAD": False}),
     # x in two 64-column programs (the second partial) beside the Sinkhorn program
     ("mhc_post_pre", {"BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2,
                       "norm_warps": 4}),
