@@ -8,8 +8,20 @@ The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of 
 weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn,
 the weighted sum x' and its norm need the whole reduction.
 
-Impl "triton_v3" (`_mhc_proj1`, `_mhc_tail`; config `mhc1_default`; slower than "triton" on the H200 in its
-first measurement, docs/perf/mhc_norm.md, so not the default):
+Impl "triton" of mhc_pre, mhc_post_pre and mhc_post_pre_norm ("triton_v4" of mhc_head; config `mhc4_default`;
+faster than "triton_v2" on the H200 at T = 1 and 64, slower at T = 16, so at 4 < T <= 16 without a config it runs
+"triton_v2"'s kernels: docs/perf/mhc_norm.md), two launches, each one dependent memory round trip:
+  `_mhc_proj4` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D)): issues every load (the four fn tiles, x, h) before any
+  use; with FUSE_POST forms and stores h'; projects the bf16 h' (fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product
+  for T <= 4 (SIMT), else three bf16 MMAs per stream with the operands read back from the stored h' (RELOAD: formed
+  in registers, the post took the dot operands' replicated layout: 244 instead of 72 registers on sm_90)); partial
+  m and sum of squares to ws (T, S, NPAD).
+  `_mhc_fin4` grid (T, NB + 1): x programs sum only the partials they need (m_0..3, sum of squares) in split order
+  and write x for BLOCK_MIX columns; with the fused norm one x program holds the token's whole row (norm_warps
+  warps) and normalizes the bf16 x' in registers (no ticket, no second pass). Program NB runs Sinkhorn on sixteen
+  scalars per thread (one rcp.approx per row step) beside them and writes post and comb.
+Impl "triton_v3" (`_mhc_proj1`, `_mhc_tail`; config `mhc1_default`; slower than "triton_v2" on the H200 in its
+first measurement, docs/perf/mhc_norm.md, so never the default):
   `_mhc_proj1` grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): each program projects BLOCK_D columns of all
   four streams (with FUSE_POST it first forms and stores h' = post * x + comb^T h), on tensor cores (three
   bf16 MMAs of the exact 3-way bf16 split of fn, BLOCK_T = 16) or, for T <= SIMT_MAX_T, with fp32 FMAs in a
@@ -22,7 +34,8 @@ first measurement, docs/perf/mhc_norm.md, so not the default):
   ONE (T <= ONE_LAUNCH_MAX_T): the token block's last projection program to arrive (atomic ticket, acq_rel,
   counters from `token_counters`, re-armed by that program) runs the tail: one launch per call. Else a
   second launch `_mhc_tail` grid (T,) runs it, one program per token.
-Impl "triton" (the default), two launches:
+Impl "triton_v2" (the default before issue 17 session 5, still impl "triton"'s at 4 < T <= 16 and mhc_head's
+"triton"), two launches:
   1. `_mhc_proj` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D), 4 / NJ): each program takes BLOCK_D
      columns of NJ of the 4 streams ([BLOCK_T, BLOCK_D] bf16 tiles), multiplies them with the matching [NPAD, BLOCK_D] slices
      of fn on tensor cores with fp32 accuracy (fn split exactly into three bf16 parts, h is exactly
@@ -38,7 +51,7 @@ Impl "triton" (the default), two launches:
      writes post and comb.
      Only one program of a token runs Sinkhorn (the first; with SPLIT_NORM an extra last program that does
      nothing else, so Sinkhorn's latency overlaps the x' blocks).
-     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton"): grid (T, ceil(D / BLOCK_MIX) + 1); each program stores
+     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton_v2"): grid (T, ceil(D / BLOCK_MIX) + 1); each program stores
      its block of the bf16 x' and that block's sum of squares, then takes a ticket from a per-token counter
      (atomic, acq_rel); the token's last program sums the block sums in block order (deterministic) and
      rewrites the row as w * x' * rsqrt(mean + eps) (x' read back as stored: the norm of the bf16 x', as the
@@ -269,7 +282,7 @@ def _mhc_post(x_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x (T, D) bf16; h, o
              mask=dmask[None, :])
 
 
-# one-launch / two-launch version (impl "triton_v3"; the kernels above are impl "triton") -----------------
+# one-launch / two-launch version (impl "triton_v3"; the kernels above are impl "triton_v2") --------------
 @triton.jit
 def _pick(v, rows, r: tl.constexpr):
     """Element r of a small vector as a scalar (a reduction over its few lanes, no barrier)."""
@@ -535,7 +548,7 @@ def _mhc_tail(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
                 eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD, NORM, BLOCK_S, BLOCK_FIN, ONE_PASS, INTERP)
 
 
-# impl "triton_v4": `_mhc_proj4` + `_mhc_fin4`, each one dependent memory round trip ------------------------------
+# impl "triton" (mhc_head: "triton_v4"): `_mhc_proj4` + `_mhc_fin4`, each one dependent memory round trip ---------
 @triton.jit
 def _post_stream(j: tl.constexpr, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP: tl.constexpr):
     """h'_j = post_j x + sum_i comb[i][j] h_i (fp32), rounded to bf16 as stored."""
@@ -922,7 +935,7 @@ def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | 
     return _run1("mhc_head", h, fn, base, scale, HC, 16, 1, eps, norm_eps, config, head=True)[1]
 
 
-# impl "triton_v4" wrappers ---------------------------------------------------------------------------------------
+# impl "triton" (mhc_head: "triton_v4") wrappers -------------------------------------------------------------------
 def mhc4_configs(params: dict) -> list[dict]:
     """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT; MMA: RELOAD, its operands read back from the stored h') of
     `_mhc_proj4` (all four streams and their fn tiles loaded at once), (BLOCK_MIX columns, mix_warps) of an x program of `_mhc_fin4` and, with the fused norm (one x program per
@@ -936,10 +949,13 @@ def mhc4_configs(params: dict) -> list[dict]:
 
 def mhc4_default(params: dict) -> dict:
     t, d = params.get("T", 1), params.get("D", 4096)
-    # the norm's row program: <= 16 columns per thread (4 streams of fp32 h' each)
-    mix = {"BLOCK_MIX": 512, "mix_warps": 4, "norm_warps": min(16, max(1, triton.next_power_of_2(d) // 512))}
+    # the norm's row program: <= 16 columns per thread (4 streams of fp32 h' each); at T <= 4 <= 32 (H200, T=1,
+    # D=4096: 4 warps 8.33 us, 8 warps 9.21, 16 warps 11.74; at T=64 8 warps 13.54, 16 warps 16.10)
+    width = triton.next_power_of_2(d)
+    mix = {"BLOCK_MIX": 512, "mix_warps": 4, "norm_warps": min(16, max(1, width // 512))}
     if t <= 4:    # fp32 FMA projection, BLOCK_T a power of two <= 4
-        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True, **mix}
+        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
+                **mix, "norm_warps": min(16, max(1, width // 1024))}
     # MMA; with a fused post its operands are read back from the stored h' (RELOAD): formed in registers, the post
     # took the dot operands' replicated layout (sm_90: 244 registers, 61 barriers against 72 and 19; H200 mid-session
     # call, T=64: mhc_post_pre 23.3 us against mhc_pre's 12.4)
@@ -979,28 +995,39 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
 
 
 _KERNELS4 = lambda: [_mhc_proj4, _mhc_fin4]   # noqa: E731
+V2_DEFAULT_T = (4, 16)   # T in (4, 16]: impl "triton" runs the previous pair (triton_v2) unless given a config
 
 
-@register_impl("mhc_pre", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+def _v2_default(t: int, config: dict | None) -> bool:
+    """H200 (mid-session call, graph replay): mhc_post_pre_norm at T=16 triton_v2 11.31 us, these kernels 11.99;
+    at T=1 10.72 vs 8.33 and T=64 20.40 vs 13.54. An explicit config always runs these kernels (tune, tests)."""
+    return config is None and V2_DEFAULT_T[0] < t <= V2_DEFAULT_T[1]
+
+
+@register_impl("mhc_pre", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
                kernels=_KERNELS4)
 def mhc_pre_v4(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
     if t == 0:
         return _empty_outputs(h, fn, False)
+    if _v2_default(t, config):
+        return mhc_pre(h, fn, base, scale, iters, eps, norm_eps)
     return _run4("mhc_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config)[1:]
 
 
-@register_impl("mhc_post_pre", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
                kernels=_KERNELS4)
 def mhc_post_pre_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
                     config: dict | None = None):
     t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
     if t == 0:
         return _empty_outputs(h, fn, True)
+    if _v2_default(t, config):
+        return mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps)
     return _run4("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb))
 
 
-@register_impl("mhc_post_pre_norm", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
                kernels=_KERNELS4)
 def mhc_post_pre_norm_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                          rms_eps: float, config: dict | None = None):
@@ -1008,6 +1035,8 @@ def mhc_post_pre_norm_v4(x, h, post, comb, fn, base, scale, iters: int, eps: flo
                       norm=(weight, rms_eps))
     if t == 0:
         return _empty_outputs(h, fn, True)
+    if _v2_default(t, config):
+        return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps)
     return _run4("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config,
                  fuse=(x, post, comb), norm=(weight, rms_eps))
 
@@ -1037,8 +1066,8 @@ def mhc_post(x, h, post, comb, config: dict | None = None):
     return out
 
 
-# impl "triton": `_mhc_proj` + `_mhc_mix`, the partials summed by every mix program (faster than triton_v3 on the
-# H200 at T = 1, 16 and 64: docs/perf/mhc_norm.md) ---------------------------------------------------------------
+# impl "triton_v2" (mhc_head: "triton"): `_mhc_proj` + `_mhc_mix`, the partials summed by every mix program (faster
+# than triton_v3 on the H200 at T = 1, 16 and 64; impl "triton" runs it at 4 < T <= 16: docs/perf/mhc_norm.md) ----
 def _v2_cfg(op, t, d, config, default=mhc_default):
     key = {"T": t, "D": d}
     return config or lookup(op, key, default(key))
@@ -1047,7 +1076,7 @@ def _v2_cfg(op, t, d, config, default=mhc_default):
 _KERNELS2 = lambda: [_mhc_proj, _mhc_mix]   # noqa: E731
 
 
-@register_impl("mhc_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_pre", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
 def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
@@ -1059,7 +1088,7 @@ def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config:
     return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg)
 
 
-@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_post_pre", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
 def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
                     config: dict | None = None):
@@ -1073,7 +1102,7 @@ def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
 
 
-@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
+@register_impl("mhc_post_pre_norm", "triton_v2", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
                default_config=lambda p: mhc_norm_default(p), kernels=_KERNELS2)
 def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                          rms_eps: float, config: dict | None = None):

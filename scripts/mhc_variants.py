@@ -1,4 +1,4 @@
-"""Config variants of the mHC kernels of impls "triton_v3" (`_mhc_proj1` + `_mhc_tail`) and "triton_v4" (`_mhc_proj4` +
+"""Config variants of the mHC kernels of impls "triton_v3" (`_mhc_proj1` + `_mhc_tail`) and "triton" (`_mhc_proj4` +
 `_mhc_fin4`) in kernels/mhc.py, registered as
 extra impls so that one bench run times them beside "triton_v3" (its default config) and "triton" (the default
 kernels): a measurement aid for choosing defaults, not part of the shipped registry.
@@ -46,12 +46,14 @@ def _one_sinkhorn_iteration(op: str, fn, name: str):
 
 
 _one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm_v3, "diag_v3_iters1")
-_one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm, "diag_triton_iters1")
+_one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm, "diag_v2_iters1")
 
 
-# impl "triton_v4" (`_mhc_proj4` + `_mhc_fin4`): overrides on top of its default config of the call's T
+# impl "triton" (`_mhc_proj4` + `_mhc_fin4`; "triton_v4" for mhc_head): overrides on top of its default config of the
+# call's T (an explicit config: the new kernels at any T)
 V4 = {"mhc_post_pre_norm": M.mhc_post_pre_norm_v4, "mhc_pre": M.mhc_pre_v4}
 V4_VARIANTS = {
+    "v4_pure": {},        # the new kernels at every T (impl triton runs triton_v2's at 4 < T <= 16)
     "v4_p1x16": {"SIMT": True, "BLOCK_T": 1, "BLOCK_D": 16, "num_warps": 2},      # 256 projection programs at T=1
     "v4_mix256": {"BLOCK_MIX": 256, "mix_warps": 2},        # x column blocks (ops without the fused norm)
     "v4_mix1024": {"BLOCK_MIX": 1024, "mix_warps": 4},
@@ -80,7 +82,7 @@ for _op, _fn in V4.items():
 
 
 def _v4_iters1(config: dict | None = None, **kwargs):
-    """Timing diagnostic (comb is not the op's output): triton_v4 with one Sinkhorn iteration."""
+    """Timing diagnostic (comb is not the op's output): impl triton's new kernels with one Sinkhorn iteration."""
     return M.mhc_post_pre_norm_v4(config=config, **{**kwargs, "iters": 1})
 
 
