@@ -8,8 +8,20 @@ The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of 
 weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn,
 the weighted sum x' and its norm need the whole reduction.
 
-Impl "triton_v3" (`_mhc_proj1`, `_mhc_tail`; config `mhc1_default`; slower than "triton" on the H200 in its
-first measurement, docs/perf/mhc_norm.md, so not the default):
+Impl "triton" of mhc_pre, mhc_post_pre and mhc_post_pre_norm ("triton_v4" of mhc_head; config `mhc4_default`;
+faster than "triton_v2" on the H200 at T = 1 and 64, slower at T = 16, so at 4 < T <= 16 without a config it runs
+"triton_v2"'s kernels: docs/perf/mhc_norm.md), two launches, each one dependent memory round trip:
+  `_mhc_proj4` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D)): issues every load (the four fn tiles, x, h) before any
+  use; with FUSE_POST forms and stores h'; projects the bf16 h' (fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product
+  for T <= 4 (SIMT), else three bf16 MMAs per stream with the operands read back from the stored h' (RELOAD: formed
+  in registers, the post took the dot operands' replicated layout: 244 instead of 72 registers on sm_90)); partial
+  m and sum of squares to ws (T, S, NPAD).
+  `_mhc_fin4` grid (T, NB + 1): x programs sum only the partials they need (m_0..3, sum of squares) in split order
+  and write x for BLOCK_MIX columns; with the fused norm one x program holds the token's whole row (norm_warps
+  warps) and normalizes the bf16 x' in registers (no ticket, no second pass). Program NB runs Sinkhorn on sixteen
+  scalars per thread (one rcp.approx per row step) beside them and writes post and comb.
+Impl "triton_v3" (`_mhc_proj1`, `_mhc_tail`; config `mhc1_default`; slower than "triton_v2" on the H200 in its
+first measurement, docs/perf/mhc_norm.md, so never the default):
   `_mhc_proj1` grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): each program projects BLOCK_D columns of all
   four streams (with FUSE_POST it first forms and stores h' = post * x + comb^T h), on tensor cores (three
   bf16 MMAs of the exact 3-way bf16 split of fn, BLOCK_T = 16) or, for T <= SIMT_MAX_T, with fp32 FMAs in a
@@ -22,7 +34,8 @@ first measurement, docs/perf/mhc_norm.md, so not the default):
   ONE (T <= ONE_LAUNCH_MAX_T): the token block's last projection program to arrive (atomic ticket, acq_rel,
   counters from `token_counters`, re-armed by that program) runs the tail: one launch per call. Else a
   second launch `_mhc_tail` grid (T,) runs it, one program per token.
-Impl "triton" (the default), two launches:
+Impl "triton_v2" (the default before issue 17 session 5, still impl "triton"'s at 4 < T <= 16 and mhc_head's
+"triton"), two launches:
   1. `_mhc_proj` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D), 4 / NJ): each program takes BLOCK_D
      columns of NJ of the 4 streams ([BLOCK_T, BLOCK_D] bf16 tiles), multiplies them with the matching [NPAD, BLOCK_D] slices
      of fn on tensor cores with fp32 accuracy (fn split exactly into three bf16 parts, h is exactly
@@ -38,7 +51,7 @@ Impl "triton" (the default), two launches:
      writes post and comb.
      Only one program of a token runs Sinkhorn (the first; with SPLIT_NORM an extra last program that does
      nothing else, so Sinkhorn's latency overlaps the x' blocks).
-     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton"): grid (T, ceil(D / BLOCK_MIX) + 1); each program stores
+     mhc_post_pre_norm (NORM, SPLIT_NORM; impl "triton_v2"): grid (T, ceil(D / BLOCK_MIX) + 1); each program stores
      its block of the bf16 x' and that block's sum of squares, then takes a ticket from a per-token counter
      (atomic, acq_rel); the token's last program sums the block sums in block order (deterministic) and
      rewrites the row as w * x' * rsqrt(mean + eps) (x' read back as stored: the norm of the bf16 x', as the
@@ -269,7 +282,7 @@ def _mhc_post(x_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x (T, D) bf16; h, o
              mask=dmask[None, :])
 
 
-# one-launch / two-launch version (impl "triton_v3"; the kernels above are impl "triton") -----------------
+# one-launch / two-launch version (impl "triton_v3"; the kernels above are impl "triton_v2") --------------
 @triton.jit
 def _pick(v, rows, r: tl.constexpr):
     """Element r of a small vector as a scalar (a reduction over its few lanes, no barrier)."""
@@ -277,8 +290,25 @@ def _pick(v, rows, r: tl.constexpr):
 
 
 @triton.jit
-def _norm4(a, b, c, d, eps):
-    """Four scalars divided by (their sum + eps): one row or column step of Sinkhorn."""
+def _rcp(x, INTERP: tl.constexpr):
+    """1 / x for x in the normal range: compiled, one MUFU.RCP (rcp.approx.ftz, <= 1 ulp) without the range
+    fix-ups of the division."""
+    if INTERP:
+        r = 1.0 / x
+    else:
+        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+    return r
+
+
+@triton.jit
+def _norm4(a, b, c, d, eps, FAST: tl.constexpr = False, INTERP: tl.constexpr = False):
+    """Four scalars divided by (their sum + eps): one row or column step of Sinkhorn. FAST: a pairwise sum and
+    one approximate reciprocal (the sums lie in [eps, 4]) times four products: a shorter dependent chain,
+    within ~2 ulp of the four divisions."""
+    if FAST:
+        inv = _rcp((a + b) + (c + d) + eps, INTERP)
+        return a * inv, b * inv, c * inv, d * inv
     s = a + b + c + d + eps
     return a / s, b / s, c / s, d / s
 
@@ -300,7 +330,8 @@ def _logit(acc, rows, r: tl.constexpr, rn, sc, base_ptr):
 
 
 @triton.jit
-def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS: tl.constexpr):
+def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS: tl.constexpr,
+                    FAST: tl.constexpr = False, INTERP: tl.constexpr = False):
     """post and comb of one token from its summed logits `acc` (rows 4..23), as scalars: Sinkhorn's 4 x 4
     matrix is 16 registers of every thread, its row and column sums are plain adds (no shuffle, no barrier)."""
     s1 = tl.load(scale_ptr + 1)
@@ -319,19 +350,19 @@ def _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, e
                                    _logit(acc, rows, 18, rn, s2, base_ptr), _logit(acc, rows, 19, rn, s2, base_ptr), eps)
     c30, c31, c32, c33 = _softmax4(_logit(acc, rows, 20, rn, s2, base_ptr), _logit(acc, rows, 21, rn, s2, base_ptr),
                                    _logit(acc, rows, 22, rn, s2, base_ptr), _logit(acc, rows, 23, rn, s2, base_ptr), eps)
-    c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps)
-    c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps)
-    c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps)
-    c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps)
+    c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST, INTERP)
+    c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST, INTERP)
+    c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST, INTERP)
+    c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST, INTERP)
     for _ in range(ITERS - 1):
-        c00, c01, c02, c03 = _norm4(c00, c01, c02, c03, eps)
-        c10, c11, c12, c13 = _norm4(c10, c11, c12, c13, eps)
-        c20, c21, c22, c23 = _norm4(c20, c21, c22, c23, eps)
-        c30, c31, c32, c33 = _norm4(c30, c31, c32, c33, eps)
-        c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps)
-        c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps)
-        c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps)
-        c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps)
+        c00, c01, c02, c03 = _norm4(c00, c01, c02, c03, eps, FAST, INTERP)
+        c10, c11, c12, c13 = _norm4(c10, c11, c12, c13, eps, FAST, INTERP)
+        c20, c21, c22, c23 = _norm4(c20, c21, c22, c23, eps, FAST, INTERP)
+        c30, c31, c32, c33 = _norm4(c30, c31, c32, c33, eps, FAST, INTERP)
+        c00, c10, c20, c30 = _norm4(c00, c10, c20, c30, eps, FAST, INTERP)
+        c01, c11, c21, c31 = _norm4(c01, c11, c21, c31, eps, FAST, INTERP)
+        c02, c12, c22, c32 = _norm4(c02, c12, c22, c32, eps, FAST, INTERP)
+        c03, c13, c23, c33 = _norm4(c03, c13, c23, c33, eps, FAST, INTERP)
     cb = comb_ptr + t * (_HC * _HC)
     tl.store(cb, c00)
     tl.store(cb + 1, c01)
@@ -516,6 +547,176 @@ def _mhc_tail(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
     _token_tail(tl.program_id(0), h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, D, S,
                 eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD, NORM, BLOCK_S, BLOCK_FIN, ONE_PASS, INTERP)
 
+
+# impl "triton" (mhc_head: "triton_v4"): `_mhc_proj4` + `_mhc_fin4`, each one dependent memory round trip ---------
+@triton.jit
+def _post_stream(j: tl.constexpr, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP: tl.constexpr):
+    """h'_j = post_j x + sum_i comb[i][j] h_i (fp32), rounded to bf16 as stored."""
+    cb = comb_ptr + tok * (_HC * _HC) + j
+    hj = tl.load(post_ptr + tok * _HC + j, mask=tm, other=0.0) * xv
+    hj += tl.load(cb, mask=tm, other=0.0) * h0
+    hj += tl.load(cb + _HC, mask=tm, other=0.0) * h1
+    hj += tl.load(cb + 2 * _HC, mask=tm, other=0.0) * h2
+    hj += tl.load(cb + 3 * _HC, mask=tm, other=0.0) * h3
+    return to_bf16(hj, INTERP)
+
+
+@triton.jit
+def _colsum(a, SIMT: tl.constexpr):
+    """Per-token sum over the columns of a [BLOCK_T, BLOCK_D] tile (SIMT: a [BLOCK_T, 1, BLOCK_D] tile)."""
+    if SIMT:
+        r = tl.sum(tl.sum(a, axis=2), axis=1)
+    else:
+        r = tl.sum(a, axis=1)
+    return r
+
+
+@triton.jit
+def _mma3(acc, hb, f, DOT_UPCAST: tl.constexpr):
+    """acc += hb @ f^T with fp32 accuracy on tensor cores: fn (fp32) = b1 + b2 + b3 exactly, each bf16, and h is
+    exactly bf16: three bf16 MMAs with fp32 accumulation (tf32 would keep 10 mantissa bits of fn)."""
+    b1 = f.to(tl.bfloat16)
+    r1 = f - b1.to(tl.float32)
+    b2 = r1.to(tl.bfloat16)
+    b3 = (r1 - b2.to(tl.float32)).to(tl.bfloat16)
+    a = dot_operand(hb, DOT_UPCAST)
+    acc = tl.dot(a, dot_operand(tl.trans(b3), DOT_UPCAST), acc)
+    acc = tl.dot(a, dot_operand(tl.trans(b2), DOT_UPCAST), acc)
+    return tl.dot(a, dot_operand(tl.trans(b1), DOT_UPCAST), acc)
+
+
+@triton.jit
+def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
+               # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32;
+               # ws (T, S, NPAD) fp32 partials: m (ROWS columns), sum of squares (column ROWS)
+               T, D, S,
+               ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr,
+               BLOCK_D: tl.constexpr, SIMT: tl.constexpr, RELOAD: tl.constexpr, DOT_UPCAST: tl.constexpr,
+               INTERP: tl.constexpr):
+    """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): BLOCK_D columns of all four streams. Every load (the four
+    fn tiles, x and h) is issued before any use, so a program is one memory round trip; with FUSE_POST h' is
+    formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
+    bf16 MMAs per stream; the partial sum of squares goes to column ROWS beside the partial m."""
+    s = tl.program_id(1)
+    ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = s * BLOCK_D + tl.arange(0, BLOCK_D)
+    rows = tl.arange(0, NPAD)
+    tmask = ts < T
+    if SIMT:   # every tile in the [BLOCK_T, NPAD, BLOCK_D] product's index space: no layout changes
+        tok = ts[:, None, None]
+        tm = tmask[:, None, None]
+        col = d[None, None, :]
+        frow = rows[None, :, None]
+    else:
+        tok = ts[:, None]
+        tm = tmask[:, None]
+        col = d[None, :]
+        frow = rows[:, None]
+    m2 = tm & (col < D)
+    hrow = tok.to(tl.int64) * (_HC * D) + col
+    fmask = (frow < ROWS) & (col < D)
+    fp = fn_ptr + frow * (_HC * D) + col
+    f0 = tl.load(fp, mask=fmask, other=0.0)
+    f1 = tl.load(fp + D, mask=fmask, other=0.0)
+    f2 = tl.load(fp + 2 * D, mask=fmask, other=0.0)
+    f3 = tl.load(fp + 3 * D, mask=fmask, other=0.0)
+    if FUSE_POST:
+        xv = tl.load(x_ptr + tok.to(tl.int64) * D + col, mask=m2, other=0.0).to(tl.float32)
+        h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0).to(tl.float32)
+        h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0).to(tl.float32)
+        h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0).to(tl.float32)
+        h3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0).to(tl.float32)
+        b0 = _post_stream(0, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        b1 = _post_stream(1, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        b2 = _post_stream(2, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        b3 = _post_stream(3, xv, h0, h1, h2, h3, post_ptr, comb_ptr, tok, tm, INTERP)
+        tl.store(hout_ptr + hrow, b0, mask=m2)
+        tl.store(hout_ptr + hrow + D, b1, mask=m2)
+        tl.store(hout_ptr + hrow + 2 * D, b2, mask=m2)
+        tl.store(hout_ptr + hrow + 3 * D, b3, mask=m2)
+        if RELOAD:   # the MMA operands read back from the stored h' (a layout of their own, not the post's)
+            tl.debug_barrier()
+            b0 = tl.load(hout_ptr + hrow, mask=m2, other=0.0, cache_modifier=".cg")
+            b1 = tl.load(hout_ptr + hrow + D, mask=m2, other=0.0, cache_modifier=".cg")
+            b2 = tl.load(hout_ptr + hrow + 2 * D, mask=m2, other=0.0, cache_modifier=".cg")
+            b3 = tl.load(hout_ptr + hrow + 3 * D, mask=m2, other=0.0, cache_modifier=".cg")
+    else:
+        b0 = tl.load(h_ptr + hrow, mask=m2, other=0.0)
+        b1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0)
+        b2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0)
+        b3 = tl.load(h_ptr + hrow + 3 * D, mask=m2, other=0.0)
+    g0 = b0.to(tl.float32)
+    g1 = b1.to(tl.float32)
+    g2 = b2.to(tl.float32)
+    g3 = b3.to(tl.float32)
+    if SIMT:
+        acc = tl.sum(f0 * g0 + f1 * g1 + f2 * g2 + f3 * g3, axis=2)
+    else:
+        acc = tl.zeros((BLOCK_T, NPAD), dtype=tl.float32)
+        acc = _mma3(acc, b0, f0, DOT_UPCAST)
+        acc = _mma3(acc, b1, f1, DOT_UPCAST)
+        acc = _mma3(acc, b2, f2, DOT_UPCAST)
+        acc = _mma3(acc, b3, f3, DOT_UPCAST)
+    sq = _colsum(g0 * g0 + g1 * g1 + g2 * g2 + g3 * g3, SIMT)
+    acc = tl.where(rows[None, :] == ROWS, sq[:, None], acc)     # column ROWS (padding) carries the sum of squares
+    tl.store(ws_ptr + (ts[:, None].to(tl.int64) * S + s) * NPAD + rows[None, :], acc, mask=tmask[:, None])
+
+
+@triton.jit
+def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr,
+              # h (T, 4, D) bf16 (h' after a fused post); ws (T, S, NPAD) partials of `_mhc_proj4`; base (ROWS,),
+              # scale (3,) or (1,) fp32; x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out; nw (D,) bf16 (NORM)
+              D, S, eps, norm_eps, rms_eps,
+              ROWS: tl.constexpr, NPAD: tl.constexpr, ITERS: tl.constexpr, HEAD: tl.constexpr, NORM: tl.constexpr,
+              BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
+    """Grid (T, NB + 1) (HEAD: (T, NB)), NB = ceil(D / BLOCK_MIX) (NORM: BLOCK_MIX >= D, NB = 1). Program pd < NB
+    of token t writes x[t] for its BLOCK_MIX columns: it issues its h loads, sums the token's S partials of m_0..3
+    and of the sum of squares in split order (every program the same order: deterministic) and forms pre and x';
+    with NORM it holds the whole row: x = w * x' * rsqrt(mean(x'^2) + rms_eps) of the bf16 x' in registers (no
+    second pass, no cross-program join). Program NB (not HEAD) writes post and comb (Sinkhorn on sixteen scalars
+    per thread), beside the x programs."""
+    t = tl.program_id(0).to(tl.int64)
+    pd = tl.program_id(1)
+    d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
+    dm = d < D                        # all false in the Sinkhorn program
+    hrow = h_ptr + t * (_HC * D)
+    hv0 = tl.load(hrow + d, mask=dm, other=0.0).to(tl.float32)
+    hv1 = tl.load(hrow + D + d, mask=dm, other=0.0).to(tl.float32)
+    hv2 = tl.load(hrow + 2 * D + d, mask=dm, other=0.0).to(tl.float32)
+    hv3 = tl.load(hrow + 3 * D + d, mask=dm, other=0.0).to(tl.float32)
+    if NORM:
+        w = tl.load(nw_ptr + d, mask=dm, other=0.0).to(tl.float32)
+    wrow = ws_ptr + t * S * NPAD
+    sc = tl.load(scale_ptr)
+    if pd < tl.cdiv(D, BLOCK_MIX):
+        k = tl.arange(0, _HC)
+        mp = tl.zeros((_HC,), dtype=tl.float32)
+        sqa = tl.zeros((BLOCK_S,), dtype=tl.float32)
+        for s0 in range(0, S, BLOCK_S):   # only what x needs: partial m_0..3 and the sum of squares
+            ss = s0 + tl.arange(0, BLOCK_S)
+            sm = ss < S
+            mp += tl.sum(tl.load(wrow + ss[:, None] * NPAD + k[None, :], mask=sm[:, None], other=0.0), axis=0)
+            sqa += tl.load(wrow + ss * NPAD + ROWS, mask=sm, other=0.0)
+        rn = tl.rsqrt(tl.sum(sqa, axis=0) / (_HC * D) + norm_eps)
+        p0 = tl.sigmoid(_logit(mp, k, 0, rn, sc, base_ptr)) + eps
+        p1 = tl.sigmoid(_logit(mp, k, 1, rn, sc, base_ptr)) + eps
+        p2 = tl.sigmoid(_logit(mp, k, 2, rn, sc, base_ptr)) + eps
+        p3 = tl.sigmoid(_logit(mp, k, 3, rn, sc, base_ptr)) + eps
+        xb = to_bf16(p0 * hv0 + p1 * hv1 + p2 * hv2 + p3 * hv3, INTERP)
+        if NORM:   # the whole row is this block: the norm of the bf16 x', as the reference
+            xf = xb.to(tl.float32)
+            rr = tl.rsqrt(tl.sum(xf * xf, axis=0) / D + rms_eps)
+            tl.store(x_ptr + t * D + d, to_bf16(w * (xf * rr), INTERP), mask=dm)
+        else:
+            tl.store(x_ptr + t * D + d, xb, mask=dm)
+    elif not HEAD:
+        rows = tl.arange(0, NPAD)
+        acc = tl.zeros((NPAD,), dtype=tl.float32)
+        for s0 in range(0, S, BLOCK_S):
+            ss = s0 + tl.arange(0, BLOCK_S)
+            acc += tl.sum(tl.load(wrow + ss[:, None] * NPAD + rows[None, :], mask=ss[:, None] < S, other=0.0), axis=0)
+        rn = tl.rsqrt(_pick(acc, rows, ROWS) / (_HC * D) + norm_eps)
+        _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS, True, INTERP)
 
 # wrappers ----------------------------------------------------------------------------------------
 def _check_h(name: str, h: torch.Tensor) -> tuple[int, int]:
@@ -734,6 +935,121 @@ def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | 
     return _run1("mhc_head", h, fn, base, scale, HC, 16, 1, eps, norm_eps, config, head=True)[1]
 
 
+# impl "triton" (mhc_head: "triton_v4") wrappers -------------------------------------------------------------------
+def mhc4_configs(params: dict) -> list[dict]:
+    """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT; MMA: RELOAD, its operands read back from the stored h') of
+    `_mhc_proj4` (all four streams and their fn tiles loaded at once), (BLOCK_MIX columns, mix_warps) of an x program of `_mhc_fin4` and, with the fused norm (one x program per
+    token holds the row), its norm_warps."""
+    tiles = ((1, 16, 2, True), (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True), (8, 16, 4, True),
+             (8, 32, 8, True), (16, 16, 4, True), (16, 32, 4, False), (16, 32, 8, False))   # MMA, 32+ tokens: spills
+    mixes = ((256, 2, 4), (512, 4, 8), (1024, 4, 16), (2048, 8, 8))
+    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "RELOAD": not simt, "BLOCK_MIX": mx,
+             "mix_warps": mw, "norm_warps": nw} for bt, bd, w, simt in tiles for mx, mw, nw in mixes]
+
+
+def mhc4_default(params: dict) -> dict:
+    t, d = params.get("T", 1), params.get("D", 4096)
+    # the norm's row program: <= 16 columns per thread (4 streams of fp32 h' each); at T <= 4 <= 32 (H200, T=1,
+    # D=4096: 4 warps 8.33 us, 8 warps 9.21, 16 warps 11.74; at T=64 8 warps 13.54, 16 warps 16.10)
+    width = triton.next_power_of_2(d)
+    mix = {"BLOCK_MIX": 512, "mix_warps": 4, "norm_warps": min(16, max(1, width // 512))}
+    if t <= 4:    # fp32 FMA projection, BLOCK_T a power of two <= 4
+        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
+                **mix, "norm_warps": min(16, max(1, width // 1024))}
+    # MMA; with a fused post its operands are read back from the stored h' (RELOAD): formed in registers, the post
+    # took the dot operands' replicated layout (sm_90: 244 registers, 61 barriers against 72 and 19; H200 mid-session
+    # call, T=64: mhc_post_pre 23.3 us against mhc_pre's 12.4)
+    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "RELOAD": True, **mix}
+
+
+def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
+    """Launch `_mhc_proj4` and `_mhc_fin4`; returns (h' or None, x, post, comb)."""
+    t, _, d = h.shape
+    cfg = config or lookup(op, {"T": t, "D": d}, mhc4_default({"T": t, "D": d}))
+    bt, bd = cfg["BLOCK_T"], cfg["BLOCK_D"]
+    s = triton.cdiv(d, bd)
+    h = h.contiguous()
+    ws = torch.empty((t, s, npad), dtype=torch.float32, device=h.device)
+    x = torch.empty((t, d), dtype=h.dtype, device=h.device)
+    post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
+    comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
+    if fuse is None:
+        xin = pin = cin = hout = h
+    else:
+        xin, pin, cin = (v.contiguous() for v in fuse)
+        hout = torch.empty_like(h)
+    nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
+    fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
+    _mhc_proj4[(triton.cdiv(t, bt), s)](h, xin, pin, cin, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
+                                        FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd, SIMT=bool(cfg["SIMT"]),
+                                        RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"])
+    # the norm needs the whole row's sum of squares: one x program per token holds the row (norm_warps warps)
+    mix = triton.next_power_of_2(d) if norm is not None else cfg["BLOCK_MIX"]
+    nb = triton.cdiv(d, mix)
+    _mhc_fin4[(t, nb if head else nb + 1)](
+        hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps, ROWS=rows, NPAD=npad,
+        ITERS=int(iters), HEAD=head, NORM=norm is not None,
+        BLOCK_S=cfg.get("BLOCK_S") or min(triton.next_power_of_2(s), 128),   # partials summed BLOCK_S at a time
+        BLOCK_MIX=mix, INTERP=INTERPRET, num_warps=cfg["norm_warps"] if norm is not None else cfg["mix_warps"])
+    return (hout if fuse is not None else None), x, post, comb
+
+
+_KERNELS4 = lambda: [_mhc_proj4, _mhc_fin4]   # noqa: E731
+V2_DEFAULT_T = (4, 16)   # T in (4, 16]: impl "triton" runs the previous pair (triton_v2) unless given a config
+
+
+def _v2_default(t: int, config: dict | None) -> bool:
+    """H200 (mid-session call, graph replay): mhc_post_pre_norm at T=16 triton_v2 11.31 us, these kernels 11.99;
+    at T=1 10.72 vs 8.33 and T=64 20.40 vs 13.54. An explicit config always runs these kernels (tune, tests)."""
+    return config is None and V2_DEFAULT_T[0] < t <= V2_DEFAULT_T[1]
+
+
+@register_impl("mhc_pre", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_pre_v4(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
+    if t == 0:
+        return _empty_outputs(h, fn, False)
+    if _v2_default(t, config):
+        return mhc_pre(h, fn, base, scale, iters, eps, norm_eps)
+    return _run4("mhc_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config)[1:]
+
+
+@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_post_pre_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+                    config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
+    if t == 0:
+        return _empty_outputs(h, fn, True)
+    if _v2_default(t, config):
+        return mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps)
+    return _run4("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb))
+
+
+@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_post_pre_norm_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
+                         rms_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
+                      norm=(weight, rms_eps))
+    if t == 0:
+        return _empty_outputs(h, fn, True)
+    if _v2_default(t, config):
+        return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps)
+    return _run4("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config,
+                 fuse=(x, post, comb), norm=(weight, rms_eps))
+
+
+@register_impl("mhc_head", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
+               kernels=_KERNELS4)
+def mhc_head_v4(h, fn, base, scale, eps: float, norm_eps: float, config: dict | None = None):
+    t, d = _check_pre("mhc_head", h, fn, base, scale, 1, head=True)
+    if t == 0:
+        return h.new_empty((0, d))
+    return _run4("mhc_head", h, fn, base, scale, HC, 16, 1, eps, norm_eps, config, head=True)[1]
+
+
 @register_impl("mhc_post", "triton", backend="triton", configs=mhc_post_configs, default_config=mhc_post_default,
                kernels=lambda: [_mhc_post])
 def mhc_post(x, h, post, comb, config: dict | None = None):
@@ -750,8 +1066,8 @@ def mhc_post(x, h, post, comb, config: dict | None = None):
     return out
 
 
-# impl "triton": `_mhc_proj` + `_mhc_mix`, the partials summed by every mix program (faster than triton_v3 on the
-# H200 at T = 1, 16 and 64: docs/perf/mhc_norm.md) ---------------------------------------------------------------
+# impl "triton_v2" (mhc_head: "triton"): `_mhc_proj` + `_mhc_mix`, the partials summed by every mix program (faster
+# than triton_v3 on the H200 at T = 1, 16 and 64; impl "triton" runs it at 4 < T <= 16: docs/perf/mhc_norm.md) ----
 def _v2_cfg(op, t, d, config, default=mhc_default):
     key = {"T": t, "D": d}
     return config or lookup(op, key, default(key))
@@ -760,7 +1076,7 @@ def _v2_cfg(op, t, d, config, default=mhc_default):
 _KERNELS2 = lambda: [_mhc_proj, _mhc_mix]   # noqa: E731
 
 
-@register_impl("mhc_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_pre", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
 def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
@@ -772,7 +1088,7 @@ def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config:
     return _mix(h, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg)
 
 
-@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,
+@register_impl("mhc_post_pre", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
 def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
                     config: dict | None = None):
@@ -786,7 +1102,7 @@ def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
 
 
-@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
+@register_impl("mhc_post_pre_norm", "triton_v2", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
                default_config=lambda p: mhc_norm_default(p), kernels=_KERNELS2)
 def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                          rms_eps: float, config: dict | None = None):

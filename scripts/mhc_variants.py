@@ -1,4 +1,5 @@
-"""Config variants of the mHC kernels of impl "triton_v3" (kernels/mhc.py: `_mhc_proj1` + `_mhc_tail`), registered as
+"""Config variants of the mHC kernels of impls "triton_v3" (`_mhc_proj1` + `_mhc_tail`) and "triton" (`_mhc_proj4` +
+`_mhc_fin4`) in kernels/mhc.py, registered as
 extra impls so that one bench run times them beside "triton_v3" (its default config) and "triton" (the default
 kernels): a measurement aid for choosing defaults, not part of the shipped registry.
 Load with `kernelbench bench --module scripts/mhc_variants.py`.
@@ -45,4 +46,44 @@ def _one_sinkhorn_iteration(op: str, fn, name: str):
 
 
 _one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm_v3, "diag_v3_iters1")
-_one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm, "diag_triton_iters1")
+_one_sinkhorn_iteration("mhc_post_pre_norm", M.mhc_post_pre_norm, "diag_v2_iters1")
+
+
+# impl "triton" (`_mhc_proj4` + `_mhc_fin4`; "triton_v4" for mhc_head): overrides on top of its default config of the
+# call's T (an explicit config: the new kernels at any T)
+V4 = {"mhc_post_pre_norm": M.mhc_post_pre_norm_v4, "mhc_pre": M.mhc_pre_v4}
+V4_VARIANTS = {
+    "v4_pure": {},        # the new kernels at every T (impl triton runs triton_v2's at 4 < T <= 16)
+    "v4_p1x16": {"SIMT": True, "BLOCK_T": 1, "BLOCK_D": 16, "num_warps": 2},      # 256 projection programs at T=1
+    "v4_mix256": {"BLOCK_MIX": 256, "mix_warps": 2},        # x column blocks (ops without the fused norm)
+    "v4_mix1024": {"BLOCK_MIX": 1024, "mix_warps": 4},
+    "v4_nw4": {"norm_warps": 4},                             # the norm's row program (mhc_post_pre_norm)
+    "v4_nw16": {"norm_warps": 16},
+    "v4_mma16w8": {"SIMT": False, "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 8, "RELOAD": True},
+    "v4_noreload": {"SIMT": False, "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "RELOAD": False},  # post in registers
+    "v4_simt8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 16, "num_warps": 4},
+    "v4_simt8w8": {"SIMT": True, "BLOCK_T": 8, "BLOCK_D": 32, "num_warps": 8},
+    "v4_simt4": {"SIMT": True, "BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4},
+    "v4_simt16": {"SIMT": True, "BLOCK_T": 16, "BLOCK_D": 16, "num_warps": 4},
+}
+
+
+def _variant4(op: str, fn, name: str, overrides: dict):
+    def run(config: dict | None = None, **kwargs):
+        t, d = kwargs["h"].shape[0], kwargs["h"].shape[2]
+        return fn(config={**(config or M.mhc4_default({"T": t, "D": d})), **overrides}, **kwargs)
+    run.__name__ = f"{op}_{name}"
+    register_impl(op, name, backend="triton", kernels=M._KERNELS4)(run)
+
+
+for _op, _fn in V4.items():
+    for _name, _over in V4_VARIANTS.items():
+        _variant4(_op, _fn, _name, _over)
+
+
+def _v4_iters1(config: dict | None = None, **kwargs):
+    """Timing diagnostic (comb is not the op's output): impl triton's new kernels with one Sinkhorn iteration."""
+    return M.mhc_post_pre_norm_v4(config=config, **{**kwargs, "iters": 1})
+
+
+register_impl("mhc_post_pre_norm", "diag_v4_iters1", backend="triton", kernels=M._KERNELS4)(_v4_iters1)

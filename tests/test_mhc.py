@@ -161,12 +161,12 @@ def _check_config(op, impl, cfg, params, seed=4):
 @pytest.mark.parametrize("op,split", [("mhc_pre", None), ("mhc_post_pre", None), ("mhc_post_pre_norm", True),
                                      ("mhc_post_pre_norm", False), ("mhc_head", None)])
 def test_kernel_config_variants(op, split):
-    # impl triton: streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in 3 chunks of 32;
-    # the fused norm walks D = 768 in two column blocks of 512 (the second one partial)
+    # impl triton_v2 (mhc_head: triton): streams as a grid axis (NJ=1), a one-warp mix, and 96 partials summed in
+    # 3 chunks of 32; the fused norm walks D = 768 in two column blocks of 512 (the second one partial)
     cfg = {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "NJ": 1, "BLOCK_MIX": 512, "mix_warps": 1}
-    if split is not None:   # the norm by the token's last mix program (triton) or the two-pass walk (triton_v1)
+    if split is not None:   # the norm by the token's last mix program (triton_v2) or the two-pass walk (triton_v1)
         cfg["SPLIT_NORM"] = split
-    _check_config(op, "triton", cfg, {"T": 17, "D": 768, "iters": 20})
+    _check_config(op, "triton" if op == "mhc_head" else "triton_v2", cfg, {"T": 17, "D": 768, "iters": 20})
 
 
 # impl triton_v3: (op, config) at T = 17, D = 768 (24 or 12 column splits; 17 tokens = a partial last token block)
@@ -205,6 +205,57 @@ def test_v3_one_launch_tickets_are_rearmed_and_the_result_is_deterministic():
         assert torch.equal(a, b)
 
 
+
+# impl triton (`_mhc_proj4` + `_mhc_fin4`; mhc_head: triton_v4): (op, config) at T = 5, D = 96 (6 or 3 column
+# splits, a partial last token block)
+_CONFIGS4 = [
+    # fp32-FMA projection, one token per program; the partials summed 4 splits at a time (a loop of 2 chunks);
+    # the norm's row program (128 columns, 96 used) with one warp
+    ("mhc_post_pre_norm", {"BLOCK_T": 1, "BLOCK_D": 16, "num_warps": 2, "SIMT": True, "BLOCK_MIX": 32,
+                           "mix_warps": 1, "norm_warps": 1, "BLOCK_S": 4}),
+    # MMA projection (16 tokens, 5 used), its operands read back from the stored h' (RELOAD) or not
+    ("mhc_post_pre_norm", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 128,
+                           "mix_warps": 4, "norm_warps": 4, "RELOAD": True}),
+    ("mhc_post_pre", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 64,
+                      "mix_warps": 2, "norm_warps": 4, "RELOAD": False}),
+    # x in two 64-column programs (the second partial) beside the Sinkhorn program
+    ("mhc_post_pre", {"BLOCK_T": 4, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2,
+                      "norm_warps": 4}),
+    ("mhc_pre", {"BLOCK_T": 2, "BLOCK_D": 32, "num_warps": 4, "SIMT": True, "BLOCK_MIX": 32, "mix_warps": 1,
+                 "norm_warps": 4, "BLOCK_S": 2}),
+    ("mhc_pre", {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "BLOCK_MIX": 64, "mix_warps": 2,
+                 "norm_warps": 4}),
+    ("mhc_head", {"BLOCK_T": 4, "BLOCK_D": 16, "num_warps": 2, "SIMT": True, "BLOCK_MIX": 64, "mix_warps": 2,
+                  "norm_warps": 4}),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("op,cfg", _CONFIGS4, ids=[f"{op}-{i}" for i, (op, _) in enumerate(_CONFIGS4)])
+def test_v4_kernel_config_variants(op, cfg):
+    _check_config(op, "triton_v4" if op == "mhc_head" else "triton", cfg, {"T": 5, "D": 96, "iters": 20})
+
+
+@needs_triton
+@pytest.mark.parametrize("seed", [0, 1])
+def test_v4_norm_is_of_the_bf16_row_at_a_small_width(seed):
+    # at D = 16 a norm from anything but the bf16 x' of the whole row (e.g. the fp32 x' through a Gram matrix of
+    # the streams, tried first) moves several of the 16 outputs by an ulp and fails the op's rel_fro
+    _check_config("mhc_post_pre_norm", "triton", None, {"T": 1, "D": 16, "iters": 1}, seed=seed)
+
+
+@needs_triton
+@pytest.mark.parametrize("op", ["mhc_pre", "mhc_post_pre", "mhc_post_pre_norm"])
+def test_default_between_5_and_16_tokens_is_the_previous_pair(op):
+    # impl triton's default at 4 < T <= 16 is triton_v2's kernels (measured faster at T=16); a config runs its own
+    from kernelbench.kernels import mhc as K
+    inp = inputs(op, {"T": 6, "D": 64, "iters": 3})
+    out, v2 = registry.get_impl(op, "triton").fn(**inp), registry.get_impl(op, "triton_v2").fn(**inp)
+    for a, b in zip(out, v2):
+        assert torch.equal(a, b)
+    assert K._v2_default(16, None) and not K._v2_default(17, None) and not K._v2_default(4, None)
+    assert not K._v2_default(8, K.mhc4_default({"T": 8, "D": 64}))
+
 # errors --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
 def test_bad_input_is_a_clear_error(impl):
@@ -231,7 +282,7 @@ def test_sm120_compile_fits_without_spills_on_tensor_cores(all_configs):
         assert rep["problems"] == [], (rep["label"], rep["config"], rep["problems"])
         for k in rep["kernels"]:
             assert k["shared_bytes"] <= 101376 and not k["spills"], k
-            mma = k["kernel"].endswith("_mhc_proj") or (k["kernel"].endswith("_mhc_proj1")
+            mma = k["kernel"].endswith("_mhc_proj") or (k["kernel"].endswith(("_mhc_proj1", "_mhc_proj4"))
                                                        and not (rep["config"] or {}).get("SIMT"))
             if mma:   # the projection is on tensor cores (impl triton's SIMT form, for T <= 4, uses fp32 FMAs)
                 assert any(i.startswith("HMMA") for i in k["sass_mma"]), k
