@@ -160,3 +160,25 @@ def test_the_decoder_asks_for_the_keys_tune_exports(batch, tiny_model, monkeypat
         assert got == {**default, **other} and got["PATH"] == other["PATH"]
         monkeypatch.delenv(tuned_configs.ENV_FILE)
         tuned_configs.reload()
+
+
+@pytest.mark.parametrize("op", ["fp8_linear", "compressor_step", "indexer_q"])
+def test_shipped_tuned_entries_are_keys_the_kernels_ask_for(op):
+    """Every entry of the packaged table for the op sits under the key its kernel passes to lookup at a flash-tp8
+    case (observed on CPU, launches recorded: tune's Bench.key), and a lookup on that device returns it exactly."""
+    entries = [e for e in tuned_configs.entries() if e["op"] == op]
+    if not entries:
+        pytest.skip(f"no tuned entries for {op} in kernelbench/tuned/v1.json")
+    spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
+    asked = {}
+    for p in spec.shape_cases("flash-tp8"):
+        inputs = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(0), "cpu", "normal"))
+        with tuned_configs.observe_lookups() as got, capture():
+            impl.fn(**inputs)
+        asked.update({json.dumps(k, sort_keys=True): p for o, k in got if o == op})
+    for e in entries:
+        assert json.dumps(e["key"], sort_keys=True) in asked, (op, e["key"])
+        p = asked[json.dumps(e["key"], sort_keys=True)]
+        got = tuned_configs.lookup(op, e["key"], impl.default_config(p), device=e["device"])
+        assert got == {**impl.default_config(p), **e["config"]}
+        assert tuned_configs.config_problem(e["config"]) is None
