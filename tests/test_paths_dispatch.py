@@ -182,3 +182,21 @@ def test_shipped_tuned_entries_are_keys_the_kernels_ask_for(op):
         got = tuned_configs.lookup(op, e["key"], impl.default_config(p), device=e["device"])
         assert got == {**impl.default_config(p), **e["config"]}
         assert tuned_configs.config_problem(e["config"]) is None
+
+
+def test_verify_covers_every_path_and_export_refuses_an_unreadable_config(tmp_path):
+    """verify's config paths cover each PATH value and the MMA tiles' X_OPERAND (an option of the spaces above one
+    row: the union of the tiny cases' spaces), so a tuned choice of any of them can pass the export's verify check;
+    a config the tuned-config reader would reject (SPLIT 0) is never written."""
+    from kernelbench.harness.verify_paths import path_key, select_paths
+    for op in ("fp8_linear", "compressor_step", "indexer_q"):
+        impl = registry.get_impl(op, "triton")
+        keys = [path_key(impl, p.config or impl.default_config(registry.get_op(op).shape_cases("tiny")[0]))
+                for p in select_paths(impl)]
+        assert {k["PATH"] for k in keys} == {c["PATH"] for c in impl.configs({})}, (op, keys)
+    fp8 = [p.config for p in select_paths(registry.get_impl("fp8_linear", "triton"))[1:]]
+    assert any(c.get("X_OPERAND") == "A" for c in fp8)
+    bad = tune.TuneResult("compressor_step", "triton", {}, {"T": 1}, "cpu", [], {"SPLIT": 0, "BLOCK_N": 64}, 1.0)
+    with pytest.raises(ValueError, match="SPLIT=0: must be positive"):
+        tune.export([bad], tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
