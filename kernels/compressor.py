@@ -21,6 +21,9 @@ the device):
      dims (group 64) or Hadamard ([RB, 128] x [128, 128] +-1 on tensor cores) + FP4 (group 32).
   The ratio-128 pooling (128 rows x 512 channels) is spread over d / BN programs instead of one.
 
+Config key PATH of impl "triton": "one" (the above) or "split" (the code of impl "triton_v2", below); the default
+takes "one" at ratio >= 8 only (step_default), a tuned entry per (T, D, d, ratio).
+
 Impl "triton_v2" (the previous version, kept to measure against): two or three launches:
   1. `_comp_project` grid (N / BN, T / BM, SPLIT): x [T, D] against wkv and wgate [N, D] on tensor cores
      (the weights are read once for the whole batch). At decode sizes N / BN x T / BM is 4-16 programs

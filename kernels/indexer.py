@@ -421,11 +421,13 @@ def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 
 
 
 # indexer_q --------------------------------------------------------------------------------------
-# impl "triton": one launch at M <= PROLOGUE_QUANT_MAX_M (else an act_quant pre-pass, as fp8_linear): the fp8 GEMM
-# (kernels/linear.py fp8_gemm_tile, split K finished by splitk_store's last program), then per (row block, head) the
+# impl "triton", PATH "fused": one launch at M <= PROLOGUE_QUANT_MAX_M (else an act_quant pre-pass, as fp8_linear): the
+# fp8 GEMM (kernels/linear.py fp8_tile_head_ticket: fp8_gemm_tile, split K finished by splitk_store's last program,
+# the head ticket), then per (row block, head) the
 # last of the head's 128 / BN tiles to finish takes a ticket and runs RoPE + Hadamard + FP4 on its rows in registers
 # (Hadamard as one [RB, 128] x [128, 128] tensor-core product with the +-1 matrix). Impl "triton_v1": fp8_linear,
-# then `_indexer_q_epilogue` (two launches; the output is the scratch between the steps).
+# then `_indexer_q_epilogue` (two launches; the output is the scratch between the steps), which is also impl "triton"
+# with PATH "split" (the default at one token, indexer_q_default).
 @triton.jit
 def rope_rows(y, ang, f_ptr, DD: tl.constexpr, R: tl.constexpr, RNE_FIX: tl.constexpr):
     """y (RB, DD) fp32 -> the same with RoPE on the last R dims as interleaved (even, odd) pairs at angles ang (RB,)

@@ -18,6 +18,8 @@ acq_rel after a CTA barrier); the last to arrive sums the S partials in split or
 depend on arrival order: bit-identical reruns), writes bf16 and puts the ticket back to zero. The tickets live
 in a per-device buffer zeroed once (`split_tickets`), so a launch needs no memset and the wrapper is CUDA-graph
 capturable after one eager call.
+Impl `triton` takes the GEMM family as config key PATH ("v2" the kernel above, "v1" the code of impl `triton_v1`),
+so a tuned entry picks it per (M, N, K); the default takes "v1" at M >= 33 with K >= 4096 (fp8_v2_default).
 The first one-launch kernel (`_fp8_linear_kernel`, impl `triton_v1`: x quantized in the GEMM at M = 1, a
 pre-pass above; W . x^T tiles; sm_120 QMMA.16832 E4M3, sm_90 QGMMA 64x8x32) and its three-launch form
 (act_quant_fp8, the GEMM on codes, _splitk_reduce_kernel: impl `triton_3launch`) stay registered for
