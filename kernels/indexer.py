@@ -427,7 +427,7 @@ def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 
 # last of the head's 128 / BN tiles to finish takes a ticket and runs RoPE + Hadamard + FP4 on its rows in registers
 # (Hadamard as one [RB, 128] x [128, 128] tensor-core product with the +-1 matrix). Impl "triton_v1": fp8_linear,
 # then `_indexer_q_epilogue` (two launches; the output is the scratch between the steps), which is also impl "triton"
-# with PATH "split" (the default at one token, indexer_q_default).
+# with PATH "split" (the default except at many tokens and heads, indexer_q_default).
 @triton.jit
 def rope_rows(y, ang, f_ptr, DD: tl.constexpr, R: tl.constexpr, RNE_FIX: tl.constexpr):
     """y (RB, DD) fp32 -> the same with RoPE on the last R dims as interleaved (even, odd) pairs at angles ang (RB,)
@@ -496,11 +496,14 @@ def _check_indexer_q(qr, weight, weight_scale, positions, freqs) -> tuple[int, t
 
 # The kernel structure is part of the `triton` config space (PATH): "fused" the kernel above (the GEMM with the
 # epilogue in its last tiles), "split" the `triton_v1` code (fp8_linear, then _indexer_q_epilogue at EPI_WARPS). A
-# tuned entry picks it per (T, Hi, Qr); without one, SPLIT_MAX_T decides. H200, 2026-12-01, 43-layer Flash step per
-# rank (data/h200-2026-12-01-session{3,4}: decode_flash.json attribution, ms per step, split (session 3) / fused
-# (session 4)): C=1 0.198 / 0.269, C=16 0.339 / 0.290, C=64 0.635 / 0.477.
+# tuned entry picks it per (T, Hi, Qr); without one, FUSED_MIN_T / FUSED_MIN_HI decide. H200, 2026-12-01, same run
+# (second mid-session call, `kernelbench tune indexer_q ...` trials, us split / fused, Qr 1024): Hi 8: T=1 6.74 / 8.52,
+# T=16 8.34 / 10.03, T=64 10.60 / 13.07; Hi 64: T=1 8.81 / 13.15, T=16 12.51 / 14.67, T=64 26.27 / 23.38. (The step
+# attribution across sessions 3 / 4 had favoured fused from C=16, against a split path whose fp8_linear was the
+# three-launch one: data/h200-2026-12-01-session{3,4}/decode_flash.json.)
 INDEXER_Q_PATHS = ("fused", "split")
-SPLIT_MAX_T = 1
+FUSED_MIN_T = 17          # fused only where it won: T = 64 with Hi = 64
+FUSED_MIN_HI = 9
 EPILOGUE_WARPS = (1, 2, 4)
 
 
@@ -519,10 +522,11 @@ def _fused_default(params: dict) -> dict:
 
 
 def indexer_q_default(params: dict) -> dict:
-    """PATH "split" up to SPLIT_MAX_T tokens, else PATH "fused"; both with front.py's epilogue tile for the fused
-    kernel and EPI_WARPS 2 for the split path's epilogue launch (so a pinned PATH alone runs that path's default)."""
+    """PATH "fused" at T >= FUSED_MIN_T with Hi >= FUSED_MIN_HI, else PATH "split"; both with front.py's epilogue tile
+    for the fused kernel and EPI_WARPS 2 for the split path's epilogue launch (a pinned PATH alone runs that path)."""
     base = _fused_default(params)
-    return {**base, "PATH": "split"} if params.get("T", params.get("M", 1)) <= SPLIT_MAX_T else base
+    fused = params.get("T", params.get("M", 1)) >= FUSED_MIN_T and params.get("Hi", 8) >= FUSED_MIN_HI
+    return base if fused else {**base, "PATH": "split"}
 
 
 @register_impl("indexer_q", "triton", backend="triton", configs=indexer_q_configs, default_config=indexer_q_default,

@@ -71,8 +71,8 @@ def test_unknown_path_is_a_clear_error(op):
 
 def test_defaults_follow_the_h200_measurements():
     """Where nothing is tuned: fp8_linear's v1 family at C=64 for K = 4096 only (v2 at C=1, C=16 and K <= 2048);
-    compressor_step one launch at ratio 128, the split launches at ratio 4 (attention and indexer); indexer_q split
-    at one token, fused above (docs/perf/h200-2026-12-01-session4.md)."""
+    compressor_step one launch at ratio 128, the split launches at ratio 4 (attention and indexer); indexer_q fused
+    only at C=64 with 64 heads (docs/perf/linear.md "The path per shape")."""
     from kernelbench.kernels import compressor as KC, indexer as KI, linear as KL
     path = lambda c: c["PATH"]  # noqa: E731
     assert [path(KL.fp8_v2_default({"M": m, "N": 512, "K": 4096})) for m in (1, 16, 64)] == ["v2", "v2", "v1"]
@@ -84,7 +84,9 @@ def test_defaults_follow_the_h200_measurements():
         assert path(KC.step_default({"T": t, "D": 4096, "d": 512, "ratio": 128})) == "one"
         assert path(KC.step_default({"T": t, "D": 4096, "d": 512, "ratio": 4})) == "split"
         assert path(KC.step_default({"T": t, "D": 4096, "d": 128, "ratio": 4})) == "split"
-    assert [path(KI.indexer_q_default({"T": t, "Hi": 8, "Qr": 1024})) for t in (1, 16, 64)] == ["split", "fused", "fused"]
+    assert [path(KI.indexer_q_default({"T": t, "Hi": 8, "Qr": 1024})) for t in (1, 16, 64)] == ["split"] * 3
+    assert [path(KI.indexer_q_default({"T": t, "Hi": 64, "Qr": 1024})) for t in (1, 16, 64)] \
+        == ["split", "split", "fused"]
     # every default is a config of its own space (the tuner's default trial is a real point of the search)
     for op, params in (("fp8_linear", {"M": 64, "N": 512, "K": 4096}), ("fp8_linear", {"M": 1, "N": 512, "K": 4096}),
                        ("compressor_step", {"T": 1, "D": 4096, "d": 512, "ratio": 128}),
