@@ -21,6 +21,9 @@ the device):
      dims (group 64) or Hadamard ([RB, 128] x [128, 128] +-1 on tensor cores) + FP4 (group 32).
   The ratio-128 pooling (128 rows x 512 channels) is spread over d / BN programs instead of one.
 
+Config key PATH of impl "triton": "one" (the above) or "split" (the code of impl "triton_v2", below); the default
+takes "one" at ratio >= 8 only (step_default), a tuned entry per (T, D, d, ratio).
+
 Impl "triton_v2" (the previous version, kept to measure against): two or three launches:
   1. `_comp_project` grid (N / BN, T / BM, SPLIT): x [T, D] against wkv and wgate [N, D] on tensor cores
      (the weights are read once for the whole batch). At decode sizes N / BN x T / BM is 4-16 programs
@@ -55,28 +58,33 @@ from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
 
-def compressor_configs(params: dict) -> list[dict]:
+SPLIT_AUTO = "auto"   # SPLIT from the SM count (a string: tuned-config values are positive integers or names)
+
+
+def compressor_configs(params: dict, rows=(8, 16)) -> list[dict]:
     """Projection tile (BLOCK_M follows T: 16 up to 16 tokens, else 32), state rows per pooling step, and
-    SPLIT: programs over D (0: from the SM count, about `waves` programs per SM in all; 1: no split)."""
+    SPLIT: programs over D ("auto": from the SM count, about `waves` programs per SM in all; 1: no split)."""
     return [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 3, "ROWS": rb, "SPLIT": sp, "waves": 2}
-            for bn in (32, 64) for bk in (64, 128) for rb in (8, 16) for sp in (0, 1)]
+            for bn in (32, 64) for bk in (64, 128) for rb in rows for sp in (SPLIT_AUTO, 1)]
 
 
 def compressor_default(params: dict) -> dict:
     """ROWS 16: an emitting ratio-128 token pools 128 state rows in a serial loop (one L2/HBM round trip
     per step, ~1.4 us each at ROWS 8 on the H200: 35 us for the whole step at T=1), so fewer, wider steps."""
-    return {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "ROWS": 16, "SPLIT": 0, "waves": 2}
+    return {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "ROWS": 16, "SPLIT": SPLIT_AUTO,
+            "waves": 2}
 
 
 MAX_SPLIT = 32
 
 
 def split_plan(d: int, tiles: int, cfg: dict, sms: int) -> tuple[int, int]:
-    """-> (SPLIT, KCHUNK): the D columns per split program are whole BLOCK_K steps; SPLIT 0 in cfg picks
+    """-> (SPLIT, KCHUNK): the D columns per split program are whole BLOCK_K steps; SPLIT "auto" (or 0) in cfg picks
     about cfg["waves"] x sms programs over the `tiles` output tiles (at most MAX_SPLIT, at least 1)."""
     bk = cfg["BLOCK_K"]
     steps = triton.cdiv(d, bk)
-    want = cfg.get("SPLIT", 0) or triton.cdiv(cfg.get("waves", 2) * sms, tiles)
+    sp = cfg.get("SPLIT", SPLIT_AUTO)
+    want = sp if isinstance(sp, int) and sp > 0 else triton.cdiv(cfg.get("waves", 2) * sms, tiles)
     split = max(1, min(int(want), steps, MAX_SPLIT))
     kchunk = triton.cdiv(steps, split) * bk
     return triton.cdiv(d, kchunk), kchunk
@@ -528,26 +536,52 @@ def _comp_emit_blocks(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr
 EMIT_IN_STEP_MAX_T = 4
 
 
+# The launch structure is part of the `triton` config space (PATH): "one" the kernel above (one launch up to
+# EMIT_MAX_T tokens, two above), "split" the `triton_v2` code (projection, D-split reduce, per-token emit). A tuned
+# entry picks it per (T, D, d, ratio); without one, the ratio decides (step_default). H200, 2026-12-01
+# (docs/perf/h200-2026-12-01-session4.md, same run, us one / split): ratio 128 C=1 17.39 / 23.87, C=64 28.59 / 28.77;
+# ratio 4 C=1 15.20 / 14.94, C=64 21.29 / 17.60; indexer (d 128, ratio 4) C=1 16.32 / 12.95.
+STEP_PATHS = ("one", "split")
+ONE_LAUNCH_MIN_RATIO = 8      # the overlapping ratio-4 compressors (c = 2) take the split path by default
+
+
 def step_default(params: dict) -> dict:
-    """compressor_default with the pooling step of the channel-parallel emit: ROWS 32 (a pooler holds ROWS x BLOCK_N
-    fp32 kv and score values: 32 x 64 is 32 registers each at 4 warps), and RB 2 entries per finishing step (d = 512;
-    RB 4 spilled 32 bytes on sm_120 at ratio 128 with T = 2..4)."""
-    return {**compressor_default(params), "ROWS": 32, "RB": 2}
+    """PATH "one" (ratio >= ONE_LAUNCH_MIN_RATIO; a params dict without a ratio counts as such): compressor_default
+    with the pooling step of the channel-parallel emit: ROWS 32 (a pooler holds ROWS x BLOCK_N fp32 kv and score
+    values: 32 x 64 is 32 registers each at 4 warps), and RB 2 entries per finishing step (d = 512; RB 4 spilled 32
+    bytes on sm_120 at ratio 128 with T = 2..4). PATH "split": triton_v2's default."""
+    if params.get("ratio", ONE_LAUNCH_MIN_RATIO) < ONE_LAUNCH_MIN_RATIO:
+        return {**compressor_default(params), "RB": 2, "PATH": "split"}
+    return {**compressor_default(params), "ROWS": 32, "RB": 2, "PATH": "one"}
 
 
-@register_impl("compressor_step", "triton", backend="triton", configs=compressor_configs, default_config=step_default,
-               kernels=lambda: [_comp_step, _comp_emit_blocks])
+def step_configs(params: dict) -> list[dict]:
+    """The `triton` space: compressor_configs under each PATH (the one-launch emit's pooling step up to 32 rows)."""
+    return ([{**c, "RB": 2, "PATH": "one"} for c in compressor_configs(params, rows=(16, 32))]
+            + [{**c, "RB": 2, "PATH": "split"} for c in compressor_configs(params)])
+
+
+@register_impl("compressor_step", "triton", backend="triton", configs=step_configs, default_config=step_default,
+               kernels=lambda: [_comp_step, _comp_emit_blocks, _comp_project, _comp_reduce, _comp_emit])
 def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
                     ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
-    """In place on state_kv, state_score and cache; returns emitted [T] bool ((p+1) % r == 0). One launch:
-    projection split over D (the last program of each tile sums the partials), then the emit spread over the
-    channel blocks (the last channel block finishes the entries); see the module docstring."""
+    """In place on state_kv, state_score and cache; returns emitted [T] bool ((p+1) % r == 0). PATH "one": one
+    launch: projection split over D (the last program of each tile sums the partials), then the emit spread over the
+    channel blocks (the last channel block finishes the entries); see the module docstring. PATH "split": the
+    `triton_v2` code (compressor_step_v2)."""
     from kernelbench.kernels import linear as KL
     c, d = _check_step(x, wkv, wgate, ape, norm_weight, freqs, state_kv, state_score, cache, positions, seq_ids,
                        ratio, rotate)
     t, dim = x.shape
     dev = check_device(x, wkv, wgate, ape, norm_weight, positions, seq_ids, freqs, state_kv, state_score, cache)
-    cfg = config or lookup("compressor_step", {"T": t, "D": dim, "d": d, "ratio": ratio}, step_default({}))
+    key = {"T": t, "D": dim, "d": d, "ratio": ratio}
+    cfg = config or lookup("compressor_step", key, step_default(key))
+    path = cfg.get("PATH", "one")
+    if path not in STEP_PATHS:
+        raise ValueError(f"compressor_step: PATH={path!r} must be one of {', '.join(STEP_PATHS)}")
+    if path == "split":
+        return compressor_step_v2(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv,
+                                  state_score, cache, ratio, rotate, config=cfg)
     bn = cfg["BLOCK_N"]
     if d % bn:
         raise ValueError(f"compressor_step: BLOCK_N={bn} must divide d={d}")

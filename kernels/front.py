@@ -23,7 +23,7 @@ import triton.language as tl
 from kernelbench.kernels import linear as KL
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, to_bf16
 from kernelbench.kernels.kv import kv_write_rows
-from kernelbench.kernels.linear import fp8_gemm_tile, splitk_store
+from kernelbench.kernels.linear import fp8_gemm_tile, fp8_tile_head_ticket, splitk_store
 from kernelbench.kernels.quant import _launch_fp8
 from kernelbench.kernels.rope import _check_kernel_args, _round_to_bf16, head_rms_rope_rows
 from kernelbench.reference.rope import check_head_rms_norm_rope
@@ -195,33 +195,18 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
                         KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                         RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
                         HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
-    # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets (ceil(M/BM) * N/BN),
-    # then one ticket per (row block, head)
-    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rm = pid_m * BM + tl.arange(0, BM)
-    mmask = rm < M
-    if QUANT:
-        ldx = sxm
-    else:
-        ldx = K
-    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
-                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
-    NT = tl.num_programs(0)
-    done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
-                        mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
-    if done:
-        tl.debug_barrier()                            # the tile's bf16 stores before the release
-        head = (pid_n * BN) // DH
-        ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
-        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == DH // BN - 1:
-            for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
-                tok = pid_m * BM + r0 + tl.arange(0, RB)
-                tmask = tok < M
-                pos = tl.load(pos_ptr + tok, mask=tmask, other=0).to(tl.int64)
-                head_rms_rope_rows(y_ptr, y_ptr, (tok.to(tl.int64) * HL + head) * DH, tmask, pos, f_ptr, DH, R2,
-                                   eps_q, BLOCK_D, BLOCK_R2, RNE_FIX, ".cg")
-            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+    # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row
+    # block, head) (kernels/linear.py fp8_tile_head_ticket)
+    last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
+                                                     sxm, HL, DH, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX)
+    if last:
+        for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
+            tok = pid_m * BM + r0 + tl.arange(0, RB)
+            tmask = tok < M
+            pos = tl.load(pos_ptr + tok, mask=tmask, other=0).to(tl.int64)
+            head_rms_rope_rows(y_ptr, y_ptr, (tok.to(tl.int64) * HL + head) * DH, tmask, pos, f_ptr, DH, R2,
+                               eps_q, BLOCK_D, BLOCK_R2, RNE_FIX, ".cg")
+        tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
 
 
 def attention_q_configs(params: dict) -> list[dict]:

@@ -39,7 +39,7 @@ import triton.language as tl
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
                                        sincos, to_bf16)
-from kernelbench.kernels.linear import fp8_gemm_tile, splitk_store
+from kernelbench.kernels.linear import fp8_tile_head_ticket
 from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
 from kernelbench.registry import register_impl
@@ -421,11 +421,13 @@ def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 
 
 
 # indexer_q --------------------------------------------------------------------------------------
-# impl "triton": one launch at M <= PROLOGUE_QUANT_MAX_M (else an act_quant pre-pass, as fp8_linear): the fp8 GEMM
-# (kernels/linear.py fp8_gemm_tile, split K finished by splitk_store's last program), then per (row block, head) the
+# impl "triton", PATH "fused": one launch at M <= PROLOGUE_QUANT_MAX_M (else an act_quant pre-pass, as fp8_linear): the
+# fp8 GEMM (kernels/linear.py fp8_tile_head_ticket: fp8_gemm_tile, split K finished by splitk_store's last program,
+# the head ticket), then per (row block, head) the
 # last of the head's 128 / BN tiles to finish takes a ticket and runs RoPE + Hadamard + FP4 on its rows in registers
 # (Hadamard as one [RB, 128] x [128, 128] tensor-core product with the +-1 matrix). Impl "triton_v1": fp8_linear,
-# then `_indexer_q_epilogue` (two launches; the output is the scratch between the steps).
+# then `_indexer_q_epilogue` (two launches; the output is the scratch between the steps), which is also impl "triton"
+# with PATH "split" (the default except at many tokens and heads, indexer_q_default).
 @triton.jit
 def rope_rows(y, ang, f_ptr, DD: tl.constexpr, R: tl.constexpr, RNE_FIX: tl.constexpr):
     """y (RB, DD) fp32 -> the same with RoPE on the last R dims as interleaved (even, odd) pairs at angles ang (RB,)
@@ -462,36 +464,21 @@ def _indexer_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, po
                       R: tl.constexpr, KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                       SPLIT: tl.constexpr, RB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                       RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
-    # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets (ceil(M/BM) * N/BN), then
-    # one ticket per (row block, head)
-    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rm = pid_m * BM + tl.arange(0, BM)
-    mmask = rm < M
-    if QUANT:
-        ldx = sxm
-    else:
-        ldx = K
-    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
-                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
-    NT = tl.num_programs(0)
-    done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
-                        mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
-    if done:
-        tl.debug_barrier()                            # the tile's bf16 stores before the release
-        head = (pid_n * BN) // 128
-        ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
-        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == 128 // BN - 1:
-            d = tl.arange(0, 128)
-            for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
-                tok = pid_m * BM + r0 + tl.arange(0, RB)
-                tmask = (tok < M)[:, None]
-                row = y_ptr + (tok.to(tl.int64) * HL + head)[:, None] * 128 + d[None, :]
-                q = tl.load(row, mask=tmask, other=0.0, cache_modifier=".cg").to(tl.float32)
-                ang = tl.load(pos_ptr + tok, mask=tok < M, other=0).to(tl.float32)
-                q = rope_rows(q, ang, f_ptr, 128, R, RNE_FIX)
-                tl.store(row, hadamard_fp4_rows(q, RNE_FIX, DOT_UPCAST), mask=tmask)
-            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+    # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row block,
+    # head) (kernels/linear.py fp8_tile_head_ticket)
+    last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
+                                                     sxm, HL, 128, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX)
+    if last:
+        d = tl.arange(0, 128)
+        for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
+            tok = pid_m * BM + r0 + tl.arange(0, RB)
+            tmask = (tok < M)[:, None]
+            row = y_ptr + (tok.to(tl.int64) * HL + head)[:, None] * 128 + d[None, :]
+            q = tl.load(row, mask=tmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+            ang = tl.load(pos_ptr + tok, mask=tok < M, other=0).to(tl.float32)
+            q = rope_rows(q, ang, f_ptr, 128, R, RNE_FIX)
+            tl.store(row, hadamard_fp4_rows(q, RNE_FIX, DOT_UPCAST), mask=tmask)
+        tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
 
 
 def _check_indexer_q(qr, weight, weight_scale, positions, freqs) -> tuple[int, torch.device]:
@@ -507,24 +494,48 @@ def _check_indexer_q(qr, weight, weight_scale, positions, freqs) -> tuple[int, t
     return r, check_device(qr, weight, weight_scale, positions, freqs)
 
 
+# The kernel structure is part of the `triton` config space (PATH): "fused" the kernel above (the GEMM with the
+# epilogue in its last tiles), "split" the `triton_v1` code (fp8_linear, then _indexer_q_epilogue at EPI_WARPS). A
+# tuned entry picks it per (T, Hi, Qr); without one, FUSED_MIN_T / FUSED_MIN_HI decide. H200, 2026-12-01, same run
+# (second mid-session call, `kernelbench tune indexer_q ...` trials, us split / fused, Qr 1024): Hi 8: T=1 6.74 / 8.52,
+# T=16 8.34 / 10.03, T=64 10.60 / 13.07; Hi 64: T=1 8.81 / 13.15, T=16 12.51 / 14.67, T=64 26.27 / 23.38. (The step
+# attribution across sessions 3 / 4 had favoured fused from C=16, against a split path whose fp8_linear was the
+# three-launch one: data/h200-2026-12-01-session{3,4}/decode_flash.json.)
+INDEXER_Q_PATHS = ("fused", "split")
+FUSED_MIN_T = 17          # fused only where it won: T = 64 with Hi = 64
+FUSED_MIN_HI = 9
+EPILOGUE_WARPS = (1, 2, 4)
+
+
 def indexer_q_configs(params: dict) -> list[dict]:
     from kernelbench.kernels import linear as KL
-    return [{**c, "RB": 16} for c in KL.fp8_configs({"K": params.get("Qr", params.get("K", 128))})
-            if DI % c["BN"] == 0]
+    fused = [{**c, "RB": 16, "PATH": "fused", "EPI_WARPS": 2}
+             for c in KL.fp8_configs({"K": params.get("Qr", params.get("K", 128))}) if DI % c["BN"] == 0]
+    base = _fused_default(params)
+    return fused + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
+
+
+def _fused_default(params: dict) -> dict:
+    from kernelbench.kernels.front import _epilogue_default
+    m, k = params.get("T", params.get("M", 1)), params.get("Qr", params.get("K", 1024))
+    return {**_epilogue_default(m, params.get("Hi", 8) * DI, k), "RB": 16, "PATH": "fused", "EPI_WARPS": 2}
 
 
 def indexer_q_default(params: dict) -> dict:
-    from kernelbench.kernels.front import _epilogue_default
-    m, k = params.get("T", params.get("M", 1)), params.get("Qr", params.get("K", 1024))
-    return {**_epilogue_default(m, params.get("Hi", 8) * DI, k), "RB": 16}
+    """PATH "fused" at T >= FUSED_MIN_T with Hi >= FUSED_MIN_HI, else PATH "split"; both with front.py's epilogue tile
+    for the fused kernel and EPI_WARPS 2 for the split path's epilogue launch (a pinned PATH alone runs that path)."""
+    base = _fused_default(params)
+    fused = params.get("T", params.get("M", 1)) >= FUSED_MIN_T and params.get("Hi", 8) >= FUSED_MIN_HI
+    return base if fused else {**base, "PATH": "split"}
 
 
 @register_impl("indexer_q", "triton", backend="triton", configs=indexer_q_configs, default_config=indexer_q_default,
-               kernels=lambda: [_indexer_q_kernel])
+               kernels=lambda: [_indexer_q_kernel, _indexer_q_epilogue])
 def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
               freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
-    """qr [T, Qr] bf16 -> qi [T, Hi, 128] bf16: fp8 GEMM with RoPE + Hadamard + FP4 in its epilogue, one launch
-    (two above PROLOGUE_QUANT_MAX_M rows: the activation quantization pre-pass)."""
+    """qr [T, Qr] bf16 -> qi [T, Hi, 128] bf16. PATH "fused": fp8 GEMM with RoPE + Hadamard + FP4 in its epilogue,
+    one launch (two above PROLOGUE_QUANT_MAX_M rows: the activation quantization pre-pass). PATH "split": fp8_linear,
+    then the epilogue kernel (_indexer_q_split, the triton_v1 code)."""
     from kernelbench.kernels import linear as KL
     from kernelbench.kernels.front import _gemm_activation
     r, dev = _check_indexer_q(qr, weight, weight_scale, positions, freqs)
@@ -540,6 +551,11 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     hl = N // DI
     key = {"T": M, "Hi": hl, "Qr": K}
     cfg = config or lookup("indexer_q", key, indexer_q_default(key))
+    path = cfg.get("PATH", "fused")
+    if path not in INDEXER_Q_PATHS:
+        raise ValueError(f"indexer_q: PATH={path!r} must be one of {', '.join(INDEXER_Q_PATHS)}")
+    if path == "split":
+        return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg.get("EPI_WARPS", 2))
     if DI % cfg["BN"]:
         raise ValueError(f"indexer_q: BN={cfg['BN']} must divide 128")
     out = torch.empty(M, hl, DI, dtype=torch.bfloat16, device=dev)
@@ -596,14 +612,19 @@ def indexer_q_v1(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Ten
                  freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """The first version (kept to measure against): the Triton fp8 GEMM (fp8_linear), then RoPE + Hadamard + FP4 in
     one more launch."""
-    from kernelbench.kernels.linear import fp8_linear
     r, dev = _check_indexer_q(qr, weight, weight_scale, positions, freqs)
-    t = qr.shape[0]
     cfg = config or {"num_warps": 2}
+    return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg["num_warps"])
+
+
+def _indexer_q_split(qr, weight, weight_scale, positions, freqs, r: int, dev, num_warps: int) -> torch.Tensor:
+    """fp8_linear (its own tuned config), then _indexer_q_epilogue with num_warps: two launches."""
+    from kernelbench.kernels.linear import fp8_linear
+    t = qr.shape[0]
     hi = weight.shape[0] // DI
     q = fp8_linear(qr, weight, weight_scale).contiguous()               # (T, Hi*128) bf16
     out = torch.empty(t, hi, DI, dtype=torch.bfloat16, device=dev)
     if t:
         _indexer_q_epilogue[(t * hi,)](q, positions.contiguous(), freqs.contiguous(), out, hi, R=r,
-                                       RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=1)
+                                       RNE_FIX=INTERPRET, num_warps=num_warps, num_stages=1)
     return out

@@ -18,6 +18,8 @@ acq_rel after a CTA barrier); the last to arrive sums the S partials in split or
 depend on arrival order: bit-identical reruns), writes bf16 and puts the ticket back to zero. The tickets live
 in a per-device buffer zeroed once (`split_tickets`), so a launch needs no memset and the wrapper is CUDA-graph
 capturable after one eager call.
+Impl `triton` takes the GEMM family as config key PATH ("v2" the kernel above, "v1" the code of impl `triton_v1`),
+so a tuned entry picks it per (M, N, K); the default takes "v1" at M >= 33 with K >= 4096 (fp8_v2_default).
 The first one-launch kernel (`_fp8_linear_kernel`, impl `triton_v1`: x quantized in the GEMM at M = 1, a
 pre-pass above; W . x^T tiles; sm_120 QMMA.16832 E4M3, sm_90 QGMMA 64x8x32) and its three-launch form
 (act_quant_fp8, the GEMM on codes, _splitk_reduce_kernel: impl `triton_3launch`) stay registered for
@@ -35,7 +37,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
-from kernelbench.kernels.quant import _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3, fp4_lo_e4m3, pow2
+from kernelbench.kernels.quant import (_fp8_quant_kernel, _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3,
+                                       fp4_lo_e4m3, pow2)
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -95,6 +98,38 @@ def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE
                     tl.store(out_ptr + ooff, tot, mask=omask)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")   # ready for the next launch
     return done
+
+
+@triton.jit
+def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, sxm, HL, HEAD_W,
+                         KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
+                         QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+    """The prologue of the GEMMs with a per-head epilogue (attention_q, indexer_q): program (pid_n, pid_s, pid_m)
+    computes its (BN, BM) fp8 tile of y (M, N = HL heads of HEAD_W) as _fp8_linear_kernel does (x bf16 quantized here
+    when QUANT, else codes with sx), finishes it through splitk_store (tickets: ceil(M / BM) * N / BN tile tickets in
+    cnt, then one per (row block, head)), and the program finishing a tile takes its head's ticket.
+    -> (last, ticket, head, pid_m): last is true in the program that finished the head's last tile: it owns the
+    head's epilogue over the row block and puts `ticket` back to zero after it."""
+    pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
+    mmask = rm < M
+    if QUANT:
+        ldx = sxm                                     # bf16 x may be a row-strided view
+    else:
+        ldx = K                                       # codes from act_quant_fp8 are contiguous
+    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+    NT = tl.num_programs(0)
+    done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
+                        mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
+    head = (pid_n * BN) // HEAD_W
+    ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
+    last = False
+    if done:
+        tl.debug_barrier()                            # the tile's bf16 stores before the release
+        last = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == HEAD_W // BN - 1
+    return last, ticket, head, pid_m
 
 
 @triton.jit
@@ -550,20 +585,41 @@ def _gemv_split(tiles: int, kblocks: int, per_sm: int, nb_max: int = 4) -> tuple
     return max(1, kblocks // nb), nb
 
 
+# The GEMM family is part of the `triton` config space (PATH): "v2" the K-loop-quantizing kernel above, "v1" the
+# earlier family (_fp8_linear: the act_quant pre-pass above PROLOGUE_QUANT_MAX_M rows, W . x^T tiles, split-K reduced
+# in the GEMM). A tuned entry picks it per (M, N, K); without one, V1_MIN_M / V1_MIN_K below decide (fp8_v2_default).
+# H200, 2026-12-01 (docs/perf/h200-2026-12-01-session4.md, same run, us v2 / v1): v1 won at C=64 for K = 4096
+# (512 x 4096 11.94 / 10.17, 1024 x 4096 13.45 / 11.79, 4096 x 4096 17.30 / 14.99, 2048 x 4096 12.60 / 12.44), v2 at
+# C=64 for K <= 2048 (4096 x 1024 8.59 / 10.47, 1024 x 1024 6.55 / 6.84) and at every C=1 and C=16 shape.
+FP8_PATHS = ("v2", "v1")
+V1_MIN_M = 33         # C=64 measured, C=16 not: the v1 family from the BM = 64 tiles up
+V1_MIN_K = 4096
+
+
 def fp8_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
-    """M <= GEMV_MAX_M: GEMV programs of BN = 64 rows x NB <= 4 K blocks (up to 32 KB of weights, loaded at once),
-    K split so that about per_sm programs run per SM. Larger M: BM 16/32/64 x BN 64 tl.dot tiles, x the B operand
+    """PATH "v1" (fp8_default's tile) at M >= V1_MIN_M and K >= V1_MIN_K. Else PATH "v2": M <= GEMV_MAX_M: GEMV
+    programs of BN = 64 rows x NB <= 4 K blocks (up to 32 KB of weights, loaded at once), K split so that about
+    per_sm programs run per SM. Larger M: BM 16/32/64 x BN 64 tl.dot tiles, x the B operand
     below BM 64 (sm_90: QGMMA 64 x BM, where x as A would need BM >= 64 or an fp16 upcast)."""
     M, N, K = params["M"], params["N"], params["K"]
     kb = max(1, K // 128)
+    if M >= V1_MIN_M and K >= V1_MIN_K:
+        return {**fp8_default(params), "PATH": "v1"}
     if M <= GEMV_MAX_M:
         split, nb = _gemv_split(triton.cdiv(N, 64) * M, kb, per_sm)
-        return {"BM": 1, "BN": 64, "NB": nb, "X_OPERAND": "B", "SPLIT": split, "num_warps": 8, "num_stages": 1}
+        return {"BM": 1, "BN": 64, "NB": nb, "X_OPERAND": "B", "SPLIT": split, "num_warps": 8, "num_stages": 1,
+                "PATH": "v2"}
     bm = 16 if M <= 16 else 32 if M <= 32 else 64
     tiles = triton.cdiv(N, 64) * triton.cdiv(M, bm)
     split = _fit_split(_pow2_at_most(max(1, (per_sm * NUM_SMS_TARGET) // tiles)), kb)
     return {"BM": bm, "BN": 64, "NB": 1, "X_OPERAND": "A" if bm == 64 else "B", "SPLIT": split,
-            "num_warps": 8 if bm == 64 else 4, "num_stages": 3}     # BM 64 with 4 warps spills on sm_120
+            "num_warps": 8 if bm == 64 else 4, "num_stages": 3, "PATH": "v2"}     # BM 64 with 4 warps spills on sm_120
+
+
+def fp8_path_configs(params: dict) -> list[dict]:
+    """The `triton` space: the v2 family's tiles (fp8_v2_configs) and the v1 family's (fp8_configs), by PATH."""
+    return ([{**c, "PATH": "v2"} for c in fp8_v2_configs(params)]
+            + [{**c, "PATH": "v1"} for c in fp8_configs(params)])
 
 
 def fp8_v2_configs(params: dict) -> list[dict]:
@@ -588,13 +644,19 @@ def _gemv_simt(cfg: dict, params: dict | None = None) -> str | None:
             if cfg.get("BM") == 1 else None)
 
 
-@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_v2_configs, default_config=fp8_v2_default,
-               kernels=lambda: [_fp8_linear_v2_kernel], simt=_gemv_simt)
+@register_impl("fp8_linear", "triton", backend="triton", configs=fp8_path_configs, default_config=fp8_v2_default,
+               kernels=lambda: [_fp8_linear_v2_kernel, _fp8_linear_kernel, _fp8_quant_kernel], simt=_gemv_simt)
 def fp8_linear(x, weight, weight_scale, config=None):
-    """One launch at every M: x quantized where the GEMM reads it, split-K reduced by each tile's last program."""
+    """PATH "v2": one launch at every M, x quantized where the GEMM reads it, split-K reduced by each tile's last
+    program; PATH "v1": the `triton_v1` implementation's code (_fp8_linear)."""
     M, N, K = _fp8_linear_shape(x, weight, weight_scale)
     key = {"M": M, "N": N, "K": K}
     cfg = config or lookup("fp8_linear", key, fp8_v2_default(key))
+    path = cfg.get("PATH", "v2")
+    if path not in FP8_PATHS:
+        raise ValueError(f"fp8_linear: PATH={path!r} must be one of {', '.join(FP8_PATHS)}")
+    if path == "v1":
+        return _fp8_linear(x, weight, weight_scale, cfg, fused=True)
     _check_cfg(cfg)
     bm = cfg["BM"]
     if bm != 1 and bm < 16:
@@ -609,8 +671,8 @@ def fp8_linear(x, weight, weight_scale, config=None):
     kb = K // 128
     split = _fit_split(cfg["SPLIT"], kb)
     nb = cfg.get("NB", 1) if bm == 1 else 1
-    if (kb // split) % nb:
-        raise ValueError(f"fp8_linear: NB={nb} must divide the {kb // split} K blocks of each split")
+    while nb > 1 and (kb // split) % nb:      # as SPLIT: a config tuned for a longer K (a borrowed entry) still runs
+        nb //= 2
     grid = (triton.cdiv(N, cfg["BN"]), split, M if bm == 1 else triton.cdiv(M, bm))
     part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     tickets = split_tickets(x.device, grid[0] * grid[2]) if split > 1 else part

@@ -264,7 +264,7 @@ def test_indexer_q_one_launch_equals_two(gen, cfg):
     x = torch.randn(t, qr, generator=gen).bfloat16()
     pos, fr = torch.randint(0, 100000, (t,), generator=gen), rope_freqs(FLASH, compressed=True)
     ref = K.indexer_q_v1(x, wq, ws, pos, fr)
-    full = {**K.indexer_q_default({"T": t, "Hi": hi, "Qr": qr}), **cfg}
+    full = {**K.indexer_q_default({"T": t, "Hi": hi, "Qr": qr}), **cfg, "PATH": "fused"}
     for _ in range(2):
         out = K.indexer_q(x, wq, ws, pos, fr, config=full)
         assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")

@@ -1,9 +1,11 @@
 """The autotuner: every config of a Triton implementation's space, for one op at one shape.
 
 Per (implementation, params):
-1. Space: `Impl.configs(params)`. Exhaustive when it has at most `max_trials` configs; otherwise a
-   deterministic random sample of `max_trials - 1` configs (seeded by the shape) plus the default
-   config, so the tuned result is never worse than what runs untuned. The sample is stored as
+1. Space: `Impl.configs(params)`. Exhaustive when it has at most `max_trials` configs; otherwise the
+   default config (so the tuned result is never worse than what runs untuned), for every value of a
+   categorical option (a code path, e.g. PATH or DECODE) the config nearest the default with it
+   (verify_paths.covering_configs: every path competes), and a deterministic random sample (seeded by
+   the shape) up to `max_trials` in all. The sample is stored as
    trials like any other, so a later run with a larger `max_trials` only adds configs.
 2. Static check for sm_120 (the users' GPU), no GPU needed (inspector.py): a config that does not
    compile, needs more than 101,376 bytes of shared memory or spills is recorded invalid with the
@@ -319,9 +321,14 @@ def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tup
     if len(space) <= max_trials:
         picked = space
     else:
+        from kernelbench.harness.verify_paths import covering_configs
+        forced = [] if default is None else [default]
+        for c, _ in (covering_configs(space, default, categorical_only=True) if default is not None else []):
+            if canon(c) not in {canon(f) for f in forced}:
+                forced.append(c)
         rng = random.Random(canon({"op": impl.op, "params": params}))
-        others = [c for c in space if default is None or canon(c) != canon(default)]
-        picked = rng.sample(others, max_trials - 1 if default else max_trials)
+        others = [c for c in space if canon(c) not in {canon(f) for f in forced}]
+        picked = forced + rng.sample(others, max(0, min(len(others), max_trials - len(forced))))
     if default is not None and canon(default) not in {canon(c) for c in picked}:
         picked = [default] + picked
     return picked, len(space) - len(picked)
@@ -414,7 +421,12 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
     """Merge the choices into the tuned JSON (kernelbench/tuned/v1.json unless `path`): an entry per
     (device, op, key); entries of other devices, ops and keys are kept. With `store` (the results
     database), a choice whose code path has no passing `kernelbench verify` on its device is refused
-    (verify_paths.UnverifiedPath) before anything is written."""
+    (verify_paths.UnverifiedPath) before anything is written. So is a config the tuned-config reader would
+    reject (tuned_configs.config_problem): one bad entry would make every lookup fall back to the defaults."""
+    for r in results:
+        problem = r.chosen is not None and tuned_configs.config_problem(r.chosen)
+        if problem:
+            raise ValueError(f"{r.op}/{r.impl}: config {canon(r.chosen)} cannot be a tuned entry: {problem}")
     if store is not None:
         from kernelbench.harness.verify_paths import require_verified
         for r in results:

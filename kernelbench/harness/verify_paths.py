@@ -8,8 +8,10 @@ For an implementation with a config space (`Impl.configs`), the paths are
     values, e.g. DECODE "bf16" / "fp8" / "fp8_asm") and each end of every structural count
     (`STRUCTURAL`: split-K and top-k segment counts), the config of the space nearest the default that
     has it. Not the full product: one config per value.
-The space and the default are evaluated at a representative problem (the op's first "tiny" shape
-case); the paths are generic over `Impl.configs`, so a kernel's changed space changes its paths.
+The default is evaluated at a representative problem (the op's first "tiny" shape case), the space is
+the union of the spaces at every "tiny" case (an option that exists only at some shapes, e.g. the MMA
+tiles' X_OPERAND above one row, is covered too); the paths are generic over `Impl.configs`, so a kernel's
+changed space changes its paths.
 
 A path that only runs compiled (inline PTX; the interpreter substitutes another path) is "not
 verified here" on CPU, never a pass: `Impl.compiled_only(config)` says why, or, when a kernel does
@@ -62,7 +64,7 @@ def path_options(configs: list[dict]) -> dict[str, list]:
 
 def path_key(impl, config: dict, params: dict | None = None) -> dict:
     """The path a config takes: its categorical options (and structural counts collapsed to 1 / >1)."""
-    space = impl.configs(params if params is not None else representative_params(impl)) if impl.configs else []
+    space = (impl.configs(params) if params is not None else config_space(impl)) if impl.configs else []
     key = {}
     for k in path_options(space):
         v = config.get(k)
@@ -86,6 +88,21 @@ def representative_params(impl) -> dict:
     return dict(cases[0]) if cases else {}
 
 
+def config_space(impl) -> list[dict]:
+    """The union of `impl`'s config spaces at the op's "tiny" cases (the representative problem alone when the op
+    has none), without repeats, in first-seen order."""
+    from kernelbench import registry
+    cases = registry.get_op(impl.op).shape_cases("tiny") or [representative_params(impl)]
+    out, seen = [], set()
+    for p in cases:
+        for c in impl.configs(dict(p)):
+            k = _canon(c)
+            if k not in seen:
+                seen.add(k)
+                out.append(c)
+    return out
+
+
 def tuned_configs(op: str) -> list[tuple[dict, str]]:
     from kernelbench.tuned_configs import entries
     out = []
@@ -104,7 +121,7 @@ def select_paths(impl, params: dict | None = None) -> list[Path]:
     if impl.configs is None or impl.default_config is None:
         return [Path(None, ["default (no config space)"])]
     rep = params if params is not None else representative_params(impl)
-    space = impl.configs(rep)
+    space = impl.configs(rep) if params is not None else config_space(impl)
     default = impl.default_config(rep)
     paths = [Path(None, ["default on cpu, and on sm_90 / sm_120 where nothing is tuned"])]
     seen = {_canon(default): paths[0]}
@@ -115,22 +132,34 @@ def select_paths(impl, params: dict | None = None) -> list[Path]:
             p = seen[_canon(full)] = Path(full)
             paths.append(p)
         p.why.append(why)
-    covered = [default] + [p.config for p in paths[1:]]
-    for opt, values in path_options(space).items():
-        for v in values:
-            if any(c.get(opt) == v for c in covered):
-                continue
-            have = [c for c in space if c.get(opt) == v]
-            pick = min(have, key=lambda c: _distance(c, default))
-            p = seen.get(_canon(pick))
-            if p is None:
-                p = seen[_canon(pick)] = Path(dict(pick))
-                paths.append(p)
-                covered.append(pick)
-            p.why.append(f"covers {opt}={v}")
+    for pick, why in covering_configs(space, default, [p.config for p in paths[1:]]):
+        p = seen.get(_canon(pick))
+        if p is None:
+            p = seen[_canon(pick)] = Path(dict(pick))
+            paths.append(p)
+        p.why.append(why)
     for p in paths:
         p.compiled_only = compiled_only(impl, p.config if p.config is not None else default)
     return paths
+
+
+def covering_configs(space: list[dict], default: dict, have=(),
+                     categorical_only: bool = False) -> list[tuple[dict, str]]:
+    """(config, why) for every path option value (path_options; with categorical_only, the non-numeric options
+    only) that neither `default` nor a config of `have` takes: the config of `space` nearest `default` with it."""
+    covered = [default, *have]
+    out: list[tuple[dict, str]] = []
+    for opt, values in path_options(space).items():
+        if categorical_only and opt in STRUCTURAL:
+            continue
+        for v in values:
+            if any(c.get(opt) == v for c in covered):
+                continue
+            pick = min((c for c in space if c.get(opt) == v), key=lambda c: _distance(c, default))
+            if all(_canon(pick) != _canon(c) for c in covered):
+                covered.append(pick)
+            out.append((pick, f"covers {opt}={v}"))
+    return out
 
 
 def _canon(c: dict) -> str:
