@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The README's test command: install (CPU torch from this machine's disk, never a CUDA build; Triton
 # $KB_TRITON, default 3.6.0, the lower end of the supported range) and run the tests, Triton kernels
-# in the interpreter. Arguments go to pytest (files, -k, ...).
+# in the interpreter, on every core: pytest-xdist with $KB_WORKERS processes (default: one per core the
+# process may use, at most 8; 0 runs in this process). Arguments go to pytest (files, -k, ...; a later
+# -n wins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q "setuptools>=64" torch==2.13.0 "triton==${KB_TRITON:-3.6.0}"
 python3 -m pip install -q --no-build-isolation -e '.[test]'
 export TRITON_INTERPRET=1
-python3 -m pytest -q -p no:cacheprovider "$@"
+cores=$(nproc)
+python3 -m pytest -q -p no:cacheprovider -n "${KB_WORKERS:-$((cores < 8 ? cores : 8))}" --dist loadgroup "$@"

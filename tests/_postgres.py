@@ -74,15 +74,21 @@ class Server:
         self.bins, self.user = bins, _run_as()
         self.root = Path(tempfile.mkdtemp(prefix="kb-pg-"))
         self.data, self.log = self.root / "data", self.root / "server.log"
-        self.port = _free_port()
         if self.user:
             uid = pwd.getpwnam(self.user)
             os.chown(self.root, uid.pw_uid, uid.pw_gid)
         try:
             self._pg("initdb", "-D", str(self.data), "-U", "kb", "--auth=trust", "-E", "UTF8", "--no-sync")
-            self._pg("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o",
-                     f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                     f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=100", "start")
+            for attempt in range(3):   # a free port can be taken before the server binds it (pytest-xdist workers)
+                self.port = _free_port()
+                try:
+                    self._pg("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o",
+                             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                             f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=100", "start")
+                    break
+                except subprocess.CalledProcessError:
+                    if attempt == 2:
+                        raise
         except (subprocess.CalledProcessError, OSError) as e:
             detail = getattr(e, "stderr", "") or ""
             log = self.log.read_text(errors="replace")[-500:] if self.log.exists() else ""

@@ -13,10 +13,42 @@ settings.load_profile(os.environ.get("KB_HYPOTHESIS_PROFILE", "ci"))
 
 HAS_CUDA = torch.cuda.is_available()
 
+# Under pytest-xdist (scripts/test.sh runs `-n auto --dist loadgroup`) each worker is a process of its own:
+# it gets its own pytest temporary folder (so KERNELBENCH_HOME / KERNELBENCH_DB below, tmp_path and the
+# PostgreSQL server of tests/_postgres.py are per worker) and its share of the cores, so that W workers
+# each running torch's intra-op pool on every core do not oversubscribe the machine (also for the
+# subprocesses a test starts, through OMP_NUM_THREADS).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+if _WORKERS > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    _threads = str(max(1, _cores // _WORKERS))
+    os.environ.setdefault("OMP_NUM_THREADS", _threads)
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+
+def _shared_fixture_group(item) -> str | None:
+    """The test module's name when the test uses a class-, module- or package-scoped fixture defined in a
+    test module: such a fixture is built once per worker that runs one of its tests, so with xdist these
+    tests are kept on one worker (`xdist_group`, honoured by --dist loadgroup) rather than paying for it twice.
+    Session fixtures of this conftest (the PostgreSQL server: about 2 s) are simply built once per worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in item.fixturenames:
+        for fd in info.name2fixturedefs.get(name, ()):
+            if fd.scope in ("class", "module", "package") and fd.baseid.split("::")[0].endswith(".py"):
+                return fd.baseid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)     # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     slow_ok = os.environ.get("KB_SLOW") == "1"
+    xdist = config.pluginmanager.hasplugin("xdist")       # registers the xdist_group mark
     for item in items:
+        group = _shared_fixture_group(item) if xdist else None
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; runs on the device machine (scripts/device_all.sh)"))
         if "slow" in item.keywords and not slow_ok:

@@ -20,7 +20,13 @@ def _pytest(tmp_path, source: str, *args: str, env: dict | None = None) -> subpr
     (tmp_path / "test_user.py").write_text(source)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir",
                            str(tmp_path), str(tmp_path / "test_user.py"), *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+                          text=True, timeout=300, env={**_outer_env(), **(env or {})})
+
+
+def _outer_env() -> dict:
+    """This process's environment without pytest-xdist's worker variables: pytest-benchmark turns itself off
+    in a run that sees PYTEST_XDIST_WORKER, and the inner run is a plain one."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
 
 
 def test_plugin_is_registered_through_its_entry_point(request):
