@@ -4,18 +4,29 @@ register spills, and tensor-core instructions in the ops whose matrix work must 
 the inspector cannot capture fails here: nothing passes by being skipped.
 
 All configs of every space: `kernelbench inspect --all-configs` (too slow for CI)."""
+import os
+
 import pytest
 
 from kernelbench.harness import inspector
 from kernelbench import registry
+from test_registry_sweep import SLOW_PAIRS
 
 IMPLS = [(s.name, i.name) for s, i in inspector.triton_impls()]
+# The earlier kernels kept registered only for same-run timing (tests/test_registry_sweep.py SLOW_PAIRS, each
+# naming its fast coverage) are compiled here with KB_SLOW=1 only: their default configs were inspected when
+# they were the default, and ci/baseline/inspect_sm120.json keeps their reports for `kernelbench gate`.
+CHECKED = [p for p in IMPLS if os.environ.get("KB_SLOW") == "1" or p not in SLOW_PAIRS]
 
 
 @pytest.fixture(scope="module")
 def reports():
-    out = inspector.inspect_impls(sorted({op for op, _ in IMPLS}), shape_set="flash-tp8", target="sm_120",
-                                  impl_names=tuple(sorted({i for _, i in IMPLS})))
+    jobs = [(op, impl, params, cfg)
+            for spec, impl_obj in inspector.triton_impls() if (spec.name, impl_obj.name) in CHECKED
+            for op, impl in [(spec.name, impl_obj.name)]
+            for params in spec.shape_cases("flash-tp8")
+            for cfg in inspector.configs_for(impl_obj, params, False)]
+    out = inspector.inspect_jobs(jobs, target="sm_120")
     by = {}
     for r in out:
         by.setdefault((r["op"], r["impl"]), []).append(r)
@@ -29,7 +40,8 @@ def test_triton_impls_are_registered():
         assert any(o == op for o, _ in IMPLS), f"{op} has no Triton implementation"
 
 
-@pytest.mark.parametrize("op,impl", IMPLS, ids=[f"{o}-{i}" for o, i in IMPLS])
+@pytest.mark.parametrize("op,impl", [pytest.param(o, i, marks=[] if (o, i) in CHECKED else [pytest.mark.slow])
+                                      for o, i in IMPLS], ids=[f"{o}-{i}" for o, i in IMPLS])
 def test_fits_sm120(reports, op, impl):
     found = reports.get((op, impl))
     assert found, f"{op}/{impl}: no case of flash-tp8 was inspected (does the op have cases?)"
