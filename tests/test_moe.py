@@ -107,7 +107,8 @@ def test_layer_is_gate_experts_shared():
 
 
 # ---- kernels == reference --------------------------------------------------------------------------------------
-GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3}]
+GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3},    # T <= 4: GATE "fused"
+              {**SMALL, "T": 1, "hash": True}]
 EXPERT_CASES = [dict(SMALL), {**SMALL, "El": 8, "offset": 0, "T": 3, "K": 3, "F": 256, "D": 128},
                 {**SMALL, "T": 1, "El": 2, "offset": 2, "D": 128}]
 
@@ -138,7 +139,7 @@ def test_shared_expert_kernel(monkeypatch):
     check_against_reference("shared_expert", {"T": 3, "D": 256, "F": 128}, "outliers")
 
 
-@pytest.mark.parametrize("p", [dict(SMALL), {**SMALL, "hash": True, "offset": 0}])
+@pytest.mark.parametrize("p", [dict(SMALL), {**SMALL, "hash": True, "offset": 0}, {**SMALL, "T": 2}])
 def test_layer_kernel(p, monkeypatch):
     poisoned_empty(monkeypatch)
     check_against_reference("moe_layer", p, "normal")
@@ -419,3 +420,37 @@ def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
     run = impl.prepared(inp)
     assert torch.equal(impl.fn(**run, config=base), out[0])
     assert torch.equal(impl.fn(**run, config={**base, "GLUE": "v3"}), out[0])
+
+
+@pytest.mark.parametrize("p,values", [({**SMALL, "T": 4, "E": 16, "K": 3, "El": 8, "offset": 4}, "ties"),
+                                      ({**SMALL, "T": 1, "hash": True}, "normal"),
+                                      ({**SMALL, "T": 3, "E": 24, "K": 6, "El": 8, "offset": 16}, "outliers"),
+                                      ({**SMALL, "T": 11, "E": 16, "K": 3, "El": 8, "offset": 8}, "normal")])
+def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
+    """GATE "fused" (_gate_fused_kernel: gate GEMV programs, the last runs the top-k of all rows, the slot sort and
+    x's act-quant beside): idx equal and w within fp32 rounding of the GEMM gate's (the GEMV sums in another order),
+    routing lists a stable sort of its idx, x's codes equal to _route's; twice (the ticket is back at zero); E not a
+    multiple of the GEMV's rows per program (24)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    inp = _inputs("moe_layer", p, values)
+    gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
+    w0, i0 = KM._gate(*gate_in)
+    for _ in range(2):
+        w1, i1 = KM._gate_fused(*gate_in)
+        w, idx, buf = KM._gate_fused(*gate_in, route=(p["El"], p["offset"]))
+        assert torch.equal(idx, i0) and torch.equal(i1, i0)
+        torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
+        assert torch.equal(w1, w)
+        _check_routing(buf, idx, p["offset"], p["El"])
+        ref = KM._route(inp["x"], idx, p["El"], p["offset"], "v3")
+        assert torch.equal(buf[4], ref[4]) and torch.equal(buf[5], ref[5])
+
+
+@pytest.mark.parametrize("op,impl_name", [("moe_gate", "triton_v1"), ("moe_layer", "triton_v3"),
+                                          ("moe_experts", "triton_v3")])
+def test_previous_choices_stay_registered(op, impl_name, monkeypatch):
+    """The session-4 choices (moe_gate's GEMM + top-k launches at every T; moe_layer / moe_experts triton_v3: the
+    gate GEMM + route launch) stay correct beside the new defaults, at a T where the defaults differ."""
+    poisoned_empty(monkeypatch)
+    check_against_reference(op, {**SMALL, "T": 2}, "normal", impl_name=impl_name)
