@@ -51,6 +51,7 @@ SWEEPS = {
                   dict(SPLIT_DOWN=2)],
         "layer": [dict(MAXNREG_DOWN=80)],
         "layer_mid": [dict(MAXNREG_DOWN=80), dict(GATE="fused")],    # the one-launch gate at C=16 too
+        "gate": [dict(GATE="fused")],                                 # moe_gate: the same at C > 4
         # C=1 with the shared expert: 2 active items x 32 x 8 up (64 x 4 down) programs at 3 resident per SM (~150
         # registers) = 1.3 waves; fewer K splits: one wave of longer programs
         "layer_small": [dict(SPLIT_UP=4, SPLIT_DOWN=2), dict(SPLIT_UP=4, SPLIT_DOWN=4), dict(SPLIT_UP=8, SPLIT_DOWN=2)],
@@ -63,8 +64,8 @@ def _klass(op: str, T: int) -> str:
     if op == "moe_layer":           # per-C rows where the table has them
         k = "layer_small" if T <= 4 else ("layer_mid" if T <= 32 else "layer")
         return k if k in SWEEP else "layer"
-    if op in ("moe_layer", "moe_gate"):
-        return op[4:]
+    if op == "moe_gate":
+        return "gate" if T > 4 else "gate_small"           # at C <= 4 the one-launch gate is the default
     return "small" if T <= 4 else ("mid" if T <= 32 else "large")
 
 
