@@ -799,7 +799,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
                          GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
-                         FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False):
+                         FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
+                         FR: tl.constexpr = 8, FT: tl.constexpr = 32):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -900,14 +901,15 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                         sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BM, BN, SPLIT, SHARED, GATED,
-                        HAS_EXTRA, OUT_BF16, RNE_FIX)
+                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT)
 
 
 @triton.jit
 def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
                     limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
-                    HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+                    HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
+                    FT: tl.constexpr = 32):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
@@ -935,8 +937,8 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
         if hi > lo:
             ticket = cnt_ptr + a * NGRP + n0 // 128
             if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
-                for r0 in range(lo, hi, 8):                   # 8 rows x 128 columns at a time
-                    rows = r0 + tl.arange(0, 8)
+                for r0 in range(lo, hi, FR):                  # FR rows x 128 columns at a time
+                    rows = r0 + tl.arange(0, FR)
                     _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, fin_ptr, sfin_ptr, rows, rows < hi, n0 // 128,
                                         TK, ROWS, limit, N, SPLIT, RNE_FIX)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
@@ -944,8 +946,8 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
         ticket = cnt_ptr + n0 // BN
         if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
             cols = n0 + tl.arange(0, BN)
-            for t0 in range(0, T, 32):                        # 32 tokens x BN columns at a time
-                toks = t0 + tl.arange(0, 32)
+            for t0 in range(0, T, FT):                        # FT tokens x BN columns at a time
+                toks = t0 + tl.arange(0, FT)
                 _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K, SPLIT,
                                HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
             tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
@@ -1328,12 +1330,17 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     fin_up = glue == "v4" and not fuse and 128 % bu == 0
     fin_down = glue == "v4"
     tickets = split_tickets(dev, max((nsh + n_items) * (F // 128), D // bd)) if fin_up or fin_down else None
+    # the finishing blocks: FIN_ROWS SwiGLU rows (an item has <= T rows) and FIN_TOKENS combine tokens per step; the
+    # kernel's registers are the max over its paths, so smaller blocks at small T can leave room for more blocks/SM
+    fr, ft = int(cfg.get("FIN_ROWS", 8)), int(cfg.get("FIN_TOKENS", 32))
+    if fr & (fr - 1) or ft & (ft - 1) or not (2 <= fr <= 8 and 2 <= ft <= 32):
+        raise ValueError(f"moe_experts: config FIN_ROWS={fr} (2..8) and FIN_TOKENS={ft} (2..32) must be powers of 2")
     gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
-        **(dict(cnt_ptr=tickets, FIN=True) if fin_up else {}))
+        **(dict(cnt_ptr=tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
     if not fuse and not fin_up:
@@ -1347,7 +1354,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
         **_regs(cfg, "MAXNREG_DOWN"),
-        **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True,
+        **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))
     # 5. per-token combine in k order (+ shared expert)

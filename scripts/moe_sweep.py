@@ -52,9 +52,12 @@ SWEEPS = {
         "layer": [dict(MAXNREG_DOWN=80)],
         "layer_mid": [dict(MAXNREG_DOWN=80), dict(GATE="fused")],    # the one-launch gate at C=16 too
         "gate": [dict(GATE="fused")],                                 # moe_gate: the same at C > 4
-        # C=1 with the shared expert: 2 active items x 32 x 8 up (64 x 4 down) programs at 3 resident per SM (~150
-        # registers) = 1.3 waves; fewer K splits: one wave of longer programs
-        "layer_small": [dict(SPLIT_UP=4, SPLIT_DOWN=2), dict(SPLIT_UP=4, SPLIT_DOWN=4), dict(SPLIT_UP=8, SPLIT_DOWN=2)],
+        # C=1 with the shared expert: 2 active items x 32 x 8 up (64 x 4 down) programs at 3 resident per SM (sm_90
+        # static: 168 / 150 registers) = 1.3 waves. FIN_TOKENS 8: the down kernel 150 -> 128 registers (4 per SM);
+        # fewer K splits: one wave of longer programs (SPLIT_UP 2: up 128 registers; SPLIT_DOWN 2: down 95)
+        "layer_small": [dict(FIN_TOKENS=8), dict(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8),
+                        dict(SPLIT_UP=8, SPLIT_DOWN=2, FIN_TOKENS=8), dict(SPLIT_UP=4, SPLIT_DOWN=4, FIN_TOKENS=8),
+                        dict(SPLIT_UP=2, SPLIT_DOWN=2, FIN_TOKENS=8)],
     },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it

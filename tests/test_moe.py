@@ -405,6 +405,7 @@ def test_previous_glue_impls_match_the_reference(op, impl_name, monkeypatch):
 @pytest.mark.parametrize("op,cfg", [
     ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                 # shared expert fused: its rows and tickets too
     ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 1, "SHARED_ITEMS": "per_tile", "SCALES": "ahead"}),   # 3 shared items
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2, "FIN_ROWS": 2, "FIN_TOKENS": 8}),   # small finishing blocks
     ("moe_experts", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"})])   # shared added in the combine
 def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
     """glue v4 (impl triton): the SwiGLU-quant by the last program of each (item, 128-column group) of the W1/W3
