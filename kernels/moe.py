@@ -697,8 +697,18 @@ def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El
     tl.store(start_ptr + e, start, mask=e < El)
     tl.store(start_ptr + El, tl.sum(counts, axis=0))
     flag = (counts > 0).to(tl.int32)
-    tl.store(act_ptr + 1 + tl.cumsum(flag, axis=0) - flag, e, mask=flag > 0)
-    tl.store(act_ptr, tl.sum(flag, axis=0))
+    rank = tl.cumsum(flag, axis=0) - flag                                 # place of each active expert in the list
+    tl.store(act_ptr + 1 + rank, e, mask=flag > 0)
+    n_act = tl.sum(flag, axis=0)
+    tl.store(act_ptr, n_act)
+    # the item table (config ITEM_TABLE): row i = (expert, start, end, 0) of the i-th active expert, rows n_act..El-1
+    # empty (0, 0, 0, 0), from int32 index item_table_offset(El) of act: a GEMM program reads its item in one trip
+    tb = act_ptr + ((El + 4) // 4) * 4
+    slot = tl.where(flag > 0, rank, n_act + e - rank)                      # inactive experts fill rows n_act..
+    row = tl.where(flag > 0, e, 0)
+    tl.store(tb + 4 * slot, row, mask=e < El)
+    tl.store(tb + 4 * slot + 1, tl.where(flag > 0, start, 0), mask=e < El)
+    tl.store(tb + 4 * slot + 2, tl.where(flag > 0, start + counts, 0), mask=e < El)
     nxt = start                                                           # next free position per expert
     for c0 in range(0, TK, CH):
         i = c0 + j
@@ -800,7 +810,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
-                         FR: tl.constexpr = 8, FT: tl.constexpr = 32):
+                         FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -841,10 +851,18 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             c += NSH * BM
     else:
         item = a - NSH if SHARED else a
-        if item < tl.load(act_ptr):
-            e = tl.load(act_ptr + 1 + item).to(tl.int64)
-            start = tl.load(start_ptr + e)
-            end = tl.load(start_ptr + e + 1)
+        if ITEMS:       # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
+            live = True
+            tb = act_ptr + it0 + 4 * item
+            e = tl.load(tb).to(tl.int64)
+            start = tl.load(tb + 1)
+            end = tl.load(tb + 2)
+        else:           # the count, then the expert, then its offsets: three dependent round trips
+            live = item < tl.load(act_ptr)
+            e = tl.load(act_ptr + 1 + item, mask=live, other=0).to(tl.int64)
+            start = tl.load(start_ptr + e, mask=live, other=0)
+            end = tl.load(start_ptr + e + 1, mask=live, other=0)
+        if live:
             wa = wa_ptr + e * (N * (KD // 2))
             wb = wb_ptr + e * (N * (KD // 2))
             sa = sa_ptr + e * (N * (KD // 32))
@@ -853,8 +871,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             while c < end:
                 pos = c + tl.arange(0, BM)
                 pm = pos < end
-                if GATED:
-                    src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
+                if GATED:       # the token of each slot (T = 1: token 0, no load)
+                    src = tl.load(sorted_ptr + pos, mask=pm & (T > 1), other=0) // K
                 else:
                     src = pos
                 acca = tl.zeros((BN, BM), dtype=tl.float32)
@@ -901,7 +919,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                         sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BM, BN, SPLIT, SHARED, GATED,
-                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT)
+                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0)
 
 
 @triton.jit
@@ -909,7 +927,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                     limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
                     HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
-                    FT: tl.constexpr = 32):
+                    FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
@@ -926,10 +944,15 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     if GATED:
         NGRP: tl.constexpr = N // 128
         item = a - NSH if SHARED else a
-        ok = (item >= 0) & (item < tl.load(act_ptr))
-        e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
-        lo = tl.load(start_ptr + e, mask=ok, other=0)
-        hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
+        if ITEMS:
+            ok = item >= 0
+            lo = tl.load(act_ptr + it0 + 4 * item + 1, mask=ok, other=0)
+            hi = tl.load(act_ptr + it0 + 4 * item + 2, mask=ok, other=0)
+        else:
+            ok = (item >= 0) & (item < tl.load(act_ptr))
+            e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
+            lo = tl.load(start_ptr + e, mask=ok, other=0)
+            hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
         if SHARED:      # items 0..NSH-1: the shared expert's rows TK + t for its token tiles a, a + NSH, ..: all T
             # tokens when NSH = 1, tile a alone when NSH = cdiv(T, BM) (SHARED_ITEMS "one" / "per_tile")
             lo = tl.where(a < NSH, TK + a * BM, lo)
@@ -1222,10 +1245,15 @@ def _regs(cfg: dict, key: str) -> dict:
     return {"maxnreg": int(cfg[key])} if cfg.get(key) and not INTERPRET else {}
 
 
+def item_table_offset(El: int) -> int:
+    """Where the item table starts in the act buffer (int32 index; 16-byte aligned rows): after [n, El experts]."""
+    return (El + 4) // 4 * 4
+
+
 def _route_buffers(T, K, D, El, dev):
     """The routing lists (act, start, order, inv) and the act-quantized x (xq, sx) that _grouped consumes."""
     i32 = dict(dtype=torch.int32, device=dev)
-    return (torch.empty(El + 1, **i32), torch.empty(El + 1, **i32), torch.empty(T * K, **i32),
+    return (torch.empty(item_table_offset(El) + 4 * El, **i32), torch.empty(El + 1, **i32), torch.empty(T * K, **i32),
             torch.empty(T * K, **i32), torch.empty((T, D), dtype=torch.uint8, device=dev),
             torch.empty((T, D // 128), dtype=torch.float32, device=dev))
 
@@ -1300,6 +1328,10 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     # loaded once for W1 and W3)
     pf = (2 if cfg.get("X_ONCE") else 1) if scales == "ahead" else 0
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=pf)
+    # ITEM_TABLE: each program reads its (expert, start, end) from the table the v3 / v4 sort writes (one memory
+    # round trip instead of three dependent ones before its first weight load; glue v2's sort does not write it)
+    if cfg.get("ITEM_TABLE") and glue != "v2":
+        launch.update(ITEMS=True, it0=item_table_offset(El))
     # 1. routing lists + act-quant of x
     act, start, order, inv, xq, sx = routed if routed is not None else _route(x, indices, El, expert_offset, glue)
     xq = xq.view(torch.float8_e4m3fn)

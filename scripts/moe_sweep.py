@@ -57,7 +57,8 @@ SWEEPS = {
         # fewer K splits: one wave of longer programs (SPLIT_UP 2: up 128 registers; SPLIT_DOWN 2: down 95)
         "layer_small": [dict(FIN_TOKENS=8), dict(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8),
                         dict(SPLIT_UP=8, SPLIT_DOWN=2, FIN_TOKENS=8), dict(SPLIT_UP=4, SPLIT_DOWN=4, FIN_TOKENS=8),
-                        dict(SPLIT_UP=2, SPLIT_DOWN=2, FIN_TOKENS=8)],
+                        dict(SPLIT_UP=2, SPLIT_DOWN=2, FIN_TOKENS=8), dict(FIN_TOKENS=8, ITEM_TABLE=True),
+                        dict(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8, ITEM_TABLE=True)],
     },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it

@@ -273,6 +273,19 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 
 
+@pytest.mark.parametrize("T,glue", [(1, "v4"), (20, "v3")])
+def test_item_table_changes_the_lookups_not_the_sums(T, glue, monkeypatch):
+    """ITEM_TABLE (each program's expert and rows from one table row) and, at T = 1, the token of every slot without
+    a load: outputs bit-equal to the count / list / offsets lookups (glue v4 with the finishing epilogues, and v3)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": T, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
+    _, impl = spec_and_impl("moe_experts")
+    inp = impl.prepared(_inputs("moe_experts", p, values="large"))
+    cfg = {**KM.grouped_default({"T": T}), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2, "SPLIT_DOWN": 2, "GLUE": glue}
+    assert torch.equal(impl.fn(**inp, config={**cfg, "ITEM_TABLE": True}), impl.fn(**inp, config=cfg))
+
+
 def test_grouped_swiglu_epilogue_in_the_up_pass(monkeypatch):
     """EPILOGUE "swiglu" (no K split, BN_UP 128): the up pass writes the act-quantized SwiGLU output itself; the
     result equals the separate _swiglu_quant_kernel path bit for bit (routed rows by slot weight, shared rows)."""
@@ -337,7 +350,8 @@ def _want_routing(indices, offset, El):
     return order, start, active, inv
 
 
-def _check_routing(buf, indices, offset, El):
+def _check_routing(buf, indices, offset, El, table=True):
+    from kernelbench.kernels.moe import item_table_offset
     act, start, order, inv, _, _ = buf
     w_order, w_start, w_active, w_inv = _want_routing(indices, offset, El)
     n = w_order.numel()
@@ -345,6 +359,11 @@ def _check_routing(buf, indices, offset, El):
     assert int(act[0]) == w_active.numel() and torch.equal(act[1:1 + w_active.numel()].long(), w_active)
     assert torch.equal(order[:n].long(), w_order)
     assert torch.equal(inv.long(), w_inv)
+    if table:       # the item table (ITEM_TABLE): (expert, start, end) per active expert, then empty rows
+        rows = act[item_table_offset(El):].view(El, 4)[:, :3].long()
+        na = w_active.numel()
+        want = torch.stack([w_active, w_start[w_active], w_start[w_active + 1]], 1)
+        assert torch.equal(rows[:na], want) and not rows[na:].any()
 
 
 @pytest.mark.parametrize("T,K,El,offset,spread", [
@@ -366,7 +385,7 @@ def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch)
     x = torch.randn((T, D), generator=g).bfloat16()
     bufs = {glue: KM._route(x, indices, El, offset, glue) for glue in ("v3", "v2")}
     for glue, buf in bufs.items():
-        _check_routing(buf, indices, offset, El)
+        _check_routing(buf, indices, offset, El, table=glue != "v2")
     assert torch.equal(bufs["v3"][4], bufs["v2"][4]) and torch.equal(bufs["v3"][5], bufs["v2"][5])
     from kernelbench.reference.linear import dequant_act_fp8
     xq = bufs["v3"][4].view(torch.float8_e4m3fn).float() * bufs["v3"][5].repeat_interleave(128, 1)
