@@ -857,12 +857,13 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             e = tl.load(tb).to(tl.int64)
             start = tl.load(tb + 1)
             end = tl.load(tb + 2)
-        else:           # the count, then the expert, then its offsets: three dependent round trips
+        else:
             live = item < tl.load(act_ptr)
-            e = tl.load(act_ptr + 1 + item, mask=live, other=0).to(tl.int64)
-            start = tl.load(start_ptr + e, mask=live, other=0)
-            end = tl.load(start_ptr + e + 1, mask=live, other=0)
         if live:
+            if not ITEMS:   # the count (above), then the expert, then its offsets: three dependent round trips
+                e = tl.load(act_ptr + 1 + item).to(tl.int64)
+                start = tl.load(start_ptr + e)
+                end = tl.load(start_ptr + e + 1)
             wa = wa_ptr + e * (N * (KD // 2))
             wb = wb_ptr + e * (N * (KD // 2))
             sa = sa_ptr + e * (N * (KD // 32))
@@ -871,8 +872,10 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             while c < end:
                 pos = c + tl.arange(0, BM)
                 pm = pos < end
-                if GATED:       # the token of each slot (T = 1: token 0, no load)
+                if GATED and ITEMS:     # the token of each slot (T = 1: token 0, no load)
                     src = tl.load(sorted_ptr + pos, mask=pm & (T > 1), other=0) // K
+                elif GATED:
+                    src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
                 else:
                     src = pos
                 acca = tl.zeros((BN, BM), dtype=tl.float32)
@@ -1164,9 +1167,28 @@ def grouped_default(params: dict) -> dict:
     # Session 4 (moeup call 1): SCALES "ahead" + SHARED_ITEMS "per_tile" vs triton_v2: moe_experts 26.9 / 126.5 /
     # 217.3 us vs 29.3 / 157.6 / 243.9 at C = 1 / 16 / 64, moe_layer C=64 229.4 vs 257.0; with the new loads BN 128
     # still lost (C=64 227.4 (128/128), 225.2 (128/64); C=16 144.2; C=1 29.5) and 4 stages tied (217.9, 126.5).
-    # Session 5 (moe4): GATE "fused" (moe_layer: gate GEMV + top-k + slot sort + x quant in one launch) up to
-    # GATE_FUSE_MAX_T tokens.
-    return {**grouped_default_v3(params), **gate_default(params)}
+    # Session 5 (moe4, H200 mid-session sweep, same inputs per case, data/h200-2026-12-01-moe4/mid): GATE "fused"
+    # (moe_layer: gate GEMV + top-k + slot sort + x quant in one launch) up to GATE_FUSE_MAX_T tokens (moe_gate C=1
+    # 6.47 vs 8.03 us; at C=16 26.2 vs 8.55: not there). Splits / register caps per C, separately with the fused
+    # shared expert (params "shared": moe_layer, and moe_experts given the shared weights) and without:
+    #   shared, C=1: SPLIT (4, 2) + FIN_TOKENS 8, moe_layer 29.9 vs 35.7 us (FIN_TOKENS 8 alone 33.0, (4, 4) 31.1,
+    #     (8, 2) 32.0, (2, 2) 33.9); C=16: MAXNREG_DOWN 80, 100.9 vs 102.5; C=64: MAXNREG_DOWN 80, 204.3 vs 204.8;
+    #   routed only, C=16: SPLIT (4, 2), moe_experts 108.4 vs 116.9 ((2, 2) 114.0, (1, 1) 132.1, MAXNREG_DOWN 80
+    #     114.2); C=64: MAXNREG_DOWN 80, 186.3 vs 188.1 (X_ONCE 193.1, SPLIT_DOWN 2 188.0, EPILOGUE "swiglu" 194.3).
+    T, shared = params["T"], bool(params.get("shared"))
+    cfg = {**grouped_default_v3(params), **gate_default(params)}
+    if shared and T <= 2:
+        cfg.update(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8)
+    elif 8 < T <= 32:
+        cfg.update(MAXNREG_DOWN=80) if shared else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
+    elif T > 32:
+        cfg.update(MAXNREG_DOWN=80)
+    return cfg
+
+
+def layer_default(params: dict) -> dict:
+    """moe_layer's default: grouped_default with the fused shared expert."""
+    return grouped_default({**params, "shared": True})
 
 
 def grouped_default_v3(params: dict) -> dict:
@@ -1441,7 +1463,7 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
     hw = _shared_inputs(*shared)
     key = _grouped_key(x, indices, w1)
-    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default(key)))
+    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default({**key, "shared": bool(hw)})))
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.float32, pair)
 
@@ -1464,7 +1486,7 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
                     pair, routed=routed)
 
 
-@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
+@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=layer_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
                prepare=prepare_experts)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
@@ -1499,7 +1521,7 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
     # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
     cfg = config or (fixed(key) if fixed else
-                     lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key))))
+                     lookup("moe_layer", key, lookup("moe_experts", key, layer_default(key))))
     routed = None
     if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
@@ -1545,14 +1567,14 @@ def _register_glue(glue: str) -> None:
     def layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
         key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
-        cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))), "GLUE": glue}
+        cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, layer_default(key)))), "GLUE": glue}
         return moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                          swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
 
     kernels = [*route, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
     register_impl("moe_experts", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
                   deterministic=True, kernels=lambda: list(kernels), prepare=prepare_experts)(experts)
-    register_impl("moe_layer", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
+    register_impl("moe_layer", f"triton_glue{glue[1:]}", backend="triton", default_config=layer_default,
                   deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *kernels],
                   prepare=prepare_experts)(layer)
 
