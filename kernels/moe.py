@@ -1174,14 +1174,15 @@ def grouped_default(params: dict) -> dict:
     #   shared, C=1: SPLIT (4, 2) + FIN_TOKENS 8, moe_layer 29.9 vs 35.7 us (FIN_TOKENS 8 alone 33.0, (4, 4) 31.1,
     #     (8, 2) 32.0, (2, 2) 33.9); C=16: MAXNREG_DOWN 80, 100.9 vs 102.5; C=64: MAXNREG_DOWN 80, 204.3 vs 204.8;
     #   routed only, C=16: SPLIT (4, 2), moe_experts 108.4 vs 116.9 ((2, 2) 114.0, (1, 1) 132.1, MAXNREG_DOWN 80
-    #     114.2); C=64: MAXNREG_DOWN 80, 186.3 vs 188.1 (X_ONCE 193.1, SPLIT_DOWN 2 188.0, EPILOGUE "swiglu" 194.3).
+    #     114.2); C=64: MAXNREG_DOWN 80 186.3 vs 188.1 but it spills 32 B on sm_120 there: not shipped (X_ONCE 193.1,
+    #     SPLIT_DOWN 2 188.0, EPILOGUE "swiglu" 194.3).
     T, shared = params["T"], bool(params.get("shared"))
     cfg = {**grouped_default_v3(params), **gate_default(params)}
     if shared and T <= 2:
         cfg.update(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8)
     elif 8 < T <= 32:
         cfg.update(MAXNREG_DOWN=80) if shared else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
-    elif T > 32:
+    elif T > 32 and shared:     # routed only: the capped down kernel spills 32 B on sm_120 at C=64 (inspect)
         cfg.update(MAXNREG_DOWN=80)
     return cfg
 
