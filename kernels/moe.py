@@ -41,11 +41,27 @@ def _topk_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
 @triton.jit
 def _topk_row(t, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale,
               K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr):
-    """Token t's top-K experts (sqrtsoftplus scores + bias, ties to the lower index; or the hash table) and their
-    weights normalised in the log domain (the body of _topk_kernel, shared with _gate_route_kernel)."""
+    """Token t's top-K (the body of _topk_kernel, shared with _gate_route_kernel): _topk_rows for one row."""
+    _topk_rows(t, t + 1, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale, K, KP, EP, HAS_BIAS,
+               HASH, 1, False)
+
+
+@triton.jit
+def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_scale,
+               K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr,
+               TP: tl.constexpr, CG: tl.constexpr):
+    """Tokens t0 .. t0 + TP - 1 (those < T), all at once: each one's top-K experts (sqrtsoftplus scores + bias, ties
+    to the lower index; or the hash table) and their weights normalised in the log domain. Every step is a per-row
+    reduction, so TP rows cost about what one does. CG: the logits were written by other programs of this launch."""
+    t = t0 + tl.arange(0, TP)
+    tm = t < T
     e = tl.arange(0, EP)
     em = e < E
-    lg = tl.load(logit_ptr + t * E + e, mask=em, other=0.0)
+    lp = logit_ptr + t[:, None] * E + e[None, :]
+    if CG:
+        lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0, cache_modifier=".cg")
+    else:
+        lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0)
     # softplus = log1p(exp(l)) (torch: l for l > 20); log1p(y) = log(1 + y) * y / ((1 + y) - 1) keeps the
     # tiny scores of very negative logits (a plain log(1 + y) rounds them to 0 and can select 0-weight experts)
     y = tl.exp(tl.minimum(lg, 20.0))
@@ -55,32 +71,34 @@ def _topk_row(t, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, route_s
     # log(s), finite for every finite logit: the weights are normalised in the log domain (see
     # reference.moe.log_gate_scores), so a token whose selected scores all underflow gets no 0/0
     ls = 0.5 * tl.where(lg > 20.0, tl.log(tl.maximum(lg, 20.0)), tl.where(lg < -15.0, lg, tl.log(l1p)))
-    kk = tl.arange(0, KP)
-    wv = tl.full((KP,), float("-inf"), dtype=tl.float32)
-    iv = tl.zeros((KP,), dtype=tl.int32)
+    kk = tl.arange(0, KP)[None, :]
+    ee = e[None, :]
+    wv = tl.full((TP, KP), float("-inf"), dtype=tl.float32)
+    iv = tl.zeros((TP, KP), dtype=tl.int32)
     if HASH:
-        tok = tl.load(ids_ptr + t)
+        tok = tl.load(ids_ptr + t, mask=tm, other=0)
         for k in tl.static_range(K):
-            idx = tl.load(tid_ptr + tok * K + k)
-            wk = tl.sum(tl.where(e == idx, ls, 0.0))
+            idx = tl.load(tid_ptr + tok * K + k, mask=tm, other=0)[:, None]
+            wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
             wv = tl.where(kk == k, wk, wv)
             iv = tl.where(kk == k, idx, iv)
     else:
         b = s
         if HAS_BIAS:
-            b = s + tl.load(bias_ptr + e, mask=em, other=0.0)
-        b = tl.where(em, b, float("-inf"))
+            b = s + tl.load(bias_ptr + e, mask=em, other=0.0)[None, :]
+        b = tl.where(em[None, :], b, float("-inf"))
         for k in tl.static_range(K):
-            m = tl.max(b)
-            idx = tl.min(tl.where(b == m, e, EP))                           # ties: lowest expert index
-            wk = tl.sum(tl.where(e == idx, ls, 0.0))
-            b = tl.where(e == idx, float("-inf"), b)
+            m = tl.max(b, axis=1)[:, None]
+            idx = tl.min(tl.where(b == m, ee, EP), axis=1)[:, None]              # ties: lowest expert index
+            wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
+            b = tl.where(ee == idx, float("-inf"), b)
             wv = tl.where(kk == k, wk, wv)
             iv = tl.where(kk == k, idx, iv)
-    wv = tl.exp(wv - tl.max(wv))                                            # unused slots: exp(-inf) = 0
-    wv = tl.math.div_rn(wv, tl.sum(wv)) * route_scale
-    tl.store(w_ptr + t * K + kk, wv, mask=kk < K)
-    tl.store(i_ptr + t * K + kk, iv.to(tl.int64), mask=kk < K)
+    wv = tl.exp(wv - tl.max(wv, axis=1)[:, None])                           # unused slots: exp(-inf) = 0
+    wv = tl.math.div_rn(wv, tl.sum(wv, axis=1)[:, None]) * route_scale
+    om = tm[:, None] & (kk < K)
+    tl.store(w_ptr + t[:, None] * K + kk, wv, mask=om)
+    tl.store(i_ptr + t[:, None] * K + kk, iv.to(tl.int64), mask=om)
 
 
 # ---- routed experts ------------------------------------------------------------------------------------------
@@ -223,6 +241,17 @@ def moe_default(params: dict) -> dict:
 # ---- wrappers -------------------------------------------------------------------------------------------------
 def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     """Checks, the gate GEMM's logits (T, E) fp32, the (empty) outputs w, idx and the top-k kernel's arguments."""
+    w, idx, topk_args, topk_meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    T, D = x.shape
+    E = weight.shape[0]
+    cfg = lookup("bf16_linear", {"M": T, "N": E, "K": D}, _default(T, E, D, big_m_tile=32))
+    _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), topk_args[0].view(T, 1, E), cfg,
+               False)
+    return w, idx, topk_args, topk_meta
+
+
+def _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+    """Checks; the (empty) logits (T, E) fp32 and outputs w, idx; the top-k kernel's arguments and meta."""
     check_device(x, weight, token_ids, *(t for t in (bias, tid2eid) if t is not None))
     check_dtype("x", x, torch.bfloat16)
     check_dtype("weight", weight, torch.bfloat16)
@@ -241,8 +270,6 @@ def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale):
         check_dtype("bias", bias, torch.float32)
         check_shape("bias", bias, (E,))
     logits = torch.empty((T, E), dtype=torch.float32, device=x.device)
-    cfg = lookup("bf16_linear", {"M": T, "N": E, "K": D}, _default(T, E, D, big_m_tile=32))
-    _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), logits.view(T, 1, E), cfg, False)
     w = torch.empty((T, topk), dtype=torch.float32, device=x.device)
     idx = torch.empty((T, topk), dtype=torch.int64, device=x.device)
     bias = bias.contiguous() if bias is not None else logits
@@ -260,8 +287,57 @@ def _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale):
     return w, idx
 
 
-@register_impl("moe_gate", "triton", backend="triton", kernels=lambda: [_topk_kernel])
+# Tokens up to which the gate (GEMV, top-k, and in moe_layer the slot sort + x quant) is one launch by default
+# (config GATE "fused", _gate_fused_kernel: the last GEMV program runs the top-k of all rows at once); above, the
+# bf16 GEMM (kernels/linear.py) and a top-k / route launch (GATE "gemm").
+GATE_FUSE_MAX_T = 4
+
+
+def gate_default(params: dict) -> dict:
+    return {"GATE": "fused" if params["T"] <= GATE_FUSE_MAX_T else "gemm"}
+
+
+def _gate_mode(cfg, T: int) -> str:
+    mode = (cfg or {}).get("GATE") or gate_default({"T": T})["GATE"]
+    if mode not in ("fused", "gemm"):
+        raise ValueError(f"moe_gate: config GATE={mode!r}: 'fused' or 'gemm'")
+    return mode
+
+
+def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None):
+    """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
+    buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf."""
+    w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    T, D = x.shape
+    E = weight.shape[0]
+    if T > 64:
+        raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
+    EB, BD = 2, min(D, 2048)          # 128 GEMV programs for E = 256, each 2 rows of the gate weight in 2 chunks
+    ngp = triton.cdiv(E, EB)
+    x = x.contiguous()
+    El, offset = route if route is not None else (1, 0)
+    buf = _route_buffers(T, topk, D, El, x.device) if route is not None else None
+    act, start, order, inv, xq, sx = buf if buf is not None else (idx,) * 6
+    GB = 4
+    grid = ngp + (T * triton.cdiv(D // 128, GB) if route is not None else 0)
+    _gate_fused_kernel[(grid,)](
+        x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
+        float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
+        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=4, num_stages=1)
+    return (w, idx, buf) if route is not None else (w, idx)
+
+
+@register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
+               kernels=lambda: [_topk_kernel, _gate_fused_kernel])
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
+    if _gate_mode(config, x.shape[0]) == "fused":
+        return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+
+
+@register_impl("moe_gate", "triton_v1", backend="triton", kernels=lambda: [_topk_kernel])
+def moe_gate_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
+    # the bf16 gate GEMM + _topk_kernel at every T (GATE "gemm"): kept so one bench times both
     return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
 
 
@@ -486,6 +562,46 @@ def fp4_pair_dot_w(acc, w_ptr, sw, sx, rn, LDW, kb, xq_ptr, rows, rmask, LDX, AS
 
 
 @triton.jit
+def fp4_pair_dot_w2(acca, accb, wa_ptr, wb_ptr, swa, swb, sx, rn, LDW, kb, xq_ptr, rows, rmask, LDX,
+                    ASM: tl.constexpr):
+    """fp4_pair_dot_w for W1 and W3 together (config X_ONCE): each (BM, 32) tile of x is loaded once and feeds the
+    dots of both weights (two fp4_pair_dot_w calls load it twice). Same arithmetic, same order per accumulator."""
+    rj = tl.arange(0, 32)
+    xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
+    ka = tl.zeros(acca.shape, dtype=tl.float32)
+    kb_ = tl.zeros(accb.shape, dtype=tl.float32)
+    for h in tl.static_range(2):
+        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
+        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
+        ka = _pair_half(ka, wa_ptr, swa, rn, LDW, kb, h, x0, x1, ASM)
+        kb_ = _pair_half(kb_, wb_ptr, swb, rn, LDW, kb, h, x0, x1, ASM)
+    return acca + ka * sx[None, :], accb + kb_ * sx[None, :]
+
+
+@triton.jit
+def _pair_half(kacc, w_ptr, sw, rn, LDW, kb, h: tl.constexpr, x0, x1, ASM: tl.constexpr):
+    """One 64-value half h of K block kb of fp4_pair_dot_w: the two 32-groups' dots, each times its scale."""
+    rj = tl.arange(0, 32)
+    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                    # (BN, 32) bytes
+    if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
+        lo, hi = tl.inline_asm_elementwise(
+            "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+            "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+            "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+        lo = lo.to(tl.float8e4nv, bitcast=True)
+        hi = hi.to(tl.float8e4nv, bitcast=True)
+    else:
+        bi = b.to(tl.int32)
+        lo = fp4_lo_e4m3(bi)
+        hi = fp4_hi_e4m3(bi)
+    s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)                 # 2^(e - 127) * 64
+    s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+    kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
+    kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
+    return kacc
+
+
+@triton.jit
 def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
     """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
     of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
@@ -581,8 +697,18 @@ def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El
     tl.store(start_ptr + e, start, mask=e < El)
     tl.store(start_ptr + El, tl.sum(counts, axis=0))
     flag = (counts > 0).to(tl.int32)
-    tl.store(act_ptr + 1 + tl.cumsum(flag, axis=0) - flag, e, mask=flag > 0)
-    tl.store(act_ptr, tl.sum(flag, axis=0))
+    rank = tl.cumsum(flag, axis=0) - flag                                 # place of each active expert in the list
+    tl.store(act_ptr + 1 + rank, e, mask=flag > 0)
+    n_act = tl.sum(flag, axis=0)
+    tl.store(act_ptr, n_act)
+    # the item table (config ITEM_TABLE): row i = (expert, start, end, 0) of the i-th active expert, rows n_act..El-1
+    # empty (0, 0, 0, 0), from int32 index item_table_offset(El) of act: a GEMM program reads its item in one trip
+    tb = act_ptr + ((El + 4) // 4) * 4
+    slot = tl.where(flag > 0, rank, n_act + e - rank)                      # inactive experts fill rows n_act..
+    row = tl.where(flag > 0, e, 0)
+    tl.store(tb + 4 * slot, row, mask=e < El)
+    tl.store(tb + 4 * slot + 1, tl.where(flag > 0, start, 0), mask=e < El)
+    tl.store(tb + 4 * slot + 2, tl.where(flag > 0, start + counts, 0), mask=e < El)
     nxt = start                                                           # next free position per expert
     for c0 in range(0, TK, CH):
         i = c0 + j
@@ -621,17 +747,59 @@ def _gate_route_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, x_
             if TOPK:
                 tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")          # ready for the next launch
     else:
-        NG: tl.constexpr = D // 128
-        NXB: tl.constexpr = (NG + GB - 1) // GB
-        q = pid - NTOP
-        row = (q // NXB).to(tl.int64)
-        g = (q % NXB) * GB + tl.arange(0, GB)
-        offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
-        gm = g < NG
-        v = tl.load(x_ptr + row * D + offs, mask=gm[:, None], other=0.0).to(tl.float32)
-        code, sc = _quant_groups(v)
-        tl.store(xq_ptr + row * D + offs, code.to(tl.uint8), mask=gm[:, None])
-        tl.store(sx_ptr + row * NG + g, sc, mask=gm)
+        _quant_x_block(pid - NTOP, x_ptr, xq_ptr, sx_ptr, D, GB)
+
+
+@triton.jit
+def _quant_x_block(q, x_ptr, xq_ptr, sx_ptr, D: tl.constexpr, GB: tl.constexpr):
+    """x-quant program q of the routing launches: row q // NXB, GB groups of 128 from (q % NXB) * GB -> e4m3 codes
+    xq (T, D) and UE8M0 scales sx (T, D/128) fp32."""
+    NG: tl.constexpr = D // 128
+    NXB: tl.constexpr = (NG + GB - 1) // GB
+    row = (q // NXB).to(tl.int64)
+    g = (q % NXB) * GB + tl.arange(0, GB)
+    offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
+    gm = g < NG
+    v = tl.load(x_ptr + row * D + offs, mask=gm[:, None], other=0.0).to(tl.float32)
+    code, sc = _quant_groups(v)
+    tl.store(xq_ptr + row * D + offs, code.to(tl.uint8), mask=gm[:, None])
+    tl.store(sx_ptr + row * NG + g, sc, mask=gm)
+
+
+@triton.jit
+def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr, sx_ptr, act_ptr,
+                       start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NGP, route_scale, offset, El,
+                       D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
+                       ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr):
+    # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
+    # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
+    # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
+    # launches); the last to arrive picks every token's top-k (_topk_rows, all rows at once) -> w, idx, and with SORT
+    # groups the slots by local expert (_sort_slots) and resets the ticket. Programs NGP.. act-quantize x as
+    # _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
+    pid = tl.program_id(0)
+    if pid < NGP:
+        e = pid * EB + tl.arange(0, EB)
+        em = e < E
+        d = tl.arange(0, BD)
+        for t in range(T):
+            acc = tl.zeros((EB, BD), dtype=tl.float32)
+            for d0 in tl.static_range(0, D, BD):
+                w = tl.load(gw_ptr + e[:, None].to(tl.int64) * D + d0 + d[None, :], mask=em[:, None], other=0.0)
+                xv = tl.load(x_ptr + t * D + d0 + d)
+                acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
+            tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
+        tl.debug_barrier()                                         # every thread's stores before the release
+        if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
+            _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
+                       HAS_BIAS, HASH, TP, True)
+            if SORT:
+                tl.debug_barrier()                                 # idx stores of every thread before the sort
+                _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T * K, offset, El, ELP, CH)
+            tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
+    else:
+        _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
 
 
 @triton.jit
@@ -641,7 +809,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
                          GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
-                         FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False):
+                         FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
+                         FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -682,10 +851,19 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             c += NSH * BM
     else:
         item = a - NSH if SHARED else a
-        if item < tl.load(act_ptr):
-            e = tl.load(act_ptr + 1 + item).to(tl.int64)
-            start = tl.load(start_ptr + e)
-            end = tl.load(start_ptr + e + 1)
+        if ITEMS:       # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
+            live = True
+            tb = act_ptr + it0 + 4 * item
+            e = tl.load(tb).to(tl.int64)
+            start = tl.load(tb + 1)
+            end = tl.load(tb + 2)
+        else:
+            live = item < tl.load(act_ptr)
+        if live:
+            if not ITEMS:   # the count (above), then the expert, then its offsets: three dependent round trips
+                e = tl.load(act_ptr + 1 + item).to(tl.int64)
+                start = tl.load(start_ptr + e)
+                end = tl.load(start_ptr + e + 1)
             wa = wa_ptr + e * (N * (KD // 2))
             wb = wb_ptr + e * (N * (KD // 2))
             sa = sa_ptr + e * (N * (KD // 32))
@@ -694,7 +872,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             while c < end:
                 pos = c + tl.arange(0, BM)
                 pm = pos < end
-                if GATED:
+                if GATED and ITEMS:     # the token of each slot (T = 1: token 0, no load)
+                    src = tl.load(sorted_ptr + pos, mask=pm & (T > 1), other=0) // K
+                elif GATED:
                     src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
                 else:
                     src = pos
@@ -712,9 +892,13 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                         swa_n = scale_word(sa, rn, KD // 32, kn)
                         swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
                         sxv_n = tl.load(sxrow + kn, mask=pm, other=0.0)
-                        acca = fp4_pair_dot_w(acca, wa, swa, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
-                        if GATED:
-                            accb = fp4_pair_dot_w(accb, wb, swb, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        if GATED and PF == 2:       # X_ONCE: each x tile loaded once for W1 and W3
+                            acca, accb = fp4_pair_dot_w2(acca, accb, wa, wb, swa, swb, sxv, rn, KD // 2, kb, in_ptr,
+                                                         src, pm, KD, ASM)
+                        else:
+                            acca = fp4_pair_dot_w(acca, wa, swa, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                            if GATED:
+                                accb = fp4_pair_dot_w(accb, wb, swb, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
                         swa, swb, sxv = swa_n, swb_n, sxv_n
                 for i in range(0 if PAIR and PF else KBS):
                     kb = s * KBS + i
@@ -738,14 +922,15 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                         sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BM, BN, SPLIT, SHARED, GATED,
-                        HAS_EXTRA, OUT_BF16, RNE_FIX)
+                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0)
 
 
 @triton.jit
 def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
                     limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
-                    HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
+                    HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
+                    FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
@@ -762,10 +947,15 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     if GATED:
         NGRP: tl.constexpr = N // 128
         item = a - NSH if SHARED else a
-        ok = (item >= 0) & (item < tl.load(act_ptr))
-        e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
-        lo = tl.load(start_ptr + e, mask=ok, other=0)
-        hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
+        if ITEMS:
+            ok = item >= 0
+            lo = tl.load(act_ptr + it0 + 4 * item + 1, mask=ok, other=0)
+            hi = tl.load(act_ptr + it0 + 4 * item + 2, mask=ok, other=0)
+        else:
+            ok = (item >= 0) & (item < tl.load(act_ptr))
+            e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
+            lo = tl.load(start_ptr + e, mask=ok, other=0)
+            hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
         if SHARED:      # items 0..NSH-1: the shared expert's rows TK + t for its token tiles a, a + NSH, ..: all T
             # tokens when NSH = 1, tile a alone when NSH = cdiv(T, BM) (SHARED_ITEMS "one" / "per_tile")
             lo = tl.where(a < NSH, TK + a * BM, lo)
@@ -773,8 +963,8 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
         if hi > lo:
             ticket = cnt_ptr + a * NGRP + n0 // 128
             if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
-                for r0 in range(lo, hi, 8):                   # 8 rows x 128 columns at a time
-                    rows = r0 + tl.arange(0, 8)
+                for r0 in range(lo, hi, FR):                  # FR rows x 128 columns at a time
+                    rows = r0 + tl.arange(0, FR)
                     _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, fin_ptr, sfin_ptr, rows, rows < hi, n0 // 128,
                                         TK, ROWS, limit, N, SPLIT, RNE_FIX)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
@@ -782,8 +972,8 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
         ticket = cnt_ptr + n0 // BN
         if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
             cols = n0 + tl.arange(0, BN)
-            for t0 in range(0, T, 32):                        # 32 tokens x BN columns at a time
-                toks = t0 + tl.arange(0, 32)
+            for t0 in range(0, T, FT):                        # FT tokens x BN columns at a time
+                toks = t0 + tl.arange(0, FT)
                 _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K, SPLIT,
                                HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
             tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
@@ -977,10 +1167,39 @@ def grouped_default(params: dict) -> dict:
     # Session 4 (moeup call 1): SCALES "ahead" + SHARED_ITEMS "per_tile" vs triton_v2: moe_experts 26.9 / 126.5 /
     # 217.3 us vs 29.3 / 157.6 / 243.9 at C = 1 / 16 / 64, moe_layer C=64 229.4 vs 257.0; with the new loads BN 128
     # still lost (C=64 227.4 (128/128), 225.2 (128/64); C=16 144.2; C=1 29.5) and 4 stages tied (217.9, 126.5).
+    # Session 5 (moe4, H200 mid-session sweep, same inputs per case, data/h200-2026-12-01-moe4/mid): GATE "fused"
+    # (moe_layer: gate GEMV + top-k + slot sort + x quant in one launch) up to GATE_FUSE_MAX_T tokens (moe_gate C=1
+    # 6.47 vs 8.03 us; at C=16 26.2 vs 8.55: not there). Splits / register caps per C, separately with the fused
+    # shared expert (params "shared": moe_layer, and moe_experts given the shared weights) and without:
+    #   shared, C=1: SPLIT (4, 2) + FIN_TOKENS 8, moe_layer 29.9 vs 35.7 us (FIN_TOKENS 8 alone 33.0, (4, 4) 31.1,
+    #     (8, 2) 32.0, (2, 2) 33.9); C=16: MAXNREG_DOWN 80, 100.9 vs 102.5; C=64: MAXNREG_DOWN 80, 204.3 vs 204.8;
+    #   routed only, C=16: SPLIT (4, 2), moe_experts 108.4 vs 116.9 ((2, 2) 114.0, (1, 1) 132.1, MAXNREG_DOWN 80
+    #     114.2); C=64: MAXNREG_DOWN 80 186.3 vs 188.1 but it spills 32 B on sm_120 there: not shipped (X_ONCE 193.1,
+    #     SPLIT_DOWN 2 188.0, EPILOGUE "swiglu" 194.3).
+    T, shared = params["T"], bool(params.get("shared"))
+    cfg = {**grouped_default_v3(params), **gate_default(params)}
+    if shared and T <= 2:
+        cfg.update(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8)
+    elif 8 < T <= 32:
+        cfg.update(MAXNREG_DOWN=80) if shared else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
+    elif T > 32 and shared:     # routed only: the capped down kernel spills 32 B on sm_120 at C=64 (inspect)
+        cfg.update(MAXNREG_DOWN=80)
+    return cfg
+
+
+def layer_default(params: dict) -> dict:
+    """moe_layer's default: grouped_default with the fused shared expert."""
+    return grouped_default({**params, "shared": True})
+
+
+def grouped_default_v3(params: dict) -> dict:
+    """The session-4 choices (impl triton_v3): scale words a K block ahead, the shared expert per token tile, the
+    bf16 gate GEMM + _gate_route_kernel (GATE "gemm")."""
     T = params["T"]
     su, sd = (8, 4) if T <= 2 else ((4, 2) if T <= 8 else ((2, 1) if T <= 32 else (1, 1)))
     return {"BM": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead", "SHARED_ITEMS": "per_tile"}
+            "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead", "SHARED_ITEMS": "per_tile",
+            "GATE": "gemm"}
 
 
 # ---- the kernel's weight layout, made once at load ------------------------------------------------------------
@@ -1049,10 +1268,15 @@ def _regs(cfg: dict, key: str) -> dict:
     return {"maxnreg": int(cfg[key])} if cfg.get(key) and not INTERPRET else {}
 
 
+def item_table_offset(El: int) -> int:
+    """Where the item table starts in the act buffer (int32 index; 16-byte aligned rows): after [n, El experts]."""
+    return (El + 4) // 4 * 4
+
+
 def _route_buffers(T, K, D, El, dev):
     """The routing lists (act, start, order, inv) and the act-quantized x (xq, sx) that _grouped consumes."""
     i32 = dict(dtype=torch.int32, device=dev)
-    return (torch.empty(El + 1, **i32), torch.empty(El + 1, **i32), torch.empty(T * K, **i32),
+    return (torch.empty(item_table_offset(El) + 4 * El, **i32), torch.empty(El + 1, **i32), torch.empty(T * K, **i32),
             torch.empty(T * K, **i32), torch.empty((T, D), dtype=torch.uint8, device=dev),
             torch.empty((T, D // 128), dtype=torch.float32, device=dev))
 
@@ -1123,7 +1347,14 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     scales = cfg.get("SCALES", "bytes")
     if scales not in ("bytes", "ahead"):
         raise ValueError(f"moe_experts: config SCALES={scales!r}: 'bytes' or 'ahead'")
-    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=int(scales == "ahead"))
+    # PF: 0 scale bytes per K block, 1 scale words a block ahead, 2 the same with X_ONCE (the gated step's x tiles
+    # loaded once for W1 and W3)
+    pf = (2 if cfg.get("X_ONCE") else 1) if scales == "ahead" else 0
+    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=pf)
+    # ITEM_TABLE: each program reads its (expert, start, end) from the table the v3 / v4 sort writes (one memory
+    # round trip instead of three dependent ones before its first weight load; glue v2's sort does not write it)
+    if cfg.get("ITEM_TABLE") and glue != "v2":
+        launch.update(ITEMS=True, it0=item_table_offset(El))
     # 1. routing lists + act-quant of x
     act, start, order, inv, xq, sx = routed if routed is not None else _route(x, indices, El, expert_offset, glue)
     xq = xq.view(torch.float8_e4m3fn)
@@ -1154,12 +1385,17 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     fin_up = glue == "v4" and not fuse and 128 % bu == 0
     fin_down = glue == "v4"
     tickets = split_tickets(dev, max((nsh + n_items) * (F // 128), D // bd)) if fin_up or fin_down else None
+    # the finishing blocks: FIN_ROWS SwiGLU rows (an item has <= T rows) and FIN_TOKENS combine tokens per step; the
+    # kernel's registers are the max over its paths, so smaller blocks at small T can leave room for more blocks/SM
+    fr, ft = int(cfg.get("FIN_ROWS", 8)), int(cfg.get("FIN_TOKENS", 32))
+    if fr & (fr - 1) or ft & (ft - 1) or not (2 <= fr <= 8 and 2 <= ft <= 32):
+        raise ValueError(f"moe_experts: config FIN_ROWS={fr} (2..8) and FIN_TOKENS={ft} (2..32) must be powers of 2")
     gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
-        **(dict(cnt_ptr=tickets, FIN=True) if fin_up else {}))
+        **(dict(cnt_ptr=tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
     if not fuse and not fin_up:
@@ -1173,7 +1409,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
         **_regs(cfg, "MAXNREG_DOWN"),
-        **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True,
+        **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))
     # 5. per-token combine in k order (+ shared expert)
@@ -1213,13 +1449,22 @@ def moe_experts_v2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, s
                             swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
 
 
+@register_impl("moe_experts", "triton_v3", backend="triton", default_config=grouped_default_v3, deterministic=True,
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+def moe_experts_v3(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # the session-4 choices (grouped_default_v3), never a tuned entry: one bench times them beside the default
+    return _experts_grouped(grouped_default_v3, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
+                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
 def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared, config):
     """moe_experts on the grouped kernels; fixed: a default function used as is (no tuned-table lookup), or None."""
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
     hw = _shared_inputs(*shared)
     key = _grouped_key(x, indices, w1)
-    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default(key)))
+    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default({**key, "shared": bool(hw)})))
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.float32, pair)
 
@@ -1242,8 +1487,8 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
                     pair, routed=routed)
 
 
-@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS],
+@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=layer_default,
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
                prepare=prepare_experts)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
@@ -1261,6 +1506,15 @@ def moe_layer_v2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
                           shared_s2, config)
 
 
+@register_impl("moe_layer", "triton_v3", backend="triton", default_config=grouped_default_v3, deterministic=True,
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+def moe_layer_v3(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(grouped_default_v3, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
+                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
 def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
                    expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2,
                    config):
@@ -1268,10 +1522,13 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
     # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
     cfg = config or (fixed(key) if fixed else
-                     lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key))))
+                     lookup("moe_layer", key, lookup("moe_experts", key, layer_default(key))))
     routed = None
     if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    elif _gate_mode(cfg, x.shape[0]) == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
+        w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
+                                     (w1.shape[0], expert_offset))
     else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
                                      expert_offset)
@@ -1311,14 +1568,14 @@ def _register_glue(glue: str) -> None:
     def layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
         key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
-        cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, grouped_default(key)))), "GLUE": glue}
+        cfg = {**(config or lookup("moe_layer", key, lookup("moe_experts", key, layer_default(key)))), "GLUE": glue}
         return moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                          swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=cfg)
 
     kernels = [*route, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
     register_impl("moe_experts", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
                   deterministic=True, kernels=lambda: list(kernels), prepare=prepare_experts)(experts)
-    register_impl("moe_layer", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
+    register_impl("moe_layer", f"triton_glue{glue[1:]}", backend="triton", default_config=layer_default,
                   deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *kernels],
                   prepare=prepare_experts)(layer)
 

@@ -1,5 +1,5 @@
-"""Time moe_experts / moe_layer configs of the grouped kernel (impl "triton") beside the previous choices (triton_v2,
-and triton_v1's default with --v1), on the same rotating input sets (drawn once per shape: drawing 400 MB of experts
+"""Time moe_experts / moe_layer / moe_gate configs (impl "triton") beside the previous choices (--baselines, default
+triton_v3; triton_v1's default with --v1), on the same rotating input sets (drawn once per shape: drawing 400 MB of experts
 per config would dominate). GPU only.
 
     python3 scripts/moe_sweep.py [--op moe_experts] [--batch 64 16 1] [--warm 12] [--json out.json] [--pin best.json]
@@ -43,13 +43,33 @@ SWEEPS = {
                   dict(BN_UP=128, BN_DOWN=64, EPILOGUE="swiglu", MAXNREG_DOWN=80)],
         "layer": [dict(MAXNREG_DOWN=80)],
     },
+    "r3": {     # session 5 (moe4): r2's deltas; moe_layer / moe_gate at C=1 time the fused gate (default) vs triton_v3
+        "small": [], "mid": [dict(MAXNREG_DOWN=80), dict(SPLIT_UP=1, SPLIT_DOWN=1), dict(SPLIT_UP=4, SPLIT_DOWN=2),
+                             dict(SPLIT_UP=2, SPLIT_DOWN=2)],
+        "large": [dict(MAXNREG_DOWN=80), dict(MAXNREG_DOWN=80, MAXNREG_UP=96),
+                  dict(BN_UP=128, BN_DOWN=64, EPILOGUE="swiglu", MAXNREG_DOWN=80), dict(X_ONCE=True),
+                  dict(SPLIT_DOWN=2)],
+        "layer": [dict(MAXNREG_DOWN=80)],
+        "layer_mid": [dict(MAXNREG_DOWN=80), dict(GATE="fused")],    # the one-launch gate at C=16 too
+        "gate": [dict(GATE="fused")],                                 # moe_gate: the same at C > 4
+        # C=1 with the shared expert: 2 active items x 32 x 8 up (64 x 4 down) programs at 3 resident per SM (sm_90
+        # static: 168 / 150 registers) = 1.3 waves. FIN_TOKENS 8: the down kernel 150 -> 128 registers (4 per SM);
+        # fewer K splits: one wave of longer programs (SPLIT_UP 2: up 128 registers; SPLIT_DOWN 2: down 95)
+        "layer_small": [dict(FIN_TOKENS=8), dict(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8),
+                        dict(SPLIT_UP=8, SPLIT_DOWN=2, FIN_TOKENS=8), dict(SPLIT_UP=4, SPLIT_DOWN=4, FIN_TOKENS=8),
+                        dict(SPLIT_UP=2, SPLIT_DOWN=2, FIN_TOKENS=8), dict(FIN_TOKENS=8, ITEM_TABLE=True),
+                        dict(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8, ITEM_TABLE=True)],
+    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 
 
 def _klass(op: str, T: int) -> str:
-    if op == "moe_layer":
-        return "layer"
+    if op == "moe_layer":           # per-C rows where the table has them
+        k = "layer_small" if T <= 4 else ("layer_mid" if T <= 32 else "layer")
+        return k if k in SWEEP else "layer"
+    if op == "moe_gate":
+        return "gate" if T > 4 else "gate_small"           # at C <= 4 the one-launch gate is the default
     return "small" if T <= 4 else ("mid" if T <= 32 else "large")
 
 
@@ -58,12 +78,18 @@ def _cases(op: str, shapes: str, batch: list[int]):
     return spec, [p for p in spec.shape_cases(get_shape_set(shapes)) if p["T"] in batch and not p.get("hash")]
 
 
+BASELINES = ["triton_v3"]     # previous impls timed first (--baselines); the first one is the rel_fro reference
+
+
 def _trials(op: str, params: dict, defaults_only: bool, v1: bool) -> list[tuple[str, dict | None]]:
     new = registry.get_impl(op, "triton")
     base = new.default_config(params)
-    out = ([("triton_v1", None)] if v1 else []) + [("triton_v2", None), ("triton", None)]
+    old = [n for n in (["triton_v1"] if v1 else []) + BASELINES if n in registry.impls(op)]
+    if op == "moe_gate" and not old:
+        old = ["triton_v1"]                                       # the gate's previous impl (GEMM + top-k)
+    out = [(n, None) for n in old] + [("triton", None)]
     if not defaults_only:
-        out += [("triton", {**base, **c}) for c in SWEEP[_klass(op, params["T"])]]
+        out += [("triton", {**base, **c}) for c in SWEEP.get(_klass(op, params["T"]), [])]
     return out
 
 
@@ -100,7 +126,9 @@ def main() -> None:
     ap.add_argument("--v1", action="store_true", help="time triton_v1's default too")
     ap.add_argument("--defaults-only", action="store_true")
     ap.add_argument("--sweep", default="r2", choices=sorted(SWEEPS), help="which table of config deltas")
+    ap.add_argument("--baselines", nargs="*", default=BASELINES, help="previous impls timed before the default")
     a = ap.parse_args()
+    BASELINES[:] = a.baselines
     SWEEP.clear()
     SWEEP.update(SWEEPS[a.sweep])
     registry.load_builtin()
@@ -145,7 +173,7 @@ def main() -> None:
                 print(f"{op} T={T} {name} {cfg}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
             del use, calls
-            shown = cfg or impl.default_config(params)
+            shown = cfg or (impl.default_config(params) if impl.default_config else {})     # triton_v1 gates: none
             print(f"{op} T={T:3d} {name:9s} {us:9.2f} us  rel_fro vs first {err:.1e}  ({time.time() - t0:.1f} s)  "
                   f"{'' if cfg else 'default '}{shown}", flush=True)
             rows.append({"op": op, "T": T, "impl": name, "config": shown, "default": cfg is None,

@@ -107,7 +107,8 @@ def test_layer_is_gate_experts_shared():
 
 
 # ---- kernels == reference --------------------------------------------------------------------------------------
-GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3}]
+GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3},    # T <= 4: GATE "fused"
+              {**SMALL, "T": 1, "hash": True}]
 EXPERT_CASES = [dict(SMALL), {**SMALL, "El": 8, "offset": 0, "T": 3, "K": 3, "F": 256, "D": 128},
                 {**SMALL, "T": 1, "El": 2, "offset": 2, "D": 128}]
 
@@ -138,7 +139,7 @@ def test_shared_expert_kernel(monkeypatch):
     check_against_reference("shared_expert", {"T": 3, "D": 256, "F": 128}, "outliers")
 
 
-@pytest.mark.parametrize("p", [dict(SMALL), {**SMALL, "hash": True, "offset": 0}])
+@pytest.mark.parametrize("p", [dict(SMALL), {**SMALL, "hash": True, "offset": 0}, {**SMALL, "T": 2}])
 def test_layer_kernel(p, monkeypatch):
     poisoned_empty(monkeypatch)
     check_against_reference("moe_layer", p, "normal")
@@ -272,6 +273,19 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 
 
+@pytest.mark.parametrize("T,glue", [(1, "v4"), (20, "v3")])
+def test_item_table_changes_the_lookups_not_the_sums(T, glue, monkeypatch):
+    """ITEM_TABLE (each program's expert and rows from one table row) and, at T = 1, the token of every slot without
+    a load: outputs bit-equal to the count / list / offsets lookups (glue v4 with the finishing epilogues, and v3)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": T, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
+    _, impl = spec_and_impl("moe_experts")
+    inp = impl.prepared(_inputs("moe_experts", p, values="large"))
+    cfg = {**KM.grouped_default({"T": T}), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2, "SPLIT_DOWN": 2, "GLUE": glue}
+    assert torch.equal(impl.fn(**inp, config={**cfg, "ITEM_TABLE": True}), impl.fn(**inp, config=cfg))
+
+
 def test_grouped_swiglu_epilogue_in_the_up_pass(monkeypatch):
     """EPILOGUE "swiglu" (no K split, BN_UP 128): the up pass writes the act-quantized SwiGLU output itself; the
     result equals the separate _swiglu_quant_kernel path bit for bit (routed rows by slot weight, shared rows)."""
@@ -336,7 +350,8 @@ def _want_routing(indices, offset, El):
     return order, start, active, inv
 
 
-def _check_routing(buf, indices, offset, El):
+def _check_routing(buf, indices, offset, El, table=True):
+    from kernelbench.kernels.moe import item_table_offset
     act, start, order, inv, _, _ = buf
     w_order, w_start, w_active, w_inv = _want_routing(indices, offset, El)
     n = w_order.numel()
@@ -344,6 +359,11 @@ def _check_routing(buf, indices, offset, El):
     assert int(act[0]) == w_active.numel() and torch.equal(act[1:1 + w_active.numel()].long(), w_active)
     assert torch.equal(order[:n].long(), w_order)
     assert torch.equal(inv.long(), w_inv)
+    if table:       # the item table (ITEM_TABLE): (expert, start, end) per active expert, then empty rows
+        rows = act[item_table_offset(El):].view(El, 4)[:, :3].long()
+        na = w_active.numel()
+        want = torch.stack([w_active, w_start[w_active], w_start[w_active + 1]], 1)
+        assert torch.equal(rows[:na], want) and not rows[na:].any()
 
 
 @pytest.mark.parametrize("T,K,El,offset,spread", [
@@ -365,7 +385,7 @@ def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch)
     x = torch.randn((T, D), generator=g).bfloat16()
     bufs = {glue: KM._route(x, indices, El, offset, glue) for glue in ("v3", "v2")}
     for glue, buf in bufs.items():
-        _check_routing(buf, indices, offset, El)
+        _check_routing(buf, indices, offset, El, table=glue != "v2")
     assert torch.equal(bufs["v3"][4], bufs["v2"][4]) and torch.equal(bufs["v3"][5], bufs["v2"][5])
     from kernelbench.reference.linear import dequant_act_fp8
     xq = bufs["v3"][4].view(torch.float8_e4m3fn).float() * bufs["v3"][5].repeat_interleave(128, 1)
@@ -404,6 +424,7 @@ def test_previous_glue_impls_match_the_reference(op, impl_name, monkeypatch):
 @pytest.mark.parametrize("op,cfg", [
     ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                 # shared expert fused: its rows and tickets too
     ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 1, "SHARED_ITEMS": "per_tile", "SCALES": "ahead"}),   # 3 shared items
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2, "FIN_ROWS": 2, "FIN_TOKENS": 8}),   # small finishing blocks
     ("moe_experts", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"})])   # shared added in the combine
 def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
     """glue v4 (impl triton): the SwiGLU-quant by the last program of each (item, 128-column group) of the W1/W3
@@ -419,3 +440,37 @@ def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
     run = impl.prepared(inp)
     assert torch.equal(impl.fn(**run, config=base), out[0])
     assert torch.equal(impl.fn(**run, config={**base, "GLUE": "v3"}), out[0])
+
+
+@pytest.mark.parametrize("p,values", [({**SMALL, "T": 4, "E": 16, "K": 3, "El": 8, "offset": 4}, "ties"),
+                                      ({**SMALL, "T": 1, "hash": True}, "normal"),
+                                      ({**SMALL, "T": 3, "E": 24, "K": 6, "El": 8, "offset": 16}, "outliers"),
+                                      ({**SMALL, "T": 11, "E": 16, "K": 3, "El": 8, "offset": 8}, "normal")])
+def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
+    """GATE "fused" (_gate_fused_kernel: gate GEMV programs, the last runs the top-k of all rows, the slot sort and
+    x's act-quant beside): idx equal and w within fp32 rounding of the GEMM gate's (the GEMV sums in another order),
+    routing lists a stable sort of its idx, x's codes equal to _route's; twice (the ticket is back at zero); E not a
+    multiple of the GEMV's rows per program (24)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    inp = _inputs("moe_layer", p, values)
+    gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
+    w0, i0 = KM._gate(*gate_in)
+    for _ in range(2):
+        w1, i1 = KM._gate_fused(*gate_in)
+        w, idx, buf = KM._gate_fused(*gate_in, route=(p["El"], p["offset"]))
+        assert torch.equal(idx, i0) and torch.equal(i1, i0)
+        torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
+        assert torch.equal(w1, w)
+        _check_routing(buf, idx, p["offset"], p["El"])
+        ref = KM._route(inp["x"], idx, p["El"], p["offset"], "v3")
+        assert torch.equal(buf[4], ref[4]) and torch.equal(buf[5], ref[5])
+
+
+@pytest.mark.parametrize("op,impl_name", [("moe_gate", "triton_v1"), ("moe_layer", "triton_v3"),
+                                          ("moe_experts", "triton_v3")])
+def test_previous_choices_stay_registered(op, impl_name, monkeypatch):
+    """The session-4 choices (moe_gate's GEMM + top-k launches at every T; moe_layer / moe_experts triton_v3: the
+    gate GEMM + route launch) stay correct beside the new defaults, at a T where the defaults differ."""
+    poisoned_empty(monkeypatch)
+    check_against_reference(op, {**SMALL, "T": 2}, "normal", impl_name=impl_name)
