@@ -119,12 +119,16 @@ def current_device() -> str:
     return "cpu"
 
 
-def key_distance(a: dict, b: dict) -> float:
+def key_distance(a: dict, b: dict, exact: tuple[str, ...] = ()) -> float:
+    """Log distance over the numeric fields; any other field, and each field named in `exact`, must be equal
+    (else inf: never borrowed across)."""
     if set(a) != set(b):
         return math.inf
     d = 0.0
     for k, va in a.items():
         vb = b[k]
+        if k in exact and va != vb:
+            return math.inf
         if isinstance(va, (int, float)) and isinstance(vb, (int, float)) and not isinstance(va, bool):
             d += abs(math.log2(max(va, 1) / max(vb, 1)))
         elif va != vb:
@@ -211,7 +215,11 @@ def env_settings() -> dict[str, str]:
     return {k: os.environ[k] for k in (ENV_PIN, ENV_FILE) if os.environ.get(k)}
 
 
-def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = None) -> dict:
+def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = None,
+           exact: tuple[str, ...] = ()) -> dict:
+    """The config for (op, key): pinned, else the exact or nearest tuned entry (see the module docstring), else
+    `default`. `exact`: key fields a tuned entry must match to be borrowed at another key (fields that choose a
+    different code path, e.g. compressor_step's ratio: a config tuned at ratio 4 is no evidence at ratio 128)."""
     for obs in _observers:
         obs(op, key)
     pinned = _pinned(op)
@@ -225,7 +233,7 @@ def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = Non
     for scope in scopes:
         best, best_d = None, math.inf
         for e in scope:
-            d = key_distance(key, e["key"])
+            d = key_distance(key, e["key"], exact)
             if d < best_d:
                 best, best_d = e, d
         if best is not None:

@@ -542,6 +542,10 @@ EMIT_IN_STEP_MAX_T = 4
 # (docs/perf/h200-2026-12-01-session4.md, same run, us one / split): ratio 128 C=1 17.39 / 23.87, C=64 28.59 / 28.77;
 # ratio 4 C=1 15.20 / 14.94, C=64 21.29 / 17.60; indexer (d 128, ratio 4) C=1 16.32 / 12.95.
 STEP_PATHS = ("one", "split")
+# Tuned entries are borrowed at other T and D, never across the ratio: the ratio decides the default path (H200,
+# session 5: the ratio-128 key at T=1 borrowed ratio 4's split choice, 24.46 us, where the one launch took 17.39 in
+# session 4; docs/perf/h200-2026-12-01-session5.md).
+STEP_EXACT_KEYS = ("ratio",)
 ONE_LAUNCH_MIN_RATIO = 8      # the overlapping ratio-4 compressors (c = 2) take the split path by default
 
 
@@ -575,7 +579,7 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
     t, dim = x.shape
     dev = check_device(x, wkv, wgate, ape, norm_weight, positions, seq_ids, freqs, state_kv, state_score, cache)
     key = {"T": t, "D": dim, "d": d, "ratio": ratio}
-    cfg = config or lookup("compressor_step", key, step_default(key))
+    cfg = config or lookup("compressor_step", key, step_default(key), exact=STEP_EXACT_KEYS)
     path = cfg.get("PATH", "one")
     if path not in STEP_PATHS:
         raise ValueError(f"compressor_step: PATH={path!r} must be one of {', '.join(STEP_PATHS)}")

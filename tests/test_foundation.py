@@ -95,6 +95,11 @@ def test_tuning_lookup_exact_nearest_default_and_corrupt(tmp_path, monkeypatch):
         assert tuned_configs.lookup("opx", {"M": 2, "N": 1024}, default, device="GPU-C")["BLOCK"] == 32
     with pytest.warns(UserWarning, match="no tuned config"):
         assert tuned_configs.lookup("opy", {"M": 2}, default, device="GPU-C") == default
+    with pytest.warns(UserWarning, match="no tuned config"):    # N must match: nothing to borrow on any device
+        assert tuned_configs.lookup("opx", {"M": 16, "N": 2048}, default, device="GPU-A", exact=("N",)) == default
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                        # an exact hit needs no warning, `exact` or not
+        assert tuned_configs.lookup("opx", {"M": 64, "N": 1024}, default, device="GPU-A", exact=("N",))["BLOCK"] == 128
     monkeypatch.setenv(tuned_configs.ENV_PIN, 'opx={"BLOCK": 256}')
     assert tuned_configs.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A")["BLOCK"] == 256
     monkeypatch.delenv(tuned_configs.ENV_PIN)

@@ -5,6 +5,7 @@ lookup is the key `kernelbench tune` exports, so an exported choice is what the 
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -202,3 +203,21 @@ def test_verify_covers_every_path_and_export_refuses_an_unreadable_config(tmp_pa
     with pytest.raises(ValueError, match="SPLIT=0: must be positive"):
         tune.export([bad], tmp_path / "t.json")
     assert not (tmp_path / "t.json").exists()
+
+
+def test_compressor_never_borrows_a_tuned_path_across_the_ratio():
+    """The packaged H200 entries hold ratio-4 choices (split) only; the ratio-128 keys keep their default (one launch)
+    instead of borrowing the nearest ratio-4 entry (session 5: 24.46 us borrowed vs 17.39 for the one launch)."""
+    from kernelbench import tuned_configs
+    from kernelbench.kernels import compressor as KC
+    h200 = [e for e in tuned_configs.entries() if e["op"] == "compressor_step" and e["device"] == "NVIDIA H200"]
+    assert h200 and {e["key"]["ratio"] for e in h200} == {4}, "the premise: only ratio-4 entries are tuned"
+    for t in (1, 16, 64):
+        key = {"T": t, "D": 4096, "d": 512, "ratio": 128}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = tuned_configs.lookup("compressor_step", key, KC.step_default(key), device="NVIDIA H200",
+                                       exact=KC.STEP_EXACT_KEYS)
+            without = tuned_configs.lookup("compressor_step", key, KC.step_default(key), device="NVIDIA H200")
+        assert got == KC.step_default(key) and got["PATH"] == "one", (t, got)
+        assert without["PATH"] == "split", "without `exact` the nearest ratio-4 entry would be borrowed"
