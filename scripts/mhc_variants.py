@@ -23,17 +23,18 @@ VARIANTS = {                      # name -> overrides on top of triton_v3's defa
 }
 
 
-def _variant(op: str, fn, name: str, overrides: dict):
+def _variant(op: str, fn, name: str, overrides: dict, default, kernels):
+    """Register `name` for `op`: `fn` with `overrides` on top of the call's config (else `default` at its T, D)."""
     def run(config: dict | None = None, **kwargs):
         t, d = kwargs["h"].shape[0], kwargs["h"].shape[2]
-        return fn(config={**(config or M.mhc1_default({"T": t, "D": d})), **overrides}, **kwargs)
+        return fn(config={**(config or default({"T": t, "D": d})), **overrides}, **kwargs)
     run.__name__ = f"{op}_{name}"
-    register_impl(op, name, backend="triton", kernels=M._KERNELS1)(run)
+    register_impl(op, name, backend="triton", kernels=kernels)(run)
 
 
 for _op, _fn in OPS.items():
     for _name, _over in VARIANTS.items():
-        _variant(_op, _fn, _name, _over)
+        _variant(_op, _fn, _name, _over, M.mhc1_default, M._KERNELS1)
 
 
 def _one_sinkhorn_iteration(op: str, fn, name: str):
@@ -68,17 +69,9 @@ V4_VARIANTS = {
 }
 
 
-def _variant4(op: str, fn, name: str, overrides: dict):
-    def run(config: dict | None = None, **kwargs):
-        t, d = kwargs["h"].shape[0], kwargs["h"].shape[2]
-        return fn(config={**(config or M.mhc4_default({"T": t, "D": d})), **overrides}, **kwargs)
-    run.__name__ = f"{op}_{name}"
-    register_impl(op, name, backend="triton", kernels=M._KERNELS4)(run)
-
-
 for _op, _fn in V4.items():
     for _name, _over in V4_VARIANTS.items():
-        _variant4(_op, _fn, _name, _over)
+        _variant(_op, _fn, _name, _over, M.mhc4_default, M._KERNELS4)
 
 
 def _v4_iters1(config: dict | None = None, **kwargs):
