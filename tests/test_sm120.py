@@ -21,12 +21,7 @@ CHECKED = [p for p in IMPLS if os.environ.get("KB_SLOW") == "1" or p not in SLOW
 
 @pytest.fixture(scope="module")
 def reports():
-    jobs = [(op, impl, params, cfg)
-            for spec, impl_obj in inspector.triton_impls() if (spec.name, impl_obj.name) in CHECKED
-            for op, impl in [(spec.name, impl_obj.name)]
-            for params in spec.shape_cases("flash-tp8")
-            for cfg in inspector.configs_for(impl_obj, params, False)]
-    out = inspector.inspect_jobs(jobs, target="sm_120")
+    out = inspector.inspect_impls(shape_set="flash-tp8", target="sm_120", select=lambda op, impl: (op, impl) in CHECKED)
     by = {}
     for r in out:
         by.setdefault((r["op"], r["impl"]), []).append(r)

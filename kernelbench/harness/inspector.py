@@ -409,10 +409,11 @@ def configs_for(impl: registry.Impl, params: dict, all_configs: bool) -> list[di
 def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-tp8", target: str = "sm_120",
                   all_configs: bool = False, modules: tuple[str, ...] = (), batches: tuple[int, ...] | None = None,
                   impl_names: tuple[str, ...] = (), tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS,
-                  progress: bool = False) -> list[dict]:
+                  progress: bool = False, select=None) -> list[dict]:
     """Inspect every Triton implementation of `op_names` (all ops when None) at every case of the
-    shape set: the default config, or every config of its space. Returns ImplReport dicts with a
-    `problems` list and a `label`. An unknown op or implementation name raises InspectorError."""
+    shape set: the default config, or every config of its space. `select(op, impl) -> bool` keeps only
+    some (op, implementation) pairs. Returns ImplReport dicts with a `problems` list and a `label`. An
+    unknown op or implementation name raises InspectorError."""
     for m in modules:
         registry.load_module(m)
     try:
@@ -425,7 +426,7 @@ def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-
                              f"(they have: {', '.join(sorted({i.name for _, i in pairs})) or 'none'})")
     jobs = []
     for spec, impl in pairs:
-        if impl_names and impl.name not in impl_names:
+        if (impl_names and impl.name not in impl_names) or (select and not select(spec.name, impl.name)):
             continue
         for params in spec.shape_cases(shape_set):
             if batches and spec.batch(params) not in (None, *batches):
