@@ -10,4 +10,4 @@ python3 -m pip install -q "setuptools>=64" torch==2.13.0 "triton==${KB_TRITON:-3
 python3 -m pip install -q --no-build-isolation -e '.[test]'
 export TRITON_INTERPRET=1
 cores=$(nproc)
-python3 -m pytest -q -p no:cacheprovider -n "${KB_WORKERS:-$((cores < 8 ? cores : 8))}" --dist loadgroup "$@"
+python3 -m pytest -q -p no:cacheprovider -n "${KB_WORKERS:-$((cores < 8 ? cores : 8))}" --dist loadgroup --max-worker-restart 0 "$@"

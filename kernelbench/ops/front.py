@@ -102,10 +102,15 @@ def _q_cost(p) -> Cost:
 def _q_tol(p) -> dict:
     lin = _linear_tol(p, "y")["y"]
     return {"y": Tolerance(
-        atol=lin.atol, rtol=2 * lin.rtol, rel_fro=lin.rel_fro, max_mismatch_frac=lin.max_mismatch_frac,
+        atol=lin.atol, rtol=2 * lin.rtol, rel_fro=lin.rel_fro + 2 ** -7, max_mismatch_frac=lin.max_mismatch_frac,
         why="head_rms_norm_rope of the bf16 wq_b output. The norm's official bf16 steps (q^2, mean, + eps, rsqrt) "
             "happen in both; a projection error moves the rounded per-head scale by at most one bf16 ulp (2^-7 "
-            "rel on every element of that head, hence rtol twice the projection's). Projection: " + lin.why)}
+            "rel on every element of that head, hence rtol twice the projection's). When that flip happens the "
+            "whole head moves by it, so with few heads (M * Hl = 2) rel_fro is up to 2^-7 on top of the "
+            "projection's 2^-8: measured on the H200, M=2 Hl=1 K=128 'large' seed 3941 gave 0.0047 (every element "
+            "within atol/rtol; the interpreter, whose projection is bit-exact, gives 0); on the CPU, moving 3% of "
+            "that example's projection outputs by one bf16 ulp gives up to 0.0051 (scripts/attention_q_scale_flip.py). "
+            "A wrong block, rotation or head still moves rel_fro by far more. Projection: " + lin.why)}
 
 
 register_op(OpSpec(
