@@ -21,6 +21,7 @@ import math
 import os
 import re
 import warnings
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ FORMAT_VERSION = 1
 
 _warned: set = set()
 _observers: list = []     # callables (op, key) told of every lookup: how `tune` learns a kernel's key
+_recorders: list = []     # lists that get the Resolution of every lookup (record_resolutions)
 
 
 @contextlib.contextmanager
@@ -45,6 +47,30 @@ def observe_lookups():
         yield seen
     finally:
         _observers.remove(obs)
+
+
+@contextlib.contextmanager
+def record_resolutions():
+    """Collect the Resolution of every lookup made inside the block (decode-bench reports which configs a step
+    ran: tuned at that key, borrowed from another key or device, or the kernel's default)."""
+    seen: list[Resolution] = []
+    _recorders.append(seen)
+    try:
+        yield seen
+    finally:
+        _recorders.remove(seen)
+
+
+def summarize(resolutions) -> list[Resolution]:
+    """One Resolution per distinct (op, key, source, config), in first-seen order (a step looks a key up once per
+    layer)."""
+    out, seen = [], set()
+    for r in resolutions:
+        tag = (r.op, json.dumps(r.key, sort_keys=True), r.source, json.dumps(r.config, sort_keys=True, default=str))
+        if tag not in seen:
+            seen.add(tag)
+            out.append(r)
+    return out
 
 
 def tuned_file() -> Path:
@@ -215,16 +241,30 @@ def env_settings() -> dict[str, str]:
     return {k: os.environ[k] for k in (ENV_PIN, ENV_FILE) if os.environ.get(k)}
 
 
-def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = None,
-           exact: tuple[str, ...] = ()) -> dict:
-    """The config for (op, key): pinned, else the exact or nearest tuned entry (see the module docstring), else
-    `default`. `exact`: key fields a tuned entry must match to be borrowed at another key (fields that choose a
-    different code path, e.g. compressor_step's ratio: a config tuned at ratio 4 is no evidence at ratio 128)."""
-    for obs in _observers:
-        obs(op, key)
+@dataclass(frozen=True)
+class Resolution:
+    """How one lookup found its config: `source` is "pinned" (KERNELBENCH_PIN_CONFIG), "exact" (a tuned entry at
+    this key on this device), "nearest" (an entry at another key on this device), "other device" (an entry tuned on
+    another GPU, at `tuned_key`) or "default" (the kernel's own rule: no usable entry)."""
+    op: str
+    key: dict
+    source: str
+    config: dict
+    tuned_key: dict | None = None
+    tuned_device: str | None = None
+    tuned_us: float | None = None
+
+    def as_json(self) -> dict:
+        return {"op": self.op, "key": self.key, "source": self.source, "config": self.config,
+                "tuned_key": self.tuned_key, "tuned_device": self.tuned_device, "tuned_us": self.tuned_us}
+
+
+def resolve(op: str, key: dict[str, Any], default: dict, device: str | None = None,
+            exact: tuple[str, ...] = ()) -> Resolution:
+    """`lookup` without its side effects (no observers, no warning): the config and where it came from."""
     pinned = _pinned(op)
     if pinned is not None:
-        return {**default, **pinned}
+        return Resolution(op, dict(key), "pinned", {**default, **pinned})
     device = device or current_device()
     candidates = [e for e in entries() if e["op"] == op]
     scopes = [[e for e in candidates if e.get("device") == device]]
@@ -237,12 +277,28 @@ def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = Non
             if d < best_d:
                 best, best_d = e, d
         if best is not None:
-            if best_d > 0 or best.get("device") != device:
-                _warn_once(op, key, f"using the config tuned for {best['key']} on {best.get('device')}", device)
-            return {**default, **best["config"]}
-    if device != "cpu":        # the interpreter has nothing to tune: no warning there
+            source = "other device" if best.get("device") != device else "exact" if best_d == 0 else "nearest"
+            return Resolution(op, dict(key), source, {**default, **best["config"]}, dict(best["key"]),
+                              best.get("device"), best.get("us"))
+    return Resolution(op, dict(key), "default", dict(default))
+
+
+def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = None,
+           exact: tuple[str, ...] = ()) -> dict:
+    """The config for (op, key): pinned, else the exact or nearest tuned entry (see the module docstring), else
+    `default`. `exact`: key fields a tuned entry must match to be borrowed at another key (fields that choose a
+    different code path, e.g. compressor_step's ratio: a config tuned at ratio 4 is no evidence at ratio 128)."""
+    for obs in _observers:
+        obs(op, key)
+    device = device or current_device()
+    r = resolve(op, key, default, device, exact)
+    for rec in _recorders:
+        rec.append(r)
+    if r.source in ("nearest", "other device"):
+        _warn_once(op, key, f"using the config tuned for {r.tuned_key} on {r.tuned_device}", device)
+    elif r.source == "default" and device != "cpu":     # the interpreter has nothing to tune: no warning there
         _warn_once(op, key, "no tuned config; using the default", device)
-    return dict(default)
+    return dict(r.config)
 
 
 def _warn_once(op: str, key: dict, what: str, device: str) -> None:

@@ -2,6 +2,7 @@
 the reference ops (the Triton decoder in the interpreter is too slow for the default run)."""
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -286,3 +287,33 @@ def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
         idle = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] == db.IDLE)
         assert 0 < busy <= 1.05 * p["step_ms"] and busy + idle == pytest.approx(max(p["step_ms"], busy))
         assert p["kernels_per_layer"] > 0 and p["roofline_ms"] > 0
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
+def test_decode_bench_reports_where_each_kernel_config_came_from(tmp_path, monkeypatch):
+    """Every lookup of the step is in the JSON and the store (tuned at its key, borrowed or the default) and the
+    ones not tuned at their key are printed: on the CPU nothing is tuned until a file says so for 'cpu'."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    args = ["decode-bench", "--layers", "swa", "--batches", "1,2", "--steps", "1", "--warmup", "0", "--context", "8",
+            "--impl", "reference", "--use", "fp8_linear=triton"]
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, args + ["--no-store", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    looked = [p["configs"] for p in json.loads(out.read_text())["points"]]
+    assert all(c and {x["op"] for x in c} == {"fp8_linear"} and {x["source"] for x in c} == {"default"} for c in looked)
+    assert "C=1: 1 kernel configs looked up: 1 default" in r.output and "M=2 N=256 K=256" in r.output
+    first = looked[0][0]
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "cpu", "op": "fp8_linear", "key": first["key"], "config": first["config"], "us": 9.0}]}))
+    monkeypatch.setenv("KERNELBENCH_TUNED", str(tuned))
+    url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    r = CliRunner().invoke(main, args + ["--json", str(out), "--db", url])
+    assert r.exit_code == 0, r.output
+    at1, at2 = (p["configs"] for p in json.loads(out.read_text())["points"])
+    assert [(c["source"], c["tuned_us"]) for c in at1] == [("exact", 9.0)]
+    assert [(c["source"], c["tuned_key"], c["key"]["M"]) for c in at2] == [("nearest", first["key"], 2)]
+    from kernelbench.db.store import Store
+    from kernelbench.harness.roofline import latest_bench
+    rows = latest_bench(Store(url), ops=[db.DECODE_OP])
+    assert sorted(c["source"] for row in rows for c in row["extra"]["configs"]) == ["exact", "nearest"]

@@ -77,6 +77,32 @@ def test_registry_and_backend_resolution():
         registry._IMPLS.pop("toy_double", None)
 
 
+def test_every_lookup_is_recorded_with_where_its_config_came_from(tmp_path, monkeypatch):
+    f = tmp_path / "tuned.json"
+    f.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "GPU-A", "op": "opx", "key": {"M": 16, "N": 1024}, "config": {"BLOCK": 64}, "us": 3.5},
+        {"device": "GPU-B", "op": "opx", "key": {"M": 1, "N": 1024}, "config": {"BLOCK": 32}, "us": 1.25},
+    ]}))
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(f))
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    default = {"BLOCK": 16}
+    with tuned_configs.record_resolutions() as seen:
+        for _ in range(2):          # a step asks once per layer: summarize keeps one row per distinct lookup
+            tuned_configs.lookup("opx", {"M": 16, "N": 1024}, default, device="GPU-A")
+        tuned_configs.lookup("opx", {"M": 64, "N": 1024}, default, device="GPU-A")
+        tuned_configs.lookup("opx", {"M": 2, "N": 1024}, default, device="GPU-C")
+        tuned_configs.lookup("opx", {"M": 64, "N": 2048}, default, device="GPU-A", exact=("N",))
+    tuned_configs.lookup("opx", {"M": 4, "N": 1024}, default, device="GPU-A")      # outside the block: not seen
+    rows = [r.as_json() for r in tuned_configs.summarize(seen)]
+    assert len(seen) == 5 and [(r["source"], r["config"]["BLOCK"], r["tuned_key"], r["tuned_us"]) for r in rows] == [
+        ("exact", 64, {"M": 16, "N": 1024}, 3.5), ("nearest", 64, {"M": 16, "N": 1024}, 3.5),
+        ("other device", 32, {"M": 1, "N": 1024}, 1.25), ("default", 16, None, None)]
+    assert rows[2]["tuned_device"] == "GPU-B" and rows[0]["key"] == {"M": 16, "N": 1024}
+    monkeypatch.setenv(tuned_configs.ENV_PIN, 'opx={"BLOCK": 256}')
+    r = tuned_configs.resolve("opx", {"M": 16, "N": 1024}, default, device="GPU-A")
+    assert (r.source, r.config) == ("pinned", {"BLOCK": 256})
+
+
 def test_tuning_lookup_exact_nearest_default_and_corrupt(tmp_path, monkeypatch):
     f = tmp_path / "tuned.json"
     f.write_text(json.dumps({"version": 1, "entries": [

@@ -19,6 +19,7 @@ depends on shapes and lengths, not on values.
 from __future__ import annotations
 
 import math
+from collections import Counter
 import random
 import re
 import statistics
@@ -29,6 +30,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from kernelbench import tuned_configs
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
@@ -270,7 +272,6 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
 def _name_difference(replayed: list[Kernel], eager: list[Kernel], shown: int = 3) -> str:
     """What one replayed step runs that the eager step did not and the reverse, by kernel name and count
     (the labeller's refusal reason: which kernels the graph replaces)."""
-    from collections import Counter
     got, want = Counter(work_name(k.name) for k in replayed), Counter(work_name(k.name) for k in eager)
 
     def names(c: Counter) -> str:
@@ -390,6 +391,7 @@ class BenchPoint:
     attribution_source: str = ""         # "graph replay kernels", "eager kernels", "host time"
     attribution_note: str = ""
     samples_ms: list[float] = field(default_factory=list)
+    configs: list[dict] = field(default_factory=list)   # how each kernel found its config (tuned_configs.Resolution)
 
 
 @dataclass
@@ -593,7 +595,8 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
     rec = RecordingOps(plain)
     model.env.ops = rec
     try:
-        eager()
+        with tuned_configs.record_resolutions() as looked:
+            eager()
     finally:
         model.env.ops = plain
     nbytes = sum(rec.bytes.values())
@@ -625,7 +628,8 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
     p10, p90, q1, q3 = _quantiles(times)
     med = statistics.median(times)
     pt = BenchPoint(c, statistics.fmean(lengths), med, p10, p90, q1, q3, 1e3 * c / med, bytes=nbytes,
-                    samples_ms=[round(t, 4) for t in times])
+                    samples_ms=[round(t, 4) for t in times],
+                    configs=[r.as_json() for r in tuned_configs.summarize(looked)])
     if not math.isnan(res.gbps):
         pt.roofline_ms = nbytes / (res.gbps * 1e9) * 1e3
     if profile:
@@ -717,6 +721,39 @@ def print_result(res: BenchResult, console) -> None:
     if profiled:
         p = max(profiled, key=lambda q: q.batch)
         console.print(attribution_table(p, res.gbps))
+    print_configs(res.points, console)
+
+
+def config_counts(pt: BenchPoint) -> Counter:
+    return Counter(c["source"] for c in pt.configs)
+
+
+def print_configs(points: list[BenchPoint], console) -> None:
+    """Which configs the step's kernels ran: a line per C (how many lookups were tuned at their key, borrowed or
+    the kernel's default) and a row per lookup that was not tuned at its key on this device."""
+    from rich.table import Table
+    if not any(p.configs for p in points):
+        return
+    for p in points:
+        n = config_counts(p)
+        console.print(f"C={p.batch}: {len(p.configs)} kernel configs looked up: "
+                      + ", ".join(f"{n[s]} {s}" for s in ("exact", "nearest", "other device", "default", "pinned")
+                                  if n[s]))
+    t = Table(title="configs not tuned at the key the step asked for (kernelbench tune OP fills them)")
+    for col in ("C", "op", "key", "source", "borrowed from", "tuned us"):
+        t.add_column(col, justify="left" if col in ("op", "key", "source", "borrowed from") else "right")
+    rows = 0
+    for p in points:
+        for c in p.configs:
+            if c["source"] in ("exact", "pinned"):
+                continue
+            rows += 1
+            fmt = lambda k: " ".join(f"{a}={b}" for a, b in k.items())  # noqa: E731
+            src = "" if c["tuned_key"] is None else f"{fmt(c['tuned_key'])} on {c['tuned_device']}"
+            t.add_row(str(p.batch), c["op"], fmt(c["key"]), c["source"], src,
+                      "" if c["tuned_us"] is None else f"{c['tuned_us']:.2f}")
+    if rows:
+        console.print(t)
 
 
 def attribution_table(p: BenchPoint, gbps: float):
@@ -768,7 +805,8 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
                      "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
-                     "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags}
+                     "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
+                     "configs": p.configs}
             rows.append(dict(
                 environment_id=env_id, implementation_id=impl_id,
                 shape_label=f"C={p.batch},ctx={params['context']}",
