@@ -450,6 +450,31 @@ def _token_tail(t, h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr
 
 
 @triton.jit
+def _proj_tiles(tb, s, T, D, ROWS, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, NPAD: tl.constexpr,
+                SIMT: tl.constexpr):
+    """The projection kernels' index tensors for token block tb and column block s: [BLOCK_T, BLOCK_D] h tiles and
+    [NPAD, BLOCK_D] fn tiles for the MMA; with SIMT everything is built in the [BLOCK_T, NPAD, BLOCK_D] product's
+    space ([BLOCK_T, 1, BLOCK_D] and [1, NPAD, BLOCK_D]), so no tile changes layout (each change went through
+    shared memory with a barrier). -> (ts, tmask, rows, tok, tm, col, frow, h/x mask, h row offsets, fn mask)."""
+    ts = tb * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = s * BLOCK_D + tl.arange(0, BLOCK_D)
+    rows = tl.arange(0, NPAD)
+    tmask = ts < T
+    if SIMT:
+        tok = ts[:, None, None]
+        tm = tmask[:, None, None]
+        col = d[None, None, :]
+        frow = rows[None, :, None]
+    else:
+        tok = ts[:, None]
+        tm = tmask[:, None]
+        col = d[None, :]
+        frow = rows[:, None]
+    return (ts, tmask, rows, tok, tm, col, frow, tm & (col < D), tok.to(tl.int64) * (_HC * D) + col,
+            (frow < ROWS) & (col < D))
+
+
+@triton.jit
 def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_ptr,
                base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr,
                # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32 (inputs)
@@ -466,26 +491,8 @@ def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_p
     program to arrive (ticket, acq_rel) runs `_token_tail` for each of its tokens, then re-arms the ticket."""
     tb = tl.program_id(0)
     s = tl.program_id(1)
-    ts = tb * BLOCK_T + tl.arange(0, BLOCK_T)
-    d = s * BLOCK_D + tl.arange(0, BLOCK_D)
-    rows = tl.arange(0, NPAD)
-    tmask = ts < T
-    # index tensors: [BLOCK_T, BLOCK_D] h tiles and [NPAD, BLOCK_D] fn tiles for the MMA; with SIMT everything is
-    # built in the [BLOCK_T, NPAD, BLOCK_D] product's space ([BLOCK_T, 1, BLOCK_D] and [1, NPAD, BLOCK_D]), so
-    # no tile changes layout (each change went through shared memory with a barrier)
-    if SIMT:
-        tok = ts[:, None, None]
-        tm = tmask[:, None, None]
-        col = d[None, None, :]
-        frow = rows[None, :, None]
-    else:
-        tok = ts[:, None]
-        tm = tmask[:, None]
-        col = d[None, :]
-        frow = rows[:, None]
-    m2 = tm & (col < D)
-    hrow = tok.to(tl.int64) * (_HC * D) + col
-    fmask = (frow < ROWS) & (col < D)
+    ts, tmask, rows, tok, tm, col, frow, m2, hrow, fmask = _proj_tiles(tb, s, T, D, ROWS, BLOCK_T, BLOCK_D, NPAD,
+                                                                       SIMT)
     acc = tl.zeros((BLOCK_T, NPAD), dtype=tl.float32)
     acc3 = tl.zeros((BLOCK_T, NPAD, BLOCK_D) if SIMT else (1, 1, 1), dtype=tl.float32)
     sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
@@ -598,23 +605,8 @@ def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
     formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
     bf16 MMAs per stream; the partial sum of squares goes to column ROWS beside the partial m."""
     s = tl.program_id(1)
-    ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    d = s * BLOCK_D + tl.arange(0, BLOCK_D)
-    rows = tl.arange(0, NPAD)
-    tmask = ts < T
-    if SIMT:   # every tile in the [BLOCK_T, NPAD, BLOCK_D] product's index space: no layout changes
-        tok = ts[:, None, None]
-        tm = tmask[:, None, None]
-        col = d[None, None, :]
-        frow = rows[None, :, None]
-    else:
-        tok = ts[:, None]
-        tm = tmask[:, None]
-        col = d[None, :]
-        frow = rows[:, None]
-    m2 = tm & (col < D)
-    hrow = tok.to(tl.int64) * (_HC * D) + col
-    fmask = (frow < ROWS) & (col < D)
+    ts, tmask, rows, tok, tm, col, frow, m2, hrow, fmask = _proj_tiles(tl.program_id(0), s, T, D, ROWS, BLOCK_T,
+                                                                       BLOCK_D, NPAD, SIMT)
     fp = fn_ptr + frow * (_HC * D) + col
     f0 = tl.load(fp, mask=fmask, other=0.0)
     f1 = tl.load(fp + D, mask=fmask, other=0.0)

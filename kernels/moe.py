@@ -493,6 +493,21 @@ def moe_layer_v1(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
 # Every reduction has a fixed order whoever arrives last: deterministic, no float atomics (int32 tickets, each reset
 # by the program that took the last one: no memset, CUDA-graph capturable).
 @triton.jit
+def pair_codes_e4m3(b, ASM: tl.constexpr):
+    """PAIR64 bytes (BN, 32) uint8 -> (lo, hi) e4m3 codes of their low and high nibbles (e2m1 -> e4m3: the value
+    times 2^6, which the scale products take back). ASM: the word ops in inline PTX, 4 bytes per 32-bit op (compiled
+    runs only; the wrapper passes ASM = False under the interpreter)."""
+    if ASM:
+        lo, hi = tl.inline_asm_elementwise(
+            "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
+            "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
+            "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+        return lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
+    bi = b.to(tl.int32)
+    return fp4_lo_e4m3(bi), fp4_hi_e4m3(bi)
+
+
+@triton.jit
 def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmask, LDX, ASM: tl.constexpr):
     """fp4_tile_dot_fp8 (kernels/linear.py) for the PAIR64 weight layout (`prepare_expert_weights`): in each 64-value
     chunk of a row, byte j holds value j in its low nibble and value 32 + j in its high nibble, so the low nibbles of
@@ -504,17 +519,7 @@ def fp4_pair_dot(acc, w_ptr, s_ptr, rn, LDW, LDS, kb, xq_ptr, sx_ptr, rows, rmas
     kacc = tl.zeros(acc.shape, dtype=tl.float32)
     for h in tl.static_range(2):
         b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
-        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
-            lo, hi = tl.inline_asm_elementwise(
-                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
-                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
-                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
-            lo = lo.to(tl.float8e4nv, bitcast=True)
-            hi = hi.to(tl.float8e4nv, bitcast=True)
-        else:
-            bi = b.to(tl.int32)
-            lo = fp4_lo_e4m3(bi)
-            hi = fp4_hi_e4m3(bi)
+        lo, hi = pair_codes_e4m3(b, ASM)
         sw = s_ptr + rn * LDS + kb * 4 + 2 * h
         s0 = pow2(tl.load(sw).to(tl.int32) - 121)                                             # 2^(e - 127) * 64
         s1 = pow2(tl.load(sw + 1).to(tl.int32) - 121)
@@ -540,24 +545,9 @@ def fp4_pair_dot_w(acc, w_ptr, sw, sx, rn, LDW, kb, xq_ptr, rows, rmask, LDX, AS
     xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
     kacc = tl.zeros(acc.shape, dtype=tl.float32)
     for h in tl.static_range(2):
-        b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                # (BN, 32) bytes
-        if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
-            lo, hi = tl.inline_asm_elementwise(
-                "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
-                "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
-                "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
-            lo = lo.to(tl.float8e4nv, bitcast=True)
-            hi = hi.to(tl.float8e4nv, bitcast=True)
-        else:
-            bi = b.to(tl.int32)
-            lo = fp4_lo_e4m3(bi)
-            hi = fp4_hi_e4m3(bi)
-        s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)             # 2^(e - 127) * 64
-        s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
         x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
         x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
-        kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
-        kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
+        kacc = _pair_half(kacc, w_ptr, sw, rn, LDW, kb, h, x0, x1, ASM)
     return acc + kacc * sx[None, :]
 
 
@@ -583,17 +573,7 @@ def _pair_half(kacc, w_ptr, sw, rn, LDW, kb, h: tl.constexpr, x0, x1, ASM: tl.co
     """One 64-value half h of K block kb of fp4_pair_dot_w: the two 32-groups' dots, each times its scale."""
     rj = tl.arange(0, 32)
     b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                    # (BN, 32) bytes
-    if ASM:     # compiled runs only (the wrapper passes ASM = False under the interpreter)
-        lo, hi = tl.inline_asm_elementwise(
-            "{.reg .b32 t; shl.b32 t, $2, 2; and.b32 $0, t, 0x1C1C1C1C; shl.b32 t, $2, 4; and.b32 t, t, "
-            "0x80808080; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C; and.b32 $1, $2, "
-            "0x80808080; or.b32 $1, $1, t;}", "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
-        lo = lo.to(tl.float8e4nv, bitcast=True)
-        hi = hi.to(tl.float8e4nv, bitcast=True)
-    else:
-        bi = b.to(tl.int32)
-        lo = fp4_lo_e4m3(bi)
-        hi = fp4_hi_e4m3(bi)
+    lo, hi = pair_codes_e4m3(b, ASM)
     s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)                 # 2^(e - 127) * 64
     s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
     kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]

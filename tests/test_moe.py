@@ -255,8 +255,9 @@ def test_grouped_kernel_rejects_mixed_layouts():
 
 
 def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
-    """The scale words loaded a K block ahead and the shared expert split into one item per token tile change the
-    schedule, not the sums: the outputs equal the session-3 choices (triton_v2) bit for bit, split K included."""
+    """The scale words loaded a K block ahead, the shared expert split into one item per token tile and X_ONCE (each x
+    tile loaded once for W1 and W3) change the schedule, not the sums: the outputs equal the session-3 choices
+    (triton_v2) bit for bit, split K included."""
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}    # 2 token tiles
@@ -269,6 +270,8 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
         old = impl.fn(**inp, config={**KM.grouped_default_v2(key), **tiles})
         assert KM.grouped_default(key)["SCALES"] == "ahead" and KM.grouped_default_v2(key)["SCALES"] == "bytes"
         assert torch.equal(new, old)
+        x_once = impl.fn(**inp, config={**KM.grouped_default(key), **tiles, "X_ONCE": True})   # x tiles for W1 + W3
+        assert torch.equal(x_once, old)
     with pytest.raises(ValueError, match="SCALES"):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 

@@ -328,7 +328,9 @@ def compile_launch(launch: Launch, arch: int) -> KernelReport:
     except InspectorError:
         raise
     except Exception as e:  # noqa: BLE001 - a config that does not compile is a result, not a crash
-        report.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
+        lines = str(e).strip().splitlines()     # a CompilationError: "at L:C:", the source, then the error itself
+        what = lines[0] + (f" {lines[-1].strip()}" if len(lines) > 1 else "") if lines else ""
+        report.error = f"{type(e).__name__}: {what}"[:500]
         return report
     report.constexprs = {k: (v if isinstance(v, (int, float, bool, str)) or v is None else str(v))
                          for k, v in report.constexprs.items()}
