@@ -545,9 +545,10 @@ def fp4_pair_dot_w(acc, w_ptr, sw, sx, rn, LDW, kb, xq_ptr, rows, rmask, LDX, AS
     xrow = xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rj[None, :]
     kacc = tl.zeros(acc.shape, dtype=tl.float32)
     for h in tl.static_range(2):
-        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)                           # (BM, 32) e4m3
-        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)
-        kacc = _pair_half(kacc, w_ptr, sw, rn, LDW, kb, h, x0, x1, ASM)
+        lo, hi, s0, s1 = _pair_codes_scales(w_ptr, sw, rn, LDW, kb, h, ASM)    # the weight bytes before x: the
+        x0 = tl.load(xrow + h * 64, mask=rmask[:, None], other=0.0)             # other order spills 16 B of
+        x1 = tl.load(xrow + h * 64 + 32, mask=rmask[:, None], other=0.0)        # registers on sm_120 (moe_layer T=16)
+        kacc = _pair_dots(kacc, lo, hi, s0, s1, x0, x1)
     return acc + kacc * sx[None, :]
 
 
@@ -570,12 +571,25 @@ def fp4_pair_dot_w2(acca, accb, wa_ptr, wb_ptr, swa, swb, sx, rn, LDW, kb, xq_pt
 
 @triton.jit
 def _pair_half(kacc, w_ptr, sw, rn, LDW, kb, h: tl.constexpr, x0, x1, ASM: tl.constexpr):
-    """One 64-value half h of K block kb of fp4_pair_dot_w: the two 32-groups' dots, each times its scale."""
+    """One 64-value half h of K block kb of fp4_pair_dot_w, x given: the two 32-groups' dots, each times its scale."""
+    lo, hi, s0, s1 = _pair_codes_scales(w_ptr, sw, rn, LDW, kb, h, ASM)
+    return _pair_dots(kacc, lo, hi, s0, s1, x0, x1)
+
+
+@triton.jit
+def _pair_codes_scales(w_ptr, sw, rn, LDW, kb, h: tl.constexpr, ASM: tl.constexpr):
+    """Half h of K block kb: the (BN, 32) PAIR64 bytes decoded to the two groups' e4m3 codes, and the two groups'
+    scales (fp32, times 2^-6 for the codes' 2^6) from the block's scale word sw."""
     rj = tl.arange(0, 32)
     b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                    # (BN, 32) bytes
     lo, hi = pair_codes_e4m3(b, ASM)
     s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)                 # 2^(e - 127) * 64
     s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+    return lo, hi, s0, s1
+
+
+@triton.jit
+def _pair_dots(kacc, lo, hi, s0, s1, x0, x1):
     kacc += tl.dot(lo, tl.trans(x0)) * s0[:, None]
     kacc += tl.dot(hi, tl.trans(x1)) * s1[:, None]
     return kacc
