@@ -21,7 +21,7 @@ import math
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,31 @@ def record_resolutions():
         yield seen
     finally:
         _recorders.remove(seen)
+
+
+TUNED_SOURCES = ("exact", "nearest", "other device")     # Resolution sources that come from a tuned entry
+
+
+@contextlib.contextmanager
+def entries_without(op: str):
+    """Inside the block, lookups see the tuned entries in use less every entry of `op` (so `op`'s kernels run their
+    defaults): a temporary file named by KERNELBENCH_TUNED. -> the number of entries removed."""
+    import tempfile
+    kept = [e for e in entries() if e["op"] != op]
+    removed = len(entries()) - len(kept)
+    old = os.environ.get(ENV_FILE)
+    with tempfile.TemporaryDirectory(prefix="kb-tuned-") as d:
+        path = Path(d) / f"without_{op}.json"
+        path.write_text(json.dumps({"version": FORMAT_VERSION, "entries": kept}))
+        os.environ[ENV_FILE] = str(path)
+        try:
+            yield removed
+        finally:
+            _entries_cache.pop(str(path), None)
+            if old is None:
+                os.environ.pop(ENV_FILE, None)
+            else:
+                os.environ[ENV_FILE] = old
 
 
 def summarize(resolutions) -> list[Resolution]:
@@ -255,8 +280,7 @@ class Resolution:
     tuned_us: float | None = None
 
     def as_json(self) -> dict:
-        return {"op": self.op, "key": self.key, "source": self.source, "config": self.config,
-                "tuned_key": self.tuned_key, "tuned_device": self.tuned_device, "tuned_us": self.tuned_us}
+        return asdict(self)
 
 
 def resolve(op: str, key: dict[str, Any], default: dict, device: str | None = None,

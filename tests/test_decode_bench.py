@@ -317,3 +317,68 @@ def test_decode_bench_reports_where_each_kernel_config_came_from(tmp_path, monke
     from kernelbench.harness.roofline import latest_bench
     rows = latest_bench(Store(url), ops=[db.DECODE_OP])
     assert sorted(c["source"] for row in rows for c in row["extra"]["configs"]) == ["exact", "nearest"]
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
+def test_ablate_tuned_reruns_the_step_with_each_tuned_ops_entries_removed(tmp_path, monkeypatch):
+    """--ablate-tuned: a step whose fp8_linear ran a tuned config is timed again with fp8_linear's entries removed
+    (its lookups then resolve to the default); the tuned file in use is restored afterwards; a step with nothing
+    tuned says so."""
+    from kernelbench import tuned_configs
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    key = {"M": 1, "N": 256, "K": 256}
+    from kernelbench.kernels import linear as KL
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "cpu", "op": "fp8_linear", "key": key, "config": KL.fp8_default(key), "us": 9.0},
+        {"device": "cpu", "op": "rms_norm", "key": {"M": 1}, "config": {"num_warps": 4}, "us": 1.0}]}))
+    monkeypatch.setenv("KERNELBENCH_TUNED", str(tuned))
+    args = ["decode-bench", "--no-store", "--layers", "swa", "--batches", "1", "--steps", "1", "--warmup", "0",
+            "--context", "8", "--impl", "reference", "--use", "fp8_linear=triton", "--ablate-tuned"]
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, args + ["--json", str(out)])
+    assert r.exit_code == 0, r.output
+    pt, = json.loads(out.read_text())["points"]
+    assert [c["source"] for c in pt["configs"]] == ["exact"]
+    row, = pt["ablation"]
+    assert (row["op"], row["entries_removed"], row["sources"]) == ("fp8_linear", 1, {"default": 1})
+    assert row["verdict"].startswith("too few steps") and row["step_ms"] > 0
+    assert "the step without each op's tuned entries" in r.output
+    assert os.environ["KERNELBENCH_TUNED"] == str(tuned) and len(tuned_configs.entries()) == 2
+    monkeypatch.setenv("KERNELBENCH_TUNED", str(tmp_path / "none.json"))
+    (tmp_path / "none.json").write_text(json.dumps({"version": 1, "entries": []}))
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "no kernel of the step ran a tuned config" in r.output
+
+
+def test_ablation_verdict_reads_both_runs_quartiles():
+    base = db.BenchPoint(1, 8.0, 10.0, 9.0, 11.0, 9.8, 10.2, 100.0, samples_ms=[10.0] * 6,
+                         configs=[{"op": "opx", "source": "exact"}, {"op": "opy", "source": "default"}])
+    def run_with(q1, med, q3, n=6):
+        return lambda: db.BenchPoint(1, 8.0, med, q1, q3, q1, q3, 100.0, samples_ms=[med] * n)
+    from kernelbench import tuned_configs
+    for (q1, med, q3, n), want in [((9.0, 9.2, 9.5, 6), "hurts"), ((10.5, 10.8, 11.0, 6), "helps"),
+                                  ((9.9, 10.0, 10.3, 6), "within noise"), ((5.0, 5.0, 5.0, 3), "too few steps")]:
+        rows = db.ablate_tuned(base, run_with(q1, med, q3, n))
+        assert [r["op"] for r in rows] == ["opx"] and rows[0]["verdict"].startswith(want)
+        assert rows[0]["delta_ms"] == pytest.approx(med - 10.0)
+
+
+@pytest.mark.gpu
+def test_gpu_ablate_tuned_recaptures_the_graph_per_op(tmp_path):
+    """On a GPU with the packaged (H200-tuned) file: every op that ran a tuned config at C gets a row, timed from its
+    own CUDA graph with that op's lookups back on the defaults (none of them tuned any more)."""
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, ["decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers",
+                                  "short", "--batches", "1", "--steps", "10", "--ablate-tuned", "--no-store",
+                                  "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["graph"] and not res["graph_error"]
+    pt, = res["points"]
+    tuned_ops = {c["op"] for c in pt["configs"] if c["source"] in ("exact", "nearest", "other device")}
+    assert [a["op"] for a in pt["ablation"]] == sorted(tuned_ops)
+    for a in pt["ablation"]:
+        assert a["entries_removed"] > 0 and set(a["sources"]) <= {"default", "pinned"} and a["step_ms"] > 0
+        assert a["verdict"] in ("helps", "hurts", "within noise")

@@ -62,6 +62,9 @@ def _ints(text: str) -> list[int]:
 @click.option("--graph", default="auto", show_default=True, type=click.Choice(["auto", "on", "off"]),
               help="CUDA graph (auto: with a non-reference --impl on a GPU)")
 @click.option("--profile", is_flag=True, help="per-op attribution at every C (kernel times grouped by op)")
+@click.option("--ablate-tuned", is_flag=True,
+              help="at every C, also time the step once per op that ran a tuned config, with that op's tuned entries "
+                   "removed (its kernels on their defaults): which tuned entries help or hurt the step")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--use", "uses", multiple=True, help="OP=IMPL: run this implementation of one op (repeatable)")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -69,7 +72,7 @@ def _ints(text: str) -> list[int]:
 @click.option("--db", "db_url", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--no-store", is_flag=True, help="do not write the results to the database")
 def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts, capacity, steps, warmup, graph,
-            profile, modules, uses, seed, json_path, db_url, no_store):
+            profile, ablate_tuned, modules, uses, seed, json_path, db_url, no_store):
     """Decode step time vs C (and context), its fit a + b*C, and where the time goes."""
     from kernelbench import registry
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -119,12 +122,15 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         try:   # (a bar on a terminal, numbered lines in a log: kernelbench/progress.py)
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
-                               gbps=db.ceiling_gbps(device, store), progress=lambda i, what: advance(what))
+                               gbps=db.ceiling_gbps(device, store), progress=lambda i, what: advance(what),
+                               ablate=ablate_tuned)
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:
         return
     db.print_result(res, console)
+    if ablate_tuned and not any(p.ablation for p in res.points):
+        console.print("--ablate-tuned: no kernel of the step ran a tuned config on this device; nothing to remove")
     if json_path:
         with open(json_path, "w") as f:
             json.dump(db.as_json(res), f, indent=1)

@@ -392,6 +392,7 @@ class BenchPoint:
     attribution_note: str = ""
     samples_ms: list[float] = field(default_factory=list)
     configs: list[dict] = field(default_factory=list)   # how each kernel found its config (tuned_configs.Resolution)
+    ablation: list[dict] = field(default_factory=list)  # --ablate-tuned: the step with one op's tuned entries removed
 
 
 @dataclass
@@ -534,9 +535,11 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
               gbps: float | None = None, progress: Callable[[int, str], None] | None = None,
-              model: Transformer | None = None) -> BenchResult:
+              model: Transformer | None = None, ablate: bool = False) -> BenchResult:
     """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
-    `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here."""
+    `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here.
+    `ablate`: at each C, also time the step once per op that ran a tuned config, with that op's tuned entries
+    removed (`ablate_tuned`)."""
     dev = torch.device(device)
     if model is None:
         sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
@@ -560,11 +563,42 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
         res.capacity = max(res.capacity, cap)
         pt = _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, profile, dev)
         into.append(pt)
+        if ablate and into is res.points:
+            pt.ablation = ablate_tuned(pt, lambda: _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup,
+                                                               graph, seed, False, dev))
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     _analyse(res)
     res.fallbacks = sorted(model.ops.fallbacks) if impl != "reference" else []
     return res
+
+
+ABLATION_MIN_STEPS = 5     # timed steps per run below which the quartiles say nothing
+
+
+def ablate_tuned(pt: BenchPoint, run: Callable[[], BenchPoint]) -> list[dict]:
+    """For each op whose kernels ran a tuned config at this point (pt.configs), the same point timed again with
+    every tuned entry of that op removed, so its kernels run their defaults: does the tuned file help the step?
+    A per-op tune times the op alone; in the step, launches, caches and neighbours differ (session 5: compressor_step
+    tuned to two launches at C=1 was faster alone and slower in the step). Verdict from the two runs' quartiles:
+    "hurts" when the step without the entries is faster beyond both interquartile ranges, "helps" when slower
+    beyond them, else "within noise" (with fewer than ABLATION_MIN_STEPS timed steps: no verdict)."""
+    out = []
+    for op in sorted({c["op"] for c in pt.configs if c["source"] in tuned_configs.TUNED_SOURCES}):
+        with tuned_configs.entries_without(op) as removed:
+            q = run()
+        if min(len(q.samples_ms), len(pt.samples_ms)) < ABLATION_MIN_STEPS:
+            verdict = f"too few steps for a verdict (< {ABLATION_MIN_STEPS})"
+        elif q.q3_ms < pt.q1_ms:
+            verdict = "hurts"
+        elif q.q1_ms > pt.q3_ms:
+            verdict = "helps"
+        else:
+            verdict = "within noise"
+        out.append({"op": op, "entries_removed": removed, "step_ms": q.step_ms, "q1_ms": q.q1_ms, "q3_ms": q.q3_ms,
+                    "delta_ms": q.step_ms - pt.step_ms, "verdict": verdict,
+                    "sources": dict(Counter(c["source"] for c in q.configs if c["op"] == op))})
+    return out
 
 
 def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
@@ -722,6 +756,21 @@ def print_result(res: BenchResult, console) -> None:
         p = max(profiled, key=lambda q: q.batch)
         console.print(attribution_table(p, res.gbps))
     print_configs(res.points, console)
+    print_ablation(res.points, console)
+
+
+def print_ablation(points: list[BenchPoint], console) -> None:
+    from rich.table import Table
+    rows = [(p, a) for p in points for a in p.ablation]
+    if not rows:
+        return
+    t = Table(title="the step without each op's tuned entries (that op on its defaults; --ablate-tuned)")
+    for col in ("C", "op", "entries removed", "step ms (tuned)", "step ms (defaults)", "delta ms", "verdict"):
+        t.add_column(col, justify="left" if col in ("op", "verdict") else "right")
+    for p, a in rows:
+        t.add_row(str(p.batch), a["op"], str(a["entries_removed"]), f"{p.step_ms:.3f}", f"{a['step_ms']:.3f}",
+                  f"{a['delta_ms']:+.3f}", a["verdict"])
+    console.print(t)
 
 
 def config_counts(pt: BenchPoint) -> Counter:
@@ -806,7 +855,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
-                     "configs": p.configs}
+                     "configs": p.configs, "ablation": p.ablation}
             rows.append(dict(
                 environment_id=env_id, implementation_id=impl_id,
                 shape_label=f"C={p.batch},ctx={params['context']}",
