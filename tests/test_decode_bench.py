@@ -270,17 +270,24 @@ def test_embedding_bytes_are_the_rows_read():
     assert db.call_bytes("embedding", dict(ids=ids, weight=w, vocab_start=0), out) == 24 + 2 * 3 * 64 * 2
 
 
+def _gpu_short_step(tmp_path, batches: str, *extra: str) -> dict:
+    """decode-bench of the short Flash set on the GPU under a CUDA graph (10 timed steps) -> its JSON; the graph must
+    have been captured."""
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, ["decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers",
+                                  "short", "--batches", batches, "--steps", "10", "--no-store", "--json", str(out),
+                                  *extra])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["graph"] and not res["graph_error"]
+    return res
+
+
 @pytest.mark.gpu
 def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
     """On a GPU: the short Flash set under a CUDA graph; the op rows come from the replayed kernels, never
     exceed the step, and with the idle row they make the step."""
-    out = tmp_path / "d.json"
-    r = CliRunner().invoke(main, ["decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers",
-                                  "short", "--batches", "1,16", "--steps", "10", "--profile", "--no-store",
-                                  "--json", str(out)])
-    assert r.exit_code == 0, r.output
-    res = json.loads(out.read_text())
-    assert res["graph"] and not res["graph_error"]
+    res = _gpu_short_step(tmp_path, "1,16", "--profile")
     for p in res["points"]:
         assert p["attribution_source"] == "graph replay kernels", p["attribution_note"]
         busy = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] != db.IDLE)
@@ -369,13 +376,7 @@ def test_ablation_verdict_reads_both_runs_quartiles():
 def test_gpu_ablate_tuned_recaptures_the_graph_per_op(tmp_path):
     """On a GPU with the packaged (H200-tuned) file: every op that ran a tuned config at C gets a row, timed from its
     own CUDA graph with that op's lookups back on the defaults (none of them tuned any more)."""
-    out = tmp_path / "d.json"
-    r = CliRunner().invoke(main, ["decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers",
-                                  "short", "--batches", "1", "--steps", "10", "--ablate-tuned", "--no-store",
-                                  "--json", str(out)])
-    assert r.exit_code == 0, r.output
-    res = json.loads(out.read_text())
-    assert res["graph"] and not res["graph_error"]
+    res = _gpu_short_step(tmp_path, "1", "--ablate-tuned")
     pt, = res["points"]
     tuned_ops = {c["op"] for c in pt["configs"] if c["source"] in ("exact", "nearest", "other device")}
     assert [a["op"] for a in pt["ablation"]] == sorted(tuned_ops)
