@@ -32,8 +32,16 @@ ENV_PIN = "KERNELBENCH_PIN_CONFIG"     # "op=json" pins one config for an op (es
 FORMAT_VERSION = 1
 
 _warned: set = set()
-_observers: list = []     # callables (op, key) told of every lookup: how `tune` learns a kernel's key
-_recorders: list = []     # lists that get the Resolution of every lookup (record_resolutions)
+_recorders: list = []     # callables given the Resolution of every lookup (observe_lookups, record_resolutions)
+
+
+@contextlib.contextmanager
+def _recording(record):
+    _recorders.append(record)
+    try:
+        yield
+    finally:
+        _recorders.remove(record)
 
 
 @contextlib.contextmanager
@@ -41,12 +49,8 @@ def observe_lookups():
     """Collect the (op, key) of every lookup made inside the block (the tuner uses it to export
     its choice under exactly the key the kernel will ask for)."""
     seen: list[tuple[str, dict]] = []
-    obs = lambda op, key: seen.append((op, dict(key)))  # noqa: E731
-    _observers.append(obs)
-    try:
+    with _recording(lambda r: seen.append((r.op, dict(r.key)))):
         yield seen
-    finally:
-        _observers.remove(obs)
 
 
 @contextlib.contextmanager
@@ -54,36 +58,27 @@ def record_resolutions():
     """Collect the Resolution of every lookup made inside the block (decode-bench reports which configs a step
     ran: tuned at that key, borrowed from another key or device, or the kernel's default)."""
     seen: list[Resolution] = []
-    _recorders.append(seen)
-    try:
+    with _recording(seen.append):
         yield seen
-    finally:
-        _recorders.remove(seen)
 
 
-TUNED_SOURCES = ("exact", "nearest", "other device")     # Resolution sources that come from a tuned entry
+SOURCES = ("exact", "nearest", "other device", "default", "pinned")    # Resolution.source, in report order
+TUNED_SOURCES = SOURCES[:3]                                             # the ones that come from a tuned entry
 
 
 @contextlib.contextmanager
 def entries_without(op: str):
     """Inside the block, lookups see the tuned entries in use less every entry of `op` (so `op`'s kernels run their
-    defaults): a temporary file named by KERNELBENCH_TUNED. -> the number of entries removed."""
-    import tempfile
-    kept = [e for e in entries() if e["op"] != op]
-    removed = len(entries()) - len(kept)
-    old = os.environ.get(ENV_FILE)
-    with tempfile.TemporaryDirectory(prefix="kb-tuned-") as d:
-        path = Path(d) / f"without_{op}.json"
-        path.write_text(json.dumps({"version": FORMAT_VERSION, "entries": kept}))
-        os.environ[ENV_FILE] = str(path)
-        try:
-            yield removed
-        finally:
-            _entries_cache.pop(str(path), None)
-            if old is None:
-                os.environ.pop(ENV_FILE, None)
-            else:
-                os.environ[ENV_FILE] = old
+    defaults). -> the number of entries removed."""
+    global _excluded_op
+    if _excluded_op is not None:
+        raise RuntimeError(f"entries_without({op!r}) inside entries_without({_excluded_op!r})")
+    removed = sum(e["op"] == op for e in entries())
+    _excluded_op = op
+    try:
+        yield removed
+    finally:
+        _excluded_op = None
 
 
 def summarize(resolutions) -> list[Resolution]:
@@ -104,6 +99,7 @@ def tuned_file() -> Path:
 
 
 _entries_cache: dict[str, list[dict]] = {}    # KERNELBENCH_TUNED value ("" = packaged file) -> entries
+_excluded_op: str | None = None               # entries_without: the op whose entries lookups do not see
 
 
 def reload() -> None:
@@ -152,12 +148,13 @@ def _load_entries(env: str) -> list[dict]:
 
 
 def entries() -> list[dict]:
-    """The tuned entries in use: read once per KERNELBENCH_TUNED value, then served from memory."""
+    """The tuned entries in use: read once per KERNELBENCH_TUNED value, then served from memory (less one op's
+    inside `entries_without`)."""
     env = os.environ.get(ENV_FILE, "")
     found = _entries_cache.get(env)
     if found is None:
         found = _entries_cache[env] = _load_entries(env)
-    return found
+    return found if _excluded_op is None else [e for e in found if e["op"] != _excluded_op]
 
 
 def current_device() -> str:
@@ -312,12 +309,10 @@ def lookup(op: str, key: dict[str, Any], default: dict, device: str | None = Non
     """The config for (op, key): pinned, else the exact or nearest tuned entry (see the module docstring), else
     `default`. `exact`: key fields a tuned entry must match to be borrowed at another key (fields that choose a
     different code path, e.g. compressor_step's ratio: a config tuned at ratio 4 is no evidence at ratio 128)."""
-    for obs in _observers:
-        obs(op, key)
     device = device or current_device()
     r = resolve(op, key, default, device, exact)
-    for rec in _recorders:
-        rec.append(r)
+    for record in _recorders:
+        record(r)
     if r.source in ("nearest", "other device"):
         _warn_once(op, key, f"using the config tuned for {r.tuned_key} on {r.tuned_device}", device)
     elif r.source == "default" and device != "cpu":     # the interpreter has nothing to tune: no warning there

@@ -773,8 +773,8 @@ def print_ablation(points: list[BenchPoint], console) -> None:
     console.print(t)
 
 
-def config_counts(pt: BenchPoint) -> Counter:
-    return Counter(c["source"] for c in pt.configs)
+def _key_text(key: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in key.items())
 
 
 def print_configs(points: list[BenchPoint], console) -> None:
@@ -784,25 +784,20 @@ def print_configs(points: list[BenchPoint], console) -> None:
     if not any(p.configs for p in points):
         return
     for p in points:
-        n = config_counts(p)
+        n = Counter(c["source"] for c in p.configs)
         console.print(f"C={p.batch}: {len(p.configs)} kernel configs looked up: "
-                      + ", ".join(f"{n[s]} {s}" for s in ("exact", "nearest", "other device", "default", "pinned")
-                                  if n[s]))
+                      + ", ".join(f"{n[s]} {s}" for s in tuned_configs.SOURCES if n[s]))
+    rows = [(p, c) for p in points for c in p.configs if c["source"] not in ("exact", "pinned")]
+    if not rows:
+        return
     t = Table(title="configs not tuned at the key the step asked for (kernelbench tune OP fills them)")
     for col in ("C", "op", "key", "source", "borrowed from", "tuned us"):
         t.add_column(col, justify="left" if col in ("op", "key", "source", "borrowed from") else "right")
-    rows = 0
-    for p in points:
-        for c in p.configs:
-            if c["source"] in ("exact", "pinned"):
-                continue
-            rows += 1
-            fmt = lambda k: " ".join(f"{a}={b}" for a, b in k.items())  # noqa: E731
-            src = "" if c["tuned_key"] is None else f"{fmt(c['tuned_key'])} on {c['tuned_device']}"
-            t.add_row(str(p.batch), c["op"], fmt(c["key"]), c["source"], src,
-                      "" if c["tuned_us"] is None else f"{c['tuned_us']:.2f}")
-    if rows:
-        console.print(t)
+    for p, c in rows:
+        src = "" if c["tuned_key"] is None else f"{_key_text(c['tuned_key'])} on {c['tuned_device']}"
+        t.add_row(str(p.batch), c["op"], _key_text(c["key"]), c["source"], src,
+                  "" if c["tuned_us"] is None else f"{c['tuned_us']:.2f}")
+    console.print(t)
 
 
 def attribution_table(p: BenchPoint, gbps: float):
