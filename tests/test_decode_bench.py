@@ -3,6 +3,7 @@ the reference ops (the Triton decoder in the interpreter is too slow for the def
 import json
 import math
 import os
+import statistics
 
 import pytest
 import torch
@@ -328,9 +329,9 @@ def test_decode_bench_reports_where_each_kernel_config_came_from(tmp_path, monke
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
 def test_ablate_tuned_reruns_the_step_with_each_tuned_ops_entries_removed(tmp_path, monkeypatch):
-    """--ablate-tuned: a step whose fp8_linear ran a tuned config is timed again with fp8_linear's entries removed
-    (its lookups then resolve to the default); the tuned file in use is restored afterwards; a step with nothing
-    tuned says so."""
+    """--ablate-tuned: a step whose fp8_linear ran a tuned config is timed in pairs against the step with fp8_linear's
+    entries removed (its lookups then resolve to the default); the tuned file in use is restored afterwards; a step
+    with nothing tuned says so."""
     from kernelbench import tuned_configs
     monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
     key = {"M": 1, "N": 256, "K": 256}
@@ -349,8 +350,11 @@ def test_ablate_tuned_reruns_the_step_with_each_tuned_ops_entries_removed(tmp_pa
     assert [c["source"] for c in pt["configs"]] == ["exact"]
     row, = pt["ablation"]
     assert (row["op"], row["entries_removed"], row["sources"]) == ("fp8_linear", 1, {"default": 1})
-    assert row["verdict"].startswith("too few steps") and row["step_ms"] > 0
-    assert "the step without each op's tuned entries" in r.output
+    assert (row["method"], row["pairs"]) == ("eager", 1) and row["verdict"].startswith("too few pairs")
+    assert row["step_ms"] > 0 and row["tuned_ms"] > 0 and row["delta_ci_ms"] is None
+    assert row["delta_ms"] == pytest.approx(row["step_ms"] - row["tuned_ms"])
+    assert row["paired_delta_ms"] == pytest.approx(row["delta_ms"])          # one pair: the same difference
+    assert "the step without each op's tuned entries" in r.output and "paired and interleaved" in r.output
     assert os.environ["KERNELBENCH_TUNED"] == str(tuned) and len(tuned_configs.entries()) == 2
     monkeypatch.setenv("KERNELBENCH_TUNED", str(tmp_path / "none.json"))
     (tmp_path / "none.json").write_text(json.dumps({"version": 1, "entries": []}))
@@ -359,27 +363,122 @@ def test_ablate_tuned_reruns_the_step_with_each_tuned_ops_entries_removed(tmp_pa
     assert "no kernel of the step ran a tuned config" in r.output
 
 
-def test_ablation_verdict_reads_both_runs_quartiles():
-    base = db.BenchPoint(1, 8.0, 10.0, 9.0, 11.0, 9.8, 10.2, 100.0, samples_ms=[10.0] * 6,
-                         configs=[{"op": "opx", "source": "exact"}, {"op": "opy", "source": "default"}])
-    def run_with(q1, med, q3, n=6):
-        return lambda: db.BenchPoint(1, 8.0, med, q1, q3, q1, q3, 100.0, samples_ms=[med] * n)
+def test_median_interval_is_the_sign_tests():
+    """The k-th smallest and largest of n values, k the largest rank with P(Binomial(n, 1/2) < k) <= 2.5%: at n = 20,
+    P(X <= 5) = 21700 / 2^20 = 2.07% and P(X <= 6) = 5.77%, so the 6th and the 15th; below 6 values none exists."""
+    values = [float(v) for v in range(20, 0, -1)]
+    assert db.median_interval(values) == (6.0, 15.0)
+    assert db.median_interval([3.0, 1.0, 2.0, 6.0, 5.0, 4.0]) == (1.0, 6.0)       # 6: min and max, 1/32 <= 5%
+    assert db.median_interval([1.0] * 5) is None and db.ABLATION_MIN_PAIRS == 6
+
+
+def test_paired_verdict_cancels_a_drift_both_settings_share():
+    """Tuned and ablated steps that drift together by 0.3 ms over the rounds (clocks, heat) and differ only by
+    symmetric jitter: "within noise", though the ablated step's quartiles and the tuned one's would not overlap had the
+    two been timed one after the other. A gap each pair shows, beyond the jitter, gives helps / hurts."""
+    drift = [10.0 + 0.3 * i / 19 for i in range(20)]
+    jitter = [0.004 * (-1) ** i for i in range(20)]
+    row = db.paired_comparison(drift, [d + j for d, j in zip(drift, jitter)])
+    assert row["verdict"] == "within noise" and abs(row["paired_delta_ms"]) <= 0.004 and row["pairs"] == 20
+    assert row["delta_q1_ms"] <= row["paired_delta_ms"] <= row["delta_q3_ms"]
+    lo, hi = row["delta_ci_ms"]
+    assert lo <= 0 <= hi
+    later = [d + 0.3 for d in drift]            # the same ablated step timed after the tuned one, unpaired
+    assert statistics.quantiles(later, n=4)[0] > statistics.quantiles(drift, n=4)[2]
+    for gap, want in ((0.02, "helps"), (-0.02, "hurts"), (0.002, "within noise")):
+        row = db.paired_comparison(drift, [d + gap + j for d, j in zip(drift, jitter)])
+        assert row["verdict"] == want, (gap, row)
+        assert row["paired_delta_ms"] == pytest.approx(gap, abs=0.0041)
+        assert row["step_ms"] - row["tuned_ms"] == pytest.approx(row["delta_ms"])
+    assert db.paired_comparison(drift[:5], [d + 1 for d in drift[:5]])["verdict"].startswith("too few pairs")
+    assert db.paired_comparison(drift[:6], [d + 1 for d in drift[:6]])["verdict"] == "helps"
+    with pytest.raises(ValueError, match="as many"):
+        db.paired_comparison(drift, drift[:3])
+
+
+class _RecordingStep:
+    """A stand-in for a point's step: each run looks up a config for `op` (as a kernel launch does) and logs the
+    source the lookup resolved to; advance and reset are logged too."""
+
+    def __init__(self, op: str, key: dict):
+        self.op, self.key, self.log = op, key, []
+
+    def eager(self):
+        from kernelbench import tuned_configs
+        tuned_configs.lookup(self.op, self.key, {"BLOCK": 4})
+        self.log.append(tuned_configs.resolve(self.op, self.key, {"BLOCK": 4}).source)
+
+    def advance(self):
+        self.log.append("advance")
+
+    def reset(self):
+        self.log.append("reset")
+
+
+def test_ablation_alternates_the_settings_and_hides_the_entries_in_the_ablated_runs(tmp_path, monkeypatch):
+    """Eagerly (the CPU path): one untimed run without the op's entries (compiles the defaults), then per pair the
+    tuned step (A) and the ablated step (B) at the same positions, in the order A B, B A, A B, ...; in B's runs the
+    op's lookups resolve to the default, in A's to the tuned entry; the entries are back afterwards."""
     from kernelbench import tuned_configs
-    for (q1, med, q3, n), want in [((9.0, 9.2, 9.5, 6), "hurts"), ((10.5, 10.8, 11.0, 6), "helps"),
-                                  ((9.9, 10.0, 10.3, 6), "within noise"), ((5.0, 5.0, 5.0, 3), "too few steps")]:
-        rows = db.ablate_tuned(base, run_with(q1, med, q3, n))
-        assert [r["op"] for r in rows] == ["opx"] and rows[0]["verdict"].startswith(want)
-        assert rows[0]["delta_ms"] == pytest.approx(med - 10.0)
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    tuned = tmp_path / "tuned.json"
+    key = {"M": 1}
+    tuned.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "cpu", "op": "opx", "key": key, "config": {"BLOCK": 8}, "us": 1.0},
+        {"device": "cpu", "op": "opx", "key": {"M": 64}, "config": {"BLOCK": 16}, "us": 2.0}]}))
+    monkeypatch.setenv("KERNELBENCH_TUNED", str(tuned))
+    step = _RecordingStep("opx", key)
+    pt = db.BenchPoint(1, 8.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0,
+                       configs=[{"op": "opx", "source": "exact"}, {"op": "opy", "source": "default"}])
+    row, = db.ablate_tuned(pt, step, step.eager, None, 6, torch.device("cpu"))
+    A, B = "exact", "default"
+    assert step.log == [B, "reset"] + [A, B, "advance", B, A, "advance"] * 3
+    assert (row["op"], row["entries_removed"], row["sources"], row["method"], row["pairs"]) == (
+        "opx", 2, {"default": 1}, "eager", 6)
+    assert row["verdict"] in ("helps", "hurts", "within noise")
+    assert tuned_configs.resolve("opx", key, {}).source == "exact"
+
+
+def test_ablation_captures_the_ablated_graph_with_the_entries_hidden(tmp_path, monkeypatch):
+    """With a graph (`capture`): the ablated step is captured inside entries_without(op) (its lookups at capture are
+    the defaults: `sources`), its replays are timed alternately with the tuned replays and need no hiding; a capture
+    that fails leaves both settings eager, said in `method`."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "cpu", "op": "opx", "key": {"M": 1}, "config": {"BLOCK": 8}, "us": 1.0}]}))
+    monkeypatch.setenv("KERNELBENCH_TUNED", str(tuned))
+    step = _RecordingStep("opx", {"M": 1})
+    pt = db.BenchPoint(1, 8.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, configs=[{"op": "opx", "source": "exact"}])
+
+    def capture(eager):
+        eager()                                            # what the capture launched, looked up now
+        return lambda: step.log.append("replay B")
+    row, = db.ablate_tuned(pt, step, lambda: step.log.append("replay A"), capture, 4, torch.device("cpu"))
+    assert step.log == ["default", "reset"] + ["replay A", "replay B", "advance", "replay B", "replay A", "advance"] * 2
+    assert (row["sources"], row["method"], row["pairs"]) == ({"default": 1}, "graph replay", 4)
+
+    def failing(eager):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+    step.log.clear()
+    row, = db.ablate_tuned(pt, step, lambda: step.log.append("replay A"), failing, 2, torch.device("cpu"))
+    assert row["method"].startswith("eager (the graph without its entries failed to capture: RuntimeError")
+    assert step.log == ["default", "reset", "exact", "default", "advance", "default", "exact", "advance"]
 
 
 @pytest.mark.gpu
 def test_gpu_ablate_tuned_recaptures_the_graph_per_op(tmp_path):
-    """On a GPU with the packaged (H200-tuned) file: every op that ran a tuned config at C gets a row, timed from its
-    own CUDA graph with that op's lookups back on the defaults (none of them tuned any more)."""
+    """On a GPU with the packaged (H200-tuned) file: every op that ran a tuned config at C gets a row: its own CUDA
+    graph, captured with that op's lookups back on the defaults (none of them tuned any more), replayed alternately
+    with the tuned graph in --steps pairs."""
     res = _gpu_short_step(tmp_path, "1", "--ablate-tuned")
     pt, = res["points"]
     tuned_ops = {c["op"] for c in pt["configs"] if c["source"] in ("exact", "nearest", "other device")}
     assert [a["op"] for a in pt["ablation"]] == sorted(tuned_ops)
     for a in pt["ablation"]:
         assert a["entries_removed"] > 0 and set(a["sources"]) <= {"default", "pinned"} and a["step_ms"] > 0
+        assert a["method"] == "graph replay" and a["pairs"] == 10 and a["tuned_ms"] > 0
+        assert a["delta_q1_ms"] <= a["paired_delta_ms"] <= a["delta_q3_ms"]
+        lo, hi = a["delta_ci_ms"]
+        assert lo <= a["paired_delta_ms"] <= hi
         assert a["verdict"] in ("helps", "hurts", "within noise")

@@ -199,3 +199,46 @@ def test_tune_run_skips_past_the_budget_and_survives_a_failing_shape(toy, store,
     assert [r.key["M"] for r in results] == [16] and skipped == []
     assert any("failed: RuntimeError: boom" in line for line in logged)
     assert tune.summary_rows(results)[0][:3] == ("toy_mm", "tune_test", tune.canon(cases[1])[:60])
+
+
+def test_tune_command_claims_only_the_exports_that_happened(toy, tmp_path):
+    """With no passing verify of the chosen config's path in the database, export() refuses the choice: nothing is
+    written and the command says so, naming the op and the verify to run, instead of "choices exported to PATH"
+    (H200, 2026-12-02: fp8_linear at M=64). After that verify, the same tune exports the choice and says where."""
+    from click.testing import CliRunner
+
+    from kernelbench.cli import main
+    url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    out = tmp_path / "tuned.json"
+    args = ["tune", "toy_mm", "--impl", "triton", "--batch", "1", "--interpret", "--no-isolate", "--no-sm120-check",
+            "--max-trials", "4", "--top-k", "1", "--rounds", "1", "--module", TOY, "--export", str(out), "--db", url]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "exported to" not in r.output and not out.exists()
+    assert "1 choice not exported (refused, nothing written):" in r.output
+    refusal = [line for line in r.output.splitlines() if "has no passing verification" in line][-1]
+    assert refusal.startswith("  toy_mm/triton: config") and "`kernelbench verify toy_mm --impl triton --device " \
+                                                                 "cpu` first" in refusal, r.output
+    r = CliRunner().invoke(main, ["verify", "toy_mm", "--impl", "triton", "--device", "cpu", "--profile", "ci",
+                                  "--examples", "2", "--kernel-module", TOY, "--db", url])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert f"1 choice exported to {out}" in r.output and "not exported" not in r.output
+    entry, = json.loads(out.read_text())["entries"]
+    assert (entry["op"], entry["key"]) == ("toy_mm", {"M": 1, "N": 64, "K": 128})
+
+
+def test_export_summary_counts_exported_refused_and_unchosen_results():
+    def result(m, chosen=None, to="", refused=""):
+        return tune.TuneResult("toy_mm", "triton", {"M": m}, {"M": m}, "cpu", [], chosen, 1.0, exported_to=to,
+                               export_refused=refused)
+    lines = tune.export_summary([result(1, GOOD_SMALL, to="/x/t.json"), result(2, GOOD_SMALL, to="/x/t.json"),
+                                 result(4, GOOD_BIG, refused="toy_mm/triton: config ... run `kernelbench verify`"),
+                                 result(8)])
+    assert lines == ["2 choices exported to /x/t.json", "1 choice not exported (refused, nothing written):",
+                     '  toy_mm/triton: config ... run `kernelbench verify` (key {"M":4})',
+                     '1 tuned without a valid config, nothing to export: toy_mm/triton {"M":8}']
+    assert tune.export_summary([result(1, GOOD_SMALL, refused="no")]) == ["1 choice not exported (refused, nothing "
+                                                                          "written):", '  no (key {"M":1})']
+    assert tune.export_summary([]) == []

@@ -63,8 +63,9 @@ def _ints(text: str) -> list[int]:
               help="CUDA graph (auto: with a non-reference --impl on a GPU)")
 @click.option("--profile", is_flag=True, help="per-op attribution at every C (kernel times grouped by op)")
 @click.option("--ablate-tuned", is_flag=True,
-              help="at every C, also time the step once per op that ran a tuned config, with that op's tuned entries "
-                   "removed (its kernels on their defaults): which tuned entries help or hurt the step")
+              help="at every C, per op that ran a tuned config, time the step with and without that op's tuned "
+                   "entries (its kernels on their defaults), alternately in --steps pairs on the same cache: which "
+                   "tuned entries help or hurt the step (verdict from the paired differences)")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--use", "uses", multiple=True, help="OP=IMPL: run this implementation of one op (repeatable)")
 @click.option("--seed", default=0, show_default=True, type=int)

@@ -77,7 +77,8 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
     console.print(t)
     for s in skipped:
         console.print(f"[yellow]not tuned (budget spent): {s}[/yellow]")
-    if results and not no_export:
-        console.print(f"choices exported to {export_path or 'kernelbench/tuned/v1.json'}")
+    if not no_export:
+        for line in tuner.export_summary(results):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     if not results:
         console.print("nothing was tuned (no Triton implementation with a config space for these ops?)")

@@ -392,7 +392,7 @@ class BenchPoint:
     attribution_note: str = ""
     samples_ms: list[float] = field(default_factory=list)
     configs: list[dict] = field(default_factory=list)   # how each kernel found its config (tuned_configs.Resolution)
-    ablation: list[dict] = field(default_factory=list)  # --ablate-tuned: the step with one op's tuned entries removed
+    ablation: list[dict] = field(default_factory=list)  # --ablate-tuned: per op, with vs without its tuned entries
 
 
 @dataclass
@@ -421,16 +421,39 @@ class BenchResult:
     fallbacks: list[str] = field(default_factory=list)
 
 
+def _time_one(run: Callable[[], None], dev: torch.device) -> float:
+    """Wall ms of one `run()`, from an idle device to an idle device."""
+    sync(dev)
+    t0 = time.perf_counter()
+    run()
+    sync(dev)
+    return 1e3 * (time.perf_counter() - t0)
+
+
 def _time_steps(run, advance, steps: int, dev: torch.device) -> list[float]:
     out = []
     for _ in range(steps):
-        sync(dev)
-        t0 = time.perf_counter()
-        run()
-        sync(dev)
-        out.append(1e3 * (time.perf_counter() - t0))
+        out.append(_time_one(run, dev))
         advance()
     return out
+
+
+def time_interleaved(a: Callable[[], None], b: Callable[[], None], advance: Callable[[], None], pairs: int,
+                     dev: torch.device) -> tuple[list[float], list[float]]:
+    """`pairs` rounds of one step of `a` and one of `b` at the same positions, then `advance`; the order within a
+    round alternates A B, B A, A B, ... (A B B A over two rounds), so a drift of the machine over the rounds (clocks,
+    temperature) weighs on both settings alike and neither always runs first. -> (a's ms, b's ms), one per round:
+    the i-th of each form a pair."""
+    a_ms, b_ms = [], []
+    for i in range(pairs):
+        if i % 2 == 0:
+            a_ms.append(_time_one(a, dev))
+            b_ms.append(_time_one(b, dev))
+        else:
+            b_ms.append(_time_one(b, dev))
+            a_ms.append(_time_one(a, dev))
+        advance()
+    return a_ms, b_ms
 
 
 def _is_gpu_work(e) -> bool:
@@ -538,8 +561,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
               model: Transformer | None = None, ablate: bool = False) -> BenchResult:
     """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
     `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here.
-    `ablate`: at each C, also time the step once per op that ran a tuned config, with that op's tuned entries
-    removed (`ablate_tuned`)."""
+    `ablate`: at each C, also compare the step with and without each op's tuned entries, per op that ran a tuned
+    config, in `steps` interleaved pairs (`ablate_tuned`)."""
     dev = torch.device(device)
     if model is None:
         sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
@@ -561,11 +584,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
         if cap < max(lengths) + warmup + steps + 8:
             raise BenchError(f"--capacity {cap} is below the longest context + warmup + steps + 8")
         res.capacity = max(res.capacity, cap)
-        pt = _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, profile, dev)
-        into.append(pt)
-        if ablate and into is res.points:
-            pt.ablation = ablate_tuned(pt, lambda: _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup,
-                                                               graph, seed, False, dev))
+        into.append(_run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, profile, dev,
+                               ablate=ablate and into is res.points))
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     _analyse(res)
@@ -573,92 +593,198 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     return res
 
 
-ABLATION_MIN_STEPS = 5     # timed steps per run below which the quartiles say nothing
+ABLATION_CONFIDENCE = 0.95   # of the interval of the median paired difference that gives the verdict
+ABLATION_MIN_PAIRS = 6       # the fewest pairs whose 95% sign-test interval exists (5 pairs: 2/32 > 5% all one sign)
 
 
-def ablate_tuned(pt: BenchPoint, run: Callable[[], BenchPoint]) -> list[dict]:
-    """For each op whose kernels ran a tuned config at this point (pt.configs), the same point timed again with
-    every tuned entry of that op removed, so its kernels run their defaults: does the tuned file help the step?
-    A per-op tune times the op alone; in the step, launches, caches and neighbours differ (session 5: compressor_step
-    tuned to two launches at C=1 was faster alone and slower in the step). Verdict from the two runs' quartiles:
-    "hurts" when the step without the entries is faster beyond both interquartile ranges, "helps" when slower
-    beyond them, else "within noise" (with fewer than ABLATION_MIN_STEPS timed steps: no verdict)."""
+def median_interval(values: list[float], confidence: float = ABLATION_CONFIDENCE) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of `values` (the sign test's): the k-th smallest and k-th
+    largest value, with k the largest rank whose binomial(n, 1/2) tail P(X < k) is at most (1 - confidence) / 2, so
+    the interval covers the median with probability >= `confidence` whatever the values' distribution (pairs of
+    step times have outliers and skew: no normal assumption). None when n is too small for any such interval."""
+    n = len(values)
+    tail, k = 0.0, 0
+    while k < n:
+        nxt = tail + math.comb(n, k) / 2 ** n
+        if nxt > (1 - confidence) / 2:
+            break
+        tail, k = nxt, k + 1
+    if k == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[k - 1], ordered[n - k]
+
+
+def paired_comparison(tuned_ms: list[float], ablated_ms: list[float]) -> dict:
+    """The tuned and the ablated step's times, timed in interleaved pairs (`time_interleaved`), compared pair by
+    pair: per pair the difference ablated - tuned (a drift shared by the two runs of a round cancels in it), and
+    the verdict from the sign-test interval of the median difference (`median_interval`): "helps" (the tuned
+    entries make the step faster) when the interval lies entirely above 0, "hurts" when entirely below, else
+    "within noise"; no verdict under ABLATION_MIN_PAIRS pairs. -> the row's timing fields (ms): step_ms, q1_ms,
+    q3_ms (the ablated step), tuned_ms (the tuned step's median), delta_ms (difference of the two medians),
+    paired_delta_ms (median of the paired differences), delta_q1_ms, delta_q3_ms (their quartiles), delta_ci_ms
+    ([lo, hi] of the verdict's interval, or None), pairs, verdict."""
+    if len(tuned_ms) != len(ablated_ms) or not tuned_ms:
+        raise ValueError(f"paired comparison needs as many tuned as ablated times, at least one: got "
+                         f"{len(tuned_ms)} and {len(ablated_ms)}")
+    diffs = [b - a for a, b in zip(tuned_ms, ablated_ms)]
+    _, _, q1, q3 = _quantiles(ablated_ms)
+    _, _, d1, d3 = _quantiles(diffs)
+    ci = median_interval(diffs)
+    if ci is None:
+        verdict = f"too few pairs for a verdict (< {ABLATION_MIN_PAIRS})"
+    elif ci[0] > 0:
+        verdict = "helps"
+    elif ci[1] < 0:
+        verdict = "hurts"
+    else:
+        verdict = "within noise"
+    step, tuned = statistics.median(ablated_ms), statistics.median(tuned_ms)
+    return {"step_ms": step, "q1_ms": q1, "q3_ms": q3, "tuned_ms": tuned, "delta_ms": step - tuned,
+            "paired_delta_ms": statistics.median(diffs), "delta_q1_ms": d1, "delta_q3_ms": d3,
+            "delta_ci_ms": None if ci is None else list(ci), "pairs": len(diffs), "verdict": verdict}
+
+
+def ablate_tuned(pt: BenchPoint, step: _PointStep, tuned: Callable[[], None],
+                 capture: Callable[[Callable[[], None]], Callable[[], None]] | None, pairs: int,
+                 dev: torch.device) -> list[dict]:
+    """For each op whose kernels ran a tuned config at this point (pt.configs): is the step faster with that op's
+    tuned entries than with its kernels on their defaults? A per-op tune times the op alone; in the step, launches,
+    caches and neighbours differ (session 5: compressor_step tuned to two launches at C=1 was faster alone and
+    slower in the step).
+
+    The two settings run on the same cache and inputs (`step`), alternately, in `pairs` rounds (`time_interleaved`):
+    timed one after the other, the later runs drifted against the first (H200, session 7: every op's run without its
+    entries was 0.25 to 0.31 ms slower at C=1 and 0.12 to 0.22 ms faster at C=64). `tuned` runs one tuned step (the
+    point's CUDA graph replay, or its eager step); `capture` makes a replayable graph of an eager step (None: time
+    eagerly). The step without an op's entries is a graph captured inside `tuned_configs.entries_without(op)`
+    (kernels look their configs up when launched, so the graph holds the defaults' launches; the recorded lookups
+    say so in `sources`), released after that op; eagerly, each of its runs hides the entries. Should that capture
+    fail, both settings of that op are timed eagerly (`method` says so). -> one row per op: op, entries_removed,
+    sources (the ablated step's lookups of that op by source), method, and `paired_comparison`'s fields."""
     out = []
     for op in sorted({c["op"] for c in pt.configs if c["source"] in tuned_configs.TUNED_SOURCES}):
-        with tuned_configs.entries_without(op) as removed:
-            q = run()
-        if min(len(q.samples_ms), len(pt.samples_ms)) < ABLATION_MIN_STEPS:
-            verdict = f"too few steps for a verdict (< {ABLATION_MIN_STEPS})"
-        elif q.q3_ms < pt.q1_ms:
-            verdict = "hurts"
-        elif q.q1_ms > pt.q3_ms:
-            verdict = "helps"
-        else:
-            verdict = "within noise"
-        out.append({"op": op, "entries_removed": removed, "step_ms": q.step_ms, "q1_ms": q.q1_ms, "q3_ms": q.q3_ms,
-                    "delta_ms": q.step_ms - pt.step_ms, "verdict": verdict,
-                    "sources": dict(Counter(c["source"] for c in q.configs if c["op"] == op))})
+        method, a = "graph replay" if capture is not None else "eager", tuned
+        try:
+            b, removed, looked = _step_without(op, step, capture)
+        except Exception as e:  # noqa: BLE001 - reported in the row, then both settings timed eagerly
+            sync(dev)
+            method = f"eager (the graph without its entries failed to capture: {type(e).__name__}: " \
+                     f"{str(e).splitlines()[0][:120]})"
+            a = step.eager
+            b, removed, looked = _step_without(op, step, None)
+        step.reset()
+        a_ms, b_ms = time_interleaved(a, b, step.advance, pairs, dev)
+        del b                                   # the op's graph and its memory pool, before the next op's capture
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+        sources = dict(Counter(r.source for r in tuned_configs.summarize(looked) if r.op == op))
+        out.append({"op": op, "entries_removed": removed, "sources": sources, "method": method,
+                    **paired_comparison(a_ms, b_ms)})
     return out
 
 
-def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
-               steps: int, warmup: int, graph: str, seed: int, profile: bool, dev: torch.device) -> BenchPoint:
-    cfg = model.cfg
-    cache = model.new_cache(c, cap)
-    cache.fill_random(torch.Generator(device=dev).manual_seed(seed))
-    gen = torch.Generator().manual_seed(seed + c)                      # the same ids on every rank
-    ids = torch.randint(lo, hi, (c,), generator=gen).to(dev)
-    base = torch.tensor(lengths, dtype=torch.long, device=dev)
-    positions = base.clone()
-    seq_ids = torch.arange(c, device=dev)
-    mtp = cfg.n_mtp_layers > 0
+def _step_without(op: str, step: _PointStep, capture) -> tuple[Callable[[], None], int, list]:
+    """The step with `op`'s tuned entries hidden, ready to time: with `capture`, a CUDA graph captured inside
+    `entries_without(op)`; without, an eager step that hides them around each run, after one untimed run (a new
+    config's kernels compile on their first launch). -> (run one step, entries removed, the Resolutions of the
+    lookups made while capturing or in that first run)."""
+    with tuned_configs.entries_without(op) as removed, tuned_configs.record_resolutions() as looked:
+        run = capture(step.eager) if capture is not None else None
+        if run is None:
+            step.eager()
+    if run is None:
+        def run():
+            with tuned_configs.entries_without(op):
+                step.eager()
+    return run, removed, looked
 
-    def eager():
-        _, h = model.decode(ids, positions, seq_ids, cache, check=False)
-        if mtp:
-            model.mtp_forward(h, ids, Step(ids, positions, seq_ids), cache)
 
-    def advance():
-        positions.add_(1)
+class _PointStep:
+    """One point's decode step on its own cache and inputs: `eager()` runs it at the current positions, `advance()`
+    moves every sequence one token on, `reset()` goes back to the starting contexts. The settings a point times (the
+    tuned step and each ablation's) share it: the same cache, ids and positions."""
 
-    def reset():
-        positions.copy_(base)
+    def __init__(self, model: Transformer, c: int, lengths: list[int], cap: int, lo: int, hi: int, seed: int,
+                 dev: torch.device):
+        self.model = model
+        self.cache = model.new_cache(c, cap)
+        self.cache.fill_random(torch.Generator(device=dev).manual_seed(seed))
+        gen = torch.Generator().manual_seed(seed + c)                      # the same ids on every rank
+        self.ids = torch.randint(lo, hi, (c,), generator=gen).to(dev)
+        self.base = torch.tensor(lengths, dtype=torch.long, device=dev)
+        self.positions = self.base.clone()
+        self.seq_ids = torch.arange(c, device=dev)
 
-    # bytes of one step (bandwidth roofline), from an eager step with counting ops
+    def eager(self) -> None:
+        _, h = self.model.decode(self.ids, self.positions, self.seq_ids, self.cache, check=False)
+        if self.model.cfg.n_mtp_layers > 0:
+            self.model.mtp_forward(h, self.ids, Step(self.ids, self.positions, self.seq_ids), self.cache)
+
+    def advance(self) -> None:
+        self.positions.add_(1)
+
+    def reset(self) -> None:
+        self.positions.copy_(self.base)
+
+
+def _capture_graph(eager: Callable[[], None], dev: torch.device) -> Callable[[], None]:
+    """`eager` captured as a CUDA graph, after one run on a side stream (it warms that stream's allocator) -> the
+    graph's replay (the graph lives as long as the returned callable)."""
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream(dev)
+    s.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(s):
+        eager()
+    torch.cuda.current_stream(dev).wait_stream(s)
+    with torch.cuda.graph(g):
+        eager()
+    return g.replay
+
+
+def _graph_replay(model: Transformer, res: BenchResult, graph: str, step: _PointStep,
+                  dev: torch.device) -> Callable[[], None] | None:
+    """The point's step as a CUDA graph replay, or None (time eagerly) when res asks for no graph or the capture is
+    not attempted or fails: res.graph_error says why."""
+    if res.graph and graph == "auto" and model.ops.fallbacks and not res.graph_error:
+        res.graph_error = (f"not attempted: reference fallbacks read tensors on the host "
+                           f"({', '.join(sorted(model.ops.fallbacks))}); --graph on forces a try")
+    if not res.graph or res.graph_error:
+        return None
+    try:
+        return _capture_graph(step.eager, dev)
+    except Exception as e:  # noqa: BLE001 - reported, then timed eagerly
+        res.graph_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        sync(dev)
+        return None
+
+
+def _step_bytes(model: Transformer, step: _PointStep) -> tuple[dict[str, float], list]:
+    """One eager step with counting ops -> (bytes per op: the bandwidth roofline, the Resolutions of its config
+    lookups)."""
     plain = model.env.ops
     rec = RecordingOps(plain)
     model.env.ops = rec
     try:
         with tuned_configs.record_resolutions() as looked:
-            eager()
+            step.eager()
     finally:
         model.env.ops = plain
-    nbytes = sum(rec.bytes.values())
+    return dict(rec.bytes), looked
+
+
+def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
+               steps: int, warmup: int, graph: str, seed: int, profile: bool, dev: torch.device,
+               ablate: bool = False) -> BenchPoint:
+    step = _PointStep(model, c, lengths, cap, lo, hi, seed, dev)
+    op_bytes, looked = _step_bytes(model, step)
+    nbytes = sum(op_bytes.values())
     for _ in range(warmup):
-        eager()
-        advance()
-    run, replay = eager, None
-    if res.graph and graph == "auto" and model.ops.fallbacks and not res.graph_error:
-        res.graph_error = (f"not attempted: reference fallbacks read tensors on the host "
-                           f"({', '.join(sorted(model.ops.fallbacks))}); --graph on forces a try")
-    g = None
-    if res.graph and not res.graph_error:
-        try:
-            g = torch.cuda.CUDAGraph()
-            s = torch.cuda.Stream(dev)
-            s.wait_stream(torch.cuda.current_stream(dev))
-            with torch.cuda.stream(s):
-                eager()                                  # warm the side stream's allocator
-            torch.cuda.current_stream(dev).wait_stream(s)
-            with torch.cuda.graph(g):
-                eager()
-            run = replay = g.replay
-        except Exception as e:  # noqa: BLE001 - reported, then timed eagerly
-            res.graph_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            g = None
-            sync(dev)
-    reset()
-    times = _time_steps(run, advance, steps, dev)
+        step.eager()
+        step.advance()
+    replay = _graph_replay(model, res, graph, step, dev)
+    step.reset()
+    times = _time_steps(replay or step.eager, step.advance, steps, dev)
     p10, p90, q1, q3 = _quantiles(times)
     med = statistics.median(times)
     pt = BenchPoint(c, statistics.fmean(lengths), med, p10, p90, q1, q3, 1e3 * c / med, bytes=nbytes,
@@ -667,12 +793,14 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
     if not math.isnan(res.gbps):
         pt.roofline_ms = nbytes / (res.gbps * 1e9) * 1e3
     if profile:
-        rows, pt.attribution_source, pt.attribution_note, kps = profile_step(model, eager, replay, reset, dev, med,
-                                                                             dict(rec.bytes))
+        rows, pt.attribution_source, pt.attribution_note, kps = profile_step(model, step.eager, replay, step.reset,
+                                                                             dev, med, op_bytes)
         pt.attribution = [r.as_json() for r in rows]
         pt.kernels_per_step = kps
         pt.kernels_per_layer = kps / max(1, res.layers)
-    del g
+    if ablate:
+        capture = None if replay is None else (lambda eager: _capture_graph(eager, dev))
+        pt.ablation = ablate_tuned(pt, step, replay or step.eager, capture, steps, dev)
     return pt
 
 
@@ -760,16 +888,27 @@ def print_result(res: BenchResult, console) -> None:
 
 
 def print_ablation(points: list[BenchPoint], console) -> None:
+    """--ablate-tuned's table: per C and op, the tuned and the ablated step's medians and the paired differences."""
     from rich.table import Table
     rows = [(p, a) for p in points for a in p.ablation]
     if not rows:
         return
-    t = Table(title="the step without each op's tuned entries (that op on its defaults; --ablate-tuned)")
-    for col in ("C", "op", "entries removed", "step ms (tuned)", "step ms (defaults)", "delta ms", "verdict"):
+    t = Table(title="the step without each op's tuned entries (that op on its defaults; --ablate-tuned): paired and "
+                    "interleaved, the tuned and the ablated step alternate A B B A on the same cache and inputs",
+              caption=f"delta = ablated - tuned, per pair (a drift shared by a pair cancels); verdict from the "
+                      f"{ABLATION_CONFIDENCE:.0%} sign-test interval of the median delta: helps (above 0: the tuned "
+                      f"entries make the step faster), hurts (below 0), else within noise; none under "
+                      f"{ABLATION_MIN_PAIRS} pairs")
+    for col in ("C", "op", "entries removed", "pairs", "tuned ms", "ablated ms", "paired delta ms",
+                "delta IQR ms", f"delta {ABLATION_CONFIDENCE:.0%} CI ms", "verdict"):
         t.add_column(col, justify="left" if col in ("op", "verdict") else "right")
     for p, a in rows:
-        t.add_row(str(p.batch), a["op"], str(a["entries_removed"]), f"{p.step_ms:.3f}", f"{a['step_ms']:.3f}",
-                  f"{a['delta_ms']:+.3f}", a["verdict"])
+        ci = a["delta_ci_ms"]
+        t.add_row(str(p.batch), a["op"], str(a["entries_removed"]), str(a["pairs"]), f"{a['tuned_ms']:.3f}",
+                  f"{a['step_ms']:.3f}", f"{a['paired_delta_ms']:+.3f}",
+                  f"{a['delta_q1_ms']:+.3f} .. {a['delta_q3_ms']:+.3f}",
+                  "" if ci is None else f"{ci[0]:+.3f} .. {ci[1]:+.3f}",
+                  a["verdict"] + ("" if a["method"] in ("graph replay", "eager") else f"; {a['method']}"))
     console.print(t)
 
 

@@ -31,6 +31,7 @@ import os
 import random
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -66,6 +67,8 @@ class TuneResult:
     chosen_us: float | None
     retimed: dict = field(default_factory=dict)   # canonical config -> retimed samples
     untried: int = 0
+    exported_to: str = ""       # the tuned JSON tune_run merged the choice into ("" when it was not exported)
+    export_refused: str = ""    # why export() refused the choice (e.g. no passing verify of its path); "" if it did not
 
 
 def canon(config: dict) -> str:
@@ -477,7 +480,8 @@ def tune_run(work: list[tuple], *, store, env_id: int, device: str, timer_ref: s
              log: Callable[[str], None] = lambda s: None) -> tuple[list[TuneResult], list[str]]:
     """Tune every (spec, impl, cases) of `work` within `budget_s` seconds in all; one failing shape is
     logged and skipped. Choices are exported as they come (unless `no_export`), so a run cut short keeps
-    them. Returns the results and the 'op/impl shape' labels left untuned when the budget ran out."""
+    them; each result says where its choice went (exported_to) or why it was refused (export_refused).
+    Returns the results and the 'op/impl shape' labels left untuned when the budget ran out."""
     start = time.monotonic()
     results, skipped = [], []
     for spec, impl, cases in work:
@@ -501,14 +505,44 @@ def tune_run(work: list[tuple], *, store, env_id: int, device: str, timer_ref: s
                     continue
                 results.append(r)
                 if not no_export and r.chosen is not None:   # as it goes: a run cut short keeps its choices
-                    try:
-                        export([r], export_path, command=command, store=store)
-                    except ValueError as e:   # verify_paths.UnverifiedPath: not exported
-                        log(f"[red]  not exported: {e}[/red]")
+                    _export_one(r, export_path, command, store, log)
         finally:
             if runner is not None:
                 runner.close()
     return results, skipped
+
+
+def _export_one(r: TuneResult, path, command: str, store, log: Callable[[str], None]) -> None:
+    """Export one choice, noting on `r` the file it went to or, when export() refused it, why: its path has no
+    passing verify in the database (verify_paths.UnverifiedPath), a config the tuned-config reader would reject, or
+    a tuned file that cannot be merged into. A refused choice writes nothing."""
+    try:
+        r.exported_to = str(export([r], path, command=command, store=store))
+    except ValueError as e:
+        r.export_refused = str(e)
+        log(f"[red]  not exported: {e}[/red]")
+
+
+def export_summary(results: list[TuneResult]) -> list[str]:
+    """What tune_run's export did, for the command to print: "N choices exported to PATH" per file written, then
+    "M not exported" with each refused choice and its reason (an unverified path's names the `kernelbench verify` to
+    run first), and the results that chose no config. No line claims an export that did not happen."""
+    lines = []
+    for path, n in Counter(r.exported_to for r in results if r.exported_to).items():
+        lines.append(f"{_choices(n)} exported to {path}")
+    refused = [r for r in results if r.export_refused]
+    if refused:
+        lines.append(f"{_choices(len(refused))} not exported (refused, nothing written):")
+        lines += [f"  {r.export_refused} (key {canon(r.key)})" for r in refused]
+    unchosen = [r for r in results if r.chosen is None]
+    if unchosen:
+        lines.append(f"{len(unchosen)} tuned without a valid config, nothing to export: "
+                     + ", ".join(f"{r.op}/{r.impl} {canon(r.key)}" for r in unchosen))
+    return lines
+
+
+def _choices(n: int) -> str:
+    return f"{n} choice" + ("" if n == 1 else "s")
 
 
 SUMMARY_COLUMNS = ("op", "impl", "key", "ok", "invalid", "untried", "chosen", "us")
