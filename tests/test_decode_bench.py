@@ -187,6 +187,34 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     assert all(r["extra"]["tokens_per_s"] > 0 for r in rows)
 
 
+def test_profile_runs_after_every_point_is_timed(tmp_path, monkeypatch):
+    """--profile attributes each point in a second pass, after all timing: a torch.profiler run can slow the
+    graph replays timed after it in the same process (docs/perf/README.md), so no point may be timed after one."""
+    log = []
+    real_time, real_profile = db._time_steps, db.profile_step
+
+    def time_steps(run, advance, steps, dev):
+        log.append("time")
+        return real_time(run, advance, steps, dev)
+
+    def profile_step(model, eager, replay, reset, dev, step_ms, op_bytes, steps=3):
+        log.append(("profile", step_ms))
+        return real_profile(model, eager, replay, reset, dev, step_ms, op_bytes, steps)
+
+    monkeypatch.setattr(db, "_time_steps", time_steps)
+    monkeypatch.setattr(db, "profile_step", profile_step)
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, ["decode-bench", "--layers", "swa", "--batches", "1,3", "--steps", "2", "--warmup",
+                                  "0", "--context", "8:20", "--contexts", "12", "--profile", "--json", str(out),
+                                  "--no-store"])
+    assert r.exit_code == 0, r.output
+    assert log[:3] == ["time"] * 3 and [e[0] for e in log[3:]] == ["profile"] * 3, log
+    res = json.loads(out.read_text())
+    points = res["points"] + res["context_points"]
+    assert [e[1] for e in log[3:]] == [p["step_ms"] for p in points]     # each profile scaled to its own point
+    assert all(p["attribution"] and p["kernels_per_step"] > 0 for p in points)
+
+
 def test_decode_bench_use_swaps_one_op_for_a_users_module(tmp_path):
     from kernelbench import registry
     marker = tmp_path / "calls.txt"

@@ -119,7 +119,9 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     console = Console(width=180)
     from kernelbench.progress import steps as progress_steps
     plan = _ints(batches)
-    with progress_steps("decode-bench", len(plan) + len(swept), enabled=ctx.rank == 0, console=console) as advance:
+    points = len(plan) + len(swept)         # each timed, then (--profile) attributed in a second pass
+    with progress_steps("decode-bench", points * (2 if profile else 1), enabled=ctx.rank == 0,
+                        console=console) as advance:
         try:   # (a bar on a terminal, numbered lines in a log: kernelbench/progress.py)
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,

@@ -576,18 +576,31 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     lo, hi = (0, cfg.vocab_size) if not tp.simulate else (tp.start(cfg.vocab_size), tp.start(cfg.vocab_size)
                                                           + tp.part(cfg.vocab_size))
     plan = [(c, context, res.points) for c in batches] + [(min(batches), ctx, res.context_points) for ctx in contexts]
-    for i, (c, ctx, into) in enumerate(plan):
-        if progress:
-            progress(i, f"C={c}, context {ctx.text}")
+    shapes = []                                    # (lengths, capacity) of each point, in plan order
+    for c, ctx, _ in plan:
         lengths = ctx.lengths(c, seed)
         cap = capacity or (max(lengths) + warmup + steps + 16)
         if cap < max(lengths) + warmup + steps + 8:
             raise BenchError(f"--capacity {cap} is below the longest context + warmup + steps + 8")
+        shapes.append((lengths, cap))
+    for i, ((c, ctx, into), (lengths, cap)) in enumerate(zip(plan, shapes)):
+        if progress:
+            progress(i, f"C={c}, context {ctx.text}")
         res.capacity = max(res.capacity, cap)
-        into.append(_run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, profile, dev,
+        into.append(_run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, dev,
                                ablate=ablate and into is res.points))
         if dev.type == "cuda":
             torch.cuda.empty_cache()
+    # the attribution only after every point (and ablation) was timed: once torch.profiler has run, its CUDA
+    # activity hooks stay in the process and later graph replays can be slower (docs/perf/README.md, "Timing and
+    # the profiler")
+    if profile:
+        for i, ((c, ctx, _), (lengths, cap), pt) in enumerate(zip(plan, shapes, res.points + res.context_points)):
+            if progress:
+                progress(len(plan) + i, f"attribution, C={c}, context {ctx.text}")
+            _profile_point(model, res, pt, lengths, cap, lo, hi, warmup, graph, seed, dev)
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
     _analyse(res)
     res.fallbacks = sorted(model.ops.fallbacks) if impl != "reference" else []
     return res
@@ -774,8 +787,7 @@ def _step_bytes(model: Transformer, step: _PointStep) -> tuple[dict[str, float],
 
 
 def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
-               steps: int, warmup: int, graph: str, seed: int, profile: bool, dev: torch.device,
-               ablate: bool = False) -> BenchPoint:
+               steps: int, warmup: int, graph: str, seed: int, dev: torch.device, ablate: bool = False) -> BenchPoint:
     step = _PointStep(model, c, lengths, cap, lo, hi, seed, dev)
     op_bytes, looked = _step_bytes(model, step)
     nbytes = sum(op_bytes.values())
@@ -792,16 +804,27 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
                     configs=[r.as_json() for r in tuned_configs.summarize(looked)])
     if not math.isnan(res.gbps):
         pt.roofline_ms = nbytes / (res.gbps * 1e9) * 1e3
-    if profile:
-        rows, pt.attribution_source, pt.attribution_note, kps = profile_step(model, step.eager, replay, step.reset,
-                                                                             dev, med, op_bytes)
-        pt.attribution = [r.as_json() for r in rows]
-        pt.kernels_per_step = kps
-        pt.kernels_per_layer = kps / max(1, res.layers)
     if ablate:
         capture = None if replay is None else (lambda eager: _capture_graph(eager, dev))
         pt.ablation = ablate_tuned(pt, step, replay or step.eager, capture, steps, dev)
     return pt
+
+
+def _profile_point(model: Transformer, res: BenchResult, pt: BenchPoint, lengths: list[int], cap: int, lo: int,
+                   hi: int, warmup: int, graph: str, seed: int, dev: torch.device) -> None:
+    """The per-op attribution of a timed point: the same step (cache, ids, positions) rebuilt, warmed and captured
+    again, then profiled (profile_step); its rows are scaled to the point's timed step."""
+    step = _PointStep(model, pt.batch, lengths, cap, lo, hi, seed, dev)
+    op_bytes, _ = _step_bytes(model, step)
+    for _ in range(warmup):
+        step.eager()
+        step.advance()
+    replay = _graph_replay(model, res, graph, step, dev)
+    rows, pt.attribution_source, pt.attribution_note, kps = profile_step(model, step.eager, replay, step.reset, dev,
+                                                                         pt.step_ms, op_bytes)
+    pt.attribution = [r.as_json() for r in rows]
+    pt.kernels_per_step = kps
+    pt.kernels_per_layer = kps / max(1, res.layers)
 
 
 def _analyse(res: BenchResult) -> None:
