@@ -572,38 +572,63 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
                       gbps=gbps if gbps else math.nan)
-    # with simulated TP, ids from this rank's vocab shard (the others would embed to zero rows)
-    lo, hi = (0, cfg.vocab_size) if not tp.simulate else (tp.start(cfg.vocab_size), tp.start(cfg.vocab_size)
-                                                          + tp.part(cfg.vocab_size))
-    plan = [(c, context, res.points) for c in batches] + [(min(batches), ctx, res.context_points) for ctx in contexts]
-    shapes = []                                    # (lengths, capacity) of each point, in plan order
-    for c, ctx, _ in plan:
+    plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
+    lo, hi = _id_range(tp, cfg)
+    for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
+        if progress:
+            progress(i, f"C={c}, context {ctx.text}")
+        res.capacity = max(res.capacity, cap)
+        pt = _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, dev,
+                        ablate=ablate and is_point)
+        (res.points if is_point else res.context_points).append(pt)
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    if profile:
+        attribute_points(res, model, tp, batches, context, steps, warmup, graph, seed=seed, contexts=contexts,
+                         capacity=capacity,
+                         progress=(lambda i, what: progress(len(plan) + i, what)) if progress else None)
+    _analyse(res)
+    res.fallbacks = sorted(model.ops.fallbacks) if impl != "reference" else []
+    return res
+
+
+def _plan(batches: list[int], context: ContextSpec, contexts, seed: int, steps: int, warmup: int,
+          capacity: int | None) -> list[tuple[int, ContextSpec, bool, list[int], int]]:
+    """The points of a run in order: (C, context, on the C axis (else the context axis), lengths, capacity)."""
+    out = []
+    for c, ctx, is_point in [(c, context, True) for c in batches] + [(min(batches), x, False) for x in contexts]:
         lengths = ctx.lengths(c, seed)
         cap = capacity or (max(lengths) + warmup + steps + 16)
         if cap < max(lengths) + warmup + steps + 8:
             raise BenchError(f"--capacity {cap} is below the longest context + warmup + steps + 8")
-        shapes.append((lengths, cap))
-    for i, ((c, ctx, into), (lengths, cap)) in enumerate(zip(plan, shapes)):
+        out.append((c, ctx, is_point, lengths, cap))
+    return out
+
+
+def _id_range(tp: TPContext, cfg: ModelConfig) -> tuple[int, int]:
+    """Token ids to draw: with simulated TP, from this rank's vocab shard (the others would embed to zero rows)."""
+    if not tp.simulate:
+        return 0, cfg.vocab_size
+    return tp.start(cfg.vocab_size), tp.start(cfg.vocab_size) + tp.part(cfg.vocab_size)
+
+
+def attribute_points(res: BenchResult, model: Transformer, tp: TPContext, batches: list[int], context: ContextSpec,
+                     steps: int, warmup: int, graph: str, seed: int = 0, contexts=(), capacity: int | None = None,
+                     progress: Callable[[int, str], None] | None = None) -> None:
+    """The per-op attribution of every point of `res` (timed by run_bench with the same arguments), each point's
+    step rebuilt and profiled, its rows scaled to the point's timed step. Run it only after all timing in the
+    process: once torch.profiler has run, its CUDA activity hooks stay and later graph replays are slower (H200,
+    2026-12-02, one process: the 43-layer step at C = 16 / 64 took 8.61 / 13.91 ms before a profile, 9.20 / 14.53
+    after; docs/perf/README.md, "Timing and the profiler")."""
+    dev = torch.device(res.device)
+    lo, hi = _id_range(tp, model.cfg)
+    plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
+    for i, ((c, ctx, _, lengths, cap), pt) in enumerate(zip(plan, res.points + res.context_points)):
         if progress:
-            progress(i, f"C={c}, context {ctx.text}")
-        res.capacity = max(res.capacity, cap)
-        into.append(_run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, dev,
-                               ablate=ablate and into is res.points))
+            progress(i, f"attribution, C={c}, context {ctx.text}")
+        _profile_point(model, res, pt, lengths, cap, lo, hi, warmup, graph, seed, dev)
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    # the attribution only after every point (and ablation) was timed: once torch.profiler has run, its CUDA
-    # activity hooks stay in the process and later graph replays can be slower (docs/perf/README.md, "Timing and
-    # the profiler")
-    if profile:
-        for i, ((c, ctx, _), (lengths, cap), pt) in enumerate(zip(plan, shapes, res.points + res.context_points)):
-            if progress:
-                progress(len(plan) + i, f"attribution, C={c}, context {ctx.text}")
-            _profile_point(model, res, pt, lengths, cap, lo, hi, warmup, graph, seed, dev)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
-    _analyse(res)
-    res.fallbacks = sorted(model.ops.fallbacks) if impl != "reference" else []
-    return res
 
 
 ABLATION_CONFIDENCE = 0.95   # of the interval of the median paired difference that gives the verdict

@@ -473,23 +473,25 @@ def bench_model(plan: Plan, ctx: TPContext, dev: torch.device) -> Transformer:
 
 
 def run_benches(plan: Plan, ctx: RunContext, dev: torch.device, gbps, log: Log) -> dict[str, list]:
-    """-> {"real": [...], "off": [...], "tp1": [...]}: one BenchResult per context of the plan."""
+    """-> {"real": [...], "off": [...], "tp1": [...]}: one BenchResult per context of the plan. Every step is timed
+    before any profile runs in the process (a torch.profiler run slows the graph replays timed after it:
+    decode_bench.attribute_points), so with plan.profile the attribution is a last pass per model: TP1's right
+    after its timing (the last timing in the process), then the TP model's, rebuilt for it."""
     out: dict[str, list] = {"real": [], "off": [], "tp1": []}
     model = bench_model(plan, ctx, dev)
     how = "drawn in place" if plan.in_place else "loaded"
     log(f"bench: TP{ctx.world} model of {plan.bench_cfg.name} ready ({how})")
-    kw = dict(steps=plan.steps, warmup=plan.warmup, graph=plan.graph, seed=plan.seed, gbps=gbps)
+    kw = dict(steps=plan.steps, warmup=plan.warmup, graph=plan.graph, seed=plan.seed)
     for spec in plan.contexts:
-        res = db.run_bench(ctx, plan.bench_cfg, plan.impl, str(dev), plan.batches, spec, profile=plan.profile,
-                           model=model, **kw)
+        res = db.run_bench(ctx, plan.bench_cfg, plan.impl, str(dev), plan.batches, spec, model=model, gbps=gbps, **kw)
         out["real"].append(res)
         log(f"bench: TP{ctx.world} with collectives, context {spec.text}: "
             + ", ".join(f"C={p.batch} {p.step_ms:.3f} ms" for p in res.points)
             + (f" (graph error: {res.graph_error})" if res.graph_error else ""))
         if ctx.active:
             with collectives_off(model) as off:
-                res = db.run_bench(off, plan.bench_cfg, plan.impl, str(dev), plan.batches, spec, profile=False,
-                                   model=model, **kw)
+                res = db.run_bench(off, plan.bench_cfg, plan.impl, str(dev), plan.batches, spec, model=model,
+                                   gbps=gbps, **kw)
             out["off"].append(res)
             log(f"bench: TP{ctx.world} collectives off, context {spec.text}: "
                 + ", ".join(f"C={p.batch} {p.step_ms:.3f} ms" for p in res.points))
@@ -502,12 +504,23 @@ def run_benches(plan: Plan, ctx: RunContext, dev: torch.device, gbps, log: Log) 
             model = bench_model(plan, tp1, dev)
             for spec in plan.contexts:
                 out["tp1"].append(db.run_bench(tp1, plan.bench_cfg, plan.impl, str(dev), plan.batches, spec,
-                                               profile=plan.profile, model=model, **kw))
+                                               model=model, gbps=gbps, **kw))
                 log(f"bench: TP1 on rank 0, context {spec.text}: "
                     + ", ".join(f"C={p.batch} {p.step_ms:.3f} ms" for p in out["tp1"][-1].points))
+            if plan.profile:
+                for spec, res in zip(plan.contexts, out["tp1"]):
+                    db.attribute_points(res, model, tp1, plan.batches, spec, **kw)
             del model
             _free(dev)
         ctx.barrier()
+    if plan.profile:
+        model = bench_model(plan, ctx, dev)
+        for spec, res in zip(plan.contexts, out["real"]):
+            db.attribute_points(res, model, ctx, plan.batches, spec, **kw)
+            log(f"bench: TP{ctx.world} attribution, context {spec.text}")
+        ctx.barrier()
+        del model
+        _free(dev)
     return out
 
 
