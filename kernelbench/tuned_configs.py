@@ -188,6 +188,9 @@ class TuningError(ValueError):
     """A malformed pinned config or tuned-config file: a usage error, named by variable or file."""
 
 
+_INT_KEYS = {"num_stages", "maxnreg"}      # launch options that take a count, never a switch
+
+
 def _is_pow2_key(key: str) -> bool:
     """Tile sizes and warp counts must be powers of two (tl.arange, the layouts): BLOCK_*, BM, BN_UP, ..."""
     return key == "num_warps" or key.startswith("BLOCK") or re.fullmatch(r"B[A-Z](_[A-Z]+)?", key) is not None
@@ -195,13 +198,16 @@ def _is_pow2_key(key: str) -> bool:
 
 def config_problem(cfg: Any, known_keys: set | None = None) -> str | None:
     """Why `cfg` cannot be a kernel config (a dict of positive ints, powers of two for tile sizes and
-    num_warps, or short strings such as DECODE), or None when it can."""
+    num_warps, short strings such as DECODE, or true / false for a switch such as mHC's SIMT / RELOAD), or None
+    when it can."""
     if not isinstance(cfg, dict):
         return f"a config must be a JSON object, got {type(cfg).__name__} {cfg!r}"
     for k, v in cfg.items():
         if known_keys is not None and k not in known_keys:
             return f"unknown key {k!r} (the kernel's config has {', '.join(sorted(known_keys))})"
         if isinstance(v, str) and not _is_pow2_key(k):
+            continue
+        if isinstance(v, bool) and not _is_pow2_key(k) and k not in _INT_KEYS:
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             return f"{k}={v!r}: must be an integer"

@@ -21,21 +21,40 @@ def smallest_params(op: str) -> tuple:
 
 
 def config_keys(op: str) -> set | None:
-    """The config keys the op's kernels take (their default configs at the smallest shape), or None."""
+    """The config keys the op's kernels take: every key of every implementation's default config and config space
+    over the op's 'tiny' and 'flash-tp8' cases (a space can offer keys its default at some shape lacks: mHC's
+    RELOAD above one token, bf16_linear's NB at M = 1), or None when none is known."""
     from kernelbench import registry
     try:
         impls = registry.impls(op)
     except LookupError:
         return None
-    params = _some_params(op)
+    keys = _space_keys(op, tuple(sorted(impls)))
+    return set(keys) if keys else None
+
+
+@lru_cache(maxsize=None)
+def _space_keys(op: str, impl_names: tuple) -> frozenset:
+    from kernelbench import registry
+    spec = registry.get_op(op)
+    cases = [dict(_some_params(op))]
+    for shape_set in ("tiny", "flash-tp8"):
+        try:
+            cases += spec.shape_cases(shape_set)
+        except Exception:  # noqa: BLE001 - an op without cases in that set
+            pass
     keys: set = set()
-    for impl in impls.values():
-        if impl.default_config is not None:
+    for name in impl_names:
+        impl = registry.get_impl(op, name)
+        for p in cases:
             try:
-                keys |= set(impl.default_config(dict(params)))
-            except Exception:  # noqa: BLE001 - a default that needs other params: no key check
-                return None
-    return keys or None
+                if impl.default_config is not None:
+                    keys |= set(impl.default_config(dict(p)))
+                for cfg in impl.configs(dict(p)) if impl.configs is not None else ():
+                    keys |= set(cfg)
+            except Exception:  # noqa: BLE001 - a default or space that needs other params: not this case
+                continue
+    return frozenset(keys)
 
 
 @lru_cache(maxsize=None)

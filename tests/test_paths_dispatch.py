@@ -221,3 +221,25 @@ def test_compressor_never_borrows_a_tuned_path_across_the_ratio():
             without = tuned_configs.lookup("compressor_step", key, KC.step_default(key), device="NVIDIA H200")
         assert got == KC.step_default(key) and got["PATH"] == "one", (t, got)
         assert without["PATH"] == "split", "without `exact` the nearest ratio-4 entry would be borrowed"
+
+
+def test_every_config_a_space_offers_can_be_a_tuned_entry():
+    """Whatever the tuner picks from an implementation's space (or its default) must pass the checks the
+    tuned-config file is read with (config_problem with the op's known keys, as check_tuning reads it at startup):
+    on the H200 (2026-12-02) every mhc_post_pre_norm choice was refused at export because RELOAD / SIMT are
+    true / false switches, so the op could not be tuned at all."""
+    from kernelbench.usage import config_keys
+    registry.load_builtin()
+    checked = 0
+    for spec in registry.ops():
+        keys = config_keys(spec.name)
+        for impl in registry.impls(spec.name).values():
+            if impl.configs is None:
+                continue
+            for p in spec.shape_cases("flash-tp8"):
+                space = impl.configs(p) + ([impl.default_config(p)] if impl.default_config else [])
+                for cfg in space:
+                    problem = tuned_configs.config_problem(cfg, keys)
+                    assert problem is None, (spec.name, impl.name, p, cfg, problem)
+                    checked += 1
+    assert checked > 1000
