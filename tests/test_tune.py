@@ -201,6 +201,28 @@ def test_tune_run_skips_past_the_budget_and_survives_a_failing_shape(toy, store,
     assert tune.summary_rows(results)[0][:3] == ("toy_mm", "tune_test", tune.canon(cases[1])[:60])
 
 
+def test_tune_run_starts_no_case_it_cannot_set_up_within_the_budget(toy, store, monkeypatch):
+    """A case's setup runs before tune_one checks the clock, so a case is not started with less than MIN_CASE_S
+    (or a tenth of the budget) left: the first case here takes 55 of 60 s, the second is listed as not tuned."""
+    s, env = store
+    impl = impl_with([GOOD_SMALL])
+    cases = [{"M": 1, "N": 64, "K": 128}, {"M": 16, "N": 64, "K": 128}]
+    clock = [1000.0]
+    monkeypatch.setattr(tune.time, "monotonic", lambda: clock[0])
+
+    def slow(spec, impl, params, **_):
+        clock[0] += 55.0
+        return tune.TuneResult(spec.name, impl.name, params, params, "cpu", [], None, None)
+    monkeypatch.setattr(tune, "tune_one", slow)
+    kw = dict(store=s, env_id=env, device="cpu", timer_ref="cpu", interpret=True, isolate=False, max_trials=4,
+              top_k=1, rounds=1, trial_timeout=60.0, sm120_check=False, git_commit="", no_export=True)
+    results, skipped = tune.tune_run([(toy, impl, cases)], budget_s=60.0, **kw)
+    assert [r.key["M"] for r in results] == [1] and skipped == ["toy_mm/tune_test " + toy.label(cases[1])]
+    clock[0] = 1000.0
+    results, skipped = tune.tune_run([(toy, impl, cases)], budget_s=200.0, **kw)
+    assert [r.key["M"] for r in results] == [1, 16] and skipped == []
+
+
 def test_tune_command_claims_only_the_exports_that_happened(toy, tmp_path):
     """With no passing verify of the chosen config's path in the database, export() refuses the choice: nothing is
     written and the command says so, naming the op and the verify to run, instead of "choices exported to PATH"
