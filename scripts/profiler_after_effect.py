@@ -12,10 +12,7 @@ import json
 
 import torch
 
-from kernelbench.decoder import checkpoint
 from kernelbench.decoder import decode_bench as db
-from kernelbench.decoder.backend import Ops
-from kernelbench.decoder.model import Transformer
 from kernelbench.decoder.tp import TPContext
 
 
@@ -32,8 +29,7 @@ def main() -> None:
     batches = [int(b) for b in a.batches.split(",")]
     cfg = db.bench_config("flash", "flash", False)
     tp = TPContext(rank=0, world=8, simulate=True)
-    model = Transformer(cfg, checkpoint.random_local_state(cfg, 0, 8, seed=0, device=dev), Ops("triton", None), tp,
-                        dev)
+    model = db.random_model(tp, cfg, "triton", dev)
     ctx = db.parse_context("512")
     kw = dict(steps=a.steps, warmup=3, graph="on", model=model)
 

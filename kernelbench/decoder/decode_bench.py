@@ -554,6 +554,13 @@ def _quantiles(times: list[float]) -> tuple[float, float, float, float]:
     return dec[0], dec[-1], qs[0], qs[-1]
 
 
+def random_model(tp: TPContext, cfg: ModelConfig, impl: str, dev: torch.device, seed: int = 0,
+                 overrides: dict | None = None) -> Transformer:
+    """This rank's model with random weights drawn on `dev` (what run_bench times when given no model)."""
+    sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
+    return Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
+
+
 def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: list[int], context: ContextSpec,
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
@@ -565,9 +572,7 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     config, in `steps` interleaved pairs (`ablate_tuned`)."""
     dev = torch.device(device)
     if model is None:
-        sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
-        model = Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
-        del sd
+        model = random_model(tp, cfg, impl, dev, seed, overrides)
     use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
@@ -811,15 +816,23 @@ def _step_bytes(model: Transformer, step: _PointStep) -> tuple[dict[str, float],
     return dict(rec.bytes), looked
 
 
-def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
-               steps: int, warmup: int, graph: str, seed: int, dev: torch.device, ablate: bool = False) -> BenchPoint:
+def _ready_step(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
+                warmup: int, graph: str, seed: int, dev: torch.device):
+    """A point's step built, its bytes counted (one eager step with counting ops, which also compiles), `warmup`
+    eager steps run and its CUDA graph captured (`_graph_replay`) -> (step, bytes per op, config lookups, replay or
+    None)."""
     step = _PointStep(model, c, lengths, cap, lo, hi, seed, dev)
     op_bytes, looked = _step_bytes(model, step)
-    nbytes = sum(op_bytes.values())
     for _ in range(warmup):
         step.eager()
         step.advance()
-    replay = _graph_replay(model, res, graph, step, dev)
+    return step, op_bytes, looked, _graph_replay(model, res, graph, step, dev)
+
+
+def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
+               steps: int, warmup: int, graph: str, seed: int, dev: torch.device, ablate: bool = False) -> BenchPoint:
+    step, op_bytes, looked, replay = _ready_step(model, res, c, lengths, cap, lo, hi, warmup, graph, seed, dev)
+    nbytes = sum(op_bytes.values())
     step.reset()
     times = _time_steps(replay or step.eager, step.advance, steps, dev)
     p10, p90, q1, q3 = _quantiles(times)
@@ -839,12 +852,7 @@ def _profile_point(model: Transformer, res: BenchResult, pt: BenchPoint, lengths
                    hi: int, warmup: int, graph: str, seed: int, dev: torch.device) -> None:
     """The per-op attribution of a timed point: the same step (cache, ids, positions) rebuilt, warmed and captured
     again, then profiled (profile_step); its rows are scaled to the point's timed step."""
-    step = _PointStep(model, pt.batch, lengths, cap, lo, hi, seed, dev)
-    op_bytes, _ = _step_bytes(model, step)
-    for _ in range(warmup):
-        step.eager()
-        step.advance()
-    replay = _graph_replay(model, res, graph, step, dev)
+    step, op_bytes, _, replay = _ready_step(model, res, pt.batch, lengths, cap, lo, hi, warmup, graph, seed, dev)
     rows, pt.attribution_source, pt.attribution_note, kps = profile_step(model, step.eager, replay, step.reset, dev,
                                                                          pt.step_ms, op_bytes)
     pt.attribution = [r.as_json() for r in rows]
