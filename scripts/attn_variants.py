@@ -32,3 +32,10 @@ INDEX = {"triton_w4": {"num_warps": 4}, "triton_w16": {"num_warps": 16}, "triton
          "triton_wv4": {"waves": 4}, "triton_sc4k": {"SCAN": 4096}}
 for _name, _over in INDEX.items():
     _variant("indexer_topk", _name, I.indexer_topk_fused, lambda kw: I.fused_default({}), _over, lambda: [I._index_fused])
+
+# the two-launch impl "triton" with its segmented top-k (SEGMENTS programs per token, then a merge over their
+# candidates): exact on the CPU, never timed on a GPU before session 8
+INDEX_SEG = {"triton_seg4": {"SEGMENTS": 4}, "triton_seg16": {"SEGMENTS": 16}, "triton_seg64": {"SEGMENTS": 64}}
+for _name, _over in INDEX_SEG.items():
+    _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over,
+             lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
