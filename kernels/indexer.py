@@ -17,8 +17,9 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
      the reference (DeepSeek's torch arithmetic) rounds: each head's dot, each relu'd product with
      the bf16 weight, the fp32 sum over heads. Work and bytes are S4 * 256 per token.
-  2. `_index_topk` grid (T,) (or, with SEGMENTS > 1, `_index_topk_segments` grid (T, SEGMENTS) then
-     `_index_topk_merge` grid (T,) over the segments' candidates): radix select of the K-th largest score
+  2. `_index_topk` grid (T,) (or, with SEGMENTS != 1, `_index_topk_split` grid (T, SEG): a long row's top-k over
+     up to SEG programs, each selecting its segment's top-k, the last to arrive merging the candidates that can
+     still be in the row's top-k; a short row is one program's, as `_index_topk`): radix select of the K-th largest score
      on order-preserving keys (the scores are bf16 values, so only the high 16 bits of the fp32 key vary:
      2 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
@@ -39,7 +40,7 @@ import triton.language as tl
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
                                        sincos, to_bf16)
-from kernelbench.kernels.linear import fp8_tile_head_ticket
+from kernelbench.kernels.linear import fp8_tile_head_ticket, split_tickets
 from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
 from kernelbench.registry import register_impl
@@ -51,13 +52,13 @@ DI = 128
 # config space ----------------------------------------------------------------------------------
 def indexer_configs(params: dict) -> list[dict]:
     """Score launch: keys per block, warps, stages, programs (x SMs); top-k launch: scores per scan
-    step and its warps (one program per token walks S4 five times: wide steps amortize L2 latency);
-    SEGMENTS > 1 splits each token's top-k over that many programs plus a merge over SEGMENTS x KP
-    candidates (verified on the CPU, not yet timed on a GPU: the default stays 1, the measured path)."""
+    step and its warps (one program per token walks S4 three times: wide steps amortize L2 latency);
+    SEGMENTS: 1 = that one program, 0 = the split top-k with about 4 programs per SM (`topk_segments`), > 1 = at
+    most that many programs per token; SEG_MIN: fewest scores per segment."""
     return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
              "SEGMENTS": seg}
             for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
-            for sc, tw in ((2048, 8), (4096, 16), (8192, 16)) for seg in (1, 4, 16)]
+            for sc, tw in ((2048, 8), (4096, 16), (8192, 16)) for seg in (1, 0, 16)]
 
 
 def indexer_default(params: dict) -> dict:
@@ -190,6 +191,7 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
         n_gt += tl.sum(gt.to(tl.int32), axis=0)
         n_eq += tl.sum(eq.to(tl.int32), axis=0)
     tl.debug_barrier()                                                  # staged writes visible to the CTA
+    return prefix                                                       # the k_eff-th key (KEY16: its high half)
 
 
 @triton.jit
@@ -228,67 +230,86 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
 
 
 @triton.jit
+def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
+    """One program selects, sorts and writes a token's row of n scores. FAST (impl "triton"): 16-bit select
+    keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
+    k_eff = tl.minimum(n, TOPK)
+    if FAST:
+        if n > TOPK:
+            _select(sc_row, n, k_eff, stage, 0, SCAN, False, True, "")
+    else:
+        _select(sc_row, n, k_eff, stage, 0, SCAN, False, False, "")
+    _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "")
+
+
+@triton.jit
 def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, KP) int64; out (T, K)
                 RATIO, TOPK, s_st, s_ot,
                 KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
-    """One program per token: select over its S4 scores, sort, write. FAST (impl "triton"): 16-bit select
-    keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
+    """One program per token: select over its S4 scores, sort, write."""
     t = tl.program_id(0)
     n = (tl.load(pos_ptr + t) + 1) // RATIO
-    k_eff = tl.minimum(n, TOPK)
-    sc_row = sc_ptr + t * s_st
-    if FAST:
-        if n > TOPK:
-            _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True, "")
-    else:
-        _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, False, "")
-    _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, n <= TOPK, KP,
-                 FAST, "")
+    _topk_row(sc_ptr + t * s_st, n, stage_ptr + t * KP, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP, SCAN, FAST)
 
 
 @triton.jit
-def _index_topk_segments(sc_ptr, pos_ptr, cand_ptr,                # cand (T, SEG * KP) int64
-                         RATIO, TOPK, SEG, s_st,
-                         KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
-    """Segmented top-k, step 1, grid (T, SEG): program j selects the top-k of its contiguous slice of
-    the token's S4 scores and writes them (packed, unsorted, zero-padded to KP) to its candidate slot."""
+def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
+                      RATIO, TOPK, SEG, SEG_MIN, s_st, s_ot,
+                      SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
+    """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
+    (T, SEG) int64, cnt (T,) int32 zero between launches (`token_counters`).
+    The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
+    follows the actual context, never the capacity). a = 1: program 0 runs the one-program top-k (_topk_row) and
+    the others exit. Else program j < a selects the TOPK largest of its segment (or keeps a segment of <= TOPK
+    whole) into its candidate slot (packed, unsorted, zero-padded) with its threshold key l_j, and takes a ticket.
+    The last to arrive merges: the k-th largest of the row is >= tau = max_j l_j (segment j alone holds TOPK keys
+    >= l_j), so only candidates >= tau can be in the top-k (at least TOPK of them); they are compacted in slot
+    order, then selected and sorted as one row. Equal keys stay in index order through both steps (segments in
+    row order; inside a slot the keys above l_j, then those equal to it, each in index order), so ties go to the
+    lower index, as in the one-program select."""
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = (tl.load(pos_ptr + t) + 1) // RATIO
-    seg = tl.cdiv(tl.cdiv(n, SEG), SCAN) * SCAN                         # whole scan steps per segment
-    start = j * seg
-    seg_n = tl.minimum(tl.maximum(n - start, 0), seg)
-    k_j = tl.minimum(seg_n, TOPK)
-    slot = cand_ptr + (t * SEG + j) * KP
-    offs_k = tl.arange(0, KP)
-    if FAST:
+    a = tl.minimum(tl.maximum(n // SEG_MIN, 1), SEG)
+    sc_row = sc_ptr + t * s_st
+    if a == 1:
+        if j == 0:
+            _topk_row(sc_row, n, stage_ptr + t * KP, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP, SCAN, FAST)
+    elif j < a:
+        seg = tl.cdiv(tl.cdiv(n, a), 32) * 32                            # 128-byte aligned segment starts
+        start = j * seg
+        seg_n = tl.minimum(tl.maximum(n - start, 0), seg)
+        cand = cand_ptr + t * (2 * SEG * KP)
+        slot = cand + j * KP
+        offs_k = tl.arange(0, KP)
+        thr = tl.zeros([], tl.uint32)                                   # a segment kept whole: no bound
         if seg_n > TOPK:
-            _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, True, "")
-            kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)
-        else:                                                           # the whole segment is kept
-            _, kept = _load_keys(sc_ptr + t * s_st, start + offs_k, offs_k < seg_n, 0, False, "")
+            thr = _select(sc_row + start, seg_n, TOPK, slot, start, SCAN, False, FAST, "")
+            kept = tl.load(slot + offs_k, mask=offs_k < TOPK, other=0)
+        else:
+            _, kept = _load_keys(sc_row, start + offs_k, offs_k < seg_n, 0, False, "")
             kept = tl.where(offs_k < seg_n, kept, 0).to(tl.int64, bitcast=True)
-    else:
-        _select(sc_ptr + t * s_st + start, seg_n, k_j, slot, start, SCAN, False, False, "")
-        kept = tl.load(slot + offs_k, mask=offs_k < k_j, other=0)       # pad with 0: below every key
-    tl.store(slot + offs_k, kept)
-
-
-@triton.jit
-def _index_topk_merge(sc_ptr, pos_ptr, cand_ptr, stage_ptr, idx_ptr, val_ptr,
-                      RATIO, TOPK, SEG, s_st, s_ot,
-                      KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
-    """Segmented top-k, step 2, grid (T,): the same select over the SEG x KP candidates, then sort."""
-    t = tl.program_id(0)
-    n = (tl.load(pos_ptr + t) + 1) // RATIO
-    k_eff = tl.minimum(n, TOPK)
-    if FAST:
-        if n > TOPK:
-            _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, True, "")
-    else:
-        _select(cand_ptr + t * SEG * KP, SEG * KP, k_eff, stage_ptr + t * KP, 0, SCAN, True, False, "")
-    _emit_sorted(stage_ptr + t * KP, k_eff, sc_ptr + t * s_st, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK,
-                 n <= TOPK, KP, FAST, "")
+        tl.store(slot + offs_k, kept)                                   # pad with 0: below every key
+        tl.store(thr_ptr + t * SEG + j, thr.to(tl.int64))
+        tl.debug_barrier()                                              # every thread's stores before the release
+        if tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu") == a - 1:
+            js = tl.arange(0, SEG_P2)
+            tau = tl.max(tl.load(thr_ptr + t * SEG + js, mask=js < a, other=0, cache_modifier=".cg"), axis=0)
+            tau = tau.to(tl.uint32)
+            comp = cand + SEG * KP                                      # the survivors, in slot order
+            m = 0
+            for s0 in range(0, a * KP, KP):                             # one slot at a time
+                offs = s0 + tl.arange(0, KP)
+                key, packed = _load_keys(cand, offs, offs < a * KP, 0, True, ".cg")
+                keep = (offs < a * KP) & (key >= tau) & (packed != 0)
+                dst = m + tl.cumsum(keep.to(tl.int32), axis=0) - 1
+                tl.store(comp + dst, packed.to(tl.int64, bitcast=True), mask=keep)
+                m += tl.sum(keep.to(tl.int32), axis=0)
+            tl.debug_barrier()                                          # the survivors visible to the CTA
+            _select(comp, m, TOPK, stage_ptr + t * KP, 0, SCAN, True, FAST, "")
+            _emit_sorted(stage_ptr + t * KP, TOPK, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, 0, KP,
+                         FAST, ".cg")
+            tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
 @triton.jit
@@ -353,7 +374,6 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
     fp32 holding bf16 values (-inf padded). Positions past the capacity are the caller's bug (no
     device-side check). One launch (_index_fused); the per-token counters are the split-K tickets of
     kernels/linear.py (zero between launches, one stream)."""
-    from kernelbench.kernels.linear import split_tickets
     dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk, "kernel": "fused"}, fused_default({}))
     if t == 0:
@@ -373,12 +393,12 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
                default_config=indexer_default,
-               kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                     positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                     config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two launches (kept to measure against): `_index_scores`, then `_index_topk` (or, with SEGMENTS > 1,
-    the segmented top-k); the FAST top-k (16-bit select keys, no select for rows of <= topk scores)."""
+    """Two launches: `_index_scores`, then `_index_topk` (SEGMENTS 1) or the split top-k `_index_topk_split`
+    (SEGMENTS 0 = auto, or > 1); the FAST top-k (16-bit select keys, no select for rows of <= topk scores)."""
     dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
     if t == 0:
@@ -396,21 +416,39 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", 1)
     fast = bool(cfg.get("FAST", True))
+    seg = topk_segments(seg, t, dev)
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
     else:
-        cand = torch.empty(t, seg * kp, dtype=torch.int64, device=dev)
-        _index_topk_segments[(t, seg)](scores, pos, cand, ratio, topk, seg, scores.stride(0),
-                                       KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
-        _index_topk_merge[(t,)](scores, pos, cand, stage, idx, val, ratio, topk, seg, scores.stride(0),
-                                idx.stride(0), KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
+        cand = torch.empty(t, 2 * seg * kp, dtype=torch.int64, device=dev)   # candidates, then the survivors
+        thr = torch.empty(t, seg, dtype=torch.int64, device=dev)
+        _index_topk_split[(t, seg)](scores, pos, cand, thr, split_tickets(dev, t), stage, idx, val, ratio, topk, seg,
+                                    int(cfg.get("SEG_MIN", SEG_MIN)), scores.stride(0), idx.stride(0),
+                                    SEG_P2=triton.next_power_of_2(seg), KP=kp, SCAN=scan, FAST=fast,
+                                    num_warps=twarps, num_stages=1)
     return idx, val
+
+
+SEG_MIN = 4096      # fewest scores per segment of the split top-k: its TOPK candidates are at most 1/8 of them
+MAX_SEGMENTS = 64
+
+
+def topk_segments(segments: int, t: int, device: torch.device) -> int:
+    """Programs per token of the top-k launch: config SEGMENTS, or 0 = enough to give the launch about 4 programs
+    per SM (a power of two, at most MAX_SEGMENTS); 1 = the one-program top-k. How many of them work is decided on
+    the device from the row's actual length (`_index_topk_split`)."""
+    if segments < 0 or segments > MAX_SEGMENTS:
+        raise ValueError(f"indexer_topk: SEGMENTS must be 0 (auto) to {MAX_SEGMENTS}, got {segments}")
+    if segments:
+        return segments
+    per_token = 4 * sm_count(device) // max(t, 1)
+    return min(MAX_SEGMENTS, 1 << max(per_token, 1).bit_length() - 1)
 
 
 @register_impl("indexer_topk", "triton_v1", backend="triton", configs=indexer_configs,
                default_config=lambda p: {**indexer_default(p), "FAST": False},
-               kernels=lambda: [_index_scores, _index_topk, _index_topk_segments, _index_topk_merge])
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 4, w_scale: float = 1.0,
                     config: dict | None = None):
     """The first version's top-k (kept to measure against): four 8-bit radix passes over 32-bit keys, the

@@ -33,9 +33,10 @@ INDEX = {"triton_w4": {"num_warps": 4}, "triton_w16": {"num_warps": 16}, "triton
 for _name, _over in INDEX.items():
     _variant("indexer_topk", _name, I.indexer_topk_fused, lambda kw: I.fused_default({}), _over, lambda: [I._index_fused])
 
-# the two-launch impl "triton" with its segmented top-k (SEGMENTS programs per token, then a merge over their
-# candidates): exact on the CPU, never timed on a GPU before session 8
-INDEX_SEG = {"triton_seg4": {"SEGMENTS": 4}, "triton_seg16": {"SEGMENTS": 16}, "triton_seg64": {"SEGMENTS": 64}}
-for _name, _over in INDEX_SEG.items():
+# the two-launch impl "triton" with the split top-k (`_index_topk_split`, session 8): SEGMENTS 0 = about 4 programs
+# per SM, at least SEG_MIN scores per segment (decided on the device from the row's length)
+INDEX_SPLIT = {"triton_split": {"SEGMENTS": 0}, "triton_split2k": {"SEGMENTS": 0, "SEG_MIN": 2048},
+               "triton_split8k": {"SEGMENTS": 0, "SEG_MIN": 8192}}
+for _name, _over in INDEX_SPLIT.items():
     _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over,
-             lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
+             lambda: [I._index_scores, I._index_topk, I._index_topk_split])

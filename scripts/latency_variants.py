@@ -29,7 +29,7 @@ _variant("mhc_post_pre_norm", "triton_mix1", M.mhc_post_pre_norm, _norm_default,
 _variant("compressor_step", "triton_w4", C.compressor_step, lambda kw: C.step_default({}), {"waves": 4},
          lambda: [C._comp_step])
 _variant("indexer_topk", "triton_seg16", I.indexer_topk, lambda kw: I.indexer_default({}), {"SEGMENTS": 16},
-         lambda: [I._index_scores, I._index_topk_segments, I._index_topk_merge])
+         lambda: [I._index_scores, I._index_topk_split])
 _variant("indexer_topk", "triton_tw4", I.indexer_topk, lambda kw: I.indexer_default({}), {"TOPK_WARPS": 4},
          lambda: [I._index_scores, I._index_topk])
 _variant("compressor_step", "triton_r16", C.compressor_step, lambda kw: C.step_default({}), {"ROWS": 16},

@@ -161,25 +161,51 @@ def test_fewer_entries_than_topk_are_padded(gen):
         assert (val[2, :4] >= val[2, 1:5]).all()                           # best first
 
 
-@pytest.mark.parametrize("ties,segments,fast", [(False, 0, True), (True, 0, True), (False, 1, True), (True, 1, True),
-                                                 (True, 3, True), (True, 1, False), (True, 3, False)])
+@pytest.mark.parametrize("ties,segments,fast", [(False, "fused", True), (True, "fused", True), (False, 1, True),
+                                                 (True, 1, True), (True, 3, True), (True, 0, True), (True, 1, False),
+                                                 (True, 3, False)])
 def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
     """Rows of 10, 1 and 69 entries against top-k 5, 16, 64: the select path and (fast) the rows that fit
-    whole. segments 0: impl triton_fused (one launch; BLOCK_S 16, so up to 5 programs of a token score and the
-    last to arrive selects); else the two-launch impl triton (segments > 1: the segmented top-k), and
-    fast=False its first version (impl triton_v1: 32-bit keys, always the select)."""
+    whole. "fused": impl triton_fused (one launch; BLOCK_S 16, so up to 5 programs of a token score and the
+    last to arrive selects); else the two-launch impl triton, fast=False its first version (impl triton_v1:
+    32-bit keys, always the select). SEGMENTS 3 / 0 (auto: 4 programs per "SM", 4 on the CPU, over 3 tokens:
+    5 then 4 programs) with SEG_MIN 8: the row of 69 is cut into 3 segments of 32, 32 and 5 scores (selected,
+    selected, kept whole at top-k 5 and 16; all kept whole at 64, so the merge selects over every score), the row
+    of 10 stays one program's; run twice, so the ticket counters were re-armed."""
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=ties)
     for topk in (5, 16, 64):
         ref = indexer_topk(qi, w, keys, seq, pos, topk)
-        if segments == 0:
-            out = K.indexer_topk_fused(qi, w, keys, seq, pos, topk, config={**K.fused_default({}), "BLOCK_S": 16,
-                                                                      "SCAN": 32, "num_warps": 4, "waves": 4})
-        else:
-            out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={
-                **K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": segments,
-                "FAST": fast})
-        assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
-        assert torch.equal(out[1], ref[1])
+        for _ in range(2 if segments != 1 else 1):
+            if segments == "fused":
+                out = K.indexer_topk_fused(qi, w, keys, seq, pos, topk, config={
+                    **K.fused_default({}), "BLOCK_S": 16, "SCAN": 32, "num_warps": 4, "waves": 4})
+            else:
+                out = K.indexer_topk(qi, w, keys, seq, pos, topk, config={
+                    **K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": segments,
+                    "SEG_MIN": 8, "FAST": fast})
+            assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
+            assert torch.equal(out[1], ref[1])
+
+
+def test_split_topk_ties_across_segments(gen):
+    """Every score equal, 3 segments: each selects its lowest 5 indices, the bound keeps all 15 candidates and the
+    merge must return indices 0..4 (ties to the lower index across segments), as the one-program top-k."""
+    qi, w, keys, seq, pos = _exact_case(gen, t=1, hi=20, cap=70, positions=(279,), ties=True)
+    keys = torch.ones_like(keys)
+    ref = indexer_topk(qi, w, keys, seq, pos, 5)
+    assert torch.unique(ref[1]).numel() == 1 and ref[0].tolist() == [[0, 1, 2, 3, 4]]
+    out = K.indexer_topk(qi, w, keys, seq, pos, 5, config={**K.indexer_default({}), "SCAN": 32, "TOPK_WARPS": 4,
+                                                           "SEGMENTS": 3, "SEG_MIN": 8})
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+
+
+def test_topk_segments_choice():
+    cpu = torch.device("cpu")                                       # sm_count 4 off the GPU
+    assert [K.topk_segments(0, t, cpu) for t in (1, 3, 4, 16, 17)] == [16, 4, 4, 1, 1]
+    assert K.topk_segments(5, 64, cpu) == 5 and K.topk_segments(1, 1, cpu) == 1
+    for bad in (-1, K.MAX_SEGMENTS + 1):
+        with pytest.raises(ValueError, match="SEGMENTS"):
+            K.topk_segments(bad, 1, cpu)
 
 
 @pytest.mark.parametrize("impl", ["triton", "triton_fused"])
@@ -301,11 +327,10 @@ TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr"
             "FAST": "constexpr"}
 
 
-SEG_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "RATIO": "i32", "TOPK": "i32", "SEG": "i32",
-           "s_st": "i32", "KP": "constexpr", "SCAN": "constexpr", "FAST": "constexpr"}
-MERGE_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32",
-             "val_ptr": "*fp32", "RATIO": "i32", "TOPK": "i32", "SEG": "i32", "s_st": "i32", "s_ot": "i32",
-             "KP": "constexpr", "SCAN": "constexpr", "FAST": "constexpr"}
+SPLIT_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "thr_ptr": "*i64", "cnt_ptr": "*i32",
+             "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32", "RATIO": "i32", "TOPK": "i32", "SEG": "i32",
+             "SEG_MIN": "i32", "s_st": "i32", "s_ot": "i32", "SEG_P2": "constexpr", "KP": "constexpr",
+             "SCAN": "constexpr", "FAST": "constexpr"}
 
 
 QFUSED_SIG = {"x_ptr": "*bf16", "sx_ptr": "*fp32", "w_ptr": "*fp8e4nv", "ws_ptr": "*u8", "y_ptr": "*bf16",
@@ -337,12 +362,13 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     for kp in (512, 1024):   # Flash and Pro top-k
         for scan, warps in scans:
             kerns = [("_index_topk", TOPK_SIG)]
-            if kp == 1024 and scan != 4096:   # the segmented pair at the largest KP, both warp counts
-                kerns += [("_index_topk_segments", SEG_SIG), ("_index_topk_merge", MERGE_SIG)]
+            if kp == 1024 and scan != 4096:   # the split top-k at the largest KP, both warp counts
+                kerns += [("_index_topk_split", SPLIT_SIG)]
             for kern, sig in kerns:
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
-                             "constexprs": {"KP": kp, "SCAN": scan, "FAST": True}, "num_warps": warps,
-                             "num_stages": 1})
+                             "constexprs": {"KP": kp, "SCAN": scan, "FAST": True,
+                                            **({"SEG_P2": 64} if kern == "_index_topk_split" else {})},
+                             "num_warps": warps, "num_stages": 1})
     fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}
     for bs, warps, stages in sorted(fused):   # one launch: the widest scan of the space, the Pro top-k (KP 1024)
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_fused", "signature": FUSED_SIG,
