@@ -157,6 +157,20 @@ def _radix_pass(src, n, prefix, k_rem, SHIFT: tl.constexpr, HIMASK: tl.constexpr
 
 
 @triton.jit
+def _kth_key(src, n, k, SCAN: tl.constexpr, PACKED: tl.constexpr, KEY16: tl.constexpr, CACHE: tl.constexpr):
+    """Radix select: the k-th largest of the n keys at src (KEY16: its high half, the low half zero) and how many
+    keys equal to it are among the k largest."""
+    prefix = tl.zeros([], tl.uint32)
+    k_rem = k
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 24, 0x00000000, SCAN, PACKED, CACHE)
+    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 16, 0xFF000000, SCAN, PACKED, CACHE)
+    if not KEY16:
+        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 8, 0xFFFF0000, SCAN, PACKED, CACHE)
+        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN, PACKED, CACHE)
+    return prefix, k_rem
+
+
+@triton.jit
 def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr, KEY16: tl.constexpr,
             CACHE: tl.constexpr):
     """Write the k_eff largest of the n keys at src into stage[0:k_eff] as packed values (unsorted):
@@ -166,13 +180,7 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
     and the comparisons use the high half only (same order, same ties).
     Equal keys appear in index order at src (scores, or candidates laid out segment by segment), so
     'lowest position' is 'lowest index'."""
-    prefix = tl.zeros([], tl.uint32)
-    k_rem = k_eff
-    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 24, 0x00000000, SCAN, PACKED, CACHE)
-    prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 16, 0xFF000000, SCAN, PACKED, CACHE)
-    if not KEY16:
-        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 8, 0xFFFF0000, SCAN, PACKED, CACHE)
-        prefix, k_rem = _radix_pass(src, n, prefix, k_rem, 0, 0xFFFFFF00, SCAN, PACKED, CACHE)
+    prefix, k_rem = _kth_key(src, n, k_eff, SCAN, PACKED, KEY16, CACHE)
     shift: tl.constexpr = 16 if KEY16 else 0
     c_gt = k_eff - k_rem                                                # keys strictly above the threshold
     n_gt = 0
@@ -255,16 +263,18 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
 @triton.jit
 def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
                       RATIO, TOPK, SEG, SEG_MIN, s_st, s_ot,
-                      SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
+                      SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
+                      FILTER: tl.constexpr = 2048):
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
-    (T, SEG) int64, cnt (T,) int32 zero between launches (`token_counters`).
+    (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
     follows the actual context, never the capacity). a = 1: program 0 runs the one-program top-k (_topk_row) and
     the others exit. Else program j < a selects the TOPK largest of its segment (or keeps a segment of <= TOPK
-    whole) into its candidate slot (packed, unsorted, zero-padded) with its threshold key l_j, and takes a ticket.
-    The last to arrive merges: the k-th largest of the row is >= tau = max_j l_j (segment j alone holds TOPK keys
-    >= l_j), so only candidates >= tau can be in the top-k (at least TOPK of them); they are compacted in slot
-    order, then selected and sorted as one row. Equal keys stay in index order through both steps (segments in
+    whole) into its candidate slot (packed, unsorted, zero-padded) with its threshold key l_j and its m-th key
+    u_j (m = ceil(TOPK / a)), and takes a ticket. The last to arrive merges: the k-th largest of the row is
+    >= max_j l_j (segment j alone holds TOPK keys >= l_j) and >= min_j u_j (a x m >= TOPK keys are >= it), so only
+    candidates >= the larger bound can be in the top-k (at least TOPK of them); they are compacted in slot order
+    (FILTER at a time), then selected and sorted as one row. Equal keys stay in index order through both steps (segments in
     row order; inside a slot the keys above l_j, then those equal to it, each in index order), so ties go to the
     lower index, as in the one-program select."""
     t = tl.program_id(0)
@@ -290,16 +300,27 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
             _, kept = _load_keys(sc_row, start + offs_k, offs_k < seg_n, 0, False, "")
             kept = tl.where(offs_k < seg_n, kept, 0).to(tl.int64, bitcast=True)
         tl.store(slot + offs_k, kept)                                   # pad with 0: below every key
-        tl.store(thr_ptr + t * SEG + j, thr.to(tl.int64))
+        # the segment's m-th largest key, m = ceil(TOPK / a): a keys >= min_j of them over all segments, so the
+        # row's k-th key is >= that minimum too (0, no bound, for a segment of fewer than m keys)
+        m_j = tl.cdiv(TOPK, a)
+        held = tl.minimum(seg_n, TOPK)
+        tl.debug_barrier()
+        thr_m = tl.zeros([], tl.uint32)
+        if held >= m_j:
+            thr_m, _ = _kth_key(slot, held, m_j, KP, True, FAST, "")
+        tl.store(thr_ptr + t * (2 * SEG) + j, thr.to(tl.int64))
+        tl.store(thr_ptr + t * (2 * SEG) + SEG + j, thr_m.to(tl.int64))
         tl.debug_barrier()                                              # every thread's stores before the release
         if tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu") == a - 1:
             js = tl.arange(0, SEG_P2)
-            tau = tl.max(tl.load(thr_ptr + t * SEG + js, mask=js < a, other=0, cache_modifier=".cg"), axis=0)
-            tau = tau.to(tl.uint32)
+            row = thr_ptr + t * (2 * SEG) + js
+            tau = tl.max(tl.load(row, mask=js < a, other=0, cache_modifier=".cg"), axis=0)
+            tau_m = tl.min(tl.load(row + SEG, mask=js < a, other=0, cache_modifier=".cg"), axis=0)
+            tau = tl.maximum(tau, tau_m).to(tl.uint32)
             comp = cand + SEG * KP                                      # the survivors, in slot order
             m = 0
-            for s0 in range(0, a * KP, KP):                             # one slot at a time
-                offs = s0 + tl.arange(0, KP)
+            for s0 in range(0, a * KP, FILTER):
+                offs = s0 + tl.arange(0, FILTER)
                 key, packed = _load_keys(cand, offs, offs < a * KP, 0, True, ".cg")
                 keep = (offs < a * KP) & (key >= tau) & (packed != 0)
                 dst = m + tl.cumsum(keep.to(tl.int32), axis=0) - 1
@@ -422,11 +443,11 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
     else:
         cand = torch.empty(t, 2 * seg * kp, dtype=torch.int64, device=dev)   # candidates, then the survivors
-        thr = torch.empty(t, seg, dtype=torch.int64, device=dev)
+        thr = torch.empty(t, 2 * seg, dtype=torch.int64, device=dev)           # the segments' two bounds
         _index_topk_split[(t, seg)](scores, pos, cand, thr, split_tickets(dev, t), stage, idx, val, ratio, topk, seg,
                                     int(cfg.get("SEG_MIN", SEG_MIN)), scores.stride(0), idx.stride(0),
                                     SEG_P2=triton.next_power_of_2(seg), KP=kp, SCAN=scan, FAST=fast,
-                                    num_warps=twarps, num_stages=1)
+                                    FILTER=min(2048, scan), num_warps=twarps, num_stages=1)
     return idx, val
 
 

@@ -36,7 +36,7 @@ for _name, _over in INDEX.items():
 # the two-launch impl "triton" with the split top-k (`_index_topk_split`, session 8): SEGMENTS 0 = about 4 programs
 # per SM, at least SEG_MIN scores per segment (decided on the device from the row's length)
 INDEX_SPLIT = {"triton_split": {"SEGMENTS": 0}, "triton_split2k": {"SEGMENTS": 0, "SEG_MIN": 2048},
-               "triton_split8k": {"SEGMENTS": 0, "SEG_MIN": 8192}}
+               "triton_split8k": {"SEGMENTS": 0, "SEG_MIN": 8192}, "triton_split_s2": {"SEGMENTS": 2}}
 for _name, _over in INDEX_SPLIT.items():
     _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over,
              lambda: [I._index_scores, I._index_topk, I._index_topk_split])

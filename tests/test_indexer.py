@@ -199,6 +199,36 @@ def test_split_topk_ties_across_segments(gen):
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
 
 
+@pytest.mark.parametrize("order", ["random", "ascending", "descending", "plateau"])
+def test_split_topk_bounds_on_skewed_rows(order):
+    """The split kernel on given bf16 score rows (its merge bounds depend on where the top-k lies): the whole top-k
+    in the last segment (ascending), the first (descending), spread (random), or a plateau of equal scores across
+    the k-th position; 4 segments of a 300-score row (SEG_MIN 16, top-k 20, FILTER 32: several filter chunks), and
+    a row of 40 (one program). Against a stable descending sort: ties to the lower index."""
+    g = torch.Generator().manual_seed(5)
+    n_rows, cap, topk, seg = (300, 40), 320, 20, 4
+    scores = torch.randn(2, cap, generator=g).bfloat16().float()
+    if order == "ascending":
+        scores = torch.sort(scores, dim=1).values
+    elif order == "descending":
+        scores = torch.sort(scores, dim=1, descending=True).values
+    elif order == "plateau":
+        scores[:, 5:200] = 0.5
+    pos = torch.tensor([4 * n - 1 for n in n_rows])
+    kp = 32
+    idx = torch.full((2, topk), -7, dtype=torch.int32)
+    val = torch.full((2, topk), float("nan"))
+    for _ in range(2):                                           # the tickets are re-armed
+        K._index_topk_split[(2, seg)](scores, pos, torch.zeros(2, 2 * seg * kp, dtype=torch.int64),
+                                      torch.zeros(2, 2 * seg, dtype=torch.int64), torch.zeros(2, dtype=torch.int32),
+                                      torch.zeros(2, kp, dtype=torch.int64), idx, val, 4, topk, seg, 16, cap, topk,
+                                      SEG_P2=seg, KP=kp, SCAN=32, FAST=True, FILTER=32)
+        for r, n in enumerate(n_rows):
+            want = torch.sort(scores[r, :n], descending=True, stable=True)
+            assert idx[r].tolist() == want.indices[:topk].tolist(), (order, r)
+            assert torch.equal(val[r], want.values[:topk])
+
+
 def test_topk_segments_choice():
     cpu = torch.device("cpu")                                       # sm_count 4 off the GPU
     assert [K.topk_segments(0, t, cpu) for t in (1, 3, 4, 16, 17)] == [16, 4, 4, 1, 1]
