@@ -17,7 +17,7 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
      the reference (DeepSeek's torch arithmetic) rounds: each head's dot, each relu'd product with
      the bf16 weight, the fp32 sum over heads. Work and bytes are S4 * 256 per token.
-  2. `_index_topk` grid (T,) (or, with SEGMENTS != 1, `_index_topk_split` grid (T, SEG): a long row's top-k over
+  2. `_index_topk` grid (T,) (or, with SEGMENTS "auto" (the default) on a cache that can hold a long row, or > 1, `_index_topk_split` grid (T, SEG): a long row's top-k over
      up to SEG programs, each selecting its segment's top-k, the last to arrive merging the candidates that can
      still be in the row's top-k; a short row is one program's, as `_index_topk`): radix select of the K-th largest score
      on order-preserving keys (the scores are bf16 values, so only the high 16 bits of the fp32 key vary:
@@ -52,18 +52,18 @@ DI = 128
 # config space ----------------------------------------------------------------------------------
 def indexer_configs(params: dict) -> list[dict]:
     """Score launch: keys per block, warps, stages, programs (x SMs); top-k launch: scores per scan
-    step and its warps (one program per token walks S4 three times: wide steps amortize L2 latency);
-    SEGMENTS: 1 = that one program, 0 = the split top-k with about 4 programs per SM (`topk_segments`), > 1 = at
-    most that many programs per token; SEG_MIN: fewest scores per segment."""
-    return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
-             "SEGMENTS": seg}
+    step and its warps (one program per token walks S4 three times: wide steps amortize L2 latency).
+    Not in the space (the lookup key has no context, and the split pays only for long rows): SEGMENTS (default
+    "auto", `topk_segments`; 1 = one program per token; > 1 = at most that many) and SEG_MIN (fewest scores per
+    segment, default `seg_min_default`), which explicit configs may set."""
+    return [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw}
             for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
-            for sc, tw in ((2048, 8), (4096, 16), (8192, 16)) for seg in (1, 0, 16)]
+            for sc, tw in ((2048, 8), (4096, 16), (8192, 16))]
 
 
 def indexer_default(params: dict) -> dict:
     return {"BLOCK_S": 128, "num_warps": 4, "num_stages": 3, "waves": 4, "SCAN": 4096, "TOPK_WARPS": 16,
-            "SEGMENTS": 1}
+            "SEGMENTS": "auto"}
 
 
 @triton.jit
@@ -435,9 +435,10 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
         RNE_FIX=INTERPRET,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", 1)
+    scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", "auto")
     fast = bool(cfg.get("FAST", True))
-    seg = topk_segments(seg, t, dev)
+    seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
+    seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min)
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
@@ -445,38 +446,52 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         cand = torch.empty(t, 2 * seg * kp, dtype=torch.int64, device=dev)   # candidates, then the survivors
         thr = torch.empty(t, 2 * seg, dtype=torch.int64, device=dev)           # the segments' two bounds
         _index_topk_split[(t, seg)](scores, pos, cand, thr, split_tickets(dev, t), stage, idx, val, ratio, topk, seg,
-                                    int(cfg.get("SEG_MIN", SEG_MIN)), scores.stride(0), idx.stride(0),
+                                    seg_min, scores.stride(0), idx.stride(0),
                                     SEG_P2=triton.next_power_of_2(seg), KP=kp, SCAN=scan, FAST=fast,
                                     FILTER=min(2048, scan), num_warps=twarps, num_stages=1)
     return idx, val
 
 
-SEG_MIN = 4096      # fewest scores per segment of the split top-k: its TOPK candidates are at most 1/8 of them
 MAX_SEGMENTS = 64
 
 
-def topk_segments(segments: int, t: int, device: torch.device) -> int:
-    """Programs per token of the top-k launch: config SEGMENTS, or 0 = enough to give the launch about 4 programs
-    per SM (a power of two, at most MAX_SEGMENTS); 1 = the one-program top-k. How many of them work is decided on
-    the device from the row's actual length (`_index_topk_split`)."""
-    if segments < 0 or segments > MAX_SEGMENTS:
-        raise ValueError(f"indexer_topk: SEGMENTS must be 0 (auto) to {MAX_SEGMENTS}, got {segments}")
-    if segments:
+def seg_min_default(t: int) -> int:
+    """Fewest scores per segment of the split top-k. Its merge costs about one select over a few thousand
+    candidates, so a segment must save more than that: at T <= 4 tokens the launch is otherwise a few programs
+    and 4096-score segments pay (H200, C=1: 64K tokens 47.2 -> 37.5 us, 1M 650 -> 99 us); with more tokens the
+    tokens themselves fill the GPU and 4096-score segments lost at 64K (C=16 68.5 -> 73.2, C=64 134.6 -> 153.2
+    us), so only rows of 2 x 16K+ scores are split (docs/perf/attention.md, session 8)."""
+    return 4096 if t <= 4 else 16384
+
+
+def topk_segments(segments: int | str, t: int, device: torch.device, capacity: int, seg_min: int) -> int:
+    """Programs per token of the top-k launch: config SEGMENTS, or "auto": about 4 programs per SM (a power of
+    two, at most MAX_SEGMENTS), and no more than a row of `capacity` scores can fill with seg_min each (a cache
+    that cannot hold a row long enough to split runs the one-program kernel, whose results are the same);
+    1 = the one-program top-k. How many of them work is decided on the device from the row's actual length
+    (`_index_topk_split`)."""
+    if segments != "auto" and (isinstance(segments, bool) or not isinstance(segments, int)
+                               or not 1 <= segments <= MAX_SEGMENTS):
+        raise ValueError(f"indexer_topk: SEGMENTS must be \"auto\" or 1 to {MAX_SEGMENTS}, got {segments!r}")
+    if seg_min < 1:
+        raise ValueError(f"indexer_topk: SEG_MIN must be >= 1, got {seg_min}")
+    if segments != "auto":
         return segments
-    per_token = 4 * sm_count(device) // max(t, 1)
+    per_token = min(4 * sm_count(device) // max(t, 1), capacity // seg_min)
     return min(MAX_SEGMENTS, 1 << max(per_token, 1).bit_length() - 1)
 
 
 @register_impl("indexer_topk", "triton_v1", backend="triton", configs=indexer_configs,
-               default_config=lambda p: {**indexer_default(p), "FAST": False},
+               default_config=lambda p: {**indexer_default(p), "FAST": False, "SEGMENTS": 1},
                kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def indexer_topk_v1(qi, w, k_cache, seq_ids, positions, topk: int, ratio: int = 4, w_scale: float = 1.0,
                     config: dict | None = None):
     """The first version's top-k (kept to measure against): four 8-bit radix passes over 32-bit keys, the
-    select even when the row has <= topk scores, and a gather of the scores."""
+    select even when the row has <= topk scores, and a gather of the scores; one program per token."""
     t, hi = qi.shape[0], qi.shape[1]
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
-    return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, config={**cfg, "FAST": False})
+    return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale,
+                        config={"SEGMENTS": 1, **cfg, "FAST": False})
 
 
 # indexer_q --------------------------------------------------------------------------------------

@@ -33,10 +33,10 @@ INDEX = {"triton_w4": {"num_warps": 4}, "triton_w16": {"num_warps": 16}, "triton
 for _name, _over in INDEX.items():
     _variant("indexer_topk", _name, I.indexer_topk_fused, lambda kw: I.fused_default({}), _over, lambda: [I._index_fused])
 
-# the two-launch impl "triton" with the split top-k (`_index_topk_split`, session 8): SEGMENTS 0 = about 4 programs
-# per SM, at least SEG_MIN scores per segment (decided on the device from the row's length)
-INDEX_SPLIT = {"triton_split": {"SEGMENTS": 0}, "triton_split2k": {"SEGMENTS": 0, "SEG_MIN": 2048},
-               "triton_split8k": {"SEGMENTS": 0, "SEG_MIN": 8192}, "triton_split_s2": {"SEGMENTS": 2}}
+# the two-launch impl "triton" with the split top-k (`_index_topk_split`, session 8; "auto" is now the default),
+# the one-program top-k (SEGMENTS 1, the default before), other segment sizes and two programs per token
+INDEX_SPLIT = {"triton_one": {"SEGMENTS": 1}, "triton_split2k": {"SEG_MIN": 2048},
+               "triton_split8k": {"SEG_MIN": 8192}, "triton_split_s2": {"SEGMENTS": 2}}
 for _name, _over in INDEX_SPLIT.items():
     _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over,
              lambda: [I._index_scores, I._index_topk, I._index_topk_split])

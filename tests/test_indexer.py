@@ -162,13 +162,13 @@ def test_fewer_entries_than_topk_are_padded(gen):
 
 
 @pytest.mark.parametrize("ties,segments,fast", [(False, "fused", True), (True, "fused", True), (False, 1, True),
-                                                 (True, 1, True), (True, 3, True), (True, 0, True), (True, 1, False),
+                                                 (True, 1, True), (True, 3, True), (True, "auto", True), (True, 1, False),
                                                  (True, 3, False)])
 def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
     """Rows of 10, 1 and 69 entries against top-k 5, 16, 64: the select path and (fast) the rows that fit
     whole. "fused": impl triton_fused (one launch; BLOCK_S 16, so up to 5 programs of a token score and the
     last to arrive selects); else the two-launch impl triton, fast=False its first version (impl triton_v1:
-    32-bit keys, always the select). SEGMENTS 3 / 0 (auto: 4 programs per "SM", 4 on the CPU, over 3 tokens:
+    32-bit keys, always the select). SEGMENTS 3 / "auto" (4 programs per "SM", 4 on the CPU, over 3 tokens:
     5 then 4 programs) with SEG_MIN 8: the row of 69 is cut into 3 segments of 32, 32 and 5 scores (selected,
     selected, kept whole at top-k 5 and 16; all kept whole at 64, so the merge selects over every score), the row
     of 10 stays one program's; run twice, so the ticket counters were re-armed."""
@@ -231,11 +231,15 @@ def test_split_topk_bounds_on_skewed_rows(order):
 
 def test_topk_segments_choice():
     cpu = torch.device("cpu")                                       # sm_count 4 off the GPU
-    assert [K.topk_segments(0, t, cpu) for t in (1, 3, 4, 16, 17)] == [16, 4, 4, 1, 1]
-    assert K.topk_segments(5, 64, cpu) == 5 and K.topk_segments(1, 1, cpu) == 1
-    for bad in (-1, K.MAX_SEGMENTS + 1):
+    assert [K.topk_segments("auto", t, cpu, 1 << 20, 16) for t in (1, 3, 4, 16, 17)] == [16, 4, 4, 1, 1]
+    assert [K.topk_segments("auto", 1, cpu, cap, 16) for cap in (15, 16, 47, 48, 64)] == [1, 1, 2, 2, 4]
+    assert K.topk_segments(5, 64, cpu, 8, 16) == 5 and K.topk_segments(1, 1, cpu, 1 << 20, 16) == 1
+    assert [K.seg_min_default(t) for t in (1, 4, 5, 64)] == [4096, 4096, 16384, 16384]
+    for bad in (0, -1, K.MAX_SEGMENTS + 1, "8", True):
         with pytest.raises(ValueError, match="SEGMENTS"):
-            K.topk_segments(bad, 1, cpu)
+            K.topk_segments(bad, 1, cpu, 1 << 20, 16)
+    with pytest.raises(ValueError, match="SEG_MIN"):
+        K.topk_segments("auto", 1, cpu, 1 << 20, 0)
 
 
 @pytest.mark.parametrize("impl", ["triton", "triton_fused"])
