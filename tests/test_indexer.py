@@ -364,7 +364,7 @@ TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr"
 SPLIT_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "thr_ptr": "*i64", "cnt_ptr": "*i32",
              "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32", "RATIO": "i32", "TOPK": "i32", "SEG": "i32",
              "SEG_MIN": "i32", "s_st": "i32", "s_ot": "i32", "SEG_P2": "constexpr", "KP": "constexpr",
-             "SCAN": "constexpr", "FAST": "constexpr"}
+             "SCAN": "constexpr", "FAST": "constexpr", "FILTER": "constexpr"}
 
 
 QFUSED_SIG = {"x_ptr": "*bf16", "sx_ptr": "*fp32", "w_ptr": "*fp8e4nv", "ws_ptr": "*u8", "y_ptr": "*bf16",
@@ -401,7 +401,8 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
             for kern, sig in kerns:
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
                              "constexprs": {"KP": kp, "SCAN": scan, "FAST": True,
-                                            **({"SEG_P2": 64} if kern == "_index_topk_split" else {})},
+                                            **({"SEG_P2": 64, "FILTER": min(2048, scan)}
+                                               if kern == "_index_topk_split" else {})},
                              "num_warps": warps, "num_stages": 1})
     fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}
     for bs, warps, stages in sorted(fused):   # one launch: the widest scan of the space, the Pro top-k (KP 1024)
