@@ -17,9 +17,10 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
      the reference (DeepSeek's torch arithmetic) rounds: each head's dot, each relu'd product with
      the bf16 weight, the fp32 sum over heads. Work and bytes are S4 * 256 per token.
-  2. `_index_topk` grid (T,) (or, with SEGMENTS "auto" (the default) on a cache that can hold a long row, or > 1, `_index_topk_split` grid (T, SEG): a long row's top-k over
-     up to SEG programs, each selecting its segment's top-k, the last to arrive merging the candidates that can
-     still be in the row's top-k; a short row is one program's, as `_index_topk`): radix select of the K-th largest score
+  2. `_index_topk` grid (T,) (or, with SEGMENTS "auto" (the default) on a cache that can hold a long row, or
+     SEGMENTS > 1, `_index_topk_split` grid (T, SEG): a long row's top-k over up to SEG programs, each selecting
+     its segment's top-k, the last to arrive merging the candidates that can still be in the row's top-k; a
+     short row is one program's, as `_index_topk`): radix select of the K-th largest score
      on order-preserving keys (the scores are bf16 values, so only the high 16 bits of the fp32 key vary:
      2 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
@@ -278,9 +279,9 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     u_j (m = ceil(TOPK / a)), and takes a ticket. The last to arrive merges: the k-th largest of the row is
     >= max_j l_j (segment j alone holds TOPK keys >= l_j) and >= min_j u_j (a x m >= TOPK keys are >= it), so only
     candidates >= the larger bound can be in the top-k (at least TOPK of them); they are compacted in slot order
-    (FILTER at a time), then selected and sorted as one row. Equal keys stay in index order through both steps (segments in
-    row order; inside a slot the keys above l_j, then those equal to it, each in index order), so ties go to the
-    lower index, as in the one-program select."""
+    (FILTER at a time), then selected and sorted as one row. Equal keys stay in index order through both steps
+    (segments in row order; inside a slot the keys above l_j, then those equal to it, each in index order), so ties
+    go to the lower index, as in the one-program select."""
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = (tl.load(pos_ptr + t) + 1) // RATIO
