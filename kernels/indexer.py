@@ -423,8 +423,9 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                     positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                     config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two launches: `_index_scores`, then `_index_topk` (SEGMENTS 1) or the split top-k `_index_topk_split`
-    (SEGMENTS 0 = auto, or > 1); the FAST top-k (16-bit select keys, no select for rows of <= topk scores)."""
+    """Two launches: `_index_scores`, then `_index_topk` or the split top-k `_index_topk_split` (`topk_segments`:
+    SEGMENTS "auto", the default, or a count); the FAST top-k (16-bit select keys, no select for rows of <= topk
+    scores)."""
     dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
     if t == 0:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
-import tempfile
 from collections import Counter
 
 import triton
@@ -18,8 +16,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernelbench.harness import inspector
-from moe_sass import loop_body
+from moe_sass import cubin_sass, loop_body
 
 
 @triton.jit
@@ -54,11 +51,7 @@ def main() -> None:
         src = ASTSource(fn=_scaled_tile_kernel, signature=sig, constexprs={"KD": a.kd, "BN": a.bn, "BM": a.bm})
         ck = triton.compile(src, target=GPUTarget("cuda", arch, 128 if arch == 90 else 32),
                             options={"num_warps": a.warps, "num_stages": a.stages})
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(ck.asm["cubin"])
-            f.flush()
-            sass = subprocess.run([inspector._tool("cuobjdump"), "-sass", "-res-usage", f.name],
-                                  capture_output=True, text=True).stdout
+        sass = cubin_sass(ck)
         reg = re.search(r"REG:(\d+)", sass)
         ops = Counter(re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)", sass))
         print(f"sm_{arch} BN {a.bn} BM {a.bm} w{a.warps} s{a.stages}: REG {reg.group(1) if reg else '?'}, "

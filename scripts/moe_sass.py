@@ -33,6 +33,15 @@ def loop_body(sass: str) -> int:
     return best
 
 
+def cubin_sass(ck) -> str:
+    """`cuobjdump -sass -res-usage` of a compiled kernel's cubin (its SASS and the REG / STACK / SHARED lines)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(ck.asm["cubin"])
+        f.flush()
+        return subprocess.run([inspector._tool("cuobjdump"), "-sass", "-res-usage", f.name],
+                              capture_output=True, text=True).stdout
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", type=int, nargs="*", default=[90, 120])
@@ -61,11 +70,7 @@ def main() -> None:
                 for ln in launches:
                     src, target, options, _, _ = inspector._bind(ln, arch)
                     ck = triton.compile(src, target=target, options=options.__dict__)
-                    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                        f.write(ck.asm["cubin"])
-                        f.flush()
-                        sass = subprocess.run([inspector._tool("cuobjdump"), "-sass", "-res-usage", f.name],
-                                              capture_output=True, text=True).stdout
+                    sass = cubin_sass(ck)
                     if a.dump:
                         with open(f"{a.dump}_{dumped}.sass", "w") as out:
                             out.write(sass)

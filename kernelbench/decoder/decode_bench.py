@@ -637,7 +637,9 @@ def attribute_points(res: BenchResult, model: Transformer, tp: TPContext, batche
 
 
 ABLATION_CONFIDENCE = 0.95   # of the interval of the median paired difference that gives the verdict
-ABLATION_MIN_PAIRS = 6       # the fewest pairs whose 95% sign-test interval exists (5 pairs: 2/32 > 5% all one sign)
+# the fewest pairs whose sign-test interval exists: all n differences on one side has probability 2 / 2^n, which
+# must be at most 1 - confidence (95%: 6 pairs; 5 pairs give 2/32 > 5%); median_interval returns None below it
+ABLATION_MIN_PAIRS = next(n for n in range(1, 64) if 0.5 ** n <= (1 - ABLATION_CONFIDENCE) / 2)
 
 
 def median_interval(values: list[float], confidence: float = ABLATION_CONFIDENCE) -> tuple[float, float] | None:
