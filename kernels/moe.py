@@ -596,6 +596,47 @@ def _pair_dots(kacc, lo, hi, s0, s1, x0, x1):
 
 
 @triton.jit
+def bdiag_x(xq_ptr, rows2, rmask2, LDX, kb, BM: tl.constexpr):
+    """Config BDIAG: K block kb of x as two block-diagonal (2 BM, 64) e4m3 tiles, the B operands of one 64-deep dot
+    per nibble half (rows2 = the BM input rows twice). lo: row t < BM holds group 0 (k 0..31) in columns 0..31, row
+    BM + t group 2 (k 64..95) in columns 32..63, zeros elsewhere; hi: groups 1 and 3 likewise. Against the PAIR64
+    nibble tiles (lo = groups 0 | 2, hi = 1 | 3) each dot gives two groups' products side by side (BN, 2 BM): the
+    zeros keep the groups apart, so one dot (two k32 MMAs, one wait) does the work of two."""
+    r = tl.arange(0, 2 * BM)
+    c = tl.arange(0, 64)
+    keep = ((r[:, None] < BM) == (c[None, :] < 32)) & rmask2[:, None]
+    base = xq_ptr + rows2[:, None].to(tl.int64) * LDX + kb * 128 + (c % 32)[None, :] + 64 * (r >= BM)[:, None]
+    xlo = tl.load(base, mask=keep, other=0.0)
+    xhi = tl.load(base + 32, mask=keep, other=0.0)
+    return xlo, xhi
+
+
+@triton.jit
+def fp4_pair_dot_bd(acc2, w_ptr, sw, sx2, rn, LDW, kb, xlo, xhi, ASM: tl.constexpr, BM: tl.constexpr):
+    """Config BDIAG: K block kb of a PAIR64 weight against bdiag_x's tiles. acc2 (BN, 2 BM): columns t < BM sum
+    groups 0 and 1 of every K block, columns BM + t groups 2 and 3 (fold_halves adds them at the end); sw the
+    block's scale word, sx2 (2 BM,) the x scales of rows2."""
+    b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + tl.arange(0, 64)[None, :])             # (BN, 64) bytes
+    lo, hi = pair_codes_e4m3(b, ASM)                                                        # groups 0 | 2, 1 | 3
+    dlo = tl.dot(lo, tl.trans(xlo))
+    dhi = tl.dot(hi, tl.trans(xhi))
+    first = (tl.arange(0, 2 * BM) < BM)[None, :]
+    g0 = ((((sw >> 0) & 255) + 6) << 23).to(tl.float32, bitcast=True)                        # 2^(e - 127) * 64
+    g1 = ((((sw >> 8) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+    g2 = ((((sw >> 16) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+    g3 = ((((sw >> 24) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+    slo = tl.where(first, g0[:, None], g2[:, None])
+    shi = tl.where(first, g1[:, None], g3[:, None])
+    return acc2 + (dlo * slo + dhi * shi) * sx2[None, :]
+
+
+@triton.jit
+def fold_halves(acc2, BN: tl.constexpr, BM: tl.constexpr):
+    """(BN, 2 BM) -> (BN, BM): column t plus column BM + t (BDIAG's two halves of each token)."""
+    return tl.sum(tl.reshape(acc2, (BN, 2, BM)), axis=1)
+
+
+@triton.jit
 def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
     """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
     of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
@@ -804,7 +845,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
-                         FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0):
+                         FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
+                         BMS: tl.constexpr = 16):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -825,24 +867,24 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
-    if SHARED and a < NSH:
-        c = a * BM
+    if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
+        c = a * BMS
         while c < T:
-            tok = c + tl.arange(0, BM)
+            tok = c + tl.arange(0, BMS)
             pm = tok < T
             src = tok if GATED else TK + tok                 # x rows by token, SwiGLU rows TK + t
-            acca = tl.zeros((BN, BM), dtype=tl.float32)
-            accb = tl.zeros((BN, BM), dtype=tl.float32)
+            acca = tl.zeros((BN, BMS), dtype=tl.float32)
+            accb = tl.zeros((BN, BMS), dtype=tl.float32)
             for i in range(KBS):
                 acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
                 if GATED:
                     accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
             if SWIGLU:
-                _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BM,), 1.0, tl.float32), limit, N,
-                              BN, RNE_FIX)
+                _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BMS,), 1.0, tl.float32), limit,
+                              N, BN, RNE_FIX)
             else:
                 _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
-            c += NSH * BM
+            c += NSH * BMS
     else:
         item = a - NSH if SHARED else a
         if ITEMS:       # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
@@ -874,7 +916,34 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                     src = pos
                 acca = tl.zeros((BN, BM), dtype=tl.float32)
                 accb = tl.zeros((BN, BM), dtype=tl.float32)
-                if PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
+                if PAIR and PF == 3:    # BDIAG: two groups per dot (bdiag_x), scales a block ahead
+                    kb0 = s * KBS
+                    r2 = tl.arange(0, 2 * BM) % BM
+                    pm2 = c + r2 < end
+                    if GATED:
+                        src2 = tl.load(sorted_ptr + c + r2, mask=pm2, other=0) // K
+                    else:
+                        src2 = c + r2
+                    sxrow2 = sin_ptr + src2.to(tl.int64) * (KD // 128)
+                    acca2 = tl.zeros((BN, 2 * BM), dtype=tl.float32)
+                    accb2 = tl.zeros((BN, 2 * BM), dtype=tl.float32)
+                    swa = scale_word(sa, rn, KD // 32, kb0)
+                    swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
+                    sxv = tl.load(sxrow2 + kb0, mask=pm2, other=0.0)
+                    for i in range(KBS):
+                        kb = kb0 + i
+                        kn = kb0 + tl.minimum(i + 1, KBS - 1)
+                        swa_n = scale_word(sa, rn, KD // 32, kn)
+                        swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
+                        sxv_n = tl.load(sxrow2 + kn, mask=pm2, other=0.0)
+                        xlo, xhi = bdiag_x(in_ptr, src2, pm2, KD, kb, BM)
+                        acca2 = fp4_pair_dot_bd(acca2, wa, swa, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
+                        if GATED:
+                            accb2 = fp4_pair_dot_bd(accb2, wb, swb, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
+                        swa, swb, sxv = swa_n, swb_n, sxv_n
+                    acca = fold_halves(acca2, BN, BM)
+                    accb = fold_halves(accb2, BN, BM)
+                elif PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
                     kb0 = s * KBS
                     sxrow = sin_ptr + src.to(tl.int64) * (KD // 128)
                     swa = scale_word(sa, rn, KD // 32, kb0)
@@ -915,7 +984,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 c += BM
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
-                        sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BM, BN, SPLIT, SHARED, GATED,
+                        sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
                         HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0)
 
 
@@ -1342,8 +1411,12 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if scales not in ("bytes", "ahead"):
         raise ValueError(f"moe_experts: config SCALES={scales!r}: 'bytes' or 'ahead'")
     # PF: 0 scale bytes per K block, 1 scale words a block ahead, 2 the same with X_ONCE (the gated step's x tiles
-    # loaded once for W1 and W3)
+    # loaded once for W1 and W3), 3 BDIAG
     pf = (2 if cfg.get("X_ONCE") else 1) if scales == "ahead" else 0
+    if cfg.get("BDIAG"):          # two scale groups per dot against block-diagonal x tiles (bdiag_x)
+        if scales != "ahead" or not pair:
+            raise ValueError("moe_experts: config BDIAG needs SCALES 'ahead' and the PAIR64 weight layout")
+        pf = 3
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=pf)
     # ITEM_TABLE: each program reads its (expert, start, end) from the table the v3 / v4 sort writes (one memory
     # round trip instead of three dependent ones before its first weight load; glue v2's sort does not write it)
@@ -1357,7 +1430,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     mode = cfg.get("SHARED_ITEMS", "one")
     if mode not in ("one", "per_tile"):
         raise ValueError(f"moe_experts: config SHARED_ITEMS={mode!r}: 'one' or 'per_tile'")
-    nsh = (triton.cdiv(T, bm) if mode == "per_tile" else 1) if fused else 0     # shared expert items
+    bms = int(cfg.get("BM_SHARED", bm))            # the shared expert's token tile (its items read all T tokens)
+    if bms not in (8, 16, 32, 64):
+        raise ValueError(f"moe_experts: config BM_SHARED={bms}: 8, 16, 32 or 64")
+    launch.update(BMS=bms)
+    nsh = (triton.cdiv(T, bms) if mode == "per_tile" else 1) if fused else 0    # shared expert items
     if fused:
         hw = {k: v.contiguous() for k, v in hw.items()}
         h1, h3, h2 = hw["w1"], hw["w3"], hw["w2"]

@@ -60,6 +60,16 @@ SWEEPS = {
                         dict(SPLIT_UP=2, SPLIT_DOWN=2, FIN_TOKENS=8), dict(FIN_TOKENS=8, ITEM_TABLE=True),
                         dict(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8, ITEM_TABLE=True)],
     },
+    "r4": {     # session 9: slot tiles of 8 (BM 8; the shared expert keeps its own token tile, BM_SHARED) and BDIAG (two
+        # scale groups per dot against block-diagonal x tiles: 4 instead of 8 tensor-core waits per K block of W1 + W3)
+        "small": [dict(BM=8), dict(BDIAG=True), dict(BDIAG=True, BM=8)],
+        "mid": [dict(BM=8), dict(BDIAG=True), dict(BDIAG=True, BM=8)],
+        "large": [dict(BM=8), dict(BDIAG=True), dict(BDIAG=True, BM=8)],
+        "layer": [dict(BM=8, BM_SHARED=16), dict(BM=8, BM_SHARED=32), dict(BDIAG=True),
+                  dict(BDIAG=True, BM=8, BM_SHARED=16)],
+        "layer_mid": [dict(BM=8, BM_SHARED=16), dict(BDIAG=True), dict(BDIAG=True, BM=8, BM_SHARED=16)],
+        "layer_small": [dict(BM=8), dict(BDIAG=True), dict(BDIAG=True, BM=8)],
+    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 
