@@ -1194,12 +1194,13 @@ def grouped_configs(params: dict) -> list[dict]:
     # tiles: the 4-warp MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120), 3 stages; DECODE
     # "fp8" (portable) or "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter
     # for BN >= 64. Left out, measured on the H200 (docs/perf/moe.md, call 2): 8 warps 1.2-2x slower at every C;
-    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs. SHARED
+    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 12 BDIAG, below). SHARED
     # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
     # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
     # Every entry loads the scales a K block ahead and splits the shared expert by token tile (SCALES "ahead",
     # SHARED_ITEMS "per_tile": faster at C = 1, 16, 64 on the H200, docs/perf/moe.md session 4); "bytes" / "one",
     # EPILOGUE "swiglu" (BN_UP 128, no K split) and MAXNREG_UP / MAXNREG_DOWN are reachable by an explicit config.
+    # BDIAG at BN 64/64 with BM 16, or BM 8 + BM_SHARED 16: 12 more (72).
     out = []
     for bm, bu, bd, w in (t for t in MOE_TILES if t[3] == 4):
         for su, sd in GROUPED_SPLITS:
@@ -1208,6 +1209,11 @@ def grouped_configs(params: dict) -> list[dict]:
                     out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
                                 "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused",
                                 "SCALES": "ahead", "SHARED_ITEMS": "per_tile"})
+    for su, sd in GROUPED_SPLITS:     # BDIAG (session 9's default): slot tiles of 16, and of 8 with the shared
+        for tile in ({"BM": 16}, {"BM": 8, "BM_SHARED": 16}):     # expert's own token tile of 16
+            out.append({**tile, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
+                        "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead",
+                        "SHARED_ITEMS": "per_tile", "BDIAG": True})
     return out
 
 
@@ -1222,6 +1228,18 @@ def grouped_default_v2(params: dict) -> dict:
 
 
 def grouped_default(params: dict) -> dict:
+    # Session 9 (H200, scripts/moe_sweep.py --sweep r4, data/h200-2026-12-02-session9/call1, same inputs per case):
+    # BDIAG (two scale groups per dot against block-diagonal x tiles) with routed slot tiles of 8 and the shared
+    # expert's token tile kept at 16 (BM_SHARED): moe_layer C=64 181.6 vs 202.3 us, C=16 85.6 vs 99.3, moe_experts
+    # (routed only) C=64 155.2 vs 181.2; moe_layer C=1 27.9 vs 29.5 (BDIAG at BM 16: 27.5). Alone, BM 8 lost (the
+    # N = 8 dot falls back to fp16 HMMA on sm_90: 253.8 at C=64) and so did BDIAG at BM 16 (246.3: 183 registers).
+    # At C=1 BM 8 too: BDIAG at BM 16 there needs 254 registers in the up kernel and spills 544 B in the down kernel
+    # on sm_120 (kernelbench inspect; the 32-token combine block beside the (BN, 32) accumulators).
+    return {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
+
+
+def grouped_default_v4(params: dict) -> dict:
+    """The session-5 choices (impl triton_v4; the default through session 8): one 32-group per fp8 dot, BM 16."""
     # H200, Flash TP8 moe_experts (scripts/moe_sweep.py, 2026-12-01, docs/perf/moe.md). Official layout: BN 64/64
     # with the inline-PTX decode beat BN 32/32 at every C (C=1 35.1 vs 39.0 us, C=16 220 vs 345, C=64 357 vs 573).
     # PAIR64, 3 stages: K split (8, 4) at C=1 29.5 us (one touched expert: 32 x 8 up and 64 x 4 down items; (4, 2)
@@ -1253,6 +1271,11 @@ def grouped_default(params: dict) -> dict:
 def layer_default(params: dict) -> dict:
     """moe_layer's default: grouped_default with the fused shared expert."""
     return grouped_default({**params, "shared": True})
+
+
+def layer_default_v4(params: dict) -> dict:
+    """moe_layer's session-5 default (impl triton_v4)."""
+    return grouped_default_v4({**params, "shared": True})
 
 
 def grouped_default_v3(params: dict) -> dict:
@@ -1529,13 +1552,23 @@ def moe_experts_v3(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, s
                             swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
 
 
+@register_impl("moe_experts", "triton_v4", backend="triton", default_config=grouped_default_v4, deterministic=True,
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+def moe_experts_v4(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+    # the session-5 choices (grouped_default_v4: one group per dot, BM 16), never a tuned entry
+    return _experts_grouped(grouped_default_v4, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
+                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+
 def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared, config):
     """moe_experts on the grouped kernels; fixed: a default function used as is (no tuned-table lookup), or None."""
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
     hw = _shared_inputs(*shared)
     key = _grouped_key(x, indices, w1)
-    cfg = config or (fixed(key) if fixed else lookup("moe_experts", key, grouped_default({**key, "shared": bool(hw)})))
+    cfg = config or (fixed({**key, "shared": bool(hw)}) if fixed else
+                     lookup("moe_experts", key, grouped_default({**key, "shared": bool(hw)})))
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.float32, pair)
 
@@ -1586,13 +1619,22 @@ def moe_layer_v3(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
                           shared_s2, config)
 
 
+@register_impl("moe_layer", "triton_v4", backend="triton", default_config=layer_default_v4, deterministic=True,
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+def moe_layer_v4(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+    return _layer_grouped(grouped_default_v4, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
+                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config)
+
+
 def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
                    expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2,
                    config):
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
     # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
-    cfg = config or (fixed(key) if fixed else
+    cfg = config or (fixed({**key, "shared": True}) if fixed else
                      lookup("moe_layer", key, lookup("moe_experts", key, layer_default(key))))
     routed = None
     if _glue(cfg, x.shape[0]) == "v2":

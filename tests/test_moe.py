@@ -496,7 +496,8 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
 
 
 @pytest.mark.parametrize("op,impl_name", [("moe_gate", "triton_v1"), ("moe_layer", "triton_v3"),
-                                          ("moe_experts", "triton_v3")])
+                                          ("moe_experts", "triton_v3"), ("moe_layer", "triton_v4"),
+                                          ("moe_experts", "triton_v4")])
 def test_previous_choices_stay_registered(op, impl_name, monkeypatch):
     """The session-4 choices (moe_gate's GEMM + top-k launches at every T; moe_layer / moe_experts triton_v3: the
     gate GEMM + route launch) stay correct beside the new defaults, at a T where the defaults differ."""
