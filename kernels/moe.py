@@ -1437,9 +1437,10 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     # loaded once for W1 and W3), 3 BDIAG
     pf = (2 if cfg.get("X_ONCE") else 1) if scales == "ahead" else 0
     if cfg.get("BDIAG"):          # two scale groups per dot against block-diagonal x tiles (bdiag_x)
-        if scales != "ahead" or not pair:
-            raise ValueError("moe_experts: config BDIAG needs SCALES 'ahead' and the PAIR64 weight layout")
-        pf = 3
+        if scales != "ahead":
+            raise ValueError("moe_experts: config BDIAG needs SCALES 'ahead'")
+        if pair:                  # the official layout (weights not prepared) keeps one group per dot
+            pf = 3
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=pf)
     # ITEM_TABLE: each program reads its (expert, start, end) from the table the v3 / v4 sort writes (one memory
     # round trip instead of three dependent ones before its first weight load; glue v2's sort does not write it)

@@ -70,6 +70,15 @@ SWEEPS = {
         "layer_mid": [dict(BM=8, BM_SHARED=16), dict(BDIAG=True), dict(BDIAG=True, BM=8, BM_SHARED=16)],
         "layer_small": [dict(BM=8), dict(BDIAG=True), dict(BDIAG=True, BM=8)],
     },
+    "r5": {     # session 9, call 3: around the new default (BDIAG, BM 8, BM_SHARED 16): splits, register caps, the item table
+        "small": [dict(SPLIT_UP=4, SPLIT_DOWN=2), dict(ITEM_TABLE=True)],
+        "mid": [dict(SPLIT_UP=2, SPLIT_DOWN=1), dict(SPLIT_UP=2, SPLIT_DOWN=2)],
+        "large": [dict(SPLIT_DOWN=2), dict(MAXNREG_DOWN=80), dict(MAXNREG_UP=128)],
+        "layer": [dict(SPLIT_DOWN=2), dict(MAXNREG_UP=128), dict(BM_SHARED=32), dict(SHARED_ITEMS="one")],
+        "layer_mid": [dict(SPLIT_UP=4, SPLIT_DOWN=2), dict(SPLIT_UP=1, SPLIT_DOWN=1), dict(SPLIT_UP=2, SPLIT_DOWN=2)],
+        "layer_small": [dict(SPLIT_UP=8, SPLIT_DOWN=4), dict(SPLIT_UP=8, SPLIT_DOWN=2), dict(ITEM_TABLE=True),
+                        dict(BM_SHARED=8)],
+    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 

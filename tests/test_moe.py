@@ -276,18 +276,22 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 
 
-@pytest.mark.parametrize("delta", [{"BDIAG": True}, {"BM": 8, "BM_SHARED": 16}, {"BDIAG": True, "BM": 8, "BM_SHARED": 32},
-                                   {"BDIAG": True, "BM": 8, "SPLIT_UP": 1, "SPLIT_DOWN": 1}])
-def test_grouped_token_tiles_and_block_diagonal_dots(delta, monkeypatch):
+@pytest.mark.parametrize("delta,prepare", [({"BDIAG": True}, True), ({"BM": 8, "BM_SHARED": 16}, True),
+                                           ({"BDIAG": True, "BM": 8, "BM_SHARED": 32}, True),
+                                           ({"BDIAG": True, "BM": 8, "SPLIT_UP": 1, "SPLIT_DOWN": 1}, True),
+                                           ({}, False)])
+def test_grouped_token_tiles_and_block_diagonal_dots(delta, prepare, monkeypatch):
     """BDIAG (two scale groups per dot against block-diagonal x tiles, halves summed at the end), BM 8 (routed slot
     tiles of 8: 20 tokens x 2 slots on 2 experts give several tiles per expert) and BM_SHARED (the shared expert's
-    own token tile) against the reference, the shared expert fused, split K and not."""
+    own token tile) against the reference, the shared expert fused, split K and not. The default (BDIAG) on weights
+    in the official layout (not prepared: a caller that skips Impl.prepare) runs one group per dot instead."""
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
     cfg = {**KM.grouped_default({"T": 20, "shared": True}), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2,
            "SPLIT_DOWN": 2, "DECODE": "fp8", **delta}
-    check_against_reference("moe_experts", p, "large", config=cfg, prepare=True)
+    assert cfg["BDIAG"]
+    check_against_reference("moe_experts", p, "large", config=cfg, prepare=prepare)
 
 
 def test_grouped_token_tile_options_refuse_bad_values():
@@ -297,7 +301,7 @@ def test_grouped_token_tile_options_refuse_bad_values():
     inp = impl.prepared(_inputs("moe_experts", p))
     with pytest.raises(ValueError, match="BM_SHARED"):
         impl.fn(**inp, config={**KM.grouped_default({"T": 4}), "BM_SHARED": 12})
-    with pytest.raises(ValueError, match="BDIAG"):
+    with pytest.raises(ValueError, match="BDIAG needs SCALES"):
         impl.fn(**inp, config={**KM.grouped_default({"T": 4}), "BDIAG": True, "SCALES": "bytes"})
 
 
