@@ -79,6 +79,10 @@ SWEEPS = {
         "layer_small": [dict(SPLIT_UP=8, SPLIT_DOWN=4), dict(SPLIT_UP=8, SPLIT_DOWN=2), dict(ITEM_TABLE=True),
                         dict(BM_SHARED=8)],
     },
+    "r6": {     # session 9, call 4: K splits at C=64 around the new default (finer programs against the wave tail)
+        "large": [dict(SPLIT_UP=2), dict(SPLIT_UP=2, SPLIT_DOWN=2)],
+        "layer": [dict(SPLIT_UP=2), dict(SPLIT_UP=2, SPLIT_DOWN=2), dict(BN_DOWN=128)],
+    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 
