@@ -1234,8 +1234,13 @@ def grouped_default(params: dict) -> dict:
     # (routed only) C=64 155.2 vs 181.2; moe_layer C=1 27.9 vs 29.5 (BDIAG at BM 16: 27.5). Alone, BM 8 lost (the
     # N = 8 dot falls back to fp16 HMMA on sm_90: 253.8 at C=64) and so did BDIAG at BM 16 (246.3: 183 registers).
     # At C=1 BM 8 too: BDIAG at BM 16 there needs 254 registers in the up kernel and spills 544 B in the down kernel
-    # on sm_120 (kernelbench inspect; the 32-token combine block beside the (BN, 32) accumulators).
-    return {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
+    # on sm_120 (kernelbench inspect; the 32-token combine block beside the (BN, 32) accumulators). Above 32 tokens
+    # the up step split in 2 (sweep r6, call 4, one run: moe_layer C=64 181.0 vs 186.4 us, moe_experts 160.1 vs
+    # 163.0; (2, 2) 179.0 / 159.1, but its down kernel under moe_layer's 80-register cap spills 16 B on sm_120).
+    cfg = {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
+    if params["T"] > 32:
+        cfg.update(SPLIT_UP=2)
+    return cfg
 
 
 def grouped_default_v4(params: dict) -> dict:
