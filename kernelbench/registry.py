@@ -113,6 +113,9 @@ class Impl:
     # implementation runs fastest on, computed once per weight (the model at load, bench/tune before timing, verify
     # before the call: the pair reference(official) vs fn(prepare(official)) is what verify checks)
     prepare: Callable[[Inputs], Inputs] | None = None
+    # config keys the kernels take beyond those the space and the default show at the op's cases (knobs reachable
+    # only by an explicit config, e.g. a register cap): KERNELBENCH_PIN_CONFIG and tuned files may name them
+    options: frozenset = frozenset()
 
     def prepared(self, inputs: Inputs) -> Inputs:
         return self.prepare(inputs) if self.prepare is not None else inputs

@@ -23,7 +23,8 @@ def smallest_params(op: str) -> tuple:
 def config_keys(op: str) -> set | None:
     """The config keys the op's kernels take: every key of every implementation's default config and config space
     over the op's 'tiny' and 'flash-tp8' cases (a space can offer keys its default at some shape lacks: mHC's
-    RELOAD above one token, bf16_linear's NB at M = 1), or None when none is known."""
+    RELOAD above one token, bf16_linear's NB at M = 1) and its declared `options` (keys only an explicit config
+    sets), or None when none is known."""
     from kernelbench import registry
     try:
         impls = registry.impls(op)
@@ -46,6 +47,7 @@ def _space_keys(op: str, impl_names: tuple) -> frozenset:
     keys: set = set()
     for name in impl_names:
         impl = registry.get_impl(op, name)
+        keys |= set(impl.options)
         for p in cases:
             try:
                 if impl.default_config is not None:

@@ -1523,6 +1523,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     return out
 
 
+# config keys of the grouped kernels that only an explicit config sets (Impl.options: a pin or tuned entry may name
+# them): register caps, the X_ONCE / ITEM_TABLE / EPILOGUE variants, finishing-block sizes, and the keys the
+# defaults set only where the shared expert is fused
+GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "X_ONCE", "ITEM_TABLE", "EPILOGUE", "FIN_ROWS", "FIN_TOKENS",
+                             "GLUE", "GATE", "BDIAG", "BM_SHARED"})
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
@@ -1531,7 +1536,8 @@ def _grouped_key(x, indices, w1):
 
 
 @register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+               deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
                 shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
@@ -1541,7 +1547,8 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
 
 
 @register_impl("moe_experts", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
-               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_experts_v2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
                    shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # the same kernels with the session-3 choices (grouped_default_v2), never a tuned entry: one bench times both
@@ -1550,7 +1557,8 @@ def moe_experts_v2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, s
 
 
 @register_impl("moe_experts", "triton_v3", backend="triton", default_config=grouped_default_v3, deterministic=True,
-               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_experts_v3(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
                    shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # the session-4 choices (grouped_default_v3), never a tuned entry: one bench times them beside the default
@@ -1559,7 +1567,8 @@ def moe_experts_v3(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, s
 
 
 @register_impl("moe_experts", "triton_v4", backend="triton", default_config=grouped_default_v4, deterministic=True,
-               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts)
+               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_experts_v4(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
                    shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # the session-5 choices (grouped_default_v4: one group per dot, BM 16), never a tuned entry
@@ -1599,7 +1608,8 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
 
 @register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=layer_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
-               prepare=prepare_experts)
+               prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
     return _layer_grouped(None, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
@@ -1608,7 +1618,8 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
 
 
 @register_impl("moe_layer", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
-               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_layer_v2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                  swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
     return _layer_grouped(grouped_default_v2, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
@@ -1617,7 +1628,8 @@ def moe_layer_v2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
 
 
 @register_impl("moe_layer", "triton_v3", backend="triton", default_config=grouped_default_v3, deterministic=True,
-               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_layer_v3(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                  swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
     return _layer_grouped(grouped_default_v3, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
@@ -1626,7 +1638,8 @@ def moe_layer_v3(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1,
 
 
 @register_impl("moe_layer", "triton_v4", backend="triton", default_config=layer_default_v4, deterministic=True,
-               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts,
+               options=GROUPED_OPTIONS)
 def moe_layer_v4(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                  swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
     return _layer_grouped(grouped_default_v4, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,

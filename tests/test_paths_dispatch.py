@@ -243,3 +243,27 @@ def test_every_config_a_space_offers_can_be_a_tuned_entry():
                     assert problem is None, (spec.name, impl.name, p, cfg, problem)
                     checked += 1
     assert checked > 1000
+
+
+def test_explicit_only_config_keys_can_be_pinned(monkeypatch):
+    """A pin of what the decoder runs must be accepted: moe_experts with the shared expert fused (rank 0) defaults to
+    MAXNREG_DOWN above 8 tokens, a key its space and shared-less default never show; the H200 call of 2026-12-02
+    (session 9, call 5) refused such a pin as an unknown key. Impl.options declares the explicit-only keys; a typo
+    is still refused."""
+    import json
+    from kernelbench.kernels import moe as KM
+    from kernelbench.usage import config_keys
+    registry.load_builtin()
+    for op in ("moe_experts", "moe_layer"):
+        keys = config_keys(op)
+        for T in (1, 16, 64):
+            cfg = KM.grouped_default({"T": T, "shared": True})
+            assert tuned_configs.config_problem(cfg, keys) is None, (op, T, cfg)
+        assert "MAXNREG_DOWN" in keys and "X_ONCE" in keys
+        assert "unknown key 'MAXNREG_DOWNN'" in tuned_configs.config_problem({"MAXNREG_DOWNN": 80}, keys)
+    pinned = KM.grouped_default({"T": 64, "shared": True})
+    monkeypatch.setenv(tuned_configs.ENV_PIN, f"moe_experts={json.dumps(pinned)}")
+    tuned_configs.check_settings(known_ops={s.name for s in registry.ops()}, known_keys=config_keys)
+    monkeypatch.setenv(tuned_configs.ENV_PIN, 'moe_experts={"MAXNREG_DOWNN": 80}')
+    with pytest.raises(tuned_configs.TuningError, match="unknown key"):
+        tuned_configs.check_settings(known_ops={s.name for s in registry.ops()}, known_keys=config_keys)
