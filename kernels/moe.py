@@ -916,53 +916,50 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                     src = pos
                 acca = tl.zeros((BN, BM), dtype=tl.float32)
                 accb = tl.zeros((BN, BM), dtype=tl.float32)
-                if PAIR and PF == 3:    # BDIAG: two groups per dot (bdiag_x), scales a block ahead
-                    kb0 = s * KBS
-                    r2 = tl.arange(0, 2 * BM) % BM
-                    pm2 = c + r2 < end
-                    if GATED:
-                        src2 = tl.load(sorted_ptr + c + r2, mask=pm2, other=0) // K
-                    else:
-                        src2 = c + r2
-                    sxrow2 = sin_ptr + src2.to(tl.int64) * (KD // 128)
-                    acca2 = tl.zeros((BN, 2 * BM), dtype=tl.float32)
-                    accb2 = tl.zeros((BN, 2 * BM), dtype=tl.float32)
-                    swa = scale_word(sa, rn, KD // 32, kb0)
-                    swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
-                    sxv = tl.load(sxrow2 + kb0, mask=pm2, other=0.0)
-                    for i in range(KBS):
-                        kb = kb0 + i
-                        kn = kb0 + tl.minimum(i + 1, KBS - 1)
-                        swa_n = scale_word(sa, rn, KD // 32, kn)
-                        swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
-                        sxv_n = tl.load(sxrow2 + kn, mask=pm2, other=0.0)
-                        xlo, xhi = bdiag_x(in_ptr, src2, pm2, KD, kb, BM)
-                        acca2 = fp4_pair_dot_bd(acca2, wa, swa, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
+                if PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
+                    # PF 3 (BDIAG): accumulators (BN, 2 BM) over the rows taken twice (bdiag_x), halves folded at the end
+                    RW: tl.constexpr = 2 * BM if PF == 3 else BM
+                    if PF == 3:
+                        r2 = tl.arange(0, RW) % BM
+                        pmw = c + r2 < end
                         if GATED:
-                            accb2 = fp4_pair_dot_bd(accb2, wb, swb, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
-                        swa, swb, sxv = swa_n, swb_n, sxv_n
-                    acca = fold_halves(acca2, BN, BM)
-                    accb = fold_halves(accb2, BN, BM)
-                elif PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
+                            srcw = tl.load(sorted_ptr + c + r2, mask=pmw, other=0) // K
+                        else:
+                            srcw = c + r2
+                    else:
+                        pmw, srcw = pm, src
+                    accaw = tl.zeros((BN, RW), dtype=tl.float32)
+                    accbw = tl.zeros((BN, RW), dtype=tl.float32)
                     kb0 = s * KBS
-                    sxrow = sin_ptr + src.to(tl.int64) * (KD // 128)
+                    sxrow = sin_ptr + srcw.to(tl.int64) * (KD // 128)
                     swa = scale_word(sa, rn, KD // 32, kb0)
                     swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
-                    sxv = tl.load(sxrow + kb0, mask=pm, other=0.0)
+                    sxv = tl.load(sxrow + kb0, mask=pmw, other=0.0)
                     for i in range(KBS):
                         kb = kb0 + i
                         kn = kb0 + tl.minimum(i + 1, KBS - 1)
                         swa_n = scale_word(sa, rn, KD // 32, kn)
                         swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
-                        sxv_n = tl.load(sxrow + kn, mask=pm, other=0.0)
-                        if GATED and PF == 2:       # X_ONCE: each x tile loaded once for W1 and W3
-                            acca, accb = fp4_pair_dot_w2(acca, accb, wa, wb, swa, swb, sxv, rn, KD // 2, kb, in_ptr,
-                                                         src, pm, KD, ASM)
-                        else:
-                            acca = fp4_pair_dot_w(acca, wa, swa, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                        sxv_n = tl.load(sxrow + kn, mask=pmw, other=0.0)
+                        if PF == 3:
+                            xlo, xhi = bdiag_x(in_ptr, srcw, pmw, KD, kb, BM)
+                            accaw = fp4_pair_dot_bd(accaw, wa, swa, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
                             if GATED:
-                                accb = fp4_pair_dot_w(accb, wb, swb, sxv, rn, KD // 2, kb, in_ptr, src, pm, KD, ASM)
+                                accbw = fp4_pair_dot_bd(accbw, wb, swb, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
+                        elif GATED and PF == 2:     # X_ONCE: each x tile loaded once for W1 and W3
+                            accaw, accbw = fp4_pair_dot_w2(accaw, accbw, wa, wb, swa, swb, sxv, rn, KD // 2, kb,
+                                                           in_ptr, srcw, pmw, KD, ASM)
+                        else:
+                            accaw = fp4_pair_dot_w(accaw, wa, swa, sxv, rn, KD // 2, kb, in_ptr, srcw, pmw, KD, ASM)
+                            if GATED:
+                                accbw = fp4_pair_dot_w(accbw, wb, swb, sxv, rn, KD // 2, kb, in_ptr, srcw, pmw, KD,
+                                                       ASM)
                         swa, swb, sxv = swa_n, swb_n, sxv_n
+                    if PF == 3:
+                        acca = fold_halves(accaw, BN, BM)
+                        accb = fold_halves(accbw, BN, BM)
+                    else:
+                        acca, accb = accaw, accbw
                 for i in range(0 if PAIR and PF else KBS):
                     kb = s * KBS + i
                     if PAIR:
