@@ -1543,36 +1543,6 @@ def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swig
                             (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
 
 
-@register_impl("moe_experts", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
-               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
-def moe_experts_v2(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
-                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
-    # the same kernels with the session-3 choices (grouped_default_v2), never a tuned entry: one bench times both
-    return _experts_grouped(grouped_default_v2, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
-                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
-
-
-@register_impl("moe_experts", "triton_v3", backend="triton", default_config=grouped_default_v3, deterministic=True,
-               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
-def moe_experts_v3(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
-                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
-    # the session-4 choices (grouped_default_v3), never a tuned entry: one bench times them beside the default
-    return _experts_grouped(grouped_default_v3, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
-                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
-
-
-@register_impl("moe_experts", "triton_v4", backend="triton", default_config=grouped_default_v4, deterministic=True,
-               kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
-def moe_experts_v4(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
-                   shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
-    # the session-5 choices (grouped_default_v4: one group per dot, BM 16), never a tuned entry
-    return _experts_grouped(grouped_default_v4, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset,
-                            swiglu_limit, (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
-
-
 def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared, config):
     """moe_experts on the grouped kernels; fixed: a default function used as is (no tuned-table lookup), or None."""
     pair, w1, w3, w2 = _layout(w1, w3, w2)
@@ -1614,36 +1584,6 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
                           shared_s2, config)
 
 
-@register_impl("moe_layer", "triton_v2", backend="triton", default_config=grouped_default_v2, deterministic=True,
-               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
-def moe_layer_v2(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
-    return _layer_grouped(grouped_default_v2, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
-                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
-                          shared_s2, config)
-
-
-@register_impl("moe_layer", "triton_v3", backend="triton", default_config=grouped_default_v3, deterministic=True,
-               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
-def moe_layer_v3(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
-    return _layer_grouped(grouped_default_v3, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
-                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
-                          shared_s2, config)
-
-
-@register_impl("moe_layer", "triton_v4", backend="triton", default_config=layer_default_v4, deterministic=True,
-               kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
-def moe_layer_v4(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-                 swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
-    return _layer_grouped(grouped_default_v4, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3,
-                          w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
-                          shared_s2, config)
-
-
 def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
                    expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2,
                    config):
@@ -1665,6 +1605,35 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
                               pair, routed)
+
+
+def _register_previous(name: str, fixed, layer_fixed, choices: str) -> None:
+    """Impl `name` of moe_experts and moe_layer: the grouped kernels on an earlier default (`fixed`; moe_layer's
+    reported default `layer_fixed`), used as is, never a tuned entry, so one bench times it beside today's."""
+    def experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
+                shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
+        return _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit,
+                                (shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2), config)
+
+    def layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+              swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
+        return _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                              expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                              shared_s2, config)
+
+    for fn, op in ((experts, "moe_experts"), (layer, "moe_layer")):
+        fn.__name__ = fn.__qualname__ = f"{op}_{name}"
+        fn.__doc__ = f"{op} with {choices}"
+    common = dict(backend="triton", deterministic=True, prepare=prepare_experts, options=GROUPED_OPTIONS)
+    register_impl("moe_experts", name, default_config=fixed, kernels=lambda: list(_GROUPED_KERNELS), **common)(experts)
+    register_impl("moe_layer", name, default_config=layer_fixed,
+                  kernels=lambda: [_topk_kernel, _swiglu_kernel, *_GROUPED_KERNELS], **common)(layer)
+
+
+_register_previous("triton_v2", grouped_default_v2, grouped_default_v2, "the session-3 choices (grouped_default_v2)")
+_register_previous("triton_v3", grouped_default_v3, grouped_default_v3, "the session-4 choices (grouped_default_v3)")
+_register_previous("triton_v4", grouped_default_v4, layer_default_v4,
+                   "the session-5 choices (grouped_default_v4: one scale group per dot, BM 16)")
 
 
 # ---- the previous glue, kept for same-run comparison (impls triton_glue2 / triton_glue3 = config GLUE "v2" / "v3") --
@@ -1703,10 +1672,11 @@ def _register_glue(glue: str) -> None:
 
     kernels = [*route, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
     register_impl("moe_experts", f"triton_glue{glue[1:]}", backend="triton", default_config=grouped_default,
-                  deterministic=True, kernels=lambda: list(kernels), prepare=prepare_experts)(experts)
+                  deterministic=True, kernels=lambda: list(kernels), prepare=prepare_experts,
+                  options=GROUPED_OPTIONS)(experts)
     register_impl("moe_layer", f"triton_glue{glue[1:]}", backend="triton", default_config=layer_default,
                   deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, *kernels],
-                  prepare=prepare_experts)(layer)
+                  prepare=prepare_experts, options=GROUPED_OPTIONS)(layer)
 
 
 for _g in ("v2", "v3"):
