@@ -276,7 +276,8 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 
 
-@pytest.mark.parametrize("delta,prepare", [({"BDIAG": True}, True), ({"BM": 8, "BM_SHARED": 16}, True),
+@pytest.mark.parametrize("delta,prepare", [pytest.param({"BDIAG": True}, True, marks=pytest.mark.slow),
+                                           pytest.param({"BM": 8, "BM_SHARED": 16}, True, marks=pytest.mark.slow),
                                            ({"BDIAG": True, "BM": 8, "BM_SHARED": 32}, True),
                                            ({"BDIAG": True, "BM": 8, "SPLIT_UP": 1, "SPLIT_DOWN": 1}, True),
                                            ({}, False)])
