@@ -454,11 +454,16 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         _index_topk_split[(t, seg)](scores, pos, cand, thr, split_tickets(dev, t), stage, idx, val, ratio, topk, seg,
                                     seg_min, scores.stride(0), idx.stride(0),
                                     SEG_P2=triton.next_power_of_2(seg), KP=kp, SCAN=scan, FAST=fast,
-                                    FILTER=min(2048, scan), num_warps=twarps, num_stages=1)
+                                    FILTER=split_filter(scan), num_warps=twarps, num_stages=1)
     return idx, val
 
 
 MAX_SEGMENTS = 64
+
+
+def split_filter(scan: int) -> int:
+    """Candidates the split top-k's merge compacts per step (FILTER): the scan width, at most 2048."""
+    return min(2048, scan)
 
 
 def seg_min_default(t: int) -> int:

@@ -577,15 +577,20 @@ def _pair_half(kacc, w_ptr, sw, rn, LDW, kb, h: tl.constexpr, x0, x1, ASM: tl.co
 
 
 @triton.jit
+def group_scale(sw, g: tl.constexpr):
+    """Byte g of a K block's scale word (scale_word) as the fp32 factor of the e4m3 codes of its 32-group:
+    2^(e - 127) * 64 (the decode's codes carry 2^6)."""
+    return ((((sw >> (8 * g)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _pair_codes_scales(w_ptr, sw, rn, LDW, kb, h: tl.constexpr, ASM: tl.constexpr):
     """Half h of K block kb: the (BN, 32) PAIR64 bytes decoded to the two groups' e4m3 codes, and the two groups'
     scales (fp32, times 2^-6 for the codes' 2^6) from the block's scale word sw."""
     rj = tl.arange(0, 32)
     b = tl.load(w_ptr + rn[:, None] * LDW + kb * 64 + h * 32 + rj[None, :])                    # (BN, 32) bytes
     lo, hi = pair_codes_e4m3(b, ASM)
-    s0 = ((((sw >> (16 * h)) & 255) + 6) << 23).to(tl.float32, bitcast=True)                 # 2^(e - 127) * 64
-    s1 = ((((sw >> (16 * h + 8)) & 255) + 6) << 23).to(tl.float32, bitcast=True)
-    return lo, hi, s0, s1
+    return lo, hi, group_scale(sw, 2 * h), group_scale(sw, 2 * h + 1)
 
 
 @triton.jit
@@ -621,12 +626,8 @@ def fp4_pair_dot_bd(acc2, w_ptr, sw, sx2, rn, LDW, kb, xlo, xhi, ASM: tl.constex
     dlo = tl.dot(lo, tl.trans(xlo))
     dhi = tl.dot(hi, tl.trans(xhi))
     first = (tl.arange(0, 2 * BM) < BM)[None, :]
-    g0 = ((((sw >> 0) & 255) + 6) << 23).to(tl.float32, bitcast=True)                        # 2^(e - 127) * 64
-    g1 = ((((sw >> 8) & 255) + 6) << 23).to(tl.float32, bitcast=True)
-    g2 = ((((sw >> 16) & 255) + 6) << 23).to(tl.float32, bitcast=True)
-    g3 = ((((sw >> 24) & 255) + 6) << 23).to(tl.float32, bitcast=True)
-    slo = tl.where(first, g0[:, None], g2[:, None])
-    shi = tl.where(first, g1[:, None], g3[:, None])
+    slo = tl.where(first, group_scale(sw, 0)[:, None], group_scale(sw, 2)[:, None])
+    shi = tl.where(first, group_scale(sw, 1)[:, None], group_scale(sw, 3)[:, None])
     return acc2 + (dlo * slo + dhi * shi) * sx2[None, :]
 
 
@@ -1191,13 +1192,12 @@ def grouped_configs(params: dict) -> list[dict]:
     # tiles: the 4-warp MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120), 3 stages; DECODE
     # "fp8" (portable) or "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter
     # for BN >= 64. Left out, measured on the H200 (docs/perf/moe.md, call 2): 8 warps 1.2-2x slower at every C;
-    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 12 BDIAG, below). SHARED
+    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 6 BDIAG). SHARED
     # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
     # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
     # Every entry loads the scales a K block ahead and splits the shared expert by token tile (SCALES "ahead",
     # SHARED_ITEMS "per_tile": faster at C = 1, 16, 64 on the H200, docs/perf/moe.md session 4); "bytes" / "one",
     # EPILOGUE "swiglu" (BN_UP 128, no K split) and MAXNREG_UP / MAXNREG_DOWN are reachable by an explicit config.
-    # BDIAG at BN 64/64 with BM 16, or BM 8 + BM_SHARED 16: 12 more (72).
     out = []
     for bm, bu, bd, w in (t for t in MOE_TILES if t[3] == 4):
         for su, sd in GROUPED_SPLITS:
@@ -1206,11 +1206,12 @@ def grouped_configs(params: dict) -> list[dict]:
                     out.append({"BM": bm, "BN_UP": bu, "BN_DOWN": bd, "SPLIT_UP": su, "SPLIT_DOWN": sd,
                                 "num_warps": w, "num_stages": st, "DECODE": dec, "SHARED": "fused",
                                 "SCALES": "ahead", "SHARED_ITEMS": "per_tile"})
-    for su, sd in GROUPED_SPLITS:     # BDIAG (session 9's default): slot tiles of 16, and of 8 with the shared
-        for tile in ({"BM": 16}, {"BM": 8, "BM_SHARED": 16}):     # expert's own token tile of 16
-            out.append({**tile, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd, "num_warps": 4,
-                        "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead",
-                        "SHARED_ITEMS": "per_tile", "BDIAG": True})
+    # BDIAG (session 9's default) at BN 64/64 with slot tiles of 8 and the shared expert's token tile of 16, every
+    # split; not at BM 16: slower at C=64 (H200 sweep r4) and its C=1 down kernel spills 544 B on sm_120
+    for su, sd in GROUPED_SPLITS:
+        out.append({"BM": 8, "BM_SHARED": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd,
+                    "num_warps": 4, "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead",
+                    "SHARED_ITEMS": "per_tile", "BDIAG": True})
     return out
 
 
@@ -1520,11 +1521,10 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     return out
 
 
-# config keys of the grouped kernels that only an explicit config sets (Impl.options: a pin or tuned entry may name
-# them): register caps, the X_ONCE / ITEM_TABLE / EPILOGUE variants, finishing-block sizes, and the keys the
-# defaults set only where the shared expert is fused
-GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "X_ONCE", "ITEM_TABLE", "EPILOGUE", "FIN_ROWS", "FIN_TOKENS",
-                             "GLUE", "GATE", "BDIAG", "BM_SHARED"})
+# config keys of the grouped kernels that no space or default shows at the ops' cases (Impl.options: a pin or tuned
+# entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
+# fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
+GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE"})
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 

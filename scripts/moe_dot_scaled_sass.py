@@ -16,7 +16,8 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from moe_sass import cubin_sass, loop_body
+from kernelbench.harness.inspector import cubin_sass
+from moe_sass import loop_body
 
 
 @triton.jit
@@ -51,7 +52,7 @@ def main() -> None:
         src = ASTSource(fn=_scaled_tile_kernel, signature=sig, constexprs={"KD": a.kd, "BN": a.bn, "BM": a.bm})
         ck = triton.compile(src, target=GPUTarget("cuda", arch, 128 if arch == 90 else 32),
                             options={"num_warps": a.warps, "num_stages": a.stages})
-        sass = cubin_sass(ck)
+        sass = cubin_sass(ck.asm["cubin"])
         reg = re.search(r"REG:(\d+)", sass)
         ops = Counter(re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)", sass))
         print(f"sm_{arch} BN {a.bn} BM {a.bm} w{a.warps} s{a.stages}: REG {reg.group(1) if reg else '?'}, "

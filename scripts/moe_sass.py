@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
-import tempfile
 
 import triton
 
@@ -31,15 +29,6 @@ def loop_body(sass: str) -> int:
         if tgt is not None and tgt < off:
             best = max(best, sum(1 for o in offs if tgt <= o <= off))
     return best
-
-
-def cubin_sass(ck) -> str:
-    """`cuobjdump -sass -res-usage` of a compiled kernel's cubin (its SASS and the REG / STACK / SHARED lines)."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(ck.asm["cubin"])
-        f.flush()
-        return subprocess.run([inspector._tool("cuobjdump"), "-sass", "-res-usage", f.name],
-                              capture_output=True, text=True).stdout
 
 
 def main() -> None:
@@ -70,7 +59,7 @@ def main() -> None:
                 for ln in launches:
                     src, target, options, _, _ = inspector._bind(ln, arch)
                     ck = triton.compile(src, target=target, options=options.__dict__)
-                    sass = cubin_sass(ck)
+                    sass = inspector.cubin_sass(ck.asm["cubin"])
                     if a.dump:
                         with open(f"{a.dump}_{dumped}.sass", "w") as out:
                             out.write(sass)

@@ -400,7 +400,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
             for kern, sig in (("_index_topk", TOPK_SIG), ("_index_topk_split", SPLIT_SIG)):
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
                              "constexprs": {"KP": kp, "SCAN": scan, "FAST": True,
-                                            **({"SEG_P2": 64, "FILTER": min(2048, scan)}
+                                            **({"SEG_P2": 64, "FILTER": K.split_filter(scan)}
                                                if kern == "_index_topk_split" else {})},
                              "num_warps": warps, "num_stages": 1})
     fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}

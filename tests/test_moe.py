@@ -276,8 +276,9 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 
 
-@pytest.mark.parametrize("delta,prepare", [pytest.param({"BDIAG": True}, True, marks=pytest.mark.slow),
-                                           pytest.param({"BM": 8, "BM_SHARED": 16}, True, marks=pytest.mark.slow),
+@pytest.mark.parametrize("delta,prepare", [pytest.param({"BDIAG": True, "BM": 16}, True, marks=pytest.mark.slow),
+                                           pytest.param({"BDIAG": False, "BM": 8, "BM_SHARED": 16}, True,
+                                                        marks=pytest.mark.slow),
                                            ({"BDIAG": True, "BM": 8, "BM_SHARED": 32}, True),
                                            ({"BDIAG": True, "BM": 8, "SPLIT_UP": 1, "SPLIT_DOWN": 1}, True),
                                            ({}, False)])
@@ -291,7 +292,6 @@ def test_grouped_token_tiles_and_block_diagonal_dots(delta, prepare, monkeypatch
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
     cfg = {**KM.grouped_default({"T": 20, "shared": True}), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2,
            "SPLIT_DOWN": 2, "DECODE": "fp8", **delta}
-    assert cfg["BDIAG"]
     check_against_reference("moe_experts", p, "large", config=cfg, prepare=prepare)
 
 
@@ -504,7 +504,8 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
                                           ("moe_experts", "triton_v3"), ("moe_layer", "triton_v4"),
                                           ("moe_experts", "triton_v4")])
 def test_previous_choices_stay_registered(op, impl_name, monkeypatch):
-    """The session-4 choices (moe_gate's GEMM + top-k launches at every T; moe_layer / moe_experts triton_v3: the
-    gate GEMM + route launch) stay correct beside the new defaults, at a T where the defaults differ."""
+    """The earlier choices (moe_gate's GEMM + top-k launches at every T; moe_layer / moe_experts triton_v3: the
+    gate GEMM + route launch; triton_v4: one scale group per dot, BM 16) stay correct beside the new defaults, at a
+    T where the defaults differ."""
     poisoned_empty(monkeypatch)
     check_against_reference(op, {**SMALL, "T": 2}, "normal", impl_name=impl_name)

@@ -284,6 +284,15 @@ def _run_tool(args: list[str]) -> str:
     return proc.stdout + proc.stderr
 
 
+def cubin_sass(cubin: bytes, tmp: str | None = None) -> str:
+    """`cuobjdump -res-usage -sass` of a cubin: its SASS and the REG / STACK / SHARED / LOCAL lines."""
+    with tempfile.TemporaryDirectory() as own:
+        path = os.path.join(tmp or own, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        return _run_tool([_tool("cuobjdump"), "-res-usage", "-sass", path])
+
+
 def binary_facts(cubin: bytes, ptx: str, arch: int) -> dict:
     """Registers, stack, local memory, spill bytes and SASS tensor-core opcodes of a cubin, cached on
     disk by the cubin's hash (cuobjdump is slow to start; the same kernel recurs across shapes).
@@ -297,10 +306,7 @@ def binary_facts(cubin: bytes, ptx: str, arch: int) -> dict:
         except json.JSONDecodeError:
             pass
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "k.cubin")
-        with open(path, "wb") as f:
-            f.write(cubin)
-        text = _run_tool([_tool("cuobjdump"), "-res-usage", "-sass", path])
+        text = cubin_sass(cubin, tmp)
         usage = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}
         facts = {"usage": usage, "sass_mma": sorted(set(SASS_MMA.findall(text))),
                  "local_ops": len(SASS_LOCAL.findall(text)), "spill_stores": 0, "spill_loads": 0}
