@@ -21,6 +21,8 @@ is removed the day upstream fixes it, and GPU verification covers the real bf16 
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 
 import torch
@@ -28,6 +30,44 @@ import triton
 import triton.language as tl
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+# ---- lanes: per-stream scratch for kernels that may run concurrently ---------------------------------------------
+# Some kernels keep zeroed int32 tickets or counters between launches (split-K "last program sums", per-token tails):
+# every launch leaves them at zero, so no memset is needed. Two launches that run at the same time (the decoder's
+# side stream, kernelbench.decoder.lanes) must not share them. Work is therefore launched on a numbered lane (0 unless
+# inside `lane(n)`), and each lane has its own buffers. A lane is a name, not a stream: the decoder's warm-up and its
+# CUDA-graph capture run on different streams but the same lanes, so capture finds the buffers warm-up allocated.
+_LANE: contextvars.ContextVar[int] = contextvars.ContextVar("kernelbench_lane", default=0)
+
+
+@contextlib.contextmanager
+def lane(n: int):
+    """Launches inside use lane n's tickets and counters (`zeroed_scratch`)."""
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"lane must be an int >= 0, got {n!r}")
+    token = _LANE.set(n)
+    try:
+        yield
+    finally:
+        _LANE.reset(token)
+
+
+def current_lane() -> int:
+    return _LANE.get()
+
+
+def zeroed_scratch(store: dict, device: torch.device, n: int, what: str) -> torch.Tensor:
+    """At least n zeroed int32 values kept in `store` per (device, lane), allocated (or regrown) outside CUDA-graph
+    capture: launches that use them leave them at zero. `what` names the caller in the capture error."""
+    device = torch.device(device)
+    key = (device.type, device.index, _LANE.get())
+    buf = store.get(key)
+    if buf is None or buf.numel() < n:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"{what} must be allocated before CUDA-graph capture (run the step once eagerly "
+                               f"first, on the same lanes)")
+        buf = store[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    return buf
 
 
 @triton.jit

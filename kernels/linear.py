@@ -36,7 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16,
+                                       zeroed_scratch)
 from kernelbench.kernels.quant import (_fp8_quant_kernel, _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3,
                                        fp4_lo_e4m3, pow2)
 from kernelbench.registry import register_impl
@@ -401,22 +402,16 @@ def _check_linear_x(x, K, what):
         raise ValueError(f"{what}: x must be [M, {K}], got shape {tuple(x.shape)}")
 
 
-_TICKETS: dict = {}      # device -> int32 split-K tickets, zero between launches (each launch resets its own)
+_TICKETS: dict = {}      # (device, lane) -> int32 split-K tickets, zero between launches (each launch resets its own)
 
 
 def split_tickets(device: torch.device, n: int) -> torch.Tensor:
-    """n zeroed int32 tickets on `device` for the in-kernel split-K reduction, allocated once per device (and
-    regrown when a launch needs more) outside the hot path: kernels leave every ticket at zero, so no memset per
-    launch and the wrapper stays CUDA-graph capturable once warm (warm-up runs before capture allocate them).
-    Launches that share the tickets must not run concurrently (one stream, as the decoder runs)."""
-    key = (device.type, device.index)
-    buf = _TICKETS.get(key)
-    if buf is None or buf.numel() < n:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("fp8_linear: split-K tickets must be allocated before CUDA-graph capture "
-                               "(run the step once eagerly first)")
-        buf = _TICKETS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-    return buf
+    """n zeroed int32 tickets on `device` for the in-kernel split-K reduction, allocated once per device and lane
+    (kernels/common.py `lane`; regrown when a launch needs more) outside the hot path: kernels leave every ticket at
+    zero, so no memset per launch and the wrapper stays CUDA-graph capturable once warm (warm-up runs before capture
+    allocate them). Launches on one lane share them and must not run concurrently; concurrent work (the decoder's
+    side stream) runs on another lane."""
+    return zeroed_scratch(_TICKETS, device, n, "split-K tickets")
 
 
 # Largest M whose activation is quantized inside the GEMM (one launch); larger M quantizes in a pre-pass (two

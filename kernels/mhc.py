@@ -68,7 +68,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16,
+                                       zeroed_scratch)
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -761,14 +762,10 @@ _COUNTERS: dict = {}
 
 
 def token_counters(device: torch.device, t: int) -> torch.Tensor:
-    """A zeroed int32 counter per token, kept per device: kernels that take a ticket from it set it back
-    to zero before they finish, so it is zero at every launch (no memset launch per call). Launches on one
-    stream only (the decoder's) may share it."""
-    buf = _COUNTERS.get(device)
-    if buf is None or buf.numel() < t:
-        buf = torch.zeros(max(4096, t), dtype=torch.int32, device=device)
-        _COUNTERS[device] = buf
-    return buf
+    """A zeroed int32 counter per token, kept per device and lane (kernels/common.py `lane`): kernels that take a
+    ticket from it set it back to zero before they finish, so it is zero at every launch (no memset launch per
+    call). Launches on one lane share it and must not run concurrently."""
+    return zeroed_scratch(_COUNTERS, device, t, "mHC token counters")
 
 
 def _mix(h, ws, sq, s, base, scale, iters, eps, norm_eps, npad, cfg, head=False, norm=None):

@@ -61,6 +61,8 @@ def _ints(text: str) -> list[int]:
               help="untimed steps per point (default 1 CPU, 3 GPU)")
 @click.option("--graph", default="auto", show_default=True, type=click.Choice(["auto", "on", "off"]),
               help="CUDA graph (auto: with a non-reference --impl on a GPU)")
+@click.option("--overlap/--no-overlap", default=True, show_default=True,
+              help="run the attention layers' compressor and indexer work on a side stream beside the q path (CUDA)")
 @click.option("--profile", is_flag=True, help="per-op attribution at every C (kernel times grouped by op)")
 @click.option("--ablate-tuned", is_flag=True,
               help="at every C, per op that ran a tuned config, time the step with and without that op's tuned "
@@ -73,7 +75,7 @@ def _ints(text: str) -> list[int]:
 @click.option("--db", "db_url", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--no-store", is_flag=True, help="do not write the results to the database")
 def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts, capacity, steps, warmup, graph,
-            profile, ablate_tuned, modules, uses, seed, json_path, db_url, no_store):
+            overlap, profile, ablate_tuned, modules, uses, seed, json_path, db_url, no_store):
     """Decode step time vs C (and context), its fit a + b*C, and where the time goes."""
     from kernelbench import registry
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -126,7 +128,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
                                gbps=db.ceiling_gbps(device, store), progress=lambda i, what: advance(what),
-                               ablate=ablate_tuned)
+                               ablate=ablate_tuned, overlap=overlap)
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:

@@ -37,12 +37,16 @@ from kernelbench.harness.timing import sync
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
+from kernelbench.decoder.lanes import Lanes
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"
 OUTSIDE = "(outside ops)"          # kernels launched outside any op range (embedding glue, residual adds)
 IDLE = "(idle between kernels)"    # step time no kernel ran in
+OVERLAP = "(beside other kernels)"  # kernel time the op rows count that ran beside another kernel (two streams):
+                                    # op rows - OVERLAP + IDLE = the step
+NOT_OPS = (IDLE, OVERLAP)
 
 
 class BenchError(ValueError):
@@ -208,7 +212,9 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
               op_bytes: dict[str, float] | None = None, step_ms: float | None = None) -> list[Row]:
     """Per-op rows per step from the kernels of `steps` steps: calls (ranges of that op), GPU ms (the
     durations of the kernels assigned to it), bytes (op_bytes, per step), sorted by time. Every kernel
-    is counted once. With `step_ms`, a last row IDLE holds the step time no kernel covered."""
+    is counted once. With `step_ms`, a last row IDLE holds the step time no kernel covered; when the kernels carry
+    their GPU start times and some ran side by side (the decoder's side stream, kernelbench.decoder.lanes), an
+    OVERLAP row before it holds the time the op rows count twice (their sum minus the union of the kernels' spans)."""
     if steps < 1:
         raise ValueError("attribution needs at least one step")
     calls: dict[str, int] = {}
@@ -225,8 +231,27 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
     rows.sort(key=lambda r: (-r.gpu_ms, r.op))
     if step_ms is not None:
         busy = sum(r.gpu_ms for r in rows)
+        if kernels and all(k.start for k in kernels):
+            covered = covered_ns(kernels) / 1e6 / steps
+            if busy - covered > 1e-4:
+                rows.append(Row(OVERLAP, 0, busy - covered))
+                busy = covered
         rows.append(Row(IDLE, 0, max(0.0, step_ms - busy)))
     return rows
+
+
+def covered_ns(kernels: list[Kernel]) -> int:
+    """The length of the union of the kernels' GPU spans [start, start + dur) (ns)."""
+    total, end = 0, None
+    for k in sorted(kernels, key=lambda k: k.start):
+        lo, hi = k.start, k.start + k.dur
+        if end is None or lo >= end:
+            total += hi - lo
+            end = hi
+        elif hi > end:
+            total += hi - end
+            end = hi
+    return total
 
 
 # A device-to-device cudaMemcpyAsync is a copy engine's "Memcpy DtoD" when launched, and the driver's copy
@@ -409,6 +434,7 @@ class BenchResult:
     mtp: bool = False
     overrides: dict = field(default_factory=dict)
     gbps: float = math.nan               # the copy-bandwidth ceiling used for roofline and % columns
+    overlap: bool = True                 # the attention layers' side stream (kernelbench.decoder.lanes) was on
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -555,28 +581,32 @@ def _quantiles(times: list[float]) -> tuple[float, float, float, float]:
 
 
 def random_model(tp: TPContext, cfg: ModelConfig, impl: str, dev: torch.device, seed: int = 0,
-                 overrides: dict | None = None) -> Transformer:
+                 overrides: dict | None = None, overlap: bool = True) -> Transformer:
     """This rank's model with random weights drawn on `dev` (what run_bench times when given no model)."""
     sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
-    return Transformer(cfg, sd, Ops(impl, overrides), tp, dev)
+    return Transformer(cfg, sd, Ops(impl, overrides), tp, dev, overlap)
 
 
 def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: list[int], context: ContextSpec,
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
               gbps: float | None = None, progress: Callable[[int, str], None] | None = None,
-              model: Transformer | None = None, ablate: bool = False) -> BenchResult:
+              model: Transformer | None = None, ablate: bool = False, overlap: bool = True) -> BenchResult:
     """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
     `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here.
+    `overlap`: the attention layers' compressor and indexer work on a side stream (kernelbench.decoder.lanes; CUDA
+    only); off, the step runs on one stream.
     `ablate`: at each C, also compare the step with and without each op's tuned entries, per op that ran a tuned
     config, in `steps` interleaved pairs (`ablate_tuned`)."""
     dev = torch.device(device)
     if model is None:
-        model = random_model(tp, cfg, impl, dev, seed, overrides)
+        model = random_model(tp, cfg, impl, dev, seed, overrides, overlap)
+    else:
+        model.env.lanes = Lanes(dev, overlap)
     use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
-                      gbps=gbps if gbps else math.nan)
+                      gbps=gbps if gbps else math.nan, overlap=model.env.lanes.overlap)
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)
     for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
@@ -883,6 +913,12 @@ def _analyse(res: BenchResult) -> None:
             res.fixed_ci_ms, res.per_request_ci_ms = f.a_ci / 1e3, f.b_ci / 1e3
 
 
+def op_rows_busy(attribution: list[dict]) -> float:
+    """GPU ms per step that some kernel ran, from attribution rows (dicts): the op rows less OVERLAP."""
+    ops = sum(r["gpu_ms"] for r in attribution if r["op"] not in NOT_OPS)
+    return ops - sum(r["gpu_ms"] for r in attribution if r["op"] == OVERLAP)
+
+
 def as_json(res: BenchResult) -> dict:
     return asdict(res)
 
@@ -891,8 +927,8 @@ def as_json(res: BenchResult) -> dict:
 # output: the terminal tables and the database rows
 # ------------------------------------------------------------------------------------------------
 def attribution_check(pt: BenchPoint) -> tuple[float, float]:
-    """-> (sum of the op rows' GPU ms, that sum / the measured step) at one point."""
-    busy = sum(r["gpu_ms"] for r in pt.attribution if r["op"] != IDLE)
+    """-> (GPU ms some kernel ran: the op rows' sum less OVERLAP, that / the measured step) at one point."""
+    busy = op_rows_busy(pt.attribution)
     return busy, busy / pt.step_ms if pt.step_ms else math.nan
 
 
@@ -903,7 +939,8 @@ def print_result(res: BenchResult, console) -> None:
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
     t = Table(title=f"decode step: {res.config} ({res.layers} layers), {res.impl}{use}, {res.device}, {tp}, "
-                    f"context {res.context}, CUDA graph {graph}")
+                    f"context {res.context}, CUDA graph {graph}"
+                    + (f", side stream {'on' if res.overlap else 'off'}" if res.device.startswith("cuda") else ""))
     for col in ("sweep", "C", "mean ctx", "step ms", "p10", "p90", "tokens/s", "roofline ms", "% of roofline",
                 "fit a+bC ms", "op rows ms"):
         t.add_column(col, justify="right")
@@ -1032,7 +1069,8 @@ DECODE_OP = "decode_step"      # the database's op name for whole-step results (
 def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -> int:
     """One bench_result row per point, under the op "decode_step" and implementation res.impl (with
     its --use overrides in the name); params say which model, C and context. -> rows written."""
-    name = res.impl + "".join(f"+{k}={v}" for k, v in sorted(res.overrides.items()))
+    name = res.impl + "".join(f"+{k}={v}" for k, v in sorted(res.overrides.items())) + (
+        "" if res.overlap or not res.device.startswith("cuda") else "+overlap=off")
     impl_id = store.op_impl_id(DECODE_OP, name, (git or "unknown")[:16], family="model", backend="model")
     rows = []
     for axis, pts in (("batch", res.points), ("context", res.context_points)):

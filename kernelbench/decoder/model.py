@@ -31,6 +31,7 @@ from torch import nn
 from kernelbench.decoder import checkpoint
 from kernelbench.decoder.backend import Ops
 from kernelbench.decoder.cache import Cache, LayerCache
+from kernelbench.decoder.lanes import Lanes
 from kernelbench.config import ModelConfig
 from kernelbench.reference.quant import dequant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
@@ -54,11 +55,14 @@ class Step:
 
 
 class Env:
-    """What every layer shares: config, ops, TP context, rope frequency tables."""
+    """What every layer shares: config, ops, TP context, rope frequency tables, the step's two lanes of work
+    (kernelbench.decoder.lanes: with `overlap`, the attention layers' compressor and indexer work runs on a side
+    stream beside the q path)."""
 
-    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device):
+    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap: bool = True):
         self.cfg, self.tp = cfg, tp
         self.ops = ops
+        self.lanes = Lanes(device, overlap)
         self.freqs = {False: rope_freqs(cfg, compressed=False).to(device),
                       True: rope_freqs(cfg, compressed=True).to(device)}
 
@@ -112,16 +116,27 @@ class Indexer(Part):
 
     def forward(self, env: Env, x, qr, step: Step, lc: LayerCache) -> torch.Tensor:
         """-> top-k compressed entry ids [T, K] (-1 padded), for entries < (p+1)//4 of each token."""
-        ops, cfg = env.ops, env.cfg
-        qi = ops.indexer_q(qr=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, positions=step.positions,
-                           freqs=env.freqs[True])
-        w = ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.bfloat16)   # * w_scale inside indexer_topk
+        w = self.keys(env, x, step, lc)
+        return self.select(env, self.query(env, qr, step), w, step, lc)
+
+    def keys(self, env: Env, x, step: Step, lc: LayerCache) -> torch.Tensor:
+        """What reads only x: the head weights (bf16 [T, Hi]) and the compressed index keys (this step's entries
+        written into lc.idx_keys)."""
+        w = env.ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.bfloat16)   # * w_scale in the top-k
         if step.prefill:
             self.compressor.prefill(env, x, int(step.seq_ids[0]), lc.idx_kv, lc.idx_score, lc.idx_keys)
         else:
             self.compressor.step(env, x, step, lc.idx_kv, lc.idx_score, lc.idx_keys)
-        idx, _ = ops.indexer_topk(qi=qi, w=w, k_cache=lc.idx_keys, seq_ids=step.seq_ids, positions=step.positions,
-                                  topk=cfg.index_topk, ratio=4, w_scale=self.w_scale)
+        return w
+
+    def query(self, env: Env, qr, step: Step) -> torch.Tensor:
+        return env.ops.indexer_q(qr=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, positions=step.positions,
+                                 freqs=env.freqs[True])
+
+    def select(self, env: Env, qi, w, step: Step, lc: LayerCache) -> torch.Tensor:
+        idx, _ = env.ops.indexer_topk(qi=qi, w=w, k_cache=lc.idx_keys, seq_ids=step.seq_ids,
+                                      positions=step.positions, topk=env.cfg.index_topk, ratio=4,
+                                      w_scale=self.w_scale)
         return idx
 
 
@@ -148,28 +163,15 @@ class Attention(Part):
         ops, cfg, tp = env.ops, env.cfg, env.tp
         T, W, Dh, eps = step.T, cfg.window_size, cfg.head_dim, cfg.norm_eps
         freqs = env.freqs[self.ratio > 0]
+        lengths = None
         if step.prefill:
             qr = ops.rms_norm(x=ops.fp8_linear(x=x, weight=self.wq_a, weight_scale=self.wq_a_scale),
                               weight=self.q_norm, eps=eps)
-        else:       # wq_a -> q_norm and wkv -> kv_write (into the window ring) as one op
-            qr, _ = ops.attention_front(x=x, wq_a=self.wq_a, wq_a_scale=self.wq_a_scale, q_norm=self.q_norm,
-                                        wkv=self.wkv, wkv_scale=self.wkv_scale, kv_norm=self.kv_norm, eps=eps,
-                                        positions=step.positions, seq_ids=step.seq_ids, freqs=freqs,
-                                        window_cache=lc.window(W))
-        q = ops.attention_q(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, head_dim=Dh,   # wq_b + head norm
-                            positions=step.positions, freqs=freqs, eps=eps)                      # + RoPE
-        lengths = None
-        if step.prefill:
+            q = self._q(env, qr, step)
             kv = ops.fp8_linear(x=x, weight=self.wkv, weight_scale=self.wkv_scale)
             kv_all, seq_ids, indices = self._prefill_kv(env, x, qr, kv, step, lc)
         else:
-            if self.compressor is not None:
-                self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
-            topk = self.indexer(env, x, qr, step, lc) if self.indexer is not None else None
-            # fixed width from the layer kind (graph-capturable); lengths bound the attention work per token
-            indices, lengths = ops.attention_indices(positions=step.positions, kind=self.kind, window=W,
-                                                     ratio=self.ratio, topk_indices=topk,
-                                                     n_max=self.index_width(cfg, lc))
+            q, indices, lengths = self._decode_q_indices(env, x, step, lc)
             kv_all, seq_ids = lc.kv, step.seq_ids
         o = ops.sparse_attention(q=q, kv=kv_all, seq_ids=seq_ids, indices=indices, sink=self.attn_sink,
                                  scale=Dh ** -0.5, positions=step.positions, freqs=freqs, lengths=lengths)
@@ -178,6 +180,41 @@ class Attention(Part):
         if tp.active:
             out = tp.all_reduce(out.float()).to(BF16)
         return out
+
+    def _q(self, env: Env, qr, step: Step) -> torch.Tensor:
+        """wq_b + head RMS norm + RoPE."""
+        return env.ops.attention_q(x=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, head_dim=env.cfg.head_dim,
+                                   positions=step.positions, freqs=env.freqs[self.ratio > 0], eps=env.cfg.norm_eps)
+
+    def _decode_q_indices(self, env: Env, x, step: Step, lc: LayerCache):
+        """A decode step's q and attention index lists, in two lanes (kernelbench.decoder.lanes). Main: the
+        attention front (wq_a -> q_norm and wkv -> kv_write into the window ring, one op), the indexer query, the
+        q path. Side, forked before the front: the compressor steps and the indexer's head weights (they read only
+        x), then, after the indexer query, the top-k and the index lists. Main joins the side before the caller's
+        sparse attention reads the caches and the lists."""
+        ops, cfg, lanes = env.ops, env.cfg, env.lanes
+        W = cfg.window_size
+        if self.compressor is not None:
+            with lanes.side():
+                self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
+                w = self.indexer.keys(env, x, step, lc) if self.indexer is not None else None
+        qr, _ = ops.attention_front(x=x, wq_a=self.wq_a, wq_a_scale=self.wq_a_scale, q_norm=self.q_norm,
+                                    wkv=self.wkv, wkv_scale=self.wkv_scale, kv_norm=self.kv_norm, eps=cfg.norm_eps,
+                                    positions=step.positions, seq_ids=step.seq_ids, freqs=env.freqs[self.ratio > 0],
+                                    window_cache=lc.window(W))
+        # fixed width from the layer kind (graph-capturable); lengths bound the attention work per token
+        index_args = dict(positions=step.positions, kind=self.kind, window=W, ratio=self.ratio,
+                          n_max=self.index_width(cfg, lc))
+        if self.indexer is not None:
+            qi = self.indexer.query(env, qr, step)
+            with lanes.side():
+                topk = self.indexer.select(env, qi, w, step, lc)
+                indices, lengths = ops.attention_indices(topk_indices=topk, **index_args)
+        else:
+            indices, lengths = ops.attention_indices(topk_indices=None, **index_args)
+        q = self._q(env, qr, step)
+        lanes.join()
+        return q, indices, lengths
 
     def index_width(self, cfg: ModelConfig, lc: LayerCache) -> int:
         """attention_indices' n_max: swa W, csa W + index_topk, hca W + the cache's compressed capacity."""
@@ -344,12 +381,12 @@ class MTP(Part):
 # ------------------------------------------------------------------------------------------------
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, sd: dict[str, torch.Tensor], ops: Ops | str = "reference",
-                 tp: TPContext | None = None, device="cpu"):
+                 tp: TPContext | None = None, device="cpu", overlap: bool = True):
         super().__init__()
         tp = tp or TPContext()
         cfg.check_tp(tp.world)
         self.cfg, self.tp = cfg, tp
-        self.env = Env(cfg, Ops(ops) if isinstance(ops, str) else ops, tp, device)
+        self.env = Env(cfg, Ops(ops) if isinstance(ops, str) else ops, tp, device, overlap)
         self.embed = sd["embed.weight"]
         self.vocab_start = tp.start(cfg.vocab_size)
         self.layers = nn.ModuleList(Block(self.env, sd, f"layers.{i}", i) for i in range(cfg.n_layers))
@@ -359,10 +396,10 @@ class Transformer(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, ops: Ops | str = "reference", tp: TPContext | None = None,
-                        device="cpu") -> "Transformer":
+                        device="cpu", overlap: bool = True) -> "Transformer":
         tp = tp or TPContext()
         cfg, sd = checkpoint.load(path, rank=tp.rank, world=tp.world, device=device, shard_indexer=False)
-        return cls(cfg, sd, ops, tp, device)
+        return cls(cfg, sd, ops, tp, device, overlap)
 
     @property
     def ops(self) -> Ops:

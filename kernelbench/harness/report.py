@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelbench.decoder.decode_bench import DECODE_OP, IDLE
+from kernelbench.decoder.decode_bench import DECODE_OP, IDLE, NOT_OPS, op_rows_busy
 
 FINGERPRINT_KEYS = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "driver", "cuda", "torch", "triton",
                     "python", "hostname", "cpu")
@@ -127,7 +127,7 @@ def stacked_ops_plot(plt, pts: list[dict], top: int = 8) -> bytes:
     totals: dict[str, float] = {}
     for p in pts:
         for r in p["extra"].get("attribution", []):
-            if r["op"] != IDLE:
+            if r["op"] not in NOT_OPS:
                 totals[r["op"]] = totals.get(r["op"], 0.0) + r["gpu_ms"]
     keep = sorted(totals, key=totals.get, reverse=True)[:top]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -138,7 +138,7 @@ def stacked_ops_plot(plt, pts: list[dict], top: int = 8) -> bytes:
         for p in pts:
             rows = p["extra"].get("attribution", [])
             if name == "other":
-                vals.append(sum(r["gpu_ms"] for r in rows if r["op"] not in keep and r["op"] != IDLE))
+                vals.append(sum(r["gpu_ms"] for r in rows if r["op"] not in keep and r["op"] not in NOT_OPS))
             else:
                 vals.append(sum(r["gpu_ms"] for r in rows if r["op"] == name))
         ax.bar(labels, vals, bottom=bottom, label=name, color="lightgray" if name == IDLE else None)
@@ -193,7 +193,7 @@ def build(store, gate_path: str | None = None, run_tag: str | None = None, plots
             body = []
             for r in rows:
                 ms, roof = r["median_us"] / 1e3, r["extra"].get("roofline_ms")
-                busy = sum(a["gpu_ms"] for a in r["extra"].get("attribution", []) if a["op"] != IDLE)
+                busy = op_rows_busy(r["extra"].get("attribution", []))
                 body.append([str(r["params"]["C"]), str(r["params"]["context"]), f"{ms:.3f}",
                              f"{(r['q1_us'] or 0) / 1e3:.3f}..{(r['q3_us'] or 0) / 1e3:.3f}",
                              f"{r['extra'].get('tokens_per_s', 0):.1f}", "" if roof is None else f"{roof:.3f}",

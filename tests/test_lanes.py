@@ -1,0 +1,179 @@
+"""The decode step's two lanes (kernelbench.decoder.lanes, kernels/common.py `lane`): concurrent kernels never share
+scratch, the attention layers put exactly the compressor / indexer work on the side, the attribution of a step with
+kernels side by side still adds up, and (GPU) the side stream changes no output bit, eager or CUDA-graph replayed."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelbench.decoder import checkpoint
+from kernelbench.decoder import decode_bench as db
+from kernelbench.decoder.backend import Ops
+from kernelbench.decoder.lanes import SIDE_LANE, Lanes
+from kernelbench.decoder.model import Transformer
+from kernelbench.decoder.tp import TPContext
+from kernelbench.kernels import linear as KL
+from kernelbench.kernels import mhc as KM
+from kernelbench.kernels.common import current_lane, lane
+
+CPU = torch.device("cpu")
+
+
+def test_each_lane_has_its_own_tickets_and_counters():
+    main_t, main_c = KL.split_tickets(CPU, 8), KM.token_counters(CPU, 8)
+    with lane(1):
+        side_t, side_c = KL.split_tickets(CPU, 8), KM.token_counters(CPU, 8)
+        assert current_lane() == 1
+        with lane(2):
+            assert current_lane() == 2 and KL.split_tickets(CPU, 8).data_ptr() not in (main_t.data_ptr(),
+                                                                                       side_t.data_ptr())
+        assert current_lane() == 1 and KL.split_tickets(CPU, 8) is side_t
+    assert current_lane() == 0
+    assert side_t.data_ptr() != main_t.data_ptr() and side_c.data_ptr() != main_c.data_ptr()
+    assert KL.split_tickets(CPU, 8) is main_t and KM.token_counters(CPU, 8) is main_c
+    assert int(side_t.abs().sum()) == 0 and int(side_c.abs().sum()) == 0
+    grown = KL.split_tickets(CPU, main_t.numel() + 1)          # a launch that needs more regrows its lane only
+    assert grown.numel() > main_t.numel()
+    with lane(1):
+        assert KL.split_tickets(CPU, 8) is side_t
+
+
+@pytest.mark.parametrize("bad", [-1, 1.0, "1"])
+def test_lane_refuses_what_is_not_a_lane(bad):
+    with pytest.raises(ValueError, match="lane must be an int"):
+        with lane(bad):
+            pass
+
+
+def test_lanes_without_a_gpu_run_the_side_in_program_order_on_lane_1():
+    lanes = Lanes(CPU, overlap=True)
+    assert not lanes.overlap                                 # no streams on a CPU
+    with lanes.side():
+        assert current_lane() == SIDE_LANE
+    assert current_lane() == 0
+    lanes.join()                                             # nothing to wait for
+
+
+class _LaneLog:
+    """Ops that record (op, lane) of every call, then run the wrapped ops."""
+
+    def __init__(self, ops):
+        self._ops, self.calls = ops, []
+
+    def __getattr__(self, name):
+        fn = getattr(self._ops, name)
+        if not callable(fn) or name.startswith("_") or name in ("accepts", "prepare"):
+            return fn
+
+        def call(*a, **k):
+            self.calls.append((name, current_lane()))
+            return fn(*a, **k)
+        return call
+
+
+def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
+    """One decode step of the tiny model over swa, csa and hca layers (reference ops): the compressor steps, the
+    indexer's head weights, top-k and the csa index lists run on the side lane, everything else on the main lane;
+    and the outputs equal the step with the side lane's work in the main lane's order (prefill untouched)."""
+    cfg = db.bench_config("tiny", "swa,csa,hca")
+    sd = checkpoint.random_local_state(cfg, 0, 1, seed=3, device=CPU)
+    model = Transformer(cfg, sd, Ops("reference"), TPContext(), CPU)
+    log = _LaneLog(model.env.ops)
+    model.env.ops = log
+    cache = model.new_cache(3, 64)
+    cache.fill_random(torch.Generator().manual_seed(1))
+    ids = torch.tensor([5, 9, 11])
+    pos = torch.tensor([17, 30, 41])
+    with torch.inference_mode():
+        logits, h = model.decode(ids, pos, torch.arange(3), cache, check=False)
+    side = {name for name, ln in log.calls if ln == SIDE_LANE}
+    main = {name for name, ln in log.calls if ln == 0}
+    assert side == {"compressor_step", "bf16_linear", "indexer_topk", "attention_indices"}
+    assert {"attention_front", "attention_q", "indexer_q", "sparse_attention", "mhc_post_pre_norm"} <= main
+    assert "compressor_step" not in main and "indexer_topk" not in main
+    # the csa layer's index lists on the side (after its top-k), the swa / hca layers' on the main lane
+    assert [ln for name, ln in log.calls if name == "attention_indices"] == [0, SIDE_LANE, 0]
+    # compressor steps: csa (main compressor, indexer's compressor) and hca, all before their layer's front
+    assert [ln for name, ln in log.calls if name == "compressor_step"] == [SIDE_LANE] * 3
+    order = [name for name, _ in log.calls]
+    fronts = [i for i, n in enumerate(order) if n == "attention_front"]
+    comps = [i for i, n in enumerate(order) if n == "compressor_step"]
+    assert comps[0] < fronts[1] and comps[2] < fronts[2] and comps[2] > fronts[1]
+    assert torch.isfinite(logits).all() and torch.isfinite(h.float()).all()
+
+
+def test_attribution_reports_kernels_side_by_side():
+    """Kernels with GPU start times: the union of their spans is the busy time; what the op rows count twice is the
+    OVERLAP row, and op rows - OVERLAP + IDLE = the step."""
+    ranges = [db.Range("attention_front", 0, 10), db.Range("compressor_step", 10, 20)]
+    ks = [db.Kernel("a", 4000, 5, start=1000), db.Kernel("c", 3000, 15, start=2000),     # 2000..5000 side by side
+          db.Kernel("a2", 1000, 6, start=6000)]
+    rows = db.attribute(ranges, ks, 1, step_ms=0.010)
+    by = {r.op: r.gpu_ms for r in rows}
+    assert by["attention_front"] == pytest.approx(0.005) and by["compressor_step"] == pytest.approx(0.003)
+    assert db.covered_ns(ks) == 5000
+    assert by[db.OVERLAP] == pytest.approx(0.003) and by[db.IDLE] == pytest.approx(0.005)
+    dicts = [r.as_json() for r in rows]
+    assert db.op_rows_busy(dicts) == pytest.approx(0.005)
+    # no start times (host-timed or synthetic records): no OVERLAP row, idle from the plain sum
+    plain = db.attribute(ranges, [db.Kernel("a", 4000, 5), db.Kernel("c", 3000, 15)], 1, step_ms=0.010)
+    assert [r.op for r in plain][-1] == db.IDLE and db.OVERLAP not in {r.op for r in plain}
+
+
+def test_covered_ns_is_the_union_of_spans():
+    ks = [db.Kernel("x", 10, None, start=100), db.Kernel("y", 10, None, start=105),
+          db.Kernel("z", 2, None, start=107), db.Kernel("w", 5, None, start=200)]
+    assert db.covered_ns(ks) == 15 + 5
+    assert db.covered_ns([]) == 0
+
+
+# ---- on the GPU ------------------------------------------------------------------------------------------------
+def _step_outputs(model, c: int, graph: bool) -> list[torch.Tensor]:
+    """One decode step of C sequences at context ~512 on a fresh random cache -> logits, streams and every cache
+    tensor after it (eager, or replayed from a CUDA graph captured after a warm-up on the same fresh cache)."""
+    dev = torch.device("cuda")
+    gen = torch.Generator().manual_seed(7 + c)
+    ids = torch.randint(0, model.cfg.vocab_size // 8, (c,), generator=gen).to(dev)
+    pos = torch.randint(400, 600, (c,), generator=gen).to(dev)
+    seq = torch.arange(c, device=dev)
+    cache = model.new_cache(c, 640)
+
+    def fresh():
+        cache.fill_random(torch.Generator(device=dev).manual_seed(11))
+
+    with torch.inference_mode():
+        fresh()
+        if not graph:
+            out = model.decode(ids, pos, seq, cache, check=False)
+        else:
+            s = torch.cuda.Stream(dev)
+            s.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(s):
+                model.decode(ids, pos, seq, cache, check=False)
+            torch.cuda.current_stream(dev).wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = model.decode(ids, pos, seq, cache, check=False)
+            fresh()
+            g.replay()
+        torch.cuda.synchronize(dev)
+    return [out[0].clone(), out[1].clone()] + [t.clone() for lc in cache.layers for t in lc.tensors()]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session10b.sh)")
+@pytest.mark.parametrize("c", [1, 16, 64])
+def test_gpu_side_stream_changes_no_bit(c):
+    """Flash TP8 rank-0 widths, layers swa, csa, hca, csa, Triton kernels: the step with the side stream (eager
+    and graph-replayed) equals the one-stream step bit for bit: logits, streams and every cache tensor."""
+    dev = torch.device("cuda")
+    cfg = db.bench_config("flash", "swa,csa,hca,csa")
+    model = db.random_model(TPContext(rank=0, world=8, simulate=True), cfg, "triton", dev, seed=0, overlap=False)
+    one = _step_outputs(model, c, graph=False)
+    model.env.lanes = Lanes(dev, overlap=True)
+    assert model.env.lanes.overlap
+    two = _step_outputs(model, c, graph=False)
+    two_graph = _step_outputs(model, c, graph=True)
+    for a, b, g in zip(one, two, two_graph):
+        assert torch.equal(a, b) and torch.equal(a, g)
