@@ -11,9 +11,9 @@ source scripts/device_lib.sh || exit 1
 step gpu_tests 120 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/test_lanes.py \
     tests/test_decode_bench.py
 step decode_one 110 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 \
-    --no-overlap --json "$W/decode_one.json"
+    --overlap none --json "$W/decode_one.json"
 step decode_two 170 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 \
     --profile --json "$W/decode_two.json"
 step decode_one_again 110 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 \
-    --no-overlap --json "$W/decode_one_again.json"
+    --overlap none --json "$W/decode_one_again.json"
 finish

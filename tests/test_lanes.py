@@ -9,7 +9,7 @@ import torch
 from kernelbench.decoder import checkpoint
 from kernelbench.decoder import decode_bench as db
 from kernelbench.decoder.backend import Ops
-from kernelbench.decoder.lanes import SIDE_LANE, Lanes
+from kernelbench.decoder.lanes import SIDE_LANE, SITES, Lanes, parse_sites
 from kernelbench.decoder.model import Transformer
 from kernelbench.decoder.tp import TPContext
 from kernelbench.kernels import linear as KL
@@ -45,20 +45,39 @@ def test_lane_refuses_what_is_not_a_lane(bad):
             pass
 
 
-def test_lanes_without_a_gpu_run_the_side_in_program_order_on_lane_1():
-    lanes = Lanes(CPU, overlap=True)
-    assert not lanes.overlap                                 # no streams on a CPU
-    with lanes.side():
-        assert current_lane() == SIDE_LANE
-    assert current_lane() == 0
-    lanes.join()                                             # nothing to wait for
+def test_lanes_without_a_gpu_keep_the_side_lane_in_program_order():
+    lanes = Lanes(CPU)
+    assert not lanes.overlap and lanes.sites == frozenset(SITES)   # no streams on a CPU, the structure kept
+    for site in SITES:
+        with lanes.side(site):
+            assert current_lane() == SIDE_LANE
+        assert current_lane() == 0
+    lanes.join()                                                    # nothing to wait for
+    off = Lanes(CPU, "none")
+    with off.side("attention"):
+        assert current_lane() == 0                                  # a site that is off: main lane, as written
+    with pytest.raises(ValueError, match="unknown overlap site"):
+        with off.side("mlp"):
+            pass
+
+
+@pytest.mark.parametrize("text, sites", [(True, set(SITES)), ("all", set(SITES)), (False, set()), ("none", set()),
+                                         ("attention", {"attention"}), (" shared_expert, ", {"shared_expert"}),
+                                         (["attention", "shared_expert"], set(SITES))])
+def test_parse_sites(text, sites):
+    assert parse_sites(text) == sites
+
+
+def test_parse_sites_names_what_is_unknown():
+    with pytest.raises(ValueError, match="'mlp'.*attention, shared_expert or none"):
+        parse_sites("attention,mlp")
 
 
 class _LaneLog:
     """Ops that record (op, lane) of every call, then run the wrapped ops."""
 
     def __init__(self, ops):
-        self._ops, self.calls = ops, []
+        self._ops, self.calls, self.kwargs = ops, [], {}
 
     def __getattr__(self, name):
         fn = getattr(self._ops, name)
@@ -67,39 +86,61 @@ class _LaneLog:
 
         def call(*a, **k):
             self.calls.append((name, current_lane()))
+            self.kwargs.setdefault(name, []).append(set(k))
             return fn(*a, **k)
         return call
 
 
-def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
-    """One decode step of the tiny model over swa, csa and hca layers (reference ops): the compressor steps, the
-    indexer's head weights, top-k and the csa index lists run on the side lane, everything else on the main lane;
-    and the outputs equal the step with the side lane's work in the main lane's order (prefill untouched)."""
+def _logged_step(overlap, tp: TPContext):
+    """One decode step of the tiny model over swa, csa and hca layers (reference ops) with the lanes `overlap`
+    -> ((op, lane) of every call, logits, streams, the moe_experts calls' keyword names)."""
     cfg = db.bench_config("tiny", "swa,csa,hca")
-    sd = checkpoint.random_local_state(cfg, 0, 1, seed=3, device=CPU)
-    model = Transformer(cfg, sd, Ops("reference"), TPContext(), CPU)
+    sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=3, device=CPU)
+    model = Transformer(cfg, sd, Ops("reference"), tp, CPU, overlap)
     log = _LaneLog(model.env.ops)
     model.env.ops = log
     cache = model.new_cache(3, 64)
     cache.fill_random(torch.Generator().manual_seed(1))
-    ids = torch.tensor([5, 9, 11])
-    pos = torch.tensor([17, 30, 41])
     with torch.inference_mode():
-        logits, h = model.decode(ids, pos, torch.arange(3), cache, check=False)
-    side = {name for name, ln in log.calls if ln == SIDE_LANE}
-    main = {name for name, ln in log.calls if ln == 0}
+        logits, h = model.decode(torch.tensor([5, 9, 11]), torch.tensor([17, 30, 41]), torch.arange(3), cache,
+                                 check=False)
+    return log.calls, logits, h, log.kwargs
+
+
+def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
+    """The attention site: the compressor steps, the indexer's head weights, top-k and the csa index lists run on
+    the side lane, everything else of the attention on the main lane, the compressor steps before their layer's
+    attention front (the side forks there)."""
+    calls, logits, h, _ = _logged_step(True, TPContext())
+    side = {name for name, ln in calls if ln == SIDE_LANE}
+    main = {name for name, ln in calls if ln == 0}
     assert side == {"compressor_step", "bf16_linear", "indexer_topk", "attention_indices"}
-    assert {"attention_front", "attention_q", "indexer_q", "sparse_attention", "mhc_post_pre_norm"} <= main
+    assert {"attention_front", "attention_q", "indexer_q", "sparse_attention", "mhc_post_pre_norm", "moe_layer"} <= main
     assert "compressor_step" not in main and "indexer_topk" not in main
     # the csa layer's index lists on the side (after its top-k), the swa / hca layers' on the main lane
-    assert [ln for name, ln in log.calls if name == "attention_indices"] == [0, SIDE_LANE, 0]
+    assert [ln for name, ln in calls if name == "attention_indices"] == [0, SIDE_LANE, 0]
     # compressor steps: csa (main compressor, indexer's compressor) and hca, all before their layer's front
-    assert [ln for name, ln in log.calls if name == "compressor_step"] == [SIDE_LANE] * 3
-    order = [name for name, _ in log.calls]
+    assert [ln for name, ln in calls if name == "compressor_step"] == [SIDE_LANE] * 3
+    order = [name for name, _ in calls]
     fronts = [i for i, n in enumerate(order) if n == "attention_front"]
     comps = [i for i, n in enumerate(order) if n == "compressor_step"]
     assert comps[0] < fronts[1] and comps[2] < fronts[2] and comps[2] > fronts[1]
     assert torch.isfinite(logits).all() and torch.isfinite(h.float()).all()
+
+
+def test_shared_expert_site_runs_it_beside_the_routed_experts():
+    """TP > 1 (simulated): with the shared_expert site the shared expert is its own op on the side lane and rank 0's
+    moe_experts gets no shared weights; without any site, moe_experts carries them (the fused form) and nothing
+    runs on the side lane. The logits agree to the fp32 summation order (reference ops)."""
+    tp = TPContext(rank=0, world=2, simulate=True)
+    calls, logits, _, kwargs = _logged_step(True, tp)
+    assert [ln for name, ln in calls if name == "shared_expert"] == [SIDE_LANE] * 3
+    assert all("shared_w1" not in k for k in kwargs["moe_experts"])
+    calls0, logits0, _, kwargs0 = _logged_step("none", tp)
+    assert "shared_expert" not in {n for n, _ in calls0} and {ln for _, ln in calls0} == {0}
+    assert all("shared_w1" in k for k in kwargs0["moe_experts"])
+    torch.testing.assert_close(logits, logits0, rtol=2e-2, atol=2e-2)
+    assert not torch.equal(logits, torch.zeros_like(logits))
 
 
 def test_attribution_reports_kernels_side_by_side():
@@ -165,15 +206,24 @@ def _step_outputs(model, c: int, graph: bool) -> list[torch.Tensor]:
                     "(scripts/device_session10b.sh)")
 @pytest.mark.parametrize("c", [1, 16, 64])
 def test_gpu_side_stream_changes_no_bit(c):
-    """Flash TP8 rank-0 widths, layers swa, csa, hca, csa, Triton kernels: the step with the side stream (eager
-    and graph-replayed) equals the one-stream step bit for bit: logits, streams and every cache tensor."""
+    """Flash TP8 rank-0 widths, layers swa, csa, hca, csa, Triton kernels, every site: the step with the side stream
+    (eager and graph-replayed) equals the same structure on one stream bit for bit (logits, streams and every cache
+    tensor); and the attention site alone changes no bit against no site at all (its kernels and inputs are those
+    of the one-stream step)."""
     dev = torch.device("cuda")
     cfg = db.bench_config("flash", "swa,csa,hca,csa")
-    model = db.random_model(TPContext(rank=0, world=8, simulate=True), cfg, "triton", dev, seed=0, overlap=False)
-    one = _step_outputs(model, c, graph=False)
-    model.env.lanes = Lanes(dev, overlap=True)
+    model = db.random_model(TPContext(rank=0, world=8, simulate=True), cfg, "triton", dev, seed=0, overlap="none")
+    none = _step_outputs(model, c, graph=False)
+    model.env.lanes = Lanes(dev, "attention")
     assert model.env.lanes.overlap
-    two = _step_outputs(model, c, graph=False)
-    two_graph = _step_outputs(model, c, graph=True)
+    attention = _step_outputs(model, c, graph=True)
+    model.env.lanes = Lanes(dev, "all", streams=False)
+    one = _step_outputs(model, c, graph=False)
+    model.env.lanes = Lanes(dev, "all")
+    two, two_graph = _step_outputs(model, c, graph=False), _step_outputs(model, c, graph=True)
+    for a, b in zip(none, attention):
+        assert torch.equal(a, b)
     for a, b, g in zip(one, two, two_graph):
         assert torch.equal(a, b) and torch.equal(a, g)
+    err = ((one[0] - none[0]).float().norm() / none[0].float().norm()).item()   # the shared expert added after the
+    assert 0 <= err < 1e-2                                                        # routed sum: rounding only

@@ -24,6 +24,7 @@ import torch
 from rich.console import Console
 
 from kernelbench.decoder import decode_bench as db
+from kernelbench.decoder.lanes import parse_sites
 from kernelbench.decoder.tp import TPContext
 
 
@@ -61,8 +62,10 @@ def _ints(text: str) -> list[int]:
               help="untimed steps per point (default 1 CPU, 3 GPU)")
 @click.option("--graph", default="auto", show_default=True, type=click.Choice(["auto", "on", "off"]),
               help="CUDA graph (auto: with a non-reference --impl on a GPU)")
-@click.option("--overlap/--no-overlap", default=True, show_default=True,
-              help="run the attention layers' compressor and indexer work on a side stream beside the q path (CUDA)")
+@click.option("--overlap", default="all", show_default=True,
+              help="sites whose independent work runs on a side stream (CUDA): all, none, or a comma list of "
+                   "attention (compressor + indexer beside the q path), shared_expert (beside the gate and routed "
+                   "experts)")
 @click.option("--profile", is_flag=True, help="per-op attribution at every C (kernel times grouped by op)")
 @click.option("--ablate-tuned", is_flag=True,
               help="at every C, per op that ran a tuned config, time the step with and without that op's tuned "
@@ -85,6 +88,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         raise click.UsageError(f"--device {device}: no CUDA device here")
     from kernelbench.usage import UsageProblem, check_tuning
     try:
+        overlap = parse_sites(overlap)
         for m in modules:
             registry.load_module(m)
         check_tuning()         # a malformed pinned config or tuned-config file, before any work (issue 10 item 9)
@@ -96,7 +100,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         cfg = db.bench_config(base, layers, mtp)
         context = db.parse_context(context_text or ("64" if base == "tiny" else "512"))
         swept = [db.parse_context(c) for c in contexts.split(",") if c.strip()] if contexts else []
-    except (db.BenchError, FileNotFoundError, ImportError, UsageProblem) as e:
+    except (db.BenchError, FileNotFoundError, ImportError, UsageProblem, ValueError) as e:
         raise click.UsageError(str(e)) from None
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:                                      # torchrun: real collectives

@@ -37,7 +37,7 @@ from kernelbench.harness.timing import sync
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
-from kernelbench.decoder.lanes import Lanes
+from kernelbench.decoder.lanes import SITES, Lanes
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
@@ -434,7 +434,7 @@ class BenchResult:
     mtp: bool = False
     overrides: dict = field(default_factory=dict)
     gbps: float = math.nan               # the copy-bandwidth ceiling used for roofline and % columns
-    overlap: bool = True                 # the attention layers' side stream (kernelbench.decoder.lanes) was on
+    overlap: str = "all"                 # the sites that ran on the side stream (kernelbench.decoder.lanes), or none
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -581,7 +581,7 @@ def _quantiles(times: list[float]) -> tuple[float, float, float, float]:
 
 
 def random_model(tp: TPContext, cfg: ModelConfig, impl: str, dev: torch.device, seed: int = 0,
-                 overrides: dict | None = None, overlap: bool = True) -> Transformer:
+                 overrides: dict | None = None, overlap=True) -> Transformer:
     """This rank's model with random weights drawn on `dev` (what run_bench times when given no model)."""
     sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=seed, device=dev)
     return Transformer(cfg, sd, Ops(impl, overrides), tp, dev, overlap)
@@ -591,11 +591,11 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
               gbps: float | None = None, progress: Callable[[int, str], None] | None = None,
-              model: Transformer | None = None, ablate: bool = False, overlap: bool = True) -> BenchResult:
+              model: Transformer | None = None, ablate: bool = False, overlap=True) -> BenchResult:
     """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
     `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here.
-    `overlap`: the attention layers' compressor and indexer work on a side stream (kernelbench.decoder.lanes; CUDA
-    only); off, the step runs on one stream.
+    `overlap`: the sites whose independent work runs on a side stream (kernelbench.decoder.lanes.parse_sites: True
+    for all, False for none); with none the step runs on one stream.
     `ablate`: at each C, also compare the step with and without each op's tuned entries, per op that ran a tuned
     config, in `steps` interleaved pairs (`ablate_tuned`)."""
     dev = torch.device(device)
@@ -606,7 +606,7 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
-                      gbps=gbps if gbps else math.nan, overlap=model.env.lanes.overlap)
+                      gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe())
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)
     for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
@@ -940,7 +940,7 @@ def print_result(res: BenchResult, console) -> None:
     fit_ok = not math.isnan(res.per_request_ms)
     t = Table(title=f"decode step: {res.config} ({res.layers} layers), {res.impl}{use}, {res.device}, {tp}, "
                     f"context {res.context}, CUDA graph {graph}"
-                    + (f", side stream {'on' if res.overlap else 'off'}" if res.device.startswith("cuda") else ""))
+                    + (f", side stream: {res.overlap}" if res.device.startswith("cuda") else ""))
     for col in ("sweep", "C", "mean ctx", "step ms", "p10", "p90", "tokens/s", "roofline ms", "% of roofline",
                 "fit a+bC ms", "op rows ms"):
         t.add_column(col, justify="right")
@@ -1070,7 +1070,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
     """One bench_result row per point, under the op "decode_step" and implementation res.impl (with
     its --use overrides in the name); params say which model, C and context. -> rows written."""
     name = res.impl + "".join(f"+{k}={v}" for k, v in sorted(res.overrides.items())) + (
-        "" if res.overlap or not res.device.startswith("cuda") else "+overlap=off")
+        "" if res.overlap == ",".join(SITES) or not res.device.startswith("cuda") else f"+overlap={res.overlap}")
     impl_id = store.op_impl_id(DECODE_OP, name, (git or "unknown")[:16], family="model", backend="model")
     rows = []
     for axis, pts in (("batch", res.points), ("context", res.context_points)):

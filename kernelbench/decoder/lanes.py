@@ -1,15 +1,19 @@
 """Two lanes of work in one decode step: the main stream and a side stream that runs beside it.
 
 At decode sizes most kernels of a layer fill a fraction of the GPU and their time is latency, so two independent
-chains of kernels finish sooner side by side than one after the other. In an attention layer the compressor steps
-and the indexer's weights projection read only the layer input x, and the indexer's top-k needs only the indexer
-query and those caches; none of them waits on the attention front or the attention q path (model.Attention).
+chains of kernels finish sooner side by side than one after the other. Two places of a layer (SITES) have one:
+- "attention": the compressor steps and the indexer's head weights read only the layer input x, and the indexer's
+  top-k needs only the indexer query and those caches; none of them waits on the attention front or the q path
+  (model.Attention);
+- "shared_expert": the MoE's shared expert reads only x, beside the gate and the routed experts (model.MoE, TP > 1;
+  without this site rank 0's routed-expert launches carry the shared expert, moe_experts' fused form).
 
-`Lanes.side()` runs its block on the side stream after all work the main stream has queued so far (an event
-wait: the side's inputs are ready), on kernel lane 1 (kernels/common.py `lane`: its own split-K tickets and
-counters, so two concurrent kernels never share one). `Lanes.join()` makes the main stream wait for everything the
-side queued. Both are recorded into a CUDA graph as edges (the side stream forks from and joins the capture
-stream), so a captured step replays with the same overlap.
+`Lanes.side(site)` runs its block after all work the main stream has queued so far, on kernel lane 1
+(kernels/common.py `lane`: its own split-K tickets and counters, so two concurrent kernels never share one) and, on a
+CUDA device, on the side stream. `Lanes.join()` makes the main stream wait for everything the side queued. Both are
+recorded into a CUDA graph as edges (the side stream forks from and joins the capture stream), so a captured step
+replays with the same overlap. A site that is off runs its blocks in program order on the main lane (the MoE
+then takes its fused form).
 
 Tensor lifetimes: a tensor the side allocates and main reads after the join is freed into the side stream's pool;
 the side only reuses it in a later `side()` block, which first waits for main's work up to that point, including
@@ -17,8 +21,8 @@ the reader. A tensor main allocates and the side reads stays referenced until af
 enters the side joins before it returns, so no side work is left pending at the end of a step (graph capture
 requires it).
 
-Without overlap (a CPU device, or `overlap=False`) the same blocks run in program order on the current stream, on
-lane 1: the kernels and their inputs are the same, so the outputs are too (tests/test_lanes.py)."""
+On a CPU the sites keep their structure (lane 1, the side's launches in program order on the one stream): the
+kernels and their inputs are those of the GPU step, which tests/test_lanes.py checks bit for bit on the GPU."""
 from __future__ import annotations
 
 import contextlib
@@ -28,14 +32,45 @@ import torch
 from kernelbench.kernels.common import lane
 
 SIDE_LANE = 1
+SITES = ("attention", "shared_expert")
+
+
+def parse_sites(sites) -> frozenset:
+    """True or "all" (every site), False / None / "none" (none), or names: a comma string or an iterable of SITES."""
+    if sites is True or sites == "all":
+        return frozenset(SITES)
+    if sites is False or sites is None:
+        return frozenset()
+    names = [n.strip() for n in sites.split(",")] if isinstance(sites, str) else list(sites)
+    names = [n for n in names if n and n != "none"]
+    bad = [n for n in names if n not in SITES]
+    if bad:
+        raise ValueError(f"unknown overlap site(s) {', '.join(map(repr, bad))}: choose from {', '.join(SITES)} "
+                         f"or none")
+    return frozenset(names)
 
 
 class Lanes:
-    def __init__(self, device, overlap: bool = True):
+    def __init__(self, device, sites=True, streams: bool = True):
+        """`streams` False keeps the sites' structure on one stream on a GPU too (what tests compare against)."""
         self.device = torch.device(device)
-        self.overlap = bool(overlap) and self.device.type == "cuda"
+        self.sites = parse_sites(sites)
+        self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)
         self._stream = None
         self.pending = False          # side work queued since the last join
+
+    @property
+    def overlap(self) -> bool:
+        """Some site runs beside the main stream (on a GPU)."""
+        return self.streams
+
+    def on(self, site: str) -> bool:
+        if site not in SITES:
+            raise ValueError(f"unknown overlap site {site!r}")
+        return site in self.sites
+
+    def describe(self) -> str:
+        return ",".join(s for s in SITES if s in self.sites) or "none"
 
     def _side_stream(self):
         if self._stream is None:
@@ -43,10 +78,14 @@ class Lanes:
         return self._stream
 
     @contextlib.contextmanager
-    def side(self):
-        """The block's launches on the side stream (after main's queued work) and lane 1."""
+    def side(self, site: str):
+        """The block's launches on lane 1 and (CUDA) the side stream, after main's queued work; for a site that is
+        off, the block as it stands (main lane, program order)."""
+        if not self.on(site):
+            yield
+            return
         with lane(SIDE_LANE):
-            if not self.overlap:
+            if not self.streams:
                 yield
                 return
             s = self._side_stream()
@@ -57,6 +96,6 @@ class Lanes:
 
     def join(self) -> None:
         """The main stream waits for the side's queued work."""
-        if self.overlap and self.pending:
+        if self.streams and self.pending:
             torch.cuda.current_stream(self.device).wait_stream(self._side_stream())
         self.pending = False

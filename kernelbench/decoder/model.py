@@ -56,10 +56,9 @@ class Step:
 
 class Env:
     """What every layer shares: config, ops, TP context, rope frequency tables, the step's two lanes of work
-    (kernelbench.decoder.lanes: with `overlap`, the attention layers' compressor and indexer work runs on a side
-    stream beside the q path)."""
+    (kernelbench.decoder.lanes; `overlap`: True for every site, False for none, or site names)."""
 
-    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap: bool = True):
+    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap=True):
         self.cfg, self.tp = cfg, tp
         self.ops = ops
         self.lanes = Lanes(device, overlap)
@@ -195,7 +194,7 @@ class Attention(Part):
         ops, cfg, lanes = env.ops, env.cfg, env.lanes
         W = cfg.window_size
         if self.compressor is not None:
-            with lanes.side():
+            with lanes.side("attention"):
                 self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
                 w = self.indexer.keys(env, x, step, lc) if self.indexer is not None else None
         qr, _ = ops.attention_front(x=x, wq_a=self.wq_a, wq_a_scale=self.wq_a_scale, q_norm=self.q_norm,
@@ -207,7 +206,7 @@ class Attention(Part):
                           n_max=self.index_width(cfg, lc))
         if self.indexer is not None:
             qi = self.indexer.query(env, qr, step)
-            with lanes.side():
+            with lanes.side("attention"):
                 topk = self.indexer.select(env, qi, w, step, lc)
                 indices, lengths = ops.attention_indices(topk_indices=topk, **index_args)
         else:
@@ -288,6 +287,16 @@ class MoE(Part):
                       w2=self.shared_w2, s2=self.shared_w2_scale)
         if tp.world == 1:                      # all experts local: the one fused op
             return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()})
+        lanes = env.lanes
+        if lanes.on("shared_expert"):
+            # the replicated shared expert beside the gate and the routed experts (kernelbench.decoder.lanes), added
+            # by every rank after the all-reduce
+            with lanes.side("shared_expert"):
+                s = ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared)
+            weights, indices = ops.moe_gate(**gate)
+            y = tp.all_reduce(ops.moe_experts(x=x, weights=weights, indices=indices, **experts))    # fp32
+            lanes.join()
+            return y.add_(s).to(BF16)                                   # fp32 += bf16: one kernel, exact widening
         weights, indices = ops.moe_gate(**gate)
         # the replicated shared expert is added once: inside rank 0's routed experts when the implementation takes
         # it (one set of launches: moe_experts' config SHARED "fused"), else by every rank after the all-reduce
@@ -381,7 +390,7 @@ class MTP(Part):
 # ------------------------------------------------------------------------------------------------
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, sd: dict[str, torch.Tensor], ops: Ops | str = "reference",
-                 tp: TPContext | None = None, device="cpu", overlap: bool = True):
+                 tp: TPContext | None = None, device="cpu", overlap=True):
         super().__init__()
         tp = tp or TPContext()
         cfg.check_tp(tp.world)
@@ -396,7 +405,7 @@ class Transformer(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, ops: Ops | str = "reference", tp: TPContext | None = None,
-                        device="cpu", overlap: bool = True) -> "Transformer":
+                        device="cpu", overlap=True) -> "Transformer":
         tp = tp or TPContext()
         cfg, sd = checkpoint.load(path, rank=tp.rank, world=tp.world, device=device, shard_indexer=False)
         return cls(cfg, sd, ops, tp, device, overlap)
