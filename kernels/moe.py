@@ -1586,12 +1586,16 @@ def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3
 
 def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
                    expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2,
-                   config):
+                   config, op: str = "moe_layer"):
+    """moe_layer (bf16 out, the shared expert always) and moe_routed (fp32 out, the shared expert when given) on
+    the grouped kernels, the gate's top-k and the slot sort in the gate's launch."""
     pair, w1, w3, w2 = _layout(w1, w3, w2)
+    hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
     key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
-    # the same grouped kernels as moe_experts: its tuned tiles apply when moe_layer has none of its own
-    cfg = config or (fixed({**key, "shared": True}) if fixed else
-                     lookup("moe_layer", key, lookup("moe_experts", key, layer_default(key))))
+    params = {**key, "shared": bool(hw)}
+    # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
+    cfg = config or (fixed(params) if fixed else
+                     lookup(op, key, lookup("moe_experts", key, grouped_default(params))))
     routed = None
     if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
@@ -1602,9 +1606,33 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
                                      expert_offset)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
-    hw = dict(w1=shared_w1, s1=shared_s1, w3=shared_w3, s3=shared_s3, w2=shared_w2, s2=shared_s2)
-    return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, torch.bfloat16,
-                              pair, routed)
+    return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
+                              torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed)
+
+
+@register_impl("moe_routed", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
+               prepare=prepare_experts, options=GROUPED_OPTIONS)
+def moe_routed(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+               swiglu_limit, shared_w1=None, shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None,
+               shared_s2=None, config=None):
+    """The TP decoder's MoE: moe_layer's launches (the gate's top-k, slot sort and x quantization in one launch)
+    with the fp32 partial out and the shared expert optional (moe_experts')."""
+    return _layer_grouped(None, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                          expert_offset, swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2,
+                          shared_s2, config, op="moe_routed")
+
+
+@register_impl("moe_routed", "triton_parts", backend="triton", deterministic=True,
+               kernels=lambda: [_topk_kernel, _gate_route_kernel, *_GROUPED_KERNELS], prepare=prepare_experts)
+def moe_routed_parts(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                     swiglu_limit, shared_w1=None, shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None,
+                     shared_s2=None):
+    """moe_routed as the TP decoder ran it before the op existed: moe_gate's launches, then moe_experts' (its own
+    slot-sort launch), each on its default; for same-run timing (`--use moe_routed=triton_parts`)."""
+    w, idx = moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    return moe_experts(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1,
+                       shared_w3, shared_s3, shared_w2, shared_s2)
 
 
 def _register_previous(name: str, fixed, layer_fixed, choices: str) -> None:

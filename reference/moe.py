@@ -117,6 +117,16 @@ def shared_expert(x, w1, s1, w3, s3, w2, s2, swiglu_limit):
     return _expert(x, None, w1, s1, w3, s3, w2, s2, swiglu_limit)
 
 
+def moe_routed(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+               swiglu_limit, shared_w1=None, shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None,
+               shared_s2=None):
+    """-> y (T, D) fp32 = moe_experts(x, moe_gate(x)): the gate and this rank's routed experts (+ the shared expert
+    when its weights are given: the TP rank that carries it), the fp32 partial a TP rank all-reduces."""
+    w, idx = moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    return moe_experts(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1, shared_s1,
+                       shared_w3, shared_s3, shared_w2, shared_s2)
+
+
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2):
     """-> y (T, D) bf16 = bf16(routed experts on this rank (fp32) + shared expert)."""

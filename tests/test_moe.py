@@ -509,3 +509,22 @@ def test_previous_choices_stay_registered(op, impl_name, monkeypatch):
     T where the defaults differ."""
     poisoned_empty(monkeypatch)
     check_against_reference(op, {**SMALL, "T": 2}, "normal", impl_name=impl_name)
+
+
+# ---- moe_routed: the TP decoder's MoE ------------------------------------------------------------------------
+@pytest.mark.parametrize("T, shared, hashed", [(1, False, False), (5, True, False), (9, False, True)])
+def test_routed_op_equals_gate_then_experts_bit_for_bit(T, shared, hashed, monkeypatch):
+    """moe_routed (the gate's launch also sorts the slots and quantizes x; the grouped kernels after it) returns
+    exactly what moe_gate then moe_experts return (impl triton_parts, the decoder's composition before the op), with
+    and without rank 0's shared expert, and passes the reference's tolerance (fp64)."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": T, "hash": hashed, "shared": shared}
+    spec, impl = spec_and_impl("moe_routed")
+    _, parts = spec_and_impl("moe_routed", "triton_parts")
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(T), "cpu", "normal")
+    assert ("shared_w1" in inp) == shared
+    run = impl.prepared(inp)
+    y, y_parts = impl.fn(**run), parts.fn(**run)
+    assert y.dtype == torch.float32 and y.shape == inp["x"].shape and torch.isfinite(y).all()
+    assert torch.equal(y, y_parts)
+    check_against_reference("moe_routed", p, "normal", seed=T)

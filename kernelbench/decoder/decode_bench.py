@@ -320,7 +320,8 @@ def _out_bytes(out) -> float:
 
 SPARSE_ARGS = {"sparse_attention": ("kv",), "indexer_topk": ("k_cache",), "embedding": ("weight",),
                "moe_gate": ("tid2eid",), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
-               "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid")}
+               "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid"),
+               "moe_routed": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid")}
 STATE_ARGS = ("window_cache", "cache", "state_kv", "state_score")     # per-sequence rows of caches and states
 
 
@@ -341,14 +342,15 @@ def call_bytes(op: str, kw: dict, out) -> float:
     elif op == "embedding":        # the rows of the step's ids
         w = kw["weight"]
         total += kw["ids"].numel() * w.shape[-1] * w.element_size()
-    elif op in ("moe_experts", "moe_layer"):
+    elif op in ("moe_experts", "moe_layer", "moe_routed"):
         w = [kw[k] for k in ("w1", "w2", "w3", "s1", "s2", "s3") if isinstance(kw.get(k), torch.Tensor)]
         n_local = w[0].shape[0] if w else 1
         ind, offset = kw.get("indices"), kw.get("expert_offset", 0)
         if isinstance(ind, torch.Tensor):
             touched = int(torch.unique(ind[(ind >= offset) & (ind < offset + n_local)]).numel())
-        else:                      # the fused layer routes inside: at most tokens x top-k experts
-            touched = min(n_local, int(kw["x"].shape[0]) * int(kw.get("topk", n_local)))
+        else:                      # the gate runs inside: the expected number of local experts that uniform top-k
+            E, K = int(kw["weight"].shape[0]), int(kw["topk"])     # picks touch (the ops' cost model)
+            touched = n_local * (1.0 - (1.0 - K / E) ** int(kw["x"].shape[0]))
         total += sum(_nbytes(t) for t in w) * touched / max(1, n_local)
     if isinstance(kw.get("tid2eid"), torch.Tensor):      # hash routing reads the rows of the step's tokens
         t = kw["tid2eid"]

@@ -273,7 +273,7 @@ class MoE(Part):
             self.take(sd, f"{p}.shared_experts.{w}.weight", f"shared_{w}")
             self.take(sd, f"{p}.shared_experts.{w}.scale", f"shared_{w}_scale")
         # the routed experts' codes in the layout the MoE implementation decodes fastest, once at load
-        prep = env.ops.prepare("moe_layer" if tp.world == 1 else "moe_experts",
+        prep = env.ops.prepare("moe_layer" if tp.world == 1 else "moe_routed",
                                {"w1": self.w1, "w3": self.w3, "w2": self.w2})
         self.w1, self.w3, self.w2 = prep["w1"], prep["w3"], prep["w2"]
 
@@ -287,23 +287,23 @@ class MoE(Part):
                       w2=self.shared_w2, s2=self.shared_w2_scale)
         if tp.world == 1:                      # all experts local: the one fused op
             return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()})
+        # TP > 1: the gate and this rank's routed experts as one op (moe_routed: the gate's launch also groups the
+        # slots), its fp32 partial all-reduced
         lanes = env.lanes
         if lanes.on("shared_expert"):
             # the replicated shared expert beside the gate and the routed experts (kernelbench.decoder.lanes), added
             # by every rank after the all-reduce
             with lanes.side("shared_expert"):
                 s = ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared)
-            weights, indices = ops.moe_gate(**gate)
-            y = tp.all_reduce(ops.moe_experts(x=x, weights=weights, indices=indices, **experts))    # fp32
+            y = tp.all_reduce(ops.moe_routed(**gate, **experts))
             lanes.join()
             return y.add_(s).to(BF16)                                   # fp32 += bf16: one kernel, exact widening
-        weights, indices = ops.moe_gate(**gate)
         # the replicated shared expert is added once: inside rank 0's routed experts when the implementation takes
-        # it (one set of launches: moe_experts' config SHARED "fused"), else by every rank after the all-reduce
-        fused = ops.accepts("moe_experts", "shared_w1")
+        # it (one set of launches: the grouped kernels' config SHARED "fused"), else by every rank after the
+        # all-reduce
+        fused = ops.accepts("moe_routed", "shared_w1")
         mine = {f"shared_{k}": v for k, v in shared.items()} if fused and tp.rank == 0 else {}
-        y = ops.moe_experts(x=x, weights=weights, indices=indices, **experts, **mine)        # fp32 partial
-        y = tp.all_reduce(y)
+        y = tp.all_reduce(ops.moe_routed(**gate, **experts, **mine))                          # fp32
         if not fused:
             y = y + ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared).float()
         return y.to(BF16)

@@ -206,6 +206,38 @@ register_op(OpSpec(
     doc="FP8 shared expert with the same clamped SwiGLU, bf16 out."))
 
 
+# ---- moe_routed ---------------------------------------------------------------------------------------------
+def _routed_make(p, gen, device, values):
+    g = _gate_inputs(p, gen, "normal" if values == "ties" else values)
+    g["x"] = (g["x"].float() * 4).to(torch.bfloat16)
+    d = {**g, **_expert_weights(p, gen), "expert_offset": p["offset"], "swiglu_limit": LIMIT_SWIGLU}
+    if p.get("shared"):     # the optional shared expert (TP rank 0); not drawn by verify / bench cases
+        d.update({f"shared_{k}": v for k, v in _shared_weights(p, gen).items()})
+    return _to(d, device)
+
+
+def _routed_cost(p):
+    e = _experts_cost(p)
+    return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"], bytes=e.bytes + 2 * p["E"] * p["D"])
+
+
+def _routed_tol(p):
+    if p.get("shared"):
+        return _layer_tol(p)
+    t = _experts_tol(p)["y"]
+    return {"y": Tolerance(atol=t.atol, rtol=t.rtol, rel_fro=2 ** -5, max_mismatch_frac=_ROW_FLIP_FRAC,
+                           why=t.why + " The gate runs inside: a near-tie swap of one expert (see moe_gate) changes "
+                                       "a whole row, so Frobenius 2^-5 (moe_layer's).")}
+
+
+register_op(OpSpec(
+    name="moe_routed", family="moe", reference=R.moe_routed, make_inputs=_routed_make, cases=_cases,
+    batch_key="T",
+    strategy=_strategy, cost=_routed_cost, tolerance=_routed_tol, outputs=("y",),
+    value_modes=("normal", "outliers"),
+    doc="Gate + this rank's routed experts (+ the shared expert, optional), fp32 partial: the TP decoder's MoE."))
+
+
 # ---- moe_layer ----------------------------------------------------------------------------------------------
 def _layer_make(p, gen, device, values):
     g = _gate_inputs(p, gen, "normal" if values == "ties" else values)
