@@ -129,16 +129,17 @@ def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
 
 
 def test_shared_expert_site_runs_it_beside_the_routed_experts():
-    """TP > 1 (simulated): with the shared_expert site the shared expert is its own op on the side lane and rank 0's
-    moe_experts gets no shared weights; without any site, moe_experts carries them (the fused form) and nothing
-    runs on the side lane. The logits agree to the fp32 summation order (reference ops)."""
+    """TP > 1 (simulated): the MoE is moe_routed; with the shared_expert site the shared expert is its own op on the
+    side lane and rank 0's moe_routed gets no shared weights; without any site, moe_routed carries them (the fused
+    form) and nothing runs on the side lane. The logits agree to the fp32 summation order (reference ops)."""
     tp = TPContext(rank=0, world=2, simulate=True)
     calls, logits, _, kwargs = _logged_step(True, tp)
     assert [ln for name, ln in calls if name == "shared_expert"] == [SIDE_LANE] * 3
-    assert all("shared_w1" not in k for k in kwargs["moe_experts"])
+    assert kwargs["moe_routed"] and all("shared_w1" not in k for k in kwargs["moe_routed"])
+    assert "moe_gate" not in kwargs and "moe_experts" not in kwargs
     calls0, logits0, _, kwargs0 = _logged_step("none", tp)
     assert "shared_expert" not in {n for n, _ in calls0} and {ln for _, ln in calls0} == {0}
-    assert all("shared_w1" in k for k in kwargs0["moe_experts"])
+    assert kwargs0["moe_routed"] and all("shared_w1" in k for k in kwargs0["moe_routed"])
     torch.testing.assert_close(logits, logits0, rtol=2e-2, atol=2e-2)
     assert not torch.equal(logits, torch.zeros_like(logits))
 
