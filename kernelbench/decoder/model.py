@@ -297,7 +297,8 @@ class MoE(Part):
                 s = ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared)
             y = tp.all_reduce(ops.moe_routed(**gate, **experts))
             lanes.join()
-            return y.add_(s).to(BF16)                                   # fp32 += bf16: one kernel, exact widening
+            # bf16(fp32 partial + bf16 shared) in one kernel: the sum is computed in fp32 (exact widening of s)
+            return torch.add(y, s, out=torch.empty_like(s))
         # the replicated shared expert is added once: inside rank 0's routed experts when the implementation takes
         # it (one set of launches: the grouped kernels' config SHARED "fused"), else by every rank after the
         # all-reduce
