@@ -8,10 +8,10 @@
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session10c.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-520}
+TOTAL=${KB_TOTAL_S:-420}
 source scripts/device_lib.sh || exit 1
 step gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/test_lanes.py \
-    tests/test_decode_bench.py tests/test_moe.py
+    tests/test_decode_bench.py
 step verify 60 $KB verify moe_routed --device cuda --shapes flash-tp8 --examples 3
 step bench 60 $KB bench moe_routed --impl triton --impl triton_parts --shapes flash-tp8 --batch 1 --batch 16 \
     --batch 64 --max-time 0.05 --json "$W/bench_routed.json"
