@@ -2,7 +2,7 @@
 # Session 10's second H200 call: the side stream's two sites (kernelbench.decoder.lanes) and moe_routed (the TP
 # decoder's MoE: the gate's launch also sorts the slots). GPU tests (lanes: every site with the side stream equals the
 # same structure on one stream bit for bit, eager and graph-replayed; the attention site alone equals no site; the
-# MoE and decode-bench GPU tests), verify and op-level bench of moe_routed (triton vs triton_parts, the previous
+# decode-bench GPU tests), verify and op-level bench of moe_routed (triton vs triton_parts, the previous
 # composition), then the 43-layer Flash step at C = 1 / 16 / 64: no site with the previous MoE composition, no site,
 # the attention site, both sites (attributed after its timing), no site again, in one call.
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session10c.sh", carry=[".whl"])
