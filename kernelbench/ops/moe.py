@@ -240,11 +240,7 @@ register_op(OpSpec(
 
 # ---- moe_layer ----------------------------------------------------------------------------------------------
 def _layer_make(p, gen, device, values):
-    g = _gate_inputs(p, gen, "normal" if values == "ties" else values)
-    g["x"] = (g["x"].float() * 4).to(torch.bfloat16)
-    d = {**g, **_expert_weights(p, gen), "expert_offset": p["offset"], "swiglu_limit": LIMIT_SWIGLU}
-    d.update({f"shared_{k}": v for k, v in _shared_weights(p, gen).items()})
-    return _to(d, device)
+    return _routed_make({**p, "shared": True}, gen, device, values)
 
 
 def _layer_cost(p):
