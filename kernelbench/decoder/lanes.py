@@ -5,8 +5,8 @@ chains of kernels finish sooner side by side than one after the other. Two place
 - "attention": the compressor steps and the indexer's head weights read only the layer input x, and the indexer's
   top-k needs only the indexer query and those caches; none of them waits on the attention front or the q path
   (model.Attention);
-- "shared_expert": the MoE's shared expert reads only x, beside the gate and the routed experts (model.MoE, TP > 1;
-  without this site rank 0's routed-expert launches carry the shared expert, moe_experts' fused form).
+- "shared_expert": the MoE's shared expert reads only x, beside the gate and the routed experts (model.MoE, TP > 1,
+  from SHARED_EXPERT_MIN_T tokens; otherwise rank 0's routed-expert launches carry the shared expert, the fused form).
 
 `Lanes.side(site)` runs its block after all work the main stream has queued so far, on kernel lane 1
 (kernels/common.py `lane`: its own split-K tickets and counters, so two concurrent kernels never share one) and, on a
@@ -33,6 +33,11 @@ from kernelbench.kernels.common import lane
 
 SIDE_LANE = 1
 SITES = ("attention", "shared_expert")
+# The shared_expert site from this many tokens: H200, 43-layer Flash TP8 step (data/h200-2026-12-02-session10/call2),
+# attention site alone vs both sites: C = 1 4.394 vs 4.756 ms (the shared expert's own four launches cost more than
+# its rows inside the routed launches, which leave SMs idle at one token), C = 16 7.688 vs 7.381, C = 64 12.129 vs
+# 11.879. Below it the routed launches carry the shared expert (the fused form).
+SHARED_EXPERT_MIN_T = 16
 
 
 def parse_sites(sites) -> frozenset:
@@ -51,9 +56,11 @@ def parse_sites(sites) -> frozenset:
 
 
 class Lanes:
-    def __init__(self, device, sites=True, streams: bool = True):
-        """`streams` False keeps the sites' structure on one stream on a GPU too (what tests compare against)."""
+    def __init__(self, device, sites=True, streams: bool = True, shared_expert_min_t: int = SHARED_EXPERT_MIN_T):
+        """`streams` False keeps the sites' structure on one stream on a GPU too (what tests compare against);
+        `shared_expert_min_t`: the fewest tokens the shared_expert site applies to."""
         self.device = torch.device(device)
+        self.shared_expert_min_t = shared_expert_min_t
         self.sites = parse_sites(sites)
         self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)
         self._stream = None
@@ -64,9 +71,12 @@ class Lanes:
         """Some site runs beside the main stream (on a GPU)."""
         return self.streams
 
-    def on(self, site: str) -> bool:
+    def on(self, site: str, tokens: int | None = None) -> bool:
+        """Whether `site` runs its independent work on the side lane (for a step of `tokens` tokens)."""
         if site not in SITES:
             raise ValueError(f"unknown overlap site {site!r}")
+        if site == "shared_expert" and tokens is not None and tokens < self.shared_expert_min_t:
+            return False
         return site in self.sites
 
     def describe(self) -> str:

@@ -290,7 +290,7 @@ class MoE(Part):
         # TP > 1: the gate and this rank's routed experts as one op (moe_routed: the gate's launch also groups the
         # slots), its fp32 partial all-reduced
         lanes = env.lanes
-        if lanes.on("shared_expert"):
+        if lanes.on("shared_expert", x.shape[0]):
             # the replicated shared expert beside the gate and the routed experts (kernelbench.decoder.lanes), added
             # by every rank after the all-reduce
             with lanes.side("shared_expert"):

@@ -224,10 +224,13 @@ def _routed_cost(p):
 def _routed_tol(p):
     if p.get("shared"):
         return _layer_tol(p)
-    t = _experts_tol(p)["y"]
-    return {"y": Tolerance(atol=t.atol, rtol=t.rtol, rel_fro=2 ** -5, max_mismatch_frac=_ROW_FLIP_FRAC,
-                           why=t.why + " The gate runs inside: a near-tie swap of one expert (see moe_gate) changes "
-                                       "a whole row, so Frobenius 2^-5 (moe_layer's).")}
+    why = ("The routed experts' bounds (moe_experts) with the gate inside: a near-tie swap of one expert (see moe_gate) "
+           "changes a whole row, so Frobenius 2^-5 (moe_layer's). The fp8 tensor-core accumulation error of the two "
+           "GEMMs does not shrink with |y| (see shared_expert), so the elementwise floor scales with the output's rms "
+           "(2^-6 of it): H200 bench 2026-12-02, Flash TP8 T=1, rel_fro 9.3e-3 with 26% of the elements beyond "
+           "atol 2e-3 + rtol 2^-6 |y| alone, identical for impl triton and triton_parts (moe_gate + moe_experts).")
+    return {"y": Tolerance(atol=2e-3, rtol=2 ** -6, rel_fro=2 ** -5, atol_rms=2 ** -6,
+                           max_mismatch_frac=_ROW_FLIP_FRAC, why=why + _ROW_FLIP)}
 
 
 register_op(OpSpec(
