@@ -47,7 +47,7 @@ def test_lane_refuses_what_is_not_a_lane(bad):
 
 def test_lanes_without_a_gpu_keep_the_side_lane_in_program_order():
     lanes = Lanes(CPU)
-    assert not lanes.overlap and lanes.sites == frozenset(SITES)   # no streams on a CPU, the structure kept
+    assert not lanes.streams and lanes.sites == frozenset(SITES)   # no streams on a CPU, the structure kept
     for site in SITES:
         with lanes.side(site):
             assert current_lane() == SIDE_LANE
@@ -223,7 +223,7 @@ def test_gpu_side_stream_changes_no_bit(c):
     model = db.random_model(TPContext(rank=0, world=8, simulate=True), cfg, "triton", dev, seed=0, overlap="none")
     none = _step_outputs(model, c, graph=False)
     model.env.lanes = Lanes(dev, "attention")
-    assert model.env.lanes.overlap
+    assert model.env.lanes.streams
     attention = _step_outputs(model, c, graph=True)
     model.env.lanes = Lanes(dev, "all", streams=False, shared_expert_min_t=1)
     one = _step_outputs(model, c, graph=False)

@@ -89,6 +89,9 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     from kernelbench.usage import UsageProblem, check_tuning
     try:
         overlap = parse_sites(overlap)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--overlap") from None
+    try:
         for m in modules:
             registry.load_module(m)
         check_tuning()         # a malformed pinned config or tuned-config file, before any work (issue 10 item 9)
@@ -100,7 +103,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         cfg = db.bench_config(base, layers, mtp)
         context = db.parse_context(context_text or ("64" if base == "tiny" else "512"))
         swept = [db.parse_context(c) for c in contexts.split(",") if c.strip()] if contexts else []
-    except (db.BenchError, FileNotFoundError, ImportError, UsageProblem, ValueError) as e:
+    except (db.BenchError, FileNotFoundError, ImportError, UsageProblem) as e:
         raise click.UsageError(str(e)) from None
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:                                      # torchrun: real collectives

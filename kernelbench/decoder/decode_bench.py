@@ -38,6 +38,7 @@ from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.lanes import SITES, Lanes
+from kernelbench.ops.moe import touched_experts
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
@@ -348,9 +349,9 @@ def call_bytes(op: str, kw: dict, out) -> float:
         ind, offset = kw.get("indices"), kw.get("expert_offset", 0)
         if isinstance(ind, torch.Tensor):
             touched = int(torch.unique(ind[(ind >= offset) & (ind < offset + n_local)]).numel())
-        else:                      # the gate runs inside: the expected number of local experts that uniform top-k
-            E, K = int(kw["weight"].shape[0]), int(kw["topk"])     # picks touch (the ops' cost model)
-            touched = n_local * (1.0 - (1.0 - K / E) ** int(kw["x"].shape[0]))
+        else:                      # the gate runs inside: the ops' cost model's expected count of touched experts
+            touched = touched_experts({"El": n_local, "E": int(kw["weight"].shape[0]), "K": int(kw["topk"]),
+                                       "T": int(kw["x"].shape[0])})
         total += sum(_nbytes(t) for t in w) * touched / max(1, n_local)
     if isinstance(kw.get("tid2eid"), torch.Tensor):      # hash routing reads the rows of the step's tokens
         t = kw["tid2eid"]

@@ -60,24 +60,17 @@ class Lanes:
         """`streams` False keeps the sites' structure on one stream on a GPU too (what tests compare against);
         `shared_expert_min_t`: the fewest tokens the shared_expert site applies to."""
         self.device = torch.device(device)
-        self.shared_expert_min_t = shared_expert_min_t
         self.sites = parse_sites(sites)
-        self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)
+        self.min_tokens = {"shared_expert": shared_expert_min_t}     # per site; a site not named applies at any T
+        self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)   # side work runs beside
         self._stream = None
         self.pending = False          # side work queued since the last join
-
-    @property
-    def overlap(self) -> bool:
-        """Some site runs beside the main stream (on a GPU)."""
-        return self.streams
 
     def on(self, site: str, tokens: int | None = None) -> bool:
         """Whether `site` runs its independent work on the side lane (for a step of `tokens` tokens)."""
         if site not in SITES:
             raise ValueError(f"unknown overlap site {site!r}")
-        if site == "shared_expert" and tokens is not None and tokens < self.shared_expert_min_t:
-            return False
-        return site in self.sites
+        return site in self.sites and (tokens is None or tokens >= self.min_tokens.get(site, 0))
 
     def describe(self) -> str:
         return ",".join(s for s in SITES if s in self.sites) or "none"

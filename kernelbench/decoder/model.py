@@ -160,7 +160,7 @@ class Attention(Part):
 
     def forward(self, env: Env, x: torch.Tensor, step: Step, lc: LayerCache) -> torch.Tensor:
         ops, cfg, tp = env.ops, env.cfg, env.tp
-        T, W, Dh, eps = step.T, cfg.window_size, cfg.head_dim, cfg.norm_eps
+        T, Dh, eps = step.T, cfg.head_dim, cfg.norm_eps
         freqs = env.freqs[self.ratio > 0]
         lengths = None
         if step.prefill:
