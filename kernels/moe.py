@@ -17,8 +17,6 @@ Routed experts, no host synchronisation (CUDA-graph capturable):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 import triton.language as tl
@@ -300,64 +298,39 @@ def gate_default(params: dict) -> dict:
 
 
 def _gate_mode(cfg, T: int) -> str:
-    """GATE "fused" (one launch), "gemm" (bf16 GEMM + top-k launch) or, in moe_layer / moe_routed, "in_up" (the fused
-    gate's programs at the front of the W1/W3 launch, _gate_up_kernel; moe_gate alone runs it as "fused")."""
     mode = (cfg or {}).get("GATE") or gate_default({"T": T})["GATE"]
-    if mode not in ("fused", "gemm", "in_up"):
-        raise ValueError(f"moe_gate: config GATE={mode!r}: 'fused', 'gemm' or 'in_up'")
+    if mode not in ("fused", "gemm"):
+        raise ValueError(f"moe_gate: config GATE={mode!r}: 'fused' or 'gemm'")
     return mode
-
-
-@dataclass
-class FusedGate:
-    """A planned _gate_fused_program launch: its outputs (w, idx, the routing buffers `buf` when routed), the kernel
-    arguments up to the x-quant outputs (`lead`: x, gate weight, logits, bias, tid2eid, token ids, w, idx), the
-    scalar ones and the meta-parameters; `ngp` GEMV programs, `nxq` x-quant programs."""
-    w: torch.Tensor
-    idx: torch.Tensor
-    buf: tuple | None
-    lead: tuple
-    E: int
-    route_scale: float
-    offset: int
-    El: int
-    ngp: int
-    nxq: int
-    meta: dict
-
-
-def _plan_gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None) -> FusedGate:
-    """Checks and buffers of the one-launch gate; route = (El, expert_offset) adds the slot sort and x's act-quant."""
-    w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
-    T, D = x.shape
-    E = weight.shape[0]
-    if T > 64:
-        raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
-    EB, BD, GB = 2, min(D, 2048), 4   # 128 GEMV programs for E = 256, each 2 rows of the gate weight in 2 chunks
-    El, offset = route if route is not None else (1, 0)
-    buf = _route_buffers(T, topk, D, El, x.device) if route is not None else None
-    return FusedGate(w, idx, buf, (x.contiguous(), weight.contiguous(), *args[:6]), E, float(route_scale),
-                     int(offset), El, triton.cdiv(E, EB), T * triton.cdiv(D // 128, GB) if route is not None else 0,
-                     dict(**meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)), **_sort_meta(T * topk, El),
-                          GB=GB))
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf."""
-    g = _plan_gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route)
-    act, start, order, inv, xq, sx = g.buf if g.buf is not None else (g.idx,) * 6
+    w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
-    _gate_fused_kernel[(g.ngp + g.nxq,)](
-        *g.lead, xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, g.E, g.ngp, g.route_scale, g.offset,
-        g.El, D=D, **g.meta, SORT=g.buf is not None, num_warps=4, num_stages=1)
-    return (g.w, g.idx, g.buf) if route is not None else (g.w, g.idx)
+    E = weight.shape[0]
+    if T > 64:
+        raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
+    EB, BD = 2, min(D, 2048)          # 128 GEMV programs for E = 256, each 2 rows of the gate weight in 2 chunks
+    ngp = triton.cdiv(E, EB)
+    x = x.contiguous()
+    El, offset = route if route is not None else (1, 0)
+    buf = _route_buffers(T, topk, D, El, x.device) if route is not None else None
+    act, start, order, inv, xq, sx = buf if buf is not None else (idx,) * 6
+    GB = 4
+    grid = ngp + (T * triton.cdiv(D // 128, GB) if route is not None else 0)
+    _gate_fused_kernel[(grid,)](
+        x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
+        float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
+        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=4, num_stages=1)
+    return (w, idx, buf) if route is not None else (w, idx)
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
                kernels=lambda: [_topk_kernel, _gate_fused_kernel])
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
-    if _gate_mode(config, x.shape[0]) in ("fused", "in_up"):
+    if _gate_mode(config, x.shape[0]) == "fused":
         return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
 
@@ -835,25 +808,13 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr):
-    # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): _gate_fused_program per program.
-    _gate_fused_program(tl.program_id(0), x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr,
-                        sx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NGP, route_scale, offset, El,
-                        D, K, KP, EP, HAS_BIAS, HASH, EB, BD, TP, SORT, ELP, CH, GB)
-
-
-@triton.jit
-def _gate_fused_program(pid, x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr, sx_ptr,
-                        act_ptr, start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NGP, route_scale, offset, El,
-                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
-                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
-                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr):
-    # Programs 0..NGP-1 each compute the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight
-    # (E, D) bf16 rows, fp32 products summed in a fixed order: deterministic) into logits (T, E), then take a ticket
-    # (cnt: one int32, zero between launches); the last to arrive picks every token's top-k (_topk_rows, all rows at
-    # once) -> w, idx, and with SORT groups the slots by local expert (_sort_slots) and resets the ticket. Programs
-    # NGP.. act-quantize x as _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or +
-    # _topk_kernel) launches. Returns whether this program wrote the top-k (and the sort).
-    last = pid < 0
+    # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
+    # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
+    # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
+    # launches); the last to arrive picks every token's top-k (_topk_rows, all rows at once) -> w, idx, and with SORT
+    # groups the slots by local expert (_sort_slots) and resets the ticket. Programs NGP.. act-quantize x as
+    # _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
+    pid = tl.program_id(0)
     if pid < NGP:
         e = pid * EB + tl.arange(0, EB)
         em = e < E
@@ -866,8 +827,7 @@ def _gate_fused_program(pid, x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_pt
                 acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
             tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
         tl.debug_barrier()                                         # every thread's stores before the release
-        last = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1
-        if last:
+        if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
             _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
                        HAS_BIAS, HASH, TP, True)
             if SORT:
@@ -876,7 +836,6 @@ def _gate_fused_program(pid, x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_pt
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
-    return last
 
 
 @triton.jit
@@ -889,85 +848,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16):
-    # One program of the grouped GEMM (_grouped_gemm_program) per grid index.
-    _grouped_gemm_program(tl.program_id(0), tl.num_programs(0), in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr,
-                          wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr, hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS,
-                          NSH, rw_ptr, aq_ptr, sq_ptr, limit, N, KD, K, BM, BN, SPLIT, ASM, PAIR, SHARED, GATED, PF,
-                          SWIGLU, RNE_FIX, cnt_ptr, fin_ptr, inv_ptr, extra_ptr, FIN, HAS_EXTRA, OUT_BF16, FR, FT,
-                          ITEMS, it0, BMS)
-
-
-@triton.jit
-def _wait_count(ptr, target):
-    """Spin until the int32 at ptr reaches target (acquire, GPU scope: what its writers stored before their release
-    is visible after). Only for counts that programs holding EARLIER tickets of the same launch complete."""
-    v = tl.atomic_add(ptr, 0, sem="acquire", scope="gpu")
-    while v < target:
-        v = tl.atomic_add(ptr, 0, sem="acquire", scope="gpu")
-
-
-@triton.jit
-def _gate_up_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr, gcnt_ptr, E, NGP,
-                    NXQ, route_scale, offset, El, sync_ptr,
-                    in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
-                    hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH, aq_ptr, sq_ptr, limit, cnt_ptr,
-                    KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr, HASH: tl.constexpr,
-                    EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr,
-                    GB: tl.constexpr,
-                    N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                    SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
-                    PF: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr, ITEMS: tl.constexpr = False, it0=0,
-                    BMS: tl.constexpr = 16):
-    # Config GATE "in_up" (moe_layer / moe_routed, few tokens): the fused gate's programs (_gate_fused_program: NGP
-    # GEMV programs, the last of which runs the top-k and the slot sort, then NXQ x-quant programs) and the W1/W3
-    # step's (_grouped_gemm_program, GATED, FIN) in ONE launch, so the shared expert's items stream their weights
-    # while the gate runs instead of after it. Roles follow a ticket, not the program id (sync[0]): a program waits
-    # only on work of earlier tickets, whose programs are already resident, so no order of the hardware's block
-    # dispatch can deadlock it (the decoupled look-back argument). Every GEMM program waits for the NXQ x-quant
-    # programs (sync[1]); a routed one also for the sort (sync[2]), before it reads the routing lists. sync[3]
-    # counts exits; the last re-arms sync[1..3] and the program taking the last ticket sync[0]: four int32, zero
-    # between launches (CUDA-graph capturable). xq_ptr (uint8, the gate's x-quant stores) and in_ptr (e4m3, the
-    # GEMM's loads) are the same buffer.
-    npid = tl.num_programs(0)
-    t = tl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
-    if t == npid - 1:
-        tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
-    NGATE = NGP + NXQ
-    if t < NGATE:
-        wrote = _gate_fused_program(t, x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr,
-                                    sin_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, gcnt_ptr, T, E, NGP,
-                                    route_scale, offset, El, KD, K, KP, EP, HAS_BIAS, HASH, EB, BD, TP, True, ELP, CH,
-                                    GB)
-        tl.debug_barrier()                                 # every thread's stores before the release
-        if t >= NGP:
-            tl.atomic_add(sync_ptr + 1, 1, sem="release", scope="gpu")
-        if wrote:
-            tl.atomic_xchg(sync_ptr + 2, 1, sem="release", scope="gpu")
-    else:
-        g = t - NGATE
-        _wait_count(sync_ptr + 1, NXQ)
-        if g // ((N // BN) * SPLIT) >= NSH:             # a routed item: the routing lists first
-            _wait_count(sync_ptr + 2, 1)
-        _grouped_gemm_program(g, npid - NGATE, in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr,
-                              wb_ptr, sb_ptr, part_ptr, hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH, w_ptr,
-                              aq_ptr, sq_ptr, limit, N, KD, K, BM, BN, SPLIT, ASM, PAIR, SHARED, True, PF, False,
-                              RNE_FIX, cnt_ptr, 0, inv_ptr, 0, True, False, False, FR, 32, ITEMS, it0, BMS)
-    if tl.atomic_add(sync_ptr + 3, 1, sem="acq_rel", scope="gpu") == npid - 1:
-        tl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
-        tl.atomic_xchg(sync_ptr + 2, 0, sem="relaxed", scope="gpu")
-        tl.atomic_xchg(sync_ptr + 3, 0, sem="relaxed", scope="gpu")
-
-
-@triton.jit
-def _grouped_gemm_program(pid, npid, in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr,
-                          part_ptr, hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH, rw_ptr, aq_ptr, sq_ptr, limit,
-                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                          SPLIT: tl.constexpr, ASM: tl.constexpr, PAIR: tl.constexpr, SHARED: tl.constexpr,
-                          GATED: tl.constexpr, PF: tl.constexpr = 0, SWIGLU: tl.constexpr = False,
-                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
-                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
-                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
-                          BMS: tl.constexpr = 16):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -983,6 +863,7 @@ def _grouped_gemm_program(pid, npid, in_ptr, sin_ptr, act_ptr, start_ptr, sorted
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
+    pid = tl.program_id(0)
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
@@ -1100,13 +981,13 @@ def _grouped_gemm_program(pid, npid, in_ptr, sin_ptr, act_ptr, start_ptr, sorted
                     _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
                 c += BM
     if FIN:
-        _grouped_finish(pid, npid, part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
+        _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                         sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
                         HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0)
 
 
 @triton.jit
-def _grouped_finish(pid, npid, part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
+def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
                     limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
                     HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
@@ -1120,7 +1001,8 @@ def _grouped_finish(pid, npid, part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
       once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
     tl.debug_barrier()                                    # every thread's partial stores before the release
-    NT: tl.constexpr = N // BN                            # pid: (work item a, N tile, K split) as in the GEMM
+    NT: tl.constexpr = N // BN
+    pid = tl.program_id(0)                                # (work item a, N tile, K split) as in the GEMM
     a = pid // (NT * SPLIT)
     n0 = ((pid // SPLIT) % NT) * BN
     if GATED:
@@ -1149,7 +1031,7 @@ def _grouped_finish(pid, npid, part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
     else:
         ticket = cnt_ptr + n0 // BN
-        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == npid // NT - 1:
+        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
             cols = n0 + tl.arange(0, BN)
             for t0 in range(0, T, FT):                        # FT tokens x BN columns at a time
                 toks = t0 + tl.arange(0, FT)
@@ -1353,12 +1235,7 @@ def grouped_default(params: dict) -> dict:
     # on sm_120 (kernelbench inspect; the 32-token combine block beside the (BN, 32) accumulators). Above 32 tokens
     # the up step split in 2 (sweep r6, call 4, one run: moe_layer C=64 181.0 vs 186.4 us, moe_experts 160.1 vs
     # 163.0; (2, 2) 179.0 / 159.1, but its down kernel under moe_layer's 80-register cap spills 16 B on sm_120).
-    # Session 11: GATE "in_up" where the gate is one launch (T <= GATE_FUSE_MAX_T): moe_layer / moe_routed run the
-    # fused gate's programs at the front of the W1/W3 launch (_gate_up_kernel), so the shared expert's items stream
-    # while the gate and the slot sort run (moe_experts has no gate: the key is ignored there).
     cfg = {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
-    if cfg["GATE"] == "fused":
-        cfg.update(GATE="in_up")
     if params["T"] > 32:
         cfg.update(SPLIT_UP=2)
     return cfg
@@ -1534,10 +1411,9 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
 
 
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
-             hw=None, routed=None, gate: FusedGate | None = None):
+             hw=None, routed=None):
     # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
-    # routed: the routing buffers when the gate made them (_gate_route) or will make them (gate: its programs run
-    # at the front of the W1/W3 launch, GATE "in_up"), else _route makes them here; config GLUE:
+    # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
     # "v4" (default up to FIN_MAX_T tokens): the parallel routing, SwiGLU-quant and combine inside the GEMM launches
     # (FIN); "v3" (default above): the same routing, SwiGLU-quant and combine as launches of their own with wider
     # grids; "v2": the previous glue
@@ -1575,7 +1451,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         launch.update(ITEMS=True, it0=item_table_offset(El))
     # 1. routing lists + act-quant of x
     act, start, order, inv, xq, sx = routed if routed is not None else _route(x, indices, El, expert_offset, glue)
-    xq_codes, xq = xq, xq.view(torch.float8_e4m3fn)
+    xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
     fused = hw is not None
     mode = cfg.get("SHARED_ITEMS", "one")
@@ -1613,26 +1489,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if fr & (fr - 1) or ft & (ft - 1) or not (2 <= fr <= 8 and 2 <= ft <= 32):
         raise ValueError(f"moe_experts: config FIN_ROWS={fr} (2..8) and FIN_TOKENS={ft} (2..32) must be powers of 2")
     gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    grid_up = (nsh + n_items) * (F // bu) * su
-    if gate is not None:        # GATE "in_up": the gate's programs first in the same launch (_gate_up_kernel)
-        if not fin_up:
-            raise ValueError("moe_experts: config GATE 'in_up' needs the W1/W3 launch to finish its own output (GLUE "
-                             "'v4', EPILOGUE 'partials', BN_UP dividing 128)")
-        n_fin = (nsh + n_items) * (F // 128)            # the finishing tickets; then the gate's ticket and 4 sync
-        tickets = split_tickets(dev, max(n_fin, D // bd) + 5)
-        sync = tickets[n_fin:]
-        _gate_up_kernel[(gate.ngp + gate.nxq + grid_up,)](
-            *gate.lead, xq_codes, sync[:1], gate.E, gate.ngp, gate.nxq, gate.route_scale, gate.offset, gate.El,
-            sync[1:], xq, sx, act, start, order, inv, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, aq, sa,
-            float(swiglu_limit), tickets, **{k: v for k, v in gate.meta.items() if k != "K"}, N=F, KD=D, K=K, BM=bm,
-            BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, RNE_FIX=INTERPRET, FR=fr, **launch,
-            **_regs(cfg, "MAXNREG_UP"))
-    else:
-        _grouped_gemm_kernel[(grid_up,)](
-            xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
-            float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused,
-            GATED=True, SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
-            **(dict(cnt_ptr=tickets, FIN=True, FR=fr) if fin_up else {}))
+    _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
+        xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
+        float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
+        **(dict(cnt_ptr=tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
     if not fuse and not fin_up:
@@ -1664,8 +1525,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE"})
-_GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _gate_up_kernel, _swiglu_quant_kernel,
-                    _grouped_combine_kernel]
+_GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
 def _grouped_key(x, indices, w1):
@@ -1696,21 +1556,21 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair, routed=None, gate=None):
+                       pair, routed=None):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
     "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
     if hw is None:
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair, routed=routed, gate=gate)
+                        out_dtype, pair, routed=routed)
     mode = cfg.get("SHARED", "fused")
     if mode not in ("fused", "beside"):
         raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair, hw, routed=routed, gate=gate)
+                        out_dtype, pair, hw, routed=routed)
     shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
     return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
-                    pair, routed=routed, gate=gate)
+                    pair, routed=routed)
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=layer_default,
@@ -1736,21 +1596,18 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
     cfg = config or (fixed(params) if fixed else
                      lookup(op, key, lookup("moe_experts", key, grouped_default(params))))
-    routed = gate = None
+    routed = None
     if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     elif _gate_mode(cfg, x.shape[0]) == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
         w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
                                      (w1.shape[0], expert_offset))
-    elif _gate_mode(cfg, x.shape[0]) == "in_up":     # the same programs, at the front of the W1/W3 launch
-        gate = _plan_gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, (w1.shape[0], expert_offset))
-        w, idx, routed = gate.w, gate.idx, gate.buf
     else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
                                      expert_offset)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                              torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed, gate)
+                              torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed)
 
 
 @register_impl("moe_routed", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,

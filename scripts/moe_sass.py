@@ -54,7 +54,7 @@ def main() -> None:
         for cfg in cfgs:
             wrapped = registry.Impl(impl.op, impl.name, (lambda **kw: impl.fn(**real_prepare(kw))) if pair else impl.fn)
             launches = [ln for ln in inspector.capture_impl(wrapped, spec, params, cfg)
-                        if ln.name.split(":")[-1] in ("_grouped_gemm_kernel", "_gate_up_kernel")]
+                        if ln.name.split(":")[-1] in ("_grouped_gemm_kernel",)]
             for arch in a.arch:
                 for ln in launches:
                     src, target, options, _, _ = inspector._bind(ln, arch)

@@ -83,9 +83,6 @@ SWEEPS = {
         "large": [dict(SPLIT_UP=2), dict(SPLIT_UP=2, SPLIT_DOWN=2)],
         "layer": [dict(SPLIT_UP=2), dict(SPLIT_UP=2, SPLIT_DOWN=2), dict(BN_DOWN=128)],
     },
-    "r7": {     # session 11: the default's gate inside the W1/W3 launch (GATE "in_up") against its own launch
-        "small": [dict(GATE="fused")], "layer_small": [dict(GATE="fused")],
-    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 

@@ -528,28 +528,3 @@ def test_routed_op_equals_gate_then_experts_bit_for_bit(T, shared, hashed, monke
     assert y.dtype == torch.float32 and y.shape == inp["x"].shape and torch.isfinite(y).all()
     assert torch.equal(y, y_parts)
     check_against_reference("moe_routed", p, "normal", seed=T)
-
-
-@pytest.mark.parametrize("op,p", [("moe_layer", {**SMALL, "T": 1}),
-                                  ("moe_layer", {**SMALL, "T": 4, "E": 16, "K": 3, "El": 8, "offset": 4}),
-                                  ("moe_routed", {**SMALL, "T": 3, "shared": False}),
-                                  ("moe_routed", {**SMALL, "T": 2, "hash": True, "shared": True})])
-def test_gate_in_the_up_launch_changes_no_bit(op, p, monkeypatch):
-    """GATE "in_up" (_gate_up_kernel: the fused gate's programs by ticket before the W1/W3 programs, which wait for
-    x's codes and, when routed, for the slot sort): the same output as GATE "fused"'s separate launch, bit for bit,
-    with and without the shared expert and with hash routing, twice (the ticket and sync counters are back at zero),
-    and within the reference's tolerance."""
-    poisoned_empty(monkeypatch)
-    spec, impl = spec_and_impl(op)
-    inp = spec.make_inputs(p, torch.Generator().manual_seed(p["T"]), "cpu", "normal")
-    run = impl.prepared(inp)
-    key = {"T": p["T"], "shared": op == "moe_layer" or p.get("shared", False)}
-    from kernelbench.kernels import moe as KM
-    cfg = KM.grouped_default(key)
-    assert cfg["GATE"] == "in_up"                   # the default at T <= GATE_FUSE_MAX_T
-    y = impl.fn(**run, config={**cfg, "GATE": "fused"})
-    for _ in range(2):
-        assert torch.equal(impl.fn(**run, config=cfg), y)
-    check_against_reference(op, p, "normal", seed=p["T"], config={**cfg, "GATE": "in_up"})
-    with pytest.raises(ValueError, match="in_up"):
-        impl.fn(**run, config={**cfg, "GATE": "in_up", "GLUE": "v3"})
