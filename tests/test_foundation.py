@@ -77,6 +77,24 @@ def test_registry_and_backend_resolution():
         registry._IMPLS.pop("toy_double", None)
 
 
+def test_every_decode_op_names_its_batch():
+    """--batch (bench, tune, verify) selects an op's cases by its batch key: every op whose Flash TP8 cases vary with
+    the decode batch C declares which parameter C is (attention_front / attention_q / rope did not: `tune
+    attention_front --batch 1` tuned every M). Prefill ops (compressor_prefill: S tokens of one sequence) have none."""
+    from kernelbench.config import get_shape_set
+    from kernelbench.harness.bench import select_cases
+    registry.load_builtin()
+    batches = get_shape_set("flash-tp8").batches
+    for spec in registry.ops():
+        cases = spec.shape_cases(get_shape_set("flash-tp8"))
+        if spec.batch_key is None:
+            assert spec.name == "compressor_prefill", spec.name
+            continue
+        assert {spec.batch(p) for p in cases} >= set(batches), spec.name     # (fp4 quant: rows of C x heads too)
+        one = select_cases(spec, ("flash-tp8",), (batches[0],), ())
+        assert one and all(spec.batch(p) == batches[0] for p in one), spec.name
+
+
 def test_every_lookup_is_recorded_with_where_its_config_came_from(tmp_path, monkeypatch):
     f = tmp_path / "tuned.json"
     f.write_text(json.dumps({"version": 1, "entries": [

@@ -65,7 +65,7 @@ def _front_tol(p) -> dict:
 
 
 register_op(OpSpec(
-    name="attention_front", family="front", reference=attention_front, make_inputs=_front_inputs,
+    name="attention_front", family="front", reference=attention_front, make_inputs=_front_inputs, batch_key="M",
     cases=_front_cases,
     strategy=lambda: st.fixed_dictionaries({
         "M": st.integers(1, 5), "K": st.sampled_from([128, 256]), "NQ": st.sampled_from([128, 256]),
@@ -114,7 +114,7 @@ def _q_tol(p) -> dict:
 
 
 register_op(OpSpec(
-    name="attention_q", family="front", reference=attention_q, make_inputs=_q_inputs, cases=_q_cases,
+    name="attention_q", family="front", reference=attention_q, make_inputs=_q_inputs, cases=_q_cases, batch_key="M",
     strategy=lambda: st.fixed_dictionaries({
         "M": st.integers(1, 5), "K": st.sampled_from([128, 256]), "Hl": st.integers(1, 3), "Dh": st.just(128),
         "R": st.sampled_from([32, 64]), "ctx": st.integers(1, 70), "ragged": st.booleans(),

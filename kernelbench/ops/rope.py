@@ -42,7 +42,7 @@ def _rope_inputs(p, gen, device, values):
 _small = dict(model=st.just("tiny"), L=st.sampled_from([1, 7, 300, 4096, 1 << 20]), compressed=st.booleans())
 
 register_op(OpSpec(
-    name="rope", family="rope", reference=rope, make_inputs=_rope_inputs, cases=_rope_cases,
+    name="rope", family="rope", reference=rope, make_inputs=_rope_inputs, cases=_rope_cases, batch_key="N",
     strategy=lambda: st.fixed_dictionaries({"N": st.integers(1, 4), "H": st.integers(1, 3),
                                             "R": st.sampled_from([8, 32, 64]), "inverse": st.booleans(), **_small}),
     cost=lambda p: Cost(flops=3.0 * p["N"] * p["H"] * p["R"],
