@@ -80,9 +80,41 @@ def test_attribution_groups_kernels_by_innermost_range_over_steps():
     assert busy == pytest.approx(sum(k.dur for k in kernels) / 1e6 / 2)  # every kernel counted once
     assert rows[-1].op == db.IDLE and rows[-1].gpu_ms == pytest.approx(0.03 - busy)
     assert rows[0].op == "moe_layer"                                     # sorted by time
-    assert db.Row("x", 1, 2.0, 3.0, 4.0).as_json() == {"op": "x", "calls": 1, "gpu_ms": 2.0, "bytes": 3.0, "kernels": 4.0}
+    assert db.Row("x", 1, 2.0, 3.0, 4.0).as_json() == {"op": "x", "calls": 1, "gpu_ms": 2.0, "bytes": 3.0, "kernels": 4.0,
+                                                       "by_kernel": []}
     with pytest.raises(ValueError):
         db.attribute(ranges, kernels, steps=0)
+
+
+def test_attribution_splits_an_op_by_the_place_of_each_kernel_in_its_calls():
+    """--kernels: one kernel function launched twice per call (the grouped GEMM's up and down launches) gives two
+    rows, slot 0 and slot 1, whatever order the profiler lists the kernels in; a nested op's kernel counts in its own
+    range, not in the outer op's slots; graph-replayed kernels take the eager kernel's slot with its op; the JSON row
+    carries them and the table prints them."""
+    ranges, kernels = [], []
+    for s in range(2):
+        o = 1000 * s
+        ranges += [db.Range("moe_layer", o + 20, o + 60), db.Range("moe_gate", o + 21, o + 30)]
+        kernels += [db.Kernel("gemm", 7_000 + s, o + 50), db.Kernel("gate_k", 2_000, o + 25),
+                    db.Kernel("gemm", 10_000, o + 35)]                 # listed out of launch order
+    rows = {r.op: r for r in db.attribute(ranges, kernels, steps=2)}
+    moe = rows["moe_layer"].by_kernel
+    assert [(k["slot"], k["name"], k["count"]) for k in moe] == [(0, "gemm", 1), (1, "gemm", 1)]
+    assert moe[0]["gpu_ms"] == pytest.approx(0.010) and moe[1]["gpu_ms"] == pytest.approx(0.0070005)
+    assert rows["moe_gate"].by_kernel == [{"slot": 0, "name": "gate_k", "count": 1, "gpu_ms": pytest.approx(0.002)}]
+    assert rows["moe_layer"].as_json()["by_kernel"] == moe
+    labelled = sorted(db.assign_ops(ranges[:2], kernels[:3]), key=lambda k: k.launch)
+    replay = [db.Kernel(k.name, 100 * (i + 1)) for i, k in enumerate(labelled)] * 2
+    got, why = db.label_by_position(labelled, replay, steps=2)
+    assert why == "" and [(k.op, k.slot) for k in got] == [("moe_gate", 0), ("moe_layer", 0), ("moe_layer", 1)] * 2
+    pt = db.BenchPoint(batch=1, context=512, step_ms=0.03, p10_ms=0.03, p90_ms=0.03, q1_ms=0.03, q3_ms=0.03,
+                       tokens_per_s=1.0, roofline_ms=0.01, bytes=1.0,
+                       attribution=[r.as_json() for r in db.attribute(ranges, kernels, steps=2)])
+    from rich.console import Console
+    console = Console(width=160, record=True)
+    console.print(db.kernel_table(pt))
+    text = console.export_text()
+    assert "gate_k" in text and text.count("gemm") == 2
 
 
 def test_graph_replay_kernels_take_their_op_from_the_eager_sequence():
@@ -166,7 +198,7 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     out = tmp_path / "d.json"
     url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
     r = CliRunner().invoke(main, ["decode-bench", "--layers", "swa", "--batches", "1,3", "--steps", "2", "--warmup",
-                                  "0", "--context", "8:20", "--contexts", "4,12", "--profile", "--json", str(out),
+                                  "0", "--context", "8:20", "--contexts", "4,12", "--kernels", "--json", str(out),
                                   "--db", url])
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
@@ -176,10 +208,13 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     for p in res["points"]:
         ops = [a["op"] for a in p["attribution"]]
         assert len(ops) == len(set(ops)) and {"sparse_attention", "moe_layer", "lm_head"} <= set(ops)
-        assert all(set(a) == {"op", "calls", "gpu_ms", "bytes", "kernels"} for a in p["attribution"])
+        assert all(set(a) == {"op", "calls", "gpu_ms", "bytes", "kernels", "by_kernel"} for a in p["attribution"])
+        moe = next(a for a in p["attribution"] if a["op"] == "moe_layer")
+        assert moe["by_kernel"] and sum(k["gpu_ms"] for k in moe["by_kernel"]) == pytest.approx(moe["gpu_ms"])
         assert p["attribution_source"] == "host time" and p["kernels_per_step"] > 0
         assert p["bytes"] > 0
     assert not math.isnan(res["per_request_ms"]) and "fit: step =" in r.output and "time per op" in r.output
+    assert r.output.count("kernels per op at C=") == 2            # --kernels (implies --profile): every C
     from kernelbench.db.store import Store
     from kernelbench.harness.roofline import latest_bench
     rows = latest_bench(Store(url), ops=[db.DECODE_OP])

@@ -67,6 +67,8 @@ def _ints(text: str) -> list[int]:
                    "attention (compressor + indexer beside the q path), shared_expert (beside the gate and routed "
                    "experts)")
 @click.option("--profile", is_flag=True, help="per-op attribution at every C (kernel times grouped by op)")
+@click.option("--kernels", "kernel_rows", is_flag=True,
+              help="print every op's kernels (by place in the op's calls) at every C; implies --profile")
 @click.option("--ablate-tuned", is_flag=True,
               help="at every C, per op that ran a tuned config, time the step with and without that op's tuned "
                    "entries (its kernels on their defaults), alternately in --steps pairs on the same cache: which "
@@ -78,7 +80,7 @@ def _ints(text: str) -> list[int]:
 @click.option("--db", "db_url", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--no-store", is_flag=True, help="do not write the results to the database")
 def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts, capacity, steps, warmup, graph,
-            overlap, profile, ablate_tuned, modules, uses, seed, json_path, db_url, no_store):
+            overlap, profile, kernel_rows, ablate_tuned, modules, uses, seed, json_path, db_url, no_store):
     """Decode step time vs C (and context), its fit a + b*C, and where the time goes."""
     from kernelbench import registry
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -128,6 +130,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     console = Console(width=180)
     from kernelbench.progress import steps as progress_steps
     plan = _ints(batches)
+    profile = profile or kernel_rows         # --kernels reads the attribution
     points = len(plan) + len(swept)         # each timed, then (--profile) attributed in a second pass
     with progress_steps("decode-bench", points * (2 if profile else 1), enabled=ctx.rank == 0,
                         console=console) as advance:
@@ -140,7 +143,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:
         return
-    db.print_result(res, console)
+    db.print_result(res, console, kernels=kernel_rows)
     if ablate_tuned and not any(p.ablation for p in res.points):
         console.print("--ablate-tuned: no kernel of the step ran a tuned config on this device; nothing to remove")
     if json_path:

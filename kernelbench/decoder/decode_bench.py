@@ -172,6 +172,7 @@ class Kernel:
     launch: int | None = None
     op: str | None = None           # set when the op is already known (positional labelling)
     start: int = 0                  # GPU start (ns): the order kernels ran in
+    slot: int = 0                   # its place among the kernels its op call launched (0 = first)
 
 
 @dataclass
@@ -182,30 +183,39 @@ class Row:
     gpu_ms: float
     bytes: float = 0.0
     kernels: float = 0.0
+    # per kernel of the op's calls, in launch order: slot (place in its call), name, kernels and GPU ms per step
+    by_kernel: list[dict] = field(default_factory=list)
 
     def as_json(self) -> dict:
-        return {"op": self.op, "calls": self.calls, "gpu_ms": self.gpu_ms, "bytes": self.bytes, "kernels": self.kernels}
+        return {"op": self.op, "calls": self.calls, "gpu_ms": self.gpu_ms, "bytes": self.bytes, "kernels": self.kernels,
+                "by_kernel": self.by_kernel}
 
 
 def assign_ops(ranges: list[Range], kernels: list[Kernel]) -> list[Kernel]:
-    """Each kernel with the op of the innermost range containing its launch (OUTSIDE if none)."""
+    """Each kernel with the op of the innermost range containing its launch (OUTSIDE if none) and its slot: how many
+    kernels that same range launched before it (launch order)."""
     rs = sorted(ranges, key=lambda r: (r.start, -r.end))
     starts = [r.start for r in rs]
     import bisect
-    out = []
-    for k in kernels:
+    out: list[Kernel | None] = [None] * len(kernels)
+    launched: dict[int, int] = {}                 # range index -> kernels assigned so far
+    order = sorted(range(len(kernels)), key=lambda j: (kernels[j].launch is None, kernels[j].launch or 0, j))
+    for j in order:
+        k = kernels[j]
         if k.op is not None:
-            out.append(k)
+            out[j] = k
             continue
-        op = OUTSIDE
+        op, slot = OUTSIDE, 0
         if k.launch is not None:
             i = bisect.bisect_right(starts, k.launch)
             best = None
-            for r in rs[:i]:          # ranges that started at or before the launch; innermost = latest start
-                if r.end > k.launch and (best is None or r.start >= best.start):
-                    best = r
-            op = best.op if best is not None else OUTSIDE
-        out.append(Kernel(k.name, k.dur, k.launch, op, k.start))
+            for b in range(i):        # ranges that started at or before the launch; innermost = latest start
+                if rs[b].end > k.launch and (best is None or rs[b].start >= rs[best].start):
+                    best = b
+            if best is not None:
+                op, slot = rs[best].op, launched.get(best, 0)
+                launched[best] = slot + 1
+        out[j] = Kernel(k.name, k.dur, k.launch, op, k.start, slot)
     return out
 
 
@@ -223,12 +233,19 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
         calls[r.op] = calls.get(r.op, 0) + 1
     ns: dict[str, int] = {}
     count: dict[str, int] = {}
+    per_kernel: dict[tuple[str, int, str], list[int]] = {}          # (op, slot, name) -> [count, ns]
     for k in assign_ops(ranges, kernels):
         ns[k.op] = ns.get(k.op, 0) + k.dur
         count[k.op] = count.get(k.op, 0) + 1
+        acc = per_kernel.setdefault((k.op, k.slot, work_name(k.name)), [0, 0])
+        acc[0] += 1
+        acc[1] += k.dur
+    by_op: dict[str, list[dict]] = {}
+    for (op, slot, name), (n, dur) in sorted(per_kernel.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1][1])):
+        by_op.setdefault(op, []).append({"slot": slot, "name": name, "count": n / steps, "gpu_ms": dur / 1e6 / steps})
     op_bytes = op_bytes or {}
     rows = [Row(op, calls.get(op, 0) / steps, ns.get(op, 0) / 1e6 / steps, op_bytes.get(op, 0.0),
-                count.get(op, 0) / steps) for op in set(calls) | set(ns)]
+                count.get(op, 0) / steps, by_op.get(op, [])) for op in set(calls) | set(ns)]
     rows.sort(key=lambda r: (-r.gpu_ms, r.op))
     if step_ms is not None:
         busy = sum(r.gpu_ms for r in rows)
@@ -277,10 +294,11 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
         return [], f"{len(replay)} replayed kernels for {steps} steps, the eager step launched {n}"
     mismatched = sum(work_name(replay[s * n + i].name) != work_name(eager[i].name) for s in range(steps) for i in range(n))
     if not mismatched:
-        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start) for i, k in enumerate(replay)], ""
+        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start, eager[i % n].slot)
+                for i, k in enumerate(replay)], ""
     ops_of: dict[str, list] = {}
     for k in eager:
-        ops_of.setdefault(work_name(k.name), []).append(k.op)
+        ops_of.setdefault(work_name(k.name), []).append((k.op, k.slot))
     out = []
     for s in range(steps):
         seen: dict[str, int] = {}
@@ -291,7 +309,8 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
                 return [], (f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's, "
                             f"and replayed step {s} runs other kernels: "
                             f"{_name_difference(replay[s * n:(s + 1) * n], eager)}")
-            out.append(Kernel(k.name, k.dur, None, ops_of[w][i], k.start))
+            op, slot = ops_of[w][i]
+            out.append(Kernel(k.name, k.dur, None, op, k.start, slot))
     return out, ""
 
 
@@ -415,7 +434,7 @@ class BenchPoint:
     bytes: float = 0.0
     kernels_per_step: float = 0.0
     kernels_per_layer: float = 0.0
-    attribution: list[dict] = field(default_factory=list)   # [{op, calls, gpu_ms, bytes, kernels}] per step
+    attribution: list[dict] = field(default_factory=list)   # [{op, calls, gpu_ms, bytes, kernels, by_kernel}] per step
     attribution_source: str = ""         # "graph replay kernels", "eager kernels", "host time"
     attribution_note: str = ""
     samples_ms: list[float] = field(default_factory=list)
@@ -935,7 +954,7 @@ def attribution_check(pt: BenchPoint) -> tuple[float, float]:
     return busy, busy / pt.step_ms if pt.step_ms else math.nan
 
 
-def print_result(res: BenchResult, console) -> None:
+def print_result(res: BenchResult, console, kernels: bool = False) -> None:
     from rich.table import Table
     tp = f"TP{res.tp}" + (" (rank-0 shapes, collectives skipped)" if res.simulated_tp else "")
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
@@ -981,8 +1000,26 @@ def print_result(res: BenchResult, console) -> None:
     if profiled:
         p = max(profiled, key=lambda q: q.batch)
         console.print(attribution_table(p, res.gbps))
+    if kernels:
+        for p in profiled:
+            console.print(kernel_table(p))
     print_configs(res.points, console)
     print_ablation(res.points, console)
+
+
+def kernel_table(p: BenchPoint):
+    """--kernels: every op row's kernels at one point, by their place in the op's calls (the up and the down launch
+    of one grouped GEMM kernel are two rows), with the time per launch."""
+    from rich.table import Table
+    t = Table(title=f"kernels per op at C={p.batch} ({p.attribution_source}), per step")
+    for col in ("op", "slot", "kernel", "per step", "us each", "GPU ms", "share"):
+        t.add_column(col, justify="left" if col in ("op", "kernel") else "right")
+    for r in p.attribution:
+        for k in r.get("by_kernel", ()):
+            each = 1e3 * k["gpu_ms"] / k["count"] if k["count"] else math.nan
+            t.add_row(r["op"], str(k["slot"]), k["name"][:60], f"{k['count']:g}", f"{each:.2f}", f"{k['gpu_ms']:.3f}",
+                      f"{100 * k['gpu_ms'] / p.step_ms:.1f}%")
+    return t
 
 
 def print_ablation(points: list[BenchPoint], console) -> None:
