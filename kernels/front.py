@@ -23,7 +23,7 @@ import triton.language as tl
 from kernelbench.kernels import linear as KL
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, to_bf16
 from kernelbench.kernels.kv import kv_write_rows
-from kernelbench.kernels.linear import fp8_gemm_tile, fp8_tile_head_ticket, splitk_store
+from kernelbench.kernels.linear import fp8_rows_tile, fp8_tile_head_ticket, splitk_store
 from kernelbench.kernels.quant import _launch_fp8
 from kernelbench.kernels.rope import _check_kernel_args, _round_to_bf16, head_rms_rope_rows
 from kernelbench.reference.rope import check_head_rms_norm_rope
@@ -68,7 +68,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr,
                             KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
-                            RNE_FIX: tl.constexpr):
+                            RNE_FIX: tl.constexpr, NB: tl.constexpr = 1):
     # x (M, K) bf16 rows sxm apart (QUANT) or e4m3 codes (M, K) + sx (M, K/128) fp32; wq (NQ, K), wkv (DH, K) e4m3
     # with e8m0 scales (N/128, K/128) as uint8; qr (M, NQ), kv (M, DH) bf16; part (S, M, NQ + DH) fp32;
     # cnt: tile tickets (ceil(M/BM) * n_tiles), then per row block a q ticket and a kv ticket
@@ -84,16 +84,16 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
     is_q = pid_n < NT_Q
     if is_q:
         rn = pid_n * BN + tl.arange(0, BN)
-        acc = fp8_gemm_tile(x_ptr, sx_ptr, wq_ptr, wqs_ptr, rn, rm, mmask, rn < NQ, (pid_n * BN) // 128, K, ldx,
-                            pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+        acc = fp8_rows_tile(x_ptr, sx_ptr, wq_ptr, wqs_ptr, rn, rm, mmask, rn < NQ, (pid_n * BN) // 128, K, ldx,
+                            pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT)
         out_ptr = qr_ptr
         ooff = rm[None, :] * NQ + rn[:, None]
         row_ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m
         n_half = NT_Q
     else:
         rn = (pid_n - NT_Q) * BN + tl.arange(0, BN)
-        acc = fp8_gemm_tile(x_ptr, sx_ptr, wkv_ptr, wkvs_ptr, rn, rm, mmask, rn < DH, ((pid_n - NT_Q) * BN) // 128,
-                            K, ldx, pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+        acc = fp8_rows_tile(x_ptr, sx_ptr, wkv_ptr, wkvs_ptr, rn, rm, mmask, rn < DH, ((pid_n - NT_Q) * BN) // 128,
+                            K, ldx, pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT)
         out_ptr = kv_ptr
         ooff = rm[None, :] * DH + rn[:, None]
         row_ticket = cnt_ptr + tl.num_programs(2) * (NT + 1) + pid_m
@@ -115,16 +115,29 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
             tl.atomic_xchg(row_ticket, 0, sem="relaxed", scope="gpu")
 
 
+def _epilogue_configs(params: dict) -> list[dict]:
+    """The tensor-core tiles of fp8_linear's v1 family with RB rows per tail step, and at one token (x quantized in
+    the GEMM) its BM = 1 FMA GEMV tiles (fp8_v2_configs: BN, NB K blocks a step, SPLIT, warps)."""
+    k = params.get("K", 128)
+    out = [{**c, "RB": rb} for c in KL.fp8_configs({"K": k}) for rb in (1, 4, 16) if rb <= c["BM"]]
+    if params.get("M", 1) <= KL.PROLOGUE_QUANT_MAX_M:
+        out += [{key: v for key, v in c.items() if key != "X_OPERAND"} | {"RB": 1}
+                for c in KL.fp8_v2_configs({"M": 1, "K": k}) if c["BM"] == 1]
+    return out
+
+
 def attention_front_configs(params: dict) -> list[dict]:
-    return [{**c, "RB": rb} for c in KL.fp8_configs({"K": params.get("K", 128)}) for rb in (1, 4, 16) if rb <= c["BM"]]
+    return _epilogue_configs(params)
 
 
 def _epilogue_default(m: int, n: int, k: int) -> dict:
-    """M = 1: fp8_linear's default. M > 1: BM = 16 row blocks, each finished by its own program (RB = 16 rows at a
-    time): a 64-row block's tail in one program took 57 us per attention_front call at C=64 on the H200 (one
-    program per tail, 16 sequential 4-row steps), the GEMM itself ~10 us."""
+    """M = 1: fp8_linear's BM = 1 GEMV (fp8_v2_default's split and NB for these N, K). M > 1: BM = 16 row blocks,
+    each finished by its own program (RB = 16 rows at a time): a 64-row block's tail in one program took 57 us per
+    attention_front call at C=64 on the H200 (one program per tail, 16 sequential 4-row steps), the GEMM itself
+    ~10 us."""
     if m <= 1:
-        return {**KL.fp8_default({"M": m, "N": n, "K": k}), "RB": 1}
+        split, nb = KL._gemv_split(triton.cdiv(n, 64), max(1, k // 128), KL.V2_PROGRAMS_PER_SM)
+        return {"BM": 1, "BN": 64, "NB": nb, "SPLIT": split, "num_warps": 8, "num_stages": 1, "RB": 1}
     tiles = triton.cdiv(n, 64) * triton.cdiv(m, 16)
     return {"BM": 16, "BN": 64, "SPLIT": KL._split_for(tiles, max(1, k // 128)), "num_warps": 8, "num_stages": 3,
             "RB": 16}
@@ -135,8 +148,13 @@ def attention_front_default(params: dict) -> dict:
                              params.get("K", 4096))
 
 
+def _epilogue_simt(cfg: dict, params: dict | None = None) -> str | None:
+    return ("BM = 1: fp8_linear's FMA GEMV at one token (kernels/linear.py fp8_gemv_span), SIMT by design"
+            if cfg.get("BM") == 1 else None)
+
+
 @register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
-               default_config=attention_front_default, kernels=lambda: [_attention_front_kernel])
+               default_config=attention_front_default, kernels=lambda: [_attention_front_kernel], simt=_epilogue_simt)
 def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
                     window_cache, config=None):
     dev = check_device(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, positions, seq_ids, freqs, window_cache)
@@ -172,7 +190,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     if M == 0:
         return qr, kv
     xin, sx, quant_in_gemm = _gemm_activation(x, M, qr)
-    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    split, nb = _gemm_split(cfg, K, quant_in_gemm, "attention_front")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = ((NQ + DH) // bn, split, triton.cdiv(M, bm))
     part = qr if split == 1 else torch.empty((split, M, NQ + DH), dtype=torch.float32, device=dev)
@@ -185,8 +203,22 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
         DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
         SPLIT=split, RB=rb, QB=min(256, triton.next_power_of_2(NQ)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return qr, kv
+
+
+def _gemm_split(cfg: dict, K: int, quant_in_gemm: bool, op: str) -> tuple[int, int]:
+    """(K splits, K blocks per GEMV step) of an epilogue GEMM's config; BM 1 (the GEMV) needs x quantized in the
+    kernel (M <= PROLOGUE_QUANT_MAX_M) and NB dividing each split's K blocks."""
+    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    nb = int(cfg.get("NB", 1))
+    if cfg["BM"] == 1 and not quant_in_gemm:
+        raise ValueError(f"{op}: config BM 1 (the GEMV) is for M <= {KL.PROLOGUE_QUANT_MAX_M} tokens (x quantized in "
+                         f"the kernel)")
+    if nb < 1 or nb & (nb - 1) or (K // 128 // split) % nb:
+        raise ValueError(f"{op}: config NB={nb} must be a power of two dividing the {K // 128 // split} K blocks of "
+                         f"each of the {split} splits")
+    return split, nb
 
 
 @triton.jit
@@ -194,11 +226,12 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
                         M, N, K, sxm, HL, DH, R2, eps_q,
                         KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                         RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
-                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1):
     # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row
     # block, head) (kernels/linear.py fp8_tile_head_ticket)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
-                                                     sxm, HL, DH, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX)
+                                                     sxm, HL, DH, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
+                                                     NB)
     if last:
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
             tok = pid_m * BM + r0 + tl.arange(0, RB)
@@ -210,7 +243,7 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
 
 
 def attention_q_configs(params: dict) -> list[dict]:
-    return [{**c, "RB": rb} for c in KL.fp8_configs({"K": params.get("K", 128)}) for rb in (1, 4, 16) if rb <= c["BM"]]
+    return _epilogue_configs(params)
 
 
 def attention_q_default(params: dict) -> dict:
@@ -218,7 +251,7 @@ def attention_q_default(params: dict) -> dict:
 
 
 @register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
-               default_config=attention_q_default, kernels=lambda: [_attention_q_kernel])
+               default_config=attention_q_default, kernels=lambda: [_attention_q_kernel], simt=_epilogue_simt)
 def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     dev = check_device(x, weight, weight_scale, positions, freqs)
     check_dtype("x", x, torch.bfloat16)
@@ -242,7 +275,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
     if M == 0:
         return out
     xin, sx, quant_in_gemm = _gemm_activation(x, M, out)
-    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    split, nb = _gemm_split(cfg, K, quant_in_gemm, "attention_q")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = (N // bn, split, triton.cdiv(M, bm))
     part = out if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=dev)
@@ -252,7 +285,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), HL, head_dim, r // 2,
         _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
-        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return out
 
 

@@ -71,6 +71,20 @@ def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx
 
 
 @triton.jit
+def fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr):
+    """fp8_gemm_tile, or with BM == 1 (one row per program, x bf16: QUANT) fp8_linear's FMA GEMV (fp8_gemv_span, NB
+    K blocks a step, the same arithmetic as fp8_linear's BM = 1 path) as a (BN, 1) tile: the GEMMs with a fused
+    epilogue (attention_front, attention_q, indexer_q) at one token."""
+    if BM == 1:
+        tl.static_assert(QUANT, "the BM = 1 GEMV quantizes a bf16 x row itself")
+        return fp8_gemv_span(x_ptr + rm * ldx, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, KB_SPLIT // NB, NB, BN,
+                             HW_CVT)[:, None]
+    return fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT, BM, BN, QUANT,
+                         HW_CVT)
+
+
+@triton.jit
 def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE, SPLIT: tl.constexpr,
                  REDUCE: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
     """Store a (BN, BM) fp32 tile at out + ooff (SPLIT == 1), or its split-K partial at part + ooff + pid_s *
@@ -104,10 +118,10 @@ def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE
 @triton.jit
 def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, sxm, HL, HEAD_W,
                          KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                         QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+                         QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1):
     """The prologue of the GEMMs with a per-head epilogue (attention_q, indexer_q): program (pid_n, pid_s, pid_m)
     computes its (BN, BM) fp8 tile of y (M, N = HL heads of HEAD_W) as _fp8_linear_kernel does (x bf16 quantized here
-    when QUANT, else codes with sx), finishes it through splitk_store (tickets: ceil(M / BM) * N / BN tile tickets in
+    when QUANT, else codes with sx; BM == 1: fp8_linear's GEMV, fp8_rows_tile), finishes it through splitk_store (tickets: ceil(M / BM) * N / BN tile tickets in
     cnt, then one per (row block, head)), and the program finishing a tile takes its head's ticket.
     -> (last, ticket, head, pid_m): last is true in the program that finished the head's last tile: it owns the
     head's epilogue over the row block and puts `ticket` back to zero after it."""
@@ -119,8 +133,8 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
         ldx = sxm                                     # bf16 x may be a row-strided view
     else:
         ldx = K                                       # codes from act_quant_fp8 are contiguous
-    acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
-                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+    acc = fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT)
     NT = tl.num_programs(0)
     done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
                         mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)

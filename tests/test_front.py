@@ -28,21 +28,35 @@ def _inputs(m, seed=2):
     return spec.make_inputs({**SMALL, "M": m, "ragged": m > 1}, torch.Generator().manual_seed(seed), "cpu", "normal")
 
 
-@pytest.mark.parametrize("m,split", [(1, 2), (17, 2), (3, 1)])
-def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, monkeypatch):
-    """With the same GEMM config the fused kernel's kv and window ring are the separate fp8_linear + kv_write
-    kernels' bit for bit (same tiles, same split order, same kv_write arithmetic) and qr is fp8_linear +
-    rms_norm up to the norm's summation order; it reruns bit for bit, leaves every ticket at zero, and is one
-    launch when x is quantized in the GEMM (M <= PROLOGUE_QUANT_MAX_M), two otherwise."""
-    monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
+# the fused ops' GEMM configs against fp8_linear's with the same tiles: tl.dot tiles (fp8_linear PATH v1), and at one
+# token fp8_linear's BM = 1 FMA GEMV (PATH v2), two K blocks a step
+GEMV = {"BM": 1, "BN": 32, "NB": 2, "num_warps": 4, "num_stages": 1, "RB": 1}
+LIN_GEMV = {"PATH": "v2", "X_OPERAND": "B"}
+
+
+def _gemm_cfgs(m, split, gemv):
+    if gemv:                        # K = 256: two K blocks, NB of them a step in each of the `split` parts
+        g = {**GEMV, "SPLIT": split, "NB": 2 // split}
+        return g, {**g, **LIN_GEMV}
     cfg = {"BM": 16, "BN": 32, "SPLIT": split, "num_warps": 4, "num_stages": 2, "RB": 4}
+    return cfg, cfg
+
+
+@pytest.mark.parametrize("m,split,gemv", [(1, 2, False), (17, 2, False), (3, 1, False), (1, 2, True), (1, 1, True)])
+def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, gemv, monkeypatch):
+    """With the same GEMM config the fused kernel's kv and window ring are the separate fp8_linear + kv_write
+    kernels' bit for bit (same tiles or the same GEMV, same split order, same kv_write arithmetic) and qr is
+    fp8_linear + rms_norm up to the norm's summation order; it reruns bit for bit, leaves every ticket at zero, and is
+    one launch when x is quantized in the GEMM (M <= PROLOGUE_QUANT_MAX_M), two otherwise."""
+    monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
+    cfg, lin_cfg = _gemm_cfgs(m, split, gemv)
     fused = registry.get_impl("attention_front", "triton").fn
     lin, norm, kvw = (registry.get_impl(op, "triton").fn for op in ("fp8_linear", "rms_norm", "kv_write"))
     a, b = _inputs(m), _inputs(m)
     qr, kv = fused(**a, config=cfg)
-    y = lin(b["x"], b["wq_a"], b["wq_a_scale"], config=cfg)
+    y = lin(b["x"], b["wq_a"], b["wq_a_scale"], config=lin_cfg)
     qr_sep = norm(y, b["q_norm"], b["eps"])
-    kv_sep = kvw(lin(b["x"], b["wkv"], b["wkv_scale"], config=cfg), b["kv_norm"], b["eps"], b["positions"],
+    kv_sep = kvw(lin(b["x"], b["wkv"], b["wkv_scale"], config=lin_cfg), b["kv_norm"], b["eps"], b["positions"],
                  b["seq_ids"], b["freqs"], b["window_cache"])
     assert torch.equal(kv, kv_sep) and torch.equal(a["window_cache"], b["window_cache"])
     assert ((qr.float() - qr_sep.float()).abs() <= 2 ** -7 * qr_sep.float().abs() + 1e-6).all()
@@ -64,6 +78,10 @@ def test_attention_front_bad_inputs():
         fused(**{**a, "positions": a["positions"][:1]})
     with pytest.raises(ValueError, match="window_cache"):
         fused(**{**a, "window_cache": a["window_cache"][:, :, :64]})
+    with pytest.raises(ValueError, match="BM 1"):                 # the GEMV at 2 tokens: x is quantized before
+        fused(**a, config={**GEMV, "SPLIT": 1})
+    with pytest.raises(ValueError, match="NB=4"):                 # 2 K blocks per split cannot take 4 a step
+        fused(**_inputs(1), config={**GEMV, "SPLIT": 1, "NB": 4})
 
 
 # attention_q ---------------------------------------------------------------------------------------------------
@@ -79,18 +97,19 @@ def test_attention_q_matches_reference(m, values):
     verify("attention_q", {**QSMALL, "M": m, "ragged": m > 1}, values, 5, "contiguous")
 
 
-@pytest.mark.parametrize("m,split", [(1, 2), (17, 2), (3, 1)])
-def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, monkeypatch):
-    """Same GEMM config: bit for bit the separate fp8_linear + head_rms_norm_rope kernels (the same tile loop,
-    split order and head arithmetic); one launch at M <= PROLOGUE_QUANT_MAX_M, two above; tickets back at zero."""
+@pytest.mark.parametrize("m,split,gemv", [(1, 2, False), (17, 2, False), (3, 1, False), (1, 2, True)])
+def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, monkeypatch):
+    """Same GEMM config (tiles, or fp8_linear's GEMV at one token): bit for bit the separate fp8_linear +
+    head_rms_norm_rope kernels (the same loop, split order and head arithmetic); one launch at M <=
+    PROLOGUE_QUANT_MAX_M, two above; tickets back at zero."""
     monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
-    cfg = {"BM": 16, "BN": 32, "SPLIT": split, "num_warps": 4, "num_stages": 2, "RB": 4}
+    cfg, lin_cfg = _gemm_cfgs(m, split, gemv)
     spec = registry.get_op("attention_q")
     a = spec.make_inputs({**QSMALL, "M": m, "ragged": m > 1}, torch.Generator().manual_seed(4), "cpu", "normal")
     fused = registry.get_impl("attention_q", "triton").fn
     lin, head = (registry.get_impl(op, "triton").fn for op in ("fp8_linear", "head_rms_norm_rope"))
     q = fused(**a, config=cfg)
-    y = lin(a["x"], a["weight"], a["weight_scale"], config=cfg).view(m, QSMALL["Hl"], QSMALL["Dh"])
+    y = lin(a["x"], a["weight"], a["weight_scale"], config=lin_cfg).view(m, QSMALL["Hl"], QSMALL["Dh"])
     assert torch.equal(q, head(y, a["positions"], a["freqs"], a["eps"]))
     assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
     assert torch.equal(fused(**a, config=cfg), q)
