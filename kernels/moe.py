@@ -304,15 +304,26 @@ def _gate_mode(cfg, T: int) -> str:
     return mode
 
 
-def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None):
+def _gate_warps(cfg) -> int:
+    """Config GATE_WARPS: warps per program of the one-launch gate (default 4). Fewer warps make the last program's
+    top-k and slot sort (a chain of row reductions) warp shuffles instead of shared-memory rounds."""
+    w = int((cfg or {}).get("GATE_WARPS", 4))
+    if w not in (1, 2, 4, 8):
+        raise ValueError(f"moe_gate: config GATE_WARPS={w}: 1, 2, 4 or 8")
+    return w
+
+
+def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = 4):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
-    buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf."""
+    buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS)."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
     if T > 64:
         raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
-    EB, BD = 2, min(D, 2048)          # 128 GEMV programs for E = 256, each 2 rows of the gate weight in 2 chunks
+    # 128 GEMV programs for E = 256, each 2 rows of the gate weight in D / BD chunks (2 at 4 warps: BD 2048, 16
+    # fp32 products per thread and row)
+    EB, BD = 2, min(D, 512 * warps)
     ngp = triton.cdiv(E, EB)
     x = x.contiguous()
     El, offset = route if route is not None else (1, 0)
@@ -323,15 +334,15 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
-        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=4, num_stages=1)
+        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=warps, num_stages=1)
     return (w, idx, buf) if route is not None else (w, idx)
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
-               kernels=lambda: [_topk_kernel, _gate_fused_kernel])
+               kernels=lambda: [_topk_kernel, _gate_fused_kernel], options=frozenset({"GATE_WARPS"}))
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
     if _gate_mode(config, x.shape[0]) == "fused":
-        return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+        return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, warps=_gate_warps(config))
     return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
 
 
@@ -1524,7 +1535,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 # config keys of the grouped kernels that no space or default shows at the ops' cases (Impl.options: a pin or tuned
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
-GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE"})
+GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
+                             "GATE_WARPS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
@@ -1601,7 +1613,7 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     elif _gate_mode(cfg, x.shape[0]) == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
         w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
-                                     (w1.shape[0], expert_offset))
+                                     (w1.shape[0], expert_offset), _gate_warps(cfg))
     else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
                                      expert_offset)

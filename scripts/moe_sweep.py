@@ -83,6 +83,10 @@ SWEEPS = {
         "large": [dict(SPLIT_UP=2), dict(SPLIT_UP=2, SPLIT_DOWN=2)],
         "layer": [dict(SPLIT_UP=2), dict(SPLIT_UP=2, SPLIT_DOWN=2), dict(BN_DOWN=128)],
     },
+    "r7": {     # session 11: the one-launch gate's warps per program (its last program's top-k and slot sort)
+        "layer_small": [dict(GATE_WARPS=1), dict(GATE_WARPS=2)], "gate_small": [dict(GATE_WARPS=1), dict(GATE_WARPS=2)],
+        "small": [dict(GATE_WARPS=1), dict(GATE_WARPS=2)],
+    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 

@@ -528,3 +528,23 @@ def test_routed_op_equals_gate_then_experts_bit_for_bit(T, shared, hashed, monke
     assert y.dtype == torch.float32 and y.shape == inp["x"].shape and torch.isfinite(y).all()
     assert torch.equal(y, y_parts)
     check_against_reference("moe_routed", p, "normal", seed=T)
+
+
+@pytest.mark.parametrize("warps", [1, 2])
+def test_fused_gate_warps_per_program(warps, monkeypatch):
+    """GATE_WARPS (the one-launch gate's warps per program; its GEMV then reads D in 512 x warps chunks): the same
+    routing as the GEMM gate (w within fp32 rounding: another summation order), in moe_gate and inside moe_layer,
+    which passes its reference; other values refused."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 3, "E": 16, "K": 3, "El": 8, "offset": 4, "D": 1024}
+    spec, impl = spec_and_impl("moe_gate")
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(7), "cpu", "normal")
+    w0, i0 = impl.fn(**inp, config={"GATE": "gemm"})
+    w1, i1 = impl.fn(**inp, config={"GATE": "fused", "GATE_WARPS": warps})
+    assert torch.equal(i1, i0)
+    torch.testing.assert_close(w1, w0, rtol=1e-5, atol=1e-6)
+    from kernelbench.kernels import moe as KM
+    cfg = {**KM.layer_default({"T": 3}), "GATE_WARPS": warps}
+    check_against_reference("moe_layer", {**SMALL, "T": 3}, "normal", config=cfg)
+    with pytest.raises(ValueError, match="GATE_WARPS"):
+        impl.fn(**inp, config={"GATE": "fused", "GATE_WARPS": 3})
