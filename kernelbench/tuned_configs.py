@@ -211,7 +211,7 @@ def config_problem(cfg: Any, known_keys: set | None = None) -> str | None:
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             return f"{k}={v!r}: must be an integer"
-        if v < 1:
+        if v < (0 if k.endswith("_MAX_T") else 1):      # a token threshold (EMIT_MAX_T) may be 0: never
             return f"{k}={v}: must be positive"
         if _is_pow2_key(k) and v & (v - 1):
             return f"{k}={v}: must be a power of two"

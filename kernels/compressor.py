@@ -566,7 +566,8 @@ def step_configs(params: dict) -> list[dict]:
 
 
 @register_impl("compressor_step", "triton", backend="triton", configs=step_configs, default_config=step_default,
-               kernels=lambda: [_comp_step, _comp_emit_blocks, _comp_project, _comp_reduce, _comp_emit])
+               kernels=lambda: [_comp_step, _comp_emit_blocks, _comp_project, _comp_reduce, _comp_emit],
+               options=frozenset({"EMIT_MAX_T"}))
 def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
                     ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
     """In place on state_kv, state_score and cache; returns emitted [T] bool ((p+1) % r == 0). PATH "one": one
