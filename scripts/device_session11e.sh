@@ -10,14 +10,7 @@ TOTAL=${KB_TOTAL_S:-240}
 source scripts/device_lib.sh || exit 1
 TWO='{"BLOCK_N":64,"BLOCK_K":128,"num_warps":4,"num_stages":3,"ROWS":16,"SPLIT":"auto","waves":2,"RB":2,"PATH":"one","EMIT_MAX_T":0}'
 echo "two-launch config: $TWO" >> "$W/environment.txt"
-python3 - "$TWO" "$W/tuned_two.json" <<'PY'
-import json, sys
-table = json.load(open("kernelbench/tuned/v1.json"))
-for e in table["entries"]:
-    if e["op"] == "compressor_step" and e["key"].get("T") == 1 and e["key"].get("ratio") == 4:
-        e["config"] = json.loads(sys.argv[1])
-json.dump(table, open(sys.argv[2], "w"), indent=1)
-PY
+python3 scripts/tuned_variant.py compressor_step '{"T": 1, "ratio": 4}' "$TWO" "$W/tuned_two.json"
 BENCH="$KB bench compressor_step --impl triton --shapes flash-tp8 --batch 1 --max-time 0.2"
 DECODE="$KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1"
 step bench_three 40 $BENCH --json "$W/bench_three.json"
