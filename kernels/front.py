@@ -6,7 +6,8 @@ to finish normalizes and rotates that head, kernels/rope.py head_rms_rope_rows).
 Letters: M tokens, K = D input width, NQ = q_lora_rank, DH head dim, R rope dims, W window, S split-K parts.
 Grid (NQ / BN + DH / BN, S, ceil(M / BM)): the first NQ / BN column tiles multiply wq_a, the rest wkv (both
 read the same x; K blocks are quantized in the GEMM's K loop at M <= PROLOGUE_QUANT_MAX_M, else by one
-act_quant pre-pass as fp8_linear). Each output tile is finished as in fp8_linear (kernels/linear.py
+act_quant pre-pass as fp8_linear). At one token the default tile is BM 1: fp8_linear's FMA GEMV (kernels/linear.py
+fp8_rows_tile), NB K blocks of weights a step, instead of a 16-row tensor-core tile of padding. Each output tile is finished as in fp8_linear (kernels/linear.py
 splitk_store: the last split to arrive sums the partials in split order); the program finishing a tile then
 takes the ticket of its half (q or kv) of its row block, and the last of that half's tiles to arrive runs the
 half's tail over the BM rows, RB rows at a time: q_norm in place on qr (two passes over NQ in QB-wide chunks),
