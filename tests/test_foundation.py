@@ -86,6 +86,8 @@ def test_every_decode_op_names_its_batch():
     registry.load_builtin()
     batches = get_shape_set("flash-tp8").batches
     for spec in registry.ops():
+        if not spec.make_inputs.__module__.startswith("kernelbench.ops."):
+            continue                                  # another test's toy op (kb_toy.py) in this worker's registry
         cases = spec.shape_cases(get_shape_set("flash-tp8"))
         if spec.batch_key is None:
             assert spec.name == "compressor_prefill", spec.name
