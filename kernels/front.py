@@ -116,12 +116,18 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
             tl.atomic_xchg(row_ticket, 0, sem="relaxed", scope="gpu")
 
 
+def _gemv_rows(m: int) -> bool:
+    """Whether M rows take fp8_linear's BM = 1 GEMV: as fp8_linear (GEMV_MAX_M), and only with x quantized in the
+    kernel (the GEMV reads bf16 rows)."""
+    return m <= min(KL.GEMV_MAX_M, KL.PROLOGUE_QUANT_MAX_M)
+
+
 def _epilogue_configs(params: dict) -> list[dict]:
     """The tensor-core tiles of fp8_linear's v1 family with RB rows per tail step, and at one token (x quantized in
     the GEMM) its BM = 1 FMA GEMV tiles (fp8_v2_configs: BN, NB K blocks a step, SPLIT, warps)."""
     k = params.get("K", 128)
     out = [{**c, "RB": rb} for c in KL.fp8_configs({"K": k}) for rb in (1, 4, 16) if rb <= c["BM"]]
-    if params.get("M", 1) <= KL.PROLOGUE_QUANT_MAX_M:
+    if _gemv_rows(params.get("M", 1)):
         out += [{key: v for key, v in c.items() if key != "X_OPERAND"} | {"RB": 1}
                 for c in KL.fp8_v2_configs({"M": 1, "K": k}) if c["BM"] == 1]
     return out
@@ -136,7 +142,7 @@ def _epilogue_default(m: int, n: int, k: int) -> dict:
     each finished by its own program (RB = 16 rows at a time): a 64-row block's tail in one program took 57 us per
     attention_front call at C=64 on the H200 (one program per tail, 16 sequential 4-row steps), the GEMM itself
     ~10 us."""
-    if m <= 1:
+    if _gemv_rows(m):
         split, nb = KL._gemv_split(triton.cdiv(n, 64), max(1, k // 128), KL.V2_PROGRAMS_PER_SM)
         return {"BM": 1, "BN": 64, "NB": nb, "SPLIT": split, "num_warps": 8, "num_stages": 1, "RB": 1}
     tiles = triton.cdiv(n, 64) * triton.cdiv(m, 16)
@@ -149,13 +155,8 @@ def attention_front_default(params: dict) -> dict:
                              params.get("K", 4096))
 
 
-def _epilogue_simt(cfg: dict, params: dict | None = None) -> str | None:
-    return ("BM = 1: fp8_linear's FMA GEMV at one token (kernels/linear.py fp8_gemv_span), SIMT by design"
-            if cfg.get("BM") == 1 else None)
-
-
 @register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
-               default_config=attention_front_default, kernels=lambda: [_attention_front_kernel], simt=_epilogue_simt)
+               default_config=attention_front_default, kernels=lambda: [_attention_front_kernel], simt=KL._gemv_simt)
 def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
                     window_cache, config=None):
     dev = check_device(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, positions, seq_ids, freqs, window_cache)
@@ -252,7 +253,7 @@ def attention_q_default(params: dict) -> dict:
 
 
 @register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
-               default_config=attention_q_default, kernels=lambda: [_attention_q_kernel], simt=_epilogue_simt)
+               default_config=attention_q_default, kernels=lambda: [_attention_q_kernel], simt=KL._gemv_simt)
 def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     dev = check_device(x, weight, weight_scale, positions, freqs)
     check_dtype("x", x, torch.bfloat16)

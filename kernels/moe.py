@@ -304,16 +304,19 @@ def _gate_mode(cfg, T: int) -> str:
     return mode
 
 
+GATE_WARPS = 4      # the one-launch gate's warps per program (config GATE_WARPS; 1 and 2 measured slower, H200)
+
+
 def _gate_warps(cfg) -> int:
     """Config GATE_WARPS: warps per program of the one-launch gate (default 4). Fewer warps make the last program's
     top-k and slot sort (a chain of row reductions) warp shuffles instead of shared-memory rounds."""
-    w = int((cfg or {}).get("GATE_WARPS", 4))
+    w = int((cfg or {}).get("GATE_WARPS", GATE_WARPS))
     if w not in (1, 2, 4, 8):
         raise ValueError(f"moe_gate: config GATE_WARPS={w}: 1, 2, 4 or 8")
     return w
 
 
-def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = 4):
+def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS)."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)

@@ -203,6 +203,9 @@ def test_verify_covers_every_path_and_export_refuses_an_unreadable_config(tmp_pa
     with pytest.raises(ValueError, match="SPLIT=0: must be positive"):
         tune.export([bad], tmp_path / "t.json")
     assert not (tmp_path / "t.json").exists()
+    from kernelbench.tuned_configs import config_problem       # a token threshold may be 0 ("never"), no lower
+    assert config_problem({"EMIT_MAX_T": 0, "BLOCK_N": 64}) is None
+    assert "EMIT_MAX_T=-1: must be positive" in config_problem({"EMIT_MAX_T": -1})
 
 
 def test_compressor_never_borrows_a_tuned_path_across_the_ratio():
