@@ -239,12 +239,15 @@ def moe_default(params: dict) -> dict:
 
 
 # ---- wrappers -------------------------------------------------------------------------------------------------
-def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale):
-    """Checks, the gate GEMM's logits (T, E) fp32, the (empty) outputs w, idx and the top-k kernel's arguments."""
+def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale, split: int | None = None):
+    """Checks, the gate GEMM's logits (T, E) fp32, the (empty) outputs w, idx and the top-k kernel's arguments.
+    `split`: the GEMM's K splits (config GATE_SPLIT), else bf16_linear's tuned entry or default."""
     w, idx, topk_args, topk_meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
     cfg = lookup("bf16_linear", {"M": T, "N": E, "K": D}, _default(T, E, D, big_m_tile=32))
+    if split is not None:
+        cfg = {**cfg, "SPLIT": split}
     _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), topk_args[0].view(T, 1, E), cfg,
                False)
     return w, idx, topk_args, topk_meta
@@ -1384,9 +1387,26 @@ def _route_buffers(T, K, D, El, dev):
             torch.empty((T, D // 128), dtype=torch.float32, device=dev))
 
 
-def _sort_meta(TK, El):
-    # CH 128 x ELP 32 (Flash: 32 local experts): a 4096-entry one-hot chunk, 32 values per thread at 4 warps
-    return dict(ELP=max(2, triton.next_power_of_2(El)), CH=min(128, max(16, triton.next_power_of_2(TK))))
+def _sort_meta(TK, El, ch: int = 128):
+    # CH 128 x ELP 32 (Flash: 32 local experts): a 4096-entry one-hot chunk, 32 values per thread at 4 warps; each
+    # chunk is a round trip of key loads in each of the sort's two passes (config ROUTE_CH: the chunk's largest size)
+    return dict(ELP=max(2, triton.next_power_of_2(El)), CH=min(ch, max(16, triton.next_power_of_2(TK))))
+
+
+def _route_options(cfg) -> tuple[int, int, int | None]:
+    """Options of the routing launch after the gate GEMM (_gate_route_kernel; GATE "gemm"): ROUTE_CH, the slot
+    sort's largest chunk (a power of two, 16..1024; default 128), ROUTE_WARPS, its warps per program (1, 2, 4 or
+    8; default 4), and GATE_SPLIT, the gate GEMM's K splits (1..32; default bf16_linear's)."""
+    cfg = cfg or {}
+    ch, warps = int(cfg.get("ROUTE_CH", 128)), int(cfg.get("ROUTE_WARPS", 4))
+    split = cfg.get("GATE_SPLIT")
+    if ch < 16 or ch > 1024 or ch & (ch - 1):
+        raise ValueError(f"moe_layer: config ROUTE_CH={ch}: a power of two in 16..1024")
+    if warps not in (1, 2, 4, 8):
+        raise ValueError(f"moe_layer: config ROUTE_WARPS={warps}: 1, 2, 4 or 8")
+    if split is not None and not 1 <= int(split) <= 32:
+        raise ValueError(f"moe_layer: config GATE_SPLIT={split}: 1..32")
+    return ch, warps, None if split is None else int(split)
 
 
 def _route(x, indices, El, expert_offset, glue):
@@ -1409,18 +1429,20 @@ def _route(x, indices, El, expert_offset, glue):
     return buf
 
 
-def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset):
+def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg=None):
     """moe_layer's gate, glue v3 / v4: the gate GEMM, then ONE launch (_gate_route_kernel) for the top-k of every
-    token, the slot sort by the last top-k program (ticket) and the act-quantization of x.
+    token, the slot sort by the last top-k program (ticket) and the act-quantization of x (`cfg`: _route_options).
     -> w, idx and the routing buffers of _route."""
-    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    ch, warps, split = _route_options(cfg)
+    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale, split)
     T, D = x.shape
     buf = _route_buffers(T, topk, D, El, x.device)
     act, start, order, inv, xq, sx = buf
     GB = 4
     _gate_route_kernel[(T + T * triton.cdiv(D // 128, GB),)](
         *args[:6], x.contiguous(), xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, *args[6:],
-        int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T * topk, El), GB=GB, num_warps=4, num_stages=1)
+        int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T * topk, El, ch), GB=GB, num_warps=warps,
+        num_stages=1)
     return w, idx, buf
 
 
@@ -1539,7 +1561,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
-                             "GATE_WARPS"})
+                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "GATE_SPLIT"})
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
@@ -1619,7 +1641,7 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
                                      (w1.shape[0], expert_offset), _gate_warps(cfg))
     else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
-                                     expert_offset)
+                                     expert_offset, cfg)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed)

@@ -87,6 +87,13 @@ SWEEPS = {
         "layer_small": [dict(GATE_WARPS=1), dict(GATE_WARPS=2)], "gate_small": [dict(GATE_WARPS=1), dict(GATE_WARPS=2)],
         "small": [dict(GATE_WARPS=1), dict(GATE_WARPS=2)],
     },
+    "r8": {     # session 12: the routing launch after the gate GEMM at C > 4 (GATE "gemm"): the slot sort in one chunk
+        # (ROUTE_CH 512: at C = 64 the 384 slots are 3 chunks of 128, each a key-load round trip in both passes), its
+        # warps, and the gate GEMM's K splits (default 16)
+        "layer": [dict(ROUTE_CH=512), dict(ROUTE_CH=512, ROUTE_WARPS=8), dict(ROUTE_WARPS=8), dict(GATE_SPLIT=8),
+                  dict(GATE_SPLIT=32), dict(ROUTE_CH=512, GATE_SPLIT=32)],
+        "layer_mid": [dict(ROUTE_WARPS=8), dict(ROUTE_WARPS=2), dict(GATE_SPLIT=8), dict(GATE_SPLIT=32)],
+    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 
