@@ -548,3 +548,22 @@ def test_fused_gate_warps_per_program(warps, monkeypatch):
     check_against_reference("moe_layer", {**SMALL, "T": 3}, "normal", config=cfg)
     with pytest.raises(ValueError, match="GATE_WARPS"):
         impl.fn(**inp, config={"GATE": "fused", "GATE_WARPS": 3})
+
+
+@pytest.mark.parametrize("options", [{"ROUTE_CH": 16, "ROUTE_WARPS": 2}, {"ROUTE_CH": 1024, "GATE_SPLIT": 1}])
+def test_routing_launch_options_keep_the_routing(options, monkeypatch):
+    """ROUTE_CH / ROUTE_WARPS / GATE_SPLIT (the routing launch after the gate GEMM, GATE "gemm"): the slot sort in
+    chunks of 16 (two per pass: T = 9, K = 2) or in one chunk, and the gate GEMM unsplit, give exactly the
+    default's output, which passes the reference; values out of range are refused."""
+    poisoned_empty(monkeypatch)
+    from kernelbench.kernels import moe as KM
+    p = {**SMALL, "T": 9}
+    spec, impl = spec_and_impl("moe_layer")
+    inp = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(9), "cpu", "normal"))
+    base = {**KM.layer_default(p), "GATE": "gemm"}
+    y0 = impl.fn(**inp, config=base)
+    assert torch.equal(impl.fn(**inp, config={**base, **options}), y0)
+    check_against_reference("moe_layer", p, "normal", config={**base, **options})
+    for bad in ({"ROUTE_CH": 48}, {"ROUTE_WARPS": 3}, {"GATE_SPLIT": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            impl.fn(**inp, config={**base, **bad})
