@@ -90,10 +90,11 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
         for k in tl.static_range(K):
             m = tl.max(b, axis=1)[:, None]
             idx = tl.min(tl.where(b == m, ee, EP), axis=1)[:, None]              # ties: lowest expert index
-            wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
             b = tl.where(ee == idx, float("-inf"), b)
-            wv = tl.where(kk == k, wk, wv)
             iv = tl.where(kk == k, idx, iv)
+        # the K log-scores after the selection, in one reduction over a (TP, KP, EP) one-hot (exact: one term each)
+        pick = tl.sum(tl.where(ee[:, None, :] == iv[:, :, None], ls[:, None, :], 0.0), axis=2)
+        wv = tl.where(kk < K, pick, float("-inf"))
     wv = tl.exp(wv - tl.max(wv, axis=1)[:, None])                           # unused slots: exp(-inf) = 0
     wv = tl.math.div_rn(wv, tl.sum(wv, axis=1)[:, None]) * route_scale
     om = tm[:, None] & (kk < K)
