@@ -90,17 +90,15 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
         for k in tl.static_range(K):
             m = tl.max(b, axis=1)[:, None]
             idx = tl.min(tl.where(b == m, ee, EP), axis=1)[:, None]              # ties: lowest expert index
+            wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
             b = tl.where(ee == idx, float("-inf"), b)
+            wv = tl.where(kk == k, wk, wv)
             iv = tl.where(kk == k, idx, iv)
-        # the K log-scores after the selection, in one reduction over a (TP, KP, EP) one-hot (exact: one term each)
-        pick = tl.sum(tl.where(ee[:, None, :] == iv[:, :, None], ls[:, None, :], 0.0), axis=2)
-        wv = tl.where(kk < K, pick, float("-inf"))
     wv = tl.exp(wv - tl.max(wv, axis=1)[:, None])                           # unused slots: exp(-inf) = 0
     wv = tl.math.div_rn(wv, tl.sum(wv, axis=1)[:, None]) * route_scale
     om = tm[:, None] & (kk < K)
     tl.store(w_ptr + t[:, None] * K + kk, wv, mask=om)
     tl.store(i_ptr + t[:, None] * K + kk, iv.to(tl.int64), mask=om)
-    return iv
 
 
 # ---- routed experts ------------------------------------------------------------------------------------------
@@ -342,7 +340,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
-        SORT=route is not None, ELP=_sort_meta(T * topk, El)["ELP"], GB=GB, num_warps=warps, num_stages=1)
+        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=warps, num_stages=1)
     return (w, idx, buf) if route is not None else (w, idx)
 
 
@@ -736,28 +734,6 @@ def _local_keys(idx_ptr, i, TK, offset, El):
 
 
 @triton.jit
-def _store_lists(counts, e, act_ptr, start_ptr, El):
-    """The routing lists from the per-expert slot counts (ELP,): start offsets (El + 1), the active list (count,
-    then the active experts in order) and the item table (config ITEM_TABLE: row i = (expert, start, end, 0) of the
-    i-th active expert, rows n_act..El-1 empty, from int32 index item_table_offset(El) of act: a GEMM program reads
-    its item in one trip). -> start (ELP,)."""
-    start = tl.cumsum(counts, axis=0) - counts
-    tl.store(start_ptr + e, start, mask=e < El)
-    tl.store(start_ptr + El, tl.sum(counts, axis=0))
-    flag = (counts > 0).to(tl.int32)
-    rank = tl.cumsum(flag, axis=0) - flag                                 # place of each active expert in the list
-    tl.store(act_ptr + 1 + rank, e, mask=flag > 0)
-    n_act = tl.sum(flag, axis=0)
-    tl.store(act_ptr, n_act)
-    tb = act_ptr + ((El + 4) // 4) * 4
-    slot = tl.where(flag > 0, rank, n_act + e - rank)                      # inactive experts fill rows n_act..
-    tl.store(tb + 4 * slot, tl.where(flag > 0, e, 0), mask=e < El)
-    tl.store(tb + 4 * slot + 1, tl.where(flag > 0, start, 0), mask=e < El)
-    tl.store(tb + 4 * slot + 2, tl.where(flag > 0, start + counts, 0), mask=e < El)
-    return start
-
-
-@triton.jit
 def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El, ELP: tl.constexpr,
                 CH: tl.constexpr):
     """The routing lists of _route_kernel (program 0), vectorized: a stable counting sort of the TK slots by local
@@ -770,7 +746,23 @@ def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El
     for c0 in range(0, TK, CH):
         key = _local_keys(idx_ptr, c0 + j, TK, offset, El)
         counts += tl.sum((key[:, None] == e[None, :]).to(tl.int32), axis=0)
-    nxt = _store_lists(counts, e, act_ptr, start_ptr, El)                # next free position per expert
+    start = tl.cumsum(counts, axis=0) - counts
+    tl.store(start_ptr + e, start, mask=e < El)
+    tl.store(start_ptr + El, tl.sum(counts, axis=0))
+    flag = (counts > 0).to(tl.int32)
+    rank = tl.cumsum(flag, axis=0) - flag                                 # place of each active expert in the list
+    tl.store(act_ptr + 1 + rank, e, mask=flag > 0)
+    n_act = tl.sum(flag, axis=0)
+    tl.store(act_ptr, n_act)
+    # the item table (config ITEM_TABLE): row i = (expert, start, end, 0) of the i-th active expert, rows n_act..El-1
+    # empty (0, 0, 0, 0), from int32 index item_table_offset(El) of act: a GEMM program reads its item in one trip
+    tb = act_ptr + ((El + 4) // 4) * 4
+    slot = tl.where(flag > 0, rank, n_act + e - rank)                      # inactive experts fill rows n_act..
+    row = tl.where(flag > 0, e, 0)
+    tl.store(tb + 4 * slot, row, mask=e < El)
+    tl.store(tb + 4 * slot + 1, tl.where(flag > 0, start, 0), mask=e < El)
+    tl.store(tb + 4 * slot + 2, tl.where(flag > 0, start + counts, 0), mask=e < El)
+    nxt = start                                                           # next free position per expert
     for c0 in range(0, TK, CH):
         i = c0 + j
         hot = (_local_keys(idx_ptr, i, TK, offset, El)[:, None] == e[None, :]).to(tl.int32)     # (CH, ELP)
@@ -778,24 +770,6 @@ def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El
         tl.store(sorted_ptr + pos, i, mask=pos >= 0)
         tl.store(inv_ptr + i, pos, mask=i < TK)
         nxt += tl.sum(hot, axis=0)
-
-
-@triton.jit
-def _sort_rows(iv, t, T, act_ptr, start_ptr, sorted_ptr, inv_ptr, offset, El, K: tl.constexpr, KP: tl.constexpr,
-               TP: tl.constexpr, ELP: tl.constexpr):
-    """_sort_slots for slots that are already in this program's registers: iv (TP, KP) the experts of tokens t
-    (TP,) (those < T; columns < K), as _topk_rows returns them. One pass over one (TP * KP, ELP) one-hot matrix in
-    slot order: no load of the indices it has just stored, no second pass."""
-    kk = tl.arange(0, KP)[None, :]
-    ok = (t[:, None] < T) & (kk < K)
-    key = tl.reshape(tl.where(ok & (iv >= offset) & (iv < offset + El), iv - offset, -1), (TP * KP,))
-    slot = tl.reshape(tl.where(ok, t[:, None] * K + kk, -1), (TP * KP,))         # row-major: slot order
-    e = tl.arange(0, ELP)
-    hot = (key[:, None] == e[None, :]).to(tl.int32)                          # (TP * KP, ELP)
-    start = _store_lists(tl.sum(hot, axis=0), e, act_ptr, start_ptr, El)
-    pos = tl.sum(hot * (start[None, :] + tl.cumsum(hot, axis=0)), axis=1) - 1   # -1: no local expert
-    tl.store(sorted_ptr + pos, slot, mask=pos >= 0)
-    tl.store(inv_ptr + slot, pos, mask=slot >= 0)
 
 
 @triton.jit
@@ -850,14 +824,13 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NGP, route_scale, offset, El,
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
-                       ELP: tl.constexpr, GB: tl.constexpr):
+                       ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
     # launches); the last to arrive picks every token's top-k (_topk_rows, all rows at once) -> w, idx, and with SORT
-    # groups the slots by local expert from its registers (_sort_rows) and resets the ticket. Programs NGP..
-    # act-quantize x as _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or +
-    # _topk_kernel) launches.
+    # groups the slots by local expert (_sort_slots) and resets the ticket. Programs NGP.. act-quantize x as
+    # _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
     pid = tl.program_id(0)
     if pid < NGP:
         e = pid * EB + tl.arange(0, EB)
@@ -872,11 +845,11 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
             tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
         tl.debug_barrier()                                         # every thread's stores before the release
         if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
-            iv = _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
-                            HAS_BIAS, HASH, TP, True)
-            if SORT:        # from the top-k's registers (_sort_rows): the slots are all this program's
-                _sort_rows(iv, tl.arange(0, TP), T, act_ptr, start_ptr, sorted_ptr, inv_ptr, offset, El, K, KP, TP,
-                           ELP)
+            _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
+                       HAS_BIAS, HASH, TP, True)
+            if SORT:
+                tl.debug_barrier()                                 # idx stores of every thread before the sort
+                _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T * K, offset, El, ELP, CH)
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
