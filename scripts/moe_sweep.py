@@ -94,6 +94,13 @@ SWEEPS = {
                   dict(GATE_SPLIT=32), dict(ROUTE_CH=512, GATE_SPLIT=32)],
         "layer_mid": [dict(ROUTE_WARPS=8), dict(ROUTE_WARPS=2), dict(GATE_SPLIT=8), dict(GATE_SPLIT=32)],
     },
+    "r9": {     # session 12: K splits of the routed launches as the step runs them (moe_routed, the shared expert
+        # beside) at C = 16 / 64: more, shorter programs against the last partial wave of the up launch (C = 64: 32
+        # items x 32 N tiles x 2 splits at 3-4 resident programs per SM)
+        "large": [dict(SPLIT_UP=4), dict(SPLIT_UP=4, SPLIT_DOWN=2), dict(SPLIT_DOWN=2), dict(SPLIT_UP=1)],
+        "mid": [dict(SPLIT_UP=8, SPLIT_DOWN=4), dict(SPLIT_UP=2, SPLIT_DOWN=2), dict(SPLIT_UP=4, SPLIT_DOWN=4),
+                dict(SPLIT_UP=8, SPLIT_DOWN=2)],
+    },
 }
 SWEEP = dict(SWEEPS["r2"])     # the table in use (--sweep); a copy: main() refills it
 
