@@ -1252,9 +1252,12 @@ def grouped_default(params: dict) -> dict:
     # on sm_120 (kernelbench inspect; the 32-token combine block beside the (BN, 32) accumulators). Above 32 tokens
     # the up step split in 2 (sweep r6, call 4, one run: moe_layer C=64 181.0 vs 186.4 us, moe_experts 160.1 vs
     # 163.0; (2, 2) 179.0 / 159.1, but its down kernel under moe_layer's 80-register cap spills 16 B on sm_120).
+    # Session 12 (sweep r9, data/h200-2026-12-02-session12/call5): routed only (moe_routed / moe_experts, the step's
+    # MoE from C = 16 on, the shared expert beside) above 32 tokens split (4, 2): moe_routed C=64 140.8 vs 149.2 us
+    # ((4, 1) 141.5, (2, 2) 148.8, (1, 1) 159.1): more, shorter up programs against the last partial wave.
     cfg = {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
     if params["T"] > 32:
-        cfg.update(SPLIT_UP=2)
+        cfg.update(SPLIT_UP=2) if params.get("shared") else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
     return cfg
 
 
