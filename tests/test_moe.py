@@ -257,14 +257,15 @@ def test_grouped_kernel_rejects_mixed_layouts():
 def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
     """The scale words loaded a K block ahead, the shared expert split into one item per token tile and X_ONCE (each x
     tile loaded once for W1 and W3) change the schedule, not the sums: the outputs equal the session-3 choices
-    (triton_v2) bit for bit, split K included."""
+    (triton_v2) bit for bit, with K split in both launches (the unsplit walk is each split's loop; CI time: one
+    split setting instead of two, session 12)."""
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 20, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}    # 2 token tiles
     _, impl = spec_and_impl("moe_experts")
     inp = impl.prepared(_inputs("moe_experts", p, values="large"))
     key = {"T": 20, "D": 256, "El": 2, "F": 256, "K": 2}
-    for split in ((1, 1), (2, 2)):
+    for split in ((2, 2),):
         tiles = {"BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": split[0], "SPLIT_DOWN": split[1]}
         new = impl.fn(**inp, config={**KM.grouped_default(key), **tiles})
         old = impl.fn(**inp, config={**KM.grouped_default_v2(key), **tiles})
@@ -454,16 +455,17 @@ def test_previous_glue_impls_match_the_reference(op, impl_name, monkeypatch):
         impl.fn(**impl.prepared(_inputs(op, SMALL)), config={**impl.default_config(SMALL), "GLUE": "v9"})
 
 
-@pytest.mark.parametrize("op,cfg", [
-    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                 # shared expert fused: its rows and tickets too
-    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 1, "SHARED_ITEMS": "per_tile", "SCALES": "ahead"}),   # 3 shared items
-    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2, "FIN_ROWS": 2, "FIN_TOKENS": 8}),   # small finishing blocks
-    ("moe_experts", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"})])   # shared added in the combine
-def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
+@pytest.mark.parametrize("op,cfg,again", [
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}, True),           # shared expert fused: its rows and tickets too
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 1, "SHARED_ITEMS": "per_tile", "SCALES": "ahead"}, False),  # 3 items
+    ("moe_layer", {"SPLIT_UP": 2, "SPLIT_DOWN": 2, "FIN_ROWS": 2, "FIN_TOKENS": 8}, False),   # small finishing blocks
+    ("moe_experts", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"}, True)])   # shared added in the combine
+def test_fin_epilogues_equal_the_separate_launches(op, cfg, again, monkeypatch):
     """glue v4 (impl triton): the SwiGLU-quant by the last program of each (item, 128-column group) of the W1/W3
     launch and the combine by the last program of each W2 column tile: against the reference, bit-equal to glue v3's
-    separate launches, and the same again on a second call (the tickets are back at zero). T*K = 68 slots on 2 local
-    experts and 34 shared rows: more rows per item, and more tokens, than one 32-row finishing block."""
+    separate launches, and (`again`: both ticket layouts, split and unsplit up launch) the same on a second call (the
+    tickets are back at zero). T*K = 68 slots on 2 local experts and 34 shared rows: more rows per item, and more
+    tokens, than one 32-row finishing block."""
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 34, "D": 128, "E": 4, "El": 2, "offset": 0, "K": 2, "F": 256, "shared": True}
     base = {"BM": 16, "BN_UP": 32, "BN_DOWN": 16, "num_warps": 4, "num_stages": 2, "DECODE": "fp8", "GLUE": "v4",
@@ -471,7 +473,8 @@ def test_fin_epilogues_equal_the_separate_launches(op, cfg, monkeypatch):
     inp, out, _ = check_against_reference(op, p, "outliers", config=base)
     _, impl = spec_and_impl(op)
     run = impl.prepared(inp)
-    assert torch.equal(impl.fn(**run, config=base), out[0])
+    if again:
+        assert torch.equal(impl.fn(**run, config=base), out[0])
     assert torch.equal(impl.fn(**run, config={**base, "GLUE": "v3"}), out[0])
 
 
