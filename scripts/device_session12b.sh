@@ -3,6 +3,9 @@
 # reloading the indices it just stored (two passes of .cg loads). GPU verify of the gate ops, then the same-call A/B:
 # this tree's kernels/moe.py (A) against the file before the change (B, carried as the untracked .ab_moe_before.py),
 # `kernelbench bench` at C = 1 and the 43-layer step at C = 1, in the order A B A B.
+# NOT an A/B as written: the swap below changes the checkout, but device_env.sh has already installed the project into
+# /tmp/kb, so every run imports the new code (data/h200-2026-12-02-session12/call2/README.md); device_session12c.sh
+# swaps the installed file instead. .ab_moe_before.py was an untracked `git show 8f74f68:kernels/moe.py`.
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session12b.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."

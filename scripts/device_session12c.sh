@@ -6,6 +6,8 @@
 #   SW = S + the top-k weights in one reduction after the selection (this tree).
 # GPU verify of SW's gate ops, then per variant in the order SW B S SW B S: `kernelbench bench moe_routed moe_layer` at C = 1,
 # 16, 64 (first round only), and the 43-layer step at C = 1 with its per-kernel table (--kernels).
+# The .ab_moe_*.py files were untracked copies made before the call: `git show 8f74f68:kernels/moe.py >
+# .ab_moe_before.py; git show a40407a:kernels/moe.py > .ab_moe_sort.py` (untracked, not ignored: they travel).
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session12c.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
