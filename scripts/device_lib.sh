@@ -30,6 +30,15 @@ step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$W/environment.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$W/environment.txt"
 echo "commit $KERNELBENCH_GIT_COMMIT" >> "$W/environment.txt"
+installed() {  # installed REL_PATH: the copy of a checkout file (kernels/x.py, kernelbench/..., reference/...) that
+    # python imports on the device: device_env.sh installs the project into /tmp/kb, so editing the checkout after it
+    # changes nothing (session 12, call 2). Same-call A/B of a source file: cp VARIANT "$(installed kernels/moe.py)"
+    case "$1" in
+        kernels/*|reference/*|db/*) echo "/tmp/kb/kernelbench/$1" ;;
+        kernelbench/*) echo "/tmp/kb/$1" ;;
+        *) echo "installed: $1 is not a package file" >&2; return 1 ;;
+    esac
+}
 finish() {  # fold the database's WAL in, drop the scratch home, pack $W into $OUT/results.tgz, print the status
     python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" \
         "$W/kernelbench.sqlite" 2>/dev/null
