@@ -7,8 +7,9 @@ Letters: M tokens, K = D input width, NQ = q_lora_rank, DH head dim, R rope dims
 Grid (NQ / BN + DH / BN, S, ceil(M / BM)): the first NQ / BN column tiles multiply wq_a, the rest wkv (both
 read the same x; K blocks are quantized in the GEMM's K loop at M <= PROLOGUE_QUANT_MAX_M, else by one
 act_quant pre-pass as fp8_linear). At one token the default tile is BM 1: fp8_linear's FMA GEMV (kernels/linear.py
-fp8_rows_tile), NB K blocks of weights a step, instead of a 16-row tensor-core tile of padding. Each output tile is finished as in fp8_linear (kernels/linear.py
-splitk_store: the last split to arrive sums the partials in split order); the program finishing a tile then
+fp8_rows_tile), NB K blocks of weights a step, instead of a 16-row tensor-core tile of padding. Each output tile is
+finished as in fp8_linear (kernels/linear.py splitk_store: the last split to arrive sums the partials in split
+order); the program finishing a tile then
 takes the ticket of its half (q or kv) of its row block, and the last of that half's tiles to arrive runs the
 half's tail over the BM rows, RB rows at a time: q_norm in place on qr (two passes over NQ in QB-wide chunks),
 or kv_write from the raw kv rows (kernels/kv.py kv_write_rows) in place and into the window ring. Every
@@ -143,8 +144,8 @@ def _epilogue_default(m: int, n: int, k: int) -> dict:
     attention_front call at C=64 on the H200 (one program per tail, 16 sequential 4-row steps), the GEMM itself
     ~10 us."""
     if _gemv_rows(m):
-        split, nb = KL._gemv_split(triton.cdiv(n, 64), max(1, k // 128), KL.V2_PROGRAMS_PER_SM)
-        return {"BM": 1, "BN": 64, "NB": nb, "SPLIT": split, "num_warps": 8, "num_stages": 1, "RB": 1}
+        gemv = KL.fp8_v2_default({"M": m, "N": n, "K": k})
+        return {key: v for key, v in gemv.items() if key not in ("X_OPERAND", "PATH")} | {"RB": 1}
     tiles = triton.cdiv(n, 64) * triton.cdiv(m, 16)
     return {"BM": 16, "BN": 64, "SPLIT": KL._split_for(tiles, max(1, k // 128)), "num_warps": 8, "num_stages": 3,
             "RB": 16}

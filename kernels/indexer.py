@@ -548,11 +548,12 @@ def hadamard_fp4_rows(y, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
 def _indexer_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, pos_ptr, f_ptr, M, N, K, sxm, HL,
                       R: tl.constexpr, KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                       SPLIT: tl.constexpr, RB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
-                      RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
+                      RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr, NB: tl.constexpr = 1):
     # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row block,
     # head) (kernels/linear.py fp8_tile_head_ticket)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
-                                                     sxm, HL, 128, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX)
+                                                     sxm, HL, 128, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
+                                                     NB)
     if last:
         d = tl.arange(0, 128)
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
@@ -622,7 +623,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     one launch (two above PROLOGUE_QUANT_MAX_M rows: the activation quantization pre-pass). PATH "split": fp8_linear,
     then the epilogue kernel (_indexer_q_split, the triton_v1 code)."""
     from kernelbench.kernels import linear as KL
-    from kernelbench.kernels.front import _gemm_activation
+    from kernelbench.kernels.front import _gemm_activation, _gemm_split
     r, dev = _check_indexer_q(qr, weight, weight_scale, positions, freqs)
     check_dtype("qr", qr, torch.bfloat16)
     check_dtype("weight", weight, torch.float8_e4m3fn)
@@ -647,7 +648,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     if M == 0:
         return out
     xin, sx, quant_in_gemm = _gemm_activation(qr, M, out)
-    split = KL._fit_split(cfg["SPLIT"], K // 128)
+    split, nb = _gemm_split(cfg, K, quant_in_gemm, "indexer_q")      # the GEMV (BM 1) only at one token, as front's
     bm, bn = cfg["BM"], cfg["BN"]
     grid = (N // bn, split, triton.cdiv(M, bm))
     part = out if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=dev)
@@ -656,7 +657,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         xin, sx, weight.contiguous(), weight_scale.contiguous().view(torch.uint8), out, part, tickets,
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
         BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return out
 
 

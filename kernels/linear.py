@@ -121,8 +121,9 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
                          QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1):
     """The prologue of the GEMMs with a per-head epilogue (attention_q, indexer_q): program (pid_n, pid_s, pid_m)
     computes its (BN, BM) fp8 tile of y (M, N = HL heads of HEAD_W) as _fp8_linear_kernel does (x bf16 quantized here
-    when QUANT, else codes with sx; BM == 1: fp8_linear's GEMV, fp8_rows_tile), finishes it through splitk_store (tickets: ceil(M / BM) * N / BN tile tickets in
-    cnt, then one per (row block, head)), and the program finishing a tile takes its head's ticket.
+    when QUANT, else codes with sx; BM == 1: fp8_linear's GEMV, fp8_rows_tile), finishes it through splitk_store
+    (tickets: ceil(M / BM) * N / BN tile tickets in cnt, then one per (row block, head)), and the program finishing a
+    tile takes its head's ticket.
     -> (last, ticket, head, pid_m): last is true in the program that finished the head's last tile: it owns the
     head's epilogue over the row block and puts `ticket` back to zero after it."""
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)

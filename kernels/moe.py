@@ -239,15 +239,13 @@ def moe_default(params: dict) -> dict:
 
 
 # ---- wrappers -------------------------------------------------------------------------------------------------
-def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale, split: int | None = None):
-    """Checks, the gate GEMM's logits (T, E) fp32, the (empty) outputs w, idx and the top-k kernel's arguments.
-    `split`: the GEMM's K splits (config GATE_SPLIT), else bf16_linear's tuned entry or default."""
+def _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale):
+    """Checks, the gate GEMM's logits (T, E) fp32, the (empty) outputs w, idx and the top-k kernel's arguments. The
+    GEMM's config is bf16_linear's at (M = T, N = E, K = D): a tuned entry or pin of bf16_linear sets it."""
     w, idx, topk_args, topk_meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
     cfg = lookup("bf16_linear", {"M": T, "N": E, "K": D}, _default(T, E, D, big_m_tile=32))
-    if split is not None:
-        cfg = {**cfg, "SPLIT": split}
     _bf16_gemm(x.contiguous().view(T, 1, D), weight.contiguous().view(1, E, D), topk_args[0].view(T, 1, E), cfg,
                False)
     return w, idx, topk_args, topk_meta
@@ -310,13 +308,18 @@ def _gate_mode(cfg, T: int) -> str:
 GATE_WARPS = 4      # the one-launch gate's warps per program (config GATE_WARPS; 1 and 2 measured slower, H200)
 
 
+def _warps_option(cfg, key: str, default: int, op: str) -> int:
+    """Config `key`: warps per program of a gate launch, 1, 2, 4 or 8 (`default` when absent)."""
+    w = int((cfg or {}).get(key, default))
+    if w not in (1, 2, 4, 8):
+        raise ValueError(f"{op}: config {key}={w}: 1, 2, 4 or 8")
+    return w
+
+
 def _gate_warps(cfg) -> int:
     """Config GATE_WARPS: warps per program of the one-launch gate (default 4). Fewer warps make the last program's
     top-k and slot sort (a chain of row reductions) warp shuffles instead of shared-memory rounds."""
-    w = int((cfg or {}).get("GATE_WARPS", GATE_WARPS))
-    if w not in (1, 2, 4, 8):
-        raise ValueError(f"moe_gate: config GATE_WARPS={w}: 1, 2, 4 or 8")
-    return w
+    return _warps_option(cfg, "GATE_WARPS", GATE_WARPS, "moe_gate")
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS):
@@ -1396,20 +1399,14 @@ def _sort_meta(TK, El, ch: int = 128):
     return dict(ELP=max(2, triton.next_power_of_2(El)), CH=min(ch, max(16, triton.next_power_of_2(TK))))
 
 
-def _route_options(cfg) -> tuple[int, int, int | None]:
+def _route_options(cfg) -> tuple[int, int]:
     """Options of the routing launch after the gate GEMM (_gate_route_kernel; GATE "gemm"): ROUTE_CH, the slot
-    sort's largest chunk (a power of two, 16..1024; default 128), ROUTE_WARPS, its warps per program (1, 2, 4 or
-    8; default 4), and GATE_SPLIT, the gate GEMM's K splits (1..32; default bf16_linear's)."""
-    cfg = cfg or {}
-    ch, warps = int(cfg.get("ROUTE_CH", 128)), int(cfg.get("ROUTE_WARPS", 4))
-    split = cfg.get("GATE_SPLIT")
+    sort's largest chunk (a power of two, 16..1024; default 128), and ROUTE_WARPS, its warps per program (1, 2, 4
+    or 8; default 4)."""
+    ch = int((cfg or {}).get("ROUTE_CH", 128))
     if ch < 16 or ch > 1024 or ch & (ch - 1):
         raise ValueError(f"moe_layer: config ROUTE_CH={ch}: a power of two in 16..1024")
-    if warps not in (1, 2, 4, 8):
-        raise ValueError(f"moe_layer: config ROUTE_WARPS={warps}: 1, 2, 4 or 8")
-    if split is not None and not 1 <= int(split) <= 32:
-        raise ValueError(f"moe_layer: config GATE_SPLIT={split}: 1..32")
-    return ch, warps, None if split is None else int(split)
+    return ch, _warps_option(cfg, "ROUTE_WARPS", 4, "moe_layer")
 
 
 def _route(x, indices, El, expert_offset, glue):
@@ -1436,8 +1433,8 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
     """moe_layer's gate, glue v3 / v4: the gate GEMM, then ONE launch (_gate_route_kernel) for the top-k of every
     token, the slot sort by the last top-k program (ticket) and the act-quantization of x (`cfg`: _route_options).
     -> w, idx and the routing buffers of _route."""
-    ch, warps, split = _route_options(cfg)
-    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale, split)
+    ch, warps = _route_options(cfg)
+    w, idx, args, meta = _gate_logits(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     buf = _route_buffers(T, topk, D, El, x.device)
     act, start, order, inv, xq, sx = buf
@@ -1564,7 +1561,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
-                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "GATE_SPLIT"})
+                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 12, call 1: (1) session 11's pending check (scripts/device_session11f.sh): the two-launch ratio-4
-# compressor step at T = 1 as tuned entries in a copy of the packaged table, GPU verify + decode-bench --ablate-tuned;
-# (2) moe_layer / moe_routed at C = 16 / 64: the routing launch's options (ROUTE_CH, ROUTE_WARPS, GATE_SPLIT;
-# scripts/moe_sweep.py --sweep r8), same inputs for every config.
+# Session 12, call 1: (1) session 11's pending check (prepared then as device_session11f.sh, folded in here): the
+# two-launch ratio-4 compressor step at T = 1 as tuned entries in a copy of the packaged table, GPU verify +
+# decode-bench --ablate-tuned; (2) moe_layer / moe_routed at C = 16 / 64: the routing launch's options (ROUTE_CH,
+# ROUTE_WARPS; and GATE_SPLIT, removed since: scripts/moe_sweep.py --sweep r8), same inputs for every config.
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session12a.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-570}
 source scripts/device_lib.sh || exit 1
-INSTALLED=/tmp/kb/kernelbench/kernels/moe.py
+INSTALLED=$(installed kernels/moe.py)
 [ -f "$INSTALLED" ] || { echo "no installed $INSTALLED"; exit 1; }
 cp kernels/moe.py "$W/moe_SW.py"
 cp .ab_moe_sort.py "$W/moe_S.py"

@@ -88,11 +88,12 @@ SWEEPS = {
         "small": [dict(GATE_WARPS=1), dict(GATE_WARPS=2)],
     },
     "r8": {     # session 12: the routing launch after the gate GEMM at C > 4 (GATE "gemm"): the slot sort in one chunk
-        # (ROUTE_CH 512: at C = 64 the 384 slots are 3 chunks of 128, each a key-load round trip in both passes), its
-        # warps, and the gate GEMM's K splits (default 16)
-        "layer": [dict(ROUTE_CH=512), dict(ROUTE_CH=512, ROUTE_WARPS=8), dict(ROUTE_WARPS=8), dict(GATE_SPLIT=8),
-                  dict(GATE_SPLIT=32), dict(ROUTE_CH=512, GATE_SPLIT=32)],
-        "layer_mid": [dict(ROUTE_WARPS=8), dict(ROUTE_WARPS=2), dict(GATE_SPLIT=8), dict(GATE_SPLIT=32)],
+        # (ROUTE_CH 512: at C = 64 the 384 slots are 3 chunks of 128, each a key-load round trip in both passes) and
+        # its warps. Call 1 also timed the gate GEMM's K splits through an option since removed (GATE_SPLIT 8 / 32:
+        # data/h200-2026-12-02-session12/call1); that GEMM takes bf16_linear's config at (M = T, N = E, K = D), so a
+        # bf16_linear pin or tuned entry sets it
+        "layer": [dict(ROUTE_CH=512), dict(ROUTE_CH=512, ROUTE_WARPS=8), dict(ROUTE_WARPS=8)],
+        "layer_mid": [dict(ROUTE_WARPS=8), dict(ROUTE_WARPS=2)],
     },
     "r9": {     # session 12: K splits of the routed launches as the step runs them (moe_routed, the shared expert
         # beside) at C = 16 / 64: more, shorter programs against the last partial wave of the up launch (C = 64: 32

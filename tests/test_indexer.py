@@ -331,6 +331,26 @@ def test_indexer_q_one_launch_equals_two(gen, cfg):
         assert (out != ref).float().mean() < 0.01
 
 
+def test_indexer_q_one_token_gemv_and_its_limits(gen):
+    """At one token the fused path's GEMM may be fp8_linear's BM 1 GEMV (the default tile there, front.py's
+    _epilogue_default): against the two-launch version as above; the GEMV is refused above one token (x is then
+    quantized before the GEMM) and an NB that does not divide a split's K blocks is refused (front.py _gemm_split)."""
+    hi, qr = 3, 512
+    wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
+    x = torch.randn(2, qr, generator=gen).bfloat16()
+    pos, fr = torch.tensor([77, 5]), rope_freqs(FLASH, compressed=True)
+    gemv = {**K.indexer_q_default({"T": 1, "Hi": hi, "Qr": qr}), "BM": 1, "BN": 64, "NB": 2, "SPLIT": 2,
+            "PATH": "fused"}
+    ref = K.indexer_q_v1(x[:1], wq, ws, pos[:1], fr)
+    out = K.indexer_q(x[:1], wq, ws, pos[:1], fr, config=gemv)
+    assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
+    assert (out != ref).float().mean() < 0.01
+    with pytest.raises(ValueError, match="BM 1"):
+        K.indexer_q(x, wq, ws, pos, fr, config=gemv)
+    with pytest.raises(ValueError, match="NB=4"):
+        K.indexer_q(x[:1], wq, ws, pos[:1], fr, config={**gemv, "NB": 4})
+
+
 def test_indexer_topk_bad_inputs(gen):
     qi, w, keys, seq, pos = _exact_case(gen, cap=30, positions=(40, 3, 79))
     for fn in (indexer_topk, K.indexer_topk):

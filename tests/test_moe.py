@@ -265,14 +265,13 @@ def test_grouped_schedule_choices_keep_the_arithmetic(monkeypatch):
     _, impl = spec_and_impl("moe_experts")
     inp = impl.prepared(_inputs("moe_experts", p, values="large"))
     key = {"T": 20, "D": 256, "El": 2, "F": 256, "K": 2}
-    for split in ((2, 2),):
-        tiles = {"BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": split[0], "SPLIT_DOWN": split[1]}
-        new = impl.fn(**inp, config={**KM.grouped_default(key), **tiles})
-        old = impl.fn(**inp, config={**KM.grouped_default_v2(key), **tiles})
-        assert KM.grouped_default(key)["SCALES"] == "ahead" and KM.grouped_default_v2(key)["SCALES"] == "bytes"
-        assert torch.equal(new, old)
-        x_once = impl.fn(**inp, config={**KM.grouped_default(key), **tiles, "X_ONCE": True})   # x tiles for W1 + W3
-        assert torch.equal(x_once, old)
+    tiles = {"BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2, "SPLIT_DOWN": 2}
+    new = impl.fn(**inp, config={**KM.grouped_default(key), **tiles})
+    old = impl.fn(**inp, config={**KM.grouped_default_v2(key), **tiles})
+    assert KM.grouped_default(key)["SCALES"] == "ahead" and KM.grouped_default_v2(key)["SCALES"] == "bytes"
+    assert torch.equal(new, old)
+    x_once = impl.fn(**inp, config={**KM.grouped_default(key), **tiles, "X_ONCE": True})   # x tiles for W1 + W3
+    assert torch.equal(x_once, old)
     with pytest.raises(ValueError, match="SCALES"):
         impl.fn(**inp, config={**KM.grouped_default(key), "SCALES": "late"})
 
@@ -554,10 +553,10 @@ def test_fused_gate_warps_per_program(warps, monkeypatch):
 
 
 def test_routing_launch_options_keep_the_routing(monkeypatch):
-    """ROUTE_CH / ROUTE_WARPS / GATE_SPLIT (the routing launch after the gate GEMM, GATE "gemm"): the slot sort in
-    chunks of 16 (two per pass: T = 9, K = 2) with 2 warps and the gate GEMM's two K blocks in two splits give
-    exactly the default's output (one chunk, 4 warps, no split; the default passes the reference in this file's
-    other tests); values out of range are refused."""
+    """ROUTE_CH / ROUTE_WARPS (the routing launch after the gate GEMM, GATE "gemm"): the slot sort in chunks of 16
+    (two per pass: T = 9, K = 2) with 2 warps, and the gate GEMM's two K blocks in two splits (bf16_linear's config at
+    the gate's key, pinned), give exactly the default's output (one chunk, 4 warps, no split; the default passes the
+    reference in this file's other tests); values out of range are refused."""
     poisoned_empty(monkeypatch)
     from kernelbench.kernels import moe as KM
     p = {**SMALL, "T": 9}
@@ -567,7 +566,9 @@ def test_routing_launch_options_keep_the_routing(monkeypatch):
     assert KM._sort_meta(9 * p["K"], p["El"])["CH"] == 32 and KM._default(9, p["E"], p["D"], big_m_tile=32)[
         "SPLIT"] == 1, "the premise: the default sorts in one chunk and does not split the gate GEMM"
     y0 = impl.fn(**inp, config=base)
-    assert torch.equal(impl.fn(**inp, config={**base, "ROUTE_CH": 16, "ROUTE_WARPS": 2, "GATE_SPLIT": 2}), y0)
-    for bad in ({"ROUTE_CH": 48}, {"ROUTE_WARPS": 3}, {"GATE_SPLIT": 0}):
+    monkeypatch.setenv("KERNELBENCH_PIN_CONFIG", 'bf16_linear={"BM": 16, "BN": 64, "SPLIT": 2, "num_warps": 8, '
+                                                 '"num_stages": 3}')
+    assert torch.equal(impl.fn(**inp, config={**base, "ROUTE_CH": 16, "ROUTE_WARPS": 2}), y0)
+    for bad in ({"ROUTE_CH": 48}, {"ROUTE_WARPS": 3}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             impl.fn(**inp, config={**base, **bad})
