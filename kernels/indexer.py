@@ -598,7 +598,8 @@ def indexer_q_configs(params: dict) -> list[dict]:
     fused = [{**c, "RB": 16, "PATH": "fused", "EPI_WARPS": 2}
              for c in KL.fp8_configs({"K": params.get("Qr", params.get("K", 128))}) if DI % c["BN"] == 0]
     base = _fused_default(params)
-    return fused + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
+    gemv = [base] if base["BM"] == 1 else []           # one token: the default's GEMV tile (fp8_configs has no BM 1)
+    return fused + gemv + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
 
 
 def _fused_default(params: dict) -> dict:
@@ -608,10 +609,13 @@ def _fused_default(params: dict) -> dict:
 
 
 def indexer_q_default(params: dict) -> dict:
-    """PATH "fused" at T >= FUSED_MIN_T with Hi >= FUSED_MIN_HI, else PATH "split"; both with front.py's epilogue tile
-    for the fused kernel and EPI_WARPS 2 for the split path's epilogue launch (a pinned PATH alone runs that path)."""
+    """PATH "fused" at one token (front.py's BM 1 GEMV with the epilogue in the head's last tile, one launch) and at
+    T >= FUSED_MIN_T with Hi >= FUSED_MIN_HI, else PATH "split"; both with front.py's epilogue tile for the fused
+    kernel and EPI_WARPS 2 for the split path's epilogue launch (a pinned PATH alone runs that path)."""
+    from kernelbench.kernels.front import _gemv_rows
     base = _fused_default(params)
-    fused = params.get("T", params.get("M", 1)) >= FUSED_MIN_T and params.get("Hi", 8) >= FUSED_MIN_HI
+    t = params.get("T", params.get("M", 1))
+    fused = _gemv_rows(t) or (t >= FUSED_MIN_T and params.get("Hi", 8) >= FUSED_MIN_HI)
     return base if fused else {**base, "PATH": "split"}
 
 
