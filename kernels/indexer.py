@@ -609,13 +609,12 @@ def _fused_default(params: dict) -> dict:
 
 
 def indexer_q_default(params: dict) -> dict:
-    """PATH "fused" at one token (front.py's BM 1 GEMV with the epilogue in the head's last tile, one launch) and at
-    T >= FUSED_MIN_T with Hi >= FUSED_MIN_HI, else PATH "split"; both with front.py's epilogue tile for the fused
-    kernel and EPI_WARPS 2 for the split path's epilogue launch (a pinned PATH alone runs that path)."""
-    from kernelbench.kernels.front import _gemv_rows
+    """PATH "fused" at T >= FUSED_MIN_T with Hi >= FUSED_MIN_HI, else PATH "split"; both with front.py's epilogue tile
+    for the fused kernel and EPI_WARPS 2 for the split path's epilogue launch (a pinned PATH alone runs that path).
+    One token stays "split": the fused BM 1 GEMV (the epilogue in each head's last tile) took 11.55-15.70 us against
+    8.74 (Hi 64, Qr 1024) and the step 0.026 ms more (H200, session 13, data/h200-2026-12-02-session13/call1)."""
     base = _fused_default(params)
-    t = params.get("T", params.get("M", 1))
-    fused = _gemv_rows(t) or (t >= FUSED_MIN_T and params.get("Hi", 8) >= FUSED_MIN_HI)
+    fused = params.get("T", params.get("M", 1)) >= FUSED_MIN_T and params.get("Hi", 8) >= FUSED_MIN_HI
     return base if fused else {**base, "PATH": "split"}
 
 
