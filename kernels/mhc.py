@@ -114,12 +114,26 @@ def mhc_post_default(params: dict) -> dict:
 
 # kernels -----------------------------------------------------------------------------------------
 @triton.jit
-def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr,
-              # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32
+def _sublayer_x(x_ptr, xa_ptr, offs, mask, X_ROUND: tl.constexpr, X_ADD: tl.constexpr, INTERP: tl.constexpr):
+    """The sublayer output a fused post reads (reference/mhc.py sublayer_output), fp32 holding bf16 values: bf16 x
+    as stored; X_ROUND: x (fp32, a TP partial sum) plus, X_ADD, the bf16 xa summed in fp32, rounded to bf16 once."""
+    xv = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if X_ADD:
+        xv += tl.load(xa_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if X_ROUND:
+        xv = to_bf16(xv, INTERP).to(tl.float32)
+    return xv
+
+
+@triton.jit
+def _mhc_proj(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr,
+              # h, hout (T, 4, D) bf16; x (T, D) bf16 or fp32, xa (T, D) bf16 (_sublayer_x); post (T, 4), comb (T, 4, 4),
+              # fn (ROWS, 4D) fp32
               # ws (S * 4 / NJ, T, NPAD) fp32, sq (S * 4 / NJ, T) fp32
               T, D, ROWS,
               FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, NPAD: tl.constexpr,
-              NJ: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+              NJ: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr, X_ROUND: tl.constexpr = False,
+              X_ADD: tl.constexpr = False):
     s = tl.program_id(1)
     j0 = tl.program_id(2) * NJ      # this program's streams: j0 .. j0 + NJ - 1
     ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -132,7 +146,7 @@ def _mhc_proj(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, sq_ptr
     acc = tl.zeros((BLOCK_T, NPAD), dtype=tl.float32)
     sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
     if FUSE_POST:
-        xv = tl.load(x_ptr + ts[:, None].to(tl.int64) * D + d[None, :], mask=m2, other=0.0).to(tl.float32)
+        xv = _sublayer_x(x_ptr, xa_ptr, ts[:, None].to(tl.int64) * D + d[None, :], m2, X_ROUND, X_ADD, INTERP)
         h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0)
         h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0)
         h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0)
@@ -268,13 +282,14 @@ def _mhc_mix(h_ptr, ws_ptr, sq_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_p
 
 
 @triton.jit
-def _mhc_post(x_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x (T, D) bf16; h, out (T, 4, D) bf16; post, comb fp32
-              D, BLOCK_D: tl.constexpr, INTERP: tl.constexpr):
+def _mhc_post(x_ptr, xa_ptr, h_ptr, post_ptr, comb_ptr, out_ptr,   # x, xa (T, D): _sublayer_x; h, out (T, 4, D) bf16;
+              D, BLOCK_D: tl.constexpr, INTERP: tl.constexpr,      # post, comb fp32
+              X_ROUND: tl.constexpr = False, X_ADD: tl.constexpr = False):
     t = tl.program_id(0).to(tl.int64)
     d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     k = tl.arange(0, _HC)
     dmask = d < D
-    xv = tl.load(x_ptr + t * D + d, mask=dmask, other=0.0).to(tl.float32)
+    xv = _sublayer_x(x_ptr, xa_ptr, t * D + d, dmask, X_ROUND, X_ADD, INTERP)
     acc = tl.load(post_ptr + t * _HC + k)[:, None] * xv[None, :]            # (4 = j, BLOCK_D)
     for i in tl.static_range(_HC):
         hi = tl.load(h_ptr + t * (_HC * D) + i * D + d, mask=dmask, other=0.0).to(tl.float32)
@@ -476,16 +491,17 @@ def _proj_tiles(tb, s, T, D, ROWS, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
 
 
 @triton.jit
-def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_ptr,
+def _mhc_proj1(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_ptr,
                base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr,
-               # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32 (inputs)
+               # h, hout (T, 4, D) bf16; x, xa (T, D) (_sublayer_x); post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32 (inputs)
                # ws (T, S, NPAD) fp32 partials; cnt (>= T / BLOCK_T) int32 zeros (ONE); xo (T, D) bf16,
                # posto (T, 4), combo (T, 4, 4) fp32 (outputs, ONE); nw (D,) bf16 norm weight (NORM)
                T, D, S, eps, norm_eps, rms_eps,
                ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, ONE: tl.constexpr,
                HEAD: tl.constexpr, NORM: tl.constexpr, ITERS: tl.constexpr, BLOCK_T: tl.constexpr,
                BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_FIN: tl.constexpr, ONE_PASS: tl.constexpr,
-               SIMT: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+               SIMT: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr, X_ROUND: tl.constexpr = False,
+               X_ADD: tl.constexpr = False):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): the projection of BLOCK_D columns of all four streams
     (unrolled, so the four fn tiles are loaded together; SIMT: fp32 FMAs, else bf16 MMAs), with FUSE_POST h'
     formed from x and h and stored first. Its partial m and sum of squares go to ws[t, s]. ONE: the token block's last
@@ -498,7 +514,7 @@ def _mhc_proj1(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr, cnt_p
     acc3 = tl.zeros((BLOCK_T, NPAD, BLOCK_D) if SIMT else (1, 1, 1), dtype=tl.float32)
     sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
     if FUSE_POST:
-        xv = tl.load(x_ptr + tok.to(tl.int64) * D + col, mask=m2, other=0.0).to(tl.float32)
+        xv = _sublayer_x(x_ptr, xa_ptr, tok.to(tl.int64) * D + col, m2, X_ROUND, X_ADD, INTERP)
         h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0).to(tl.float32)
         h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0).to(tl.float32)
         h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0).to(tl.float32)
@@ -594,13 +610,13 @@ def _mma3(acc, hb, f, DOT_UPCAST: tl.constexpr):
 
 
 @triton.jit
-def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
-               # h, hout (T, 4, D) bf16; x (T, D) bf16; post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32;
+def _mhc_proj4(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
+               # h, hout (T, 4, D) bf16; x, xa (T, D) (_sublayer_x); post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32;
                # ws (T, S, NPAD) fp32 partials: m (ROWS columns), sum of squares (column ROWS)
                T, D, S,
                ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr,
                BLOCK_D: tl.constexpr, SIMT: tl.constexpr, RELOAD: tl.constexpr, DOT_UPCAST: tl.constexpr,
-               INTERP: tl.constexpr):
+               INTERP: tl.constexpr, X_ROUND: tl.constexpr = False, X_ADD: tl.constexpr = False):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): BLOCK_D columns of all four streams. Every load (the four
     fn tiles, x and h) is issued before any use, so a program is one memory round trip; with FUSE_POST h' is
     formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
@@ -614,7 +630,7 @@ def _mhc_proj4(h_ptr, x_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
     f2 = tl.load(fp + 2 * D, mask=fmask, other=0.0)
     f3 = tl.load(fp + 3 * D, mask=fmask, other=0.0)
     if FUSE_POST:
-        xv = tl.load(x_ptr + tok.to(tl.int64) * D + col, mask=m2, other=0.0).to(tl.float32)
+        xv = _sublayer_x(x_ptr, xa_ptr, tok.to(tl.int64) * D + col, m2, X_ROUND, X_ADD, INTERP)
         h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0).to(tl.float32)
         h1 = tl.load(h_ptr + hrow + D, mask=m2, other=0.0).to(tl.float32)
         h2 = tl.load(h_ptr + hrow + 2 * D, mask=m2, other=0.0).to(tl.float32)
@@ -727,13 +743,29 @@ def _check_proj(name, d, fn, base, scale, rows, nscale):
     check_shape(f"{name}: scale", scale, (nscale,))
 
 
-def _check_post(name, t, d, x, post, comb):
-    check_dtype(f"{name}: x", x, torch.bfloat16)
+def _check_post(name, t, d, x, post, comb, x_add=None):
+    """A fused post's inputs: x [T, D] bf16 or fp32, x_add [T, D] bf16 or None (reference/mhc.py sublayer_output)."""
+    if x.dtype not in (torch.bfloat16, torch.float32):
+        raise TypeError(f"{name}: x must be bfloat16 or float32, got {x.dtype}")
+    if x_add is not None:
+        check_dtype(f"{name}: x_add", x_add, torch.bfloat16)
+        check_shape(f"{name}: x_add", x_add, (t, d))
     check_dtype(f"{name}: post", post, torch.float32)
     check_dtype(f"{name}: comb", comb, torch.float32)
     check_shape(f"{name}: x", x, (t, d))
     check_shape(f"{name}: post", post, (t, HC))
     check_shape(f"{name}: comb", comb, (t, HC, HC))
+
+
+def _post_args(fuse, h):
+    """A fused post's kernel arguments (x, xa, post, comb) and constexprs (X_ROUND, X_ADD) from fuse = (x, post,
+    comb, x_add); without one, h stands in for the unused pointers."""
+    if fuse is None:
+        return (h, h, h, h), {}
+    x, post, comb, x_add = fuse
+    add = x_add is not None
+    return ((x.contiguous(), x_add.contiguous() if add else x, post.contiguous(), comb.contiguous()),
+            {"X_ROUND": add or x.dtype == torch.float32, "X_ADD": add})
 
 
 def _project(h, fn, rows, npad, cfg, fuse=None):
@@ -746,15 +778,12 @@ def _project(h, fn, rows, npad, cfg, fuse=None):
     s = triton.cdiv(d, cfg["BLOCK_D"]) * groups
     ws = torch.empty((s, t, npad), dtype=torch.float32, device=h.device)
     sq = torch.empty((s, t), dtype=torch.float32, device=h.device)
-    if fuse is None:
-        x = post = comb = hout = h
-    else:
-        x, post, comb = fuse
-        hout = torch.empty_like(h)
+    hout = h if fuse is None else torch.empty_like(h)
+    args, xk = _post_args(fuse, h)
     _mhc_proj[(triton.cdiv(t, cfg["BLOCK_T"]), s // groups, groups)](
-        h, x, post, comb, hout, fn, ws, sq, t, d, rows,
+        h, *args, hout, fn, ws, sq, t, d, rows,
         FUSE_POST=fuse is not None, BLOCK_T=cfg["BLOCK_T"], BLOCK_D=cfg["BLOCK_D"], NPAD=npad, NJ=nj,
-        DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"])
+        DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"], **xk)
     return ws, sq, s, hout
 
 
@@ -796,9 +825,9 @@ def _check_iters(name, iters):
 
 
 def _check_pre(name, h, fn, base, scale, iters, post_in=None, norm=None, head=False):
-    """Validate an mHC pre-family call (post_in = (x, post, comb) of a fused post; norm = (weight, rms_eps))
+    """Validate an mHC pre-family call (post_in = (x, post, comb, x_add) of a fused post; norm = (weight, rms_eps))
     -> (T, D)."""
-    check_device(h, fn, base, scale, *(post_in or ()), *(norm[:1] if norm else ()))
+    check_device(h, fn, base, scale, *(v for v in post_in or () if v is not None), *(norm[:1] if norm else ()))
     t, d = _check_h(name, h)
     if post_in is not None:
         _check_post(name, t, d, *post_in)
@@ -859,11 +888,8 @@ def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     x = torch.empty((t, d), dtype=h.dtype, device=h.device)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
-    if fuse is None:
-        xin = pin = cin = hout = h
-    else:
-        xin, pin, cin = (v.contiguous() for v in fuse)
-        hout = torch.empty_like(h)
+    hout = h if fuse is None else torch.empty_like(h)
+    args, xk = _post_args(fuse, h)
     nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
     tail_warps = cfg["num_warps"] if one else cfg.get("tail_warps", 8)
     # the tail's column block: <= 32 columns of each stream per thread (a config's BLOCK_FIN, e.g. in tests)
@@ -872,9 +898,10 @@ def _run1(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
                   BLOCK_S=min(triton.next_power_of_2(s), 128), BLOCK_FIN=fin, ONE_PASS=fin >= d, INTERP=INTERPRET)
     fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
     cnt = token_counters(h.device, nt) if one else ws
-    _mhc_proj1[(nt, s)](h, xin, pin, cin, hout, fn, ws, cnt, base, scale, x, post, comb, nw,
+    _mhc_proj1[(nt, s)](h, *args, hout, fn, ws, cnt, base, scale, x, post, comb, nw,
                         t, d, s, eps, norm_eps, rms_eps, FUSE_POST=fuse is not None, ONE=one, BLOCK_T=bt,
-                        BLOCK_D=bd, SIMT=bool(cfg.get("SIMT", False)), DOT_UPCAST=INTERPRET, num_warps=cfg["num_warps"], **common)
+                        BLOCK_D=bd, SIMT=bool(cfg.get("SIMT", False)), DOT_UPCAST=INTERPRET, num_warps=cfg["num_warps"],
+                        **common, **xk)
     if not one:
         _mhc_tail[(t,)](hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps,
                         num_warps=tail_warps, **common)
@@ -895,24 +922,24 @@ def mhc_pre_v3(h, fn, base, scale, iters: int, eps: float, norm_eps: float, conf
 
 @register_impl("mhc_post_pre", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
                kernels=_KERNELS1)
-def mhc_post_pre_v3(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+def mhc_post_pre_v3(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, x_add=None,
                     config: dict | None = None):
-    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
+    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb, x_add))
     if t == 0:
         return _empty_outputs(h, fn, True)
-    return _run1("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb))
+    return _run1("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb, x_add))
 
 
 @register_impl("mhc_post_pre_norm", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
                kernels=_KERNELS1)
 def mhc_post_pre_norm_v3(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
-                         rms_eps: float, config: dict | None = None):
-    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
+                         rms_eps: float, x_add=None, config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb, x_add),
                       norm=(weight, rms_eps))
     if t == 0:
         return _empty_outputs(h, fn, True)
     return _run1("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config,
-                 fuse=(x, post, comb), norm=(weight, rms_eps))
+                 fuse=(x, post, comb, x_add), norm=(weight, rms_eps))
 
 
 @register_impl("mhc_head", "triton_v3", backend="triton", configs=mhc1_configs, default_config=mhc1_default,
@@ -962,16 +989,14 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     x = torch.empty((t, d), dtype=h.dtype, device=h.device)
     post = torch.empty((t, HC), dtype=torch.float32, device=h.device)
     comb = torch.empty((t, HC, HC), dtype=torch.float32, device=h.device)
-    if fuse is None:
-        xin = pin = cin = hout = h
-    else:
-        xin, pin, cin = (v.contiguous() for v in fuse)
-        hout = torch.empty_like(h)
+    hout = h if fuse is None else torch.empty_like(h)
+    args, xk = _post_args(fuse, h)
     nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
     fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
-    _mhc_proj4[(triton.cdiv(t, bt), s)](h, xin, pin, cin, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
+    _mhc_proj4[(triton.cdiv(t, bt), s)](h, *args, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
                                         FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd, SIMT=bool(cfg["SIMT"]),
-                                        RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET, INTERP=INTERPRET, num_warps=cfg["num_warps"])
+                                        RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
+                                        num_warps=cfg["num_warps"], **xk)
     # the norm needs the whole row's sum of squares: one x program per token holds the row (norm_warps warps)
     mix = triton.next_power_of_2(d) if norm is not None else cfg["BLOCK_MIX"]
     nb = triton.cdiv(d, mix)
@@ -1006,28 +1031,28 @@ def mhc_pre_v4(h, fn, base, scale, iters: int, eps: float, norm_eps: float, conf
 
 @register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
                kernels=_KERNELS4)
-def mhc_post_pre_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
+def mhc_post_pre_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, x_add=None,
                     config: dict | None = None):
-    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
+    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb, x_add))
     if t == 0:
         return _empty_outputs(h, fn, True)
     if _v2_default(t, config):
-        return mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps)
-    return _run4("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb))
+        return mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, x_add)
+    return _run4("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb, x_add))
 
 
 @register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
                kernels=_KERNELS4)
 def mhc_post_pre_norm_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
-                         rms_eps: float, config: dict | None = None):
-    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
+                         rms_eps: float, x_add=None, config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb, x_add),
                       norm=(weight, rms_eps))
     if t == 0:
         return _empty_outputs(h, fn, True)
     if _v2_default(t, config):
-        return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps)
+        return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, x_add)
     return _run4("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config,
-                 fuse=(x, post, comb), norm=(weight, rms_eps))
+                 fuse=(x, post, comb, x_add), norm=(weight, rms_eps))
 
 
 @register_impl("mhc_head", "triton_v4", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
@@ -1041,17 +1066,18 @@ def mhc_head_v4(h, fn, base, scale, eps: float, norm_eps: float, config: dict | 
 
 @register_impl("mhc_post", "triton", backend="triton", configs=mhc_post_configs, default_config=mhc_post_default,
                kernels=lambda: [_mhc_post])
-def mhc_post(x, h, post, comb, config: dict | None = None):
-    check_device(x, h, post, comb)
+def mhc_post(x, h, post, comb, x_add=None, config: dict | None = None):
+    check_device(x, h, post, comb, *(() if x_add is None else (x_add,)))
     t, d = _check_h("mhc_post", h)
-    _check_post("mhc_post", t, d, x, post, comb)
+    _check_post("mhc_post", t, d, x, post, comb, x_add)
     out = torch.empty((t, HC, d), dtype=h.dtype, device=h.device)
     key = {"T": t, "D": d}
     cfg = config or lookup("mhc_post", key, mhc_post_default(key))
     if t:
+        (xin, xa, pin, cin), xk = _post_args((x, post, comb, x_add), h)
         _mhc_post[(t, triton.cdiv(d, cfg["BLOCK_D"]))](
-            x.contiguous(), h.contiguous(), post.contiguous(), comb.contiguous(), out, d,
-            BLOCK_D=cfg["BLOCK_D"], INTERP=INTERPRET, num_warps=cfg["num_warps"])
+            xin, xa, h.contiguous(), pin, cin, out, d, BLOCK_D=cfg["BLOCK_D"], INTERP=INTERPRET,
+            num_warps=cfg["num_warps"], **xk)
     return out
 
 
@@ -1079,30 +1105,30 @@ def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config:
 
 @register_impl("mhc_post_pre", "triton_v2", backend="triton", configs=mhc_configs, default_config=mhc_default,
                kernels=_KERNELS2)
-def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float,
-                    config: dict | None = None):
-    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb))
+def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, x_add=None,
+                 config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb, x_add))
     if t == 0:
         return _empty_outputs(h, fn, True)
     cfg = _v2_cfg("mhc_post_pre", t, d, config)
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
-                             fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
+                             fuse=(x, post, comb, x_add))
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg))
 
 
 @register_impl("mhc_post_pre_norm", "triton_v2", backend="triton", configs=lambda p: mhc_configs(p, split_norm=True),
                default_config=lambda p: mhc_norm_default(p), kernels=_KERNELS2)
 def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
-                         rms_eps: float, config: dict | None = None):
-    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb),
+                      rms_eps: float, x_add=None, config: dict | None = None):
+    t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb, x_add),
                       norm=(weight, rms_eps))
     if t == 0:
         return _empty_outputs(h, fn, True)
     cfg = _v2_cfg("mhc_post_pre_norm", t, d, config, mhc_norm_default)
     h = h.contiguous()
     ws, sq, s, h2 = _project(h, fn.contiguous(), 24, 32, cfg,
-                             fuse=(x.contiguous(), post.contiguous(), comb.contiguous()))
+                             fuse=(x, post, comb, x_add))
     return (h2, *_mix(h2, ws, sq, s, base.contiguous(), scale.contiguous(), int(iters), eps, norm_eps, 32, cfg,
                       norm=(weight.contiguous(), float(rms_eps))))
 
@@ -1110,10 +1136,11 @@ def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float,
 @register_impl("mhc_post_pre_norm", "triton_v1", backend="triton", configs=mhc_configs,
                default_config=mhc_default, kernels=_KERNELS2)
 def mhc_post_pre_norm_v1(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
-                         rms_eps: float, config: dict | None = None):
+                         rms_eps: float, x_add=None, config: dict | None = None):
     """The first version (kept to measure against): the mix's norm is one program per token walking D twice."""
     cfg = {**_v2_cfg("mhc_post_pre_norm", h.shape[0], h.shape[-1], config), "SPLIT_NORM": False}
-    return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, config=cfg)
+    return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, x_add,
+                             config=cfg)
 
 
 @register_impl("mhc_head", "triton", backend="triton", configs=mhc_configs, default_config=mhc_default,

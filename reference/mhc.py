@@ -77,12 +77,29 @@ def mhc_pre(h, fn, base, scale, iters: int, eps: float, norm_eps: float):
     return _weighted_sum(pre, h), post.to(torch.float32), comb.to(torch.float32)
 
 
-def mhc_post(x, h, post, comb):
-    """x [T,D] bf16, h [T,4,D] bf16, post [T,4] fp32, comb [T,4,4] fp32 -> h' [T,4,D] bf16."""
+def sublayer_output(x, x_add=None, name: str = "mhc_post"):
+    """The sublayer output as mHC post reads it: x [T,D] bf16 as is; an fp32 x (a TP partial sum after its
+    all-reduce, SPEC 4) and / or x_add [T,D] bf16 (the replicated shared expert, which every rank adds after the
+    all-reduce) are summed in fp32 and rounded to bf16 once: the unfused decoder's `(x + x_add).to(bfloat16)`."""
+    if x.dtype not in (torch.bfloat16, torch.float32):
+        raise TypeError(f"{name}: x must be bfloat16 or float32, got {x.dtype}")
+    if x_add is not None:
+        if x_add.dtype != torch.bfloat16:
+            raise TypeError(f"{name}: x_add must be bfloat16, got {x_add.dtype}")
+        if x_add.shape != x.shape:
+            raise ValueError(f"{name}: x_add must have x's shape {tuple(x.shape)}, got {tuple(x_add.shape)}")
+        return (x.float() + x_add.float()).to(torch.bfloat16)
+    return x.to(torch.bfloat16)
+
+
+def mhc_post(x, h, post, comb, x_add=None):
+    """x [T,D] bf16 (or fp32, with x_add [T,D] bf16 optional: sublayer_output), h [T,4,D] bf16, post [T,4] fp32,
+    comb [T,4,4] fp32 -> h' [T,4,D] bf16."""
     _check_h("mhc_post", h)
     t, _, d = h.shape
     if tuple(x.shape) != (t, d):
         raise ValueError(f"mhc_post: x must be [T, D] = [{t}, {d}], got {tuple(x.shape)}")
+    x = sublayer_output(x, x_add)
     if tuple(post.shape) != (t, HC) or tuple(comb.shape) != (t, HC, HC):
         raise ValueError(f"mhc_post: post must be [{t}, 4] and comb [{t}, 4, 4], got "
                          f"{tuple(post.shape)} and {tuple(comb.shape)}")
@@ -90,20 +107,20 @@ def mhc_post(x, h, post, comb):
     return y.to(h.dtype)
 
 
-def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float):
-    """The boundary between two sublayers: h' = mhc_post(x, h, post, comb), then mhc_pre(h', ...)
+def mhc_post_pre(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, x_add=None):
+    """The boundary between two sublayers: h' = mhc_post(x, h, post, comb, x_add), then mhc_pre(h', ...)
     on the bf16 h' (the next pre reads the stored streams). Returns h', x', post', comb'."""
-    h2 = mhc_post(x, h, post, comb)
+    h2 = mhc_post(x, h, post, comb, x_add)
     return (h2, *mhc_pre(h2, fn, base, scale, iters, eps, norm_eps))
 
 
 def mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
-                      rms_eps: float):
+                      rms_eps: float, x_add=None):
     """mhc_post_pre followed by the next sublayer's RMSNorm (attn_norm / ffn_norm) of its input:
     returns h', rms_norm(x', weight, rms_eps), post', comb'. Composed of the reference ops, so the
     fused kernel is verified against exactly the unfused sequence the decoder runs."""
     from kernelbench.reference.norm import rms_norm   # imported late: a sibling module
-    h2, x2, post2, comb2 = mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps)
+    h2, x2, post2, comb2 = mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, x_add)
     return h2, rms_norm(x2, weight, rms_eps), post2, comb2
 
 

@@ -36,3 +36,30 @@ def test_torch_glue_outside_ops_is_counted_and_views_are_free():
         torch.zeros(3)                   # a fill
     assert counts.launches(lc.OUTSIDE) == 3, counts.torch_ops
     assert z.shape == (16, 2)
+
+
+def test_tp_sublayer_output_goes_to_the_mhc_kernel_without_a_cast_launch(monkeypatch):
+    # TP rank-0 shapes: the MoE's fp32 all-reduced sum (and, C > 1 with the side lane, the shared expert's bf16
+    # output) is rounded inside mhc_post_pre_norm; an mHC implementation without x_add gets one cast / add launch
+    # per layer outside the ops (the decoder's former `.to(bf16)` / `torch.add`)
+    for batch in (1, 4):
+        model, ids, pos, seq, cache = lc.build("tiny", "swa,csa", tp=2, batch=batch, context=20)
+        n = model.cfg.n_layers
+        fused = lc.count_step(model, ids, pos, seq, cache)
+        plain = model.env.ops
+        monkeypatch.setattr(plain, "accepts", lambda op, name: name != "x_add" and type(plain).accepts(plain, op, name))
+        unfused = lc.count_step(model, ids, pos, seq, model.new_cache(batch, 28))
+        monkeypatch.undo()
+        assert unfused.launches(lc.OUTSIDE) - fused.launches(lc.OUTSIDE) == n, (batch, fused.torch_ops,
+                                                                                 unfused.torch_ops)
+        assert fused.calls["mhc_post_pre_norm"] == unfused.calls["mhc_post_pre_norm"] == 2 * n - 1
+
+
+def test_a_cast_under_inference_mode_is_a_launch_and_a_same_dtype_to_is_not():
+    counts, current = lc.Counts(), [lc.OUTSIDE]
+    with torch.inference_mode():
+        x = torch.randn(4, 8)
+        with lc._TorchOps(counts, current):
+            x.to(torch.bfloat16)         # aten.to.dtype here, not _to_copy: a copy
+            x.to(torch.float32)          # returns x itself: nothing
+    assert counts.launches(lc.OUTSIDE) == 1, counts.torch_ops

@@ -130,6 +130,18 @@ def test_post_pre_norm_is_post_pre_then_rms_norm():
     assert not torch.equal(xn, unfused[1])
 
 
+def test_fp32_sublayer_output_and_its_addend_are_rounded_once():
+    # a TP rank's fp32 partial sum (+ the bf16 shared expert) as x: summed in fp32, one bf16 rounding, then the post
+    inp = inputs("mhc_post", {"T": 3, "D": 64, "iters": 2, "xin": "fp32_add"})
+    assert inp["x"].dtype == torch.float32 and inp["x_add"].dtype == torch.bfloat16
+    rounded = (inp["x"] + inp["x_add"].float()).to(torch.bfloat16)
+    assert torch.equal(rounded, torch.add(inp["x"], inp["x_add"], out=torch.empty_like(inp["x_add"])))
+    base = {k: v for k, v in inp.items() if k != "x_add"}
+    assert torch.equal(M.mhc_post(**inp), M.mhc_post(**{**base, "x": rounded}))
+    assert not torch.equal(M.mhc_post(**inp), M.mhc_post(**{**base, "x": inp["x"].to(torch.bfloat16)}))
+    assert torch.equal(M.mhc_post(**base), M.mhc_post(**{**base, "x": inp["x"].to(torch.bfloat16)}))
+
+
 # kernels vs reference ------------------------------------------------------------------------------
 @needs_triton
 @pytest.mark.parametrize("op", OPS)
@@ -256,6 +268,23 @@ def test_default_between_5_and_16_tokens_is_the_previous_pair(op):
     assert K._v2_default(16, None) and not K._v2_default(17, None) and not K._v2_default(4, None)
     assert not K._v2_default(8, K.mhc4_default({"T": 8, "D": 64}))
 
+POST_PAIRS = [(op, impl) for op in ("mhc_post", "mhc_post_pre", "mhc_post_pre_norm")
+              for impl in registry.impls(op) if impl.startswith("triton")]
+
+
+@needs_triton
+@pytest.mark.parametrize("op,impl", POST_PAIRS)
+def test_post_kernels_round_the_fp32_sum_like_the_decoder_did(op, impl):
+    # bit for bit: x fp32 + x_add bf16 into the kernel == the bf16 sum (the decoder's former elementwise launch)
+    inp = inputs(op, {"T": 2, "D": 64, "iters": 2, "xin": "fp32_add"}, "outliers", seed=3)
+    fn = registry.get_impl(op, impl).fn
+    fused = fn(**inp)
+    unfused = fn(**{**{k: v for k, v in inp.items() if k != "x_add"},
+                    "x": torch.add(inp["x"], inp["x_add"], out=torch.empty_like(inp["x_add"]))})
+    for a, b in zip(*((fused, unfused) if isinstance(fused, tuple) else ((fused,), (unfused,)))):
+        assert torch.equal(a, b)
+
+
 # errors --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("impl", ["reference", pytest.param("triton", marks=needs_triton)])
 def test_bad_input_is_a_clear_error(impl):
@@ -268,8 +297,15 @@ def test_bad_input_is_a_clear_error(impl):
     with pytest.raises(ValueError, match="iters"):
         fn(**{**inp, "iters": 0})
     post_in = inputs("mhc_post", {"T": 2, "D": 16, "iters": 2})
+    post_fn = registry.get_impl("mhc_post", impl).fn
     with pytest.raises(ValueError, match="comb"):
-        registry.get_impl("mhc_post", impl).fn(**{**post_in, "comb": post_in["comb"][:, :3]})
+        post_fn(**{**post_in, "comb": post_in["comb"][:, :3]})
+    with pytest.raises(TypeError, match="x must be bfloat16 or float32"):
+        post_fn(**{**post_in, "x": post_in["x"].half()})
+    with pytest.raises(TypeError, match="x_add"):
+        post_fn(**{**post_in, "x_add": post_in["x"].float()})
+    with pytest.raises(ValueError, match="x_add"):
+        post_fn(**{**post_in, "x_add": post_in["x"][:1]})
 
 
 # sm_120 ------------------------------------------------------------------------------------------

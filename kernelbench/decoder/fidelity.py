@@ -29,7 +29,7 @@ from kernelbench.decoder import checkpoint, official
 from kernelbench import registry
 from kernelbench.decoder.cache import Cache
 from kernelbench.config import ModelConfig
-from kernelbench.decoder.model import Step, Transformer
+from kernelbench.decoder.model import Step, Transformer, sublayer_value
 from kernelbench.registry import Tolerance
 from kernelbench.harness.testing import error_stats, passes
 
@@ -431,7 +431,8 @@ def run_modules_mode(s: Setup, n_prompts: int, prefill: int, seed: int = 0) -> l
                 mine = []
                 for b in range(N):
                     with _indexer_fixed(blk.attn, None if picks is None else picks[b]):
-                        mine.append(blk.attn(env, x[b], _prefill_step(prompts[b], b), cache.layers[blk.layer]))
+                        mine.append(sublayer_value(blk.attn(env, x[b], _prefill_step(prompts[b], b),
+                                                            cache.layers[blk.layer])))
                 results.append(_judge(label, "fp8_linear", "y", dict(P, K=cfg.o_groups * cfg.o_lora_rank),
                                       torch.stack(mine).reshape(-1, D), out.reshape(-1, D)))
             elif sub in (["attn", "compressor"], ["attn", "indexer", "compressor"]):
@@ -461,7 +462,7 @@ def run_modules_mode(s: Setup, n_prompts: int, prefill: int, seed: int = 0) -> l
                 results.append(_judge(name, "moe_gate", "weights", P, w.gather(-1, order_m), out[0].gather(-1, order_r)))
             elif sub == ["ffn"]:
                 x, tok = args
-                mine = blk.ffn(env, x.reshape(-1, D), tok.flatten())
+                mine = sublayer_value(blk.ffn(env, x.reshape(-1, D), tok.flatten()))
                 results.append(_judge(name, "moe_layer", "y", dict(P, F=cfg.moe_inter_dim, E=cfg.n_routed_experts),
                                       mine, out.reshape(-1, D)))
     return results

@@ -66,11 +66,15 @@ class _TorchOps(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         op = self.current[-1]
+        out = func(*args, **(kwargs or {}))
         if name in _SYNC:
             self.counts.syncs[op] += 1
+        elif name == "to":          # under inference mode a cast arrives as aten.to (not _to_copy): a launch if it copied
+            if out is not args[0]:
+                self.counts.torch_ops.setdefault(op, Counter())[name] += 1
         elif name not in _FREE and not func.is_view:
             self.counts.torch_ops.setdefault(op, Counter())[name] += 1
-        return func(*args, **(kwargs or {}))
+        return out
 
 
 class CountingOps:
@@ -85,6 +89,9 @@ class CountingOps:
 
     def prepare(self, op, weights):
         return self._ops.prepare(op, weights)
+
+    def accepts(self, op, name):
+        return self._ops.accepts(op, name)
 
     def __getattr__(self, op: str):
         fn = getattr(self._ops, op)

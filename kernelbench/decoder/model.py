@@ -33,6 +33,7 @@ from kernelbench.decoder.backend import Ops
 from kernelbench.decoder.cache import Cache, LayerCache
 from kernelbench.decoder.lanes import Lanes
 from kernelbench.config import ModelConfig
+from kernelbench.reference.mhc import sublayer_output
 from kernelbench.reference.quant import dequant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.decoder.tp import TPContext
@@ -176,9 +177,9 @@ class Attention(Part):
                                  scale=Dh ** -0.5, positions=step.positions, freqs=freqs, lengths=lengths)
         z = ops.grouped_wo_a(o=o.reshape(T, self.n_local_groups, -1), weight=self.wo_a)       # [T, Gl, O]
         out = ops.fp8_linear(x=z.reshape(T, -1), weight=self.wo_b, weight_scale=self.wo_b_scale)
-        if tp.active:
-            out = tp.all_reduce(out.float()).to(BF16)
-        return out
+        if tp.active:             # the fp32 sum is rounded to bf16 by its consumer (sublayer_kwargs)
+            return tp.all_reduce(out.float()), None
+        return out, None
 
     def _q(self, env: Env, qr, step: Step) -> torch.Tensor:
         """wq_b + head RMS norm + RoPE."""
@@ -277,7 +278,9 @@ class MoE(Part):
                                {"w1": self.w1, "w3": self.w3, "w2": self.w2})
         self.w1, self.w3, self.w2 = prep["w1"], prep["w3"], prep["w2"]
 
-    def forward(self, env: Env, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, env: Env, x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """-> (y, y_add): the sublayer output as mHC post takes it (sublayer_kwargs): bf16 y and None (TP 1), or the
+        fp32 all-reduced routed sum and the bf16 shared expert's output (None where the routed op added it)."""
         ops, cfg, tp = env.ops, env.cfg, env.tp
         gate = dict(x=x, weight=self.gate, bias=self.bias, tid2eid=self.tid2eid, token_ids=ids,
                     topk=cfg.n_activated_experts, route_scale=cfg.route_scale)
@@ -286,7 +289,7 @@ class MoE(Part):
         shared = dict(w1=self.shared_w1, s1=self.shared_w1_scale, w3=self.shared_w3, s3=self.shared_w3_scale,
                       w2=self.shared_w2, s2=self.shared_w2_scale)
         if tp.world == 1:                      # all experts local: the one fused op
-            return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()})
+            return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()}), None
         # TP > 1: the gate and this rank's routed experts as one op (moe_routed: the gate's launch also groups the
         # slots), its fp32 partial all-reduced
         lanes = env.lanes
@@ -297,17 +300,14 @@ class MoE(Part):
                 s = ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared)
             y = tp.all_reduce(ops.moe_routed(**gate, **experts))
             lanes.join()
-            # bf16(fp32 partial + bf16 shared) in one kernel: the sum is computed in fp32 (exact widening of s)
-            return torch.add(y, s, out=torch.empty_like(s))
+            return y, s           # bf16(fp32 y + s), in the consumer (sublayer_kwargs)
         # the replicated shared expert is added once: inside rank 0's routed experts when the implementation takes
         # it (one set of launches: the grouped kernels' config SHARED "fused"), else by every rank after the
         # all-reduce
         fused = ops.accepts("moe_routed", "shared_w1")
         mine = {f"shared_{k}": v for k, v in shared.items()} if fused and tp.rank == 0 else {}
         y = tp.all_reduce(ops.moe_routed(**gate, **experts, **mine))                          # fp32
-        if not fused:
-            y = y + ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared).float()
-        return y.to(BF16)
+        return y, (None if fused else ops.shared_expert(x=x, swiglu_limit=cfg.swiglu_limit, **shared))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -332,23 +332,43 @@ class Block(Part):
                     norm_eps=cfg.norm_eps)
 
 
+def sublayer_value(out: tuple[torch.Tensor, torch.Tensor | None]) -> torch.Tensor:
+    """A sublayer's output (x, x_add) as the bf16 tensor mHC post reads (reference/mhc.py sublayer_output): for
+    callers that inspect a sublayer on its own (tests, fidelity, the TP check)."""
+    return sublayer_output(*out)
+
+
+def sublayer_kwargs(env: Env, op: str, out: tuple[torch.Tensor, torch.Tensor | None]) -> dict:
+    """A sublayer's output (x, x_add) as the mHC post op's x (and x_add). An implementation that takes x_add takes the
+    fp32 x too (docs/OPS.md, reference/mhc.py sublayer_output): both go in as they are and the sum and its bf16
+    rounding cost no launch of their own. Else they are summed and rounded here (one elementwise launch)."""
+    x, x_add = out
+    if env.ops.accepts(op, "x_add"):
+        return {"x": x} if x_add is None else {"x": x, "x_add": x_add}
+    if x_add is not None:               # fp32 + bf16 computed in fp32, one rounding into the bf16 output
+        return {"x": torch.add(x, x_add, out=torch.empty_like(x_add))}
+    return {"x": x.to(BF16)}
+
+
 def run_blocks(env: Env, blocks: list[Block], h: torch.Tensor, step: Step, caches: list[LayerCache]) -> torch.Tensor:
     """h [T, 4, D] through the blocks; mHC post of one sublayer is fused with the next one's pre and that
-    sublayer's input RMSNorm (mhc_post_pre_norm: xn is the normalized sublayer input)."""
+    sublayer's input RMSNorm (mhc_post_pre_norm: xn is the normalized sublayer input), and takes the sublayer's
+    output as it comes (sublayer_kwargs: a TP rank's fp32 sum and the shared expert's output)."""
     ops, eps = env.ops, env.cfg.norm_eps
     x, post, comb = ops.mhc_pre(h=h, **blocks[0].hc(env, "attn"))
     xn = ops.rms_norm(x=x, weight=blocks[0].attn_norm, eps=eps)
     for i, (blk, lc) in enumerate(zip(blocks, caches)):
-        a = blk.attn(env, xn, step, lc)
-        h, xn, post, comb = ops.mhc_post_pre_norm(x=a, h=h, post=post, comb=comb, **blk.hc(env, "ffn"),
+        a = sublayer_kwargs(env, "mhc_post_pre_norm", blk.attn(env, xn, step, lc))
+        h, xn, post, comb = ops.mhc_post_pre_norm(**a, h=h, post=post, comb=comb, **blk.hc(env, "ffn"),
                                                   weight=blk.ffn_norm, rms_eps=eps)
         f = blk.ffn(env, xn, step.ids)
         if i + 1 < len(blocks):
             nxt = blocks[i + 1]
-            h, xn, post, comb = ops.mhc_post_pre_norm(x=f, h=h, post=post, comb=comb, **nxt.hc(env, "attn"),
-                                                      weight=nxt.attn_norm, rms_eps=eps)
+            h, xn, post, comb = ops.mhc_post_pre_norm(**sublayer_kwargs(env, "mhc_post_pre_norm", f), h=h, post=post,
+                                                      comb=comb, **nxt.hc(env, "attn"), weight=nxt.attn_norm,
+                                                      rms_eps=eps)
         else:
-            h = ops.mhc_post(x=f, h=h, post=post, comb=comb)
+            h = ops.mhc_post(**sublayer_kwargs(env, "mhc_post", f), h=h, post=post, comb=comb)
     return h
 
 

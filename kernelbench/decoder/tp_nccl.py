@@ -48,7 +48,7 @@ from kernelbench.decoder import decode_bench as db
 from kernelbench.decoder.backend import Ops
 from kernelbench.decoder.checkpoint import CheckpointError
 from kernelbench.config import ModelConfig
-from kernelbench.decoder.model import Step, Transformer
+from kernelbench.decoder.model import Step, Transformer, sublayer_value
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -200,8 +200,8 @@ def probe(model: Transformer, n_tok: int = 20, seed: int = 0) -> dict[str, torch
     out = {}
     with torch.inference_mode():
         for i, blk in enumerate(model.layers):
-            out[f"attn{i}"] = blk.attn(model.env, x, step, cache.layers[i])
-            out[f"moe{i}"] = blk.ffn(model.env, x, ids)
+            out[f"attn{i}"] = sublayer_value(blk.attn(model.env, x, step, cache.layers[i]))
+            out[f"moe{i}"] = sublayer_value(blk.ffn(model.env, x, ids))
     logits = [model.prefill(ids, 0, cache)[0], model.prefill(ids[:n_tok - 5], 1, cache)[0]]
     nxt = torch.tensor([3, 5], device=dev)
     pos = torch.tensor([n_tok, n_tok - 5], device=dev)

@@ -3,6 +3,9 @@
 Letters: T tokens, D hidden (mHC parameters are replicated, so TP1 and TP8 shapes are the same),
 `iters` Sinkhorn iterations (20 in DSV4). fn is drawn with std 1/sqrt(4D), so the mixing logits m
 are O(1) after the RMS normalization (a trained checkpoint's range), and base/scale are O(1).
+The post family's sublayer output (reference/mhc.py sublayer_output) is drawn in the three forms the decoder passes
+(param `xin`, drawn by hypothesis; the shape sets' cases keep the bf16 form): "bf16" x; "fp32" x (a TP partial sum
+after its all-reduce); "fp32_add" that plus x_add bf16 (the replicated shared expert).
 """
 from __future__ import annotations
 
@@ -27,6 +30,13 @@ def _strategy():
                                   "iters": st.sampled_from([1, 2, 20])})
 
 
+XIN = ("bf16", "fp32", "fp32_add")
+
+
+def _post_strategy():
+    return st.builds(lambda p, xin: {**p, "xin": xin}, _strategy(), st.sampled_from(XIN))
+
+
 def _proj(p, gen, rows, nscale, device):
     d4 = HC * p["D"]
     return {"fn": draw((rows, d4), gen, "normal", torch.float32, device, scale=d4 ** -0.5),
@@ -37,8 +47,15 @@ def _proj(p, gen, rows, nscale, device):
 def _post_inputs(p, gen, device, values):
     t, d = p["T"], p["D"]
     comb = sinkhorn(torch.randn(t, HC, HC, generator=gen) * 2, 20, 1e-6).to(torch.float32)
-    return {"x": draw((t, d), gen, values, device=device), "h": draw((t, HC, d), gen, values, device=device),
+    xin = p.get("xin", "bf16")
+    if xin not in XIN:
+        raise ValueError(f"mhc post: xin must be one of {XIN}, got {xin!r}")
+    x = draw((t, d), gen, values, torch.float32 if xin != "bf16" else torch.bfloat16, device)
+    d_in = {"x": x, "h": draw((t, HC, d), gen, values, device=device),
             "post": (2 * torch.rand(t, HC, generator=gen)).to(device), "comb": comb.to(device)}
+    if xin == "fp32_add":
+        d_in["x_add"] = draw((t, d), gen, values, device=device)
+    return d_in
 
 
 def _pre_inputs(p, gen, device, values):
@@ -97,8 +114,9 @@ def _pre_cost(p, rows=MIX):
 
 def _post_cost(p):
     t, d = p["T"], p["D"]
+    x_bytes = {"bf16": 2.0, "fp32": 4.0, "fp32_add": 6.0}[p.get("xin", "bf16")] * t * d
     return Cost(flops=2.0 * t * HC * d * (HC + 1),
-                bytes=2.0 * t * d + 2 * 2.0 * t * HC * d + 4.0 * t * (HC + HC * HC))
+                bytes=x_bytes + 2 * 2.0 * t * HC * d + 4.0 * t * (HC + HC * HC))
 
 
 def _post_pre_cost(p):
@@ -118,7 +136,8 @@ register_op(OpSpec(
     doc="RMS of flattened streams, 24-wide projection, split, Sinkhorn, weighted sum",
 ))
 register_op(OpSpec(
-    name="mhc_post", family="mhc", reference=mhc_post, make_inputs=_post_inputs, cases=_cases, strategy=_strategy,
+    name="mhc_post", family="mhc", reference=mhc_post, make_inputs=_post_inputs, cases=_cases,
+    strategy=_post_strategy,
     batch_key="T",
     cost=_post_cost, tolerance=lambda p: {"h": _H}, outputs=("h",), value_modes=_MODES,
     doc="h'[:, j] = post_j x + sum_i comb[i][j] h[:, i]",
@@ -126,7 +145,7 @@ register_op(OpSpec(
 register_op(OpSpec(
     name="mhc_post_pre", family="mhc", reference=mhc_post_pre, make_inputs=_post_pre_inputs, cases=_cases,
     batch_key="T",
-    strategy=_strategy, cost=_post_pre_cost,
+    strategy=_post_strategy, cost=_post_pre_cost,
     tolerance=lambda p: {"h": _H, "x": _X, "post": _COEF_AFTER_POST, "comb": _COEF_AFTER_POST},
     outputs=("h", "x", "post", "comb"), value_modes=_MODES,
     doc="mhc_post of one sublayer fused with the next sublayer's mhc_pre (one read of h)",
@@ -134,7 +153,7 @@ register_op(OpSpec(
 register_op(OpSpec(
     name="mhc_post_pre_norm", family="mhc", reference=mhc_post_pre_norm, make_inputs=_post_pre_norm_inputs,
     batch_key="T",
-    cases=_cases, strategy=_strategy,
+    cases=_cases, strategy=_post_strategy,
     cost=lambda p: Cost(flops=_post_pre_cost(p).flops + 4.0 * p["T"] * p["D"],
                         bytes=_post_pre_cost(p).bytes + 2.0 * p["D"]),
     tolerance=lambda p: {"h": _H, "x": _XN, "post": _COEF_AFTER_POST, "comb": _COEF_AFTER_POST},
