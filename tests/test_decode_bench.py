@@ -298,6 +298,7 @@ class _Ev:
     def linked_correlation_id(self): return self._v[5]     # noqa: E704
     def is_user_annotation(self): return self._v[6]        # noqa: E704
     def activity_type(self): return self._v[7]             # noqa: E704
+    def device_resource_id(self): return 7 if self._v[1] != torch.autograd.DeviceType.CPU else 0   # noqa: E704
 
 
 def test_kineto_records_link_kernels_to_their_launch_and_skip_device_annotations():
@@ -320,6 +321,7 @@ def test_kineto_records_link_kernels_to_their_launch_and_skip_device_annotations
     ranges, kernels = db._records(prof, {"rms_norm", "fp8_linear"})
     assert [r.op for r in ranges] == ["rms_norm", "fp8_linear"]
     assert [k.name for k in kernels] == ["norm_k", "gemm_k", "add_k", "Memset (Device)"]   # no annotation copy
+    assert {k.stream for k in kernels} == {7}                                    # the device resource (stream)
     rows = {r.op: r for r in db.attribute(ranges, kernels, 1)}
     assert rows["rms_norm"].gpu_ms == pytest.approx(0.007) and rows["fp8_linear"].gpu_ms == pytest.approx(0.020)
     assert rows[db.OUTSIDE].gpu_ms == pytest.approx(0.0013)
@@ -358,6 +360,9 @@ def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
         idle = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] == db.IDLE)
         assert 0 < busy <= 1.05 * p["step_ms"] and busy + idle == pytest.approx(max(p["step_ms"], busy))
         assert p["kernels_per_layer"] > 0 and p["roofline_ms"] > 0
+        lanes = p["lanes"]                                  # the side stream ran: the lanes split the kernels' time
+        assert lanes["streams"] >= 2 and 0 < lanes["side_ms"] < lanes["main_ms"] <= p["step_ms"], lanes
+        assert 0 <= lanes["side_alone_ms"] <= lanes["side_ms"], lanes
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
@@ -545,3 +550,16 @@ def test_gpu_ablate_tuned_recaptures_the_graph_per_op(tmp_path):
         lo, hi = a["delta_ci_ms"]
         assert lo <= a["paired_delta_ms"] <= hi
         assert a["verdict"] in ("helps", "hurts", "within noise")
+
+
+def test_lane_times_find_the_side_work_the_main_lane_did_not_hide():
+    # two steps; main stream 7: [0, 10) and [14, 20); side stream 9: [2, 8) beside it and [9, 16) partly alone
+    main = [db.Kernel("m1", 10, start=1000, stream=7), db.Kernel("m2", 6, start=1014, stream=7)]
+    side = [db.Kernel("s1", 6, start=1002, stream=9), db.Kernel("s2", 7, start=1009, stream=9)]
+    shift = [db.Kernel(k.name, k.dur, start=k.start + 100, stream=k.stream) for k in main + side]
+    got = db.lane_times(main + side + shift, steps=2)
+    assert got["streams"] == 2
+    assert got["main_ms"] == pytest.approx(16 / 1e6) and got["side_ms"] == pytest.approx(13 / 1e6)
+    assert got["side_alone_ms"] == pytest.approx(4 / 1e6)        # [10, 14): only s2 ran
+    assert db.lane_times(main, steps=1) == {}                     # one stream: nothing to split
+    assert db.lane_times([db.Kernel("x", 5, stream=1), db.Kernel("y", 5, stream=2)], steps=1) == {}   # no starts

@@ -173,6 +173,7 @@ class Kernel:
     op: str | None = None           # set when the op is already known (positional labelling)
     start: int = 0                  # GPU start (ns): the order kernels ran in
     slot: int = 0                   # its place among the kernels its op call launched (0 = first)
+    stream: int = 0                 # the CUDA stream it ran on (the profiler's device resource id)
 
 
 @dataclass
@@ -258,6 +259,23 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
     return rows
 
 
+def lane_times(kernels: list[Kernel], steps: int) -> dict:
+    """Where the step's streams spent their time, per step (ms), from kernels with GPU starts and streams: the main
+    lane (the stream with the most kernel time) busy, the other streams (the side lane, kernelbench.decoder.lanes;
+    NCCL's) busy, and `side_alone_ms`: the time only other streams ran, no main-lane kernel: side work the step
+    waited for (the main lane idle or at a join) instead of hiding it. Empty with one stream."""
+    by: dict[int, list[Kernel]] = {}
+    for k in kernels:
+        by.setdefault(k.stream, []).append(k)
+    if len(by) < 2 or not all(k.start for k in kernels):
+        return {}
+    main = max(by, key=lambda st: (sum(k.dur for k in by[st]), -st))
+    side = [k for st, ks in by.items() if st != main for k in ks]
+    main_ns = covered_ns(by[main])
+    return {"streams": len(by), "main_ms": main_ns / 1e6 / steps, "side_ms": covered_ns(side) / 1e6 / steps,
+            "side_alone_ms": (covered_ns(kernels) - main_ns) / 1e6 / steps}
+
+
 def covered_ns(kernels: list[Kernel]) -> int:
     """The length of the union of the kernels' GPU spans [start, start + dur) (ns)."""
     total, end = 0, None
@@ -294,7 +312,7 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
         return [], f"{len(replay)} replayed kernels for {steps} steps, the eager step launched {n}"
     mismatched = sum(work_name(replay[s * n + i].name) != work_name(eager[i].name) for s in range(steps) for i in range(n))
     if not mismatched:
-        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start, eager[i % n].slot)
+        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start, eager[i % n].slot, k.stream)
                 for i, k in enumerate(replay)], ""
     ops_of: dict[str, list] = {}
     for k in eager:
@@ -310,7 +328,7 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
                             f"and replayed step {s} runs other kernels: "
                             f"{_name_difference(replay[s * n:(s + 1) * n], eager)}")
             op, slot = ops_of[w][i]
-            out.append(Kernel(k.name, k.dur, None, op, k.start, slot))
+            out.append(Kernel(k.name, k.dur, None, op, k.start, slot, k.stream))
     return out, ""
 
 
@@ -437,6 +455,7 @@ class BenchPoint:
     attribution: list[dict] = field(default_factory=list)   # [{op, calls, gpu_ms, bytes, kernels, by_kernel}] per step
     attribution_source: str = ""         # "graph replay kernels", "eager kernels", "host time"
     attribution_note: str = ""
+    lanes: dict = field(default_factory=dict)   # lane_times of the attributed kernels (two streams or more)
     samples_ms: list[float] = field(default_factory=list)
     configs: list[dict] = field(default_factory=list)   # how each kernel found its config (tuned_configs.Resolution)
     ablation: list[dict] = field(default_factory=list)  # --ablate-tuned: per op, with vs without its tuned entries
@@ -531,14 +550,14 @@ def _records(prof, op_names: set[str]) -> tuple[list[Range], list[Kernel]]:
         if not _is_gpu_work(e):
             continue
         t = launch_at.get(e.correlation_id(), frontend.get(e.linked_correlation_id()))
-        kernels.append(Kernel(e.name(), e.duration_ns(), t, None, e.start_ns()))
+        kernels.append(Kernel(e.name(), e.duration_ns(), t, None, e.start_ns(), stream=e.device_resource_id()))
     return ranges, kernels
 
 
 def _device_kernels_in_order(prof) -> list[Kernel]:
     ks = [e for e in prof.profiler.kineto_results.events() if _is_gpu_work(e)]
     ks.sort(key=lambda e: e.start_ns())
-    return [Kernel(e.name(), e.duration_ns(), None, None, e.start_ns()) for e in ks]
+    return [Kernel(e.name(), e.duration_ns(), None, None, e.start_ns(), stream=e.device_resource_id()) for e in ks]
 
 
 def _host_records(prof, op_names: set[str]) -> tuple[list[Range], list[Kernel]]:
@@ -555,9 +574,11 @@ def _host_records(prof, op_names: set[str]) -> tuple[list[Range], list[Kernel]]:
 
 
 def profile_step(model: Transformer, eager: Callable, replay: Callable | None, reset: Callable, dev: torch.device,
-                 step_ms: float, op_bytes: dict[str, float], steps: int = 3) -> tuple[list[Row], str, str, float]:
-    """Attribution at one point -> (rows incl. IDLE, source, note, kernels per step). The profiled eager
-    step only adds ranges (no byte counting: it would launch kernels the graph does not have)."""
+                 step_ms: float, op_bytes: dict[str, float], steps: int = 3
+                 ) -> tuple[list[Row], str, str, float, dict]:
+    """Attribution at one point -> (rows incl. IDLE, source, note, kernels per step, lane_times of the kernels
+    attributed). The profiled eager step only adds ranges (no byte counting: it would launch kernels the graph does
+    not have)."""
     from torch.profiler import ProfilerActivity, profile
 
     from kernelbench import registry
@@ -575,11 +596,12 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
     if dev.type != "cuda":
         ranges, kernels = _host_records(prof, names)
         rows = attribute(ranges, kernels, 1, op_bytes, step_ms)
-        return rows, "host time", "", float(len(kernels))
+        return rows, "host time", "", float(len(kernels)), {}
     ranges, kernels = _records(prof, names)
     labelled = assign_ops(ranges, kernels)
     if replay is None:
-        return attribute(ranges, labelled, 1, op_bytes, step_ms), "eager kernels", "", float(len(kernels))
+        return (attribute(ranges, labelled, 1, op_bytes, step_ms), "eager kernels", "", float(len(kernels)),
+                lane_times(labelled, 1))
     reset()
     with profile(activities=[ProfilerActivity.CUDA]) as gprof:
         for _ in range(steps):
@@ -589,9 +611,10 @@ def profile_step(model: Transformer, eager: Callable, replay: Callable | None, r
     got, why = label_by_position(eager_seq, _device_kernels_in_order(gprof), steps)
     if why:
         return (attribute(ranges, labelled, 1, op_bytes, step_ms), "eager kernels",
-                f"graph replay not attributed ({why})", float(len(kernels)))
+                f"graph replay not attributed ({why})", float(len(kernels)), lane_times(labelled, 1))
     calls_ranges = [r for _ in range(steps) for r in ranges]
-    return attribute(calls_ranges, got, steps, op_bytes, step_ms), "graph replay kernels", "", len(got) / steps
+    return (attribute(calls_ranges, got, steps, op_bytes, step_ms), "graph replay kernels", "", len(got) / steps,
+            lane_times(got, steps))
 
 
 def _quantiles(times: list[float]) -> tuple[float, float, float, float]:
@@ -907,8 +930,8 @@ def _profile_point(model: Transformer, res: BenchResult, pt: BenchPoint, lengths
     """The per-op attribution of a timed point: the same step (cache, ids, positions) rebuilt, warmed and captured
     again, then profiled (profile_step); its rows are scaled to the point's timed step."""
     step, op_bytes, _, replay = _ready_step(model, res, pt.batch, lengths, cap, lo, hi, warmup, graph, seed, dev)
-    rows, pt.attribution_source, pt.attribution_note, kps = profile_step(model, step.eager, replay, step.reset, dev,
-                                                                         pt.step_ms, op_bytes)
+    rows, pt.attribution_source, pt.attribution_note, kps, pt.lanes = profile_step(model, step.eager, replay,
+                                                                                   step.reset, dev, pt.step_ms, op_bytes)
     pt.attribution = [r.as_json() for r in rows]
     pt.kernels_per_step = kps
     pt.kernels_per_layer = kps / max(1, res.layers)
@@ -996,6 +1019,12 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
                           f"({100 * frac:.0f}%, {p.attribution_source}); {p.kernels_per_step:.0f} kernels per step, "
                           f"{p.kernels_per_layer:.1f} per layer"
                           + (f"; {p.attribution_note}" if p.attribution_note else ""))
+            if p.lanes:
+                ln = p.lanes
+                console.print(f"C={p.batch} ctx {p.context:.0f}: main lane busy {ln['main_ms']:.3f} ms, "
+                              f"{ln['streams'] - 1} other stream(s) {ln['side_ms']:.3f} ms, of which "
+                              f"{ln['side_alone_ms']:.3f} ms with no main-lane kernel running (side work the step "
+                              f"waited for)")
     profiled = [p for p in res.points if p.attribution]
     if profiled:
         p = max(profiled, key=lambda q: q.batch)
@@ -1120,7 +1149,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
             extra = {"tokens_per_s": p.tokens_per_s, "roofline_ms": None if math.isnan(p.roofline_ms)
                      else p.roofline_ms, "p10_ms": p.p10_ms, "p90_ms": p.p90_ms, "mean_context": p.context,
                      "attribution": p.attribution, "attribution_source": p.attribution_source,
-                     "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
+                     "lanes": p.lanes, "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
                      "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
