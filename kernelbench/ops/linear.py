@@ -19,6 +19,7 @@ def fp8_linear_shapes(ss: ShapeSet) -> list[tuple[str, int, int]]:
             ("wq_b", divide(c.n_heads, tp) * c.head_dim, c.q_lora_rank),
             ("wo_b", c.dim, divide(c.o_groups, tp) * c.o_lora_rank),
             ("indexer.wq_b", divide(c.index_n_heads, tp) * c.index_head_dim, c.q_lora_rank),
+            ("indexer.wq_b (replicated, the decoder's)", c.index_n_heads * c.index_head_dim, c.q_lora_rank),
             ("shared.w1", c.moe_inter_dim, c.dim), ("shared.w2", c.dim, c.moe_inter_dim),
             ("mtp.e_proj", c.dim, c.dim)]
 
@@ -100,7 +101,8 @@ def _bf16_cases(ss):
     shapes = [(c.n_routed_experts, c.dim),                  # gate logits
               (2 * c.head_dim, c.dim), (2 * c.index_head_dim, c.dim),   # ratio-4 compressor wkv / wgate
               (c.head_dim, c.dim),                          # ratio-128 compressor
-              (divide(c.index_n_heads, tp), c.dim)]         # indexer weights_proj
+              (divide(c.index_n_heads, tp), c.dim),         # indexer weights_proj, head-sharded
+              (c.index_n_heads, c.dim)]                     # and replicated (the decoder's: kernelbench/decoder/model.py)
     return unique_cases([{"M": T, "N": N, "K": K} for N, K in shapes for T in ss.batches])
 
 
