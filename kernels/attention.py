@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, sincos, to_bf16
+from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, pdl_args, pdl_enter, sincos, to_bf16
 from kernelbench.reference.attention import check_sparse_attention
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -142,7 +142,8 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
                 HL, KSEL, PER_SPLIT, NSPLIT, qk_scale,                # qk_scale = scale * log2(e)
                 s_qt, s_qh, s_kb, s_kn, s_it,
                 DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr):
+                HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr = False):
+    pdl_enter(PDL)                                    # q, kv and the indices are all the step's: the wait first
     t = tl.program_id(0)
     sp = tl.program_id(1)
     hb = tl.program_id(2)
@@ -163,7 +164,8 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
 def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T, Hl, Dh) bf16
                   HL, NSPLIT, s_ot, s_oh,
                   DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, ROPE: tl.constexpr,
-                  RNE_FIX: tl.constexpr):
+                  RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
+    pdl_enter(PDL)
     t = tl.program_id(0)
     h = tl.program_id(1)
     offs_s = tl.arange(0, S_P2)
@@ -408,13 +410,13 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
         q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit, float(scale) * LOG2E,
         q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
         DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(q.device))
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2
     _attn_combine[(t, hl)](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, o, hl, nsplit, o.stride(0), o.stride(1),
         DH=dh, R=r, S_P2=max(2, triton.next_power_of_2(nsplit)), ROPE=rope_on, RNE_FIX=INTERPRET,
-        num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1, **pdl_args(q.device))
     return o
 

@@ -28,6 +28,7 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -68,6 +69,65 @@ def zeroed_scratch(store: dict, device: torch.device, n: int, what: str) -> torc
                                f"first, on the same lanes)")
         buf = store[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
     return buf
+
+
+# ---- programmatic dependent launch (PDL): the next kernel's weights stream while this one runs -----------------------
+# With KERNELBENCH_PDL=1 a kernel that takes `PDL: tl.constexpr` is launched with Triton's `launch_pdl` (CUDA's
+# programmatic stream serialization, sm_90+): it may start while its predecessor on the stream still runs. Its
+# programs first prefetch into L2 the bytes they will read that no kernel of the step writes (weights, scales:
+# `l2_prefetch`), then `pdl_enter` waits for the predecessor to complete (griddepcontrol.wait: its writes are
+# visible after it) and lets the successor launch (griddepcontrol.launch_dependents). Nothing else is read or
+# written before the wait, so every hazard (outputs, reused buffers, tickets) is ordered as without PDL. The
+# trigger comes after the wait: at most one grid waits behind the running one, prefetching the next weights.
+# docs/perf/pdl.md has the measurements. Off (0, the default): no launch option and the PDL=False build, i.e. the
+# kernels compile to what they were without it. Read per launch, so one process can time both.
+PDL_ENV = "KERNELBENCH_PDL"
+
+
+def pdl_on(device) -> bool:
+    """Whether launches on `device` use PDL: KERNELBENCH_PDL=1, compiled (never in the interpreter), on CUDA sm_90+
+    or on CPU tensors, which outside the interpreter only the inspector's capture passes (kernelbench inspect then
+    compiles the PDL builds for its sm_90 / sm_120 target)."""
+    mode = os.environ.get(PDL_ENV, "0")
+    if mode not in ("0", "1"):
+        raise ValueError(f"{PDL_ENV} must be 0 or 1, got {mode!r}")
+    device = torch.device(device)
+    if mode == "0" or INTERPRET or device.type not in ("cuda", "cpu"):
+        return False
+    return device.type == "cpu" or torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def pdl_args(device) -> dict:
+    """Launch keywords of a PDL-capable kernel: {PDL, launch_pdl} when `pdl_on`, else none (the default build)."""
+    return {"PDL": True, "launch_pdl": True} if pdl_on(device) else {}
+
+
+@triton.jit
+def l2_prefetch(ptrs, nbytes):
+    """Bulk-prefetch `nbytes` (a multiple of 16, at 16-byte aligned addresses: the caller's duty) at every address of
+    `ptrs` into L2 (cp.async.bulk.prefetch, sm_90+): no registers, no wait; the kernel's own loads later hit L2."""
+    size = tl.zeros(ptrs.shape, tl.int32) + nbytes
+    tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; // $0", "=r,l,r", [ptrs, size],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def l2_prefetch_rows(w_ptr, rn, nmask, row_bytes, byte0, nbytes, PDL: tl.constexpr):
+    """With PDL: prefetch bytes [byte0, byte0 + nbytes) of rows rn (row_bytes apart from w_ptr; rows outside nmask
+    fetch the smallest row of rn instead, never out of bounds) of a weight viewed as bytes. byte0, nbytes and
+    row_bytes multiples of 16 on a 16-byte aligned w_ptr (fp8 rows of K % 128 == 0 are)."""
+    if PDL:
+        r = tl.where(nmask, rn, tl.min(rn, axis=0))
+        l2_prefetch(w_ptr.to(tl.pointer_type(tl.int8)) + r.to(tl.int64) * row_bytes + byte0, nbytes)
+
+
+@triton.jit
+def pdl_enter(PDL: tl.constexpr):
+    """With PDL: wait for the predecessor kernel's completion, then let the successor launch. Call it before the
+    first load or store of anything a kernel of the step writes."""
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
 
 
 @triton.jit

@@ -23,7 +23,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels import linear as KL
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, to_bf16
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, l2_prefetch_rows, pdl_args,
+                                       pdl_enter, to_bf16)
 from kernelbench.kernels.kv import kv_write_rows
 from kernelbench.kernels.linear import fp8_rows_tile, fp8_tile_head_ticket, splitk_store
 from kernelbench.kernels.quant import _launch_fp8
@@ -70,7 +71,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr,
                             KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
-                            RNE_FIX: tl.constexpr, NB: tl.constexpr = 1):
+                            RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False):
     # x (M, K) bf16 rows sxm apart (QUANT) or e4m3 codes (M, K) + sx (M, K/128) fp32; wq (NQ, K), wkv (DH, K) e4m3
     # with e8m0 scales (N/128, K/128) as uint8; qr (M, NQ), kv (M, DH) bf16; part (S, M, NQ + DH) fp32;
     # cnt: tile tickets (ceil(M/BM) * n_tiles), then per row block a q ticket and a kv ticket
@@ -84,6 +85,14 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
     else:
         ldx = K
     is_q = pid_n < NT_Q
+    if PDL:                                           # the program's weight rows (wq_a or wkv), then the wait
+        if is_q:
+            rp = pid_n * BN + tl.arange(0, BN)
+            l2_prefetch_rows(wq_ptr, rp, rp < NQ, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL)
+        else:
+            rp = (pid_n - NT_Q) * BN + tl.arange(0, BN)
+            l2_prefetch_rows(wkv_ptr, rp, rp < DH, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL)
+    pdl_enter(PDL)
     if is_q:
         rn = pid_n * BN + tl.arange(0, BN)
         acc = fp8_rows_tile(x_ptr, sx_ptr, wq_ptr, wqs_ptr, rn, rm, mmask, rn < NQ, (pid_n * BN) // 128, K, ldx,
@@ -206,7 +215,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
         DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
         SPLIT=split, RB=rb, QB=min(256, triton.next_power_of_2(NQ)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev))
     return qr, kv
 
 
@@ -229,12 +238,12 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
                         M, N, K, sxm, HL, DH, R2, eps_q,
                         KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                         RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
-                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1):
+                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False):
     # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row
     # block, head) (kernels/linear.py fp8_tile_head_ticket)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, DH, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB)
+                                                     NB, PDL)
     if last:
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
             tok = pid_m * BM + r0 + tl.arange(0, RB)
@@ -288,7 +297,8 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), HL, head_dim, r // 2,
         _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
-        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        **pdl_args(dev))
     return out
 
 

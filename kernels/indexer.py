@@ -40,7 +40,7 @@ import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
-                                       sincos, to_bf16)
+                                       pdl_args, pdl_enter, sincos, to_bf16)
 from kernelbench.kernels.linear import fp8_tile_head_ticket, split_tickets
 from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
@@ -548,12 +548,13 @@ def hadamard_fp4_rows(y, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
 def _indexer_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, pos_ptr, f_ptr, M, N, K, sxm, HL,
                       R: tl.constexpr, KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                       SPLIT: tl.constexpr, RB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
-                      RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr, NB: tl.constexpr = 1):
+                      RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr, NB: tl.constexpr = 1,
+                      PDL: tl.constexpr = False):
     # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row block,
     # head) (kernels/linear.py fp8_tile_head_ticket)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, 128, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB)
+                                                     NB, PDL)
     if last:
         d = tl.arange(0, 128)
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
@@ -660,15 +661,17 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         xin, sx, weight.contiguous(), weight_scale.contiguous().view(torch.uint8), out, part, tickets,
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
         BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        **pdl_args(dev))
     return out
 
 
 @triton.jit
 def _indexer_q_epilogue(q_ptr, pos_ptr, f_ptr, out_ptr, HI,            # q, out (T, Hi, 128) bf16 contiguous
-                        R: tl.constexpr, RNE_FIX: tl.constexpr):
+                        R: tl.constexpr, RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
     """Program (t * Hi + h): RoPE on the last R dims, Hadamard, FP4 simulation (group 32), each step
     rounded to bf16 as the reference does; `out` is the scratch between steps (barriers between)."""
+    pdl_enter(PDL)                                    # no weights: the wait first
     row = tl.program_id(0)
     t = row // HI
     src = q_ptr + row.to(tl.int64) * 128
@@ -715,5 +718,5 @@ def _indexer_q_split(qr, weight, weight_scale, positions, freqs, r: int, dev, nu
     out = torch.empty(t, hi, DI, dtype=torch.bfloat16, device=dev)
     if t:
         _indexer_q_epilogue[(t * hi,)](q, positions.contiguous(), freqs.contiguous(), out, hi, R=r,
-                                       RNE_FIX=INTERPRET, num_warps=num_warps, num_stages=1)
+                                       RNE_FIX=INTERPRET, num_warps=num_warps, num_stages=1, **pdl_args(dev))
     return out

@@ -36,8 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16,
-                                       zeroed_scratch)
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand,
+                                       l2_prefetch_rows, pdl_args, pdl_enter, to_bf16, zeroed_scratch)
 from kernelbench.kernels.quant import (_fp8_quant_kernel, _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3,
                                        fp4_lo_e4m3, pow2)
 from kernelbench.registry import register_impl
@@ -118,7 +118,8 @@ def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE
 @triton.jit
 def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, sxm, HL, HEAD_W,
                          KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                         QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1):
+                         QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1,
+                         PDL: tl.constexpr = False):
     """The prologue of the GEMMs with a per-head epilogue (attention_q, indexer_q): program (pid_n, pid_s, pid_m)
     computes its (BN, BM) fp8 tile of y (M, N = HL heads of HEAD_W) as _fp8_linear_kernel does (x bf16 quantized here
     when QUANT, else codes with sx; BM == 1: fp8_linear's GEMV, fp8_rows_tile), finishes it through splitk_store
@@ -128,6 +129,8 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
     head's epilogue over the row block and puts `ticket` back to zero after it."""
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
+    l2_prefetch_rows(w_ptr, rn, rn < N, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL)   # PDL: weights first
+    pdl_enter(PDL)
     rm = pid_m * BM + tl.arange(0, BM)
     mmask = rm < M
     if QUANT:
@@ -275,7 +278,7 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                       sxm, sxg, swg, swn, som, sog, PART_STRIDE,
                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
                       OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr,
-                      NB: tl.constexpr = 1):
+                      NB: tl.constexpr = 1, PDL: tl.constexpr = False):
     # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16);
     # out[m, g, n] at m*som + g*sog + n; SPLIT > 1: fp32 partials at the same offsets + s*PART_STRIDE in part,
     # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel).
@@ -285,6 +288,10 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
     g = pid_mg // n_mt
     rn = pid_n * BN + tl.arange(0, BN)
     kb0 = pid_s * KB_SPLIT
+    # PDL (the wrapper checks 16-byte rows): the program's weight span, its last split cut at K
+    l2_prefetch_rows(w_ptr + g * swg, rn, rn < N, 2 * swn, 2 * kb0 * BK, 2 * tl.minimum(KB_SPLIT * BK, K - kb0 * BK),
+                     PDL)
+    pdl_enter(PDL)
     if BM == 1:
         row = pid_mg % n_mt
         acc = bf16_gemv_span(x_ptr + row * sxm + g * sxg, w_ptr + g * swg, rn, rn < N, swn, K, kb0, KB_SPLIT // NB,
@@ -549,7 +556,8 @@ def fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB
 @triton.jit
 def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
                           KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
-                          XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+                          XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr,
+                          PDL: tl.constexpr = False):
     # x (M, K) bf16 rows sxm apart; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16;
     # part (S, M, N) fp32 split-K partials, cnt one int32 ticket per output tile (zero between launches).
     # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, one (BN, NB, 128) weight tile a step); else tl.dot
@@ -559,6 +567,8 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
     rn = pid_n * BN + tl.arange(0, BN)
     nmask = rn < N
     nb = (pid_n * BN) // 128
+    l2_prefetch_rows(w_ptr, rn, nmask, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL)   # the program's weights
+    pdl_enter(PDL)
     if BM == 1:
         acc = fp8_gemv_span(x_ptr + pid_m * sxm, w_ptr, ws_ptr, rn, nmask, nb, K, pid_s * KB_SPLIT,
                             KB_SPLIT // NB, NB, BN, HW_CVT)
@@ -688,7 +698,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     tickets = split_tickets(x.device, grid[0] * grid[2]) if split > 1 else part
     _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
                                 BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
-                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device))
     return y
 
 
@@ -741,8 +751,15 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
     _bf16_gemm_kernel[grid](x3, w3, y3, part, tickets, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0),
                             w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
                             BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
-                            RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                            RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                            **(pdl_args(y3.device) if _rows_16b(w3, K) else {}))
     return y3
+
+
+def _rows_16b(w3, K: int) -> bool:
+    """Whether every weight row (and each split's span of it) starts 16-byte aligned and spans a multiple of 16
+    bytes: what the PDL prefetch's bulk copies need."""
+    return w3.data_ptr() % 16 == 0 and w3.stride(0) % 8 == 0 and w3.stride(1) % 8 == 0 and K % 8 == 0
 
 
 def _linear_bf16(x, weight, out_dtype, config, op, key, default=None):

@@ -68,8 +68,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16,
-                                       zeroed_scratch)
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, pdl_args,
+                                       pdl_enter, to_bf16, zeroed_scratch)
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -616,7 +616,8 @@ def _mhc_proj4(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_pt
                T, D, S,
                ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr,
                BLOCK_D: tl.constexpr, SIMT: tl.constexpr, RELOAD: tl.constexpr, DOT_UPCAST: tl.constexpr,
-               INTERP: tl.constexpr, X_ROUND: tl.constexpr = False, X_ADD: tl.constexpr = False):
+               INTERP: tl.constexpr, X_ROUND: tl.constexpr = False, X_ADD: tl.constexpr = False,
+               PDL: tl.constexpr = False):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): BLOCK_D columns of all four streams. Every load (the four
     fn tiles, x and h) is issued before any use, so a program is one memory round trip; with FUSE_POST h' is
     formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
@@ -629,6 +630,7 @@ def _mhc_proj4(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_pt
     f1 = tl.load(fp + D, mask=fmask, other=0.0)
     f2 = tl.load(fp + 2 * D, mask=fmask, other=0.0)
     f3 = tl.load(fp + 3 * D, mask=fmask, other=0.0)
+    pdl_enter(PDL)                                    # PDL: the fn weights are in flight, now wait for h and x
     if FUSE_POST:
         xv = _sublayer_x(x_ptr, xa_ptr, tok.to(tl.int64) * D + col, m2, X_ROUND, X_ADD, INTERP)
         h0 = tl.load(h_ptr + hrow, mask=m2, other=0.0).to(tl.float32)
@@ -677,13 +679,14 @@ def _mhc_fin4(h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_
               # scale (3,) or (1,) fp32; x (T, D) bf16 out; post (T, 4), comb (T, 4, 4) fp32 out; nw (D,) bf16 (NORM)
               D, S, eps, norm_eps, rms_eps,
               ROWS: tl.constexpr, NPAD: tl.constexpr, ITERS: tl.constexpr, HEAD: tl.constexpr, NORM: tl.constexpr,
-              BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr):
+              BLOCK_S: tl.constexpr, BLOCK_MIX: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
     """Grid (T, NB + 1) (HEAD: (T, NB)), NB = ceil(D / BLOCK_MIX) (NORM: BLOCK_MIX >= D, NB = 1). Program pd < NB
     of token t writes x[t] for its BLOCK_MIX columns: it issues its h loads, sums the token's S partials of m_0..3
     and of the sum of squares in split order (every program the same order: deterministic) and forms pre and x';
     with NORM it holds the whole row: x = w * x' * rsqrt(mean(x'^2) + rms_eps) of the bf16 x' in registers (no
     second pass, no cross-program join). Program NB (not HEAD) writes post and comb (Sinkhorn on sixteen scalars
     per thread), beside the x programs."""
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     pd = tl.program_id(1)
     d = pd * BLOCK_MIX + tl.arange(0, BLOCK_MIX)
@@ -996,7 +999,7 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     _mhc_proj4[(triton.cdiv(t, bt), s)](h, *args, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
                                         FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd, SIMT=bool(cfg["SIMT"]),
                                         RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
-                                        num_warps=cfg["num_warps"], **xk)
+                                        num_warps=cfg["num_warps"], **xk, **pdl_args(h.device))
     # the norm needs the whole row's sum of squares: one x program per token holds the row (norm_warps warps)
     mix = triton.next_power_of_2(d) if norm is not None else cfg["BLOCK_MIX"]
     nb = triton.cdiv(d, mix)
@@ -1004,7 +1007,8 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
         hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps, ROWS=rows, NPAD=npad,
         ITERS=int(iters), HEAD=head, NORM=norm is not None,
         BLOCK_S=cfg.get("BLOCK_S") or min(triton.next_power_of_2(s), 128),   # partials summed BLOCK_S at a time
-        BLOCK_MIX=mix, INTERP=INTERPRET, num_warps=cfg["norm_warps"] if norm is not None else cfg["mix_warps"])
+        BLOCK_MIX=mix, INTERP=INTERPRET, num_warps=cfg["norm_warps"] if norm is not None else cfg["mix_warps"],
+        **pdl_args(h.device))
     return (hout if fuse is not None else None), x, post, comb
 
 

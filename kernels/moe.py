@@ -21,7 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, check_shape, dot_operand, to_bf16
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand,
+                                       l2_prefetch_rows, pdl_args, pdl_enter, to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -343,7 +344,8 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
-        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=warps, num_stages=1)
+        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=warps, num_stages=1,
+        **pdl_args(x.device))
     return (w, idx, buf) if route is not None else (w, idx)
 
 
@@ -827,7 +829,7 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NGP, route_scale, offset, El,
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
-                       ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr):
+                       ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -835,6 +837,9 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # groups the slots by local expert (_sort_slots) and resets the ticket. Programs NGP.. act-quantize x as
     # _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
     pid = tl.program_id(0)
+    if pid < NGP:                                                  # PDL: the program's gate rows into L2 first
+        l2_prefetch_rows(gw_ptr, pid * EB + tl.arange(0, EB), pid * EB + tl.arange(0, EB) < E, 2 * D, 0, 2 * D, PDL)
+    pdl_enter(PDL)
     if pid < NGP:
         e = pid * EB + tl.arange(0, EB)
         em = e < E
@@ -867,7 +872,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
-                         BMS: tl.constexpr = 16):
+                         BMS: tl.constexpr = 16, PDL: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -888,6 +893,11 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
+    if PDL and SHARED and a < NSH:      # PDL: the shared expert's weight span (the routed ones wait for the gate)
+        l2_prefetch_rows(hwa_ptr, rn, rn < N, KD, s * KBS * 128, KBS * 128, PDL)
+        if GATED:
+            l2_prefetch_rows(hwb_ptr, rn, rn < N, KD, s * KBS * 128, KBS * 128, PDL)
+    pdl_enter(PDL)
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
         c = a * BMS
         while c < T:
@@ -1528,7 +1538,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
-        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_args(dev),
         **(dict(cnt_ptr=tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
@@ -1542,7 +1552,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
-        **_regs(cfg, "MAXNREG_DOWN"),
+        **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))

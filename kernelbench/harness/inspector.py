@@ -74,6 +74,7 @@ class KernelReport:
     spill_bytes: int = 0         # ptxas -v: spill stores + spill loads
     ptx_mma: list = field(default_factory=list)
     sass_mma: list = field(default_factory=list)
+    pdl: str = ""                # a PDL build (KERNELBENCH_PDL=1): "wait", or "prefetch+wait" with L2 prefetches
     error: str = ""
 
     @property
@@ -351,6 +352,9 @@ def compile_launch(launch: Launch, arch: int) -> KernelReport:
     report.spill_bytes = facts["spill_stores"] + facts["spill_loads"]
     report.ptx_mma = sorted(set(PTX_MMA.findall(ck.asm["ptx"])))
     report.sass_mma = facts["sass_mma"]
+    ptx = ck.asm["ptx"]
+    if "griddepcontrol.wait" in ptx:
+        report.pdl = ("prefetch+" if "cp.async.bulk.prefetch.L2" in ptx else "") + "wait"
     return report
 
 

@@ -1,0 +1,154 @@
+"""Programmatic dependent launch (kernels/common.py `pdl_args`, `l2_prefetch_rows`, `pdl_enter`): the switch, that
+every launch passing `pdl_args` launches a kernel that waits before it touches the step's data, the PDL builds for
+sm_120 (prefetch and wait in the PTX, no spills, the default build's shared memory), and (GPU) that the step with
+PDL equals the step without it bit for bit, eager and CUDA-graph replayed."""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+import torch
+
+from kernelbench.kernels import common
+
+KERNELS = pathlib.Path(common.__file__).parent
+
+
+def test_pdl_switch(monkeypatch):
+    """Off by default and in the interpreter; with KERNELBENCH_PDL=1 on in compiled mode for CPU tensors (the
+    inspector's capture) and never on a device other than CUDA / CPU; anything but 0 / 1 is refused."""
+    monkeypatch.delenv(common.PDL_ENV, raising=False)
+    monkeypatch.setattr(common, "INTERPRET", False)
+    assert common.pdl_args("cpu") == {}
+    monkeypatch.setenv(common.PDL_ENV, "1")
+    assert common.pdl_args("cpu") == {"PDL": True, "launch_pdl": True}
+    assert common.pdl_args("meta") == {}
+    monkeypatch.setattr(common, "INTERPRET", True)
+    assert common.pdl_args("cpu") == {}
+    monkeypatch.setenv(common.PDL_ENV, "2")
+    with pytest.raises(ValueError, match="KERNELBENCH_PDL must be 0 or 1"):
+        common.pdl_args("cpu")
+
+
+def _jit_defs() -> dict[str, ast.FunctionDef]:
+    out = {}
+    for path in KERNELS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+                out[node.name] = node
+    return out
+
+
+def _calls(fn: ast.FunctionDef) -> set[str]:
+    return {ast.unparse(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
+
+
+def _pdl_launches() -> list[tuple[str, str]]:
+    """(file, kernel) of every `kernel[grid](..., **pdl_args(...))` launch in kernels/."""
+    out = []
+    for path in KERNELS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                    and any(k.arg is None and "pdl_args(" in ast.unparse(k.value) for k in node.keywords)):
+                out.append((path.name, ast.unparse(node.func.value)))
+    return out
+
+
+def test_every_pdl_launch_runs_a_kernel_that_waits_first():
+    """A launch with `launch_pdl` may start before its predecessor ends, so its kernel must take PDL and reach
+    `pdl_enter(PDL)` (itself or through the GEMM prologue it calls) before its first access to the step's data;
+    and a kernel that takes PDL is launched that way somewhere (no dead switch)."""
+    defs = _jit_defs()
+    launches = _pdl_launches()
+    assert len({k for _, k in launches}) >= 12, launches
+    waits = {name for name, fn in defs.items() if "pdl_enter" in _calls(fn)}
+    for _, kernel in launches:
+        fn = defs[kernel]
+        assert "PDL" in [a.arg for a in fn.args.args], kernel
+        assert "pdl_enter" in _calls(fn) or _calls(fn) & waits, f"{kernel} never calls pdl_enter"
+    launched = {k for _, k in launches}
+    takes_pdl = {name for name, fn in defs.items() if "PDL" in [a.arg for a in fn.args.args]}
+    helpers = {name for name in takes_pdl if name not in launched}
+    assert helpers == {"fp8_tile_head_ticket", "l2_prefetch_rows", "pdl_enter"}, helpers
+
+
+def test_pdl_enter_comes_before_any_store_or_atomic():
+    """In the launched kernels' own bodies nothing is stored or taken by an atomic before the wait (a prefetch and
+    weight loads may precede it)."""
+    defs = _jit_defs()
+    for _, kernel in _pdl_launches():
+        fn = defs[kernel]
+        seen_wait = False
+        for stmt in fn.body:
+            text = ast.unparse(stmt)
+            if "pdl_enter(" in text or "fp8_tile_head_ticket(" in text:
+                seen_wait = True
+                break
+            assert "tl.store" not in text and "tl.atomic" not in text, f"{kernel}: {text[:80]} before the wait"
+        assert seen_wait, f"{kernel}: no pdl_enter at the top level of its body"
+
+
+CHAIN_OPS = ["fp8_linear", "attention_front", "attention_q", "indexer_q", "mhc_post_pre_norm", "sparse_attention",
+             "grouped_wo_a", "moe_layer"]
+PREFETCHING = {"_fp8_linear_v2_kernel", "_attention_front_kernel", "_attention_q_kernel", "_bf16_gemm_kernel",
+               "_gate_fused_kernel"}
+
+
+@pytest.mark.timeout(1200)
+def test_pdl_builds_fit_sm120(monkeypatch):
+    """KERNELBENCH_PDL=1 at one token (the decode step's chain, flash-tp8, default configs) compiled for sm_120:
+    every launched kernel waits (griddepcontrol.wait in the PTX), the weight GEMVs also prefetch
+    (cp.async.bulk.prefetch.L2), and the PDL build has no problem (spills, shared memory) and the shared memory of
+    the default build."""
+    from kernelbench import registry
+    from kernelbench.harness import inspector
+    jobs = []
+    for op in CHAIN_OPS:                 # the op's first one-token flash-tp8 case, its default config
+        spec = registry.get_op(op)
+        params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
+        jobs.append((op, "triton", params, None))
+    monkeypatch.setenv(common.PDL_ENV, "1")
+    on = inspector.inspect_jobs(jobs, target="sm_120")
+    monkeypatch.setenv(common.PDL_ENV, "0")
+    off = inspector.inspect_jobs(jobs, target="sm_120")
+    assert len(on) == len(off) >= len(CHAIN_OPS)
+    names = set()
+    for a, b in zip(on, off):
+        assert not a.get("error") and not a["problems"], (a["op"], a.get("error"), a["problems"])
+        assert [k["kernel"] for k in a["kernels"]] == [k["kernel"] for k in b["kernels"]]
+        for ka, kb in zip(a["kernels"], b["kernels"]):
+            name = ka["kernel"].split(":")[1]
+            names.add(name)
+            assert kb["pdl"] == "", name
+            assert ka["pdl"] in ("wait", "prefetch+wait"), (a["op"], name, ka["pdl"])
+            if name in PREFETCHING:
+                assert ka["pdl"] == "prefetch+wait", (a["op"], name, ka["pdl"])
+            assert ka["shared_bytes"] == kb["shared_bytes"] and ka["spill_bytes"] == 0, (a["op"], name)
+    assert PREFETCHING <= names, names
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session14a.sh)")
+@pytest.mark.parametrize("c", [1, 16, 64])
+def test_gpu_pdl_changes_no_bit(c, monkeypatch):
+    """Flash TP8 rank-0 widths, layers swa, csa, hca, csa, Triton kernels, both side-stream sites: the step with
+    KERNELBENCH_PDL=1 (eager, and replayed from a CUDA graph captured with it: programmatic edges) equals the step
+    without PDL bit for bit (logits, streams, every cache tensor). Same kernels, same order of every reduction: a
+    difference can only be a read before the predecessor's write landed."""
+    from test_lanes import _step_outputs
+
+    from kernelbench.decoder import decode_bench as db
+    from kernelbench.decoder.tp import TPContext
+    dev = torch.device("cuda")
+    cfg = db.bench_config("flash", "swa,csa,hca,csa")
+    model = db.random_model(TPContext(rank=0, world=8, simulate=True), cfg, "triton", dev, seed=0)
+    monkeypatch.setenv(common.PDL_ENV, "0")
+    off = _step_outputs(model, c, graph=True)
+    monkeypatch.setenv(common.PDL_ENV, "1")
+    assert common.pdl_on(dev)
+    eager, graph = _step_outputs(model, c, graph=False), _step_outputs(model, c, graph=True)
+    for a, b, g in zip(off, eager, graph):
+        assert torch.equal(a, b) and torch.equal(a, g)
+    assert torch.isfinite(off[0]).all()
