@@ -109,9 +109,9 @@ def test_pdl_builds_fit_sm120(monkeypatch):
         params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
         jobs.append((op, "triton", params, None))
     monkeypatch.setenv(common.PDL_ENV, "1")
-    on = inspector.inspect_jobs(jobs, target="sm_120")
+    on = inspector.inspect_jobs(jobs, target="sm_120", tensor_core_ops=())   # tensor cores: test_sm120.py
     monkeypatch.setenv(common.PDL_ENV, "0")
-    off = inspector.inspect_jobs(jobs, target="sm_120")
+    off = inspector.inspect_jobs(jobs, target="sm_120", tensor_core_ops=())
     assert len(on) == len(off) >= len(CHAIN_OPS)
     names = set()
     for a, b in zip(on, off):
