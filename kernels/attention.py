@@ -410,13 +410,13 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
         q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit, float(scale) * LOG2E,
         q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
         DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(q.device))
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(q.device, t))
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2
     _attn_combine[(t, hl)](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, o, hl, nsplit, o.stride(0), o.stride(1),
         DH=dh, R=r, S_P2=max(2, triton.next_power_of_2(nsplit)), ROPE=rope_on, RNE_FIX=INTERPRET,
-        num_warps=4, num_stages=1, **pdl_args(q.device))
+        num_warps=4, num_stages=1, **pdl_args(q.device, t))
     return o
 

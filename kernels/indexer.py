@@ -662,7 +662,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
         BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
         RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **pdl_args(dev))
+        **pdl_args(dev, M))
     return out
 
 
@@ -718,5 +718,5 @@ def _indexer_q_split(qr, weight, weight_scale, positions, freqs, r: int, dev, nu
     out = torch.empty(t, hi, DI, dtype=torch.bfloat16, device=dev)
     if t:
         _indexer_q_epilogue[(t * hi,)](q, positions.contiguous(), freqs.contiguous(), out, hi, R=r,
-                                       RNE_FIX=INTERPRET, num_warps=num_warps, num_stages=1, **pdl_args(dev))
+                                       RNE_FIX=INTERPRET, num_warps=num_warps, num_stages=1, **pdl_args(dev, t))
     return out

@@ -698,7 +698,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     tickets = split_tickets(x.device, grid[0] * grid[2]) if split > 1 else part
     _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
                                 BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
-                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device))
+                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M))
     return y
 
 
@@ -752,7 +752,7 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
                             w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
                             BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
                             RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                            **(pdl_args(y3.device) if _rows_16b(w3, K) else {}))
+                            **(pdl_args(y3.device, M) if _rows_16b(w3, K) else {}))
     return y3
 
 

@@ -999,7 +999,7 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     _mhc_proj4[(triton.cdiv(t, bt), s)](h, *args, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
                                         FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd, SIMT=bool(cfg["SIMT"]),
                                         RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
-                                        num_warps=cfg["num_warps"], **xk, **pdl_args(h.device))
+                                        num_warps=cfg["num_warps"], **xk, **pdl_args(h.device, t))
     # the norm needs the whole row's sum of squares: one x program per token holds the row (norm_warps warps)
     mix = triton.next_power_of_2(d) if norm is not None else cfg["BLOCK_MIX"]
     nb = triton.cdiv(d, mix)
@@ -1008,7 +1008,7 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
         ITERS=int(iters), HEAD=head, NORM=norm is not None,
         BLOCK_S=cfg.get("BLOCK_S") or min(triton.next_power_of_2(s), 128),   # partials summed BLOCK_S at a time
         BLOCK_MIX=mix, INTERP=INTERPRET, num_warps=cfg["norm_warps"] if norm is not None else cfg["mix_warps"],
-        **pdl_args(h.device))
+        **pdl_args(h.device, t))
     return (hout if fuse is not None else None), x, post, comb
 
 

@@ -361,7 +361,8 @@ def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
         assert 0 < busy <= 1.05 * p["step_ms"] and busy + idle == pytest.approx(max(p["step_ms"], busy))
         assert p["kernels_per_layer"] > 0 and p["roofline_ms"] > 0
         lanes = p["lanes"]                                  # the side stream ran: the lanes split the kernels' time
-        assert lanes["streams"] >= 2 and 0 < lanes["side_ms"] < lanes["main_ms"] <= p["step_ms"], lanes
+        # two lanes (main, side) however many streams the replayed graph's branches ran on (one GPU: no NCCL)
+        assert lanes["streams"] == 2 and 0 < lanes["side_ms"] < lanes["main_ms"] <= p["step_ms"], lanes
         assert 0 <= lanes["side_alone_ms"] <= lanes["side_ms"], lanes
 
 
@@ -563,3 +564,19 @@ def test_lane_times_find_the_side_work_the_main_lane_did_not_hide():
     assert got["side_alone_ms"] == pytest.approx(4 / 1e6)        # [10, 14): only s2 ran
     assert db.lane_times(main, steps=1) == {}                     # one stream: nothing to split
     assert db.lane_times([db.Kernel("x", 5, stream=1), db.Kernel("y", 5, stream=2)], steps=1) == {}   # no starts
+
+
+def test_replayed_kernels_keep_the_lane_of_their_eager_kernel():
+    """A replayed graph runs its branches on streams of the driver's choosing (42 at C = 1 on the H200): the lanes
+    come from the eager step's streams, carried by position (and by name where the order differs)."""
+    eager = [db.Kernel("m1", 10, start=0, stream=7, op="a"), db.Kernel("s1", 6, start=2, stream=9, op="b"),
+             db.Kernel("m2", 6, start=14, stream=7, op="a")]
+    replay = [db.Kernel("m1", 10, start=1000, stream=31), db.Kernel("s1", 6, start=1002, stream=44),
+              db.Kernel("m2", 6, start=1014, stream=52)]
+    got, why = db.label_by_position(eager, replay, steps=1)
+    assert not why and [k.lane for k in got] == [7, 9, 7] and [k.stream for k in got] == [31, 44, 52]
+    lanes = db.lane_times(got, steps=1)
+    assert lanes["streams"] == 2 and lanes["main_ms"] == pytest.approx(16 / 1e6)
+    assert lanes["side_alone_ms"] == pytest.approx(0.0)
+    swapped, why = db.label_by_position(eager, [replay[1], replay[0], replay[2]], steps=1)
+    assert not why and [(k.name, k.lane) for k in swapped] == [("s1", 9), ("m1", 7), ("m2", 7)]

@@ -16,19 +16,24 @@ KERNELS = pathlib.Path(common.__file__).parent
 
 
 def test_pdl_switch(monkeypatch):
-    """Off by default and in the interpreter; with KERNELBENCH_PDL=1 on in compiled mode for CPU tensors (the
-    inspector's capture) and never on a device other than CUDA / CPU; anything but 0 / 1 is refused."""
+    """Default "auto": on at one token only (the H200 measurements in docs/perf/pdl.md); "1" at every token count,
+    "0" never; never in the interpreter or on a device other than CUDA / CPU (compiled CPU tensors: the
+    inspector's capture); anything else is refused."""
     monkeypatch.delenv(common.PDL_ENV, raising=False)
     monkeypatch.setattr(common, "INTERPRET", False)
-    assert common.pdl_args("cpu") == {}
+    on = {"PDL": True, "launch_pdl": True}
+    assert common.pdl_args("cpu", 1) == on and common.PDL_MAX_TOKENS == 1
+    assert common.pdl_args("cpu", 2) == {} and common.pdl_args("meta", 1) == {}
     monkeypatch.setenv(common.PDL_ENV, "1")
-    assert common.pdl_args("cpu") == {"PDL": True, "launch_pdl": True}
-    assert common.pdl_args("meta") == {}
+    assert common.pdl_args("cpu", 64) == on
+    monkeypatch.setenv(common.PDL_ENV, "0")
+    assert common.pdl_args("cpu", 1) == {}
+    monkeypatch.setenv(common.PDL_ENV, "1")
     monkeypatch.setattr(common, "INTERPRET", True)
-    assert common.pdl_args("cpu") == {}
+    assert common.pdl_args("cpu", 1) == {}
     monkeypatch.setenv(common.PDL_ENV, "2")
-    with pytest.raises(ValueError, match="KERNELBENCH_PDL must be 0 or 1"):
-        common.pdl_args("cpu")
+    with pytest.raises(ValueError, match="KERNELBENCH_PDL must be one of auto, 0, 1"):
+        common.pdl_args("cpu", 1)
 
 
 def _jit_defs() -> dict[str, ast.FunctionDef]:
@@ -147,7 +152,7 @@ def test_gpu_pdl_changes_no_bit(c, monkeypatch):
     monkeypatch.setenv(common.PDL_ENV, "0")
     off = _step_outputs(model, c, graph=True)
     monkeypatch.setenv(common.PDL_ENV, "1")
-    assert common.pdl_on(dev)
+    assert common.pdl_on(dev, c)
     eager, graph = _step_outputs(model, c, graph=False), _step_outputs(model, c, graph=True)
     for a, b, g in zip(off, eager, graph):
         assert torch.equal(a, b) and torch.equal(a, g)

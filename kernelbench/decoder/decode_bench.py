@@ -174,6 +174,10 @@ class Kernel:
     start: int = 0                  # GPU start (ns): the order kernels ran in
     slot: int = 0                   # its place among the kernels its op call launched (0 = first)
     stream: int = 0                 # the CUDA stream it ran on (the profiler's device resource id)
+    # the lane it belongs to: the stream of the same kernel in the eager step. A replayed CUDA graph runs its
+    # branches on streams of the driver's choosing (42 of them in one C = 1 step on the H200), so a replayed kernel's
+    # own stream does not say which lane launched it
+    lane: int | None = None
 
 
 @dataclass
@@ -260,13 +264,14 @@ def attribute(ranges: list[Range], kernels: list[Kernel], steps: int,
 
 
 def lane_times(kernels: list[Kernel], steps: int) -> dict:
-    """Where the step's streams spent their time, per step (ms), from kernels with GPU starts and streams: the main
-    lane (the stream with the most kernel time) busy, the other streams (the side lane, kernelbench.decoder.lanes;
-    NCCL's) busy, and `side_alone_ms`: the time only other streams ran, no main-lane kernel: side work the step
-    waited for (the main lane idle or at a join) instead of hiding it. Empty with one stream."""
+    """Where the step's lanes spent their time, per step (ms), from kernels with GPU starts and lanes (a kernel's
+    `lane`, else its stream): the main lane (the one with the most kernel time) busy, the other lanes (the side lane,
+    kernelbench.decoder.lanes; NCCL's stream) busy, and `side_alone_ms`: the time only other lanes ran, no
+    main-lane kernel: side work the step waited for (the main lane idle or at a join) instead of hiding it. Empty
+    with one lane. ("streams" counts the lanes.)"""
     by: dict[int, list[Kernel]] = {}
     for k in kernels:
-        by.setdefault(k.stream, []).append(k)
+        by.setdefault(k.stream if k.lane is None else k.lane, []).append(k)
     if len(by) < 2 or not all(k.start for k in kernels):
         return {}
     main = max(by, key=lambda st: (sum(k.dur for k in by[st]), -st))
@@ -312,11 +317,11 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
         return [], f"{len(replay)} replayed kernels for {steps} steps, the eager step launched {n}"
     mismatched = sum(work_name(replay[s * n + i].name) != work_name(eager[i].name) for s in range(steps) for i in range(n))
     if not mismatched:
-        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start, eager[i % n].slot, k.stream)
+        return [Kernel(k.name, k.dur, None, eager[i % n].op, k.start, eager[i % n].slot, k.stream, eager[i % n].stream)
                 for i, k in enumerate(replay)], ""
     ops_of: dict[str, list] = {}
     for k in eager:
-        ops_of.setdefault(work_name(k.name), []).append((k.op, k.slot))
+        ops_of.setdefault(work_name(k.name), []).append((k.op, k.slot, k.stream))
     out = []
     for s in range(steps):
         seen: dict[str, int] = {}
@@ -327,8 +332,8 @@ def label_by_position(eager: list[Kernel], replay: list[Kernel], steps: int) -> 
                 return [], (f"{mismatched} of {n * steps} replayed kernels differ in name from the eager step's, "
                             f"and replayed step {s} runs other kernels: "
                             f"{_name_difference(replay[s * n:(s + 1) * n], eager)}")
-            op, slot = ops_of[w][i]
-            out.append(Kernel(k.name, k.dur, None, op, k.start, slot, k.stream))
+            op, slot, lane = ops_of[w][i]
+            out.append(Kernel(k.name, k.dur, None, op, k.start, slot, k.stream, lane))
     return out, ""
 
 
@@ -1022,7 +1027,7 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
             if p.lanes:
                 ln = p.lanes
                 console.print(f"C={p.batch} ctx {p.context:.0f}: main lane busy {ln['main_ms']:.3f} ms, "
-                              f"{ln['streams'] - 1} other stream(s) {ln['side_ms']:.3f} ms, of which "
+                              f"{ln['streams'] - 1} other lane(s) {ln['side_ms']:.3f} ms, of which "
                               f"{ln['side_alone_ms']:.3f} ms with no main-lane kernel running (side work the step "
                               f"waited for)")
     profiled = [p for p in res.points if p.attribution]
