@@ -50,7 +50,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
-from kernelbench.kernels.common import INTERPRET, check_device, dot_operand, hadamard128, sincos, to_bf16
+from kernelbench.kernels.common import (INTERPRET, check_device, dot_operand, hadamard128, l2_prefetch_rows, pdl_args,
+                                       pdl_enter, sincos, to_bf16)
 from kernelbench.kernels.indexer import hadamard_fp4_rows, rope_rows
 from kernelbench.kernels.quant import e4m3_round_code, fp4_simulate_rows, pow2, ue8m0_exp
 from kernelbench.reference.compressor import check_weights
@@ -399,7 +400,7 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
                DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                ROWS: tl.constexpr, RB: tl.constexpr, ROTATE: tl.constexpr, DOT_UPCAST: tl.constexpr,
-               RNE_FIX: tl.constexpr, EMIT: tl.constexpr = True):
+               RNE_FIX: tl.constexpr, EMIT: tl.constexpr = True, PDL: tl.constexpr = False):
     # grid (N / BLOCK_N, ceil(T / BLOCK_M), SPLIT); cnt: int32 tickets, zero between launches: one per output tile,
     # then (C == 2) one per (row block, channel block), then one per row block. EMIT False: steps 2-3 are left to
     # `_comp_emit_blocks` (a second launch)
@@ -410,6 +411,11 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     k_lo = pid_s * KCHUNK
     k_hi = tl.minimum(k_lo + KCHUNK, D)
+    if PDL:                                 # the program's wkv / wgate span (the wrapper checks 16-byte spans)
+        if k_hi > k_lo:
+            l2_prefetch_rows(wkv_ptr, offs_n, offs_n < N, 2 * D, 2 * k_lo, 2 * (k_hi - k_lo), PDL)
+            l2_prefetch_rows(wg_ptr, offs_n, offs_n < N, 2 * D, 2 * k_lo, 2 * (k_hi - k_lo), PDL)
+    pdl_enter(PDL)
     mm = offs_m < T
     acc_k = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     acc_g = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
@@ -501,10 +507,11 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
 def _comp_emit_blocks(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, cnt_ptr, eps, RATIO, s_sb, s_sr,
                       s_cb, s_cn, DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, BN: tl.constexpr,
                       ROWS: tl.constexpr, RB: tl.constexpr, ROTATE: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                      RNE_FIX: tl.constexpr):
+                      RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
     """The emit as a second launch (many emitting tokens), grid (T, DD / BN): program (t, j) pools channel block j
     of token t (and, overlap, moves its rows), the last of the token's DD / BN programs to arrive (ticket cnt[t])
     finishes the entry."""
+    pdl_enter(PDL)
     t = tl.program_id(0)
     p = tl.load(pos_ptr + t)
     if (p + 1) % RATIO == 0:
@@ -611,11 +618,12 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
         cache.stride(0), cache.stride(1), kchunk, float(eps),
         DD=d, C=c, R=r, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cfg["BLOCK_K"], SPLIT=split,
         ROWS=rows, RB=16 if rotate else cfg.get("RB", 2), ROTATE=bool(rotate), DOT_UPCAST=INTERPRET,
-        RNE_FIX=INTERPRET, EMIT=in_step, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, EMIT=in_step, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        **(pdl_args(dev, t) if dim % 8 == 0 and kchunk % 8 == 0 else {}))
     if not in_step:
         _comp_emit_blocks[(t, d // bn)](
             state_kv, state_score, positions, seq_ids, norm_weight, freqs, cache, tickets, float(eps), ratio,
             state_kv.stride(0), state_kv.stride(1), cache.stride(0), cache.stride(1), DD=d, C=c, R=r, BN=bn,
             ROWS=rows, RB=16 if rotate else 1, ROTATE=bool(rotate), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET,
-            num_warps=4, num_stages=1)
+            num_warps=4, num_stages=1, **pdl_args(dev, t))
     return emitted

@@ -95,9 +95,9 @@ def test_pdl_enter_comes_before_any_store_or_atomic():
 
 
 CHAIN_OPS = ["fp8_linear", "attention_front", "attention_q", "indexer_q", "mhc_post_pre_norm", "sparse_attention",
-             "grouped_wo_a", "moe_layer"]
+             "grouped_wo_a", "moe_layer", "compressor_step"]
 PREFETCHING = {"_fp8_linear_v2_kernel", "_attention_front_kernel", "_attention_q_kernel", "_bf16_gemm_kernel",
-               "_gate_fused_kernel"}
+               "_gate_fused_kernel", "_comp_step"}
 
 
 @pytest.mark.timeout(1200)
@@ -111,7 +111,8 @@ def test_pdl_builds_fit_sm120(monkeypatch):
     jobs = []
     for op in CHAIN_OPS:                 # the op's first one-token flash-tp8 case, its default config
         spec = registry.get_op(op)
-        params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
+        params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1
+                      and p.get("ratio", 128) == 128)        # the compressor: the case whose default is one launch
         jobs.append((op, "triton", params, None))
     monkeypatch.setenv(common.PDL_ENV, "1")
     on = inspector.inspect_jobs(jobs, target="sm_120", tensor_core_ops=())   # tensor cores: test_sm120.py
