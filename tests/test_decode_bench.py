@@ -569,8 +569,10 @@ def test_lane_times_find_the_side_work_the_main_lane_did_not_hide():
 def test_replayed_kernels_keep_the_lane_of_their_eager_kernel():
     """A replayed graph runs its branches on streams of the driver's choosing (42 at C = 1 on the H200): the lanes
     come from the eager step's streams, carried by position (and by name where the order differs)."""
-    eager = [db.Kernel("m1", 10, start=0, stream=7, op="a"), db.Kernel("s1", 6, start=2, stream=9, op="b"),
-             db.Kernel("m2", 6, start=14, stream=7, op="a")]
+    ranges = [db.Range("a", 0, 5), db.Range("b", 5, 10)]
+    eager = db.assign_ops(ranges, [db.Kernel("m1", 10, 1, start=0, stream=7), db.Kernel("s1", 6, 6, start=2, stream=9),
+                                   db.Kernel("m2", 6, 3, start=14, stream=7)])
+    assert [(k.op, k.stream) for k in eager] == [("a", 7), ("b", 9), ("a", 7)]      # the op labels keep the streams
     replay = [db.Kernel("m1", 10, start=1000, stream=31), db.Kernel("s1", 6, start=1002, stream=44),
               db.Kernel("m2", 6, start=1014, stream=52)]
     got, why = db.label_by_position(eager, replay, steps=1)

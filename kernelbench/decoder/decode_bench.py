@@ -220,7 +220,7 @@ def assign_ops(ranges: list[Range], kernels: list[Kernel]) -> list[Kernel]:
             if best is not None:
                 op, slot = rs[best].op, launched.get(best, 0)
                 launched[best] = slot + 1
-        out[j] = Kernel(k.name, k.dur, k.launch, op, k.start, slot)
+        out[j] = Kernel(k.name, k.dur, k.launch, op, k.start, slot, k.stream, k.lane)
     return out
 
 
