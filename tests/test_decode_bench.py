@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from kernelbench.decoder import decode_bench as db
 from kernelbench.cli import main
 from kernelbench.config import FLASH, PRO, TINY
+from kernelbench.kernels.common import pdl_on
 
 
 # ---- layer sets --------------------------------------------------------------------------------
@@ -360,6 +361,7 @@ def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
         idle = sum(a["gpu_ms"] for a in p["attribution"] if a["op"] == db.IDLE)
         assert 0 < busy <= 1.05 * p["step_ms"] and busy + idle == pytest.approx(max(p["step_ms"], busy))
         assert p["kernels_per_layer"] > 0 and p["roofline_ms"] > 0
+        assert (db.PDL_NOTE in p["attribution_note"]) == pdl_on(torch.device("cuda"), p["batch"])   # C = 1: PDL
         lanes = p["lanes"]                                  # the side stream ran: the lanes split the kernels' time
         # two lanes (main, side) however many streams the replayed graph's branches ran on (one GPU: no NCCL)
         assert lanes["streams"] == 2 and 0 < lanes["side_ms"] < lanes["main_ms"] <= p["step_ms"], lanes

@@ -34,6 +34,7 @@ from kernelbench import tuned_configs
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
+from kernelbench.kernels.common import pdl_on
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
@@ -930,6 +931,12 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
     return pt
 
 
+# a PDL launch starts before its predecessor ends and parks in its wait: its recorded span includes that wait
+PDL_NOTE = ("PDL at this C (KERNELBENCH_PDL): each kernel's span starts at its early launch and includes its wait, so "
+            "op rows overlap (the overlap is in the beside-other-kernels row); KERNELBENCH_PDL=0 gives per-op times "
+            "without it")
+
+
 def _profile_point(model: Transformer, res: BenchResult, pt: BenchPoint, lengths: list[int], cap: int, lo: int,
                    hi: int, warmup: int, graph: str, seed: int, dev: torch.device) -> None:
     """The per-op attribution of a timed point: the same step (cache, ids, positions) rebuilt, warmed and captured
@@ -937,6 +944,8 @@ def _profile_point(model: Transformer, res: BenchResult, pt: BenchPoint, lengths
     step, op_bytes, _, replay = _ready_step(model, res, pt.batch, lengths, cap, lo, hi, warmup, graph, seed, dev)
     rows, pt.attribution_source, pt.attribution_note, kps, pt.lanes = profile_step(model, step.eager, replay,
                                                                                    step.reset, dev, pt.step_ms, op_bytes)
+    if dev.type == "cuda" and pdl_on(dev, pt.batch):
+        pt.attribution_note = "; ".join(filter(None, [pt.attribution_note, PDL_NOTE]))
     pt.attribution = [r.as_json() for r in rows]
     pt.kernels_per_step = kps
     pt.kernels_per_layer = kps / max(1, res.layers)
