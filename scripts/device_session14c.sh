@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-450}
 source scripts/device_lib.sh || exit 1
-step gpu_tests 240 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests -x --durations=10
+step gpu_tests 240 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests --durations=10
 step kernels 120 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --kernels \
     --json "$W/kernels.json"
 step kernels_off 60 env KERNELBENCH_PDL=0 $KB decode-bench --device cuda --impl triton --graph on --layers flash \
