@@ -600,7 +600,8 @@ def indexer_q_configs(params: dict) -> list[dict]:
              for c in KL.fp8_configs({"K": params.get("Qr", params.get("K", 128))}) if DI % c["BN"] == 0]
     base = _fused_default(params)
     gemv = [base] if base["BM"] == 1 else []           # one token: the default's GEMV tile (fp8_configs has no BM 1)
-    return fused + gemv + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
+    return (fused + gemv + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
+            + [{**base, "PATH": "split", "EPI": "rows", "EPI_WARPS": 4}])
 
 
 def _fused_default(params: dict) -> dict:
@@ -620,7 +621,7 @@ def indexer_q_default(params: dict) -> dict:
 
 
 @register_impl("indexer_q", "triton", backend="triton", configs=indexer_q_configs, default_config=indexer_q_default,
-               kernels=lambda: [_indexer_q_kernel, _indexer_q_epilogue])
+               kernels=lambda: [_indexer_q_kernel, _indexer_q_epilogue, _indexer_q_epilogue_rows])
 def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
               freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """qr [T, Qr] bf16 -> qi [T, Hi, 128] bf16. PATH "fused": fp8 GEMM with RoPE + Hadamard + FP4 in its epilogue,
@@ -645,7 +646,8 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     if path not in INDEXER_Q_PATHS:
         raise ValueError(f"indexer_q: PATH={path!r} must be one of {', '.join(INDEXER_Q_PATHS)}")
     if path == "split":
-        return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg.get("EPI_WARPS", 2))
+        return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg.get("EPI_WARPS", 2),
+                                cfg.get("EPI", "row"))
     if DI % cfg["BN"]:
         raise ValueError(f"indexer_q: BN={cfg['BN']} must divide 128")
     out = torch.empty(M, hl, DI, dtype=torch.bfloat16, device=dev)
@@ -709,14 +711,47 @@ def indexer_q_v1(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Ten
     return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg["num_warps"])
 
 
-def _indexer_q_split(qr, weight, weight_scale, positions, freqs, r: int, dev, num_warps: int) -> torch.Tensor:
-    """fp8_linear (its own tuned config), then _indexer_q_epilogue with num_warps: two launches."""
+EPILOGUES = ("row", "rows")
+
+
+def _indexer_q_split(qr, weight, weight_scale, positions, freqs, r: int, dev, num_warps: int,
+                     epilogue: str = "row") -> torch.Tensor:
+    """fp8_linear (its own tuned config), then the epilogue launch with num_warps: two launches. Epilogue (config EPI)
+    "row": _indexer_q_epilogue, one program per (token, head) row, its steps through memory; "rows":
+    _indexer_q_epilogue_rows, RB_EPI rows per program in registers (the fused kernel's tail)."""
     from kernelbench.kernels.linear import fp8_linear
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"indexer_q: config EPI={epilogue!r} must be one of {', '.join(EPILOGUES)}")
     t = qr.shape[0]
     hi = weight.shape[0] // DI
     q = fp8_linear(qr, weight, weight_scale).contiguous()               # (T, Hi*128) bf16
     out = torch.empty(t, hi, DI, dtype=torch.bfloat16, device=dev)
-    if t:
+    if t and epilogue == "rows":
+        _indexer_q_epilogue_rows[(triton.cdiv(t * hi, RB_EPI),)](
+            q, positions.contiguous(), freqs.contiguous(), out, t * hi, hi, R=r, RB=RB_EPI, RNE_FIX=INTERPRET,
+            DOT_UPCAST=INTERPRET, num_warps=num_warps, num_stages=1, **pdl_args(dev, t))
+    elif t:
         _indexer_q_epilogue[(t * hi,)](q, positions.contiguous(), freqs.contiguous(), out, hi, R=r,
                                        RNE_FIX=INTERPRET, num_warps=num_warps, num_stages=1, **pdl_args(dev, t))
     return out
+
+
+RB_EPI = 16          # rows per program of the "rows" epilogue (the Hadamard's tl.dot needs at least 16)
+
+
+@triton.jit
+def _indexer_q_epilogue_rows(q_ptr, pos_ptr, f_ptr, out_ptr, ROWS, HI,      # q, out (T, Hi, 128) bf16 contiguous
+                             R: tl.constexpr, RB: tl.constexpr, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr,
+                             PDL: tl.constexpr = False):
+    """Program p: rows p*RB .. p*RB + RB - 1 of the ROWS = T * Hi (token, head) rows, in registers: RoPE on the last R
+    dims (rope_rows), Hadamard on tensor cores and the FP4 simulation (hadamard_fp4_rows), each step rounded to bf16
+    as the reference does; one load and one store per row (the fused kernel's tail, _indexer_q_kernel)."""
+    pdl_enter(PDL)                                    # no weights: the wait first
+    rows = tl.program_id(0) * RB + tl.arange(0, RB)
+    rm = rows < ROWS
+    d = tl.arange(0, 128)
+    offs = rows[:, None].to(tl.int64) * 128 + d[None, :]
+    q = tl.load(q_ptr + offs, mask=rm[:, None], other=0.0).to(tl.float32)
+    ang = tl.load(pos_ptr + rows // HI, mask=rm, other=0).to(tl.float32)
+    q = rope_rows(q, ang, f_ptr, 128, R, RNE_FIX)
+    tl.store(out_ptr + offs, hadamard_fp4_rows(q, RNE_FIX, DOT_UPCAST), mask=rm[:, None])

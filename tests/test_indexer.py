@@ -351,6 +351,26 @@ def test_indexer_q_one_token_gemv_and_its_limits(gen):
         K.indexer_q(x[:1], wq, ws, pos[:1], fr, config={**gemv, "NB": 4})
 
 
+@pytest.mark.parametrize("t, hi", [(1, 3), (7, 5)])
+def test_indexer_q_rows_epilogue_equals_the_row_epilogue(gen, t, hi):
+    """The split path's epilogue in registers (EPI "rows": RB_EPI (token, head) rows per program, the Hadamard on
+    tensor cores) against the one-row-per-program epilogue: 3 rows (one masked program) and 35 rows (three programs,
+    the last partial); the Hadamard sums differ only in fp32 order, so at most rare last-bit moves. An unknown EPI is
+    refused."""
+    qr = 256
+    wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
+    x = torch.randn(t, qr, generator=gen).bfloat16()
+    pos, fr = torch.randint(0, 100000, (t,), generator=gen), rope_freqs(FLASH, compressed=True)
+    split = {**K.indexer_q_default({"T": t, "Hi": hi, "Qr": qr}), "PATH": "split"}
+    ref = K.indexer_q(x, wq, ws, pos, fr, config=split)
+    out = K.indexer_q(x, wq, ws, pos, fr, config={**split, "EPI": "rows", "EPI_WARPS": 4})
+    assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
+    assert (out != ref).float().mean() < 0.01
+    assert_close(out, indexer_q(x, wq, ws, pos, fr), registry.get_op("indexer_q").tolerance({})["qi"], "qi")
+    with pytest.raises(ValueError, match="EPI='row2'"):
+        K.indexer_q(x, wq, ws, pos, fr, config={**split, "EPI": "row2"})
+
+
 def test_indexer_topk_bad_inputs(gen):
     qi, w, keys, seq, pos = _exact_case(gen, cap=30, positions=(40, 3, 79))
     for fn in (indexer_topk, K.indexer_topk):
