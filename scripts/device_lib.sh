@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shared prologue of the device-call scripts (device_all.sh, device_session2.sh, device_session3*.sh): sourced after `cd` to the
 # repository root with TOTAL (the call's seconds) set. Installs the carried wheels and the project, points the
-# database and data dir into $W, records the environment, and defines `step NAME SECONDS COMMAND...`
+# database and data dir into $W, records the environment, and defines `step NAME SECONDS COMMAND...`, `step_times`
 # (a hard time limit, never past TOTAL; log in $W/NAME.log, status in $W/status.txt), exports the carried
 # peer/official paths with NVLink multicast off, and defines `finish` (pack $W into $OUT/results.tgz).
 T0=$(date +%s)
@@ -46,4 +46,14 @@ finish() {  # fold the database's WAL in, drop the scratch home, pack $W into $O
     tar czf "$OUT/results.tgz" -C "$W" .
     echo "=== done in $(( $(date +%s) - T0 ))s ==="
     cat "$W/status.txt"
+}
+step_times() {  # step_times NAME...: each $W/NAME.json's decode-bench step per C on one line, also into status.txt
+    python3 - "$W" "$@" <<'PY' | tee -a "$W/status.txt"
+import json, sys, pathlib
+w = pathlib.Path(sys.argv[1])
+for name in sys.argv[2:]:
+    p = w / f"{name}.json"
+    if p.exists():
+        print(name, " ".join(f"C={q['batch']}: {q['step_ms']:.3f} ms" for q in json.loads(p.read_text())["points"]))
+PY
 }

@@ -18,14 +18,7 @@ step a2 40 env KERNELBENCH_PDL=0 $DB --json "$W/a2.json"
 step b2 40 env KERNELBENCH_PDL=1 $DB --json "$W/b2.json"
 step a3 40 env KERNELBENCH_PDL=0 $DB --json "$W/a3.json"
 step b3 40 env KERNELBENCH_PDL=1 $DB --json "$W/b3.json"
-python3 - "$W" <<'PY' | tee -a "$W/status.txt"
-import json, sys, pathlib
-w = pathlib.Path(sys.argv[1])
-for name in ("a1", "b1", "a2", "b2", "a3", "b3"):
-    p = w / f"{name}.json"
-    if p.exists():
-        print(name, " ".join(f"C={q['batch']}: {q['step_ms']:.3f} ms" for q in json.loads(p.read_text())["points"]))
-PY
+step_times a1 b1 a2 b2 a3 b3
 step verify 100 env KERNELBENCH_PDL=1 $KB verify fp8_linear attention_front attention_q indexer_q mhc_post_pre_norm \
     sparse_attention grouped_wo_a moe_routed moe_layer --impl triton --device cuda --shapes flash-tp8 --examples 3 \
     --time-budget 8

@@ -23,13 +23,6 @@ step offa 30 env KERNELBENCH_PDL=0 $DB --batches 1,16,64 --json "$W/offa.json"
 step auto 30 $DB --batches 1,16,64 --json "$W/auto.json"
 step offb 30 env KERNELBENCH_PDL=0 $DB --batches 1,16,64 --json "$W/offb.json"
 step autob 30 $DB --batches 1,16,64 --json "$W/autob.json"
-python3 - "$W" <<'PY' | tee -a "$W/status.txt"
-import json, sys, pathlib
-w = pathlib.Path(sys.argv[1])
-for name in ("x0a", "x1a", "x0b", "x1b", "offa", "auto", "offb", "autob"):
-    p = w / f"{name}.json"
-    if p.exists():
-        print(name, " ".join(f"C={q['batch']}: {q['step_ms']:.3f} ms" for q in json.loads(p.read_text())["points"]))
-PY
+step_times x0a x1a x0b x1b offa auto offb autob
 step kernels 90 $DB --batches 1,16,64 --kernels --json "$W/kernels.json"
 finish

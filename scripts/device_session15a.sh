@@ -24,12 +24,5 @@ step c1 60 env KERNELBENCH_TUNED="$W/rows16.json" $DB --batches 16 --json "$W/c1
 step a2 40 $DB --batches 1,16 --json "$W/a2.json"
 step b2 40 env KERNELBENCH_TUNED="$W/rows1.json" $DB --batches 1 --json "$W/b2.json"
 step c2 40 env KERNELBENCH_TUNED="$W/rows16.json" $DB --batches 16 --json "$W/c2.json"
-python3 - "$W" <<'PY' | tee -a "$W/status.txt"
-import json, sys, pathlib
-w = pathlib.Path(sys.argv[1])
-for name in ("a1", "b1", "c1", "a2", "b2", "c2"):
-    p = w / f"{name}.json"
-    if p.exists():
-        print(name, " ".join(f"C={q['batch']}: {q['step_ms']:.3f} ms" for q in json.loads(p.read_text())["points"]))
-PY
+step_times a1 b1 c1 a2 b2 c2
 finish
