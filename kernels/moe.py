@@ -837,8 +837,9 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # groups the slots by local expert (_sort_slots) and resets the ticket. Programs NGP.. act-quantize x as
     # _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
     pid = tl.program_id(0)
-    if pid < NGP:                                                  # PDL: the program's gate rows into L2 first
-        l2_prefetch_rows(gw_ptr, pid * EB + tl.arange(0, EB), pid * EB + tl.arange(0, EB) < E, 2 * D, 0, 2 * D, PDL)
+    if pid < NGP:        # PDL: the program's EB gate rows (contiguous) into L2 first, one bulk prefetch
+        one = pid + tl.arange(0, 1)                                # (a prefetch per row spilled on sm_90)
+        l2_prefetch_rows(gw_ptr, one, one < NGP, EB * 2 * D, 0, tl.minimum(EB, E - pid * EB) * 2 * D, PDL)
     pdl_enter(PDL)
     if pid < NGP:
         e = pid * EB + tl.arange(0, EB)
