@@ -3,7 +3,8 @@
 # _indexer_q_epilogue_rows, 16 (token, head) rows per program, Hadamard on tensor cores; interpreter-tested against
 # the one-row epilogue, sm_120 / sm_90 clean: 75-78 registers, HMMA, no spills) against the tuned "row" epilogue
 # (7.46 us per launch at C = 1 in the step, session 14 call 3): (1) GPU verify with the variant tables; (2) op bench
-# at T = 1 and 16; (3) the 43-layer step A B A B at C = 1 and 16.
+# at T = 1 and 16; (3) the 43-layer step A B A B at C = 1 and 16. Both arms run the MoE gate's one-bulk-prefetch PDL
+# build (8f69d55, compile-checked only): a1 / a2 at C = 1 against session 14's 4.102-4.114 ms re-time it.
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session15a.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
