@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 
 import torch
@@ -99,12 +100,28 @@ def pdl_on(device, tokens: int) -> bool:
     device = torch.device(device)
     if mode == "0" or (mode == "auto" and tokens > PDL_MAX_TOKENS) or INTERPRET or device.type not in ("cuda", "cpu"):
         return False
-    return device.type == "cpu" or torch.cuda.get_device_capability(device)[0] >= 9
+    return device.type == "cpu" or _capability_major(torch.cuda.current_device() if device.index is None
+                                                       else device.index) >= 9
 
 
-def pdl_args(device, tokens: int) -> dict:
-    """Launch keywords of a PDL-capable kernel: {PDL, launch_pdl} when `pdl_on`, else none (the default build)."""
-    return {"PDL": True, "launch_pdl": True} if pdl_on(device, tokens) else {}
+@functools.lru_cache(maxsize=None)
+def _capability_major(index: int | None) -> int:
+    return torch.cuda.get_device_capability(index)[0]
+
+
+def bulk_rows_ok(t: torch.Tensor) -> bool:
+    """Whether `l2_prefetch` may fetch t's rows in bulk: a 16-byte aligned start, and rows (and every outer stride)
+    a multiple of 16 bytes, so each row's spans start aligned."""
+    es = t.element_size()
+    return (t.data_ptr() % 16 == 0 and (t.shape[-1] * es) % 16 == 0
+            and all((st * es) % 16 == 0 for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1))
+
+
+def pdl_args(device, tokens: int, *prefetched: torch.Tensor) -> dict:
+    """Launch keywords of a PDL-capable kernel: {PDL, launch_pdl} when `pdl_on` and every tensor whose rows the
+    kernel bulk-prefetches passes `bulk_rows_ok`, else none (the default build)."""
+    on = pdl_on(device, tokens) and all(bulk_rows_ok(t) for t in prefetched)
+    return {"PDL": True, "launch_pdl": True} if on else {}
 
 
 @triton.jit

@@ -411,7 +411,7 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     k_lo = pid_s * KCHUNK
     k_hi = tl.minimum(k_lo + KCHUNK, D)
-    if PDL:                                 # the program's wkv / wgate span (the wrapper checks 16-byte spans)
+    if PDL:                                 # the program's wkv / wgate span (pdl_args / the wrapper: 16-byte spans)
         if k_hi > k_lo:
             l2_prefetch_rows(wkv_ptr, offs_n, offs_n < N, 2 * D, 2 * k_lo, 2 * (k_hi - k_lo), PDL)
             l2_prefetch_rows(wg_ptr, offs_n, offs_n < N, 2 * D, 2 * k_lo, 2 * (k_hi - k_lo), PDL)
@@ -619,7 +619,7 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
         DD=d, C=c, R=r, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cfg["BLOCK_K"], SPLIT=split,
         ROWS=rows, RB=16 if rotate else cfg.get("RB", 2), ROTATE=bool(rotate), DOT_UPCAST=INTERPRET,
         RNE_FIX=INTERPRET, EMIT=in_step, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **(pdl_args(dev, t) if dim % 8 == 0 and kchunk % 8 == 0 else {}))
+        **(pdl_args(dev, t, wkv, wgate) if kchunk % 8 == 0 else {}))
     if not in_step:
         _comp_emit_blocks[(t, d // bn)](
             state_kv, state_score, positions, seq_ids, norm_weight, freqs, cache, tickets, float(eps), ratio,

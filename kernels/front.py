@@ -215,7 +215,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
         DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
         SPLIT=split, RB=rb, QB=min(256, triton.next_power_of_2(NQ)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M))
+        RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
     return qr, kv
 
 
@@ -298,7 +298,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
         HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **pdl_args(dev, M))
+        **pdl_args(dev, M, weight))
     return out
 
 

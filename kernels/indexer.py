@@ -664,7 +664,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
         BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
         RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **pdl_args(dev, M))
+        **pdl_args(dev, M, weight))
     return out
 
 

@@ -288,7 +288,7 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
     g = pid_mg // n_mt
     rn = pid_n * BN + tl.arange(0, BN)
     kb0 = pid_s * KB_SPLIT
-    # PDL (the wrapper checks 16-byte rows): the program's weight span, its last split cut at K
+    # PDL (pdl_args checks 16-byte rows): the program's weight span, its last split cut at K
     l2_prefetch_rows(w_ptr + g * swg, rn, rn < N, 2 * swn, 2 * kb0 * BK, 2 * tl.minimum(KB_SPLIT * BK, K - kb0 * BK),
                      PDL)
     pdl_enter(PDL)
@@ -698,7 +698,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     tickets = split_tickets(x.device, grid[0] * grid[2]) if split > 1 else part
     _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
                                 BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
-                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M))
+                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M, weight))
     return y
 
 
@@ -752,14 +752,8 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
                             w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
                             BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
                             RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                            **(pdl_args(y3.device, M) if _rows_16b(w3, K) else {}))
+                            **pdl_args(y3.device, M, w3))
     return y3
-
-
-def _rows_16b(w3, K: int) -> bool:
-    """Whether every weight row (and each split's span of it) starts 16-byte aligned and spans a multiple of 16
-    bytes: what the PDL prefetch's bulk copies need."""
-    return w3.data_ptr() % 16 == 0 and w3.stride(0) % 8 == 0 and w3.stride(1) % 8 == 0 and K % 8 == 0
 
 
 def _linear_bf16(x, weight, out_dtype, config, op, key, default=None):

@@ -345,7 +345,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
         SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=warps, num_stages=1,
-        **pdl_args(x.device, T))
+        **pdl_args(x.device, T, weight))
     return (w, idx, buf) if route is not None else (w, idx)
 
 
@@ -1539,7 +1539,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
-        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_args(dev, T),
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_args(dev, T, *((h1, h3) if fused else ())),
         **(dict(cnt_ptr=tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
@@ -1553,7 +1553,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
-        **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T),
+        **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))

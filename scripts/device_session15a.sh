@@ -8,13 +8,15 @@
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session15a.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-560}
+TOTAL=${KB_TOTAL_S:-590}
 source scripts/device_lib.sh || exit 1
 ROWS='{"BM": 16, "BN": 64, "EPI": "rows", "EPI_WARPS": 4, "PATH": "split", "RB": 16, "SPLIT": 2, "num_stages": 3, "num_warps": 8}'
 python3 scripts/tuned_variant.py indexer_q '{"T": 1}' "$ROWS" "$W/rows1.json" | tee -a "$W/status.txt"
 python3 scripts/tuned_variant.py indexer_q '{"T": 16}' "$ROWS" "$W/rows16.json" | tee -a "$W/status.txt"
 step verify 150 env KERNELBENCH_TUNED="$W/rows1.json" $KB verify indexer_q --impl triton --device cuda \
     --shapes flash-tp8 --examples 6 --time-budget 30
+step verify_pdl 150 $KB verify compressor_step bf16_linear moe_gate moe_routed moe_layer --impl triton --device cuda \
+    --shapes flash-tp8 --examples 3 --time-budget 6          # their PDL builds at one token (session 14: not verified)
 step bench_row 60 $KB bench indexer_q --impl triton --shapes flash-tp8 --batch 1 --json "$W/bench_row.json"
 step bench_rows 60 env KERNELBENCH_TUNED="$W/rows1.json" $KB bench indexer_q --impl triton --shapes flash-tp8 \
     --batch 1 --json "$W/bench_rows.json"

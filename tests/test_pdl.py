@@ -36,6 +36,19 @@ def test_pdl_switch(monkeypatch):
         common.pdl_args("cpu", 1)
 
 
+def test_pdl_needs_bulk_prefetchable_rows(monkeypatch):
+    """A kernel that bulk-prefetches rows gets PDL only when each such tensor starts 16-byte aligned with rows (and
+    outer strides) of whole 16-byte multiples; otherwise it runs its default build."""
+    monkeypatch.setattr(common, "INTERPRET", False)
+    monkeypatch.delenv(common.PDL_ENV, raising=False)
+    w = torch.zeros(8, 64, dtype=torch.bfloat16)
+    assert common.bulk_rows_ok(w) and common.pdl_args("cpu", 1, w) == {"PDL": True, "launch_pdl": True}
+    assert not common.bulk_rows_ok(w.view(-1)[1:257].view(2, 128))          # starts 2 bytes in
+    assert not common.bulk_rows_ok(torch.zeros(8, 60, dtype=torch.bfloat16))  # 120-byte rows
+    assert not common.bulk_rows_ok(torch.zeros(8, 68, dtype=torch.bfloat16)[:, :64])   # 136-byte row stride
+    assert common.pdl_args("cpu", 1, w, torch.zeros(8, 60, dtype=torch.bfloat16)) == {}
+
+
 def _jit_defs() -> dict[str, ast.FunctionDef]:
     out = {}
     for path in KERNELS.glob("*.py"):
