@@ -873,7 +873,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
-                         BMS: tl.constexpr = 16, PDL: tl.constexpr = False):
+                         BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -882,10 +882,13 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   partial rows are g | u (LDP = 2F).
     # not GATED, the W2 step: wa = W2 (El, D, F/2), sa (El, D, F/32) (wb, sb unused); the input is the SwiGLU output
     #   aq (ROWS, F) e4m3 + sin (ROWS, F/128) by row; LDP = D.
-    # SHARED: items 0 .. NSH-1 are the FP8 shared expert (hwa/hsa, hwb/hsb: (N, KD) e4m3, (N/128, KD/128) e8m0) on
-    #   all T tokens (item j: token tiles j, j + NSH, ..: NSH = cdiv(T, BM) gives each program one tile, NSH = 1
-    #   one program all of them), into partial rows TK + t; first in the grid, so their K walks do not form the
-    #   tail. Routed items follow: item NSH + i = the i-th active local expert (act), an exit when past the count.
+    # SHARED: items 0 .. NSH-1 are the FP8 shared expert on all T tokens (item j: token tiles j, j + NSH, ..:
+    #   NSH = cdiv(T, BM) gives each program one tile, NSH = 1 one program all of them), into partial rows TK + t;
+    #   first in the grid, so their K walks do not form the tail. Its inner dimension is NS <= F (a multiple of 128;
+    #   a TP rank's slice of the replicated shared expert: kernelbench/decoder/model.py MoE): GATED, hwa / hwb
+    #   (NS, KD) e4m3 + (NS/128, KD/128) e8m0, the F tiles from NS on idle; not GATED, hwa (N, NS) + (N/128, NS/128),
+    #   the K splits past NS store zero partials. Routed items follow: item NSH + i = the i-th active local expert
+    #   (act), an exit when past the count.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -895,22 +898,34 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     n0 = ((pid // SPLIT) % NT) * BN
     rn = n0 + tl.arange(0, BN)
     if PDL and SHARED and a < NSH:      # PDL: the shared expert's weight span (the routed ones wait for the gate)
-        l2_prefetch_rows(hwa_ptr, rn, rn < N, KD, s * KBS * 128, KBS * 128, PDL)
         if GATED:
-            l2_prefetch_rows(hwb_ptr, rn, rn < N, KD, s * KBS * 128, KBS * 128, PDL)
+            if n0 < NS:
+                l2_prefetch_rows(hwa_ptr, rn, rn < NS, KD, s * KBS * 128, KBS * 128, PDL)
+                l2_prefetch_rows(hwb_ptr, rn, rn < NS, KD, s * KBS * 128, KBS * 128, PDL)
+        elif s * KBS * 128 < NS:
+            l2_prefetch_rows(hwa_ptr, rn, rn < N, NS, s * KBS * 128, tl.minimum(KBS * 128, NS - s * KBS * 128), PDL)
     pdl_enter(PDL)
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
         c = a * BMS
+        if GATED:              # W1 / W3: the rows NS.. do not exist; the whole K range
+            ldw = KD
+            nkb = KBS
+            if n0 >= NS:
+                c = T
+        else:                  # W2: rows of NS values; this split's K blocks below NS
+            ldw = NS
+            nkb = tl.minimum(KBS, tl.maximum(NS // 128 - s * KBS, 0))
         while c < T:
             tok = c + tl.arange(0, BMS)
             pm = tok < T
             src = tok if GATED else TK + tok                 # x rows by token, SwiGLU rows TK + t
             acca = tl.zeros((BN, BMS), dtype=tl.float32)
             accb = tl.zeros((BN, BMS), dtype=tl.float32)
-            for i in range(KBS):
-                acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
+            for i in range(nkb):
+                acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
                 if GATED:
-                    accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, KD, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
+                    accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, s * KBS + i, in_ptr, sin_ptr, src, pm,
+                                        KD)
             if SWIGLU:
                 _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BMS,), 1.0, tl.float32), limit,
                               N, BN, RNE_FIX)
@@ -1014,7 +1029,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                         sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
-                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0)
+                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS)
 
 
 @triton.jit
@@ -1022,7 +1037,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                     limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
                     HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
-                    FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0):
+                    FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0, NS=0):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
@@ -1052,6 +1067,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
             # tokens when NSH = 1, tile a alone when NSH = cdiv(T, BM) (SHARED_ITEMS "one" / "per_tile")
             lo = tl.where(a < NSH, TK + a * BM, lo)
             hi = tl.where(a < NSH, TK + tl.where(NSH == 1, T, tl.minimum(T, a * BM + BM)), hi)
+            hi = tl.where((a < NSH) & (n0 >= NS), lo, hi)     # the shared expert's F tiles from NS on are idle
         if hi > lo:
             ticket = cnt_ptr + a * NGRP + n0 // 128
             if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
@@ -1271,7 +1287,7 @@ def grouped_default(params: dict) -> dict:
     # ((4, 1) 141.5, (2, 2) 148.8, (1, 1) 159.1): more, shorter up programs against the last partial wave.
     cfg = {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
     if params["T"] > 32:
-        cfg.update(SPLIT_UP=2) if params.get("shared") else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
+        cfg.update(SPLIT_UP=2) if whole_shared(params) else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
     return cfg
 
 
@@ -1294,7 +1310,7 @@ def grouped_default_v4(params: dict) -> dict:
     #   routed only, C=16: SPLIT (4, 2), moe_experts 108.4 vs 116.9 ((2, 2) 114.0, (1, 1) 132.1, MAXNREG_DOWN 80
     #     114.2); C=64: MAXNREG_DOWN 80 186.3 vs 188.1 but it spills 32 B on sm_120 there: not shipped (X_ONCE 193.1,
     #     SPLIT_DOWN 2 188.0, EPILOGUE "swiglu" 194.3).
-    T, shared = params["T"], bool(params.get("shared"))
+    T, shared = params["T"], whole_shared(params)
     cfg = {**grouped_default_v3(params), **gate_default(params)}
     if shared and T <= 2:
         cfg.update(SPLIT_UP=4, SPLIT_DOWN=2, FIN_TOKENS=8)
@@ -1368,20 +1384,37 @@ def _layout(w1, w3, w2):
     return False, w1, w3, w2
 
 
+def _shared_params(hw: dict | None) -> dict:
+    """The defaults' params for the optional shared expert: `shared`, and `Fs` its inner dimension."""
+    return {"shared": hw is not None, **({"Fs": hw["w1"].shape[0]} if hw is not None else {})}
+
+
+def whole_shared(params: dict) -> bool:
+    """Whether the defaults pick the choices measured with the shared expert in the grouped launches: it is there
+    and at least half of F. A TP rank's slice of it (Fs = F / 8 at Flash TP8: kernelbench/decoder/model.py
+    shared_split) adds an eighth of an expert's work, so the routed-only choices stay."""
+    fs = params.get("Fs")
+    return bool(params.get("shared")) and (fs is None or 2 * fs > params.get("F", fs))
+
+
 def _aligned(t: torch.Tensor) -> torch.Tensor:
     t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()       # the decode reads 32-bit words
 
 
 def _fusable_shared(hw: dict, D: int, F: int) -> bool:
-    """The shared expert's FP8 weights can run inside the grouped kernels: same D and F as the routed experts."""
+    """The shared expert's FP8 weights can run inside the grouped kernels: the routed experts' D, an inner dimension
+    Fs that is a multiple of 128 and at most their F (Fs < F: a TP rank's slice of the replicated shared expert)."""
     check_device(*hw.values())
     for n in ("w1", "w3", "w2"):
         check_dtype(f"shared_{n}", hw[n], torch.float8_e4m3fn)
     for n in ("s1", "s3", "s2"):
         check_dtype(f"shared_{n}", hw[n], torch.float8_e8m0fnu)
-    want = {"w1": (F, D), "w3": (F, D), "w2": (D, F), "s1": (F // 128, D // 128), "s3": (F // 128, D // 128),
-            "s2": (D // 128, F // 128)}
+    fs = hw["w1"].shape[0] if hw["w1"].dim() == 2 else -1
+    if fs <= 0 or fs > F or fs % 128:
+        return False
+    want = {"w1": (fs, D), "w3": (fs, D), "w2": (D, fs), "s1": (fs // 128, D // 128), "s3": (fs // 128, D // 128),
+            "s2": (D // 128, fs // 128)}
     return all(tuple(hw[k].shape) == v for k, v in want.items())
 
 
@@ -1513,6 +1546,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         hw = {k: v.contiguous() for k, v in hw.items()}
         h1, h3, h2 = hw["w1"], hw["w3"], hw["w2"]
         hs1, hs3, hs2 = (hw[k].view(torch.uint8) for k in ("s1", "s3", "s2"))
+        launch.update(NS=h1.shape[0])               # the shared expert's inner dimension (a TP slice: < F)
     else:                                           # unused pointers
         h1 = h3 = h2 = hs1 = hs3 = hs2 = xq
     # 2. W1 / W3 over the active (expert, F tile, K split) items (+ the shared expert's items): fp32 partials, or
@@ -1597,8 +1631,8 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
     _check_experts(x, weights, indices, w1, s1, w3, s3, w2, s2)
     hw = _shared_inputs(*shared)
     key = _grouped_key(x, indices, w1)
-    cfg = config or (fixed({**key, "shared": bool(hw)}) if fixed else
-                     lookup("moe_experts", key, grouped_default({**key, "shared": bool(hw)})))
+    params = {**key, **_shared_params(hw)}
+    cfg = config or (fixed(params) if fixed else lookup("moe_experts", key, grouped_default(params)))
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.float32, pair)
 
@@ -1640,7 +1674,7 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     pair, w1, w3, w2 = _layout(w1, w3, w2)
     hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
     key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
-    params = {**key, "shared": bool(hw)}
+    params = {**key, **_shared_params(hw)}
     # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
     cfg = config or (fixed(params) if fixed else
                      lookup(op, key, lookup("moe_experts", key, grouped_default(params))))

@@ -357,6 +357,39 @@ def test_experts_kernel_with_shared(impl_name, cfg, monkeypatch):
         impl.fn(**{**impl.prepared(_inputs("moe_experts", p)), "shared_w2": None})
 
 
+@pytest.mark.parametrize("cfg", [
+    {"SPLIT_UP": 2, "SPLIT_DOWN": 4, "GLUE": "v4"},    # W2 K splits 1..3 hold no block of the slice: zero partials
+    {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "GLUE": "v3"}])   # the SwiGLU-quant and combine as launches of their own
+def test_experts_kernel_with_a_tp_slice_of_the_shared_expert(cfg, monkeypatch):
+    """A TP rank's slice of the shared expert (Fs = F / 4: W1 / W3 rows, W2 columns: kernelbench/decoder/model.py
+    shared_split) runs inside the grouped launches (not as its own op: `_shared` refuses here): the W1 / W3 tiles
+    from Fs on idle and take no ticket, W2 reads rows of Fs values; against the reference on the same slice."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+
+    def beside(*a, **k):
+        raise AssertionError("the shared slice ran beside the grouped launches, not inside them")
+    monkeypatch.setattr(KM, "_shared", beside)
+    p = {**SMALL, "T": 3, "F": 512, "shared": True, "Fs": 128}
+    base = {"BM": 16, "BN_UP": 32, "BN_DOWN": 32, "num_warps": 4, "num_stages": 2, "DECODE": "fp8", **cfg}
+    inp, _, _ = check_against_reference("moe_experts", p, "outliers", config=base)
+    assert inp["shared_w1"].shape == (128, SMALL["D"]) and inp["shared_w2"].shape == (SMALL["D"], 128)
+
+
+def test_shared_expert_fuses_at_whole_scale_blocks_up_to_f():
+    """The grouped kernels take a shared expert whose inner dimension is a multiple of 128 and at most the routed
+    F (whole, or a TP slice); anything else runs beside (its own launches)."""
+    from kernelbench.kernels import moe as KM
+    from kernelbench.ops.moe import _shared_weights
+    D, F = SMALL["D"], 256
+    gen = torch.Generator().manual_seed(0)
+    for fs, fused in ((256, True), (128, True), (512, False)):
+        assert KM._fusable_shared(_shared_weights({"D": D, "F": fs}, gen), D, F) is fused, fs
+    hw = _shared_weights({"D": D, "F": 256}, gen)
+    cut = {**hw, "w1": hw["w1"][:64], "w3": hw["w3"][:64], "w2": hw["w2"][:, :64].contiguous()}
+    assert not KM._fusable_shared(cut, D, F)                     # half a scale block
+
+
 def test_ops_accepts_names_the_optional_inputs_of_the_chosen_impl():
     from kernelbench import registry
     from kernelbench.decoder.backend import Ops

@@ -106,6 +106,9 @@ def test_the_check_fails_without_the_collectives(tmp_path):
     b = tn.compare(cut, ref, 2)
     assert not b.passed and b.logits_median > tn.TOL_LOGITS_MEDIAN and b.argmax_agreement < 0.1
     assert not tn.compare(ref, ref, 2, ranks_identical=False).passed
+    moe = [k for k in ref if k.startswith("moe")]         # the shared expert split over the ranks: bf16 parts
+    assert moe and {tn.compare(ref, ref, 2).tolerances[k] for k in moe} == {tn.TOL_MOE_REFERENCE}
+    assert {tn.compare(ref, ref, 2, split_shared=True).tolerances[k] for k in moe} == {tn.TOL_ATTN}
 
 
 def test_collective_rows_from_the_attribution_and_the_collectives_off_run():

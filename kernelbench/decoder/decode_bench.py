@@ -482,6 +482,7 @@ class BenchResult:
     overrides: dict = field(default_factory=dict)
     gbps: float = math.nan               # the copy-bandwidth ceiling used for roofline and % columns
     overlap: str = "all"                 # the sites that ran on the side stream (kernelbench.decoder.lanes), or none
+    shared_split: bool = False           # each TP rank ran its slice of the shared expert (decoder.model.shared_split)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -657,7 +658,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     use_graph = dev.type == "cuda" and (graph == "on" or (graph == "auto" and impl != "reference"))
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
-                      gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe())
+                      gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe(),
+                      shared_split=model.env.shared_split)
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)
     for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
@@ -993,7 +995,8 @@ def attribution_check(pt: BenchPoint) -> tuple[float, float]:
 
 def print_result(res: BenchResult, console, kernels: bool = False) -> None:
     from rich.table import Table
-    tp = f"TP{res.tp}" + (" (rank-0 shapes, collectives skipped)" if res.simulated_tp else "")
+    tp = (f"TP{res.tp}" + (" (rank-0 shapes, collectives skipped)" if res.simulated_tp else "")
+          + (", shared expert split over the ranks" if res.shared_split else ""))
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
@@ -1165,7 +1168,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "attribution": p.attribution, "attribution_source": p.attribution_source,
                      "lanes": p.lanes, "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
-                     "simulated_tp": res.simulated_tp, "fit": {"a_ms": _num(res.fixed_ms),
+                     "simulated_tp": res.simulated_tp, "shared_split": res.shared_split, "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
                      "configs": p.configs, "ablation": p.ablation}

@@ -22,6 +22,7 @@ Prefill runs one sequence from position 0 (L tokens at once, causal index lists 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,14 +56,35 @@ class Step:
         return self.ids.shape[0]
 
 
+SHARED_SPLIT_ENV = "KERNELBENCH_SHARED_SPLIT"
+
+
+def shared_split(cfg: ModelConfig, tp: TPContext, ops: Ops, want: bool | None = None) -> bool:
+    """Whether each TP rank runs its 1/TP slice of the replicated shared expert's inner dimension, inside its routed
+    launches (moe_routed's shared_* inputs), so that the all-reduce of the routed experts also sums the shared
+    expert: F / TP columns of W1 / W3 and rows of W2 per rank, instead of the whole expert on rank 0 (25 MB of FP8
+    per layer at Flash sizes) or on every rank beside the routed experts. The serving engines shard it the same
+    way. `want` None: ${KERNELBENCH_SHARED_SPLIT} ("1", the default, or "0"). Needs TP > 1, F a multiple of
+    128 * TP (whole FP8 scale blocks per slice) and an implementation of moe_routed that takes the shared weights."""
+    if want is None:
+        mode = os.environ.get(SHARED_SPLIT_ENV, "1").strip()
+        if mode not in ("0", "1"):
+            raise ValueError(f"{SHARED_SPLIT_ENV}={mode!r}: 1 (each TP rank runs a slice of the shared expert) or 0")
+        want = mode == "1"
+    return (bool(want) and tp.world > 1 and cfg.moe_inter_dim % (128 * tp.world) == 0
+            and ops.accepts("moe_routed", "shared_w1"))
+
+
 class Env:
     """What every layer shares: config, ops, TP context, rope frequency tables, the step's two lanes of work
-    (kernelbench.decoder.lanes; `overlap`: True for every site, False for none, or site names)."""
+    (kernelbench.decoder.lanes; `overlap`: True for every site, False for none, or site names) and whether the
+    shared expert is split over the TP ranks (`shared_split`)."""
 
-    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap=True):
+    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap=True, split_shared=None):
         self.cfg, self.tp = cfg, tp
         self.ops = ops
         self.lanes = Lanes(device, overlap)
+        self.shared_split = shared_split(cfg, tp, ops, split_shared)
         self.freqs = {False: rope_freqs(cfg, compressed=False).to(device),
                       True: rope_freqs(cfg, compressed=True).to(device)}
 
@@ -271,12 +293,23 @@ class MoE(Part):
             for kind, sfx in (("weight", ""), ("scale", "_scale")):
                 t = torch.stack([sd[f"{p}.experts.{e}.{w}.{kind}"] for e in experts])
                 self.take(sd, "", w + sfx, t.view(torch.uint8) if kind == "weight" else t)
-            self.take(sd, f"{p}.shared_experts.{w}.weight", f"shared_{w}")
-            self.take(sd, f"{p}.shared_experts.{w}.scale", f"shared_{w}_scale")
+            for kind, sfx in (("weight", ""), ("scale", "_scale")):
+                self.take(sd, "", f"shared_{w}{sfx}", self._shared_part(env, sd[f"{p}.shared_experts.{w}.{kind}"], w))
         # the routed experts' codes in the layout the MoE implementation decodes fastest, once at load
         prep = env.ops.prepare("moe_layer" if tp.world == 1 else "moe_routed",
                                {"w1": self.w1, "w3": self.w3, "w2": self.w2})
         self.w1, self.w3, self.w2 = prep["w1"], prep["w3"], prep["w2"]
+
+    @staticmethod
+    def _shared_part(env: Env, t: torch.Tensor, w: str) -> torch.Tensor:
+        """This rank's part of a shared expert tensor (weight or its 128 x 128 block scales): all of it, or with
+        env.shared_split the rank's slice of the inner dimension (W1 / W3 rows, W2 columns), made contiguous."""
+        if not env.shared_split:
+            return t
+        tp = env.tp
+        n = t.shape[0 if w != "w2" else 1] // tp.world
+        part = t.narrow(0 if w != "w2" else 1, tp.rank * n, n)
+        return part.contiguous()
 
     def forward(self, env: Env, x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """-> (y, y_add): the sublayer output as mHC post takes it (sublayer_kwargs): bf16 y and None (TP 1), or the
@@ -292,6 +325,8 @@ class MoE(Part):
             return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()}), None
         # TP > 1: the gate and this rank's routed experts as one op (moe_routed: the gate's launch also groups the
         # slots), its fp32 partial all-reduced
+        if env.shared_split:    # every rank's slice of the shared expert inside its routed launches: summed by it
+            return tp.all_reduce(ops.moe_routed(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()})), None
         lanes = env.lanes
         if lanes.on("shared_expert", x.shape[0]):
             # the replicated shared expert beside the gate and the routed experts (kernelbench.decoder.lanes), added

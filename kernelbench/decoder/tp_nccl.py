@@ -55,9 +55,10 @@ SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 
 # Tolerances of the TP check (relative L2 error per row, TP-N against TP1). Sublayers on identical inputs:
 # attention differs by the bf16 rounding of the wo_b partial sums; the reference MoE is exact up to fp32
-# order; with kernels TP1 runs the fused moe_layer and TP-N moe_experts + shared_expert (bf16 rounding
-# apart), so the attention bound applies. Whole model: routing flips amplify those differences (SPEC 6);
-# a wrong shard or collective gives median errors ~1.4 and argmax agreement ~0.
+# order unless the shared expert is split over the ranks (kernelbench/decoder/model.py shared_split: each rank's
+# slice rounded to bf16, the CPU test measured 2e-3..3e-3 at TP4); with kernels TP1 runs the fused moe_layer and
+# TP-N moe_routed (bf16 rounding apart), so the attention bound applies to those. Whole model: routing flips amplify
+# those differences (SPEC 6); a wrong shard or collective gives median errors ~1.4 and argmax agreement ~0.
 TOL_ATTN = 0.01
 TOL_MOE_REFERENCE = 1e-5
 TOL_LOGITS_MEDIAN = 0.3
@@ -235,8 +236,9 @@ class Agreement:
 
 
 def compare(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], world: int, impl: str = "reference",
-            ranks_identical: bool = True) -> Agreement:
-    """The TP check's verdict on probe outputs (tests/test_model.py asserts the same bounds)."""
+            ranks_identical: bool = True, split_shared: bool = False) -> Agreement:
+    """The TP check's verdict on probe outputs (tests/test_model.py asserts the same bounds); `split_shared`: the
+    TP-N model split the shared expert over its ranks (Env.shared_split)."""
     a = Agreement(world, impl, ranks_identical=ranks_identical)
     if not ranks_identical:
         a.failures.append("the ranks returned different results")
@@ -246,7 +248,7 @@ def compare(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], world: i
             continue
         if k == "logits":
             continue
-        tol = TOL_ATTN if k.startswith("attn") or impl != "reference" else TOL_MOE_REFERENCE
+        tol = TOL_ATTN if k.startswith("attn") or impl != "reference" or split_shared else TOL_MOE_REFERENCE
         err = rel(got[k].flatten(), ref[k].flatten()).item()
         a.sublayers[k], a.tolerances[k] = err, tol
         if not err < tol:
@@ -448,6 +450,7 @@ def run_check(plan: Plan, ctx: RunContext, dev: torch.device, log: Log) -> Agree
     model = Transformer.from_checkpoint(plan.checkpoint, ops=Ops(plan.check_impl), tp=ctx, device=dev)
     got = probe(model, plan.n_tok, plan.seed)
     same = ranks_agree(ctx, got, dev)
+    split = model.env.shared_split
     del model
     _free(dev)
     log(f"check: TP{ctx.world} probe done (ranks identical: {same}); TP1 reference on rank 0")
@@ -457,7 +460,7 @@ def run_check(plan: Plan, ctx: RunContext, dev: torch.device, log: Log) -> Agree
         ref = probe(ref_model, plan.n_tok, plan.seed)
         del ref_model
         _free(dev)
-        agreement = compare(got, ref, ctx.world, plan.check_impl, same)
+        agreement = compare(got, ref, ctx.world, plan.check_impl, same, split)
     ctx.barrier()
     return agreement
 

@@ -20,7 +20,9 @@ from kernelbench.harness.testing import randn
 LIMIT_SWIGLU = 10.0
 
 
-def _cases(ss: ShapeSet, hash_too: bool = True) -> list[dict]:
+def _cases(ss: ShapeSet, hash_too: bool = True, shared_slice: bool = False) -> list[dict]:
+    """`shared_slice`: one more case per T with the TP rank's slice of the shared expert (F / TP, when it is a
+    multiple of 128: kernelbench/decoder/model.py shared_split), the decoder's MoE at TP > 1."""
     c, tp = ss.config, ss.tp
     El = divide(c.n_routed_experts, tp)
     rank = min(3, tp - 1)                    # an interior rank: offsets must be honoured
@@ -30,6 +32,8 @@ def _cases(ss: ShapeSet, hash_too: bool = True) -> list[dict]:
             out.append({"T": T, "D": c.dim, "E": c.n_routed_experts, "El": El, "offset": rank * El,
                         "F": c.moe_inter_dim, "K": c.n_activated_experts, "V": min(c.vocab_size, 8192), "hash": h,
                         "rs": c.route_scale})
+        if shared_slice and tp > 1 and c.moe_inter_dim % (128 * tp) == 0:
+            out.append({**out[-1], "hash": False, "shared": True, "Fs": c.moe_inter_dim // tp})
     return out
 
 
@@ -42,6 +46,30 @@ def _strategy():
                 "offset": d(st.sampled_from([0, E - El])), "F": d(st.sampled_from([128, 256])),
                 "K": d(st.integers(1, min(3, E))), "V": 64, "hash": d(st.booleans()),
                 "rs": d(st.sampled_from([1.0, 1.5, 2.5]))}
+    return draw()
+
+
+def shared_dim(p) -> int:
+    """The shared expert's inner dimension: F, or Fs (a TP rank's slice of it: kernelbench/decoder/model.py
+    shared_split, where each rank runs F / TP of it inside its routed launches)."""
+    return p.get("Fs", p["F"])
+
+
+def _shared_bytes(p) -> int:
+    return 3 * shared_dim(p) * p["D"] + 3 * (shared_dim(p) // 128) * (p["D"] // 128)
+
+
+def _with_shared(strategy, always: bool = False):
+    """An expert op's strategy with the optional shared expert drawn (`always`: moe_layer's), whole or as the slice
+    of F a TP rank runs (Fs = F / 2 at these sizes)."""
+    @st.composite
+    def draw(d):
+        p = d(strategy)
+        if always or d(st.booleans()):
+            p["shared"] = True
+            if p["F"] >= 256 and d(st.booleans()):
+                p["Fs"] = p["F"] // 2
+        return p
     return draw()
 
 
@@ -83,7 +111,7 @@ def _expert_weights(p, gen, prefix=""):
 
 
 def _shared_weights(p, gen):
-    D, F = p["D"], p["F"]
+    D, F = p["D"], shared_dim(p)
     w1, s1 = fp8_weight(F, D, gen)
     w3, s3 = fp8_weight(F, D, gen)
     w2, s2 = fp8_weight(D, F, gen)
@@ -129,7 +157,7 @@ def _experts_make(p, gen, device, values):
     w, idx = _routing(p, gen)
     d = {"x": x, "weights": w, "indices": idx, **_expert_weights(p, gen), "expert_offset": p["offset"],
          "swiglu_limit": LIMIT_SWIGLU}
-    if p.get("shared"):     # the optional shared expert (the decoder's TP rank 0); not drawn by verify / bench cases
+    if p.get("shared"):     # the optional shared expert (whole, or a TP rank's slice: Fs)
         d.update({f"shared_{k}": v for k, v in _shared_weights(p, gen).items()})
     return _to(d, device)
 
@@ -140,9 +168,10 @@ def _expert_bytes(p):
 
 def _experts_cost(p):
     frac = p["El"] / p["E"]
-    return Cost(flops=2.0 * p["T"] * p["K"] * frac * 3 * p["F"] * p["D"],
+    sh = bool(p.get("shared"))              # + the shared expert (whole or a TP slice) when the case carries it
+    return Cost(flops=2.0 * p["T"] * p["K"] * frac * 3 * p["F"] * p["D"] + sh * 6.0 * p["T"] * shared_dim(p) * p["D"],
                 bytes=touched_experts(p) * _expert_bytes(p) + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"]
-                + 4 * p["T"] * p["D"])
+                + 4 * p["T"] * p["D"] + sh * _shared_bytes(p))
 
 
 _ROW_FLIP_FRAC = 0.25
@@ -169,7 +198,8 @@ def _experts_tol(p):
 register_op(OpSpec(
     name="moe_experts", family="moe", reference=R.moe_experts, make_inputs=_experts_make,
     batch_key="T",
-    cases=lambda ss: _cases(ss, hash_too=False), strategy=_strategy, cost=_experts_cost, tolerance=_experts_tol,
+    cases=lambda ss: _cases(ss, hash_too=False), strategy=lambda: _with_shared(_strategy()), cost=_experts_cost,
+    tolerance=_experts_tol,
     outputs=("y",), value_modes=("normal", "outliers", "large", "boundary"),
     doc="Routed FP4 experts of this rank: W1/W3, clamp, SwiGLU, routing weight, W2, fp32 combine."))
 
@@ -211,7 +241,7 @@ def _routed_make(p, gen, device, values):
     g = _gate_inputs(p, gen, "normal" if values == "ties" else values)
     g["x"] = (g["x"].float() * 4).to(torch.bfloat16)
     d = {**g, **_expert_weights(p, gen), "expert_offset": p["offset"], "swiglu_limit": LIMIT_SWIGLU}
-    if p.get("shared"):     # the optional shared expert (TP rank 0); not drawn by verify / bench cases
+    if p.get("shared"):     # the optional shared expert (whole, or a TP rank's slice: Fs)
         d.update({f"shared_{k}": v for k, v in _shared_weights(p, gen).items()})
     return _to(d, device)
 
@@ -234,9 +264,9 @@ def _routed_tol(p):
 
 
 register_op(OpSpec(
-    name="moe_routed", family="moe", reference=R.moe_routed, make_inputs=_routed_make, cases=_cases,
-    batch_key="T",
-    strategy=_strategy, cost=_routed_cost, tolerance=_routed_tol, outputs=("y",),
+    name="moe_routed", family="moe", reference=R.moe_routed, make_inputs=_routed_make,
+    cases=lambda ss: _cases(ss, shared_slice=True), batch_key="T",
+    strategy=lambda: _with_shared(_strategy()), cost=_routed_cost, tolerance=_routed_tol, outputs=("y",),
     value_modes=("normal", "outliers"),
     doc="Gate + this rank's routed experts (+ the shared expert, optional), fp32 partial: the TP decoder's MoE."))
 
@@ -247,9 +277,9 @@ def _layer_make(p, gen, device, values):
 
 
 def _layer_cost(p):
-    e = _experts_cost(p)
-    return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"] + 6.0 * p["T"] * p["F"] * p["D"],
-                bytes=touched_experts(p) * _expert_bytes(p) + 3 * p["F"] * p["D"] + 2 * p["E"] * p["D"]
+    e = _experts_cost({**p, "shared": False})
+    return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"] + 6.0 * p["T"] * shared_dim(p) * p["D"],
+                bytes=touched_experts(p) * _expert_bytes(p) + 3 * shared_dim(p) * p["D"] + 2 * p["E"] * p["D"]
                 + 4 * p["T"] * p["D"])
 
 
@@ -263,6 +293,6 @@ def _layer_tol(p):
 register_op(OpSpec(
     name="moe_layer", family="moe", reference=R.moe_layer, make_inputs=_layer_make, cases=_cases,
     batch_key="T",
-    strategy=_strategy, cost=_layer_cost, tolerance=_layer_tol, outputs=("y",),
+    strategy=lambda: _with_shared(_strategy(), always=True), cost=_layer_cost, tolerance=_layer_tol, outputs=("y",),
     value_modes=("normal", "outliers"),
     doc="Gate + routed experts of this rank + shared expert, bf16 out: the MoE performance goal's op."))
