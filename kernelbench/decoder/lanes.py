@@ -7,6 +7,8 @@ chains of kernels finish sooner side by side than one after the other. Two place
   (model.Attention);
 - "shared_expert": the MoE's shared expert reads only x, beside the gate and the routed experts (model.MoE, TP > 1,
   from SHARED_EXPERT_MIN_T tokens; otherwise rank 0's routed-expert launches carry the shared expert, the fused form).
+  Only when the shared expert is whole on every rank (model.shared_split off): split, each rank's routed launches
+  carry its slice and nothing is left to run beside.
 
 `Lanes.side(site)` runs its block after all work the main stream has queued so far, on kernel lane 1
 (kernels/common.py `lane`: its own split-K tickets and counters, so two concurrent kernels never share one) and, on a
