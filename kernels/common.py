@@ -153,6 +153,15 @@ def pdl_enter(PDL: tl.constexpr):
 
 
 @triton.jit
+def pdl_release(PDL: tl.constexpr):
+    """With PDL: let the successor launch WITHOUT waiting for the predecessor. Only for programs that read nothing
+    the predecessor (the one kernel that may still run: every kernel before it had completed when it triggered this
+    launch) writes and write nothing it reads or writes; the call site says why that holds."""
+    if PDL:
+        gdc_launch_dependents()
+
+
+@triton.jit
 def dot_operand(x, DOT_UPCAST: tl.constexpr):
     if DOT_UPCAST:
         return x.to(tl.float32)

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand,
-                                       l2_prefetch_rows, pdl_args, pdl_enter, to_bf16)
+                                       l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -660,16 +660,34 @@ def fold_halves(acc2, BN: tl.constexpr, BM: tl.constexpr):
 
 
 @triton.jit
-def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq_ptr, sx_ptr, rows, rmask, LDX):
-    """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . X[rows, same]^T * sw * sx, W e4m3 rows
-    of LDW values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), X e4m3 codes with
-    fp32 scales per 128 (the arithmetic of kernels/linear.py _fp8_gemm_kernel)."""
+def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq, sx):
+    """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . xq^T * sw * sx, W e4m3 rows of LDW
+    values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), xq (BM, 128) e4m3 codes
+    of the rows' K block kb with fp32 scales sx (BM,) (the arithmetic of kernels/linear.py _fp8_gemm_kernel)."""
     rk = tl.arange(0, 128)
     w = tl.load(w_ptr + rn[:, None] * LDW + kb * 128 + rk[None, :])
-    xq = tl.load(xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :], mask=rmask[:, None], other=0.0)
-    sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)
     sw = pow2(tl.load(ws_ptr + (n0 // 128) * (LDW // 128) + kb).to(tl.int32) - 127)             # rn = n0 + 0..BN-1
     return acc + tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
+
+
+@triton.jit
+def x_tile(xq_ptr, sx_ptr, rows, rmask, kb, LDX):
+    """K block kb of the act-quantized rows: e4m3 codes (BM, 128) and their fp32 scales (BM,) (0 for masked rows)."""
+    rk = tl.arange(0, 128)
+    xq = tl.load(xq_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :], mask=rmask[:, None], other=0.0)
+    sx = tl.load(sx_ptr + rows.to(tl.int64) * (LDX // 128) + kb, mask=rmask, other=0.0)
+    return xq, sx
+
+
+@triton.jit
+def x_tile_own(x_ptr, rows, rmask, kb, LDX):
+    """x_tile from the bf16 rows themselves: the act-quantization the routing launch does (_quant_x_block), of one
+    K block, in registers: the same codes and scales bit for bit."""
+    rk = tl.arange(0, 128)
+    v = tl.load(x_ptr + rows[:, None].to(tl.int64) * LDX + kb * 128 + rk[None, :], mask=rmask[:, None],
+                other=0.0).to(tl.float32)
+    code, sc = _quant_groups(v)
+    return code.to(tl.uint8).to(tl.float8e4nv, bitcast=True), tl.where(rmask, sc, 0.0)
 
 
 @triton.jit
@@ -873,7 +891,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          RNE_FIX: tl.constexpr = False, cnt_ptr=0, fin_ptr=0, inv_ptr=0, extra_ptr=0,
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
-                         BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0):
+                         BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
+                         xr_ptr=0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -889,6 +908,12 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   (NS, KD) e4m3 + (NS/128, KD/128) e8m0, the F tiles from NS on idle; not GATED, hwa (N, NS) + (N/128, NS/128),
     #   the K splits past NS store zero partials. Routed items follow: item NSH + i = the i-th active local expert
     #   (act), an exit when past the count.
+    # XOWN (GATED, SHARED; config SHARED_X "own", the default under PDL): the shared items act-quantize their x
+    #   blocks themselves (x_tile_own from xr = x (T, D) bf16, the routing launch's arithmetic) and do not wait for
+    #   the routing launch before them (pdl_release): under PDL this launch starts once that launch's programs have
+    #   passed their own wait, so every kernel before it has completed, and the shared items read only x and weights
+    #   and write only this call's new partials, activations and tickets (cnt: a range the routing launch does not
+    #   use). They stream the shared expert's W1 / W3 beside the gate; the routed items wait for its routing lists.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -904,7 +929,10 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 l2_prefetch_rows(hwb_ptr, rn, rn < NS, KD, s * KBS * 128, KBS * 128, PDL)
         elif s * KBS * 128 < NS:
             l2_prefetch_rows(hwa_ptr, rn, rn < N, NS, s * KBS * 128, tl.minimum(KBS * 128, NS - s * KBS * 128), PDL)
-    pdl_enter(PDL)
+    if XOWN and a < NSH:       # the shared items touch nothing the routing launch writes (above): no wait
+        pdl_release(PDL)
+    else:
+        pdl_enter(PDL)
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
         c = a * BMS
         if GATED:              # W1 / W3: the rows NS.. do not exist; the whole K range
@@ -922,10 +950,14 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             acca = tl.zeros((BN, BMS), dtype=tl.float32)
             accb = tl.zeros((BN, BMS), dtype=tl.float32)
             for i in range(nkb):
-                acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, s * KBS + i, in_ptr, sin_ptr, src, pm, KD)
+                kb = s * KBS + i
+                if XOWN:
+                    xq, sxq = x_tile_own(xr_ptr, src, pm, kb, KD)
+                else:
+                    xq, sxq = x_tile(in_ptr, sin_ptr, src, pm, kb, KD)
+                acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq)
                 if GATED:
-                    accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, s * KBS + i, in_ptr, sin_ptr, src, pm,
-                                        KD)
+                    accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq)
             if SWIGLU:
                 _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BMS,), 1.0, tl.float32), limit,
                               N, BN, RNE_FIX)
@@ -1563,7 +1595,18 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     # launches (their last programs, FIN)
     fin_up = glue == "v4" and not fuse and 128 % bu == 0
     fin_down = glue == "v4"
-    tickets = split_tickets(dev, max((nsh + n_items) * (F // 128), D // bd)) if fin_up or fin_down else None
+    # SHARED_X: where the shared items' act-quantized x comes from: "gate" (the routing launch's xq / sx) or "own"
+    # (each shared program quantizes its blocks; with PDL they then run beside the gate: _grouped_gemm_kernel XOWN);
+    # default "own" when the up launch runs under PDL
+    pdl_up = pdl_args(dev, T, *((h1, h3) if fused else ()))
+    sxm = cfg.get("SHARED_X", "own" if pdl_up else "gate")
+    if sxm not in ("gate", "own"):
+        raise ValueError(f"moe_experts: config SHARED_X={sxm!r}: 'gate' or 'own'")
+    xown = fused and sxm == "own"
+    n_up = (nsh + n_items) * (F // 128)
+    tickets = split_tickets(dev, max(n_up + XOWN_TICKETS, D // bd)) if fin_up or fin_down else None
+    # the up launch's tickets past the routing launch's (split_tickets(dev, 1)): its shared items may run beside it
+    up_tickets = tickets[XOWN_TICKETS:] if tickets is not None and xown else tickets
     # the finishing blocks: FIN_ROWS SwiGLU rows (an item has <= T rows) and FIN_TOKENS combine tokens per step; the
     # kernel's registers are the max over its paths, so smaller blocks at small T can leave room for more blocks/SM
     fr, ft = int(cfg.get("FIN_ROWS", 8)), int(cfg.get("FIN_TOKENS", 32))
@@ -1573,8 +1616,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
-        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_args(dev, T, *((h1, h3) if fused else ())),
-        **(dict(cnt_ptr=tickets, FIN=True, FR=fr) if fin_up else {}))
+        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_up,
+        **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
     if not fuse and not fin_up:
@@ -1602,11 +1645,13 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     return out
 
 
+XOWN_TICKETS = 64      # the up launch's ticket range starts here when its shared items run beside the routing launch
+
 # config keys of the grouped kernels that no space or default shows at the ops' cases (Impl.options: a pin or tuned
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
-                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS"})
+                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "SHARED_X"})
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 

@@ -376,6 +376,24 @@ def test_experts_kernel_with_a_tp_slice_of_the_shared_expert(cfg, monkeypatch):
     assert inp["shared_w1"].shape == (128, SMALL["D"]) and inp["shared_w2"].shape == (SMALL["D"], 128)
 
 
+@pytest.mark.parametrize("op,fs", [("moe_layer", None), ("moe_routed", 128)])
+def test_shared_items_quantizing_x_themselves_change_nothing(op, fs, monkeypatch):
+    """SHARED_X "own" (the default under PDL: the shared expert's W1 / W3 items act-quantize their x blocks in
+    registers and need not wait for the routing launch, their tickets past its range) is bit-equal to "gate" (the
+    routing launch's codes and scales), whole or sliced, the up launch split and finishing; a bad value is refused."""
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 3, "F": 256, "shared": True, **({"Fs": fs} if fs else {})}
+    spec, impl = spec_and_impl(op)
+    run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(1), "cpu", "outliers"))
+    cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2, "SPLIT_DOWN": 2, "DECODE": "fp8",
+           "GLUE": "v4"}
+    own = impl.fn(**run, config={**cfg, "SHARED_X": "own"})
+    assert torch.isfinite(own.float()).all()
+    assert torch.equal(own, impl.fn(**run, config={**cfg, "SHARED_X": "gate"}))
+    with pytest.raises(ValueError, match="SHARED_X"):
+        impl.fn(**run, config={**cfg, "SHARED_X": "mine"})
+
+
 def test_shared_expert_fuses_at_whole_scale_blocks_up_to_f():
     """The grouped kernels take a shared expert whose inner dimension is a multiple of 128 and at most the routed
     F (whole, or a TP slice); anything else runs beside (its own launches)."""
