@@ -908,12 +908,13 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   (NS, KD) e4m3 + (NS/128, KD/128) e8m0, the F tiles from NS on idle; not GATED, hwa (N, NS) + (N/128, NS/128),
     #   the K splits past NS store zero partials. Routed items follow: item NSH + i = the i-th active local expert
     #   (act), an exit when past the count.
-    # XOWN (GATED, SHARED; config SHARED_X "own", the default under PDL): the shared items act-quantize their x
-    #   blocks themselves (x_tile_own from xr = x (T, D) bf16, the routing launch's arithmetic) and do not wait for
-    #   the routing launch before them (pdl_release): under PDL this launch starts once that launch's programs have
-    #   passed their own wait, so every kernel before it has completed, and the shared items read only x and weights
-    #   and write only this call's new partials, activations and tickets (cnt: a range the routing launch does not
-    #   use). They stream the shared expert's W1 / W3 beside the gate; the routed items wait for its routing lists.
+    # XOWN (GATED, SHARED; config SHARED_X "own", the default under PDL after a score gate): the shared items
+    #   act-quantize their x blocks themselves (x_tile_own from xr = x (T, D) bf16, the routing launch's
+    #   arithmetic) and do not wait for the routing launch before them (pdl_release): under PDL this launch starts
+    #   once that launch's programs have passed their own wait, so every kernel before it has completed, and the
+    #   shared items read only x and weights and write only this call's new partials, activations and tickets (cnt:
+    #   a range the routing launch does not use). They stream the shared expert's W1 / W3 beside the gate; the
+    #   routed items wait for its routing lists.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1523,7 +1524,7 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
 
 
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
-             hw=None, routed=None):
+             hw=None, routed=None, score_gate=False):
     # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
     # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
     # "v4" (default up to FIN_MAX_T tokens): the parallel routing, SwiGLU-quant and combine inside the GEMM launches
@@ -1596,10 +1597,12 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     fin_up = glue == "v4" and not fuse and 128 % bu == 0
     fin_down = glue == "v4"
     # SHARED_X: where the shared items' act-quantized x comes from: "gate" (the routing launch's xq / sx) or "own"
-    # (each shared program quantizes its blocks; with PDL they then run beside the gate: _grouped_gemm_kernel XOWN);
-    # default "own" when the up launch runs under PDL
+    # (each shared program quantizes its blocks; with PDL they then run beside the gate: _grouped_gemm_kernel XOWN).
+    # Default "own" when the up launch runs under PDL after the score gate (`score_gate`: its GEMV is the latency to
+    # hide). H200, moe_layer C = 1, graph replay (data/h200-2026-12-03-session15/call2): score routing 28.71 us own vs
+    # 30.17 gate; hash routing (a short gate launch) 23.07 own vs 19.30 gate
     pdl_up = pdl_args(dev, T, *((h1, h3) if fused else ()))
-    sxm = cfg.get("SHARED_X", "own" if pdl_up else "gate")
+    sxm = cfg.get("SHARED_X", "own" if pdl_up and score_gate else "gate")
     if sxm not in ("gate", "own"):
         raise ValueError(f"moe_experts: config SHARED_X={sxm!r}: 'gate' or 'own'")
     xown = fused and sxm == "own"
@@ -1683,7 +1686,7 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair, routed=None):
+                       pair, routed=None, score_gate=False):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
     "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
     if hw is None:
@@ -1694,7 +1697,7 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
         raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair, hw, routed=routed)
+                        out_dtype, pair, hw, routed=routed, score_gate=score_gate)
     shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
     return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
                     pair, routed=routed)
@@ -1734,7 +1737,8 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
                                      expert_offset, cfg)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                              torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed)
+                              torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed,
+                              score_gate=tid2eid is None)
 
 
 @register_impl("moe_routed", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,

@@ -378,7 +378,7 @@ def test_experts_kernel_with_a_tp_slice_of_the_shared_expert(cfg, monkeypatch):
 
 @pytest.mark.parametrize("op,fs", [("moe_layer", None), ("moe_routed", 128)])
 def test_shared_items_quantizing_x_themselves_change_nothing(op, fs, monkeypatch):
-    """SHARED_X "own" (the default under PDL: the shared expert's W1 / W3 items act-quantize their x blocks in
+    """SHARED_X "own" (the default under PDL after a score gate: the shared expert's W1 / W3 items act-quantize their x blocks in
     registers and need not wait for the routing launch, their tickets past its range) is bit-equal to "gate" (the
     routing launch's codes and scales), whole or sliced, the up launch split and finishing; a bad value is refused."""
     poisoned_empty(monkeypatch)

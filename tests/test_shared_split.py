@@ -48,15 +48,50 @@ def test_each_rank_keeps_its_slice_of_the_shared_expert(ckpt, rank, monkeypatch)
     moe = model.layers[layer].ffn
     p = f"layers.{layer}.ffn.shared_experts"
     rows, blocks = slice(128 * rank, 128 * rank + 128), slice(rank, rank + 1)
-    assert torch.equal(moe.shared_w1.view(torch.uint8), sd[f"{p}.w1.weight"][rows].view(torch.uint8))
-    assert torch.equal(moe.shared_w3.view(torch.uint8), sd[f"{p}.w3.weight"][rows].view(torch.uint8))
-    assert torch.equal(moe.shared_w2.view(torch.uint8), sd[f"{p}.w2.weight"][:, rows].view(torch.uint8))
-    assert moe.shared_w2.is_contiguous() and moe.shared_w2_scale.is_contiguous()
-    assert torch.equal(moe.shared_w1_scale.view(torch.uint8), sd[f"{p}.w1.scale"][blocks].view(torch.uint8))
-    assert torch.equal(moe.shared_w2_scale.view(torch.uint8), sd[f"{p}.w2.scale"][:, blocks].view(torch.uint8))
+    assert torch.equal(moe.shared_part_w1.view(torch.uint8), sd[f"{p}.w1.weight"][rows].view(torch.uint8))
+    assert torch.equal(moe.shared_part_w3.view(torch.uint8), sd[f"{p}.w3.weight"][rows].view(torch.uint8))
+    assert torch.equal(moe.shared_part_w2.view(torch.uint8), sd[f"{p}.w2.weight"][:, rows].view(torch.uint8))
+    assert moe.shared_part_w2.is_contiguous() and moe.shared_part_w2_scale.is_contiguous()
+    assert torch.equal(moe.shared_part_w1_scale.view(torch.uint8), sd[f"{p}.w1.scale"][blocks].view(torch.uint8))
+    assert torch.equal(moe.shared_part_w2_scale.view(torch.uint8), sd[f"{p}.w2.scale"][:, blocks].view(torch.uint8))
+    assert moe.shared_w1.shape == (256, CFG.dim)                  # the whole expert stays for larger steps
     monkeypatch.setenv(SHARED_SPLIT_ENV, "0")
     whole = Transformer.from_checkpoint(ckpt, tp=TPContext(rank=rank, world=2, simulate=True))
-    assert not whole.env.shared_split and whole.layers[layer].ffn.shared_w1.shape == (256, CFG.dim)
+    assert not whole.env.shared_split and not hasattr(whole.layers[layer].ffn, "shared_part_w1")
+
+
+class _RoutedLog:
+    """Ops that record the shared expert's W1 rows each moe_routed call gets (None: no shared weights)."""
+
+    def __init__(self, ops):
+        self.ops, self.rows = ops, []
+
+    def __getattr__(self, name):
+        fn = getattr(self.ops, name)
+        if name != "moe_routed":
+            return fn
+
+        def call(**k):
+            self.rows.append(k["shared_w1"].shape[0] if "shared_w1" in k else None)
+            return fn(**k)
+        return call
+
+
+def test_the_slice_runs_below_sixteen_tokens_the_whole_expert_from_sixteen(ckpt, monkeypatch):
+    """Steps of at most SHARED_SPLIT_MAX_T tokens pass every rank's slice to moe_routed; larger ones the whole
+    expert as before (beside on the side lane with the shared_expert site, else inside rank 0's launches)."""
+    from kernelbench.decoder.model import SHARED_SPLIT_MAX_T
+    monkeypatch.delenv(SHARED_SPLIT_ENV, raising=False)
+    for overlap, big in ((False, 256), (True, None)):      # rank 0 fused / beside on the side lane
+        model = Transformer.from_checkpoint(ckpt, tp=TPContext(rank=0, world=2, simulate=True), overlap=overlap)
+        log = _RoutedLog(model.env.ops)
+        model.env.ops = log
+        gen = torch.Generator().manual_seed(0)
+        for t in (1, SHARED_SPLIT_MAX_T, SHARED_SPLIT_MAX_T + 1):
+            x = torch.randn(t, CFG.dim, generator=gen).to(torch.bfloat16)
+            y, _ = model.layers[2].ffn(model.env, x, torch.randint(0, CFG.vocab_size, (t,), generator=gen))
+            assert y.shape == (t, CFG.dim) and torch.isfinite(y).all()
+        assert log.rows == [128, 128, big], (overlap, log.rows)
 
 
 def test_the_slices_sum_to_the_shared_expert(ckpt):
