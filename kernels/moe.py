@@ -1092,7 +1092,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
             lo = tl.load(act_ptr + it0 + 4 * item + 1, mask=ok, other=0)
             hi = tl.load(act_ptr + it0 + 4 * item + 2, mask=ok, other=0)
         else:
-            ok = (item >= 0) & (item < tl.load(act_ptr))
+            ok = (item >= 0) & (item < tl.load(act_ptr, mask=item >= 0, other=0))   # shared items: no read
             e = tl.load(act_ptr + 1 + item, mask=ok, other=0)
             lo = tl.load(start_ptr + e, mask=ok, other=0)
             hi = tl.load(start_ptr + e + 1, mask=ok, other=0)
@@ -1606,10 +1606,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if sxm not in ("gate", "own"):
         raise ValueError(f"moe_experts: config SHARED_X={sxm!r}: 'gate' or 'own'")
     xown = fused and sxm == "own"
-    n_up = (nsh + n_items) * (F // 128)
-    tickets = split_tickets(dev, max(n_up + XOWN_TICKETS, D // bd)) if fin_up or fin_down else None
-    # the up launch's tickets past the routing launch's (split_tickets(dev, 1)): its shared items may run beside it
-    up_tickets = tickets[XOWN_TICKETS:] if tickets is not None and xown else tickets
+    # with xown the up launch's tickets start past the routing launch's (split_tickets(dev, 1)): its shared items
+    # may run beside it
+    t0 = XOWN_TICKETS if xown else 0
+    tickets = split_tickets(dev, max(t0 + (nsh + n_items) * (F // 128), D // bd)) if fin_up or fin_down else None
+    up_tickets = tickets[t0:] if tickets is not None else None
     # the finishing blocks: FIN_ROWS SwiGLU rows (an item has <= T rows) and FIN_TOKENS combine tokens per step; the
     # kernel's registers are the max over its paths, so smaller blocks at small T can leave room for more blocks/SM
     fr, ft = int(cfg.get("FIN_ROWS", 8)), int(cfg.get("FIN_TOKENS", 32))

@@ -70,8 +70,9 @@ def shared_split(cfg: ModelConfig, tp: TPContext, ops: Ops, want: bool | None = 
     launches (moe_routed's shared_* inputs), in steps of at most SHARED_SPLIT_MAX_T tokens, so that the all-reduce
     of the routed experts also sums the shared expert: F / TP rows of W1 / W3 and columns of W2 per rank, instead of
     the whole expert on rank 0 (25 MB of FP8 per layer at Flash sizes). The serving engines shard it the same way.
-    Larger steps keep the whole expert (beside the routed experts on every rank: kernelbench.decoder.lanes). `want` None: ${KERNELBENCH_SHARED_SPLIT} ("1", the default, or "0"). Needs TP > 1, F a multiple of
-    128 * TP (whole FP8 scale blocks per slice) and an implementation of moe_routed that takes the shared weights."""
+    Larger steps keep the whole expert (beside the routed experts on every rank: kernelbench.decoder.lanes).
+    `want` None: ${KERNELBENCH_SHARED_SPLIT} ("1", the default, or "0"). Needs TP > 1, F a multiple of 128 * TP
+    (whole FP8 scale blocks per slice) and an implementation of moe_routed that takes the shared weights."""
     if want is None:
         mode = os.environ.get(SHARED_SPLIT_ENV, "1").strip()
         if mode not in ("0", "1"):
@@ -86,11 +87,11 @@ class Env:
     (kernelbench.decoder.lanes; `overlap`: True for every site, False for none, or site names) and whether the
     shared expert is split over the TP ranks (`shared_split`)."""
 
-    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap=True, split_shared=None):
+    def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap=True):
         self.cfg, self.tp = cfg, tp
         self.ops = ops
         self.lanes = Lanes(device, overlap)
-        self.shared_split = shared_split(cfg, tp, ops, split_shared)
+        self.shared_split = shared_split(cfg, tp, ops)
         self.freqs = {False: rope_freqs(cfg, compressed=False).to(device),
                       True: rope_freqs(cfg, compressed=True).to(device)}
 
@@ -317,6 +318,12 @@ class MoE(Part):
         part = t.narrow(0 if w != "w2" else 1, tp.rank * n, n)
         return part.contiguous()
 
+    def _shared_weights(self, prefix: str) -> dict:
+        """The shared expert's weights by the ops' names (w1, s1, w3, s3, w2, s2) from the buffers `prefix`w1 ..
+        (`shared_`: the whole expert, `shared_part_`: this rank's slice)."""
+        return {k: getattr(self, prefix + n) for k, n in (("w1", "w1"), ("s1", "w1_scale"), ("w3", "w3"),
+                                                          ("s3", "w3_scale"), ("w2", "w2"), ("s2", "w2_scale"))}
+
     def forward(self, env: Env, x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """-> (y, y_add): the sublayer output as mHC post takes it (sublayer_kwargs): bf16 y and None (TP 1), or the
         fp32 all-reduced routed sum and the bf16 shared expert's output (None where the routed op added it)."""
@@ -325,16 +332,14 @@ class MoE(Part):
                     topk=cfg.n_activated_experts, route_scale=cfg.route_scale)
         experts = dict(w1=self.w1, s1=self.w1_scale, w3=self.w3, s3=self.w3_scale, w2=self.w2, s2=self.w2_scale,
                        expert_offset=self.offset, swiglu_limit=cfg.swiglu_limit)
-        shared = dict(w1=self.shared_w1, s1=self.shared_w1_scale, w3=self.shared_w3, s3=self.shared_w3_scale,
-                      w2=self.shared_w2, s2=self.shared_w2_scale)
+        shared = self._shared_weights("shared_")
         if tp.world == 1:                      # all experts local: the one fused op
             return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()}), None
         # TP > 1: the gate and this rank's routed experts as one op (moe_routed: the gate's launch also groups the
         # slots), its fp32 partial all-reduced
         if env.shared_split and x.shape[0] <= SHARED_SPLIT_MAX_T:
             # every rank's slice of the shared expert inside its routed launches: the all-reduce sums the slices
-            part = dict(w1=self.shared_part_w1, s1=self.shared_part_w1_scale, w3=self.shared_part_w3,
-                        s3=self.shared_part_w3_scale, w2=self.shared_part_w2, s2=self.shared_part_w2_scale)
+            part = self._shared_weights("shared_part_")
             return tp.all_reduce(ops.moe_routed(**gate, **experts, **{f"shared_{k}": v for k, v in part.items()})), None
         lanes = env.lanes
         if lanes.on("shared_expert", x.shape[0]):
