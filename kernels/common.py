@@ -58,6 +58,54 @@ def current_lane() -> int:
     return _LANE.get()
 
 
+# An op's own independent work runs on the caller's lane + BESIDE_LANE_STEP: lane 0 -> 2, the decoder's side lane
+# 1 -> 3, so it never shares tickets with the op's main chain or with the decoder's side lane.
+BESIDE_LANE_STEP = 2
+_BESIDE_STREAMS: dict = {}
+
+
+class Beside:
+    """Work an op launches beside its own chain of kernels (say the MoE's shared expert beside the gate and the
+    routed experts): `run()` queues its block on a side stream of the device after everything the current stream
+    has queued so far, on a lane of its own; `join()` makes the current stream wait for the side's work. In a CUDA
+    graph capture the fork and the join become edges, so a replay keeps the overlap. On a CPU (the interpreter)
+    the block runs in program order, on the same lane as on a GPU.
+
+    Tensor lifetimes (the argument of kernelbench.decoder.lanes): what the side allocates and the op reads after
+    the join goes back to the side stream's pool when freed, and the side next allocates in a later `run()`, which
+    first waits for all the current stream queued, that reader included."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.lane = current_lane() + BESIDE_LANE_STEP
+        self.main = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
+        self.stream = None
+        if self.main is not None:
+            # one side stream per device, made at the first eager call (warm-up runs before a capture): callers on
+            # two streams at once would only queue one after the other on it
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+            self.stream = _BESIDE_STREAMS.get(index)
+            if self.stream is None:
+                self.stream = _BESIDE_STREAMS[index] = torch.cuda.Stream(self.device)
+        self.pending = False
+
+    @contextlib.contextmanager
+    def run(self):
+        with lane(self.lane):
+            if self.stream is None:
+                yield
+                return
+            self.stream.wait_stream(self.main)
+            self.pending = True
+            with torch.cuda.stream(self.stream):
+                yield
+
+    def join(self) -> None:
+        if self.stream is not None and self.pending:
+            self.main.wait_stream(self.stream)
+        self.pending = False
+
+
 def zeroed_scratch(store: dict, device: torch.device, n: int, what: str) -> torch.Tensor:
     """At least n zeroed int32 values kept in `store` per (device, lane), allocated (or regrown) outside CUDA-graph
     capture: launches that use them leave them at zero. `what` names the caller in the capture error."""

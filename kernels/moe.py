@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand,
+from kernelbench.kernels.common import (INTERPRET, Beside, check_device, check_dtype, check_shape, dot_operand,
                                        l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
@@ -1272,9 +1272,11 @@ def grouped_configs(params: dict) -> list[dict]:
     # tiles: the 4-warp MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120), 3 stages; DECODE
     # "fp8" (portable) or "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter
     # for BN >= 64. Left out, measured on the H200 (docs/perf/moe.md, call 2): 8 warps 1.2-2x slower at every C;
-    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 6 BDIAG). SHARED
-    # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches; the space's only
-    # value) or "beside" (its own fp8_linear launches, added in the combine: KERNELBENCH_PIN_CONFIG to compare).
+    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 6 BDIAG, + 6 more with SHARED "side"). SHARED
+    # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches), "side" (its own
+    # fp8_linear launches on a side stream beside the gate and the routed launches, added in the combine: the BDIAG
+    # entries' second value, with the shared expert only) or "beside" (the same launches first, on the one stream:
+    # KERNELBENCH_PIN_CONFIG to compare).
     # Every entry loads the scales a K block ahead and splits the shared expert by token tile (SCALES "ahead",
     # SHARED_ITEMS "per_tile": faster at C = 1, 16, 64 on the H200, docs/perf/moe.md session 4); "bytes" / "one",
     # EPILOGUE "swiglu" (BN_UP 128, no K split) and MAXNREG_UP / MAXNREG_DOWN are reachable by an explicit config.
@@ -1288,11 +1290,22 @@ def grouped_configs(params: dict) -> list[dict]:
                                 "SCALES": "ahead", "SHARED_ITEMS": "per_tile"})
     # BDIAG (session 9's default) at BN 64/64 with slot tiles of 8 and the shared expert's token tile of 16, every
     # split; not at BM 16: slower at C=64 (H200 sweep r4) and its C=1 down kernel spills 544 B on sm_120
-    for su, sd in GROUPED_SPLITS:
-        out.append({"BM": 8, "BM_SHARED": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd,
-                    "num_warps": 4, "num_stages": 3, "DECODE": "fp8_asm", "SHARED": "fused", "SCALES": "ahead",
-                    "SHARED_ITEMS": "per_tile", "BDIAG": True})
+    for shared in ("fused", "side") if params.get("shared") else ("fused",):
+        for su, sd in GROUPED_SPLITS:
+            out.append({"BM": 8, "BM_SHARED": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd,
+                        "num_warps": 4, "num_stages": 3, "DECODE": "fp8_asm", "SHARED": shared, "SCALES": "ahead",
+                        "SHARED_ITEMS": "per_tile", "BDIAG": True})
     return out
+
+
+SHARED_MODES = ("fused", "side", "beside")
+# From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
+# gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices. Below it the
+# routed launches carry it (SHARED "fused"): at one token its own launches cost more than its rows inside launches
+# that leave SMs idle (the decoder's shared_expert site measured the same: kernelbench/decoder/lanes.py
+# SHARED_EXPERT_MIN_T); with the shared items compiled in, the sm_90 up kernel takes 146 registers and 55 KB of
+# shared memory against 116 and 22.5 KB without (session 15), which costs the routed items at larger T.
+SHARED_SIDE_MIN_T = 16
 
 
 def grouped_default_v2(params: dict) -> dict:
@@ -1318,9 +1331,27 @@ def grouped_default(params: dict) -> dict:
     # Session 12 (sweep r9, data/h200-2026-12-02-session12/call5): routed only (moe_routed / moe_experts, the step's
     # MoE from C = 16 on, the shared expert beside) above 32 tokens split (4, 2): moe_routed C=64 140.8 vs 149.2 us
     # ((4, 1) 141.5, (2, 2) 148.8, (1, 1) 159.1): more, shorter up programs against the last partial wave.
+    return _grouped_default(params, SHARED_SIDE_MIN_T)
+
+
+def grouped_default_v5(params: dict) -> dict:
+    """The session-15 choices (impl triton_v5): the shared expert inside the routed launches at every token count."""
+    return _grouped_default(params, None)
+
+
+def layer_default_v5(params: dict) -> dict:
+    return grouped_default_v5({**params, "shared": True})
+
+
+def _grouped_default(params: dict, side_from: int | None) -> dict:
+    side = bool(params.get("shared")) and side_from is not None and params["T"] >= side_from
+    if side:                  # the routed launches run without the shared expert: the routed-only choices
+        params = {**params, "shared": False}
     cfg = {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
     if params["T"] > 32:
         cfg.update(SPLIT_UP=2) if whole_shared(params) else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
+    if side:
+        cfg["SHARED"] = "side"
     return cfg
 
 
@@ -1524,8 +1555,9 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
 
 
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
-             hw=None, routed=None, score_gate=False):
-    # shared: the shared expert's output (T, D) bf16 to add; hw: the shared expert's FP8 weights to run inside;
+             hw=None, routed=None, score_gate=False, join=None):
+    # shared: the shared expert's output (T, D) bf16 to add (join: called before the first launch that reads it, when
+    # it is made beside these launches); hw: the shared expert's FP8 weights to run inside;
     # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
     # "v4" (default up to FIN_MAX_T tokens): the parallel routing, SwiGLU-quant and combine inside the GEMM launches
     # (FIN); "v3" (default above): the same routing, SwiGLU-quant and combine as launches of their own with wider
@@ -1631,6 +1663,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
             RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
+    if fin_down and join is not None:       # the down launch's finish adds the shared output made beside
+        join()
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
@@ -1640,6 +1674,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
            if fin_down else {}))
     # 5. per-token combine in k order (+ shared expert)
     if not fin_down:
+        if join is not None:
+            join()
         # v3: at least ~256 programs (C=1: 16 x 256 columns instead of 4 x 1024)
         BLOCK = 1024 if glue == "v2" else min(1024, max(256, triton.next_power_of_2(T * D // 256)))
         _grouped_combine_kernel[(T, triton.cdiv(D, BLOCK))](
@@ -1682,20 +1718,47 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
     key = _grouped_key(x, indices, w1)
     params = {**key, **_shared_params(hw)}
     cfg = config or (fixed(params) if fixed else lookup("moe_experts", key, grouped_default(params)))
+    side = _start_shared_side(x, hw, swiglu_limit, cfg, w1)
     return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                              torch.float32, pair)
+                              torch.float32, pair, side=side)
+
+
+def _shared_mode(cfg) -> str:
+    mode = cfg.get("SHARED", "fused")
+    if mode not in SHARED_MODES:
+        raise ValueError(f"moe_experts: config SHARED={mode!r}: {', '.join(map(repr, SHARED_MODES))}")
+    return mode
+
+
+def _start_shared_side(x, hw, swiglu_limit, cfg, w1):
+    """Config SHARED "side": the shared expert's own launches start now on a side stream (kernels/common.py Beside),
+    beside the gate and the routed W1 / W3 launch -> (its bf16 output, the join to call before the first launch that
+    reads it); None for the other modes or without a shared expert."""
+    if hw is None or _shared_mode(cfg) != "side":
+        return None
+    side = Beside(x.device)
+    with side.run():
+        y = _shared(x, **hw, swiglu_limit=swiglu_limit)
+    if y.shape != x.shape:
+        raise ValueError(f"moe_experts: the shared expert maps x {tuple(x.shape)} to {tuple(y.shape)}: its W2 must "
+                         f"have D = {x.shape[1]} rows (w1 {tuple(hw['w1'].shape)}, w2 {tuple(hw['w2'].shape)})")
+    return y, side.join
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair, routed=None, score_gate=False):
+                       pair, routed=None, score_gate=False, side=None):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
-    "fused" (the default) and its sizes fit, else as its own op added in the combine)."""
+    "fused" (the default below SHARED_SIDE_MIN_T tokens) and its sizes fit; with "side" its output `side` started
+    beside them (_start_shared_side) and added in the combine; with "beside" its own launches first, added in the
+    combine)."""
     if hw is None:
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
                         out_dtype, pair, routed=routed)
-    mode = cfg.get("SHARED", "fused")
-    if mode not in ("fused", "beside"):
-        raise ValueError(f"moe_experts: config SHARED={mode!r}: 'fused' or 'beside'")
+    mode = _shared_mode(cfg)
+    if mode == "side":
+        shared, join = side if side is not None else _start_shared_side(x, hw, swiglu_limit, cfg, w1)
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared,
+                        out_dtype, pair, routed=routed, join=join)
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
                         out_dtype, pair, hw, routed=routed, score_gate=score_gate)
@@ -1727,6 +1790,7 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
     cfg = config or (fixed(params) if fixed else
                      lookup(op, key, lookup("moe_experts", key, grouped_default(params))))
+    side = _start_shared_side(x, hw, swiglu_limit, cfg, w1)     # SHARED "side": beside the gate and W1 / W3
     routed = None
     if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
@@ -1739,7 +1803,7 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed,
-                              score_gate=tid2eid is None)
+                              score_gate=tid2eid is None, side=side)
 
 
 @register_impl("moe_routed", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
@@ -1794,6 +1858,8 @@ _register_previous("triton_v2", grouped_default_v2, grouped_default_v2, "the ses
 _register_previous("triton_v3", grouped_default_v3, grouped_default_v3, "the session-4 choices (grouped_default_v3)")
 _register_previous("triton_v4", grouped_default_v4, layer_default_v4,
                    "the session-5 choices (grouped_default_v4: one scale group per dot, BM 16)")
+_register_previous("triton_v5", grouped_default_v5, layer_default_v5,
+                   "the session-15 choices (grouped_default_v5: the shared expert inside the routed launches at every T)")
 
 
 # ---- the previous glue, kept for same-run comparison (impls triton_glue2 / triton_glue3 = config GLUE "v2" / "v3") --

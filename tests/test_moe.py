@@ -183,6 +183,10 @@ def test_moe_layer_is_cuda_graph_capturable(impl_name, T):
     torch.cuda.synchronize()
     ref = impl.fn(**inp)
     assert torch.equal(out, ref)                              # deterministic, and the graph saw the new x
+    if impl_name == "triton" and T >= 16:     # the default's shared expert on the op's side stream, joined in time
+        cfg = impl.default_config(p)
+        assert cfg["SHARED"] == "side"
+        assert torch.equal(ref, impl.fn(**inp, config={**cfg, "SHARED": "beside"}))
 
 
 @pytest.mark.parametrize("impl_name", ["reference", "triton"])
@@ -346,6 +350,7 @@ def test_experts_with_shared_is_routed_plus_bf16_shared():
 @pytest.mark.parametrize("impl_name,cfg", [
     ("triton", {"SPLIT_UP": 2, "SPLIT_DOWN": 2}),                    # fused: item 0 of both grouped launches
     ("triton", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "beside"}),
+    ("triton", {"SPLIT_UP": 1, "SPLIT_DOWN": 2, "SHARED": "side"}),   # its own launches on the op's side lane
     ("triton_v1", {})])
 def test_experts_kernel_with_shared(impl_name, cfg, monkeypatch):
     poisoned_empty(monkeypatch)
@@ -392,6 +397,72 @@ def test_shared_items_quantizing_x_themselves_change_nothing(op, fs, monkeypatch
     assert torch.equal(own, impl.fn(**run, config={**cfg, "SHARED_X": "gate"}))
     with pytest.raises(ValueError, match="SHARED_X"):
         impl.fn(**run, config={**cfg, "SHARED_X": "mine"})
+
+
+@pytest.mark.parametrize("op,fs,glue", [("moe_layer", None, "v4"), ("moe_routed", 128, "v3")])
+def test_shared_expert_on_the_side_lane_equals_its_launches_first(op, fs, glue, monkeypatch):
+    """SHARED "side" (the default from SHARED_SIDE_MIN_T tokens): the shared expert's own launches (whole, or a TP
+    slice) start before the gate on the op's side lane (the caller's + 2: kernels/common.py Beside; on a GPU its side
+    stream) and the routed launches add its output in their combine (glue v4: the down launch's finish; v3: the
+    combine launch), bit-equal to "beside" (the same launches first, on the caller's lane); a bad mode is refused."""
+    from kernelbench.kernels import common as C
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 3, "F": 256, "shared": True, **({"Fs": fs} if fs else {})}
+    spec, impl = spec_and_impl(op)
+    run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(2), "cpu", "outliers"))
+    cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2, "SPLIT_DOWN": 2, "DECODE": "fp8",
+           "GLUE": glue}
+    lanes, shared = [], KM._shared
+
+    def logged(*a, **k):
+        lanes.append(C.current_lane())
+        return shared(*a, **k)
+    monkeypatch.setattr(KM, "_shared", logged)
+    side = impl.fn(**run, config={**cfg, "SHARED": "side"})
+    with C.lane(1):                                   # inside the decoder's side lane: the op's side is lane 3
+        again = impl.fn(**run, config={**cfg, "SHARED": "side"})
+    first = impl.fn(**run, config={**cfg, "SHARED": "beside"})
+    assert lanes == [2, 3, 0]
+    assert torch.isfinite(side.float()).all() and side.float().abs().max() > 0
+    assert torch.equal(side, first) and torch.equal(again, first)
+    with pytest.raises(ValueError, match="SHARED="):
+        impl.fn(**run, config={**cfg, "SHARED": "aside"})
+
+
+def test_the_default_runs_the_shared_expert_beside_from_sixteen_tokens():
+    """Below SHARED_SIDE_MIN_T tokens the routed launches carry the shared expert (whole or a slice); from it the
+    shared expert runs on the side lane and the routed launches take the routed-only choices (moe_routed without the
+    shared expert: the same tiles and splits). The tune space offers "side" only with a shared expert."""
+    from kernelbench.kernels import moe as KM
+    flash = {"D": 4096, "El": 32, "F": 2048, "K": 6, "kernel": "grouped"}
+    assert KM.SHARED_SIDE_MIN_T == 16
+    for t in (1, 15, 16, 64):
+        routed = KM.grouped_default({**flash, "T": t})
+        for shared in ({"shared": True}, {"shared": True, "Fs": 256}):
+            cfg = KM.grouped_default({**flash, "T": t, **shared})
+            if t < KM.SHARED_SIDE_MIN_T:
+                assert cfg["SHARED"] == "fused", (t, shared)
+            else:
+                assert cfg == {**routed, "SHARED": "side"}, (t, shared)
+        assert KM.layer_default({**flash, "T": t})["SHARED"] == ("side" if t >= 16 else "fused")
+    with_shared = KM.grouped_configs({**flash, "T": 16, "shared": True})
+    alone = KM.grouped_configs({**flash, "T": 16})
+    assert {c["SHARED"] for c in with_shared} == {"fused", "side"} and {c["SHARED"] for c in alone} == {"fused"}
+    assert len(with_shared) == len(alone) + sum(c["SHARED"] == "side" for c in with_shared)
+
+
+def test_beside_runs_in_program_order_on_its_own_lane_without_a_gpu():
+    from kernelbench.kernels.common import BESIDE_LANE_STEP, Beside, current_lane, lane
+    seen = []
+    for caller in (0, 1):
+        with lane(caller):
+            b = Beside("cpu")
+            with b.run():
+                seen.append(current_lane())
+            seen.append(current_lane())
+            b.join()                                  # nothing to wait for on a CPU
+    assert seen == [BESIDE_LANE_STEP, 0, 1 + BESIDE_LANE_STEP, 1]
 
 
 def test_shared_expert_fuses_at_whole_scale_blocks_up_to_f():

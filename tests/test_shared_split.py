@@ -1,6 +1,6 @@
 """The shared expert split over the TP ranks (kernelbench/decoder/model.py shared_split): each rank keeps its
-1/TP slice of the replicated shared expert's inner dimension and runs it inside its routed launches, so the
-all-reduce of the routed experts also sums the shared expert. The whole-model TP4 check against TP1 with real
+1/TP slice of the replicated shared expert's inner dimension and runs it with its routed experts (moe_routed's
+shared inputs), so the all-reduce of the routed experts also sums the shared expert. The whole-model TP4 check against TP1 with real
 collectives is tests/test_model.py::test_tensor_parallel_2_and_4_match_tp1 (its config has F = 512 = 128 * 4)."""
 import pytest
 import torch
@@ -54,10 +54,11 @@ def test_each_rank_keeps_its_slice_of_the_shared_expert(ckpt, rank, monkeypatch)
     assert moe.shared_part_w2.is_contiguous() and moe.shared_part_w2_scale.is_contiguous()
     assert torch.equal(moe.shared_part_w1_scale.view(torch.uint8), sd[f"{p}.w1.scale"][blocks].view(torch.uint8))
     assert torch.equal(moe.shared_part_w2_scale.view(torch.uint8), sd[f"{p}.w2.scale"][:, blocks].view(torch.uint8))
-    assert moe.shared_w1.shape == (256, CFG.dim)                  # the whole expert stays for larger steps
+    assert not hasattr(moe, "shared_w1")          # no step runs the whole expert: it is not kept
     monkeypatch.setenv(SHARED_SPLIT_ENV, "0")
     whole = Transformer.from_checkpoint(ckpt, tp=TPContext(rank=rank, world=2, simulate=True))
     assert not whole.env.shared_split and not hasattr(whole.layers[layer].ffn, "shared_part_w1")
+    assert whole.layers[layer].ffn.shared_w1.shape == (256, CFG.dim)
 
 
 class _RoutedLog:
@@ -77,21 +78,23 @@ class _RoutedLog:
         return call
 
 
-def test_the_slice_runs_below_sixteen_tokens_the_whole_expert_from_sixteen(ckpt, monkeypatch):
-    """Steps of at most SHARED_SPLIT_MAX_T tokens pass every rank's slice to moe_routed; larger ones the whole
-    expert as before (beside on the side lane with the shared_expert site, else inside rank 0's launches)."""
-    from kernelbench.decoder.model import SHARED_SPLIT_MAX_T
-    monkeypatch.delenv(SHARED_SPLIT_ENV, raising=False)
-    for overlap, big in ((False, 256), (True, None)):      # rank 0 fused / beside on the side lane
+def test_every_step_passes_the_slice_to_moe_routed(ckpt, monkeypatch):
+    """Split, every step passes this rank's slice to moe_routed, with the shared_expert overlap site on or off and at
+    any token count (the op runs it inside its launches below SHARED_SIDE_MIN_T tokens, beside them from there:
+    tests/test_moe.py); split off, the whole expert as before (beside on the side lane from 16 tokens with the
+    site, else inside rank 0's launches)."""
+    for split, overlap, rows in (("1", False, [128] * 3), ("1", True, [128] * 3), ("0", False, [256] * 3),
+                                 ("0", True, [256, 256, None])):
+        monkeypatch.setenv(SHARED_SPLIT_ENV, split)
         model = Transformer.from_checkpoint(ckpt, tp=TPContext(rank=0, world=2, simulate=True), overlap=overlap)
         log = _RoutedLog(model.env.ops)
         model.env.ops = log
         gen = torch.Generator().manual_seed(0)
-        for t in (1, SHARED_SPLIT_MAX_T, SHARED_SPLIT_MAX_T + 1):
+        for t in (1, 15, 16):
             x = torch.randn(t, CFG.dim, generator=gen).to(torch.bfloat16)
             y, _ = model.layers[2].ffn(model.env, x, torch.randint(0, CFG.vocab_size, (t,), generator=gen))
             assert y.shape == (t, CFG.dim) and torch.isfinite(y).all()
-        assert log.rows == [128, 128, big], (overlap, log.rows)
+        assert log.rows == rows, (split, overlap, log.rows)
 
 
 def test_the_slices_sum_to_the_shared_expert(ckpt):

@@ -37,7 +37,7 @@ from kernelbench.harness.timing import sync
 from kernelbench.kernels.common import pdl_on
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
-from kernelbench.decoder.model import SHARED_SPLIT_MAX_T, Step, Transformer
+from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.lanes import SITES, Lanes
 from kernelbench.ops.moe import touched_experts
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
@@ -482,8 +482,7 @@ class BenchResult:
     overrides: dict = field(default_factory=dict)
     gbps: float = math.nan               # the copy-bandwidth ceiling used for roofline and % columns
     overlap: str = "all"                 # the sites that ran on the side stream (kernelbench.decoder.lanes), or none
-    shared_split: bool = False           # the model split the shared expert over the TP ranks in steps of at most
-    #                                      SHARED_SPLIT_MAX_T tokens (decoder.model.shared_split); per point in the store
+    shared_split: bool = False           # the model split the shared expert over the TP ranks (decoder.model.shared_split)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -997,7 +996,7 @@ def attribution_check(pt: BenchPoint) -> tuple[float, float]:
 def print_result(res: BenchResult, console, kernels: bool = False) -> None:
     from rich.table import Table
     tp = (f"TP{res.tp}" + (" (rank-0 shapes, collectives skipped)" if res.simulated_tp else "")
-          + (f", shared expert split over the ranks up to {SHARED_SPLIT_MAX_T} tokens" if res.shared_split else ""))
+          + (", shared expert split over the ranks" if res.shared_split else ""))
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
@@ -1169,7 +1168,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "attribution": p.attribution, "attribution_source": p.attribution_source,
                      "lanes": p.lanes, "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
-                     "simulated_tp": res.simulated_tp, "shared_split": res.shared_split and p.batch <= SHARED_SPLIT_MAX_T, "fit": {"a_ms": _num(res.fixed_ms),
+                     "simulated_tp": res.simulated_tp, "shared_split": res.shared_split, "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
                      "configs": p.configs, "ablation": p.ablation}

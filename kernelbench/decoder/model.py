@@ -57,20 +57,18 @@ class Step:
 
 
 SHARED_SPLIT_ENV = "KERNELBENCH_SHARED_SPLIT"
-# The split applies below this many tokens. H200, 43-layer Flash TP8 step (rank-0 shapes, data/h200-2026-12-03-session15/
-# call2, A B A B against the whole expert): C = 1 3.823 / 3.828 vs 4.093 / 4.094 ms (-6.6%: rank 0's routed launches
-# no longer carry 25 MB of shared weights); C = 16 7.170 / 7.170 vs 7.127 / 7.113 and C = 64 11.638 / 11.633 vs
-# 11.255 / 11.206 (+0.7% / +3.6%: there the whole expert on the side lane, kernelbench.decoder.lanes, costs less than
-# a slice inside the routed launches, which moe_routed's bench puts at +12 us at C = 16 and +29 us at C = 64).
-SHARED_SPLIT_MAX_T = 15
-
-
+# H200, 43-layer Flash TP8 step (rank-0 shapes, data/h200-2026-12-03-session15/call2, A B A B against the whole expert):
+# at C = 1 the slices inside the routed launches gave 3.823 / 3.828 vs 4.093 / 4.094 ms (-6.6%: rank 0's routed
+# launches no longer carry 25 MB of shared weights). At C = 16 / 64 the slice inside the routed launches lost to the
+# whole expert on the side lane (+0.7% / +3.6%; moe_routed's bench: the slice adds 12 / 29 us there), so from
+# SHARED_SIDE_MIN_T tokens moe_routed runs the slice on a side stream of its own instead (kernels/moe.py config
+# SHARED "side"), added in its combine before the all-reduce.
 def shared_split(cfg: ModelConfig, tp: TPContext, ops: Ops, want: bool | None = None) -> bool:
-    """Whether each TP rank runs its 1/TP slice of the replicated shared expert's inner dimension, inside its routed
-    launches (moe_routed's shared_* inputs), in steps of at most SHARED_SPLIT_MAX_T tokens, so that the all-reduce
-    of the routed experts also sums the shared expert: F / TP rows of W1 / W3 and columns of W2 per rank, instead of
-    the whole expert on rank 0 (25 MB of FP8 per layer at Flash sizes). The serving engines shard it the same way.
-    Larger steps keep the whole expert (beside the routed experts on every rank: kernelbench.decoder.lanes).
+    """Whether each TP rank runs its 1/TP slice of the replicated shared expert's inner dimension as moe_routed's
+    shared_* inputs (inside its routed launches at a few tokens, beside them on a side stream from
+    SHARED_SIDE_MIN_T: the op's config SHARED), so that the all-reduce of the routed experts also sums the shared
+    expert: F / TP rows of W1 / W3 and columns of W2 per rank, instead of the whole expert on rank 0 or on every rank
+    (25 MB of FP8 per layer at Flash sizes). The serving engines shard it the same way.
     `want` None: ${KERNELBENCH_SHARED_SPLIT} ("1", the default, or "0"). Needs TP > 1, F a multiple of 128 * TP
     (whole FP8 scale blocks per slice) and an implementation of moe_routed that takes the shared weights."""
     if want is None:
@@ -301,9 +299,11 @@ class MoE(Part):
                 t = torch.stack([sd[f"{p}.experts.{e}.{w}.{kind}"] for e in experts])
                 self.take(sd, "", w + sfx, t.view(torch.uint8) if kind == "weight" else t)
             for kind, sfx in (("weight", ""), ("scale", "_scale")):
-                t = self.take(sd, f"{p}.shared_experts.{w}.{kind}", f"shared_{w}{sfx}")
-                if env.shared_split:        # this rank's slice too, for steps of at most SHARED_SPLIT_MAX_T tokens
-                    self.take(sd, "", f"shared_part_{w}{sfx}", self._shared_part(env, t, w))
+                name = f"{p}.shared_experts.{w}.{kind}"
+                if env.shared_split:        # only this rank's slice: no step runs the whole expert then
+                    self.take(sd, "", f"shared_part_{w}{sfx}", self._shared_part(env, sd[name], w))
+                else:
+                    self.take(sd, name, f"shared_{w}{sfx}")
         # the routed experts' codes in the layout the MoE implementation decodes fastest, once at load
         prep = env.ops.prepare("moe_layer" if tp.world == 1 else "moe_routed",
                                {"w1": self.w1, "w3": self.w3, "w2": self.w2})
@@ -332,15 +332,17 @@ class MoE(Part):
                     topk=cfg.n_activated_experts, route_scale=cfg.route_scale)
         experts = dict(w1=self.w1, s1=self.w1_scale, w3=self.w3, s3=self.w3_scale, w2=self.w2, s2=self.w2_scale,
                        expert_offset=self.offset, swiglu_limit=cfg.swiglu_limit)
-        shared = self._shared_weights("shared_")
         if tp.world == 1:                      # all experts local: the one fused op
-            return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in shared.items()}), None
+            whole = self._shared_weights("shared_")
+            return ops.moe_layer(**gate, **experts, **{f"shared_{k}": v for k, v in whole.items()}), None
         # TP > 1: the gate and this rank's routed experts as one op (moe_routed: the gate's launch also groups the
         # slots), its fp32 partial all-reduced
-        if env.shared_split and x.shape[0] <= SHARED_SPLIT_MAX_T:
-            # every rank's slice of the shared expert inside its routed launches: the all-reduce sums the slices
+        if env.shared_split:
+            # every rank's slice of the shared expert with its routed experts (inside their launches, or beside them
+            # on the op's own side stream from SHARED_SIDE_MIN_T tokens): the all-reduce sums the slices
             part = self._shared_weights("shared_part_")
             return tp.all_reduce(ops.moe_routed(**gate, **experts, **{f"shared_{k}": v for k, v in part.items()})), None
+        shared = self._shared_weights("shared_")
         lanes = env.lanes
         if lanes.on("shared_expert", x.shape[0]):
             # the replicated shared expert beside the gate and the routed experts (kernelbench.decoder.lanes), added

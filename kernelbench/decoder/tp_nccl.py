@@ -48,7 +48,7 @@ from kernelbench.decoder import decode_bench as db
 from kernelbench.decoder.backend import Ops
 from kernelbench.decoder.checkpoint import CheckpointError
 from kernelbench.config import ModelConfig
-from kernelbench.decoder.model import SHARED_SPLIT_MAX_T, Step, Transformer, sublayer_value
+from kernelbench.decoder.model import Step, Transformer, sublayer_value
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -450,7 +450,7 @@ def run_check(plan: Plan, ctx: RunContext, dev: torch.device, log: Log) -> Agree
     model = Transformer.from_checkpoint(plan.checkpoint, ops=Ops(plan.check_impl), tp=ctx, device=dev)
     got = probe(model, plan.n_tok, plan.seed)
     same = ranks_agree(ctx, got, dev)
-    split = model.env.shared_split and plan.n_tok <= SHARED_SPLIT_MAX_T      # the probe's sublayers ran the slices
+    split = model.env.shared_split                                      # the probe's sublayers ran the slices
     del model
     _free(dev)
     log(f"check: TP{ctx.world} probe done (ranks identical: {same}); TP1 reference on rank 0")
