@@ -624,15 +624,18 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
         assert torch.equal(buf[4], ref[4]) and torch.equal(buf[5], ref[5])
 
 
-@pytest.mark.parametrize("op,impl_name", [("moe_gate", "triton_v1"), ("moe_layer", "triton_v3"),
-                                          ("moe_experts", "triton_v3"), ("moe_layer", "triton_v4"),
-                                          ("moe_experts", "triton_v4")])
-def test_previous_choices_stay_registered(op, impl_name, monkeypatch):
+@pytest.mark.parametrize("op,impl_name,T", [("moe_gate", "triton_v1", 2), ("moe_layer", "triton_v3", 2),
+                                            ("moe_experts", "triton_v3", 2), ("moe_layer", "triton_v4", 2),
+                                            ("moe_experts", "triton_v4", 2), ("moe_layer", "triton_v5", 16)])
+def test_previous_choices_stay_registered(op, impl_name, T, monkeypatch):
     """The earlier choices (moe_gate's GEMM + top-k launches at every T; moe_layer / moe_experts triton_v3: the
-    gate GEMM + route launch; triton_v4: one scale group per dot, BM 16) stay correct beside the new defaults, at a
-    T where the defaults differ."""
+    gate GEMM + route launch; triton_v4: one scale group per dot, BM 16; triton_v5: the shared expert inside the
+    routed launches from 16 tokens too) stay correct beside the new defaults, at a T where the defaults differ."""
     poisoned_empty(monkeypatch)
-    check_against_reference(op, {**SMALL, "T": 2}, "normal", impl_name=impl_name)
+    if impl_name == "triton_v5":
+        from kernelbench.kernels import moe as KM
+        assert KM.layer_default_v5({**SMALL, "T": T})["SHARED"] == "fused" != KM.layer_default({**SMALL, "T": T})["SHARED"]
+    check_against_reference(op, {**SMALL, "T": T}, "normal", impl_name=impl_name)
 
 
 # ---- moe_routed: the TP decoder's MoE ------------------------------------------------------------------------
