@@ -1300,11 +1300,12 @@ def grouped_configs(params: dict) -> list[dict]:
 
 SHARED_MODES = ("fused", "side", "beside")
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
-# gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices. Below it the
-# routed launches carry it (SHARED "fused"): at one token its own launches cost more than its rows inside launches
-# that leave SMs idle (the decoder's shared_expert site measured the same: kernelbench/decoder/lanes.py
-# SHARED_EXPERT_MIN_T); with the shared items compiled in, the sm_90 up kernel takes 146 registers and 55 KB of
-# shared memory against 116 and 22.5 KB without (session 15), which costs the routed items at larger T.
+# gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices: with the shared
+# items compiled in, the sm_90 up kernel takes 146 registers and 55 KB of shared memory against 116 and 22.5 KB
+# without (session 15), which costs the routed items. H200 (data/h200-2026-12-03-session16): moe_layer C = 16 78.4 vs
+# 86.9 us, C = 64 157.5 vs 180.6 (call 1, against impl triton_v5); the 43-layer Flash TP8 step with each rank's slice
+# C = 16 -2.8%, C = 64 -3.2% (call 1). Below it the routed launches carry it (SHARED "fused"): side from 2 tokens
+# made the step +3.3% / +11% / -1.0% at C = 2 / 4 / 8 (call 3), and moe_layer at one token took 35.65 vs 28.64 us.
 SHARED_SIDE_MIN_T = 16
 
 

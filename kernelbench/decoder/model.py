@@ -62,7 +62,8 @@ SHARED_SPLIT_ENV = "KERNELBENCH_SHARED_SPLIT"
 # launches no longer carry 25 MB of shared weights). At C = 16 / 64 the slice inside the routed launches lost to the
 # whole expert on the side lane (+0.7% / +3.6%; moe_routed's bench: the slice adds 12 / 29 us there), so from
 # SHARED_SIDE_MIN_T tokens moe_routed runs the slice on a side stream of its own instead (kernels/moe.py config
-# SHARED "side"), added in its combine before the all-reduce.
+# SHARED "side"), added in its combine before the all-reduce: C = 16 6.934 / 6.951 vs 7.123 / 7.156 ms, C = 64
+# 10.880 / 10.899 vs 11.249 / 11.242 against the whole expert on the side lane (data/h200-2026-12-03-session16/call1).
 def shared_split(cfg: ModelConfig, tp: TPContext, ops: Ops, want: bool | None = None) -> bool:
     """Whether each TP rank runs its 1/TP slice of the replicated shared expert's inner dimension as moe_routed's
     shared_* inputs (inside its routed launches at a few tokens, beside them on a side stream from
