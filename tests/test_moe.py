@@ -408,7 +408,7 @@ def test_shared_expert_on_the_side_lane_equals_its_launches_first(op, fs, glue, 
     from kernelbench.kernels import common as C
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
-    p = {**SMALL, "T": 3, "F": 256, "shared": True, **({"Fs": fs} if fs else {})}
+    p = {**SMALL, "T": 3, "F": 256 if fs else 128, "shared": True, **({"Fs": fs} if fs else {})}
     spec, impl = spec_and_impl(op)
     run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(2), "cpu", "outliers"))
     cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2, "SPLIT_DOWN": 2, "DECODE": "fp8",
