@@ -17,6 +17,8 @@ Routed experts, no host synchronisation (CUDA-graph capturable):
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -1272,8 +1274,9 @@ def grouped_configs(params: dict) -> list[dict]:
     # tiles: the 4-warp MOE_TILES (the same K-loop body as the v1 kernels: spill-free on sm_120), 3 stages; DECODE
     # "fp8" (portable) or "fp8_asm" (inline PTX word ops, compiled runs only; the interpreter runs "fp8"), the latter
     # for BN >= 64. Left out, measured on the H200 (docs/perf/moe.md, call 2): 8 warps 1.2-2x slower at every C;
-    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 6 BDIAG, + 6 more with SHARED "side"). SHARED
-    # (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the routed launches), "side" (its own
+    # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 6 BDIAG, + 6
+    # more with SHARED "side"). SHARED (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the
+    # routed launches), "side" (its own
     # fp8_linear launches on a side stream beside the gate and the routed launches, added in the combine: the BDIAG
     # entries' second value, with the shared expert only) or "beside" (the same launches first, on the one stream:
     # KERNELBENCH_PIN_CONFIG to compare).
@@ -1719,9 +1722,22 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
     key = _grouped_key(x, indices, w1)
     params = {**key, **_shared_params(hw)}
     cfg = config or (fixed(params) if fixed else lookup("moe_experts", key, grouped_default(params)))
-    side = _start_shared_side(x, hw, swiglu_limit, cfg, w1)
-    return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                              torch.float32, pair, side=side)
+    side = _start_shared_side(x, hw, swiglu_limit, cfg)
+    with _joined_on_error(side):
+        return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
+                                  torch.float32, pair, side=side)
+
+
+@contextlib.contextmanager
+def _joined_on_error(side):
+    """A call that fails after its shared expert started beside it joins that work before the error leaves: no side
+    work stays pending past the call (a CUDA graph capture would end with an unjoined fork)."""
+    try:
+        yield
+    except BaseException:
+        if side is not None:
+            side[1]()
+        raise
 
 
 def _shared_mode(cfg) -> str:
@@ -1731,7 +1747,7 @@ def _shared_mode(cfg) -> str:
     return mode
 
 
-def _start_shared_side(x, hw, swiglu_limit, cfg, w1):
+def _start_shared_side(x, hw, swiglu_limit, cfg):
     """Config SHARED "side": the shared expert's own launches start now on a side stream (kernels/common.py Beside),
     beside the gate and the routed W1 / W3 launch -> (its bf16 output, the join to call before the first launch that
     reads it); None for the other modes or without a shared expert."""
@@ -1757,7 +1773,7 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
                         out_dtype, pair, routed=routed)
     mode = _shared_mode(cfg)
     if mode == "side":
-        shared, join = side if side is not None else _start_shared_side(x, hw, swiglu_limit, cfg, w1)
+        shared, join = side if side is not None else _start_shared_side(x, hw, swiglu_limit, cfg)
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared,
                         out_dtype, pair, routed=routed, join=join)
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
@@ -1791,7 +1807,16 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
     cfg = config or (fixed(params) if fixed else
                      lookup(op, key, lookup("moe_experts", key, grouped_default(params))))
-    side = _start_shared_side(x, hw, swiglu_limit, cfg, w1)     # SHARED "side": beside the gate and W1 / W3
+    side = _start_shared_side(x, hw, swiglu_limit, cfg)     # SHARED "side": beside the gate and W1 / W3
+    with _joined_on_error(side):
+        return _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
+                                  expert_offset, swiglu_limit, cfg, hw, pair, op, side)
+
+
+def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
+                       swiglu_limit, cfg, hw, pair, op, side):
+    """_layer_grouped after its config (and the shared expert beside, `side`, when SHARED is "side"): the gate's
+    launches, then the grouped kernels."""
     routed = None
     if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)

@@ -428,6 +428,16 @@ def test_shared_expert_on_the_side_lane_equals_its_launches_first(op, fs, glue, 
     assert torch.equal(side, first) and torch.equal(again, first)
     with pytest.raises(ValueError, match="SHARED="):
         impl.fn(**run, config={**cfg, "SHARED": "aside"})
+    joins = []
+
+    class Counted(C.Beside):
+        def join(self):
+            joins.append(self.lane)
+            super().join()
+    monkeypatch.setattr(KM, "Beside", Counted)
+    with pytest.raises(ValueError, match="BN_UP"):     # fails after the side work started: it is joined all the same
+        impl.fn(**run, config={**cfg, "SHARED": "side", "BN_UP": 48})
+    assert joins == [2]
 
 
 def test_the_default_runs_the_shared_expert_beside_from_sixteen_tokens():
