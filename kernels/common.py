@@ -64,29 +64,37 @@ BESIDE_LANE_STEP = 2
 _BESIDE_STREAMS: dict = {}
 
 
+def _device_side_stream(device: torch.device):
+    """One side stream per device for ops' own side work, made at the first eager call (warm-up runs before a
+    capture); callers on two streams at once would only queue one after the other on it."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _BESIDE_STREAMS:
+        _BESIDE_STREAMS[index] = torch.cuda.Stream(device)
+    return _BESIDE_STREAMS[index]
+
+
 class Beside:
-    """Work an op launches beside its own chain of kernels (say the MoE's shared expert beside the gate and the
-    routed experts): `run()` queues its block on a side stream of the device after everything the current stream
-    has queued so far, on a lane of its own; `join()` makes the current stream wait for the side's work. In a CUDA
-    graph capture the fork and the join become edges, so a replay keeps the overlap. On a CPU (the interpreter)
-    the block runs in program order, on the same lane as on a GPU.
+    """Work launched beside the current stream's chain of kernels: `run()` queues its block on a side stream after
+    everything the current stream has queued so far, on a lane of its own; `join()` makes the current stream wait for
+    all the side work queued since the last join. Used as a context manager, it joins on the way out, also when an
+    error leaves the block, so no side work stays pending past it (a CUDA graph capture would end with an open fork).
+    In a capture the fork and the join become edges, so a replay keeps the overlap. On a CPU (the interpreter), or
+    with `streams` False, the blocks run in program order, on the same lane as on a GPU.
 
-    Tensor lifetimes (the argument of kernelbench.decoder.lanes): what the side allocates and the op reads after
-    the join goes back to the side stream's pool when freed, and the side next allocates in a later `run()`, which
-    first waits for all the current stream queued, that reader included."""
+    `lane_no`: the side's lane (default the caller's + BESIDE_LANE_STEP: an op's own side work, say the MoE's shared
+    expert; the decoder's lanes use lane 1); `stream`: the side stream (default one per device for ops' side work).
 
-    def __init__(self, device):
+    Tensor lifetimes: what the side allocates and main reads after the join goes back to the side stream's pool when
+    freed, and the side next allocates in a later `run()`, which first waits for all main queued, that reader
+    included. A tensor main allocates and the side reads must stay referenced until after the join."""
+
+    def __init__(self, device, lane_no: int | None = None, stream=None, streams: bool = True):
         self.device = torch.device(device)
-        self.lane = current_lane() + BESIDE_LANE_STEP
-        self.main = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
-        self.stream = None
-        if self.main is not None:
-            # one side stream per device, made at the first eager call (warm-up runs before a capture): callers on
-            # two streams at once would only queue one after the other on it
-            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-            self.stream = _BESIDE_STREAMS.get(index)
-            if self.stream is None:
-                self.stream = _BESIDE_STREAMS[index] = torch.cuda.Stream(self.device)
+        self.lane = current_lane() + BESIDE_LANE_STEP if lane_no is None else lane_no
+        self.main = self.stream = None
+        if streams and self.device.type == "cuda":
+            self.main = torch.cuda.current_stream(self.device)
+            self.stream = stream if stream is not None else _device_side_stream(self.device)
         self.pending = False
 
     @contextlib.contextmanager
@@ -104,6 +112,13 @@ class Beside:
         if self.stream is not None and self.pending:
             self.main.wait_stream(self.stream)
         self.pending = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.join()
+        return False
 
 
 def zeroed_scratch(store: dict, device: torch.device, n: int, what: str) -> torch.Tensor:

@@ -1276,10 +1276,9 @@ def grouped_configs(params: dict) -> list[dict]:
     # for BN >= 64. Left out, measured on the H200 (docs/perf/moe.md, call 2): 8 warps 1.2-2x slower at every C;
     # 2 stages 4-7% slower (and the fused W1/W3 kernel spills 16 B on sm_120 there). 60 configs (+ 6 BDIAG, + 6
     # more with SHARED "side"). SHARED (moe_layer, moe_experts with the shared expert): "fused" (work item 0 of the
-    # routed launches), "side" (its own
-    # fp8_linear launches on a side stream beside the gate and the routed launches, added in the combine: the BDIAG
-    # entries' second value, with the shared expert only) or "beside" (the same launches first, on the one stream:
-    # KERNELBENCH_PIN_CONFIG to compare).
+    # routed launches), "side" (its own fp8_linear launches on a side stream beside the gate and the routed
+    # launches, added in the combine: the BDIAG entries' second value, with the shared expert only) or "beside" (the
+    # same launches first, on the one stream: KERNELBENCH_PIN_CONFIG to compare).
     # Every entry loads the scales a K block ahead and splits the shared expert by token tile (SCALES "ahead",
     # SHARED_ITEMS "per_tile": faster at C = 1, 16, 64 on the H200, docs/perf/moe.md session 4); "bytes" / "one",
     # EPILOGUE "swiglu" (BN_UP 128, no K split) and MAXNREG_UP / MAXNREG_DOWN are reachable by an explicit config.
@@ -1722,22 +1721,10 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
     key = _grouped_key(x, indices, w1)
     params = {**key, **_shared_params(hw)}
     cfg = config or (fixed(params) if fixed else lookup("moe_experts", key, grouped_default(params)))
-    side = _start_shared_side(x, hw, swiglu_limit, cfg)
-    with _joined_on_error(side):
+    y_side, side = _start_shared_side(x, hw, swiglu_limit, cfg)
+    with side or contextlib.nullcontext():          # joined on the way out, an error included
         return _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
-                                  torch.float32, pair, side=side)
-
-
-@contextlib.contextmanager
-def _joined_on_error(side):
-    """A call that fails after its shared expert started beside it joins that work before the error leaves: no side
-    work stays pending past the call (a CUDA graph capture would end with an unjoined fork)."""
-    try:
-        yield
-    except BaseException:
-        if side is not None:
-            side[1]()
-        raise
+                                  torch.float32, pair, y_side=y_side, join=side and side.join)
 
 
 def _shared_mode(cfg) -> str:
@@ -1749,33 +1736,32 @@ def _shared_mode(cfg) -> str:
 
 def _start_shared_side(x, hw, swiglu_limit, cfg):
     """Config SHARED "side": the shared expert's own launches start now on a side stream (kernels/common.py Beside),
-    beside the gate and the routed W1 / W3 launch -> (its bf16 output, the join to call before the first launch that
-    reads it); None for the other modes or without a shared expert."""
+    beside the gate and the routed launches -> (its bf16 output, the Beside to join before the first launch that
+    reads it); (None, None) for the other modes or without a shared expert."""
     if hw is None or _shared_mode(cfg) != "side":
-        return None
+        return None, None
+    if hw["w2"].dim() != 2 or hw["w2"].shape[0] != x.shape[1]:
+        raise ValueError(f"moe_experts: the shared expert's W2 must have D = {x.shape[1]} rows, got "
+                         f"{tuple(hw['w2'].shape)}")
     side = Beside(x.device)
     with side.run():
         y = _shared(x, **hw, swiglu_limit=swiglu_limit)
-    if y.shape != x.shape:
-        raise ValueError(f"moe_experts: the shared expert maps x {tuple(x.shape)} to {tuple(y.shape)}: its W2 must "
-                         f"have D = {x.shape[1]} rows (w1 {tuple(hw['w1'].shape)}, w2 {tuple(hw['w2'].shape)})")
-    return y, side.join
+    return y, side
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair, routed=None, score_gate=False, side=None):
+                       pair, routed=None, score_gate=False, y_side=None, join=None):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
-    "fused" (the default below SHARED_SIDE_MIN_T tokens) and its sizes fit; with "side" its output `side` started
-    beside them (_start_shared_side) and added in the combine; with "beside" its own launches first, added in the
-    combine)."""
+    "fused" (the default below SHARED_SIDE_MIN_T tokens) and its sizes fit; with "side" its output y_side, started
+    beside them (_start_shared_side), added in the combine after `join`; with "beside" its own launches first, added
+    in the combine)."""
     if hw is None:
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
                         out_dtype, pair, routed=routed)
-    mode = _shared_mode(cfg)
-    if mode == "side":
-        shared, join = side if side is not None else _start_shared_side(x, hw, swiglu_limit, cfg)
-        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared,
+    if y_side is not None:
+        return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, y_side,
                         out_dtype, pair, routed=routed, join=join)
+    mode = _shared_mode(cfg)
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
                         out_dtype, pair, hw, routed=routed, score_gate=score_gate)
@@ -1807,16 +1793,16 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
     cfg = config or (fixed(params) if fixed else
                      lookup(op, key, lookup("moe_experts", key, grouped_default(params))))
-    side = _start_shared_side(x, hw, swiglu_limit, cfg)     # SHARED "side": beside the gate and W1 / W3
-    with _joined_on_error(side):
+    y_side, side = _start_shared_side(x, hw, swiglu_limit, cfg)     # SHARED "side": beside the gate and W1 / W3
+    with side or contextlib.nullcontext():          # joined on the way out, an error included
         return _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
-                                  expert_offset, swiglu_limit, cfg, hw, pair, op, side)
+                                  expert_offset, swiglu_limit, cfg, hw, pair, op, y_side, side and side.join)
 
 
 def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
-                       swiglu_limit, cfg, hw, pair, op, side):
-    """_layer_grouped after its config (and the shared expert beside, `side`, when SHARED is "side"): the gate's
-    launches, then the grouped kernels."""
+                       swiglu_limit, cfg, hw, pair, op, y_side, join):
+    """_layer_grouped after its config (and the shared expert's output y_side made beside, with its join, when
+    SHARED is "side"): the gate's launches, then the grouped kernels."""
     routed = None
     if _glue(cfg, x.shape[0]) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
@@ -1829,7 +1815,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed,
-                              score_gate=tid2eid is None, side=side)
+                              score_gate=tid2eid is None, y_side=y_side, join=join)
 
 
 @register_impl("moe_routed", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,

@@ -32,7 +32,7 @@ import contextlib
 
 import torch
 
-from kernelbench.kernels.common import lane
+from kernelbench.kernels.common import Beside
 
 SIDE_LANE = 1
 SITES = ("attention", "shared_expert")
@@ -67,7 +67,7 @@ class Lanes:
         self.min_tokens = {"shared_expert": shared_expert_min_t}     # per site; a site not named applies at any T
         self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)   # side work runs beside
         self._stream = None
-        self.pending = False          # side work queued since the last join
+        self._queued = None           # the side work queued since the last join (kernels/common.py Beside)
 
     def on(self, site: str, tokens: int | None = None) -> bool:
         """Whether `site` runs its independent work on the side lane (for a step of `tokens` tokens)."""
@@ -90,18 +90,13 @@ class Lanes:
         if not self.on(site):
             yield
             return
-        with lane(SIDE_LANE):
-            if not self.streams:
-                yield
-                return
-            s = self._side_stream()
-            s.wait_stream(torch.cuda.current_stream(self.device))
-            self.pending = True
-            with torch.cuda.stream(s):
-                yield
+        if self._queued is None:
+            self._queued = Beside(self.device, SIDE_LANE, self._side_stream() if self.streams else None, self.streams)
+        with self._queued.run():
+            yield
 
     def join(self) -> None:
         """The main stream waits for the side's queued work."""
-        if self.streams and self.pending:
-            torch.cuda.current_stream(self.device).wait_stream(self._side_stream())
-        self.pending = False
+        if self._queued is not None:
+            self._queued.join()
+        self._queued = None
