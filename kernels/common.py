@@ -63,13 +63,48 @@ def current_lane() -> int:
 BESIDE_LANE_STEP = 2
 _BESIDE_STREAMS: dict = {}
 
+# ---- stream priorities: which chain's blocks the GPU dispatches first when both wait for SMs ----------------------
+# Three kinds of stream carry a decode step: "main" (the chain every layer waits on; the decoder's capture stream),
+# "lane" (the decoder's side lane: compressor / indexer beside the q path) and "op" (an op's own side work, say the
+# MoE's shared expert beside the gate and the routed experts). CUDA dispatches the pending blocks of a
+# higher-priority stream first; PyTorch instantiates graphs with cudaGraphInstantiateFlagUseNodePriority, so a
+# replayed kernel keeps the priority of the stream it was captured on. KERNELBENCH_STREAM_PRIORITY names the kinds
+# that run at the device's highest priority (comma list, or "off": every stream at the default, the lowest):
+PRIORITY_ENV = "KERNELBENCH_STREAM_PRIORITY"
+STREAM_KINDS = ("main", "lane", "op")
+PRIORITY_DEFAULT = "off"
+
+
+def high_priority_kinds() -> frozenset:
+    """The stream kinds KERNELBENCH_STREAM_PRIORITY raises (read when a stream is made)."""
+    raw = os.environ.get(PRIORITY_ENV, PRIORITY_DEFAULT).strip()
+    names = frozenset(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "off")
+    bad = sorted(names - set(STREAM_KINDS))
+    if bad:
+        raise ValueError(f"{PRIORITY_ENV}={raw!r}: unknown stream kind(s) {', '.join(bad)}; a comma list of "
+                         f"{', '.join(STREAM_KINDS)}, or off")
+    return names
+
+
+def stream_priority(kind: str) -> int:
+    """The CUDA priority of a new stream of `kind` (lower is dispatched first): the device's highest for the kinds
+    KERNELBENCH_STREAM_PRIORITY names, else 0 (the default and lowest)."""
+    if kind not in STREAM_KINDS:
+        raise ValueError(f"stream kind {kind!r}: one of {', '.join(STREAM_KINDS)}")
+    return torch.cuda.Stream.priority_range()[1] if kind in high_priority_kinds() else 0
+
+
+def new_stream(device, kind: str):
+    """A CUDA stream on `device` at `kind`'s priority (stream_priority)."""
+    return torch.cuda.Stream(device, priority=stream_priority(kind))
+
 
 def _device_side_stream(device: torch.device):
-    """One side stream per device for ops' own side work, made at the first eager call (warm-up runs before a
-    capture); callers on two streams at once would only queue one after the other on it."""
+    """One side stream per device for ops' own side work (kind "op"), made at the first eager call (warm-up runs
+    before a capture); callers on two streams at once would only queue one after the other on it."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _BESIDE_STREAMS:
-        _BESIDE_STREAMS[index] = torch.cuda.Stream(device)
+        _BESIDE_STREAMS[index] = new_stream(device, "op")
     return _BESIDE_STREAMS[index]
 
 

@@ -14,6 +14,7 @@ from kernelbench.decoder.model import Transformer
 from kernelbench.decoder.tp import TPContext
 from kernelbench.kernels import linear as KL
 from kernelbench.kernels import mhc as KM
+from kernelbench.kernels import common as KC
 from kernelbench.kernels.common import current_lane, lane
 
 CPU = torch.device("cpu")
@@ -237,3 +238,40 @@ def test_gpu_side_stream_changes_no_bit(c):
     # (against no site, the shared expert's site gave the same bits at C = 16 and 64 on the H200, session 10 call 3:
     # the routed launches' combine adds the bf16 shared output to the fp32 routed sum as the decoder's add does;
     # at C = 1 the finishing epilogue's order differs)
+
+
+@pytest.mark.parametrize("text, kinds", [(None, set()), ("off", set()), ("main", {"main"}),
+                                         (" main , op ", {"main", "op"}), ("main,lane,op", {"main", "lane", "op"})])
+def test_stream_priority_kinds_from_the_environment(monkeypatch, text, kinds):
+    if text is None:
+        monkeypatch.delenv(KC.PRIORITY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(KC.PRIORITY_ENV, text)
+    assert KC.high_priority_kinds() == kinds
+
+
+def test_stream_priority_names_what_is_unknown(monkeypatch):
+    monkeypatch.setenv(KC.PRIORITY_ENV, "main,attention")
+    with pytest.raises(ValueError, match="attention"):
+        KC.high_priority_kinds()
+    with pytest.raises(ValueError, match="kind 'side'"):
+        KC.stream_priority("side")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session17b.sh)")
+def test_gpu_streams_take_their_kinds_priority(monkeypatch):
+    """KERNELBENCH_STREAM_PRIORITY=main,op: the capture stream and an op's side stream at the device's highest
+    priority, the decoder's side lane at 0; "off" leaves the capture stream at 0."""
+    dev = torch.device("cuda")
+    monkeypatch.setenv(KC.PRIORITY_ENV, "main,op")
+    high = torch.cuda.Stream.priority_range()[1]
+    assert high < 0
+    assert KC.new_stream(dev, "main").priority == high
+    assert KC.new_stream(dev, "op").priority == high
+    assert KC.new_stream(dev, "lane").priority == 0
+    lanes = Lanes(dev, "all")
+    assert lanes._side_stream().priority == 0
+    monkeypatch.setenv(KC.PRIORITY_ENV, "off")
+    assert KC.new_stream(dev, "main").priority == 0

@@ -34,7 +34,7 @@ from kernelbench import tuned_configs
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
-from kernelbench.kernels.common import pdl_on
+from kernelbench.kernels.common import STREAM_KINDS, high_priority_kinds, new_stream, pdl_on
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
@@ -483,6 +483,7 @@ class BenchResult:
     gbps: float = math.nan               # the copy-bandwidth ceiling used for roofline and % columns
     overlap: str = "all"                 # the sites that ran on the side stream (kernelbench.decoder.lanes), or none
     shared_split: bool = False           # the model split the shared expert over the TP ranks (decoder.model.shared_split)
+    stream_priority: str = "off"         # the stream kinds at the highest priority (kernels/common.py stream_priority)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -659,7 +660,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     res = BenchResult(cfg.name, impl, str(dev), tp.world, tp.simulate, context.text, 0, use_graph,
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
                       gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe(),
-                      shared_split=model.env.shared_split)
+                      shared_split=model.env.shared_split,
+                      stream_priority=",".join(k for k in STREAM_KINDS if k in high_priority_kinds()) or "off")
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)
     for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
@@ -860,12 +862,12 @@ def _capture_graph(eager: Callable[[], None], dev: torch.device) -> Callable[[],
     """`eager` captured as a CUDA graph, after one run on a side stream (it warms that stream's allocator) -> the
     graph's replay (the graph lives as long as the returned callable)."""
     g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream(dev)
+    s = new_stream(dev, "main")      # the capture stream: its kernels keep its priority in the replay
     s.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(s):
         eager()
     torch.cuda.current_stream(dev).wait_stream(s)
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=s):
         eager()
     return g.replay
 
@@ -996,7 +998,8 @@ def attribution_check(pt: BenchPoint) -> tuple[float, float]:
 def print_result(res: BenchResult, console, kernels: bool = False) -> None:
     from rich.table import Table
     tp = (f"TP{res.tp}" + (" (rank-0 shapes, collectives skipped)" if res.simulated_tp else "")
-          + (", shared expert split over the ranks" if res.shared_split else ""))
+          + (", shared expert split over the ranks" if res.shared_split else "")
+          + (f", high stream priority: {res.stream_priority}" if res.stream_priority != "off" else ""))
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
@@ -1168,7 +1171,8 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "attribution": p.attribution, "attribution_source": p.attribution_source,
                      "lanes": p.lanes, "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
-                     "simulated_tp": res.simulated_tp, "shared_split": res.shared_split, "fit": {"a_ms": _num(res.fixed_ms),
+                     "simulated_tp": res.simulated_tp, "shared_split": res.shared_split,
+                     "stream_priority": res.stream_priority, "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
                      "configs": p.configs, "ablation": p.ablation}

@@ -32,7 +32,7 @@ import contextlib
 
 import torch
 
-from kernelbench.kernels.common import Beside
+from kernelbench.kernels.common import Beside, new_stream
 
 SIDE_LANE = 1
 SITES = ("attention", "shared_expert")
@@ -80,7 +80,7 @@ class Lanes:
 
     def _side_stream(self):
         if self._stream is None:
-            self._stream = torch.cuda.Stream(self.device)
+            self._stream = new_stream(self.device, "lane")
         return self._stream
 
     @contextlib.contextmanager
