@@ -82,6 +82,33 @@ def _ragged(model, cache, seqs, splits, steps):
     return full, got
 
 
+def test_decode_makes_the_fixed_index_lists_once_per_kind(model, monkeypatch):
+    """A decode step makes the index lists of the layers without an indexer (swa, hca: they depend only on the
+    positions) once per kind and shape, and every later layer of that kind reads them: TINY's layers swa, csa, hca,
+    csa, swa call attention_indices four times (the two csa layers with their own top-k), not five. The lists are
+    those each layer would make (the prefill-then-decode test above checks the whole step against prefill)."""
+    calls, ops = [], model.ops
+    real = ops.attention_indices
+
+    def counting(**kw):
+        calls.append((kw["kind"], kw["topk_indices"] is not None))
+        return real(**kw)
+
+    monkeypatch.setattr(ops, "attention_indices", counting, raising=False)
+    cache = model.new_cache(2, 40)
+    for seq, n in ((0, 21), (1, 9)):
+        model.prefill(torch.arange(2, 2 + n), seq, cache)
+    calls.clear()
+    step = Step(torch.tensor([5, 6]), torch.tensor([21, 9]), torch.tensor([0, 1]))
+    model(step, cache)
+    assert sorted(calls) == [("csa", True), ("csa", True), ("hca", False), ("swa", False)]
+    (swa_key,) = [k for k in step.index_lists if k[0] == "swa"]
+    want = real(positions=step.positions, kind="swa", window=TINY.window_size, ratio=0, topk_indices=None,
+                n_max=swa_key[3])
+    for got, ref in zip(step.index_lists[swa_key], want):
+        assert torch.equal(got, ref)
+
+
 def test_mtp_prefill_then_decode_equals_mtp_prefill_all(model):
     with compute_dtype(torch.float64):
         _mtp(model)

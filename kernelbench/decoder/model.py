@@ -23,7 +23,7 @@ Prefill runs one sequence from position 0 (L tokens at once, causal index lists 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -50,10 +50,21 @@ class Step:
     positions: torch.Tensor
     seq_ids: torch.Tensor
     prefill: bool = False
+    # attention_indices' lists that depend only on the positions (swa, hca: no top-k), made by the step's first layer
+    # of each (kind, window, ratio, n_max) and read by every later one: one launch per step, not per layer
+    index_lists: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def T(self) -> int:
         return self.ids.shape[0]
+
+    def fixed_index_lists(self, ops, **index_args) -> tuple[torch.Tensor, torch.Tensor]:
+        """attention_indices(topk_indices=None, **index_args) -> (indices, lengths), made once per step per
+        (kind, window, ratio, n_max): the lists of a layer without an indexer depend on nothing else."""
+        key = tuple(index_args[k] for k in ("kind", "window", "ratio", "n_max"))
+        if key not in self.index_lists:
+            self.index_lists[key] = ops.attention_indices(topk_indices=None, **index_args)
+        return self.index_lists[key]
 
 
 SHARED_SPLIT_ENV = "KERNELBENCH_SHARED_SPLIT"
@@ -239,7 +250,7 @@ class Attention(Part):
                 topk = self.indexer.select(env, qi, w, step, lc)
                 indices, lengths = ops.attention_indices(topk_indices=topk, **index_args)
         else:
-            indices, lengths = ops.attention_indices(topk_indices=None, **index_args)
+            indices, lengths = step.fixed_index_lists(ops, **index_args)
         q = self._q(env, qr, step)
         lanes.join()
         return q, indices, lengths
