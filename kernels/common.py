@@ -69,10 +69,19 @@ _BESIDE_STREAMS: dict = {}
 # MoE's shared expert beside the gate and the routed experts). CUDA dispatches the pending blocks of a
 # higher-priority stream first; PyTorch instantiates graphs with cudaGraphInstantiateFlagUseNodePriority, so a
 # replayed kernel keeps the priority of the stream it was captured on. KERNELBENCH_STREAM_PRIORITY names the kinds
-# that run at the device's highest priority (comma list, or "off": every stream at the default, the lowest):
+# that run at the device's highest priority (comma list, or "off": every stream at the default, the lowest).
+# H200, 43-layer Flash TP8 step, same call (data/h200-2026-12-03-session17/call2), ms at C = 1 / 16 / 64, two runs each:
+#   off        3.783 3.788 / 6.917 6.953 / 10.894 10.908
+#   main       3.986 4.011 / 6.806 6.821 / 10.711 10.777   (the side lane starved at C = 1: it is the critical path
+#                                                            of the csa layers there)
+#   main,op    3.975 4.008 / 6.880 6.920 / 10.880 10.878
+#   main,lane  3.787 3.769 / 6.857 6.817 / 10.761 10.739   (the default: the ops' own side work, the MoE's shared
+#                                                            expert, fills the SMs the two chains leave)
+# The priorities act where the step runs on a "main" stream: decode-bench captures its step on one; an eager caller
+# on the default stream (priority 0) runs below a raised side lane.
 PRIORITY_ENV = "KERNELBENCH_STREAM_PRIORITY"
 STREAM_KINDS = ("main", "lane", "op")
-PRIORITY_DEFAULT = "off"
+PRIORITY_DEFAULT = "main,lane"
 
 
 def high_priority_kinds() -> frozenset:

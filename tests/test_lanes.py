@@ -240,7 +240,7 @@ def test_gpu_side_stream_changes_no_bit(c):
     # at C = 1 the finishing epilogue's order differs)
 
 
-@pytest.mark.parametrize("text, kinds", [(None, set()), ("off", set()), ("main", {"main"}),
+@pytest.mark.parametrize("text, kinds", [(None, {"main", "lane"}), ("off", set()), ("main", {"main"}),
                                          (" main , op ", {"main", "op"}), ("main,lane,op", {"main", "lane", "op"})])
 def test_stream_priority_kinds_from_the_environment(monkeypatch, text, kinds):
     if text is None:
