@@ -6,7 +6,7 @@
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session17e.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-380}
+TOTAL=${KB_TOTAL_S:-300}
 source scripts/device_lib.sh || exit 1
 DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash"
 step a1 110 $DB --batches 1,2,4 --json "$W/a1.json"
