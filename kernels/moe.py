@@ -1308,7 +1308,10 @@ SHARED_MODES = ("fused", "side", "beside")
 # 86.9 us, C = 64 157.5 vs 180.6 (call 1, against impl triton_v5); the 43-layer Flash TP8 step with each rank's slice
 # C = 16 -2.8%, C = 64 -3.2% (call 1). Below it the routed launches carry it (SHARED "fused"): side from 2 tokens
 # made the step +3.3% / +11% / -1.0% at C = 2 / 4 / 8 (call 3), and moe_layer at one token took 35.65 vs 28.64 us.
-SHARED_SIDE_MIN_T = 16
+# Session 17, with the op's side stream below the main chain's priority (kernels/common.py stream_priority), side
+# from 8 tokens against 16, A B A B (data/h200-2026-12-03-session17/call5): C = 8 6.007 / 6.005 vs 6.190 / 6.168 ms
+# (-2.8%), C = 12 6.488 / 6.453 vs 6.728 / 6.706 (-3.6%). 5 to 7 tokens are not measured.
+SHARED_SIDE_MIN_T = 8
 
 
 def grouped_default_v2(params: dict) -> dict:

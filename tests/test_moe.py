@@ -440,14 +440,14 @@ def test_shared_expert_on_the_side_lane_equals_its_launches_first(op, fs, glue, 
     assert joins == [2]
 
 
-def test_the_default_runs_the_shared_expert_beside_from_sixteen_tokens():
+def test_the_default_runs_the_shared_expert_beside_from_eight_tokens():
     """Below SHARED_SIDE_MIN_T tokens the routed launches carry the shared expert (whole or a slice); from it the
     shared expert runs on the side lane and the routed launches take the routed-only choices (moe_routed without the
     shared expert: the same tiles and splits). The tune space offers "side" only with a shared expert."""
     from kernelbench.kernels import moe as KM
     flash = {"D": 4096, "El": 32, "F": 2048, "K": 6, "kernel": "grouped"}
-    assert KM.SHARED_SIDE_MIN_T == 16
-    for t in (1, 15, 16, 64):
+    assert KM.SHARED_SIDE_MIN_T == 8
+    for t in (1, 7, 8, 15, 16, 64):
         routed = KM.grouped_default({**flash, "T": t})
         for shared in ({"shared": True}, {"shared": True, "Fs": 256}):
             cfg = KM.grouped_default({**flash, "T": t, **shared})
@@ -455,7 +455,7 @@ def test_the_default_runs_the_shared_expert_beside_from_sixteen_tokens():
                 assert cfg["SHARED"] == "fused", (t, shared)
             else:
                 assert cfg == {**routed, "SHARED": "side"}, (t, shared)
-        assert KM.layer_default({**flash, "T": t})["SHARED"] == ("side" if t >= 16 else "fused")
+        assert KM.layer_default({**flash, "T": t})["SHARED"] == ("side" if t >= 8 else "fused")
     with_shared = KM.grouped_configs({**flash, "T": 16, "shared": True})
     alone = KM.grouped_configs({**flash, "T": 16})
     assert {c["SHARED"] for c in with_shared} == {"fused", "side"} and {c["SHARED"] for c in alone} == {"fused"}
@@ -640,7 +640,7 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
 def test_previous_choices_stay_registered(op, impl_name, T, monkeypatch):
     """The earlier choices (moe_gate's GEMM + top-k launches at every T; moe_layer / moe_experts triton_v3: the
     gate GEMM + route launch; triton_v4: one scale group per dot, BM 16; triton_v5: the shared expert inside the
-    routed launches from 16 tokens too) stay correct beside the new defaults, at a T where the defaults differ."""
+    routed launches from 8 tokens too) stay correct beside the new defaults, at a T where the defaults differ."""
     poisoned_empty(monkeypatch)
     if impl_name == "triton_v5":
         from kernelbench.kernels import moe as KM
@@ -665,6 +665,17 @@ def test_routed_op_equals_gate_then_experts_bit_for_bit(T, shared, hashed, monke
     assert y.dtype == torch.float32 and y.shape == inp["x"].shape and torch.isfinite(y).all()
     assert torch.equal(y, y_parts)
     check_against_reference("moe_routed", p, "normal", seed=T)
+
+
+def test_routed_slice_at_the_side_threshold_matches_the_reference(monkeypatch):
+    """At SHARED_SIDE_MIN_T tokens (8 since session 17) moe_routed's default runs a TP rank's slice of the shared
+    expert on its side lane with the routed-only choices; against the reference on the same slice (fp64)."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": KM.SHARED_SIDE_MIN_T, "F": 512, "shared": True, "Fs": 128}
+    assert KM.grouped_default(p)["SHARED"] == "side"
+    assert KM.grouped_default({**p, "T": KM.SHARED_SIDE_MIN_T - 1})["SHARED"] == "fused"
+    check_against_reference("moe_routed", p, "normal", seed=8)
 
 
 @pytest.mark.parametrize("warps", [1, 2])

@@ -8,7 +8,7 @@ chains of kernels finish sooner side by side than one after the other. Two place
 - "shared_expert": the MoE's shared expert reads only x, beside the gate and the routed experts (model.MoE, TP > 1,
   from SHARED_EXPERT_MIN_T tokens; otherwise rank 0's routed-expert launches carry the shared expert, the fused form).
   Only when the shared expert is whole on every rank (model.shared_split off): split, moe_routed runs each rank's
-  slice itself (inside its routed launches at a few tokens, from 16 on a side stream of the op's own:
+  slice itself (inside its routed launches at a few tokens, from 8 on a side stream of the op's own:
   kernels/common.py Beside, on lane 0 + 2 or 1 + 3, never this module's side lane's tickets).
 
 `Lanes.side(site)` runs its block after all work the main stream has queued so far, on kernel lane 1
