@@ -9,7 +9,7 @@ import torch
 from kernelbench.decoder import checkpoint
 from kernelbench.decoder import decode_bench as db
 from kernelbench.decoder.backend import Ops
-from kernelbench.decoder.lanes import SIDE_LANE, SITES, Lanes, parse_sites
+from kernelbench.decoder.lanes import KV_LANE, KV_LANE_ENV, SIDE_LANE, SITES, Lanes, parse_sites
 from kernelbench.decoder.model import Transformer
 from kernelbench.decoder.tp import TPContext
 from kernelbench.kernels import linear as KL
@@ -130,6 +130,29 @@ def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
     assert torch.isfinite(logits).all() and torch.isfinite(h.float()).all()
 
 
+def test_kv_lane_puts_the_kv_compressor_on_a_lane_of_its_own(monkeypatch):
+    """With the KV lane (KERNELBENCH_KV_LANE=1) the attention layers' KV compressor step runs on KV_LANE and the
+    indexer's work (its compressor, head weights, top-k, the csa index lists) stays on the side lane; the logits
+    and streams are those of the default lanes bit for bit (the same ops on the same inputs). Off by default; a bad
+    value is refused; without the attention site there is no KV lane."""
+    calls, logits, h, _ = _logged_step(True, TPContext())
+    monkeypatch.setenv(KV_LANE_ENV, "1")
+    kv_calls, kv_logits, kv_h, _ = _logged_step(True, TPContext())
+    assert sorted(calls) == sorted((n, SIDE_LANE if ln == KV_LANE else ln) for n, ln in kv_calls)
+    # tiny swa, csa, hca: the csa layer's KV and index compressors, then the hca layer's KV compressor
+    assert [ln for n, ln in kv_calls if n == "compressor_step"] == [KV_LANE, SIDE_LANE, KV_LANE]
+    assert {n for n, ln in kv_calls if ln == KV_LANE} == {"compressor_step"}
+    assert {n for n, ln in kv_calls if ln == SIDE_LANE} == {"compressor_step", "bf16_linear", "indexer_topk",
+                                                           "attention_indices"}
+    assert torch.equal(logits, kv_logits) and torch.equal(h, kv_h)
+    assert Lanes(CPU).kv_lane and not Lanes(CPU, "shared_expert").kv_lane and not Lanes(CPU, kv_lane=False).kv_lane
+    monkeypatch.setenv(KV_LANE_ENV, "2")
+    with pytest.raises(ValueError, match=KV_LANE_ENV):
+        Lanes(CPU)
+    monkeypatch.delenv(KV_LANE_ENV)
+    assert not Lanes(CPU).kv_lane
+
+
 def test_shared_expert_site_runs_it_beside_the_routed_experts():
     """TP > 1 (simulated): the MoE is moe_routed; with the shared_expert site the shared expert is its own op on the
     side lane and rank 0's moe_routed gets no shared weights; without any site, moe_routed carries them (the fused
@@ -218,7 +241,8 @@ def test_gpu_side_stream_changes_no_bit(c):
     (logits, streams and every cache tensor); and the attention site alone changes no bit against no site at all
     (its kernels and inputs are those of the one-stream step). (The shared_expert site adds the shared expert after
     the routed sum instead of inside it: at C = 1 another rounding, which random weights amplify through four
-    layers' gates, so it is compared in the op's and the reference model's tests, not here.)"""
+    layers' gates, so it is compared in the op's and the reference model's tests, not here.) The KV lane
+    (kv_lane=True: the KV compressor on a third stream) changes no bit either."""
     dev = torch.device("cuda")
     cfg = db.bench_config("flash", "swa,csa,hca,csa")
     model = db.random_model(TPContext(rank=0, world=8, simulate=True), cfg, "triton", dev, seed=0, overlap="none")
@@ -228,12 +252,14 @@ def test_gpu_side_stream_changes_no_bit(c):
     attention = _step_outputs(model, c, graph=True)
     model.env.lanes = Lanes(dev, "all", streams=False, shared_expert_min_t=1)
     one = _step_outputs(model, c, graph=False)
-    model.env.lanes = Lanes(dev, "all", shared_expert_min_t=1)
+    model.env.lanes = Lanes(dev, "all", shared_expert_min_t=1, kv_lane=False)
     two, two_graph = _step_outputs(model, c, graph=False), _step_outputs(model, c, graph=True)
+    model.env.lanes = Lanes(dev, "all", shared_expert_min_t=1, kv_lane=True)     # + the KV compressor's own lane
+    three = _step_outputs(model, c, graph=True)
     for a, b in zip(none, attention):
         assert torch.equal(a, b)
-    for a, b, g in zip(one, two, two_graph):
-        assert torch.equal(a, b) and torch.equal(a, g)
+    for a, b, g, k in zip(one, two, two_graph, three):
+        assert torch.equal(a, b) and torch.equal(a, g) and torch.equal(a, k)
     assert torch.isfinite(one[0]).all()
     # (against no site, the shared expert's site gave the same bits at C = 16 and 64 on the H200, session 10 call 3:
     # the routed launches' combine adds the bf16 shared output to the fp32 routed sum as the decoder's add does;

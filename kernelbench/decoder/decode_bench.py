@@ -484,6 +484,7 @@ class BenchResult:
     overlap: str = "all"                 # the sites that ran on the side stream (kernelbench.decoder.lanes), or none
     shared_split: bool = False           # the model split the shared expert over the TP ranks (decoder.model.shared_split)
     stream_priority: str = "off"         # the stream kinds at the highest priority (kernels/common.py stream_priority)
+    kv_lane: bool = False                # the KV compressor step on a lane of its own (kernelbench.decoder.lanes)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -661,7 +662,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
                       gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe(),
                       shared_split=model.env.shared_split,
-                      stream_priority=",".join(k for k in STREAM_KINDS if k in high_priority_kinds()) or "off")
+                      stream_priority=",".join(k for k in STREAM_KINDS if k in high_priority_kinds()) or "off",
+                      kv_lane=model.env.lanes.kv_lane)
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)
     for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
@@ -999,7 +1001,8 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
     from rich.table import Table
     tp = (f"TP{res.tp}" + (" (rank-0 shapes, collectives skipped)" if res.simulated_tp else "")
           + (", shared expert split over the ranks" if res.shared_split else "")
-          + (f", high stream priority: {res.stream_priority}" if res.stream_priority != "off" else ""))
+          + (f", high stream priority: {res.stream_priority}" if res.stream_priority != "off" else "")
+          + (", KV compressor on its own lane" if res.kv_lane else ""))
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
@@ -1172,7 +1175,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "lanes": p.lanes, "kernels_per_step": p.kernels_per_step, "graph": res.graph and not res.graph_error,
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
                      "simulated_tp": res.simulated_tp, "shared_split": res.shared_split,
-                     "stream_priority": res.stream_priority, "fit": {"a_ms": _num(res.fixed_ms),
+                     "stream_priority": res.stream_priority, "kv_lane": res.kv_lane, "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
                      "configs": p.configs, "ablation": p.ablation}

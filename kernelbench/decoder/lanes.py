@@ -25,16 +25,25 @@ enters the side joins before it returns, so no side work is left pending at the 
 requires it).
 
 On a CPU the sites keep their structure (lane 1, the side's launches in program order on the one stream): the
-kernels and their inputs are those of the GPU step, which tests/test_lanes.py checks bit for bit on the GPU."""
+kernels and their inputs are those of the GPU step, which tests/test_lanes.py checks bit for bit on the GPU.
+
+The KV lane (opt-in, `KERNELBENCH_KV_LANE=1` or `Lanes(kv_lane=True)`; not measured yet): the attention site's
+KV compressor step runs on a lane of its own (KV_LANE, its own stream) instead of first in the side lane's queue, so
+the indexer's chain there (head weights, index compressor, then top-k and index lists) no longer waits behind it. At
+one token that chain is the step's critical path on the csa layers (session 17: the main chain waited 0.32 ms per
+step for the side lane; main alone at a higher priority made the step 5.6% slower)."""
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 
 from kernelbench.kernels.common import Beside, new_stream
 
 SIDE_LANE = 1
+KV_LANE = 4          # the KV compressor's lane when kv_lane is on (never the ops' own side lanes: 0 + 2, 1 + 2)
+KV_LANE_ENV = "KERNELBENCH_KV_LANE"
 SITES = ("attention", "shared_expert")
 # The shared_expert site from this many tokens: H200, 43-layer Flash TP8 step (data/h200-2026-12-02-session10/call2),
 # attention site alone vs both sites: C = 1 4.394 vs 4.756 ms (the shared expert's own four launches cost more than
@@ -58,16 +67,29 @@ def parse_sites(sites) -> frozenset:
     return frozenset(names)
 
 
+def kv_lane_from_env() -> bool:
+    """KERNELBENCH_KV_LANE: "0" (the default) or "1"."""
+    mode = os.environ.get(KV_LANE_ENV, "0").strip()
+    if mode not in ("0", "1"):
+        raise ValueError(f"{KV_LANE_ENV}={mode!r}: 0 or 1")
+    return mode == "1"
+
+
 class Lanes:
-    def __init__(self, device, sites=True, streams: bool = True, shared_expert_min_t: int = SHARED_EXPERT_MIN_T):
+    def __init__(self, device, sites=True, streams: bool = True, shared_expert_min_t: int = SHARED_EXPERT_MIN_T,
+                 kv_lane: bool | None = None):
         """`streams` False keeps the sites' structure on one stream on a GPU too (what tests compare against);
-        `shared_expert_min_t`: the fewest tokens the shared_expert site applies to."""
+        `shared_expert_min_t`: the fewest tokens the shared_expert site applies to; `kv_lane` (None: from
+        KERNELBENCH_KV_LANE) puts the attention site's KV compressor step on a lane of its own."""
         self.device = torch.device(device)
         self.sites = parse_sites(sites)
         self.min_tokens = {"shared_expert": shared_expert_min_t}     # per site; a site not named applies at any T
         self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)   # side work runs beside
+        self.kv_lane = (kv_lane_from_env() if kv_lane is None else bool(kv_lane)) and "attention" in self.sites
         self._stream = None
+        self._kv_stream = None
         self._queued = None           # the side work queued since the last join (kernels/common.py Beside)
+        self._kv_queued = None        # the same on the KV lane
 
     def on(self, site: str, tokens: int | None = None) -> bool:
         """Whether `site` runs its independent work on the side lane (for a step of `tokens` tokens)."""
@@ -83,20 +105,35 @@ class Lanes:
             self._stream = new_stream(self.device, "lane")
         return self._stream
 
+    def _kv_side_stream(self):
+        if self._kv_stream is None:
+            self._kv_stream = new_stream(self.device, "lane")
+        return self._kv_stream
+
     @contextlib.contextmanager
-    def side(self, site: str):
+    def side(self, site: str, kv: bool = False):
         """The block's launches on lane 1 and (CUDA) the side stream, after main's queued work; for a site that is
-        off, the block as it stands (main lane, program order)."""
+        off, the block as it stands (main lane, program order). `kv`: the attention site's KV compressor step, on
+        KV_LANE and its own stream when kv_lane is on (else as any side block)."""
         if not self.on(site):
             yield
             return
-        if self._queued is None:
-            self._queued = Beside(self.device, SIDE_LANE, self._side_stream() if self.streams else None, self.streams)
-        with self._queued.run():
+        if kv and self.kv_lane:
+            if self._kv_queued is None:
+                self._kv_queued = Beside(self.device, KV_LANE, self._kv_side_stream() if self.streams else None,
+                                         self.streams)
+            queued = self._kv_queued
+        else:
+            if self._queued is None:
+                self._queued = Beside(self.device, SIDE_LANE, self._side_stream() if self.streams else None,
+                                      self.streams)
+            queued = self._queued
+        with queued.run():
             yield
 
     def join(self) -> None:
-        """The main stream waits for the side's queued work."""
-        if self._queued is not None:
-            self._queued.join()
-        self._queued = None
+        """The main stream waits for the side lanes' queued work."""
+        for queued in (self._queued, self._kv_queued):
+            if queued is not None:
+                queued.join()
+        self._queued = self._kv_queued = None

@@ -233,10 +233,13 @@ class Attention(Part):
         sparse attention reads the caches and the lists."""
         ops, cfg, lanes = env.ops, env.cfg, env.lanes
         W = cfg.window_size
+        w = None
         if self.compressor is not None:
-            with lanes.side("attention"):
+            with lanes.side("attention", kv=True):          # its own lane with lanes.kv_lane, else the side lane
                 self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
-                w = self.indexer.keys(env, x, step, lc) if self.indexer is not None else None
+            if self.indexer is not None:
+                with lanes.side("attention"):
+                    w = self.indexer.keys(env, x, step, lc)
         qr, _ = ops.attention_front(x=x, wq_a=self.wq_a, wq_a_scale=self.wq_a_scale, q_norm=self.q_norm,
                                     wkv=self.wkv, wkv_scale=self.wkv_scale, kv_norm=self.kv_norm, eps=cfg.norm_eps,
                                     positions=step.positions, seq_ids=step.seq_ids, freqs=env.freqs[self.ratio > 0],
