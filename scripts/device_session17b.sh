@@ -5,6 +5,8 @@
 # main + the decoder's side lane ("main,lane"), in the order o b m mo ml ml mo m b o; b = "off" with the decoder
 # before Step.fixed_index_lists (variants17/model_before.py, untracked, copied over the installed model.py: the index
 # lists of every layer made by that layer); then the GPU priority test.
+# Before the call: mkdir -p variants17 && git show d2c8b49:kernelbench/decoder/model.py > variants17/model_before.py
+#   && cp kernelbench/decoder/model.py variants17/model_after.py (untracked, not ignored: they travel)
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session17b.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
