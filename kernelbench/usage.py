@@ -74,9 +74,22 @@ def _some_params(op: str) -> dict:
     return dict(_cases_tiny(op) or smallest_params(op))
 
 
+def check_environment() -> None:
+    """The switches read from the environment while kernels and the decoder run (KERNELBENCH_PDL,
+    KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_SHARED_SPLIT, KERNELBENCH_KV_LANE), so that a bad value stops the
+    command before any work instead of deep inside it."""
+    from kernelbench.decoder.lanes import kv_lane_from_env
+    from kernelbench.decoder.model import shared_split_from_env
+    from kernelbench.kernels.common import high_priority_kinds, pdl_mode
+    for check in (pdl_mode, high_priority_kinds, shared_split_from_env, kv_lane_from_env):
+        check()
+
+
 def check_tuning() -> None:
-    """KERNELBENCH_PIN_CONFIG, KERNELBENCH_TUNED and the tuned-config file, against the registry."""
+    """KERNELBENCH_PIN_CONFIG, KERNELBENCH_TUNED and the tuned-config file, against the registry; and the
+    environment's other switches (check_environment)."""
     from kernelbench import registry, tuned_configs
+    check_environment()
     try:
         tuned_configs.check_settings(known_ops={s.name for s in registry.ops()}, known_keys=config_keys)
     except tuned_configs.TuningError as e:

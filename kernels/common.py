@@ -31,6 +31,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
+from kernelbench.usage import UsageProblem     # a bad environment variable: a one-line CLI error (a ValueError)
+
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 # ---- lanes: per-stream scratch for kernels that may run concurrently ---------------------------------------------
@@ -90,7 +92,7 @@ def high_priority_kinds() -> frozenset:
     names = frozenset(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "off")
     bad = sorted(names - set(STREAM_KINDS))
     if bad:
-        raise ValueError(f"{PRIORITY_ENV}={raw!r}: unknown stream kind(s) {', '.join(bad)}; a comma list of "
+        raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: unknown stream kind(s) {', '.join(bad)}; a comma list of "
                          f"{', '.join(STREAM_KINDS)}, or off")
     return names
 
@@ -193,6 +195,16 @@ def zeroed_scratch(store: dict, device: torch.device, n: int, what: str) -> torc
 # process can time every setting.
 PDL_ENV = "KERNELBENCH_PDL"
 PDL_MODES = ("auto", "0", "1")
+
+
+def pdl_mode() -> str:
+    """KERNELBENCH_PDL: auto (the default), 0 or 1."""
+    mode = os.environ.get(PDL_ENV, "auto")
+    if mode not in PDL_MODES:
+        raise UsageProblem(f"{PDL_ENV} must be one of {', '.join(PDL_MODES)}, got {mode!r}")
+    return mode
+
+
 PDL_MAX_TOKENS = 1
 
 
@@ -201,9 +213,7 @@ def pdl_on(device, tokens: int) -> bool:
     tokens <= PDL_MAX_TOKENS; compiled (never in the interpreter), on CUDA sm_90+ or on CPU tensors, which outside
     the interpreter only the inspector's capture passes (kernelbench inspect then compiles the PDL builds for its
     sm_90 / sm_120 target)."""
-    mode = os.environ.get(PDL_ENV, "auto")
-    if mode not in PDL_MODES:
-        raise ValueError(f"{PDL_ENV} must be one of {', '.join(PDL_MODES)}, got {mode!r}")
+    mode = pdl_mode()
     device = torch.device(device)
     if mode == "0" or (mode == "auto" and tokens > PDL_MAX_TOKENS) or INTERPRET or device.type not in ("cuda", "cpu"):
         return False

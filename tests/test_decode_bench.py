@@ -196,6 +196,19 @@ def test_decode_bench_refuses_bad_tuning_settings_before_any_work(env, why, monk
     assert len([ln for ln in r.output.splitlines() if ln.startswith("Error")]) == 1
 
 
+@pytest.mark.parametrize("env,why", [({"KERNELBENCH_STREAM_PRIORITY": "main,bogus"}, "unknown stream kind"),
+                                     ({"KERNELBENCH_KV_LANE": "yes"}, "KERNELBENCH_KV_LANE='yes'"),
+                                     ({"KERNELBENCH_SHARED_SPLIT": "2"}, "KERNELBENCH_SHARED_SPLIT='2'"),
+                                     ({"KERNELBENCH_PDL": "on"}, "KERNELBENCH_PDL must be one of")])
+def test_decode_bench_refuses_bad_scheduling_switches_before_any_work(env, why, monkeypatch):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store"])
+    assert r.exit_code == 2, r.output
+    assert why in r.output and "Traceback" not in r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("Error")]) == 1
+
+
 def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     out = tmp_path / "d.json"
     url = f"sqlite:///{tmp_path / 'kb.sqlite'}"

@@ -40,6 +40,7 @@ import os
 import torch
 
 from kernelbench.kernels.common import Beside, new_stream
+from kernelbench.usage import UsageProblem
 
 SIDE_LANE = 1
 KV_LANE = 4          # the KV compressor's lane when kv_lane is on (never the ops' own side lanes: 0 + 2, 1 + 2)
@@ -71,7 +72,7 @@ def kv_lane_from_env() -> bool:
     """KERNELBENCH_KV_LANE: "0" (the default) or "1"."""
     mode = os.environ.get(KV_LANE_ENV, "0").strip()
     if mode not in ("0", "1"):
-        raise ValueError(f"{KV_LANE_ENV}={mode!r}: 0 or 1")
+        raise UsageProblem(f"{KV_LANE_ENV}={mode!r}: 0 or 1")
     return mode == "1"
 
 

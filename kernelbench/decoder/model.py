@@ -37,6 +37,7 @@ from kernelbench.config import ModelConfig
 from kernelbench.reference.mhc import sublayer_output
 from kernelbench.reference.quant import dequant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
+from kernelbench.usage import UsageProblem
 from kernelbench.decoder.tp import TPContext
 
 BF16 = torch.bfloat16
@@ -75,6 +76,14 @@ SHARED_SPLIT_ENV = "KERNELBENCH_SHARED_SPLIT"
 # SHARED_SIDE_MIN_T tokens moe_routed runs the slice on a side stream of its own instead (kernels/moe.py config
 # SHARED "side"), added in its combine before the all-reduce: C = 16 6.934 / 6.951 vs 7.123 / 7.156 ms, C = 64
 # 10.880 / 10.899 vs 11.249 / 11.242 against the whole expert on the side lane (data/h200-2026-12-03-session16/call1).
+def shared_split_from_env() -> bool:
+    """KERNELBENCH_SHARED_SPLIT: "1" (the default) or "0"."""
+    mode = os.environ.get(SHARED_SPLIT_ENV, "1").strip()
+    if mode not in ("0", "1"):
+        raise UsageProblem(f"{SHARED_SPLIT_ENV}={mode!r}: 1 (each TP rank runs a slice of the shared expert) or 0")
+    return mode == "1"
+
+
 def shared_split(cfg: ModelConfig, tp: TPContext, ops: Ops, want: bool | None = None) -> bool:
     """Whether each TP rank runs its 1/TP slice of the replicated shared expert's inner dimension as moe_routed's
     shared_* inputs (inside its routed launches at a few tokens, beside them on a side stream from
@@ -84,10 +93,7 @@ def shared_split(cfg: ModelConfig, tp: TPContext, ops: Ops, want: bool | None = 
     `want` None: ${KERNELBENCH_SHARED_SPLIT} ("1", the default, or "0"). Needs TP > 1, F a multiple of 128 * TP
     (whole FP8 scale blocks per slice) and an implementation of moe_routed that takes the shared weights."""
     if want is None:
-        mode = os.environ.get(SHARED_SPLIT_ENV, "1").strip()
-        if mode not in ("0", "1"):
-            raise ValueError(f"{SHARED_SPLIT_ENV}={mode!r}: 1 (each TP rank runs a slice of the shared expert) or 0")
-        want = mode == "1"
+        want = shared_split_from_env()
     return (bool(want) and tp.world > 1 and cfg.moe_inter_dim % (128 * tp.world) == 0
             and ops.accepts("moe_routed", "shared_w1"))
 
