@@ -3,11 +3,21 @@ environment is the user's to fix, so it ends in a one-line error and nothing is 
 kernel result (issue 10, item 2)."""
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
 
 class UsageProblem(ValueError):
     pass
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """The value of environment switch `name` (`default` when unset), one of `choices`; else a UsageProblem naming
+    the variable, its value and the choices."""
+    value = os.environ.get(name, default).strip()
+    if value not in choices:
+        raise UsageProblem(f"{name} must be one of {', '.join(choices)}, got {name}={value!r}")
+    return value
 
 
 @lru_cache(maxsize=None)
@@ -85,9 +95,9 @@ def check_environment() -> None:
         check()
 
 
-def check_tuning() -> None:
-    """KERNELBENCH_PIN_CONFIG, KERNELBENCH_TUNED and the tuned-config file, against the registry; and the
-    environment's other switches (check_environment)."""
+def check_settings() -> None:
+    """Before any work: KERNELBENCH_PIN_CONFIG, KERNELBENCH_TUNED and the tuned-config file, against the registry;
+    and the environment's other switches (check_environment)."""
     from kernelbench import registry, tuned_configs
     check_environment()
     try:

@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from kernelbench.usage import UsageProblem     # a bad environment variable: a one-line CLI error (a ValueError)
+from kernelbench.usage import UsageProblem, env_choice   # a bad environment variable: a one-line CLI error
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -95,6 +95,12 @@ def high_priority_kinds() -> frozenset:
         raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: unknown stream kind(s) {', '.join(bad)}; a comma list of "
                          f"{', '.join(STREAM_KINDS)}, or off")
     return names
+
+
+def priority_label() -> str:
+    """The raised kinds as KERNELBENCH_STREAM_PRIORITY would name them ("off" for none), for results."""
+    kinds = high_priority_kinds()
+    return ",".join(k for k in STREAM_KINDS if k in kinds) or "off"
 
 
 def stream_priority(kind: str) -> int:
@@ -199,10 +205,7 @@ PDL_MODES = ("auto", "0", "1")
 
 def pdl_mode() -> str:
     """KERNELBENCH_PDL: auto (the default), 0 or 1."""
-    mode = os.environ.get(PDL_ENV, "auto")
-    if mode not in PDL_MODES:
-        raise UsageProblem(f"{PDL_ENV} must be one of {', '.join(PDL_MODES)}, got {mode!r}")
-    return mode
+    return env_choice(PDL_ENV, "auto", PDL_MODES)
 
 
 PDL_MAX_TOKENS = 1

@@ -230,7 +230,7 @@ def test_compressor_never_borrows_a_tuned_path_across_the_ratio():
 
 def test_every_config_a_space_offers_can_be_a_tuned_entry():
     """Whatever the tuner picks from an implementation's space (or its default) must pass the checks the
-    tuned-config file is read with (config_problem with the op's known keys, as check_tuning reads it at startup):
+    tuned-config file is read with (config_problem with the op's known keys, as check_settings reads it at startup):
     on the H200 (2026-12-02) every mhc_post_pre_norm choice was refused at export because RELOAD / SIMT are
     true / false switches, so the op could not be tuned at all."""
     from kernelbench.usage import config_keys

@@ -42,8 +42,8 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
         timing.require_cuda()
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. `kernelbench bench` measures on a GPU only.") from None
-    from kernelbench.usage import check_tuning
-    check_tuning()
+    from kernelbench.usage import check_settings
+    check_settings()
     for m in modules:
         registry.load_module(m)
     run = BenchRun.start(open_store(db), run_tag)

@@ -88,7 +88,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     gpu = device.startswith("cuda")
     if gpu and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: no CUDA device here")
-    from kernelbench.usage import UsageProblem, check_tuning
+    from kernelbench.usage import UsageProblem, check_settings
     try:
         overlap = parse_sites(overlap)
     except ValueError as e:
@@ -96,7 +96,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     try:
         for m in modules:
             registry.load_module(m)
-        check_tuning()         # a malformed pinned config or tuned-config file, before any work (issue 10 item 9)
+        check_settings()         # a malformed pinned config or tuned-config file, before any work (issue 10 item 9)
         if not any(impl in registry.impls(o.name) for o in registry.ops()):
             raise click.UsageError(f"--impl {impl}: no op has an implementation of that name")
         overrides = db.parse_overrides(uses)

@@ -73,8 +73,8 @@ def command(ckpt, config, impl, tp, batch, prompt_len, steps, temperature, seed,
     if device != "cpu" and not device.startswith("cuda"):
         raise click.UsageError(f"--device {device!r}: use cpu or cuda")
     if impl == "triton":   # a malformed pinned config or tuned-config file is the user's to fix, before any work
-        from kernelbench.usage import check_tuning
-        check_tuning()
+        from kernelbench.usage import check_settings
+        check_settings()
     try:
         path = prepare_checkpoint(ckpt, config, seed)
     except UsageProblem as e:

@@ -53,8 +53,8 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
                                        f"on a CPU.") from None
         device, timer_ref = "cuda", "gpu"
     from kernelbench.commands._common import open_store
-    from kernelbench.usage import check_tuning
-    check_tuning()
+    from kernelbench.usage import check_settings
+    check_settings()
     from kernelbench.harness.fingerprint import fingerprint, git_commit
     for m in modules:
         registry.load_module(m)

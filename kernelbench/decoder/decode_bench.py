@@ -34,7 +34,7 @@ from kernelbench import tuned_configs
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
-from kernelbench.kernels.common import STREAM_KINDS, high_priority_kinds, new_stream, pdl_on
+from kernelbench.kernels.common import new_stream, pdl_on, priority_label
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
@@ -662,7 +662,7 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
                       layers=cfg.n_layers + cfg.n_mtp_layers, mtp=cfg.n_mtp_layers > 0, overrides=dict(overrides or {}),
                       gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe(),
                       shared_split=model.env.shared_split,
-                      stream_priority=",".join(k for k in STREAM_KINDS if k in high_priority_kinds()) or "off",
+                      stream_priority=priority_label(),
                       kv_lane=model.env.lanes.kv_lane)
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)

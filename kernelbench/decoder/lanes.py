@@ -35,12 +35,11 @@ step for the side lane; main alone at a higher priority made the step 5.6% slowe
 from __future__ import annotations
 
 import contextlib
-import os
 
 import torch
 
 from kernelbench.kernels.common import Beside, new_stream
-from kernelbench.usage import UsageProblem
+from kernelbench.usage import env_choice
 
 SIDE_LANE = 1
 KV_LANE = 4          # the KV compressor's lane when kv_lane is on (never the ops' own side lanes: 0 + 2, 1 + 2)
@@ -70,10 +69,7 @@ def parse_sites(sites) -> frozenset:
 
 def kv_lane_from_env() -> bool:
     """KERNELBENCH_KV_LANE: "0" (the default) or "1"."""
-    mode = os.environ.get(KV_LANE_ENV, "0").strip()
-    if mode not in ("0", "1"):
-        raise UsageProblem(f"{KV_LANE_ENV}={mode!r}: 0 or 1")
-    return mode == "1"
+    return env_choice(KV_LANE_ENV, "0", ("0", "1")) == "1"
 
 
 class Lanes:
@@ -87,10 +83,8 @@ class Lanes:
         self.min_tokens = {"shared_expert": shared_expert_min_t}     # per site; a site not named applies at any T
         self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)   # side work runs beside
         self.kv_lane = (kv_lane_from_env() if kv_lane is None else bool(kv_lane)) and "attention" in self.sites
-        self._stream = None
-        self._kv_stream = None
-        self._queued = None           # the side work queued since the last join (kernels/common.py Beside)
-        self._kv_queued = None        # the same on the KV lane
+        self._streams: dict = {}       # lane -> its stream (made at the first side block, kind "lane")
+        self._queued: dict = {}        # lane -> the side work queued since the last join (kernels/common.py Beside)
 
     def on(self, site: str, tokens: int | None = None) -> bool:
         """Whether `site` runs its independent work on the side lane (for a step of `tokens` tokens)."""
@@ -101,15 +95,10 @@ class Lanes:
     def describe(self) -> str:
         return ",".join(s for s in SITES if s in self.sites) or "none"
 
-    def _side_stream(self):
-        if self._stream is None:
-            self._stream = new_stream(self.device, "lane")
-        return self._stream
-
-    def _kv_side_stream(self):
-        if self._kv_stream is None:
-            self._kv_stream = new_stream(self.device, "lane")
-        return self._kv_stream
+    def _side_stream(self, lane_no: int = SIDE_LANE):
+        if lane_no not in self._streams:
+            self._streams[lane_no] = new_stream(self.device, "lane")
+        return self._streams[lane_no]
 
     @contextlib.contextmanager
     def side(self, site: str, kv: bool = False):
@@ -119,22 +108,15 @@ class Lanes:
         if not self.on(site):
             yield
             return
-        if kv and self.kv_lane:
-            if self._kv_queued is None:
-                self._kv_queued = Beside(self.device, KV_LANE, self._kv_side_stream() if self.streams else None,
-                                         self.streams)
-            queued = self._kv_queued
-        else:
-            if self._queued is None:
-                self._queued = Beside(self.device, SIDE_LANE, self._side_stream() if self.streams else None,
-                                      self.streams)
-            queued = self._queued
-        with queued.run():
+        lane_no = KV_LANE if kv and self.kv_lane else SIDE_LANE
+        if lane_no not in self._queued:
+            self._queued[lane_no] = Beside(self.device, lane_no, self._side_stream(lane_no) if self.streams else None,
+                                           self.streams)
+        with self._queued[lane_no].run():
             yield
 
     def join(self) -> None:
         """The main stream waits for the side lanes' queued work."""
-        for queued in (self._queued, self._kv_queued):
-            if queued is not None:
-                queued.join()
-        self._queued = self._kv_queued = None
+        for queued in self._queued.values():
+            queued.join()
+        self._queued.clear()

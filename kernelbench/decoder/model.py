@@ -22,7 +22,6 @@ Prefill runs one sequence from position 0 (L tokens at once, causal index lists 
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from kernelbench.config import ModelConfig
 from kernelbench.reference.mhc import sublayer_output
 from kernelbench.reference.quant import dequant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
-from kernelbench.usage import UsageProblem
+from kernelbench.usage import env_choice
 from kernelbench.decoder.tp import TPContext
 
 BF16 = torch.bfloat16
@@ -78,10 +77,7 @@ SHARED_SPLIT_ENV = "KERNELBENCH_SHARED_SPLIT"
 # 10.880 / 10.899 vs 11.249 / 11.242 against the whole expert on the side lane (data/h200-2026-12-03-session16/call1).
 def shared_split_from_env() -> bool:
     """KERNELBENCH_SHARED_SPLIT: "1" (the default) or "0"."""
-    mode = os.environ.get(SHARED_SPLIT_ENV, "1").strip()
-    if mode not in ("0", "1"):
-        raise UsageProblem(f"{SHARED_SPLIT_ENV}={mode!r}: 1 (each TP rank runs a slice of the shared expert) or 0")
-    return mode == "1"
+    return env_choice(SHARED_SPLIT_ENV, "1", ("1", "0")) == "1"
 
 
 def shared_split(cfg: ModelConfig, tp: TPContext, ops: Ops, want: bool | None = None) -> bool:

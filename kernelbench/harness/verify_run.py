@@ -125,7 +125,7 @@ def _check_usage(pairs, shapes, examples, time_budget, case_values, params, valu
     from kernelbench import usage
     from kernelbench.registry import VALUE_MODES
     usage.check_shape_set(shapes)
-    usage.check_tuning()
+    usage.check_settings()
     if params is None and examples == 0 and not shapes:
         raise usage.UsageProblem("--examples 0 without a shape set (--shapes) runs nothing: zero examples is not "
                                  "a verdict")
