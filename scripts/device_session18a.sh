@@ -21,6 +21,8 @@ step verify 60 $KB verify moe_routed moe_layer --impl triton --device cuda --sha
 # issue 9 at C = 64: the gate is 21.4 us per layer in the step (bf16 logits GEMM 9.4 + _gate_route_kernel 12.1: top-k
 # in 64 programs, then the slot sort in the last one); where its time goes, per source line
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+step ncu_sol 60 "$NCU" --profile-from-start off --clock-control none --section SpeedOfLight --csv \
+    python3 scripts/profile_op.py moe_routed moe_layer --batch 64 --where hash=False
 step ncu_gate 90 "$NCU" --profile-from-start off --clock-control none -k regex:_gate_route --section SourceCounters \
     --section WarpStateStats --page source --print-source sass --csv python3 scripts/profile_op.py moe_routed \
     --batch 64 --where hash=False
