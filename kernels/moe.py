@@ -325,9 +325,11 @@ def _gate_warps(cfg) -> int:
     return _warps_option(cfg, "GATE_WARPS", GATE_WARPS, "moe_gate")
 
 
-def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS):
+def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS,
+                sort: str = "chunk"):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
-    buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS)."""
+    buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
+    `sort`: the slot sort's form (_sort_mode)."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
@@ -346,7 +348,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
-        SORT=route is not None, **_sort_meta(T * topk, El), GB=GB, num_warps=warps, num_stages=1,
+        SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=GB, num_warps=warps, num_stages=1,
         **pdl_args(x.device, T, weight))
     return (w, idx, buf) if route is not None else (w, idx)
 
@@ -759,18 +761,9 @@ def _local_keys(idx_ptr, i, TK, offset, El):
 
 
 @triton.jit
-def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El, ELP: tl.constexpr,
-                CH: tl.constexpr):
-    """The routing lists of _route_kernel (program 0), vectorized: a stable counting sort of the TK slots by local
-    expert in one program, CH slots at a time. Pass 1 counts per expert -> start offsets and the active list; pass 2
-    gives each slot of a chunk its position start[e] + (earlier slots of e) + (its rank among the chunk's slots of e,
-    an inclusive cumsum down the (CH, ELP) one-hot matrix). ELP >= El, a power of two."""
-    e = tl.arange(0, ELP)
-    j = tl.arange(0, CH)
-    counts = tl.zeros((ELP,), dtype=tl.int32)
-    for c0 in range(0, TK, CH):
-        key = _local_keys(idx_ptr, c0 + j, TK, offset, El)
-        counts += tl.sum((key[:, None] == e[None, :]).to(tl.int32), axis=0)
+def _expert_lists(counts, e, El, act_ptr, start_ptr):
+    """From the slot counts per local expert (ELP,): start offsets (+ the total at El), the list of ACTIVE experts
+    and the item table; -> start (ELP,)."""
     start = tl.cumsum(counts, axis=0) - counts
     tl.store(start_ptr + e, start, mask=e < El)
     tl.store(start_ptr + El, tl.sum(counts, axis=0))
@@ -787,6 +780,34 @@ def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El
     tl.store(tb + 4 * slot, row, mask=e < El)
     tl.store(tb + 4 * slot + 1, tl.where(flag > 0, start, 0), mask=e < El)
     tl.store(tb + 4 * slot + 2, tl.where(flag > 0, start + counts, 0), mask=e < El)
+    return start
+
+
+@triton.jit
+def _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K: tl.constexpr, offset, El,
+                 ELP: tl.constexpr, CH: tl.constexpr, TS: tl.constexpr, KW: tl.constexpr):
+    """The routing lists of T tokens' K slots each, in one program: _sort_slots_by_token when TS (the tokens padded
+    to a power of two, config ROUTE_SORT "token"), else _sort_slots in chunks of CH slots ("chunk")."""
+    if TS > 0:
+        _sort_slots_by_token(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, TS, KW)
+    else:
+        _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T * K, offset, El, ELP, CH)
+
+
+@triton.jit
+def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El, ELP: tl.constexpr,
+                CH: tl.constexpr):
+    """The routing lists of _route_kernel (program 0), vectorized: a stable counting sort of the TK slots by local
+    expert in one program, CH slots at a time. Pass 1 counts per expert -> start offsets and the active list; pass 2
+    gives each slot of a chunk its position start[e] + (earlier slots of e) + (its rank among the chunk's slots of e,
+    an inclusive cumsum down the (CH, ELP) one-hot matrix). ELP >= El, a power of two."""
+    e = tl.arange(0, ELP)
+    j = tl.arange(0, CH)
+    counts = tl.zeros((ELP,), dtype=tl.int32)
+    for c0 in range(0, TK, CH):
+        key = _local_keys(idx_ptr, c0 + j, TK, offset, El)
+        counts += tl.sum((key[:, None] == e[None, :]).to(tl.int32), axis=0)
+    start = _expert_lists(counts, e, El, act_ptr, start_ptr)
     nxt = start                                                           # next free position per expert
     for c0 in range(0, TK, CH):
         i = c0 + j
@@ -798,11 +819,40 @@ def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El
 
 
 @triton.jit
+def _sort_slots_by_token(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K: tl.constexpr, offset, El,
+                         ELP: tl.constexpr, TS: tl.constexpr, KW: tl.constexpr):
+    """The same stable counting sort with the scan over TOKENS instead of slots (T <= TS): one load of the (T, K)
+    keys; hot[t, e] = token t's slots of local expert e; slot (t, k) of expert e goes to start[e] + (slots of e in
+    tokens before t: an exclusive cumsum of hot down the tokens) + (earlier k' < k of token t with expert e: none
+    for a top-k, whose experts differ, but given indices may repeat one). One (TS, ELP) scan instead of one per CH
+    slots, and one round trip of key loads instead of one per chunk and pass."""
+    t = tl.arange(0, TS)
+    e = tl.arange(0, ELP)
+    kk = tl.arange(0, KW)                                                 # KW: K padded to a power of two >= 2
+    km = (t[:, None] < T) & (kk[None, :] < K)
+    raw = tl.load(idx_ptr + t[:, None] * K + kk[None, :], mask=km, other=-1, cache_modifier=".cg") - offset
+    keys = tl.where(km & (raw >= 0) & (raw < El), raw, -1).to(tl.int32)   # (TS, KW) local expert or -1
+    hot = tl.zeros((TS, ELP), dtype=tl.int32)
+    for k in range(K):
+        hot += (tl.sum(tl.where(kk[None, :] == k, keys, 0), axis=1)[:, None] == e[None, :]).to(tl.int32)
+    start = _expert_lists(tl.sum(hot, axis=0), e, El, act_ptr, start_ptr)
+    nxt = tl.cumsum(hot, axis=0) - hot + start[None, :]                   # (TS, ELP): token t's next position of e
+    for k in range(K):
+        key = tl.sum(tl.where(kk[None, :] == k, keys, 0), axis=1)
+        hit = key[:, None] == e[None, :]
+        pos = tl.where(key >= 0, tl.sum(tl.where(hit, nxt, 0), axis=1), -1)
+        i = t * K + k
+        tl.store(sorted_ptr + pos, i, mask=pos >= 0)
+        tl.store(inv_ptr + i, pos, mask=t < T)
+        nxt += hit.to(tl.int32)
+
+
+@triton.jit
 def _gate_route_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, x_ptr, xq_ptr, sx_ptr, act_ptr,
                        start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, route_scale, offset, El,
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, TOPK: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr,
-                       GB: tl.constexpr):
+                       GB: tl.constexpr, TS: tl.constexpr = 0, KW: tl.constexpr = 2):
     # TOPK (moe_layer): programs 0..T-1 are _topk_kernel's (logits (T, E) -> w (T, K) fp32, idx (T, K) int64); each
     #   takes a ticket (cnt: one int32, zero between launches) after its stores, and the last to arrive sorts the
     #   slots (_sort_slots) and resets the ticket. Not TOPK (moe_experts): idx is given, program 0 sorts.
@@ -821,7 +871,7 @@ def _gate_route_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, x_
         else:
             last = True
         if last:
-            _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T * K, offset, El, ELP, CH)
+            _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS, KW)
             if TOPK:
                 tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")          # ready for the next launch
     else:
@@ -849,7 +899,8 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NGP, route_scale, offset, El,
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
-                       ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False):
+                       ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False,
+                       TS: tl.constexpr = 0, KW: tl.constexpr = 2):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -878,7 +929,7 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        HAS_BIAS, HASH, TP, True)
             if SORT:
                 tl.debug_barrier()                                 # idx stores of every thread before the sort
-                _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T * K, offset, El, ELP, CH)
+                _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS, KW)
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
@@ -1507,10 +1558,26 @@ def _route_buffers(T, K, D, El, dev):
             torch.empty((T, D // 128), dtype=torch.float32, device=dev))
 
 
-def _sort_meta(TK, El, ch: int = 128):
-    # CH 128 x ELP 32 (Flash: 32 local experts): a 4096-entry one-hot chunk, 32 values per thread at 4 warps; each
-    # chunk is a round trip of key loads in each of the sort's two passes (config ROUTE_CH: the chunk's largest size)
-    return dict(ELP=max(2, triton.next_power_of_2(El)), CH=min(ch, max(16, triton.next_power_of_2(TK))))
+# Largest (tokens padded to a power of two) x (local experts padded) that the slot sort scans over tokens in one
+# (TS, ELP) tile (ROUTE_SORT "token", the default there); larger batches sort in CH-slot chunks ("chunk").
+SORT_BY_TOKEN_MAX = 4096
+
+
+def _sort_mode(cfg, T: int, El: int) -> str:
+    """Config ROUTE_SORT: "token" (one scan over the tokens; default while it fits SORT_BY_TOKEN_MAX) or "chunk"."""
+    fits = triton.next_power_of_2(T) * max(2, triton.next_power_of_2(El)) <= SORT_BY_TOKEN_MAX
+    mode = (cfg or {}).get("ROUTE_SORT") or ("token" if fits else "chunk")
+    if mode not in ("token", "chunk"):
+        raise ValueError(f"moe_layer: config ROUTE_SORT={mode!r}: 'token' or 'chunk'")
+    return mode
+
+
+def _sort_meta(T, K, El, ch: int = 128, sort: str = "chunk"):
+    # "chunk": CH 128 x ELP 32 (Flash: 32 local experts): a 4096-entry one-hot chunk, 32 values per thread at 4 warps;
+    # each chunk is a round trip of key loads in each of the sort's two passes (config ROUTE_CH: the largest chunk).
+    # "token": TS = the tokens padded (_sort_slots_by_token), KW = K padded.
+    return dict(ELP=max(2, triton.next_power_of_2(El)), CH=min(ch, max(16, triton.next_power_of_2(T * K))),
+                TS=max(2, triton.next_power_of_2(T)) if sort == "token" else 0, KW=max(2, triton.next_power_of_2(K)))
 
 
 def _route_options(cfg) -> tuple[int, int]:
@@ -1523,7 +1590,7 @@ def _route_options(cfg) -> tuple[int, int]:
     return ch, _warps_option(cfg, "ROUTE_WARPS", 4, "moe_layer")
 
 
-def _route(x, indices, El, expert_offset, glue):
+def _route(x, indices, El, expert_offset, glue, sort: str = "chunk"):
     """Group the slots by local expert and act-quantize x, one launch: glue v3 / v4 _gate_route_kernel (sort in one
     program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row)."""
     T, D = x.shape
@@ -1538,8 +1605,8 @@ def _route(x, indices, El, expert_offset, glue):
     GB = 4
     _gate_route_kernel[(1 + T * triton.cdiv(D // 128, GB),)](
         x, x, x, x, x, idx, x, xq, sx, act, start, order, inv, act, T, 1, 1.0, int(expert_offset), El, D=D, K=K,
-        KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T * K, El), GB=GB, num_warps=4,
-        num_stages=1)
+        KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T, K, El, sort=sort), GB=GB,
+        num_warps=4, num_stages=1)
     return buf
 
 
@@ -1555,8 +1622,8 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
     GB = 4
     _gate_route_kernel[(T + T * triton.cdiv(D // 128, GB),)](
         *args[:6], x.contiguous(), xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, *args[6:],
-        int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T * topk, El, ch), GB=GB, num_warps=warps,
-        num_stages=1)
+        int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T, topk, El, ch, _sort_mode(cfg, T, El)),
+        GB=GB, num_warps=warps, num_stages=1)
     return w, idx, buf
 
 
@@ -1601,7 +1668,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if cfg.get("ITEM_TABLE") and glue != "v2":
         launch.update(ITEMS=True, it0=item_table_offset(El))
     # 1. routing lists + act-quant of x
-    act, start, order, inv, xq, sx = routed if routed is not None else _route(x, indices, El, expert_offset, glue)
+    act, start, order, inv, xq, sx = routed if routed is not None else _route(
+        x, indices, El, expert_offset, glue, _sort_mode(cfg, T, El))
     xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
     fused = hw is not None
@@ -1697,7 +1765,7 @@ XOWN_TICKETS = 64      # the up launch's ticket range starts here when its share
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
-                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "SHARED_X"})
+                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X"})
 _GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
 
 
@@ -1811,7 +1879,8 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     elif _gate_mode(cfg, x.shape[0]) == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
         w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
-                                     (w1.shape[0], expert_offset), _gate_warps(cfg))
+                                     (w1.shape[0], expert_offset), _gate_warps(cfg),
+                                     _sort_mode(cfg, x.shape[0], w1.shape[0]))
     else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
                                      expert_offset, cfg)

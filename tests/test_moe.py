@@ -538,8 +538,9 @@ def _check_routing(buf, indices, offset, El, table=True):
     (7, 2, 8, 8, 8),          # every slot non-local: empty lists
 ])
 def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch):
-    """_route (glue v3 and v2): the slot order (stable: equal experts keep slot order), start offsets, active list,
-    positions; empty experts; and the act-quantized x identical between the two."""
+    """_route (glue v3 with the sort's two forms, ROUTE_SORT "token" and "chunk", and glue v2): the slot order
+    (stable: equal experts keep slot order), start offsets, active list, positions; empty experts; experts repeated
+    within a token (spread < K: given indices may repeat, a top-k's do not); and the act-quantized x identical."""
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
     g = torch.Generator().manual_seed(T * 7 + K)
@@ -548,10 +549,16 @@ def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch)
     if El == 4:
         indices[:, 0] = 2                                 # expert 2 on every token (ties); some experts stay empty
     x = torch.randn((T, D), generator=g).bfloat16()
-    bufs = {glue: KM._route(x, indices, El, offset, glue) for glue in ("v3", "v2")}
-    for glue, buf in bufs.items():
+    if spread < K:
+        assert any(len(set(row)) < K for row in indices.tolist()), "the premise: a token repeats an expert"
+    assert KM._sort_mode(None, T, El) == "token", "the premise: these sizes sort by token by default"
+    bufs = {(glue, sort): KM._route(x, indices, El, offset, glue, sort) for glue, sort in
+            (("v3", "token"), ("v3", "chunk"), ("v2", "chunk"))}
+    for (glue, _), buf in bufs.items():
         _check_routing(buf, indices, offset, El, table=glue != "v2")
-    assert torch.equal(bufs["v3"][4], bufs["v2"][4]) and torch.equal(bufs["v3"][5], bufs["v2"][5])
+    for key in (("v3", "token"), ("v3", "chunk")):
+        assert torch.equal(bufs[key][4], bufs["v2", "chunk"][4]) and torch.equal(bufs[key][5], bufs["v2", "chunk"][5])
+    bufs["v3"] = bufs["v3", "token"]
     from kernelbench.reference.linear import dequant_act_fp8
     xq = bufs["v3"][4].view(torch.float8_e4m3fn).float() * bufs["v3"][5].repeat_interleave(128, 1)
     assert torch.equal(xq, dequant_act_fp8(x).float())
@@ -699,22 +706,23 @@ def test_fused_gate_warps_per_program(warps, monkeypatch):
 
 
 def test_routing_launch_options_keep_the_routing(monkeypatch):
-    """ROUTE_CH / ROUTE_WARPS (the routing launch after the gate GEMM, GATE "gemm"): the slot sort in chunks of 16
-    (two per pass: T = 9, K = 2) with 2 warps, and the gate GEMM's two K blocks in two splits (bf16_linear's config at
-    the gate's key, pinned), give exactly the default's output (one chunk, 4 warps, no split; the default passes the
-    reference in this file's other tests); values out of range are refused."""
+    """ROUTE_CH / ROUTE_WARPS / ROUTE_SORT (the routing launch after the gate GEMM, GATE "gemm"): the slot sort in
+    chunks of 16 (ROUTE_SORT "chunk", two chunks per pass: T = 9, K = 2) with 2 warps, and the gate GEMM's two K
+    blocks in two splits (bf16_linear's config at the gate's key, pinned), give exactly the default's output (the sort
+    by token, 4 warps, no split; the default passes the reference in this file's other tests); values out of range
+    are refused."""
     poisoned_empty(monkeypatch)
     from kernelbench.kernels import moe as KM
     p = {**SMALL, "T": 9}
     spec, impl = spec_and_impl("moe_layer")
     inp = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(9), "cpu", "normal"))
     base = {**KM.layer_default(p), "GATE": "gemm"}
-    assert KM._sort_meta(9 * p["K"], p["El"])["CH"] == 32 and KM._default(9, p["E"], p["D"], big_m_tile=32)[
+    assert KM._sort_meta(9, p["K"], p["El"])["CH"] == 32 and KM._default(9, p["E"], p["D"], big_m_tile=32)[
         "SPLIT"] == 1, "the premise: the default sorts in one chunk and does not split the gate GEMM"
     y0 = impl.fn(**inp, config=base)
     monkeypatch.setenv("KERNELBENCH_PIN_CONFIG", 'bf16_linear={"BM": 16, "BN": 64, "SPLIT": 2, "num_warps": 8, '
                                                  '"num_stages": 3}')
-    assert torch.equal(impl.fn(**inp, config={**base, "ROUTE_CH": 16, "ROUTE_WARPS": 2}), y0)
-    for bad in ({"ROUTE_CH": 48}, {"ROUTE_WARPS": 3}):
+    assert torch.equal(impl.fn(**inp, config={**base, "ROUTE_CH": 16, "ROUTE_WARPS": 2, "ROUTE_SORT": "chunk"}), y0)
+    for bad in ({"ROUTE_CH": 48}, {"ROUTE_WARPS": 3}, {"ROUTE_SORT": "radix"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             impl.fn(**inp, config={**base, **bad})
