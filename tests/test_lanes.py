@@ -9,7 +9,7 @@ import torch
 from kernelbench.decoder import checkpoint
 from kernelbench.decoder import decode_bench as db
 from kernelbench.decoder.backend import Ops
-from kernelbench.decoder.lanes import KV_LANE, KV_LANE_ENV, SIDE_LANE, SITES, Lanes, parse_sites
+from kernelbench.decoder.lanes import KV_LANE, KV_LANE_ENV, KV_LANE_MAX_T, SIDE_LANE, SITES, Lanes, parse_sites
 from kernelbench.decoder.model import Transformer
 from kernelbench.decoder.tp import TPContext
 from kernelbench.kernels import linear as KL
@@ -92,13 +92,14 @@ class _LaneLog:
         return call
 
 
-def _logged_step(overlap, tp: TPContext, shared_expert_min_t: int = 1):
+def _logged_step(overlap, tp: TPContext, shared_expert_min_t: int = 1, kv_lane=False):
     """One decode step of 3 tokens of the tiny model over swa, csa and hca layers (reference ops) with the lanes
-    `overlap` -> ((op, lane) of every call, logits, streams, each op's calls' keyword names)."""
+    `overlap` (and `kv_lane`: Lanes' argument; None reads KERNELBENCH_KV_LANE) -> ((op, lane) of every call, logits,
+    streams, each op's calls' keyword names)."""
     cfg = db.bench_config("tiny", "swa,csa,hca")
     sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=3, device=CPU)
     model = Transformer(cfg, sd, Ops("reference"), tp, CPU, overlap)
-    model.env.lanes = Lanes(CPU, overlap, shared_expert_min_t=shared_expert_min_t)
+    model.env.lanes = Lanes(CPU, overlap, shared_expert_min_t=shared_expert_min_t, kv_lane=kv_lane)
     log = _LaneLog(model.env.ops)
     model.env.ops = log
     cache = model.new_cache(3, 64)
@@ -131,26 +132,35 @@ def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
 
 
 def test_kv_lane_puts_the_kv_compressor_on_a_lane_of_its_own(monkeypatch):
-    """With the KV lane (KERNELBENCH_KV_LANE=1) the attention layers' KV compressor step runs on KV_LANE and the
-    indexer's work (its compressor, head weights, top-k, the csa index lists) stays on the side lane; the logits
-    and streams are those of the default lanes bit for bit (the same ops on the same inputs). Off by default; a bad
+    """With the KV lane the attention layers' KV compressor step runs on KV_LANE and the indexer's work (its
+    compressor, head weights, top-k, the csa index lists) stays on the side lane; the logits and streams are those of
+    the lanes without it bit for bit (the same ops on the same inputs). KERNELBENCH_KV_LANE: "0" never, "1" always,
+    "auto" (the default) up to KV_LANE_MAX_T tokens, so the 3-token step takes it and a limit below 3 does not; a bad
     value is refused; without the attention site there is no KV lane."""
-    calls, logits, h, _ = _logged_step(True, TPContext())
+    monkeypatch.setenv(KV_LANE_ENV, "0")
+    calls, logits, h, _ = _logged_step(True, TPContext(), kv_lane=None)
     monkeypatch.setenv(KV_LANE_ENV, "1")
-    kv_calls, kv_logits, kv_h, _ = _logged_step(True, TPContext())
+    kv_calls, kv_logits, kv_h, _ = _logged_step(True, TPContext(), kv_lane=None)
     assert sorted(calls) == sorted((n, SIDE_LANE if ln == KV_LANE else ln) for n, ln in kv_calls)
     # tiny swa, csa, hca: the csa layer's KV and index compressors, then the hca layer's KV compressor
+    assert [ln for n, ln in calls if n == "compressor_step"] == [SIDE_LANE] * 3
     assert [ln for n, ln in kv_calls if n == "compressor_step"] == [KV_LANE, SIDE_LANE, KV_LANE]
     assert {n for n, ln in kv_calls if ln == KV_LANE} == {"compressor_step"}
     assert {n for n, ln in kv_calls if ln == SIDE_LANE} == {"compressor_step", "bf16_linear", "indexer_topk",
                                                            "attention_indices"}
     assert torch.equal(logits, kv_logits) and torch.equal(h, kv_h)
-    assert Lanes(CPU).kv_lane and not Lanes(CPU, "shared_expert").kv_lane and not Lanes(CPU, kv_lane=False).kv_lane
+    monkeypatch.delenv(KV_LANE_ENV)
+    assert 3 <= KV_LANE_MAX_T, "the premise: the 3-token step is within the default's limit"
+    auto_calls, auto_logits, _, _ = _logged_step(True, TPContext(), kv_lane=None)
+    assert auto_calls == kv_calls and torch.equal(auto_logits, logits)
+    assert _logged_step(True, TPContext(), kv_lane=2)[0] == calls          # a limit of 2 tokens: not at 3
+    assert Lanes(CPU).kv_lane == f"up to {KV_LANE_MAX_T} tokens" and Lanes(CPU, kv_lane=True).kv_lane == "on"
+    assert Lanes(CPU, "shared_expert").kv_lane == "off" and Lanes(CPU, kv_lane=False).kv_lane == "off"
     monkeypatch.setenv(KV_LANE_ENV, "2")
     with pytest.raises(ValueError, match=KV_LANE_ENV):
         Lanes(CPU)
-    monkeypatch.delenv(KV_LANE_ENV)
-    assert not Lanes(CPU).kv_lane
+    monkeypatch.setenv(KV_LANE_ENV, "0")
+    assert Lanes(CPU).kv_lane == "off"
 
 
 def test_shared_expert_site_runs_it_beside_the_routed_experts():

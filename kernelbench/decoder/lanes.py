@@ -27,11 +27,11 @@ requires it).
 On a CPU the sites keep their structure (lane 1, the side's launches in program order on the one stream): the
 kernels and their inputs are those of the GPU step, which tests/test_lanes.py checks bit for bit on the GPU.
 
-The KV lane (opt-in, `KERNELBENCH_KV_LANE=1` or `Lanes(kv_lane=True)`; not measured yet): the attention site's
-KV compressor step runs on a lane of its own (KV_LANE, its own stream) instead of first in the side lane's queue, so
-the indexer's chain there (head weights, index compressor, then top-k and index lists) no longer waits behind it. At
-one token that chain is the step's critical path on the csa layers (session 17: the main chain waited 0.32 ms per
-step for the side lane; main alone at a higher priority made the step 5.6% slower)."""
+The KV lane (`KERNELBENCH_KV_LANE`: "auto", the default, up to KV_LANE_MAX_T tokens; "1" at every C; "0" never):
+the attention site's KV compressor step runs on a lane of its own (KV_LANE, its own stream) instead of first in the
+side lane's queue, so the indexer's chain there (head weights, index compressor, then top-k and index lists) no
+longer waits behind it. At one token that chain is the step's critical path on the csa layers (session 17: the main
+chain waited 0.32 ms per step for the side lane; main alone at a higher priority made the step 5.6% slower)."""
 from __future__ import annotations
 
 import contextlib
@@ -44,6 +44,13 @@ from kernelbench.usage import env_choice
 SIDE_LANE = 1
 KV_LANE = 4          # the KV compressor's lane when kv_lane is on (never the ops' own side lanes: 0 + 2, 1 + 2)
 KV_LANE_ENV = "KERNELBENCH_KV_LANE"
+KV_LANE_ENV_VALUES = ("auto", "0", "1")
+# The KV lane up to this many tokens (KERNELBENCH_KV_LANE "auto"): H200, 43-layer Flash TP8 step, same-call A B A B
+# (data/h200-2026-12-03-session18/call1, call2), with against without, ms: C = 1 3.759 / 3.769 vs 3.834 / 3.826 and
+# 3.781 / 3.764 vs 3.783 / 3.773; C = 16 6.761 / 6.764 vs 6.846 / 6.811 and 6.826 / 6.813 vs 6.836 / 6.849; C = 64
+# 10.717 / 10.704 vs 10.704 / 10.612 and 10.712 / 10.690 vs 10.608 / 10.612 (slower at 64 in both calls).
+KV_LANE_MAX_T = 16
+KV_LANE_ALWAYS = 1 << 30
 SITES = ("attention", "shared_expert")
 # The shared_expert site from this many tokens: H200, 43-layer Flash TP8 step (data/h200-2026-12-02-session10/call2),
 # attention site alone vs both sites: C = 1 4.394 vs 4.756 ms (the shared expert's own four launches cost more than
@@ -67,22 +74,29 @@ def parse_sites(sites) -> frozenset:
     return frozenset(names)
 
 
-def kv_lane_from_env() -> bool:
-    """KERNELBENCH_KV_LANE: "0" (the default) or "1"."""
-    return env_choice(KV_LANE_ENV, "0", ("0", "1")) == "1"
+def kv_lane_from_env() -> int:
+    """KERNELBENCH_KV_LANE: "auto" (the default), "1" or "0" -> the most tokens the KV lane applies to."""
+    return {"auto": KV_LANE_MAX_T, "0": 0, "1": KV_LANE_ALWAYS}[env_choice(KV_LANE_ENV, "auto", KV_LANE_ENV_VALUES)]
+
+
+def kv_lane_label(max_t: int) -> str:
+    """How a result names the KV lane setting: "off", "on" or "up to N tokens"."""
+    return "off" if max_t <= 0 else "on" if max_t >= KV_LANE_ALWAYS else f"up to {max_t} tokens"
 
 
 class Lanes:
     def __init__(self, device, sites=True, streams: bool = True, shared_expert_min_t: int = SHARED_EXPERT_MIN_T,
-                 kv_lane: bool | None = None):
+                 kv_lane: bool | int | None = None):
         """`streams` False keeps the sites' structure on one stream on a GPU too (what tests compare against);
-        `shared_expert_min_t`: the fewest tokens the shared_expert site applies to; `kv_lane` (None: from
-        KERNELBENCH_KV_LANE) puts the attention site's KV compressor step on a lane of its own."""
+        `shared_expert_min_t`: the fewest tokens the shared_expert site applies to; `kv_lane` puts the attention
+        site's KV compressor step on a lane of its own: True at every token count, False never, an int up to that
+        many tokens, None from KERNELBENCH_KV_LANE."""
         self.device = torch.device(device)
         self.sites = parse_sites(sites)
         self.min_tokens = {"shared_expert": shared_expert_min_t}     # per site; a site not named applies at any T
         self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)   # side work runs beside
-        self.kv_lane = (kv_lane_from_env() if kv_lane is None else bool(kv_lane)) and "attention" in self.sites
+        max_t = kv_lane_from_env() if kv_lane is None else (KV_LANE_ALWAYS if kv_lane is True else int(kv_lane))
+        self.kv_lane_max_t = max(0, max_t) if "attention" in self.sites else 0
         self._streams: dict = {}       # lane -> its stream (made at the first side block, kind "lane")
         self._queued: dict = {}        # lane -> the side work queued since the last join (kernels/common.py Beside)
 
@@ -91,6 +105,11 @@ class Lanes:
         if site not in SITES:
             raise ValueError(f"unknown overlap site {site!r}")
         return site in self.sites and (tokens is None or tokens >= self.min_tokens.get(site, 0))
+
+    @property
+    def kv_lane(self) -> str:
+        """The KV lane setting as results record it (kv_lane_label)."""
+        return kv_lane_label(self.kv_lane_max_t)
 
     def describe(self) -> str:
         return ",".join(s for s in SITES if s in self.sites) or "none"
@@ -101,14 +120,16 @@ class Lanes:
         return self._streams[lane_no]
 
     @contextlib.contextmanager
-    def side(self, site: str, kv: bool = False):
+    def side(self, site: str, kv: bool = False, tokens: int | None = None):
         """The block's launches on lane 1 and (CUDA) the side stream, after main's queued work; for a site that is
-        off, the block as it stands (main lane, program order). `kv`: the attention site's KV compressor step, on
-        KV_LANE and its own stream when kv_lane is on (else as any side block)."""
+        off, the block as it stands (main lane, program order). `kv`: the attention site's KV compressor step of a
+        step of `tokens` tokens, on KV_LANE and its own stream when the KV lane applies to them (else as any side
+        block)."""
         if not self.on(site):
             yield
             return
-        lane_no = KV_LANE if kv and self.kv_lane else SIDE_LANE
+        kv = kv and 0 < self.kv_lane_max_t and (tokens is None or tokens <= self.kv_lane_max_t)
+        lane_no = KV_LANE if kv else SIDE_LANE
         if lane_no not in self._queued:
             self._queued[lane_no] = Beside(self.device, lane_no, self._side_stream(lane_no) if self.streams else None,
                                            self.streams)

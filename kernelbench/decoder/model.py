@@ -237,7 +237,7 @@ class Attention(Part):
         W = cfg.window_size
         w = None
         if self.compressor is not None:
-            with lanes.side("attention", kv=True):          # its own lane with lanes.kv_lane, else the side lane
+            with lanes.side("attention", kv=True, tokens=step.T):     # its own lane when the KV lane applies
                 self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
             if self.indexer is not None:
                 with lanes.side("attention"):
