@@ -1402,6 +1402,7 @@ def layer_default_v5(params: dict) -> dict:
 
 def _grouped_default(params: dict, side_from: int | None) -> dict:
     side = bool(params.get("shared")) and side_from is not None and params["T"] >= side_from
+    whole_beside = side and whole_shared(params)
     if side:                  # the routed launches run without the shared expert: the routed-only choices
         params = {**params, "shared": False}
     cfg = {**grouped_default_v4(params), "BDIAG": True, "BM": 8, "BM_SHARED": 16}
@@ -1409,6 +1410,10 @@ def _grouped_default(params: dict, side_from: int | None) -> dict:
         cfg.update(SPLIT_UP=2) if whole_shared(params) else cfg.update(SPLIT_UP=4, SPLIT_DOWN=2)
     if side:
         cfg["SHARED"] = "side"
+    if whole_beside:          # the chunked slot sort (session 18, call 4, interleaved: moe_layer with the whole shared
+        # expert beside was slower with the token form although its routing launch was faster: T = 16 77.7 / 77.8
+        # vs 77.2 / 77.2 us, T = 64 158.1 / 158.0 vs 156.2 / 156.0; moe_routed with a TP slice was faster, _sort_mode)
+        cfg["ROUTE_SORT"] = "chunk"
     return cfg
 
 
@@ -1564,9 +1569,15 @@ SORT_BY_TOKEN_MAX = 4096
 
 
 def _sort_mode(cfg, T: int, El: int) -> str:
-    """Config ROUTE_SORT: "token" (one scan over the tokens; default while it fits SORT_BY_TOKEN_MAX) or "chunk"."""
+    """Config ROUTE_SORT: "token" (one scan over the tokens) or "chunk". Default: "token" in the routing launch after
+    the gate GEMM (more than GATE_FUSE_MAX_T tokens) while it fits SORT_BY_TOKEN_MAX; "chunk" in the one-launch gate,
+    whose few slots (<= 24) sort in one chunk, where the token form was not measured faster (session 18, call 3).
+    H200, session 18 (data/h200-2026-12-03-session18), the routing launch alone (Nsight Compute, call 4): T = 16
+    7.8-7.9 vs 8.3-8.8 us, T = 64 10.3 vs 11.9-12.0 us; moe_routed op bench, interleaved (call 4): T = 16 69.0 / 69.1
+    vs 69.6 / 69.7 us, T = 64 139.2 / 139.2 vs 141.1 / 141.1; the 43-layer step (call 2, A B A B): C = 64 10.608 /
+    10.612 vs 10.714 / 10.739 ms. (moe_layer with the whole shared expert beside: slower, grouped_default.)"""
     fits = triton.next_power_of_2(T) * max(2, triton.next_power_of_2(El)) <= SORT_BY_TOKEN_MAX
-    mode = (cfg or {}).get("ROUTE_SORT") or ("token" if fits else "chunk")
+    mode = (cfg or {}).get("ROUTE_SORT") or ("token" if fits and T > GATE_FUSE_MAX_T else "chunk")
     if mode not in ("token", "chunk"):
         raise ValueError(f"moe_layer: config ROUTE_SORT={mode!r}: 'token' or 'chunk'")
     return mode

@@ -551,7 +551,6 @@ def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch)
     x = torch.randn((T, D), generator=g).bfloat16()
     if spread < K:
         assert any(len(set(row)) < K for row in indices.tolist()), "the premise: a token repeats an expert"
-    assert KM._sort_mode(None, T, El) == "token", "the premise: these sizes sort by token by default"
     bufs = {(glue, sort): KM._route(x, indices, El, offset, glue, sort) for glue, sort in
             (("v3", "token"), ("v3", "chunk"), ("v2", "chunk"))}
     for (glue, _), buf in bufs.items():
@@ -703,6 +702,22 @@ def test_fused_gate_warps_per_program(warps, monkeypatch):
     check_against_reference("moe_layer", {**SMALL, "T": 3}, "normal", config=cfg)
     with pytest.raises(ValueError, match="GATE_WARPS"):
         impl.fn(**inp, config={"GATE": "fused", "GATE_WARPS": 3})
+
+
+def test_slot_sort_default_follows_the_measurements():
+    """ROUTE_SORT's default: by token in the routing launch after the gate GEMM while (tokens x local experts) fits,
+    chunked in the one-launch gate (<= GATE_FUSE_MAX_T tokens), above the size limit and for moe_layer's whole shared
+    expert beside the routed launches; a config names it."""
+    from kernelbench.kernels import moe as KM
+    assert [KM._sort_mode(None, t, 32) for t in (1, KM.GATE_FUSE_MAX_T, 16, 64, 256)] == [
+        "chunk", "chunk", "token", "token", "chunk"]
+    assert KM._sort_mode(None, 16, 256) == "token" and KM._sort_mode(None, 32, 256) == "chunk"
+    assert KM._sort_mode({"ROUTE_SORT": "chunk"}, 64, 32) == "chunk"
+    assert KM._sort_mode({"ROUTE_SORT": "token"}, 1, 32) == "token"
+    flash = {"T": 64, "D": 4096, "E": 256, "El": 32, "F": 2048, "K": 6}
+    assert KM.layer_default(flash)["ROUTE_SORT"] == "chunk"                        # whole shared expert beside
+    assert "ROUTE_SORT" not in KM.grouped_default({**flash, "shared": True, "Fs": 256})   # a TP rank's slice
+    assert "ROUTE_SORT" not in KM.grouped_default(flash)
 
 
 def test_routing_launch_options_keep_the_routing(monkeypatch):
