@@ -303,8 +303,8 @@ def gate_default(params: dict) -> dict:
 
 def _gate_mode(cfg, T: int) -> str:
     mode = (cfg or {}).get("GATE") or gate_default({"T": T})["GATE"]
-    if mode not in ("fused", "gemm"):
-        raise ValueError(f"moe_gate: config GATE={mode!r}: 'fused' or 'gemm'")
+    if mode not in ("fused", "gemm", "mma"):
+        raise ValueError(f"moe_gate: config GATE={mode!r}: 'fused', 'gemm' or 'mma' (moe_layer / moe_routed)")
     return mode
 
 
@@ -356,6 +356,8 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
                kernels=lambda: [_topk_kernel, _gate_fused_kernel], options=frozenset({"GATE_WARPS"}))
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
+    if _gate_mode(config, x.shape[0]) == "mma":
+        raise ValueError("moe_gate: config GATE 'mma' is moe_layer's and moe_routed's (its launch sorts the slots)")
     if _gate_mode(config, x.shape[0]) == "fused":
         return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, warps=_gate_warps(config))
     return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
@@ -933,6 +935,62 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
+
+
+@triton.jit
+def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr, sx_ptr,
+                     act_ptr, start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NTB, route_scale, offset, El,
+                     D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
+                     HASH: tl.constexpr, TB: tl.constexpr, EB: tl.constexpr, NEB: tl.constexpr, BD: tl.constexpr,
+                     S: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, TS: tl.constexpr,
+                     KW: tl.constexpr, DOT_UPCAST: tl.constexpr, TR: tl.constexpr = 8):
+    # The gate of a batch in ONE launch with tensor-core logits (config GATE "mma": no gate GEMM launch before the
+    # routing launch). Program (token block tb of TB rows, expert block eb of EB, D split s of S) dots its x rows
+    # against its gate rows over D / S (bf16 -> fp32 MMA) into partials (S, T, E) and takes ticket 1 + tb * NEB + eb;
+    # the last of the S sums them in split order (deterministic) into logits (T, E) and takes ticket 1 + NEB * NTB +
+    # tb; the last of a token block's NEB picks its TB rows' top-k (_topk_rows) and takes ticket 0; the last token
+    # block sorts the slots (_route_lists). Every ticket is put back to zero by the program that took its last
+    # number. Programs NTB * NEB * S.. act-quantize x as _gate_route_kernel's.
+    NPG = NTB * NEB * S                                            # NEB = cdiv(E, EB) expert blocks
+    pid = tl.program_id(0)
+    if pid < NPG:
+        tb = pid // (NEB * S)
+        eb = (pid // S) % NEB
+        s = pid % S
+        t = tb * TB + tl.arange(0, TB)
+        tm = t < T
+        e = eb * EB + tl.arange(0, EB)
+        em = e < E
+        d = tl.arange(0, BD)
+        DS: tl.constexpr = D // S
+        acc = tl.zeros((TB, EB), dtype=tl.float32)
+        for d0 in range(s * DS, s * DS + DS, BD):
+            xv = tl.load(x_ptr + t[:, None] * D + d0 + d[None, :], mask=tm[:, None], other=0.0)
+            wv = tl.load(gw_ptr + e[:, None].to(tl.int64) * D + d0 + d[None, :], mask=em[:, None], other=0.0)
+            acc = tl.dot(dot_operand(xv, DOT_UPCAST), dot_operand(tl.trans(wv), DOT_UPCAST), acc)
+        pm = tm[:, None] & em[None, :]
+        tl.store(part_ptr + (s * T + t[:, None]) * E + e[None, :], acc, mask=pm)
+        tl.debug_barrier()                                         # every thread's stores before the release
+        if tl.atomic_add(cnt_ptr + 1 + tb * NEB + eb, 1, sem="acq_rel", scope="gpu") == S - 1:
+            lg = tl.zeros((TB, EB), dtype=tl.float32)
+            for j in range(S):                                     # split order, whoever arrived last
+                lg += tl.load(part_ptr + (j * T + t[:, None]) * E + e[None, :], mask=pm, other=0.0,
+                              cache_modifier=".cg")
+            tl.store(logit_ptr + t[:, None] * E + e[None, :], lg, mask=pm)
+            tl.atomic_xchg(cnt_ptr + 1 + tb * NEB + eb, 0, sem="relaxed", scope="gpu")
+            tl.debug_barrier()
+            if tl.atomic_add(cnt_ptr + 1 + NEB * NTB + tb, 1, sem="acq_rel", scope="gpu") == NEB - 1:
+                for r in range(TB // TR):                          # TR rows at a time: fewer live registers
+                    _topk_rows(tb * TB + r * TR, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E,
+                               route_scale, K, KP, EP, HAS_BIAS, HASH, TR, True)
+                tl.atomic_xchg(cnt_ptr + 1 + NEB * NTB + tb, 0, sem="relaxed", scope="gpu")
+                tl.debug_barrier()                                 # idx stores of every thread before the release
+                if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NTB - 1:
+                    _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
+                                 KW)
+                    tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")
+    else:
+        _quant_x_block(pid - NPG, x_ptr, xq_ptr, sx_ptr, D, GB)
 
 
 @triton.jit
@@ -1638,6 +1696,50 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
     return w, idx, buf
 
 
+# GATE "mma" (opt-in, not yet timed): the logits' token and expert blocks and the D splits. TB 16 rows (the MMA's
+# smallest M), EB 64 experts (an (16, 64) fp32 accumulator: 8 registers a thread at 4 warps), S 16 splits of D
+# (D / 16 = 256 at Flash: four 64-wide steps; a last program sums 16 x 4 KB of partials).
+GATE_MMA_TB, GATE_MMA_EB, GATE_MMA_BD = 16, 64, 64
+
+
+def _gate_mma_split(cfg, D: int) -> int:
+    """Config GATE_SPLIT_D: the D splits of GATE "mma", a power of two dividing D / GATE_MMA_BD (default: the
+    largest such up to 16)."""
+    nb = D // GATE_MMA_BD
+    s = int((cfg or {}).get("GATE_SPLIT_D", max(k for k in (1, 2, 4, 8, 16) if nb % k == 0) if nb else 16))
+    if s < 1 or s & (s - 1) or D % (s * GATE_MMA_BD):
+        raise ValueError(f"moe_layer: config GATE_SPLIT_D={s}: a power of two dividing D / {GATE_MMA_BD} = "
+                         f"{D // GATE_MMA_BD}")
+    return s
+
+
+def _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg=None):
+    """moe_layer's gate in one launch with tensor-core logits (_gate_mma_kernel, GATE "mma"): -> w, idx and the
+    routing buffers of _route, as _gate_route (which needs the gate GEMM's launch before it)."""
+    w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
+    T, D = x.shape
+    E = weight.shape[0]
+    if D % GATE_MMA_BD:
+        raise ValueError(f"moe_layer: config GATE 'mma' needs D a multiple of {GATE_MMA_BD}, got D={D}")
+    S = _gate_mma_split(cfg, D)
+    if T > 64:      # its tickets (1 + 5 x token blocks) stay below the up launch's range (XOWN_TICKETS)
+        raise ValueError(f"moe_layer: config GATE 'mma' is for decode batches (T <= 64), got T={T}")
+    EB = max(16, min(GATE_MMA_EB, meta["EP"]))                   # (an MMA's N is 16 at least)
+    ntb = triton.cdiv(T, GATE_MMA_TB)
+    neb = triton.cdiv(E, EB)
+    part = torch.empty((S, T, E), dtype=torch.float32, device=x.device)
+    buf = _route_buffers(T, topk, D, El, x.device)
+    act, start, order, inv, xq, sx = buf
+    GB = 4
+    grid = ntb * neb * S + T * triton.cdiv(D // 128, GB)
+    _gate_mma_kernel[(grid,)](
+        x.contiguous(), weight.contiguous(), part, *args[:6], xq, sx, act, start, order, inv,
+        split_tickets(x.device, 1 + ntb * neb + ntb), T, E, ntb, float(route_scale), int(expert_offset), El, D=D,
+        **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S, **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)),
+        GB=GB, DOT_UPCAST=INTERPRET, num_warps=4, num_stages=2)
+    return w, idx, buf
+
+
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
              hw=None, routed=None, score_gate=False, join=None):
     # shared: the shared expert's output (T, D) bf16 to add (join: called before the first launch that reads it, when
@@ -1776,8 +1878,9 @@ XOWN_TICKETS = 64      # the up launch's ticket range starts here when its share
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
-                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X"})
-_GROUPED_KERNELS = [_gate_route_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel, _grouped_combine_kernel]
+                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X", "GATE_SPLIT_D"})
+_GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
+                    _grouped_combine_kernel]
 
 
 def _grouped_key(x, indices, w1):
@@ -1892,6 +1995,9 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
         w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
                                      (w1.shape[0], expert_offset), _gate_warps(cfg),
                                      _sort_mode(cfg, x.shape[0], w1.shape[0]))
+    elif _gate_mode(cfg, x.shape[0]) == "mma":       # one launch: tensor-core logits, top-k, sort, x's act-quant
+        w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
+                                   expert_offset, cfg)
     else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
         w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
                                      expert_offset, cfg)

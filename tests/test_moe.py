@@ -640,6 +640,39 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
         assert torch.equal(buf[4], ref[4]) and torch.equal(buf[5], ref[5])
 
 
+@pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),
+                                      ({**SMALL, "T": 20, "E": 80, "K": 6, "El": 16, "offset": 32}, "outliers"),
+                                      ({**SMALL, "T": 17, "hash": True}, "normal")])
+def test_mma_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
+    """GATE "mma" (_gate_mma_kernel: tensor-core logits per (token block, expert block, D split), the last of each
+    sums the splits in order, the last of a token block picks its rows' top-k, the last block sorts the slots; x's
+    act-quant beside): idx equal and w within fp32 rounding of the GEMM gate's, routing lists a stable sort of its
+    idx, x's codes equal to _route's; twice (every ticket back at zero); two token blocks (T 17, 20), E not a
+    multiple of the expert block (80), D split 1 / 2 / 4; moe_layer with it passes the reference; bad splits and
+    moe_gate refuse it. (The interpreter multiplies bf16 dot operands wrongly, upstream triton issue 11584: the
+    kernel upcasts them to fp32 there, DOT_UPCAST = INTERPRET, and the GPU tests run the bf16 MMA.)"""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    inp = _inputs("moe_layer", p, values)
+    gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
+    w0, i0 = KM._gate(*gate_in)
+    for split in (1, 2, 4, 4):
+        w, idx, buf = KM._gate_mma(*gate_in, p["El"], p["offset"], {"GATE_SPLIT_D": split})
+        assert torch.equal(idx, i0)
+        torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
+        _check_routing(buf, idx, p["offset"], p["El"])
+        ref = KM._route(inp["x"], idx, p["El"], p["offset"], "v3")
+        assert torch.equal(buf[4], ref[4]) and torch.equal(buf[5], ref[5])
+    check_against_reference("moe_layer", p, values, config={**KM.layer_default(p), "GATE": "mma"})
+    for bad in (3, 8):          # not a power of two; D / 64 = 4 splits at most here
+        with pytest.raises(ValueError, match="GATE_SPLIT_D"):
+            KM._gate_mma(*gate_in, p["El"], p["offset"], {"GATE_SPLIT_D": bad})
+    spec, impl = spec_and_impl("moe_gate")
+    with pytest.raises(ValueError, match="mma"):
+        impl.fn(**{k: v for k, v in inp.items() if k in ("x", "weight", "bias", "tid2eid", "token_ids")},
+                topk=p["K"], route_scale=p["rs"], config={"GATE": "mma"})
+
+
 @pytest.mark.parametrize("op,impl_name,T", [("moe_gate", "triton_v1", 2), ("moe_layer", "triton_v3", 2),
                                             ("moe_experts", "triton_v3", 2), ("moe_layer", "triton_v4", 2),
                                             ("moe_experts", "triton_v4", 2), ("moe_layer", "triton_v5", 16)])
