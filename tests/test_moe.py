@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from kernelbench.harness.testing import assert_close
 from kernelbench.reference import moe as R
+from kernelbench.reference.precision import compute_dtype
 from kernelbench.reference import quant as Q
 from _quant_moe_util import check_against_reference, poisoned_empty, spec_and_impl
 
@@ -443,7 +445,8 @@ def test_shared_expert_on_the_side_lane_equals_its_launches_first(op, fs, glue, 
 def test_the_default_runs_the_shared_expert_beside_from_eight_tokens():
     """Below SHARED_SIDE_MIN_T tokens the routed launches carry the shared expert (whole or a slice); from it the
     shared expert runs on the side lane and the routed launches take the routed-only choices (moe_routed without the
-    shared expert: the same tiles and splits). The tune space offers "side" only with a shared expert."""
+    shared expert: the same tiles and splits; the whole expert beside also keeps the chunked slot sort, session 18).
+    The tune space offers "side" only with a shared expert."""
     from kernelbench.kernels import moe as KM
     flash = {"D": 4096, "El": 32, "F": 2048, "K": 6, "kernel": "grouped"}
     assert KM.SHARED_SIDE_MIN_T == 8
@@ -454,7 +457,8 @@ def test_the_default_runs_the_shared_expert_beside_from_eight_tokens():
             if t < KM.SHARED_SIDE_MIN_T:
                 assert cfg["SHARED"] == "fused", (t, shared)
             else:
-                assert cfg == {**routed, "SHARED": "side"}, (t, shared)
+                whole = {"ROUTE_SORT": "chunk"} if "Fs" not in shared else {}
+                assert cfg == {**routed, "SHARED": "side", **whole}, (t, shared)
         assert KM.layer_default({**flash, "T": t})["SHARED"] == ("side" if t >= 8 else "fused")
     with_shared = KM.grouped_configs({**flash, "T": 16, "shared": True})
     alone = KM.grouped_configs({**flash, "T": 16})
@@ -671,6 +675,40 @@ def test_mma_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
     with pytest.raises(ValueError, match="mma"):
         impl.fn(**{k: v for k, v in inp.items() if k in ("x", "weight", "bias", "tid2eid", "token_ids")},
                 topk=p["K"], route_scale=p["rs"], config={"GATE": "mma"})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session19a.sh)")
+@pytest.mark.parametrize("T", [16, 64])
+def test_mma_gate_on_the_gpu_matches_the_gemm_gate_and_replays(T):
+    """GATE "mma" compiled (bf16 tensor-core logits, no interpreter upcast) at Flash TP8 routing sizes: the same top-k
+    as the GEMM gate (w within fp32 rounding), routing lists a stable sort of its idx, bit-identical reruns and
+    CUDA-graph replays (its tickets back at zero), and moe_routed with it within the reference's tolerance."""
+    from kernelbench.kernels import moe as KM
+    p = {"T": T, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": False, "rs": 1.5}
+    inp = _inputs("moe_routed", p, "normal")
+    inp = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
+    w0, i0 = KM._gate(*gate_in)
+    w, idx, buf = KM._gate_mma(*gate_in, p["El"], p["offset"])
+    assert torch.equal(idx, i0)
+    torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
+    _check_routing([b.cpu() for b in buf], idx.cpu(), p["offset"], p["El"])
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        wg, ig, bg = KM._gate_mma(*gate_in, p["El"], p["offset"])
+    for _ in range(2):
+        g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(wg, w) and torch.equal(ig, idx) and all(torch.equal(a, b) for a, b in zip(bg, buf))
+    spec, impl = spec_and_impl("moe_routed")
+    cpu = _inputs("moe_routed", p, "normal")
+    with compute_dtype(torch.float64):
+        ref = spec.reference(**cpu)
+    out = impl.fn(**impl.prepared(inp), config={**KM.grouped_default(p), "GATE": "mma"})
+    assert_close(out.cpu(), ref, spec.tolerance(p)["y"], f"moe_routed GATE mma T={T}")
 
 
 @pytest.mark.parametrize("op,impl_name,T", [("moe_gate", "triton_v1", 2), ("moe_layer", "triton_v3", 2),
