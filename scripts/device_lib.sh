@@ -39,6 +39,16 @@ installed() {  # installed REL_PATH: the copy of a checkout file (kernels/x.py, 
         *) echo "installed: $1 is not a package file" >&2; return 1 ;;
     esac
 }
+variant_of() {  # variant_of REL_PATH BASE NEW SED_EXPR: same-call A/B of one source file. Saves the installed copy of
+    # REL_PATH as $W/BASE.py, writes $W/NEW.py with SED_EXPR applied, and appends the number of changed lines to
+    # $W/patch_lines.txt (1 for a one-constant patch; 0 means the pattern no longer matches the code)
+    local f; f="$(installed "$1")" || return 1
+    cp "$f" "$W/$2.py" && sed "$4" "$f" > "$W/$3.py" || return 1
+    diff "$W/$2.py" "$W/$3.py" | grep -c '^>' >> "$W/patch_lines.txt"
+}
+use_variant() {  # use_variant REL_PATH NAME: put $W/NAME.py (from variant_of) in place of the installed REL_PATH
+    cp "$W/$2.py" "$(installed "$1")"
+}
 finish() {  # fold the database's WAL in, drop the scratch home, pack $W into $OUT/results.tgz, print the status
     python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" \
         "$W/kernelbench.sqlite" 2>/dev/null

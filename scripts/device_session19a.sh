@@ -11,31 +11,22 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
-MOE="$(installed kernels/moe.py)"
-cp "$MOE" "$W/moe_gemm.py"
-sed 's/^    return {"GATE": "fused" if params\["T"\] <= GATE_FUSE_MAX_T else "gemm"}$/    return {"GATE": "fused" if params["T"] <= GATE_FUSE_MAX_T else "mma"}/' "$MOE" > "$W/moe_mma.py"
-diff "$W/moe_gemm.py" "$W/moe_mma.py" | grep -c '^>' > "$W/patch_lines.txt"      # 1: the one default
+variant_of kernels/moe.py moe_gemm moe_mma \
+    's/^    return {"GATE": "fused" if params\["T"\] <= GATE_FUSE_MAX_T else "gemm"}$/    return {"GATE": "fused" if params["T"] <= GATE_FUSE_MAX_T else "mma"}/'
 step gputests 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_moe.py -k "mma or capturable"
 OPS="$KB bench moe_routed --impl triton --shapes flash-tp8 --batch 16 --batch 64 --max-time 0.5"
-step b1 70 $OPS --json "$W/b1.json"
-cp "$W/moe_mma.py" "$MOE"
-step m1 60 $OPS --json "$W/m1.json"
-cp "$W/moe_gemm.py" "$MOE"
-step b2 45 $OPS --json "$W/b2.json"
-cp "$W/moe_mma.py" "$MOE"
-step m2 45 $OPS --json "$W/m2.json"
-cp "$W/moe_gemm.py" "$MOE"
 DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64"
-step d1 110 $DB --json "$W/d1.json"
-cp "$W/moe_mma.py" "$MOE"
-step g1 40 $DB --json "$W/g1.json"
-cp "$W/moe_gemm.py" "$MOE"
-step d2 30 $DB --json "$W/d2.json"
-cp "$W/moe_mma.py" "$MOE"
-step g2 30 $DB --json "$W/g2.json"
+for r in 1 2; do                     # A B A B; the first runs of each kind compile
+    use_variant kernels/moe.py moe_gemm; step b$r $(( r == 1 ? 70 : 45 )) $OPS --json "$W/b$r.json"
+    use_variant kernels/moe.py moe_mma; step m$r $(( r == 1 ? 60 : 45 )) $OPS --json "$W/m$r.json"
+done
+for r in 1 2; do
+    use_variant kernels/moe.py moe_gemm; step d$r $(( r == 1 ? 110 : 30 )) $DB --json "$W/d$r.json"
+    use_variant kernels/moe.py moe_mma; step g$r $(( r == 1 ? 40 : 30 )) $DB --json "$W/g$r.json"
+done
 step_times d1 g1 d2 g2
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 step ncu_mma 40 "$NCU" --profile-from-start off --clock-control none -k regex:_gate --section SpeedOfLight --csv \
     python3 scripts/profile_op.py moe_routed --batch 16 --batch 64 --where hash=False
-cp "$W/moe_gemm.py" "$MOE"
+use_variant kernels/moe.py moe_gemm
 finish
