@@ -1706,7 +1706,7 @@ def _gate_mma_split(cfg, D: int) -> int:
     """Config GATE_SPLIT_D: the D splits of GATE "mma", a power of two dividing D / GATE_MMA_BD (default: the
     largest such up to 16)."""
     nb = D // GATE_MMA_BD
-    s = int((cfg or {}).get("GATE_SPLIT_D", max(k for k in (1, 2, 4, 8, 16) if nb % k == 0) if nb else 16))
+    s = int((cfg or {}).get("GATE_SPLIT_D", max(k for k in (1, 2, 4, 8, 16) if nb % k == 0)))
     if s < 1 or s & (s - 1) or D % (s * GATE_MMA_BD):
         raise ValueError(f"moe_layer: config GATE_SPLIT_D={s}: a power of two dividing D / {GATE_MMA_BD} = "
                          f"{D // GATE_MMA_BD}")
@@ -1735,8 +1735,9 @@ def _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert
     _gate_mma_kernel[(grid,)](
         x.contiguous(), weight.contiguous(), part, *args[:6], xq, sx, act, start, order, inv,
         split_tickets(x.device, 1 + ntb * neb + ntb), T, E, ntb, float(route_scale), int(expert_offset), El, D=D,
-        **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S, **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)),
-        GB=GB, DOT_UPCAST=INTERPRET, num_warps=4, num_stages=2)
+        **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S,
+        **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)), GB=GB, DOT_UPCAST=INTERPRET, num_warps=4,
+        num_stages=2)
     return w, idx, buf
 
 
