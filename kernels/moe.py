@@ -2057,9 +2057,31 @@ def _register_previous(name: str, fixed, layer_fixed, choices: str) -> None:
 
 
 _register_previous("triton_v2", grouped_default_v2, grouped_default_v2, "the session-3 choices (grouped_default_v2)")
-_register_previous("triton_v3", grouped_default_v3, grouped_default_v3, "the session-4 choices (grouped_default_v3)")
-_register_previous("triton_v4", grouped_default_v4, layer_default_v4,
-                   "the session-5 choices (grouped_default_v4: one scale group per dot, BM 16)")
+def previous_default_v3(params: dict) -> dict:
+    """Impl triton_v3's config: the session-4 choices with FIN_ROWS 4 at T <= 2. The 8-way split W1/W3 launch's
+    finishing block of 8 rows (glue v4, which came after session 4) spilled 32 B on sm_120 with the shared expert
+    fused (kernelbench inspect --target sm_120, moe_layer triton_v3 at C = 1, session 18); 4 rows do not."""
+    cfg = grouped_default_v3(params)
+    return {**cfg, "FIN_ROWS": 4} if params["T"] <= 2 else cfg
+
+
+def previous_default_v4(params: dict) -> dict:
+    """Impl triton_v4's config: the session-5 choices without their MAXNREG_DOWN 80 (the capped down kernel spilled
+    32 B on sm_120 with the shared expert fused, moe_layer triton_v4 at C = 16 and 64, session 18; on the H200 the cap
+    had gained 1.6% / 0.2%). Later defaults build on grouped_default_v4 unchanged."""
+    cfg = grouped_default_v4(params)
+    cfg.pop("MAXNREG_DOWN", None)
+    return cfg
+
+
+def previous_layer_default_v4(params: dict) -> dict:
+    return previous_default_v4({**params, "shared": True})
+
+
+_register_previous("triton_v3", previous_default_v3, previous_default_v3,
+                   "the session-4 choices (grouped_default_v3; FIN_ROWS 4 at T <= 2 for sm_120)")
+_register_previous("triton_v4", previous_default_v4, previous_layer_default_v4,
+                   "the session-5 choices (grouped_default_v4: one scale group per dot, BM 16; no register cap)")
 _register_previous("triton_v5", grouped_default_v5, layer_default_v5,
                    "the session-15 choices (grouped_default_v5: the shared expert inside the routed launches at every T)")
 
