@@ -13,7 +13,7 @@ TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
 variant_of kernels/moe.py moe_gemm moe_mma \
     's/^    return {"GATE": "fused" if params\["T"\] <= GATE_FUSE_MAX_T else "gemm"}$/    return {"GATE": "fused" if params["T"] <= GATE_FUSE_MAX_T else "mma"}/'
-step gputests 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_moe.py -k "mma or capturable"
+step gputests 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_moe.py -k "mma or capturable"
 OPS="$KB bench moe_routed --impl triton --shapes flash-tp8 --batch 16 --batch 64 --max-time 0.5"
 DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64"
 for r in 1 2; do                     # A B A B; the first runs of each kind compile
