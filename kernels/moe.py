@@ -1409,6 +1409,16 @@ def grouped_configs(params: dict) -> list[dict]:
     return out
 
 
+def gated_configs(params: dict) -> list[dict]:
+    """moe_layer's and moe_routed's space: grouped_configs plus one entry with the whole gate in one launch (GATE
+    "mma", on the BDIAG (4, 2) tiles), so that `kernelbench verify` covers that path and `kernelbench tune` times it
+    beside the default gates (not a default: not yet measured, docs/perf/h200-2026-12-03-session18.md)."""
+    out = grouped_configs(params)
+    base = next(c for c in out if c.get("BDIAG") and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
+                and c["SHARED"] == "fused")
+    return out + [{**base, "GATE": "mma"}]
+
+
 SHARED_MODES = ("fused", "side", "beside")
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
 # gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices: with the shared
@@ -1956,7 +1966,7 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
                     pair, routed=routed)
 
 
-@register_impl("moe_layer", "triton", backend="triton", configs=grouped_configs, default_config=layer_default,
+@register_impl("moe_layer", "triton", backend="triton", configs=gated_configs, default_config=layer_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
                prepare=prepare_experts,
                options=GROUPED_OPTIONS)
@@ -2008,7 +2018,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
                               score_gate=tid2eid is None, y_side=y_side, join=join)
 
 
-@register_impl("moe_routed", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
+@register_impl("moe_routed", "triton", backend="triton", configs=gated_configs, default_config=grouped_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
                prepare=prepare_experts, options=GROUPED_OPTIONS)
 def moe_routed(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
