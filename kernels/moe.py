@@ -343,12 +343,11 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     El, offset = route if route is not None else (1, 0)
     buf = _route_buffers(T, topk, D, El, x.device) if route is not None else None
     act, start, order, inv, xq, sx = buf if buf is not None else (idx,) * 6
-    GB = 4
-    grid = ngp + (T * triton.cdiv(D // 128, GB) if route is not None else 0)
+    grid = ngp + (_xquant_programs(T, D) if route is not None else 0)
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
-        SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=GB, num_warps=warps, num_stages=1,
+        SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, num_warps=warps, num_stages=1,
         **pdl_args(x.device, T, weight))
     return (w, idx, buf) if route is not None else (w, idx)
 
@@ -356,9 +355,10 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
                kernels=lambda: [_topk_kernel, _gate_fused_kernel], options=frozenset({"GATE_WARPS"}))
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
-    if _gate_mode(config, x.shape[0]) == "mma":
+    mode = _gate_mode(config, x.shape[0])
+    if mode == "mma":
         raise ValueError("moe_gate: config GATE 'mma' is moe_layer's and moe_routed's (its launch sorts the slots)")
-    if _gate_mode(config, x.shape[0]) == "fused":
+    if mode == "fused":
         return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, warps=_gate_warps(config))
     return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
 
@@ -1623,6 +1623,14 @@ def item_table_offset(El: int) -> int:
     return (El + 4) // 4 * 4
 
 
+XQ_GROUPS = 4      # 128-value groups of x each act-quant program of a routing launch quantizes (_quant_x_block GB)
+
+
+def _xquant_programs(T: int, D: int) -> int:
+    """The act-quant programs a routing launch adds after its others: one per (row, XQ_GROUPS groups of 128)."""
+    return T * triton.cdiv(D // 128, XQ_GROUPS)
+
+
 def _route_buffers(T, K, D, El, dev):
     """The routing lists (act, start, order, inv) and the act-quantized x (xq, sx) that _grouped consumes."""
     i32 = dict(dtype=torch.int32, device=dev)
@@ -1681,10 +1689,9 @@ def _route(x, indices, El, expert_offset, glue, sort: str = "chunk"):
         _route_kernel[(1 + T,)](idx, x, xq, sx, act, start, order, inv, T * K, int(expert_offset), El,
                                 D=D, ELP=triton.next_power_of_2(El + 1), CH=64, GB=8, num_warps=4, num_stages=1)
         return buf
-    GB = 4
-    _gate_route_kernel[(1 + T * triton.cdiv(D // 128, GB),)](
+    _gate_route_kernel[(1 + _xquant_programs(T, D),)](
         x, x, x, x, x, idx, x, xq, sx, act, start, order, inv, act, T, 1, 1.0, int(expert_offset), El, D=D, K=K,
-        KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T, K, El, sort=sort), GB=GB,
+        KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T, K, El, sort=sort), GB=XQ_GROUPS,
         num_warps=4, num_stages=1)
     return buf
 
@@ -1698,11 +1705,10 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
     T, D = x.shape
     buf = _route_buffers(T, topk, D, El, x.device)
     act, start, order, inv, xq, sx = buf
-    GB = 4
-    _gate_route_kernel[(T + T * triton.cdiv(D // 128, GB),)](
+    _gate_route_kernel[(T + _xquant_programs(T, D),)](
         *args[:6], x.contiguous(), xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, *args[6:],
         int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T, topk, El, ch, _sort_mode(cfg, T, El)),
-        GB=GB, num_warps=warps, num_stages=1)
+        GB=XQ_GROUPS, num_warps=warps, num_stages=1)
     return w, idx, buf
 
 
@@ -1740,13 +1746,12 @@ def _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert
     part = torch.empty((S, T, E), dtype=torch.float32, device=x.device)
     buf = _route_buffers(T, topk, D, El, x.device)
     act, start, order, inv, xq, sx = buf
-    GB = 4
-    grid = ntb * neb * S + T * triton.cdiv(D // 128, GB)
+    grid = ntb * neb * S + _xquant_programs(T, D)
     _gate_mma_kernel[(grid,)](
         x.contiguous(), weight.contiguous(), part, *args[:6], xq, sx, act, start, order, inv,
         split_tickets(x.device, 1 + ntb * neb + ntb), T, E, ntb, float(route_scale), int(expert_offset), El, D=D,
         **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S,
-        **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)), GB=GB, DOT_UPCAST=INTERPRET, num_warps=4,
+        **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)), GB=XQ_GROUPS, DOT_UPCAST=INTERPRET, num_warps=4,
         num_stages=2)
     return w, idx, buf
 
@@ -2000,18 +2005,19 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
     """_layer_grouped after its config (and the shared expert's output y_side made beside, with its join, when
     SHARED is "side"): the gate's launches, then the grouped kernels."""
     routed = None
-    if _glue(cfg, x.shape[0]) == "v2":
+    T, El = x.shape[0], w1.shape[0]
+    if _glue(cfg, T) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
-    elif _gate_mode(cfg, x.shape[0]) == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
-        w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
-                                     (w1.shape[0], expert_offset), _gate_warps(cfg),
-                                     _sort_mode(cfg, x.shape[0], w1.shape[0]))
-    elif _gate_mode(cfg, x.shape[0]) == "mma":       # one launch: tensor-core logits, top-k, sort, x's act-quant
-        w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
-                                   expert_offset, cfg)
-    else:           # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
-        w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1.shape[0],
-                                     expert_offset, cfg)
+    else:
+        mode = _gate_mode(cfg, T)
+        if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
+            w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, (El, expert_offset),
+                                         _gate_warps(cfg), _sort_mode(cfg, T, El))
+        elif mode == "mma":     # one launch: tensor-core logits, top-k, the slot sort, x's act-quant
+            w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg)
+        else:                   # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
+            w, idx, routed = _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset,
+                                         cfg)
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed,

@@ -561,9 +561,9 @@ def test_route_sort_matches_a_stable_sort(T, K, El, offset, spread, monkeypatch)
         _check_routing(buf, indices, offset, El, table=glue != "v2")
     for key in (("v3", "token"), ("v3", "chunk")):
         assert torch.equal(bufs[key][4], bufs["v2", "chunk"][4]) and torch.equal(bufs[key][5], bufs["v2", "chunk"][5])
-    bufs["v3"] = bufs["v3", "token"]
     from kernelbench.reference.linear import dequant_act_fp8
-    xq = bufs["v3"][4].view(torch.float8_e4m3fn).float() * bufs["v3"][5].repeat_interleave(128, 1)
+    codes, scales = bufs["v3", "token"][4:6]
+    xq = codes.view(torch.float8_e4m3fn).float() * scales.repeat_interleave(128, 1)
     assert torch.equal(xq, dequant_act_fp8(x).float())
 
 
@@ -687,8 +687,8 @@ def test_mma_gate_on_the_gpu_matches_the_gemm_gate_and_replays(T):
     CUDA-graph replays (its tickets back at zero), and moe_routed with it within the reference's tolerance."""
     from kernelbench.kernels import moe as KM
     p = {"T": T, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": False, "rs": 1.5}
-    inp = _inputs("moe_routed", p, "normal")
-    inp = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    cpu = _inputs("moe_routed", p, "normal")                        # the reference's inputs too, below
+    inp = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in cpu.items()}
     gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
     w0, i0 = KM._gate(*gate_in)
     w, idx, buf = KM._gate_mma(*gate_in, p["El"], p["offset"])
@@ -706,7 +706,6 @@ def test_mma_gate_on_the_gpu_matches_the_gemm_gate_and_replays(T):
     assert all(torch.equal(bg[i], buf[i]) for i in (1, 3, 4, 5))     # start, inv, x's codes and scales: every entry
     _check_routing([b.cpu() for b in bg], ig.cpu(), p["offset"], p["El"])   # act / order: their written entries
     spec, impl = spec_and_impl("moe_routed")
-    cpu = _inputs("moe_routed", p, "normal")
     with compute_dtype(torch.float64):
         ref = spec.reference(**cpu)
     out = impl.fn(**impl.prepared(inp), config={**KM.grouped_default(p), "GATE": "mma"})
