@@ -65,6 +65,27 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
         lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0, cache_modifier=".cg")
     else:
         lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0)
+    b, ls = _gate_scores(lg, e, em, bias_ptr, HAS_BIAS)
+    kk = tl.arange(0, KP)[None, :]
+    ee = e[None, :]
+    if HASH:
+        wv = tl.full((TP, KP), float("-inf"), dtype=tl.float32)
+        iv = tl.zeros((TP, KP), dtype=tl.int32)
+        tok = tl.load(ids_ptr + t, mask=tm, other=0)
+        for k in tl.static_range(K):
+            idx = tl.load(tid_ptr + tok * K + k, mask=tm, other=0)[:, None]
+            wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
+            wv = tl.where(kk == k, wk, wv)
+            iv = tl.where(kk == k, idx, iv)
+    else:
+        _, wv, iv = _select_topk(b, ls, ee, K, KP, EP)
+    _store_topk(wv, iv, t, tm, w_ptr, i_ptr, route_scale, K, KP)
+
+
+@triton.jit
+def _gate_scores(lg, e, em, bias_ptr, HAS_BIAS: tl.constexpr):
+    """Logits lg (R, C) of experts e (C,) (em: e < E) -> (b, ls): the selection scores sqrtsoftplus + bias (-inf past
+    E) and the log scores log(sqrtsoftplus), elementwise."""
     # softplus = log1p(exp(l)) (torch: l for l > 20); log1p(y) = log(1 + y) * y / ((1 + y) - 1) keeps the
     # tiny scores of very negative logits (a plain log(1 + y) rounds them to 0 and can select 0-weight experts)
     y = tl.exp(tl.minimum(lg, 20.0))
@@ -74,29 +95,37 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
     # log(s), finite for every finite logit: the weights are normalised in the log domain (see
     # reference.moe.log_gate_scores), so a token whose selected scores all underflow gets no 0/0
     ls = 0.5 * tl.where(lg > 20.0, tl.log(tl.maximum(lg, 20.0)), tl.where(lg < -15.0, lg, tl.log(l1p)))
+    b = s
+    if HAS_BIAS:
+        b = s + tl.load(bias_ptr + e, mask=em, other=0.0)[None, :]
+    b = tl.where(em[None, :], b, float("-inf"))
+    return b, ls
+
+
+@triton.jit
+def _select_topk(b, ls, ee, K: tl.constexpr, KP: tl.constexpr, NONE):
+    """Per row of b (R, C): the K largest, ties to the lower expert id (ee (R or 1, C), distinct within a row where
+    b > -inf; NONE above every id) -> (their b, their ls, their ids), each (R, KP); slots K.. hold -inf / -inf / NONE."""
     kk = tl.arange(0, KP)[None, :]
-    ee = e[None, :]
-    wv = tl.full((TP, KP), float("-inf"), dtype=tl.float32)
-    iv = tl.zeros((TP, KP), dtype=tl.int32)
-    if HASH:
-        tok = tl.load(ids_ptr + t, mask=tm, other=0)
-        for k in tl.static_range(K):
-            idx = tl.load(tid_ptr + tok * K + k, mask=tm, other=0)[:, None]
-            wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
-            wv = tl.where(kk == k, wk, wv)
-            iv = tl.where(kk == k, idx, iv)
-    else:
-        b = s
-        if HAS_BIAS:
-            b = s + tl.load(bias_ptr + e, mask=em, other=0.0)[None, :]
-        b = tl.where(em[None, :], b, float("-inf"))
-        for k in tl.static_range(K):
-            m = tl.max(b, axis=1)[:, None]
-            idx = tl.min(tl.where(b == m, ee, EP), axis=1)[:, None]              # ties: lowest expert index
-            wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
-            b = tl.where(ee == idx, float("-inf"), b)
-            wv = tl.where(kk == k, wk, wv)
-            iv = tl.where(kk == k, idx, iv)
+    bv = tl.full((b.shape[0], KP), float("-inf"), dtype=tl.float32)
+    wv = tl.full((b.shape[0], KP), float("-inf"), dtype=tl.float32)
+    iv = tl.full((b.shape[0], KP), NONE, dtype=tl.int32)
+    for k in tl.static_range(K):
+        m = tl.max(b, axis=1)[:, None]
+        idx = tl.min(tl.where(b == m, ee, NONE), axis=1)[:, None]              # ties: lowest expert index
+        wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
+        b = tl.where(ee == idx, float("-inf"), b)
+        bv = tl.where(kk == k, m, bv)
+        wv = tl.where(kk == k, wk, wv)
+        iv = tl.where(kk == k, idx, iv)
+    return bv, wv, iv
+
+
+@triton.jit
+def _store_topk(wv, iv, t, tm, w_ptr, i_ptr, route_scale, K: tl.constexpr, KP: tl.constexpr):
+    """The selected log scores wv (R, KP) -> weights normalised in the log domain x route_scale, stored with their
+    ids iv into w, idx (T, K) at rows t (tm: t < T)."""
+    kk = tl.arange(0, KP)[None, :]
     wv = tl.exp(wv - tl.max(wv, axis=1)[:, None])                           # unused slots: exp(-inf) = 0
     wv = tl.math.div_rn(wv, tl.sum(wv, axis=1)[:, None]) * route_scale
     om = tm[:, None] & (kk < K)
@@ -938,18 +967,21 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
 
 
 @triton.jit
-def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr, sx_ptr,
-                     act_ptr, start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NTB, route_scale, offset, El,
+def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, xq_ptr,
+                     sx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, NTB, route_scale, offset, El,
                      D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                      HASH: tl.constexpr, TB: tl.constexpr, EB: tl.constexpr, NEB: tl.constexpr, BD: tl.constexpr,
                      S: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, TS: tl.constexpr,
-                     KW: tl.constexpr, DOT_UPCAST: tl.constexpr, TR: tl.constexpr = 8):
+                     KW: tl.constexpr, DOT_UPCAST: tl.constexpr, NC: tl.constexpr):
     # The gate of a batch in ONE launch with tensor-core logits (config GATE "mma": no gate GEMM launch before the
     # routing launch). Program (token block tb of TB rows, expert block eb of EB, D split s of S) dots its x rows
     # against its gate rows over D / S (bf16 -> fp32 MMA) into partials (S, T, E) and takes ticket 1 + tb * NEB + eb;
-    # the last of the S sums them in split order (deterministic) into logits (T, E) and takes ticket 1 + NEB * NTB +
-    # tb; the last of a token block's NEB picks its TB rows' top-k (_topk_rows) and takes ticket 0; the last token
-    # block sorts the slots (_route_lists). Every ticket is put back to zero by the program that took its last
+    # the last of the S sums them in split order (deterministic) and, scored, picks each row's top-K of its EB
+    # experts: candidates (score, log score, id) (T, NEB x KP) in logits / cid (the top-K of a row is among its
+    # blocks' top-Ks; a token block's selection is thus spread over NEB programs instead of one walking TB x E); or,
+    # hashed, stores the log scores (T, E). Then it takes ticket 1 + NEB * NTB + tb; the last of a token block's NEB
+    # picks its TB rows' top-k from the candidates (hashed: gathers the table's K log scores a row) and takes ticket
+    # 0; the last token block sorts the slots (_route_lists). Every ticket is put back to zero by the program that took its last
     # number. Programs NTB * NEB * S.. act-quantize x as _gate_route_kernel's.
     NPG = NTB * NEB * S                                            # NEB = cdiv(E, EB) expert blocks
     pid = tl.program_id(0)
@@ -976,13 +1008,35 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, bias_ptr, tid_ptr, ids_
             for j in range(S):                                     # split order, whoever arrived last
                 lg += tl.load(part_ptr + (j * T + t[:, None]) * E + e[None, :], mask=pm, other=0.0,
                               cache_modifier=".cg")
-            tl.store(logit_ptr + t[:, None] * E + e[None, :], lg, mask=pm)
+            c = tl.arange(0, KP)[None, :]                          # NC: candidate columns a row (NEB x KP, padded)
+            b, ls = _gate_scores(lg, e, em, bias_ptr, HAS_BIAS)
+            if HASH:                                               # the log scores; the ids come from the table
+                tl.store(logit_ptr + t[:, None] * E + e[None, :], ls, mask=pm)
+            else:
+                cb, cl, ci = _select_topk(b, ls, e[None, :], K, KP, NEB * EB)
+                co = t[:, None] * NC + eb * KP + c
+                tl.store(logit_ptr + co, cb, mask=tm[:, None])
+                tl.store(logit_ptr + T * NC + co, cl, mask=tm[:, None])
+                tl.store(cid_ptr + co, ci, mask=tm[:, None])
             tl.atomic_xchg(cnt_ptr + 1 + tb * NEB + eb, 0, sem="relaxed", scope="gpu")
             tl.debug_barrier()
             if tl.atomic_add(cnt_ptr + 1 + NEB * NTB + tb, 1, sem="acq_rel", scope="gpu") == NEB - 1:
-                for r in range(TB // TR):                          # TR rows at a time: fewer live registers
-                    _topk_rows(tb * TB + r * TR, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E,
-                               route_scale, K, KP, EP, HAS_BIAS, HASH, TR, True)
+                if HASH:
+                    kk = tl.arange(0, KP)[None, :]
+                    hm = tm[:, None] & (kk < K)
+                    tok = tl.load(ids_ptr + t, mask=tm, other=0)
+                    iv = tl.load(tid_ptr + tok[:, None] * K + kk, mask=hm, other=0)
+                    wv = tl.load(logit_ptr + t[:, None] * E + iv, mask=hm, other=float("-inf"), cache_modifier=".cg")
+                    _store_topk(wv, iv, t, tm, w_ptr, idx_ptr, route_scale, K, KP)
+                else:
+                    rc = tl.arange(0, NC)[None, :]                 # the token block's rows of candidates
+                    ro = t[:, None] * NC + rc
+                    rm = tm[:, None] & (rc < NEB * KP)
+                    rb = tl.load(logit_ptr + ro, mask=rm, other=float("-inf"), cache_modifier=".cg")
+                    rl = tl.load(logit_ptr + T * NC + ro, mask=rm, other=float("-inf"), cache_modifier=".cg")
+                    ri = tl.load(cid_ptr + ro, mask=rm, other=NEB * EB, cache_modifier=".cg")
+                    _, wv, iv = _select_topk(rb, rl, ri, K, KP, NEB * EB)
+                    _store_topk(wv, iv, t, tm, w_ptr, idx_ptr, route_scale, K, KP)
                 tl.atomic_xchg(cnt_ptr + 1 + NEB * NTB + tb, 0, sem="relaxed", scope="gpu")
                 tl.debug_barrier()                                 # idx stores of every thread before the release
                 if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NTB - 1:
@@ -1712,7 +1766,7 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
     return w, idx, buf
 
 
-# GATE "mma" (opt-in, not yet timed): the logits' token and expert blocks and the D splits. TB 16 rows (the MMA's
+# GATE "mma" (opt-in; timed in session 19): the logits' token and expert blocks and the D splits. TB 16 rows (the MMA's
 # smallest M), EB 64 experts (an (16, 64) fp32 accumulator: 8 registers a thread at 4 warps), S 16 splits of D
 # (D / 16 = 256 at Flash: four 64-wide steps; a last program sums 16 x 4 KB of partials).
 GATE_MMA_TB, GATE_MMA_EB, GATE_MMA_BD = 16, 64, 64
@@ -1744,14 +1798,19 @@ def _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert
     ntb = triton.cdiv(T, GATE_MMA_TB)
     neb = triton.cdiv(E, EB)
     part = torch.empty((S, T, E), dtype=torch.float32, device=x.device)
+    # scored: the candidates' scores and log scores (2, T, NEB x KP) in place of the logits, their ids in cid
+    nc = triton.next_power_of_2(neb) * meta["KP"]
+    cand = args[0] if meta["HASH"] else torch.empty((2, T, nc), dtype=torch.float32, device=x.device)
+    cid = torch.empty((T, nc), dtype=torch.int32, device=x.device)
+    warps = _warps_option(cfg, "GATE_MMA_WARPS", 4, "moe_layer")
     buf = _route_buffers(T, topk, D, El, x.device)
     act, start, order, inv, xq, sx = buf
     grid = ntb * neb * S + _xquant_programs(T, D)
     _gate_mma_kernel[(grid,)](
-        x.contiguous(), weight.contiguous(), part, *args[:6], xq, sx, act, start, order, inv,
+        x.contiguous(), weight.contiguous(), part, cand, cid, *args[1:6], xq, sx, act, start, order, inv,
         split_tickets(x.device, 1 + ntb * neb + ntb), T, E, ntb, float(route_scale), int(expert_offset), El, D=D,
-        **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S,
-        **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)), GB=XQ_GROUPS, DOT_UPCAST=INTERPRET, num_warps=4,
+        **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S, NC=nc,
+        **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)), GB=XQ_GROUPS, DOT_UPCAST=INTERPRET, num_warps=warps,
         num_stages=2)
     return w, idx, buf
 
@@ -1894,7 +1953,8 @@ XOWN_TICKETS = 64      # the up launch's ticket range starts here when its share
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
-                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X", "GATE_SPLIT_D"})
+                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X", "GATE_SPLIT_D",
+                             "GATE_MMA_WARPS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 

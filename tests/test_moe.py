@@ -677,6 +677,33 @@ def test_mma_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
                 topk=p["K"], route_scale=p["rs"], config={"GATE": "mma"})
 
 
+def test_mma_gate_picks_across_expert_blocks_with_ties_to_the_lower_id(monkeypatch):
+    """GATE "mma" scored: each expert block's last split keeps its rows' top-K candidates and the token block's last
+    program picks from them. Three expert blocks (E 192: the candidate row padded to four blocks), the gate rows and
+    biases of block 1 copied from block 0 (every score tied across the blocks): the same idx as the GEMM gate (ties
+    to the lower id: no block-1 expert without its block-0 twin), w within fp32 rounding; 8 warps (GATE_MMA_WARPS) the same, a bad value
+    refused."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 18, "E": 192, "K": 6, "El": 32, "offset": 64}
+    inp = _inputs("moe_layer", p, "normal")
+    inp["weight"][64:128] = inp["weight"][0:64]
+    inp["bias"][64:128] = inp["bias"][0:64]
+    gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
+    w0, i0 = KM._gate(*gate_in)
+    twin = (i0 >= 64) & (i0 < 128)                     # a block-1 pick: its block-0 twin (the same score) is picked
+    assert twin.any() and all(set((i0[r][twin[r]] - 64).tolist()) <= set(i0[r].tolist()) for r in range(p["T"]))
+    lone = [r for r in range(p["T"]) if any(j < 64 and j + 64 not in i0[r].tolist() for j in i0[r].tolist())]
+    assert lone                                         # rows where the last slot broke a tie: the case tested
+    for cfg in ({}, {"GATE_MMA_WARPS": 8}):
+        w, idx, buf = KM._gate_mma(*gate_in, p["El"], p["offset"], cfg)
+        assert torch.equal(idx, i0), cfg
+        torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
+        _check_routing(buf, idx, p["offset"], p["El"])
+    with pytest.raises(ValueError, match="GATE_MMA_WARPS"):
+        KM._gate_mma(*gate_in, p["El"], p["offset"], {"GATE_MMA_WARPS": 3})
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
                     "(scripts/device_session19a.sh)")
