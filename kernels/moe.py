@@ -972,7 +972,7 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_
                      D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                      HASH: tl.constexpr, TB: tl.constexpr, EB: tl.constexpr, NEB: tl.constexpr, BD: tl.constexpr,
                      S: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, TS: tl.constexpr,
-                     KW: tl.constexpr, DOT_UPCAST: tl.constexpr, NC: tl.constexpr, SC: tl.constexpr):
+                     KW: tl.constexpr, DOT_UPCAST: tl.constexpr, NC: tl.constexpr):
     # The gate of a batch in ONE launch with tensor-core logits (config GATE "mma": no gate GEMM launch before the
     # routing launch). Program (token block tb of TB rows, expert block eb of EB, D split s of S) dots its x rows
     # against its gate rows over D / S (bf16 -> fp32 MMA) into partials (S, T, E) and takes ticket 1 + tb * NEB + eb;
@@ -1005,10 +1005,9 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_
         tl.debug_barrier()                                         # every thread's stores before the release
         if tl.atomic_add(cnt_ptr + 1 + tb * NEB + eb, 1, sem="acq_rel", scope="gpu") == S - 1:
             lg = tl.zeros((TB, EB), dtype=tl.float32)
-            for j0 in range(0, S, SC):                             # split order, whoever arrived last; SC loads
-                for j in tl.static_range(SC):                      # in flight at once
-                    lg += tl.load(part_ptr + ((j0 + j) * T + t[:, None]) * E + e[None, :], mask=pm, other=0.0,
-                                  cache_modifier=".cg")
+            for j in range(S):                                     # split order, whoever arrived last
+                lg += tl.load(part_ptr + (j * T + t[:, None]) * E + e[None, :], mask=pm, other=0.0,
+                              cache_modifier=".cg")
             c = tl.arange(0, KP)[None, :]                          # NC: candidate columns a row (NEB x KP, padded)
             b, ls = _gate_scores(lg, e, em, bias_ptr, HAS_BIAS)
             if HASH:                                               # the log scores; the ids come from the table
@@ -1771,7 +1770,6 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
 # smallest M), EB 64 experts (an (16, 64) fp32 accumulator: 8 registers a thread at 4 warps), S 16 splits of D
 # (D / 16 = 256 at Flash: four 64-wide steps; a last program sums 16 x 4 KB of partials).
 GATE_MMA_TB, GATE_MMA_EB, GATE_MMA_BD = 16, 64, 64
-GATE_MMA_SUM_LOADS = 4      # partial tiles the summing program loads at once (4 x 8 registers a thread at 4 warps)
 
 
 def _gate_mma_split(cfg, D: int) -> int:
@@ -1811,7 +1809,7 @@ def _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert
     _gate_mma_kernel[(grid,)](
         x.contiguous(), weight.contiguous(), part, cand, cid, *args[1:6], xq, sx, act, start, order, inv,
         split_tickets(x.device, 1 + ntb * neb + ntb), T, E, ntb, float(route_scale), int(expert_offset), El, D=D,
-        **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S, NC=nc, SC=min(S, GATE_MMA_SUM_LOADS),
+        **meta, TB=GATE_MMA_TB, EB=EB, NEB=neb, BD=GATE_MMA_BD, S=S, NC=nc,
         **_sort_meta(T, topk, El, sort=_sort_mode(cfg, T, El)), GB=XQ_GROUPS, DOT_UPCAST=INTERPRET, num_warps=warps,
         num_stages=2)
     return w, idx, buf
