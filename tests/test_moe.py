@@ -649,8 +649,8 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
                                       ({**SMALL, "T": 17, "hash": True}, "normal")])
 def test_mma_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
     """GATE "mma" (_gate_mma_kernel: tensor-core logits per (token block, expert block, D split), the last of each
-    sums the splits in order, the last of a token block picks its rows' top-k, the last block sorts the slots; x's
-    act-quant beside): idx equal and w within fp32 rounding of the GEMM gate's, routing lists a stable sort of its
+    sums the splits in order and keeps its rows' top-K candidates (hashed: their log scores), the last of a token
+    block picks its rows' top-k from them, the last block sorts the slots; x's act-quant beside): idx equal and w within fp32 rounding of the GEMM gate's, routing lists a stable sort of its
     idx, x's codes equal to _route's; twice (every ticket back at zero); two token blocks (T 17, 20), E not a
     multiple of the expert block (80), D split 1 / 2 / 4; moe_layer with it passes the reference; bad splits and
     moe_gate refuse it. (The interpreter multiplies bf16 dot operands wrongly, upstream triton issue 11584: the
