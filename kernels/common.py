@@ -319,16 +319,61 @@ def sincos(ang):
     return sin, cos
 
 
+# hadamard128 / indexer.hadamard_fp4_rows as the butterfly (fwht128_rows) instead of the product with the Sylvester
+# tile: about a quarter of the SASS instructions (sm_90, session 19: the hadamard op's kernel 342 against 1,244 at 16
+# rows), not yet timed on a GPU, so off; scripts/device_session19f.sh-style runs A/B it by patching this line
+HADAMARD_BUTTERFLY = tl.constexpr(False)
+
+
+@triton.jit
+def sylvester_tile(BLOCK: tl.constexpr, dtype: tl.constexpr):
+    """The [BLOCK, BLOCK] Sylvester matrix (+-1), BLOCK <= 256: sign = parity of popcount(i & j), the parity of i & j
+    folded by three xor-shifts (8 bits)."""
+    i = tl.arange(0, BLOCK)
+    v = i[:, None] & i[None, :]
+    v = v ^ (v >> 4)
+    v = v ^ (v >> 2)
+    v = v ^ (v >> 1)
+    return (1.0 - 2.0 * (v & 1).to(tl.float32)).to(dtype)
+
+
 @triton.jit
 def hadamard128(y, idx, RNE_FIX: tl.constexpr):
     """The 128-point Hadamard rotation of y (fp32, at indices idx = arange(128)) as bf16: sum_i y[i] H[i, j]
-    / sqrt(128), H[i, j] = (-1)^popcount(i & j), the parity of i & j folded by three xor-shifts (7 bits)."""
-    par = idx[:, None] & idx[None, :]
-    par = par ^ (par >> 4)
-    par = par ^ (par >> 2)
-    par = par ^ (par >> 1)
-    sign = 1.0 - 2.0 * (par & 1).to(tl.float32)
-    return to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+    / sqrt(128), H[i, j] = (-1)^popcount(i & j) (or, HADAMARD_BUTTERFLY, fwht128_rows)."""
+    if HADAMARD_BUTTERFLY:
+        out = tl.reshape(fwht128_rows(tl.reshape(y, [1, 128]), RNE_FIX), [128])
+    else:
+        sign = sylvester_tile(128, tl.float32)
+        out = to_bf16(tl.sum(y[:, None] * sign, axis=0) * 0.08838834764831845, RNE_FIX)   # 128^-0.5
+    return out
+
+
+@triton.jit
+def hadamard128_rows(y, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
+    """hadamard128 of each row of y (RB, 128) fp32 holding bf16 values, RB >= 16: one tensor-core product with the
+    Sylvester tile (the +-1 products exact, fp32 sums), / sqrt(128), one bf16 rounding (or, HADAMARD_BUTTERFLY,
+    fwht128_rows)."""
+    if HADAMARD_BUTTERFLY:
+        h = fwht128_rows(y, RNE_FIX)
+    else:
+        sign = sylvester_tile(128, tl.bfloat16)                              # exact (+-1 in bf16)
+        h = tl.dot(dot_operand(y.to(tl.bfloat16), DOT_UPCAST), dot_operand(sign, DOT_UPCAST))
+        h = to_bf16(h * 0.08838834764831845, RNE_FIX)                        # 128^-0.5
+    return h
+
+
+@triton.jit
+def fwht128_rows(y, RNE_FIX: tl.constexpr):
+    """The 128-point Hadamard rotation of each row of y (RB, 128) fp32, as bf16, by a fast Walsh-Hadamard transform:
+    seven butterfly stages (pairs i, i + 2^s: sum and difference), 7 adds a value instead of a 128-wide product with
+    the sign matrix; the same H (Sylvester order), fp32 sums in butterfly order, then / sqrt(128), one rounding."""
+    RB: tl.constexpr = y.shape[0]
+    for s in tl.static_range(7):
+        z = tl.permute(tl.reshape(y, [RB, 64 >> s, 2, 1 << s]), (0, 1, 3, 2))    # (.., pair, 2): the bit-s partners
+        u, v = tl.split(z)
+        y = tl.reshape(tl.permute(tl.join(u + v, u - v), (0, 1, 3, 2)), [RB, 128])
+    return to_bf16(y * 0.08838834764831845, RNE_FIX)                              # 128^-0.5
 
 
 def fix_interpreter_loops() -> None:

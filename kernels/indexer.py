@@ -40,7 +40,7 @@ import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
-                                       pdl_args, pdl_enter, sincos, to_bf16)
+                                       hadamard128_rows, pdl_args, pdl_enter, sincos, to_bf16)
 from kernelbench.kernels.linear import fp8_tile_head_ticket, split_tickets
 from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
@@ -533,14 +533,7 @@ def hadamard_fp4_rows(y, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
     """y (RB, 128) fp32 holding bf16 values, RB >= 16 -> bf16 (RB, 128): y @ H_128 / sqrt(128) rounded to bf16 (the
     +-1 products are exact, fp32 sums on tensor cores), then the FP4 simulation (group 32)."""
     RB: tl.constexpr = y.shape[0]
-    i = tl.arange(0, 128)
-    par = i[:, None] & i[None, :]
-    par = par ^ (par >> 4)
-    par = par ^ (par >> 2)
-    par = par ^ (par >> 1)
-    sign = (1.0 - 2.0 * (par & 1).to(tl.float32)).to(tl.bfloat16)          # exact; int -> bf16 trips the interpreter
-    h = tl.dot(dot_operand(y.to(tl.bfloat16), DOT_UPCAST), dot_operand(sign, DOT_UPCAST))
-    h = to_bf16(h * 0.08838834764831845, RNE_FIX).to(tl.float32)             # 128^-0.5
+    h = hadamard128_rows(y, RNE_FIX, DOT_UPCAST).to(tl.float32)
     return tl.reshape(fp4_simulate_rows(tl.reshape(h, [RB * 4, 32])), [RB, 128])
 
 

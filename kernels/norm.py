@@ -15,7 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, dot_operand, to_bf16
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, dot_operand, fwht128_rows, sylvester_tile,
+                                       to_bf16)
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -77,9 +78,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, config: dict | N
 
 # hadamard ----------------------------------------------------------------------------------------
 def hadamard_configs(params: dict) -> list[dict]:
-    """Rows per program x warps; the fp32 [BLOCK_M, 128] accumulator stays <= 64 values per thread."""
-    return [{"BLOCK_M": bm, "num_warps": w, "num_stages": 1} for bm in (16, 32, 64, 128) for w in (4, 8)
-            if bm * 128 <= MAX_VALUES_PER_THREAD * 32 * w]
+    """Rows per program x warps; the fp32 [BLOCK_M, 128] accumulator stays <= 64 values per thread. FWHT: the
+    butterfly form (kernels/common.py fwht128_rows) instead of the product with the Sylvester tile (not measured
+    on a GPU yet; not a default)."""
+    return [{"BLOCK_M": bm, "num_warps": w, "num_stages": 1, "FWHT": fwht} for bm in (16, 32, 64, 128) for w in (4, 8)
+            for fwht in (False, True) if bm * 128 <= MAX_VALUES_PER_THREAD * 32 * w]
 
 
 def hadamard_default(params: dict) -> dict:
@@ -88,27 +91,20 @@ def hadamard_default(params: dict) -> dict:
 
 
 @triton.jit
-def sylvester_tile(BLOCK: tl.constexpr, dtype: tl.constexpr):
-    """The [BLOCK, BLOCK] Sylvester matrix (+-1), BLOCK <= 256: sign = parity of popcount(i & j)."""
-    i = tl.arange(0, BLOCK)
-    v = i[:, None] & i[None, :]
-    v = v ^ (v >> 4)
-    v = v ^ (v >> 2)
-    v = v ^ (v >> 1)
-    return (1.0 - 2.0 * (v & 1).to(tl.float32)).to(dtype)
-
-
-@triton.jit
 def _hadamard_kernel(x_ptr, y_ptr, M,   # x (M, 128) bf16, y (M, 128) bf16, both contiguous
-                     BLOCK_M: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr):
+                     BLOCK_M: tl.constexpr, DOT_UPCAST: tl.constexpr, INTERP: tl.constexpr,
+                     FWHT: tl.constexpr = False):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, 128)
     offs = rows[:, None].to(tl.int64) * 128 + cols[None, :]
     mask = rows[:, None] < M
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    h = sylvester_tile(128, x_ptr.dtype.element_ty)
-    y = tl.dot(dot_operand(x, DOT_UPCAST), dot_operand(h, DOT_UPCAST)) * 0.08838834764831845  # 128^-0.5
-    tl.store(y_ptr + offs, to_bf16(y, INTERP), mask=mask)
+    if FWHT:
+        y = fwht128_rows(x.to(tl.float32), INTERP)
+    else:
+        h = sylvester_tile(128, x_ptr.dtype.element_ty)
+        y = to_bf16(tl.dot(dot_operand(x, DOT_UPCAST), dot_operand(h, DOT_UPCAST)) * 0.08838834764831845, INTERP)
+    tl.store(y_ptr + offs, y, mask=mask)
 
 
 @register_impl("hadamard", "triton", backend="triton", configs=hadamard_configs, default_config=hadamard_default,
@@ -125,6 +121,6 @@ def hadamard(x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     cfg = config or lookup("hadamard", key, hadamard_default(key))
     if m:
         _hadamard_kernel[(triton.cdiv(m, cfg["BLOCK_M"]),)](
-            x2, y, m, BLOCK_M=cfg["BLOCK_M"], DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
+            x2, y, m, BLOCK_M=cfg["BLOCK_M"], DOT_UPCAST=INTERPRET, INTERP=INTERPRET, FWHT=bool(cfg.get("FWHT")),
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y.reshape(x.shape)
