@@ -321,7 +321,7 @@ def sincos(ang):
 
 # hadamard128 / indexer.hadamard_fp4_rows as the butterfly (fwht128_rows) instead of the product with the Sylvester
 # tile: about a quarter of the SASS instructions (sm_90, session 19: the hadamard op's kernel 342 against 1,244 at 16
-# rows), not yet timed on a GPU, so off; scripts/device_session19f.sh-style runs A/B it by patching this line
+# rows), not yet timed on a GPU, so off; scripts/device_session20a.sh A/Bs it by patching this line
 HADAMARD_BUTTERFLY = tl.constexpr(False)
 
 

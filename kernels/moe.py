@@ -105,7 +105,8 @@ def _gate_scores(lg, e, em, bias_ptr, HAS_BIAS: tl.constexpr):
 @triton.jit
 def _select_topk(b, ls, ee, K: tl.constexpr, KP: tl.constexpr, NONE):
     """Per row of b (R, C): the K largest, ties to the lower expert id (ee (R or 1, C), distinct within a row where
-    b > -inf; NONE above every id) -> (their b, their ls, their ids), each (R, KP); slots K.. hold -inf / -inf / NONE."""
+    b > -inf; NONE above every id) -> (their b, their ls, their ids), each (R, KP); slots K.. hold -inf, -inf,
+    NONE."""
     kk = tl.arange(0, KP)[None, :]
     bv = tl.full((b.shape[0], KP), float("-inf"), dtype=tl.float32)
     wv = tl.full((b.shape[0], KP), float("-inf"), dtype=tl.float32)
@@ -981,8 +982,8 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_
     # blocks' top-Ks; a token block's selection is thus spread over NEB programs instead of one walking TB x E); or,
     # hashed, stores the log scores (T, E). Then it takes ticket 1 + NEB * NTB + tb; the last of a token block's NEB
     # picks its TB rows' top-k from the candidates (hashed: gathers the table's K log scores a row) and takes ticket
-    # 0; the last token block sorts the slots (_route_lists). Every ticket is put back to zero by the program that took its last
-    # number. Programs NTB * NEB * S.. act-quantize x as _gate_route_kernel's.
+    # 0; the last token block sorts the slots (_route_lists). Every ticket is put back to zero by the program that
+    # took its last number. Programs NTB * NEB * S.. act-quantize x as _gate_route_kernel's.
     NPG = NTB * NEB * S                                            # NEB = cdiv(E, EB) expert blocks
     pid = tl.program_id(0)
     if pid < NPG:

@@ -650,9 +650,10 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
 def test_mma_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
     """GATE "mma" (_gate_mma_kernel: tensor-core logits per (token block, expert block, D split), the last of each
     sums the splits in order and keeps its rows' top-K candidates (hashed: their log scores), the last of a token
-    block picks its rows' top-k from them, the last block sorts the slots; x's act-quant beside): idx equal and w within fp32 rounding of the GEMM gate's, routing lists a stable sort of its
-    idx, x's codes equal to _route's; twice (every ticket back at zero); two token blocks (T 17, 20), E not a
-    multiple of the expert block (80), D split 1 / 2 / 4; moe_layer with it passes the reference; bad splits and
+    block picks its rows' top-k from them, the last block sorts the slots; x's act-quant beside): idx equal and w
+    within fp32 rounding of the GEMM gate's, routing lists a stable sort of its idx, x's codes equal to _route's;
+    twice (every ticket back at zero); two token blocks (T 17, 20), E not a multiple of the expert block (80), D split
+    1 / 2 / 4; moe_layer with it passes the reference; bad splits and
     moe_gate refuse it. (The interpreter multiplies bf16 dot operands wrongly, upstream triton issue 11584: the
     kernel upcasts them to fp32 there, DOT_UPCAST = INTERPRET, and the GPU tests run the bf16 MMA.)"""
     from kernelbench.kernels import moe as KM
@@ -681,8 +682,8 @@ def test_mma_gate_picks_across_expert_blocks_with_ties_to_the_lower_id(monkeypat
     """GATE "mma" scored: each expert block's last split keeps its rows' top-K candidates and the token block's last
     program picks from them. Three expert blocks (E 192: the candidate row padded to four blocks), the gate rows and
     biases of block 1 copied from block 0 (every score tied across the blocks): the same idx as the GEMM gate (ties
-    to the lower id: no block-1 expert without its block-0 twin), w within fp32 rounding; 8 warps (GATE_MMA_WARPS) the same, a bad value
-    refused."""
+    to the lower id: no block-1 expert without its block-0 twin), w within fp32 rounding; 8 warps (GATE_MMA_WARPS)
+    the same, a bad value refused."""
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 18, "E": 192, "K": 6, "El": 32, "offset": 64}
