@@ -58,6 +58,19 @@ def test_dot_kernel_fits_sm120_and_uses_tensor_cores(reports):
     assert any(i.startswith("mma.sync") for i in k["ptx_mma"])
     assert any(i.startswith("HMMA") for i in k["sass_mma"])
     assert k["constexprs"]["BLOCK_N"] == 32 and k["num_warps"] == 4
+    assert k["sass_instructions"] > k["local_ops"] + len(k["sass_mma"])    # the SASS's size, NOPs left out
+
+
+def test_sass_size_tells_the_hadamard_butterfly_from_the_sign_product():
+    """The inspector's SASS instruction count on a real pair (session 19): the hadamard op's kernel as the
+    seven-stage butterfly (config FWHT) is under half the code of the product with a Sylvester tile built in
+    registers (sm_120: about 340 against 1,240 instructions at 16 rows)."""
+    registry.load_builtin()
+    base = {"BLOCK_M": 16, "num_warps": 4, "num_stages": 1}
+    jobs = [("hadamard", "triton", {"T": 16, "H": 1}, {**base, "FWHT": fwht}) for fwht in (False, True)]
+    product, butterfly = (r["kernels"][0] for r in inspector.inspect_jobs(jobs, target="sm_120"))
+    assert not product["error"] and not butterfly["error"]
+    assert 0 < 2 * butterfly["sass_instructions"] < product["sass_instructions"]
 
 
 def test_shared_memory_limit_depends_on_the_target(reports):

@@ -1,6 +1,7 @@
 """`kernelbench inspect [OP ...] --target sm_120|sm_90`: compile every Triton implementation (and, with
 --all-configs, every config of its space) for the target without a GPU, and report shared memory,
-registers, spills and tensor-core instructions. Exit status 1 when any kernel does not fit."""
+registers, spills, tensor-core instructions and the SASS's size in instructions (a kernel's code, not what one
+thread runs: loops run theirs many times). Exit status 1 when any kernel does not fit."""
 from __future__ import annotations
 
 import json
@@ -34,7 +35,8 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
         raise click.ClickException(str(e)) from None
     limit = inspector.SMEM_LIMIT[inspector.TARGETS[target]]
     t = Table(title=f"Triton kernels compiled for {target} (shared memory limit {limit} bytes)")
-    for col in ("op", "impl", "shape", "config", "kernel", "smem B", "regs", "spill", "tensor cores", "problems"):
+    for col in ("op", "impl", "shape", "config", "kernel", "smem B", "regs", "SASS", "spill", "tensor cores",
+                "problems"):
         t.add_column(col)
     bad = 0
     for r in reports:
@@ -46,6 +48,7 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
             t.add_row(r["op"] if first else "", r["impl"] if first else "", r["label"][:40] if first else "",
                       cfg[:50] if first else "", "-" if k is None else k["kernel"].split(":")[-1],
                       "-" if k is None else str(k["shared_bytes"]), "-" if k is None else str(k["registers"]),
+                      "-" if k is None else str(k.get("sass_instructions", "")),
                       "-" if k is None else ("yes" if k["spills"] else "no"),
                       "-" if k is None else (",".join(k["sass_mma"] or k["ptx_mma"])[:40] or "none (SIMT)"),
                       "; ".join(r["problems"])[:90] if first else "")

@@ -44,6 +44,7 @@ TENSOR_CORE_OPS = ("fp8_linear", "moe_experts", "sparse_attention", "indexer_top
 PTX_MMA = re.compile(r"\b(mma\.sync\.aligned\.[\w.]+|wgmma\.mma_async[\w.]*|tcgen05\.mma[\w.]*)")
 SASS_MMA = re.compile(r"\b((?:HMMA|IMMA|QMMA|OMMA|HGMMA|IGMMA|QGMMA|UTC\w*MMA)[\w.]*)")
 SASS_LOCAL = re.compile(r"\b(LDL|STL)(?:\.[\w.]+)?\s")
+SASS_INSTRUCTION = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?!NOP\b)\S", re.MULTILINE)   # an instruction line, not a NOP
 
 
 class InspectorError(RuntimeError):
@@ -76,6 +77,7 @@ class KernelReport:
     sass_mma: list = field(default_factory=list)
     pdl: str = ""                # a PDL build (KERNELBENCH_PDL=1): "wait", or "prefetch+wait" with L2 prefetches
     error: str = ""
+    sass_instructions: int = 0   # instructions in the cubin's SASS, NOPs left out: code size, not instructions run
 
     @property
     def spills(self) -> bool:
@@ -300,7 +302,7 @@ def binary_facts(cubin: bytes, ptx: str, arch: int) -> dict:
     ptxas -v on the PTX settles spills only when the stack or local memory is non-zero (a stack
     frame alone is not a spill)."""
     digest = hashlib.sha256(cubin).hexdigest()
-    cached = _cache_dir() / f"{digest}.json"
+    cached = _cache_dir() / f"{digest}.v2.json"          # v2: with sass_instructions
     if cached.exists():
         try:
             return json.loads(cached.read_text())
@@ -310,7 +312,8 @@ def binary_facts(cubin: bytes, ptx: str, arch: int) -> dict:
         text = cubin_sass(cubin, tmp)
         usage = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}
         facts = {"usage": usage, "sass_mma": sorted(set(SASS_MMA.findall(text))),
-                 "local_ops": len(SASS_LOCAL.findall(text)), "spill_stores": 0, "spill_loads": 0}
+                 "local_ops": len(SASS_LOCAL.findall(text)), "spill_stores": 0, "spill_loads": 0,
+                 "sass_instructions": len(SASS_INSTRUCTION.findall(text))}
         if usage.get("STACK", 0) or usage.get("LOCAL", 0):
             from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
             ptx_path = os.path.join(tmp, "k.ptx")
@@ -352,6 +355,7 @@ def compile_launch(launch: Launch, arch: int) -> KernelReport:
     report.spill_bytes = facts["spill_stores"] + facts["spill_loads"]
     report.ptx_mma = sorted(set(PTX_MMA.findall(ck.asm["ptx"])))
     report.sass_mma = facts["sass_mma"]
+    report.sass_instructions = facts["sass_instructions"]
     ptx = ck.asm["ptx"]
     if "griddepcontrol.wait" in ptx:
         report.pdl = ("prefetch+" if "cp.async.bulk.prefetch.L2" in ptx else "") + "wait"
