@@ -63,6 +63,11 @@ class LazyGroup(click.Group):
             if e.name == f"kernelbench.commands.{module}":
                 return None
             raise
+        except Exception as e:   # noqa: BLE001 - a usage error at import (an environment switch the kernels read)
+            msg = usage_message(e)
+            if msg is None:
+                raise
+            raise click.ClickException(msg) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

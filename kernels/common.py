@@ -319,10 +319,19 @@ def sincos(ang):
     return sin, cos
 
 
-# hadamard128 / indexer.hadamard_fp4_rows as the butterfly (fwht128_rows) instead of the product with the Sylvester
-# tile: about a quarter of the SASS instructions (sm_90, session 19: the hadamard op's kernel 342 against 1,244 at 16
-# rows), not yet timed on a GPU, so off; scripts/device_session20a.sh A/Bs it by patching this line
-HADAMARD_BUTTERFLY = tl.constexpr(False)
+# KERNELBENCH_HADAMARD: the Hadamard rotations inside kernels (hadamard128, hadamard128_rows: indexer_q, the rotated
+# compressor) as the product with the Sylvester tile ("matrix", the default) or the butterfly ("butterfly",
+# fwht128_rows: about a quarter of the SASS instructions, sm_90, session 19; not yet timed on a GPU). Read once, at
+# import: the kernels compile with it.
+HADAMARD_ENV = "KERNELBENCH_HADAMARD"
+HADAMARD_MODES = ("matrix", "butterfly")
+
+
+def hadamard_mode() -> str:
+    return env_choice(HADAMARD_ENV, "matrix", HADAMARD_MODES)
+
+
+HADAMARD_BUTTERFLY = tl.constexpr(hadamard_mode() == "butterfly")
 
 
 @triton.jit

@@ -61,6 +61,30 @@ def test_dot_kernel_fits_sm120_and_uses_tensor_cores(reports):
     assert k["sass_instructions"] > k["local_ops"] + len(k["sass_mma"])    # the SASS's size, NOPs left out
 
 
+def test_hadamard_switch_reaches_the_compiled_kernels(monkeypatch):
+    """KERNELBENCH_HADAMARD=butterfly (read at import: the inspector's compile process, started after it is set,
+    builds with it): indexer_q's one-token epilogue compiles to under half the SASS of the default sign-matrix form
+    (sm_120), both without spills; a value outside matrix / butterfly is a usage error naming the variable."""
+    from kernelbench.kernels import common
+    from kernelbench.usage import UsageProblem
+    registry.load_builtin()
+    monkeypatch.setenv("TRITON_INTERPRET", "1")        # each inspect_jobs call compiles in a fresh subprocess
+    case = {"T": 1, "Qr": 1024, "Hi": 8, "R": 64, "ctx": 8192, "ragged": False}
+    job = [("indexer_q", "triton", case, None)]
+
+    def epilogue():
+        (rep,) = inspector.inspect_jobs(job, target="sm_120")
+        (k,) = [k for k in rep["kernels"] if k["kernel"].endswith("_indexer_q_epilogue")]
+        assert not k["error"] and not k["spills"]
+        return k["sass_instructions"]
+    matrix = epilogue()
+    monkeypatch.setenv("KERNELBENCH_HADAMARD", "butterfly")
+    assert 0 < 2 * epilogue() < matrix
+    monkeypatch.setenv("KERNELBENCH_HADAMARD", "fast")
+    with pytest.raises(UsageProblem, match="KERNELBENCH_HADAMARD"):
+        common.hadamard_mode()
+
+
 def test_sass_size_tells_the_hadamard_butterfly_from_the_sign_product():
     """The inspector's SASS instruction count on a real pair (session 19): the hadamard op's kernel as the
     seven-stage butterfly (config FWHT) is under half the code of the product with a Sylvester tile built in
