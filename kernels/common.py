@@ -321,7 +321,7 @@ def sincos(ang):
 
 # KERNELBENCH_HADAMARD: the Hadamard rotations inside kernels (hadamard128, hadamard128_rows: indexer_q, the rotated
 # compressor) as the product with the Sylvester tile ("matrix", the default) or the butterfly ("butterfly",
-# fwht128_rows: about a quarter of the SASS instructions, sm_90, session 19; not yet timed on a GPU). Read once, at
+# fwht128_rows: 22-60% of the SASS instructions by kernel, sm_90, session 19; not yet timed on a GPU). Read once, at
 # import: the kernels compile with it.
 HADAMARD_ENV = "KERNELBENCH_HADAMARD"
 HADAMARD_MODES = ("matrix", "butterfly")
@@ -366,10 +366,17 @@ def hadamard128_rows(y, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
     if HADAMARD_BUTTERFLY:
         h = fwht128_rows(y, RNE_FIX)
     else:
-        sign = sylvester_tile(128, tl.bfloat16)                              # exact (+-1 in bf16)
-        h = tl.dot(dot_operand(y.to(tl.bfloat16), DOT_UPCAST), dot_operand(sign, DOT_UPCAST))
-        h = to_bf16(h * 0.08838834764831845, RNE_FIX)                        # 128^-0.5
+        h = hadamard128_matrix(y, RNE_FIX, DOT_UPCAST)
     return h
+
+
+@triton.jit
+def hadamard128_matrix(y, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
+    """The rotation of each row of y (RB, 128) holding bf16 values, RB >= 16, as one tensor-core product with the
+    Sylvester tile (+-1 exact in bf16, fp32 sums), / sqrt(128), one bf16 rounding."""
+    sign = sylvester_tile(128, tl.bfloat16)
+    h = tl.dot(dot_operand(y.to(tl.bfloat16), DOT_UPCAST), dot_operand(sign, DOT_UPCAST))
+    return to_bf16(h * 0.08838834764831845, RNE_FIX)                      # 128^-0.5
 
 
 @triton.jit

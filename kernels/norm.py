@@ -15,8 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, dot_operand, fwht128_rows, sylvester_tile,
-                                       to_bf16)
+from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, fwht128_rows, hadamard128_matrix, to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -102,8 +101,7 @@ def _hadamard_kernel(x_ptr, y_ptr, M,   # x (M, 128) bf16, y (M, 128) bf16, both
     if FWHT:
         y = fwht128_rows(x.to(tl.float32), INTERP)
     else:
-        h = sylvester_tile(128, x_ptr.dtype.element_ty)
-        y = to_bf16(tl.dot(dot_operand(x, DOT_UPCAST), dot_operand(h, DOT_UPCAST)) * 0.08838834764831845, INTERP)
+        y = hadamard128_matrix(x, INTERP, DOT_UPCAST)
     tl.store(y_ptr + offs, y, mask=mask)
 
 
