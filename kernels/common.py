@@ -320,15 +320,16 @@ def sincos(ang):
 
 
 # KERNELBENCH_HADAMARD: the Hadamard rotations inside kernels (hadamard128, hadamard128_rows: indexer_q, the rotated
-# compressor) as the product with the Sylvester tile ("matrix", the default) or the butterfly ("butterfly",
-# fwht128_rows: 22-60% of the SASS instructions by kernel, sm_90, session 19; not yet timed on a GPU). Read once, at
-# import: the kernels compile with it.
+# compressor) as the butterfly ("butterfly", the default: fwht128_rows, 22-60% of the SASS instructions by kernel) or
+# the product with the Sylvester tile ("matrix"). The butterfly is the default since session 20: the 43-layer step on
+# the H200 level at C = 1 and 0.8-1.3% faster at C = 16 / 64, A B A B (docs/perf/h200-2026-12-03-session20.md). Read
+# once, at import: the kernels compile with it.
 HADAMARD_ENV = "KERNELBENCH_HADAMARD"
 HADAMARD_MODES = ("matrix", "butterfly")
 
 
 def hadamard_mode() -> str:
-    return env_choice(HADAMARD_ENV, "matrix", HADAMARD_MODES)
+    return env_choice(HADAMARD_ENV, "butterfly", HADAMARD_MODES)
 
 
 HADAMARD_BUTTERFLY = tl.constexpr(hadamard_mode() == "butterfly")

@@ -77,9 +77,9 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
             wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
             wv = tl.where(kk == k, wk, wv)
             iv = tl.where(kk == k, idx, iv)
+        _store_topk(wv, iv, t, tm, w_ptr, i_ptr, route_scale, K, KP)
     else:
-        _, wv, iv = _select_topk(b, ls, ee, K, KP, EP)
-    _store_topk(wv, iv, t, tm, w_ptr, i_ptr, route_scale, K, KP)
+        _store_topk_slots(ls, ee, _topk_slots(b, ee, K), t, tm, w_ptr, i_ptr, route_scale, K)
 
 
 @triton.jit
@@ -103,35 +103,57 @@ def _gate_scores(lg, e, em, bias_ptr, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
-def _select_topk(b, ls, ee, K: tl.constexpr, KP: tl.constexpr, NONE):
-    """Per row of b (R, C): the K largest, ties to the lower expert id (ee (R or 1, C), distinct within a row where
-    b > -inf; NONE above every id) -> (their b, their ls, their ids), each (R, KP); slots K.. hold -inf, -inf,
-    NONE."""
-    kk = tl.arange(0, KP)[None, :]
-    bv = tl.full((b.shape[0], KP), float("-inf"), dtype=tl.float32)
-    wv = tl.full((b.shape[0], KP), float("-inf"), dtype=tl.float32)
-    iv = tl.full((b.shape[0], KP), NONE, dtype=tl.int32)
+def _order_key(b, ids):
+    """(score b, expert id) -> one int64 that orders like the official rule: larger for a larger b and, at equal b,
+    for the lower id (ids >= 0, below 2^31). b's fp32 bits made monotone (negatives: magnitude bits flipped; -0.0
+    taken as +0.0) in the high word, 2^31 - 1 - id in the low word: a row's best is ONE max-reduction."""
+    bits = (b + 0.0).to(tl.int32, bitcast=True)                         # + 0.0: -0.0 -> +0.0 (equal scores)
+    mono = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    return (mono.to(tl.int64) << 32) | (0x7FFFFFFF - ids).to(tl.int64)
+
+
+@triton.jit
+def _topk_slots(b, ids, K: tl.constexpr):
+    """Per row of b (R, C): each element's place among the row's K largest (ties to the lower id; ids (R or 1, C)
+    distinct within a row), K for every other element. K max-reductions of the packed key (_order_key) and nothing
+    else: the caller scatters what it needs to the places (no per-place gathers: those were two more reductions a
+    place, the chain that set the one-program top-k's time)."""
+    key = _order_key(b, ids)
+    slot = tl.full(key.shape, K, dtype=tl.int32)
     for k in tl.static_range(K):
-        m = tl.max(b, axis=1)[:, None]
-        idx = tl.min(tl.where(b == m, ee, NONE), axis=1)[:, None]              # ties: lowest expert index
-        wk = tl.sum(tl.where(ee == idx, ls, 0.0), axis=1)[:, None]
-        b = tl.where(ee == idx, float("-inf"), b)
-        bv = tl.where(kk == k, m, bv)
-        wv = tl.where(kk == k, wk, wv)
-        iv = tl.where(kk == k, idx, iv)
-    return bv, wv, iv
+        hit = (key == tl.max(key, axis=1)[:, None]) & (slot == K)
+        slot = tl.where(hit, k, slot)
+        key = tl.where(hit, -0x7FFFFFFFFFFFFFFF - 1, key)
+    return slot
+
+
+@triton.jit
+def _log_normalise(lw, valid, route_scale):
+    """Log weights lw (R, C) -> the weights of the valid ones normalised in the log domain (exp(lw - max) / sum)
+    x route_scale, 0 elsewhere."""
+    ex = tl.where(valid, tl.exp(lw - tl.max(tl.where(valid, lw, float("-inf")), axis=1)[:, None]), 0.0)
+    return tl.math.div_rn(ex, tl.sum(ex, axis=1)[:, None]) * route_scale
 
 
 @triton.jit
 def _store_topk(wv, iv, t, tm, w_ptr, i_ptr, route_scale, K: tl.constexpr, KP: tl.constexpr):
-    """The selected log scores wv (R, KP) -> weights normalised in the log domain x route_scale, stored with their
-    ids iv into w, idx (T, K) at rows t (tm: t < T)."""
+    """The log scores wv (R, KP) of ids iv in places 0..K-1 -> weights normalised in the log domain x route_scale,
+    stored with their ids into w, idx (T, K) at rows t (tm: t < T)."""
     kk = tl.arange(0, KP)[None, :]
-    wv = tl.exp(wv - tl.max(wv, axis=1)[:, None])                           # unused slots: exp(-inf) = 0
-    wv = tl.math.div_rn(wv, tl.sum(wv, axis=1)[:, None]) * route_scale
     om = tm[:, None] & (kk < K)
-    tl.store(w_ptr + t[:, None] * K + kk, wv, mask=om)
+    tl.store(w_ptr + t[:, None] * K + kk, _log_normalise(wv, kk < K, route_scale), mask=om)
     tl.store(i_ptr + t[:, None] * K + kk, iv.to(tl.int64), mask=om)
+
+
+@triton.jit
+def _store_topk_slots(ls, ids, slot, t, tm, w_ptr, i_ptr, route_scale, K: tl.constexpr):
+    """_store_topk for a selection given as places (_topk_slots): each selected element writes its own weight and
+    id to its place."""
+    sel = slot < K
+    om = tm[:, None] & sel
+    out = t[:, None] * K + slot
+    tl.store(w_ptr + out, _log_normalise(ls, sel, route_scale), mask=om)
+    tl.store(i_ptr + out, (ids + 0 * slot).to(tl.int64), mask=om)
 
 
 # ---- routed experts ------------------------------------------------------------------------------------------
@@ -1009,16 +1031,16 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_
             for j in range(S):                                     # split order, whoever arrived last
                 lg += tl.load(part_ptr + (j * T + t[:, None]) * E + e[None, :], mask=pm, other=0.0,
                               cache_modifier=".cg")
-            c = tl.arange(0, KP)[None, :]                          # NC: candidate columns a row (NEB x KP, padded)
             b, ls = _gate_scores(lg, e, em, bias_ptr, HAS_BIAS)
             if HASH:                                               # the log scores; the ids come from the table
                 tl.store(logit_ptr + t[:, None] * E + e[None, :], ls, mask=pm)
-            else:
-                cb, cl, ci = _select_topk(b, ls, e[None, :], K, KP, NEB * EB)
-                co = t[:, None] * NC + eb * KP + c
-                tl.store(logit_ptr + co, cb, mask=tm[:, None])
-                tl.store(logit_ptr + T * NC + co, cl, mask=tm[:, None])
-                tl.store(cid_ptr + co, ci, mask=tm[:, None])
+            else:                                                  # NC: candidate columns a row (NEB x KP, padded)
+                slot = _topk_slots(b, e[None, :], K)               # each of the block's top-K to its place
+                co = t[:, None] * NC + eb * KP + slot
+                cm = tm[:, None] & (slot < K)
+                tl.store(logit_ptr + co, b, mask=cm)
+                tl.store(logit_ptr + T * NC + co, ls, mask=cm)
+                tl.store(cid_ptr + co, e[None, :] + 0 * slot, mask=cm)
             tl.atomic_xchg(cnt_ptr + 1 + tb * NEB + eb, 0, sem="relaxed", scope="gpu")
             tl.debug_barrier()
             if tl.atomic_add(cnt_ptr + 1 + NEB * NTB + tb, 1, sem="acq_rel", scope="gpu") == NEB - 1:
@@ -1032,12 +1054,11 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_
                 else:
                     rc = tl.arange(0, NC)[None, :]                 # the token block's rows of candidates
                     ro = t[:, None] * NC + rc
-                    rm = tm[:, None] & (rc < NEB * KP)
+                    rm = tm[:, None] & (rc < NEB * KP) & (rc % KP < K)     # places K..KP-1 of a block: unwritten
                     rb = tl.load(logit_ptr + ro, mask=rm, other=float("-inf"), cache_modifier=".cg")
                     rl = tl.load(logit_ptr + T * NC + ro, mask=rm, other=float("-inf"), cache_modifier=".cg")
-                    ri = tl.load(cid_ptr + ro, mask=rm, other=NEB * EB, cache_modifier=".cg")
-                    _, wv, iv = _select_topk(rb, rl, ri, K, KP, NEB * EB)
-                    _store_topk(wv, iv, t, tm, w_ptr, idx_ptr, route_scale, K, KP)
+                    ri = tl.load(cid_ptr + ro, mask=rm, other=NEB * EB + rc, cache_modifier=".cg")  # distinct ids
+                    _store_topk_slots(rl, ri, _topk_slots(rb, ri, K), t, tm, w_ptr, idx_ptr, route_scale, K)
                 tl.atomic_xchg(cnt_ptr + 1 + NEB * NTB + tb, 0, sem="relaxed", scope="gpu")
                 tl.debug_barrier()                                 # idx stores of every thread before the release
                 if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NTB - 1:

@@ -62,9 +62,10 @@ def test_dot_kernel_fits_sm120_and_uses_tensor_cores(reports):
 
 
 def test_hadamard_switch_reaches_the_compiled_kernels(monkeypatch):
-    """KERNELBENCH_HADAMARD=butterfly (read at import: the inspector's compile process, started after it is set,
-    builds with it): indexer_q's one-token epilogue compiles to under half the SASS of the default sign-matrix form
-    (sm_120), both without spills; a value outside matrix / butterfly is a usage error naming the variable."""
+    """KERNELBENCH_HADAMARD (read at import: the inspector's compile process, started after it is set, builds with
+    it): with the default (butterfly) indexer_q's one-token epilogue compiles to under half the SASS of the
+    sign-matrix form (`matrix`, sm_120), both without spills; a value outside matrix / butterfly is a usage error
+    naming the variable."""
     from kernelbench.kernels import common
     from kernelbench.usage import UsageProblem
     registry.load_builtin()
@@ -77,9 +78,10 @@ def test_hadamard_switch_reaches_the_compiled_kernels(monkeypatch):
         (k,) = [k for k in rep["kernels"] if k["kernel"].endswith("_indexer_q_epilogue")]
         assert not k["error"] and not k["spills"]
         return k["sass_instructions"]
-    matrix = epilogue()
-    monkeypatch.setenv("KERNELBENCH_HADAMARD", "butterfly")
-    assert 0 < 2 * epilogue() < matrix
+    monkeypatch.delenv("KERNELBENCH_HADAMARD", raising=False)
+    default = epilogue()
+    monkeypatch.setenv("KERNELBENCH_HADAMARD", "matrix")
+    assert 0 < 2 * default < epilogue()
     monkeypatch.setenv("KERNELBENCH_HADAMARD", "fast")
     with pytest.raises(UsageProblem, match="KERNELBENCH_HADAMARD"):
         common.hadamard_mode()

@@ -841,3 +841,46 @@ def test_routing_launch_options_keep_the_routing(monkeypatch):
     for bad in ({"ROUTE_CH": 48}, {"ROUTE_WARPS": 3}, {"ROUTE_SORT": "radix"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             impl.fn(**inp, config={**base, **bad})
+
+
+# ---- the packed-key top-k (kernels/moe.py _topk_slots) -----------------------------------------------------------
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from kernelbench.kernels.moe import _topk_slots  # noqa: E402
+
+
+@triton.jit
+def _slots_probe(b_ptr, id_ptr, out_ptr, C: tl.constexpr, K: tl.constexpr):
+    c = tl.arange(0, C)[None, :]
+    r = tl.arange(0, 2)[:, None]
+    tl.store(out_ptr + r * C + c, _topk_slots(tl.load(b_ptr + r * C + c), tl.load(id_ptr + c), K))
+
+
+def _slots(b: torch.Tensor, ids: torch.Tensor, k: int) -> torch.Tensor:
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    out = torch.full(b.shape, -7, dtype=torch.int32, device=dev)
+    _slots_probe[(1,)](b.to(dev), ids.to(dev), out, C=b.shape[1], K=k)
+    return out.cpu()
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() or __import__("os").environ.get("TRITON_INTERPRET") == "1"),
+                    reason="runs a Triton kernel: a CUDA GPU or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("seed", range(4))
+def test_topk_slots_follow_the_official_order(seed):
+    """The packed (score, id) key: every row's K largest get places 0..K-1 in descending score, equal scores to the
+    lower id, whatever the ids' order in the row; negative scores, -0.0 against +0.0 (equal), -inf and repeated
+    values included; every other element gets K."""
+    g = torch.Generator().manual_seed(seed)
+    C, K = 32, 6
+    near_zero = torch.tensor([-0.0, 0.0, -1e-30, -1.0, float("-inf"), -3.5])        # row 0: the top-K are +-0
+    wide = torch.tensor([-3.5, -1.0, -0.0, 0.0, 0.25, 1.0, 2.5, 1e-30, -1e-30, float("-inf"), 7.0, -7.0])
+    b = torch.stack([near_zero[torch.randint(len(near_zero), (C,), generator=g)],
+                     wide[torch.randint(len(wide), (C,), generator=g)]])
+    ids = torch.randperm(200, generator=g)[:C].to(torch.int32)       # distinct, in no order
+    slot = _slots(b, ids, K)
+    for row in range(2):
+        key = sorted(range(C), key=lambda j: (-(b[row, j].item() + 0.0), ids[j].item()))
+        want = torch.full((C,), K, dtype=torch.int32)
+        want[torch.tensor(key[:K])] = torch.arange(K, dtype=torch.int32)
+        assert torch.equal(slot[row], want), (row, b[row], ids, slot[row])

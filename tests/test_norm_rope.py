@@ -249,16 +249,17 @@ def test_hadamard_butterfly_is_the_sylvester_product():
 
 @needs_triton
 @pytest.mark.parametrize("op", ["indexer_q", "compressor_step"])
-def test_hadamard_butterfly_switch_keeps_the_kernels_within_tolerance(op, monkeypatch):
-    """kernels/common.py HADAMARD_BUTTERFLY on (every Hadamard of the indexer query and the rotated compressor
-    entries as fwht128_rows; off by default until timed on a GPU): the kernels still pass their references on drawn
-    cases. (Interpreter: the kernels read the switch when they run. The hadamard op takes its form from its config,
-    FWHT, not from the switch: test_hadamard_butterfly_is_the_sylvester_product.)"""
+def test_hadamard_matrix_switch_keeps_the_kernels_within_tolerance(op, monkeypatch):
+    """kernels/common.py HADAMARD_BUTTERFLY off (KERNELBENCH_HADAMARD=matrix: every Hadamard of the indexer query and
+    the rotated compressor entries as the product with the Sylvester tile; the butterfly is the default, which the
+    other tests run): the kernels still pass their references on drawn cases. (Interpreter: the kernels read the
+    switch when they run. The hadamard op takes its form from its config, FWHT, not from the switch:
+    test_hadamard_butterfly_is_the_sylvester_product.)"""
     import triton.language as tl
     from kernelbench.kernels import common
     if not INTERPRET:
         pytest.skip("the switch is read at compile time on a GPU; scripts patch the installed copy there")
-    monkeypatch.setattr(common, "HADAMARD_BUTTERFLY", tl.constexpr(True))
+    monkeypatch.setattr(common, "HADAMARD_BUTTERFLY", tl.constexpr(False))
     verify_drawn(op)
 
 
