@@ -20,9 +20,10 @@ Impl "triton": two launches, both graph-capturable (no host reads of device data
      scores them with one tensor-core dot (q [BH, Dh] x kv^T), runs the online softmax in base 2
      (masked -1 entries score -inf), and accumulates p @ kv (second tensor-core dot, the same tile
      as V). It writes an fp32 partial output and its (max, sum) pair.
-  2. `_attn_combine` grid (T, Hl): merges the S partials with the sink in the denominator only,
-     rounds to bf16, applies the inverse RoPE to the last R dims in fp32 (fused) and rounds again
-     (DeepSeek's two roundings: its sparse_attn returns bf16, model.py rotates that).
+  2. `_attn_combine` grid (T, Hl): the fused impl's join (`_attn_join`) for one head: loads the S partials
+     at once, merges them with the sink in the denominator only, rounds to bf16, applies the inverse RoPE
+     to the last R dims in fp32 (fused) and rounds again (DeepSeek's two roundings: its sparse_attn returns
+     bf16, model.py rotates that).
 The weights p are rounded to bf16 for p @ kv and summed in fp32, as DeepSeek's kernel (docs/OPS.md
 'Sparse attention arithmetic'); its blocks of 64 with one running max are not followed (BN and the
 splits are tuned), so the weights' rounding agrees with the reference's to rounding, not bit for bit.
@@ -165,46 +166,12 @@ def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T
                   HL, NSPLIT, s_ot, s_oh,
                   DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, ROPE: tl.constexpr,
                   RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
+    """Program (t, h): the join of impl "triton_fused" (`_attn_join`) for one head: every split's partial loaded at
+    once, one memory round trip (the loop over the splits it replaces made two dependent loads a split: 5.7-8.3 us
+    under Nsight Compute at T = 1 on the H200, session 20)."""
     pdl_enter(PDL)
-    t = tl.program_id(0)
-    h = tl.program_id(1)
-    offs_s = tl.arange(0, S_P2)
-    smask = offs_s < NSPLIT
-    rows = (t * NSPLIT + offs_s) * HL + h
-    m_s = tl.load(pml_ptr + rows * 2, mask=smask, other=float("-inf"))
-    l_s = tl.load(pml_ptr + rows * 2 + 1, mask=smask, other=0.0)
-    sink = tl.load(sink_ptr + h) * 1.4426950408889634
-    m = tl.maximum(tl.max(m_s, axis=0), sink)                              # finite: the sink is
-    w_s = tl.exp2(m_s - m)
-    denom = tl.sum(w_s * l_s, axis=0) + tl.exp2(sink - m)
-    offs_j = tl.arange(0, DH // 2)                                         # pair j = dims (2j, 2j+1)
-    even = tl.zeros([DH // 2], tl.float32)
-    odd = tl.zeros([DH // 2], tl.float32)
-    for s in range(0, NSPLIT):
-        l_one = tl.load(pml_ptr + ((t * NSPLIT + s) * HL + h) * 2 + 1)
-        if l_one > 0:                                                      # empty splits wrote no partial
-            ws = tl.exp2(tl.load(pml_ptr + ((t * NSPLIT + s) * HL + h) * 2) - m)
-            base = po_ptr + ((t * NSPLIT + s) * HL + h).to(tl.int64) * DH
-            even += ws * tl.load(base + 2 * offs_j)
-            odd += ws * tl.load(base + 2 * offs_j + 1)
-    even = even / denom
-    odd = odd / denom
-    if ROPE:
-        # DeepSeek rounds o to bf16, then rotates (fp32) and rounds again: the same two roundings here
-        even = to_bf16(even, RNE_FIX).to(tl.float32)
-        odd = to_bf16(odd, RNE_FIX).to(tl.float32)
-        fi = offs_j - (DH - R) // 2
-        is_rope = fi >= 0
-        f = tl.load(freqs_ptr + tl.where(is_rope, fi, 0), mask=is_rope, other=0.0)
-        ang = tl.load(pos_ptr + t).to(tl.float32) * f                      # fp32 angle, as the reference
-        sn, c = sincos(ang)                                               # no local-memory slow path
-        e2 = even * c + odd * sn                                           # (e + i o) * e^{-i ang}
-        o2 = odd * c - even * sn
-        even = tl.where(is_rope, e2, even)
-        odd = tl.where(is_rope, o2, odd)
-    out = o_ptr + t * s_ot + h * s_oh
-    tl.store(out + 2 * offs_j, to_bf16(even, RNE_FIX))
-    tl.store(out + 2 * offs_j + 1, to_bf16(odd, RNE_FIX))
+    _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1), HL, NSPLIT,
+               s_ot, s_oh, DH, R, 1, 1, S_P2, ROPE, RNE_FIX)
 
 
 @triton.jit
@@ -330,6 +297,11 @@ def _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths):
 FIN_ELEMS = 128      # partial values per thread that the join loads at once (registers, after the loop's are free)
 
 
+def combine_warps(s_p2: int, dh: int) -> int:
+    """Warps of `_attn_combine` (one head's S_P2 x Dh partials loaded at once): FIN_ELEMS values a thread, 4 to 16."""
+    return min(16, max(4, s_p2 * dh // (FIN_ELEMS * 32)))
+
+
 def fused_configs(params: dict) -> list[dict]:
     """attention_configs x SPLITS, the most splits per token (the join reads SPLITS partials per head)."""
     return [{**c, "SPLITS": sp} for c in attention_configs(params) for sp in (4, 16, 32)]
@@ -413,10 +385,11 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(q.device, t))
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2
+    s_p2 = max(2, triton.next_power_of_2(nsplit))
     _attn_combine[(t, hl)](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, o, hl, nsplit, o.stride(0), o.stride(1),
-        DH=dh, R=r, S_P2=max(2, triton.next_power_of_2(nsplit)), ROPE=rope_on, RNE_FIX=INTERPRET,
-        num_warps=4, num_stages=1, **pdl_args(q.device, t))
+        DH=dh, R=r, S_P2=s_p2, ROPE=rope_on, RNE_FIX=INTERPRET, num_warps=combine_warps(s_p2, dh), num_stages=1,
+        **pdl_args(q.device, t))
     return o
 
