@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 20, call 4 (the session's last): sparse attention's combine as the join of every split at once (commit
 # fc1daee, kernels/attention.py _attn_combine -> _attn_join) against the previous loop over the splits ("b": carried
-# untracked as scripts/ab/attention_before.py): GPU tests and verify of the changed ops (sparse_attention; hadamard,
+# untracked as scripts/ab/attention_before.py): verify of the changed ops (sparse_attention; hadamard,
 # whose default is now the butterfly), the combine's Nsight Compute duration at T = 1, the 43-layer step A B A B.
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session20d.sh", carry=[".whl"])
 set -uo pipefail
@@ -10,7 +10,6 @@ TOTAL=${KB_TOTAL_S:-420}
 source scripts/device_lib.sh || exit 1
 ATT="$(installed kernels/attention.py)"
 cp "$ATT" "$W/att_new.py"
-step gputests 50 python3 -m pytest -q -p no:cacheprovider tests/test_attention.py tests/test_norm_rope.py -m gpu
 step verify 80 $KB verify sparse_attention hadamard --impl triton --device cuda --shapes flash-tp8 --examples 2 \
     --time-budget 6
 DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64"
