@@ -10,6 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from kernelbench.decoder import decode_bench as db
+from kernelbench.decoder.lanes import kv_lane_from_env
 from kernelbench.cli import main
 from kernelbench.config import FLASH, PRO, TINY
 from kernelbench.kernels.common import pdl_on
@@ -379,8 +380,10 @@ def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
         lanes = p["lanes"]                                  # the side stream ran: the lanes split the kernels' time
         # main and the decoder's side lane however many streams the replayed graph's branches ran on (one GPU: no
         # NCCL), + from SHARED_SIDE_MIN_T tokens the MoE op's own side stream (its rank's slice of the shared expert:
-        # kernels/common.py Beside; H200, session 16 call 4: 3 streams at C = 16)
-        streams = 3 if p["batch"] >= SHARED_SIDE_MIN_T else 2
+        # kernels/common.py Beside; H200, session 16 call 4: 3 streams at C = 16), + up to the KV lane's token limit
+        # the attention layers' compressor on a lane of its own (kernelbench/decoder/lanes.py, the default since
+        # session 18: the short set has csa / hca layers)
+        streams = 2 + (p["batch"] >= SHARED_SIDE_MIN_T) + (p["batch"] <= kv_lane_from_env())
         assert lanes["streams"] == streams and 0 < lanes["side_ms"] < lanes["main_ms"] <= p["step_ms"], lanes
         assert 0 <= lanes["side_alone_ms"] <= lanes["side_ms"], lanes
 
