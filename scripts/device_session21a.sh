@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Prepared in session 20 for the next session's first call (not yet run): the GPU-marked tests, the decode-bench
+# attribution test first with its report (-rA; session 20's call 5 lost its failure to the step limit; its stream
+# count was fixed in c2c1c5e for the KV lane without a GPU), then every other GPU-marked test in files, so that a
+# time limit loses at most one file's report.
+#   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session21a.sh", carry=[".whl"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TOTAL=${KB_TOTAL_S:-420}
+source scripts/device_lib.sh || exit 1
+PYT="python3 -m pytest -q -rA -p no:cacheprovider -m gpu"
+step gpu_decode 120 $PYT tests/test_decode_bench.py
+for f in test_moe test_pdl test_peers test_pytest_plugin test_timing test_tp_nccl test_lanes test_linear; do
+    step gpu_$f 60 $PYT tests/$f.py
+done
+finish
