@@ -320,16 +320,17 @@ def sincos(ang):
 
 
 # KERNELBENCH_HADAMARD: the Hadamard rotations inside kernels (hadamard128, hadamard128_rows: indexer_q, the rotated
-# compressor) as the butterfly ("butterfly", the default: fwht128_rows, 22-60% of the SASS instructions by kernel) or
-# the product with the Sylvester tile ("matrix"). The butterfly is the default since session 20: the 43-layer step on
-# the H200 level at C = 1 and 0.8-1.3% faster at C = 16 / 64, A B A B (docs/perf/h200-2026-12-03-session20.md). Read
-# once, at import: the kernels compile with it.
+# compressor; and the hadamard op's default config, FWHT) as the butterfly ("butterfly", the default: fwht128_rows,
+# 22-60% of the SASS instructions by kernel) or the product with the Sylvester tile ("matrix"). The butterfly is the
+# default since session 20: the 43-layer step on the H200 level at C = 1 and 0.8-1.3% faster at C = 16 / 64, A B A B
+# (docs/perf/h200-2026-12-03-session20.md). Read once, at import: the kernels compile with it.
 HADAMARD_ENV = "KERNELBENCH_HADAMARD"
 HADAMARD_MODES = ("matrix", "butterfly")
+HADAMARD_DEFAULT = "butterfly"
 
 
 def hadamard_mode() -> str:
-    return env_choice(HADAMARD_ENV, "butterfly", HADAMARD_MODES)
+    return env_choice(HADAMARD_ENV, HADAMARD_DEFAULT, HADAMARD_MODES)
 
 
 HADAMARD_BUTTERFLY = tl.constexpr(hadamard_mode() == "butterfly")

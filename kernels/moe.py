@@ -154,7 +154,7 @@ def _store_topk_slots(ls, ids, slot, t, tm, w_ptr, i_ptr, route_scale, K: tl.con
     om = tm[:, None] & sel
     out = t[:, None] * K + slot
     tl.store(w_ptr + out, _log_normalise(ls, sel, route_scale), mask=om)
-    tl.store(i_ptr + out, (ids + 0 * slot).to(tl.int64), mask=om)
+    tl.store(i_ptr + out, tl.broadcast_to(ids, slot.shape).to(tl.int64), mask=om)
 
 
 # ---- routed experts ------------------------------------------------------------------------------------------
@@ -1041,7 +1041,7 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_
                 cm = tm[:, None] & (slot < K)
                 tl.store(logit_ptr + co, b, mask=cm)
                 tl.store(logit_ptr + T * NC + co, ls, mask=cm)
-                tl.store(cid_ptr + co, e[None, :] + 0 * slot, mask=cm)
+                tl.store(cid_ptr + co, tl.broadcast_to(e[None, :], slot.shape), mask=cm)
             tl.atomic_xchg(cnt_ptr + 1 + tb * NEB + eb, 0, sem="relaxed", scope="gpu")
             tl.debug_barrier()
             if tl.atomic_add(cnt_ptr + 1 + NEB * NTB + tb, 1, sem="acq_rel", scope="gpu") == NEB - 1:

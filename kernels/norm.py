@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernelbench.kernels import common
 from kernelbench.kernels.common import INTERPRET, check_device, check_dtype, fwht128_rows, hadamard128_matrix, to_bf16
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -78,15 +79,21 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, config: dict | N
 # hadamard ----------------------------------------------------------------------------------------
 def hadamard_configs(params: dict) -> list[dict]:
     """Rows per program x warps; the fp32 [BLOCK_M, 128] accumulator stays <= 64 values per thread. FWHT: the
-    butterfly form (kernels/common.py fwht128_rows, the default) or the product with the Sylvester tile (H200,
-    session 20: 1.40-1.54 against 2.20-2.35 us at 1-64 tokens x 8 heads, the best config of each)."""
+    butterfly form (kernels/common.py fwht128_rows; the default follows KERNELBENCH_HADAMARD) or the product with the
+    Sylvester tile (H200, session 20: 1.40-1.54 against 2.20-2.35 us at 1-64 tokens x 8 heads, the best of each)."""
     return [{"BLOCK_M": bm, "num_warps": w, "num_stages": 1, "FWHT": fwht} for bm in (16, 32, 64, 128) for w in (4, 8)
             for fwht in (False, True) if bm * 128 <= MAX_VALUES_PER_THREAD * 32 * w]
 
 
 def hadamard_default(params: dict) -> dict:
     m = params.get("T", 1) * params.get("H", 1)
-    return {"BLOCK_M": 16 if m <= 256 else 64, "num_warps": 4, "num_stages": 1, "FWHT": True}
+    return {"BLOCK_M": 16 if m <= 256 else 64, "num_warps": 4, "num_stages": 1, "FWHT": _fwht_default()}
+
+
+def _fwht_default() -> bool:
+    """The hadamard op's form when its config does not say: the kernels' switch (kernels/common.py
+    KERNELBENCH_HADAMARD, the butterfly by default)."""
+    return bool(common.HADAMARD_BUTTERFLY)
 
 
 @triton.jit
@@ -119,6 +126,7 @@ def hadamard(x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     cfg = config or lookup("hadamard", key, hadamard_default(key))
     if m:
         _hadamard_kernel[(triton.cdiv(m, cfg["BLOCK_M"]),)](
-            x2, y, m, BLOCK_M=cfg["BLOCK_M"], DOT_UPCAST=INTERPRET, INTERP=INTERPRET, FWHT=bool(cfg.get("FWHT", True)),
+            x2, y, m, BLOCK_M=cfg["BLOCK_M"], DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
+            FWHT=bool(cfg.get("FWHT", _fwht_default())),
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y.reshape(x.shape)

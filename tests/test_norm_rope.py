@@ -247,14 +247,24 @@ def test_hadamard_butterfly_is_the_sylvester_product():
     assert torch.equal(fn(x=e, config={**cfg, "FWHT": True}), fn(x=e, config={**cfg, "FWHT": False}))
 
 
+def test_hadamard_default_form_follows_the_switch(monkeypatch):
+    """The hadamard op's default config takes its form (FWHT) from the kernels' switch (KERNELBENCH_HADAMARD, read at
+    import into kernels/common.py HADAMARD_BUTTERFLY): one setting for every Hadamard in the step."""
+    import triton.language as tl
+    from kernelbench.kernels import common, norm
+    for on in (True, False):
+        monkeypatch.setattr(common, "HADAMARD_BUTTERFLY", tl.constexpr(on))
+        assert norm.hadamard_default({"T": 4, "H": 8})["FWHT"] is on
+
+
 @needs_triton
 @pytest.mark.parametrize("op", ["indexer_q", "compressor_step"])
 def test_hadamard_matrix_switch_keeps_the_kernels_within_tolerance(op, monkeypatch):
     """kernels/common.py HADAMARD_BUTTERFLY off (KERNELBENCH_HADAMARD=matrix: every Hadamard of the indexer query and
     the rotated compressor entries as the product with the Sylvester tile; the butterfly is the default, which the
     other tests run): the kernels still pass their references on drawn cases. (Interpreter: the kernels read the
-    switch when they run. The hadamard op takes its form from its config, FWHT, not from the switch:
-    test_hadamard_butterfly_is_the_sylvester_product.)"""
+    switch when they run. The hadamard op takes its form from its config FWHT, whose default follows the switch:
+    test_hadamard_default_form_follows_the_switch; both forms: test_hadamard_butterfly_is_the_sylvester_product.)"""
     import triton.language as tl
     from kernelbench.kernels import common
     if not INTERPRET:

@@ -34,7 +34,7 @@ from kernelbench import tuned_configs
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
-from kernelbench.kernels.common import hadamard_mode, new_stream, pdl_on, priority_label
+from kernelbench.kernels.common import HADAMARD_DEFAULT, hadamard_mode, new_stream, pdl_on, priority_label
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
@@ -485,7 +485,7 @@ class BenchResult:
     shared_split: bool = False           # the model split the shared expert over the TP ranks (decoder.model.shared_split)
     stream_priority: str = "off"         # the stream kinds at the highest priority (kernels/common.py stream_priority)
     kv_lane: str = "off"                 # the KV compressor step on a lane of its own: off / on / up to N tokens
-    hadamard: str = "butterfly"          # the kernels' Hadamard rotations (kernels/common.py KERNELBENCH_HADAMARD)
+    hadamard: str = HADAMARD_DEFAULT     # the kernels' Hadamard rotations (kernels/common.py KERNELBENCH_HADAMARD)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -1004,7 +1004,7 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
           + (", shared expert split over the ranks" if res.shared_split else "")
           + (f", high stream priority: {res.stream_priority}" if res.stream_priority != "off" else "")
           + (f", KV compressor on its own lane ({res.kv_lane})" if res.kv_lane != "off" else "")
-          + (f", Hadamard: {res.hadamard}" if res.hadamard != "butterfly" else ""))
+          + (f", Hadamard: {res.hadamard}" if res.hadamard != HADAMARD_DEFAULT else ""))
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
