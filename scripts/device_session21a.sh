@@ -10,7 +10,10 @@ TOTAL=${KB_TOTAL_S:-420}
 source scripts/device_lib.sh || exit 1
 PYT="python3 -m pytest -q -rA -p no:cacheprovider -m gpu"
 step gpu_decode 120 $PYT tests/test_decode_bench.py
-for f in test_moe test_pdl test_peers test_pytest_plugin test_timing test_tp_nccl test_lanes test_linear; do
+# Issue 17's attribution at this commit (as session 19's call 2): one stream, no early launch, every kernel listed.
+DB="python3 -m kernelbench decode-bench --device cuda --impl triton --graph on --layers flash"
+KERNELBENCH_PDL=0 step serial 150 $DB --batches 1,16,64 --overlap none --kernels --json "$W/serial.json"
+for f in test_interpreter_defect test_moe test_pdl test_peers test_pytest_plugin test_timing test_tp_nccl test_lanes test_linear; do
     step gpu_$f 60 $PYT tests/$f.py
 done
 finish
