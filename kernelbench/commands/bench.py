@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelbench import registry
-from kernelbench.commands._common import open_store
+from kernelbench.commands._common import open_store, require_match, where_option
 from kernelbench.harness import timing
 from kernelbench.harness.bench import BenchRun, bench_work, free_memory
 
@@ -26,6 +26,7 @@ from kernelbench.harness.bench import BenchRun, bench_work, free_memory
 @click.option("--impl", "impl_names", multiple=True, help="implementations to time (default: all registered)")
 @click.option("--batch", "batches", multiple=True, type=int, help="only these batch sizes C (default: the set's)")
 @click.option("--context", "contexts", multiple=True, type=int, help="only these contexts (ops with a ctx)")
+@where_option
 @click.option("--method", type=click.Choice(["graph", "events"]), default="graph", show_default=True)
 @click.option("--max-time", "max_time_s", type=float, default=1.0, show_default=True,
               help="seconds of adaptive repetition per case at most")
@@ -35,7 +36,7 @@ from kernelbench.harness.bench import BenchRun, bench_work, free_memory
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--run-tag", default=None, help="tag of this run (default: the start time)")
 @click.option("--json", "json_out", default=None, help="also write the results as JSON (for kernelbench gate)")
-def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, target_rse, max_sets, modules, db,
+def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_time_s, target_rse, max_sets, modules, db,
             run_tag, json_out):
     """Time every implementation of OPS (all ops when none are named) at the shapes of the shape sets."""
     try:
@@ -52,7 +53,8 @@ def command(ops, shape_sets, impl_names, batches, contexts, method, max_time_s, 
     for col in ("op", "impl", "shape", "median us", "IQR us", "n", "GB/s", "TFLOP/s", "% roof", "ok", "notes"):
         table.add_column(col, justify="right" if col in ("median us", "IQR us", "n", "GB/s", "TFLOP/s", "% roof") else "left")
     failures = 0
-    work = bench_work(ops, impl_names, shape_sets, batches, contexts)
+    work = bench_work(ops, impl_names, shape_sets, batches, contexts, where)
+    require_match(ops, where, bool(work))
     from kernelbench.progress import steps
     with steps("bench", len(work), console=console) as advance:
         for spec, impl, params in work:

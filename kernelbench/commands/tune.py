@@ -13,6 +13,7 @@ from rich.table import Table
 from kernelbench import registry
 from kernelbench.harness import timing
 from kernelbench.harness import tune as tuner
+from kernelbench.commands._common import require_match, where_option
 
 
 @click.command("tune")
@@ -20,6 +21,7 @@ from kernelbench.harness import tune as tuner
 @click.option("--shapes", "shape_sets", multiple=True, default=("flash-tp8",), show_default=True)
 @click.option("--batch", "batches", multiple=True, type=int, help="only these batch sizes C")
 @click.option("--context", "contexts", multiple=True, type=int, help="only these contexts (ops with a ctx)")
+@where_option
 @click.option("--impl", "impl_names", multiple=True, help="only these implementations (default: every Triton one)")
 @click.option("--max-trials", type=int, default=48, show_default=True,
               help="exhaustive up to this many configs per shape, a seeded sample + the default beyond")
@@ -37,7 +39,7 @@ from kernelbench.harness import tune as tuner
 @click.option("--interpret", is_flag=True, help="CPU: run kernels in the Triton interpreter (tests; no export)")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
-def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, rounds, budget_s, trial_timeout,
+def command(ops, shape_sets, batches, contexts, where, impl_names, max_trials, top_k, rounds, budget_s, trial_timeout,
             isolate, sm120_check, export_path, no_export, interpret, modules, db):
     """Tune the Triton implementations of OPS (all ops with a config space when none are named)."""
     if interpret:
@@ -60,7 +62,8 @@ def command(ops, shape_sets, batches, contexts, impl_names, max_trials, top_k, r
         registry.load_module(m)
     store = open_store(db)
     console = Console(width=220)
-    work = tuner.tune_work(ops, impl_names, shape_sets, batches, contexts)
+    work = tuner.tune_work(ops, impl_names, shape_sets, batches, contexts, where)
+    require_match(ops, where, any(cases for _, _, cases in work))
     from kernelbench.progress import steps
     with steps(f"tune (budget {budget_s:g} s)", sum(len(cases) for _, _, cases in work), console=console) as advance:
         results, skipped = tuner.tune_run(

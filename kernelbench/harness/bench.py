@@ -22,13 +22,41 @@ def peaks_for(device: str) -> tuple[float, float] | None:
     return max(spec.bf16_tflops, spec.fp8_tflops, spec.fp4_tflops), spec.bandwidth_gbps
 
 
-def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...]) -> list[dict]:
+def parse_where(items) -> dict[str, frozenset[str]]:
+    """`--where KEY=V1,V2` filters (repeatable; every KEY must match, any of its values) -> {KEY: {values}}. The
+    values are compared with a case's params as text, so `--where M=64 --where kind=csa` works for ints and
+    strings alike. A malformed item is a ValueError naming it."""
+    out: dict[str, frozenset[str]] = {}
+    for item in items or ():
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        vals = frozenset(v.strip() for v in values.split(",") if v.strip())
+        if not sep or not key or not vals:
+            raise ValueError(f"--where {item!r}: expected KEY=VALUE[,VALUE...], e.g. M=64 or N=256,4096")
+        out[key] = out.get(key, frozenset()) | vals
+    return out
+
+
+def describe_where(where: dict[str, frozenset[str]]) -> str:
+    """The filters as the command line spells them: `--where M=16,64 --where N=256`."""
+    return " ".join(f"--where {k}={','.join(sorted(v))}" for k, v in where.items())
+
+
+def matches_where(params: dict, where: dict[str, frozenset[str]] | None) -> bool:
+    """Whether a case's params pass every --where filter (a filter on a key the case lacks excludes it)."""
+    return all(k in params and str(params[k]) in vals for k, vals in (where or {}).items())
+
+
+def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...],
+                 where: dict[str, frozenset[str]] | None = None) -> list[dict]:
     out = []
     for ss in shape_sets:
         for p in spec.shape_cases(ss):
             if batches and spec.batch(p) not in (None, *batches):
                 continue
             if contexts and "ctx" in p and p["ctx"] not in contexts:
+                continue
+            if not matches_where(p, where):
                 continue
             if p not in out:
                 out.append(p)
@@ -72,12 +100,13 @@ def write_results(path: str, device: str, git: str, run_tag: str, rows: list) ->
         json.dump({"device": device, "git_commit": git, "run_tag": run_tag, "results": rows}, f, indent=1)
 
 
-def bench_work(ops, impl_names, shape_sets, batches, contexts) -> list[tuple]:
-    """(spec, impl, params) of every case a bench run times, in order: ops by name, impls by name."""
+def bench_work(ops, impl_names, shape_sets, batches, contexts, where=None) -> list[tuple]:
+    """(spec, impl, params) of every case a bench run times, in order: ops by name, impls by name (`where`:
+    parse_where's filters)."""
     return [(spec, impl, params) for spec in registry.ops(list(ops) or None)
             for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
             if not impl_names or impl.name in impl_names
-            for params in select_cases(spec, shape_sets, batches, contexts)]
+            for params in select_cases(spec, shape_sets, batches, contexts, where)]
 
 
 @dataclass

@@ -463,11 +463,12 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
 
 # --- a whole run (what `kernelbench tune` calls) --------------------------------------------------
 
-def tune_work(ops, impl_names, shape_sets, batches, contexts) -> list[tuple]:
+def tune_work(ops, impl_names, shape_sets, batches, contexts, where=None) -> list[tuple]:
     """(spec, impl, cases) for every Triton implementation with a config space among OPS (all when none
-    are named), restricted to `impl_names` when given, in name order; cases interleaved by batch."""
+    are named), restricted to `impl_names` when given, in name order; cases interleaved by batch (`where`:
+    bench.parse_where's filters on the cases' params)."""
     from kernelbench.harness.bench import select_cases
-    return [(spec, impl, interleave(spec, select_cases(spec, shape_sets, batches, contexts)))
+    return [(spec, impl, interleave(spec, select_cases(spec, shape_sets, batches, contexts, where)))
             for spec in registry.ops(list(ops) or None)
             for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
             if impl.backend == "triton" and impl.configs is not None and (not impl_names or impl.name in impl_names)]

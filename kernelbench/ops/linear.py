@@ -21,6 +21,8 @@ def fp8_linear_shapes(ss: ShapeSet) -> list[tuple[str, int, int]]:
             ("indexer.wq_b", divide(c.index_n_heads, tp) * c.index_head_dim, c.q_lora_rank),
             ("indexer.wq_b (replicated, the decoder's)", c.index_n_heads * c.index_head_dim, c.q_lora_rank),
             ("shared.w1", c.moe_inter_dim, c.dim), ("shared.w2", c.dim, c.moe_inter_dim),
+            ("shared.w1 (a TP rank's slice, the decoder's)", divide(c.moe_inter_dim, tp), c.dim),
+            ("shared.w2 (a TP rank's slice, the decoder's)", c.dim, divide(c.moe_inter_dim, tp)),
             ("mtp.e_proj", c.dim, c.dim)]
 
 
