@@ -123,6 +123,36 @@ def test_every_lookup_is_recorded_with_where_its_config_came_from(tmp_path, monk
     assert (r.source, r.config) == ("pinned", {"BLOCK": 256})
 
 
+def test_a_one_row_gemv_never_borrows_a_tile_tuned_at_more_rows(tmp_path, monkeypatch):
+    """H200, session 21: attention_front tuned at M = 16 only (a BM 16 tile); at M = 1 the lookup borrowed it over
+    the GEMV default (BM 1) and the C = 1 step got 3% slower. Borrowing keeps the default's side of BM = 1; an
+    exact entry is the tuner's own measurement at that key and still wins; a tile default still borrows a tile."""
+    f = tmp_path / "tuned.json"
+    f.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "GPU-A", "op": "opx", "key": {"M": 16, "N": 1024}, "config": {"BM": 16, "SPLIT": 8}},
+        {"device": "GPU-A", "op": "opx", "key": {"M": 64, "N": 512}, "config": {"BM": 1, "SPLIT": 2}},
+        {"device": "GPU-B", "op": "opx", "key": {"M": 2, "N": 1024}, "config": {"BM": 16, "SPLIT": 4}},
+    ]}))
+    monkeypatch.setenv(tuned_configs.ENV_FILE, str(f))
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    gemv = {"BM": 1, "NB": 2, "SPLIT": 16}
+    tile = {"BM": 16, "SPLIT": 16}
+    r = tuned_configs.resolve("opx", {"M": 1, "N": 1024}, gemv, device="GPU-A")
+    assert (r.source, r.config) == ("nearest", {"BM": 1, "NB": 2, "SPLIT": 2}), r     # the GEMV entry, farther off
+    r = tuned_configs.resolve("opx", {"M": 1, "N": 2048}, gemv, device="GPU-C")      # other devices: the same rule
+    assert (r.source, r.tuned_key) == ("other device", {"M": 64, "N": 512}), r
+    f.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "GPU-A", "op": "opx", "key": {"M": 16, "N": 1024}, "config": {"BM": 16, "SPLIT": 8}}]}))
+    tuned_configs.reload()
+    assert tuned_configs.resolve("opx", {"M": 1, "N": 1024}, gemv, device="GPU-A").source == "default"
+    assert tuned_configs.resolve("opx", {"M": 1, "N": 1024}, tile, device="GPU-A").config == {"BM": 16, "SPLIT": 8}
+    r = tuned_configs.resolve("opx", {"M": 16, "N": 1024}, gemv, device="GPU-A")     # exact: the tuner chose it here
+    assert (r.source, r.config["BM"]) == ("exact", 16)
+    assert tuned_configs.same_family({"BM": 1}, {"BM": 1, "X": 3}) and not tuned_configs.same_family({"BM": 1},
+                                                                                                    {"BM": 32})
+    tuned_configs.reload()
+
+
 def test_tuning_lookup_exact_nearest_default_and_corrupt(tmp_path, monkeypatch):
     f = tmp_path / "tuned.json"
     f.write_text(json.dumps({"version": 1, "entries": [
