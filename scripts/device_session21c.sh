@@ -3,7 +3,7 @@
 # attention_q M = 16 / 64) into f = s + their choices; (2) the 43-layer step, a s f a s f: a the packaged table, s
 # the packaged table + call 2's choices that beat their defaults in the op bench (grouped_wo_a T = 16 / 64, the gate
 # GEMM bf16_linear M = 16 N = 256; scripts/ab/tuned_sel.json, untracked), f = s + (1). Lookups borrow only within a
-# config's family (commit 3c3f1bd-: same_family), so C = 1 keeps its GEMV defaults.
+# config's family (commit ea99af2: same_family), so C = 1 keeps its GEMV defaults.
 #   run(command="KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session21c.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
