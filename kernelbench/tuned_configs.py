@@ -6,8 +6,9 @@
                                  "us": 7.1, "measured": "2026-11-29", "command": "..."}]}
 Kernels call `lookup(op, key, default)` when the caller passes no config. Resolution: the exact
 (device, op, key); else the nearest key on the same device (log distance over numeric fields, equal
-non-numeric fields required) whose config is of the default's family (`same_family`: a one-row GEMV is never
-replaced by a tile tuned at more rows, nor the reverse); else the same on any device (not on the CPU: the interpreter
+non-numeric fields required; never across a registered op's batch field, `batch_field`) whose config is of the
+default's family (`same_family`: a one-row GEMV is never replaced by a tile tuned at more rows, nor the reverse);
+else the same on any device (not on the CPU: the interpreter
 never borrows GPU-tuned tiles); else `default`. Anything but an exact hit
 warns once per (op, key). A KERNELBENCH_TUNED that names a missing, unreadable or malformed file is a
 TuningError naming the variable and the path (library calls included, not only the CLI); an unreadable
@@ -185,6 +186,24 @@ def key_distance(a: dict, b: dict, exact: tuple[str, ...] = ()) -> float:
     return d
 
 
+@lru_cache(maxsize=None)
+def _batch_key(op: str) -> str | None:
+    from kernelbench import registry
+    try:
+        return registry.get_op(op).batch_key
+    except registry.RegistryError:
+        return None
+
+
+def batch_field(op: str, key: dict) -> tuple[str, ...]:
+    """The key field holding a registered op's decode batch (OpSpec.batch_key: M or T), when the key has it: an entry
+    is never borrowed across it. The defaults size their splits and tiles by the batch, and a tile tuned at another
+    batch lost to them in the step (H200, session 21 call 3: attention_front at M = 16 borrowing M = 64's choice, 43
+    layers, C = 16: 6.774 / 6.772 ms against 6.647 / 6.653)."""
+    field = _batch_key(op)
+    return (field,) if field and field in key else ()
+
+
 # Config fields whose value 1 selects another code path than any larger value: a row tile of one (BM = 1) is the FMA
 # GEMV, more rows the tensor-core tile (fp8_linear v2, the bf16 GEMMs, the attention front's epilogue GEMMs).
 ONE_OR_MANY = ("BM",)
@@ -308,6 +327,7 @@ def resolve(op: str, key: dict[str, Any], default: dict, device: str | None = No
     if pinned is not None:
         return Resolution(op, dict(key), "pinned", {**default, **pinned})
     device = device or current_device()
+    exact = tuple(exact) + batch_field(op, key)
     candidates = [e for e in entries() if e["op"] == op]
     scopes = [[e for e in candidates if e.get("device") == device]]
     if device != "cpu":        # the interpreter never borrows GPU-tuned tiles

@@ -403,15 +403,18 @@ def test_decode_bench_reports_where_each_kernel_config_came_from(tmp_path, monke
     assert "C=1: 1 kernel configs looked up: 1 default" in r.output and "M=2 N=256 K=256" in r.output
     first = looked[0][0]
     tuned = tmp_path / "tuned.json"
+    second = looked[1][0]                  # M = 2: a tile (BM 16); M = 1 ran the GEMV, which no tile may replace
+    wider = {**second["key"], "N": 2 * second["key"]["N"]}     # borrowed at M = 2 (never across M: the batch)
     tuned.write_text(json.dumps({"version": 1, "entries": [
-        {"device": "cpu", "op": "fp8_linear", "key": first["key"], "config": first["config"], "us": 9.0}]}))
+        {"device": "cpu", "op": "fp8_linear", "key": first["key"], "config": first["config"], "us": 9.0},
+        {"device": "cpu", "op": "fp8_linear", "key": wider, "config": second["config"], "us": 11.0}]}))
     monkeypatch.setenv("KERNELBENCH_TUNED", str(tuned))
     url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
     r = CliRunner().invoke(main, args + ["--json", str(out), "--db", url])
     assert r.exit_code == 0, r.output
     at1, at2 = (p["configs"] for p in json.loads(out.read_text())["points"])
     assert [(c["source"], c["tuned_us"]) for c in at1] == [("exact", 9.0)]
-    assert [(c["source"], c["tuned_key"], c["key"]["M"]) for c in at2] == [("nearest", first["key"], 2)]
+    assert [(c["source"], c["tuned_key"], c["key"]["M"]) for c in at2] == [("nearest", wider, 2)]
     from kernelbench.db.store import Store
     from kernelbench.harness.roofline import latest_bench
     rows = latest_bench(Store(url), ops=[db.DECODE_OP])

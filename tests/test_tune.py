@@ -132,9 +132,11 @@ def test_export_drives_the_kernel_and_falls_back(toy, store, tmp_path, monkeypat
     assert tuned_configs.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
     with warnings.catch_warnings(record=True) as w:            # nearest shape on this device, with a warning
         warnings.simplefilter("always")
-        assert tuned_configs.lookup("toy_mm", {"M": 3, "N": 64, "K": 128}, default, device="cpu") == GOOD_BIG
+        assert tuned_configs.lookup("toy_mm", {"M": 16, "N": 128, "K": 128}, default, device="cpu") == GOOD_BIG
         assert tuned_configs.lookup("toy_mm", {"M": 16, "N": 64, "K": 128}, default, device="NVIDIA X") == GOOD_BIG
     assert len(w) == 2 and "tuned for" in str(w[0].message)
+    # never across the op's batch (toy_mm's batch_key M): another M keeps the default
+    assert tuned_configs.resolve("toy_mm", {"M": 3, "N": 64, "K": 128}, default, device="cpu").config == default
     assert tuned_configs.lookup("other_op", {"M": 16}, default, device="cpu") == default
     # the kernel reads the tuned config (observed through its lookup) and still computes the right thing
     spec = registry.get_op("toy_mm")
