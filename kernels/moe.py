@@ -56,16 +56,7 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
     """Tokens t0 .. t0 + TP - 1 (those < T), all at once: each one's top-K experts (sqrtsoftplus scores + bias, ties
     to the lower index; or the hash table) and their weights normalised in the log domain. Every step is a per-row
     reduction, so TP rows cost about what one does. CG: the logits were written by other programs of this launch."""
-    t = t0 + tl.arange(0, TP)
-    tm = t < T
-    e = tl.arange(0, EP)
-    em = e < E
-    lp = logit_ptr + t[:, None] * E + e[None, :]
-    if CG:
-        lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0, cache_modifier=".cg")
-    else:
-        lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0)
-    b, ls = _gate_scores(lg, e, em, bias_ptr, HAS_BIAS)
+    t, tm, e, b, ls = _row_scores(t0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, CG)
     kk = tl.arange(0, KP)[None, :]
     ee = e[None, :]
     if HASH:
@@ -80,6 +71,24 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
         _store_topk(wv, iv, t, tm, w_ptr, i_ptr, route_scale, K, KP)
     else:
         _store_topk_slots(ls, ee, _topk_slots(b, ee, K), t, tm, w_ptr, i_ptr, route_scale, K)
+
+
+@triton.jit
+def _row_scores(t0, T, logit_ptr, bias_ptr, E, EP: tl.constexpr, HAS_BIAS: tl.constexpr, TP: tl.constexpr,
+                CG: tl.constexpr):
+    """Rows t0 .. t0 + TP - 1 of the logits (T, E): -> t, tm (t < T), e (EP,), the selection scores b and the log
+    scores ls (TP, EP) (_gate_scores). CG: the logits were written by other programs of this launch."""
+    t = t0 + tl.arange(0, TP)
+    tm = t < T
+    e = tl.arange(0, EP)
+    em = e < E
+    lp = logit_ptr + t[:, None] * E + e[None, :]
+    if CG:
+        lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0, cache_modifier=".cg")
+    else:
+        lg = tl.load(lp, mask=tm[:, None] & em[None, :], other=0.0)
+    b, ls = _gate_scores(lg, e, em, bias_ptr, HAS_BIAS)
+    return t, tm, e, b, ls
 
 
 @triton.jit
@@ -382,12 +391,15 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
                 sort: str = "chunk"):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
-    `sort`: the slot sort's form (_sort_mode)."""
+    `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
+    layers' gate keeps "chunk")."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
     if T > 64:
         raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
+    slots = sort == "slots" and route is not None and not meta["HASH"]     # hashed ids come from the table: chunk
+    sort = "chunk" if sort == "slots" else sort
     # 128 GEMV programs for E = 256, each 2 rows of the gate weight in D / BD chunks (2 at 4 warps: BD 2048, 16
     # fp32 products per thread and row)
     EB, BD = 2, min(D, 512 * warps)
@@ -400,8 +412,8 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
-        SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, num_warps=warps, num_stages=1,
-        **pdl_args(x.device, T, weight))
+        SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
+        num_stages=1, **pdl_args(x.device, T, weight))
     return (w, idx, buf) if route is not None else (w, idx)
 
 
@@ -816,11 +828,12 @@ def _local_keys(idx_ptr, i, TK, offset, El):
 
 
 @triton.jit
-def _expert_lists(counts, e, El, act_ptr, start_ptr):
-    """From the slot counts per local expert (ELP,): start offsets (+ the total at El), the list of ACTIVE experts
-    and the item table; -> start (ELP,)."""
+def _expert_lists(counts, e, valid, El, act_ptr, start_ptr):
+    """From the slot counts per local expert: lanes ordered by local expert e, `valid` where e is one (0..El-1; the
+    other lanes count 0): start offsets (+ the total at El), the list of ACTIVE experts and the item table;
+    -> start per lane."""
     start = tl.cumsum(counts, axis=0) - counts
-    tl.store(start_ptr + e, start, mask=e < El)
+    tl.store(start_ptr + e, start, mask=valid)
     tl.store(start_ptr + El, tl.sum(counts, axis=0))
     flag = (counts > 0).to(tl.int32)
     rank = tl.cumsum(flag, axis=0) - flag                                 # place of each active expert in the list
@@ -832,10 +845,28 @@ def _expert_lists(counts, e, El, act_ptr, start_ptr):
     tb = act_ptr + ((El + 4) // 4) * 4
     slot = tl.where(flag > 0, rank, n_act + e - rank)                      # inactive experts fill rows n_act..
     row = tl.where(flag > 0, e, 0)
-    tl.store(tb + 4 * slot, row, mask=e < El)
-    tl.store(tb + 4 * slot + 1, tl.where(flag > 0, start, 0), mask=e < El)
-    tl.store(tb + 4 * slot + 2, tl.where(flag > 0, start + counts, 0), mask=e < El)
+    tl.store(tb + 4 * slot, row, mask=valid)
+    tl.store(tb + 4 * slot + 1, tl.where(flag > 0, start, 0), mask=valid)
+    tl.store(tb + 4 * slot + 2, tl.where(flag > 0, start + counts, 0), mask=valid)
     return start
+
+
+@triton.jit
+def _route_from_slots(slot, e, t, tm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K: tl.constexpr, offset, El):
+    """_route_lists' lists from a top-k still in registers (config ROUTE_SORT "slots", the one-launch gate's last
+    program): slot (TP, EP) each expert's place in its row's top-K (_topk_slots; K when not chosen), e (EP,) the
+    expert ids, t (TP,) the rows (tm: t < T). No reload of the stored ids (two L2 round trips of _sort_slots at one
+    token). A top-k holds an expert at most once a row, so an expert's slots in slot order are its rows in token
+    order: slot (t, k) of expert e goes to start[e] + (rows before t that chose e), an exclusive scan down the rows."""
+    el = e - offset                                                       # the local expert of each lane
+    local = (el >= 0) & (el < El)
+    hit = (slot < K) & tm[:, None] & local[None, :]                       # (TP, EP): a local slot
+    hot = hit.to(tl.int32)
+    start = _expert_lists(tl.sum(hot, axis=0), el, local, El, act_ptr, start_ptr)
+    pos = start[None, :] + tl.cumsum(hot, axis=0) - hot
+    i = t[:, None] * K + slot
+    tl.store(sorted_ptr + pos, i, mask=hit)
+    tl.store(inv_ptr + i, tl.where(hit, pos, -1), mask=(slot < K) & tm[:, None])
 
 
 @triton.jit
@@ -862,7 +893,7 @@ def _sort_slots(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, TK, offset, El
     for c0 in range(0, TK, CH):
         key = _local_keys(idx_ptr, c0 + j, TK, offset, El)
         counts += tl.sum((key[:, None] == e[None, :]).to(tl.int32), axis=0)
-    start = _expert_lists(counts, e, El, act_ptr, start_ptr)
+    start = _expert_lists(counts, e, e < El, El, act_ptr, start_ptr)
     nxt = start                                                           # next free position per expert
     for c0 in range(0, TK, CH):
         i = c0 + j
@@ -890,7 +921,7 @@ def _sort_slots_by_token(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K:
     hot = tl.zeros((TS, ELP), dtype=tl.int32)
     for k in range(K):
         hot += (tl.sum(tl.where(kk[None, :] == k, keys, 0), axis=1)[:, None] == e[None, :]).to(tl.int32)
-    start = _expert_lists(tl.sum(hot, axis=0), e, El, act_ptr, start_ptr)
+    start = _expert_lists(tl.sum(hot, axis=0), e, e < El, El, act_ptr, start_ptr)
     nxt = tl.cumsum(hot, axis=0) - hot + start[None, :]                   # (TS, ELP): token t's next position of e
     for k in range(K):
         key = tl.sum(tl.where(kk[None, :] == k, keys, 0), axis=1)
@@ -955,7 +986,7 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False,
-                       TS: tl.constexpr = 0, KW: tl.constexpr = 2):
+                       TS: tl.constexpr = 0, KW: tl.constexpr = 2, SLOTS: tl.constexpr = False):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -980,11 +1011,18 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
             tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
         tl.debug_barrier()                                         # every thread's stores before the release
         if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
-            _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
-                       HAS_BIAS, HASH, TP, True)
-            if SORT:
-                tl.debug_barrier()                                 # idx stores of every thread before the sort
-                _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS, KW)
+            if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
+                rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
+                slot = _topk_slots(sc, ids[None, :], K)
+                _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
+                _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
+            else:
+                _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
+                           HAS_BIAS, HASH, TP, True)
+                if SORT:
+                    tl.debug_barrier()                             # idx stores of every thread before the sort
+                    _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
+                                 KW)
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
@@ -1487,13 +1525,16 @@ def grouped_configs(params: dict) -> list[dict]:
 
 
 def gated_configs(params: dict) -> list[dict]:
-    """moe_layer's and moe_routed's space: grouped_configs plus one entry with the whole gate in one launch (GATE
-    "mma", on the BDIAG (4, 2) tiles), so that `kernelbench verify` covers that path and `kernelbench tune` times it
-    beside the default gates (not a default: not yet measured, docs/perf/h200-2026-12-03-session18.md)."""
+    """moe_layer's and moe_routed's space: grouped_configs plus, on the BDIAG (4, 2) tiles, one entry with the whole
+    gate in one launch with tensor-core logits (GATE "mma"; timed in session 19: level, not a default) and, up to
+    GATE_FUSE_MAX_T tokens, one with the one-launch gate's slot sort from its top-k in registers (GATE "fused",
+    ROUTE_SORT "slots"; not yet timed), so that `kernelbench verify` covers those paths and `kernelbench tune` times
+    them beside the default gates."""
     out = grouped_configs(params)
     base = next(c for c in out if c.get("BDIAG") and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
                 and c["SHARED"] == "fused")
-    return out + [{**base, "GATE": "mma"}]
+    slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
+    return out + [{**base, "GATE": "mma"}] + slots
 
 
 SHARED_MODES = ("fused", "side", "beside")
@@ -1721,8 +1762,9 @@ def _route_buffers(T, K, D, El, dev):
 SORT_BY_TOKEN_MAX = 4096
 
 
-def _sort_mode(cfg, T: int, El: int) -> str:
-    """Config ROUTE_SORT: "token" (one scan over the tokens) or "chunk". Default: "token" in the routing launch after
+def _sort_mode(cfg, T: int, El: int, fused: bool = False) -> str:
+    """Config ROUTE_SORT: "token" (one scan over the tokens), "chunk", or "slots" (`fused`, the one-launch gate only:
+    from its top-k in registers, _route_from_slots; opt-in, not yet timed). Default: "token" in the routing launch after
     the gate GEMM (more than GATE_FUSE_MAX_T tokens) while it fits SORT_BY_TOKEN_MAX; "chunk" in the one-launch gate,
     whose few slots (<= 24) sort in one chunk, where the token form was not measured faster (session 18, call 3).
     H200, session 18 (data/h200-2026-12-03-session18), the routing launch alone (Nsight Compute, call 4): T = 16
@@ -1731,8 +1773,11 @@ def _sort_mode(cfg, T: int, El: int) -> str:
     10.612 vs 10.714 / 10.739 ms. (moe_layer with the whole shared expert beside: slower, grouped_default.)"""
     fits = triton.next_power_of_2(T) * max(2, triton.next_power_of_2(El)) <= SORT_BY_TOKEN_MAX
     mode = (cfg or {}).get("ROUTE_SORT") or ("token" if fits and T > GATE_FUSE_MAX_T else "chunk")
-    if mode not in ("token", "chunk"):
-        raise ValueError(f"moe_layer: config ROUTE_SORT={mode!r}: 'token' or 'chunk'")
+    if mode not in ("token", "chunk", "slots"):
+        raise ValueError(f"moe_layer: config ROUTE_SORT={mode!r}: 'token', 'chunk' or 'slots'")
+    if mode == "slots" and not fused:
+        raise ValueError("moe_layer: config ROUTE_SORT 'slots' sorts from the top-k in the one-launch gate's "
+                         "registers: it needs GATE 'fused'")
     return mode
 
 
@@ -2095,7 +2140,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
         mode = _gate_mode(cfg, T)
         if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, (El, expert_offset),
-                                         _gate_warps(cfg), _sort_mode(cfg, T, El))
+                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True))
         elif mode == "mma":     # one launch: tensor-core logits, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg)
         else:                   # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization

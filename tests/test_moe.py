@@ -623,11 +623,13 @@ def test_fin_epilogues_equal_the_separate_launches(op, cfg, again, monkeypatch):
                                       ({**SMALL, "T": 1, "hash": True}, "normal"),
                                       ({**SMALL, "T": 3, "E": 24, "K": 6, "El": 8, "offset": 16}, "outliers"),
                                       ({**SMALL, "T": 11, "E": 16, "K": 3, "El": 8, "offset": 8}, "normal")])
-def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
+@pytest.mark.parametrize("sort", ["chunk", "slots"])
+def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, sort, monkeypatch):
     """GATE "fused" (_gate_fused_kernel: gate GEMV programs, the last runs the top-k of all rows, the slot sort and
     x's act-quant beside): idx equal and w within fp32 rounding of the GEMM gate's (the GEMV sums in another order),
     routing lists a stable sort of its idx, x's codes equal to _route's; twice (the ticket is back at zero); E not a
-    multiple of the GEMV's rows per program (24)."""
+    multiple of the GEMV's rows per program (24). ROUTE_SORT "slots" (the sort from the top-k's places in registers,
+    _route_from_slots) gives the same lists; hashed, it sorts as "chunk"."""
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
     inp = _inputs("moe_layer", p, values)
@@ -635,13 +637,33 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, monkeypatch):
     w0, i0 = KM._gate(*gate_in)
     for _ in range(2):
         w1, i1 = KM._gate_fused(*gate_in)
-        w, idx, buf = KM._gate_fused(*gate_in, route=(p["El"], p["offset"]))
+        w, idx, buf = KM._gate_fused(*gate_in, route=(p["El"], p["offset"]), sort=sort)
         assert torch.equal(idx, i0) and torch.equal(i1, i0)
         torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
         assert torch.equal(w1, w)
         _check_routing(buf, idx, p["offset"], p["El"])
         ref = KM._route(inp["x"], idx, p["El"], p["offset"], "v3")
         assert torch.equal(buf[4], ref[4]) and torch.equal(buf[5], ref[5])
+
+
+def test_slot_sort_in_registers_runs_the_layer_and_needs_the_one_launch_gate(monkeypatch):
+    """moe_layer with ROUTE_SORT "slots" (score routing at 3 tokens; hashed layers fall back to the chunked sort)
+    passes the reference, bit-equal to the default chunked sort; the config space offers it up to GATE_FUSE_MAX_T
+    tokens (so verify covers it); with the GEMM gate or GATE "mma" it is refused."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    for p in ({**SMALL, "T": 3}, {**SMALL, "T": 2, "hash": True}):
+        cfg = {**KM.layer_default(p), "GATE": "fused"}
+        _, out, _ = check_against_reference("moe_layer", p, "normal", config={**cfg, "ROUTE_SORT": "slots"})
+        _, chunk, _ = check_against_reference("moe_layer", p, "normal", config=cfg)
+        assert torch.equal(out[0], chunk[0])
+    assert any(c.get("ROUTE_SORT") == "slots" for c in KM.gated_configs({**SMALL, "T": 1}))
+    assert not any(c.get("ROUTE_SORT") == "slots" for c in KM.gated_configs({**SMALL, "T": KM.GATE_FUSE_MAX_T + 1}))
+    spec, impl = spec_and_impl("moe_layer")
+    run = impl.prepared(_inputs("moe_layer", SMALL))
+    for gate in ("gemm", "mma"):
+        with pytest.raises(ValueError, match="slots"):
+            impl.fn(**run, config={**KM.layer_default(SMALL), "GATE": gate, "ROUTE_SORT": "slots"})
 
 
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),

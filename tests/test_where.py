@@ -53,3 +53,22 @@ def test_tune_command_refuses_a_filter_that_selects_nothing(tmp_path, monkeypatc
     assert r.exit_code == 1 and "no case of fp8_linear matches --where m=64" in r.output, r.output
     r = CliRunner().invoke(main, ["tune", "fp8_linear", "--interpret", "--db", db, "--where", "M"])
     assert r.exit_code == 2 and "expected KEY=VALUE" in r.output, r.output
+
+
+def test_decode_bench_turns_untuned_keys_into_tune_commands_that_select_exactly_them():
+    """decode-bench's untuned-config table ends with the `kernelbench tune ... --where` that reaches each key: keys
+    differing only in the batch share a command, and the command's filters select exactly those cases. A key whose
+    fields are not case params (sparse attention's Ksel) or an unknown op gets none."""
+    import shlex
+
+    from kernelbench.decoder.decode_bench import tune_commands
+    registry.load_builtin()
+    looked = [{"op": "fp8_linear", "key": {"M": m, "N": 256, "K": 4096}} for m in (16, 64, 16)]
+    looked += [{"op": "sparse_attention", "key": {"T": 1, "Hl": 8, "Ksel": 640}},
+               {"op": "no_such_op", "key": {"M": 1}}]
+    cmd, = tune_commands(looked)
+    assert cmd == "kernelbench tune fp8_linear --shapes flash-tp8 --where M=16,64 --where N=256 --where K=4096"
+    argv = shlex.split(cmd)
+    where = parse_where([argv[i + 1] for i, a in enumerate(argv) if a == "--where"])
+    picked = select_cases(registry.get_op("fp8_linear"), ("flash-tp8",), (), (), where)
+    assert sorted(p["M"] for p in picked) == [16, 64] and all(p["N"] == 256 for p in picked)

@@ -1126,6 +1126,41 @@ def print_configs(points: list[BenchPoint], console) -> None:
         t.add_row(str(p.batch), c["op"], _key_text(c["key"]), c["source"], src,
                   "" if c["tuned_us"] is None else f"{c['tuned_us']:.2f}")
     console.print(t)
+    commands = tune_commands(c for _, c in rows)
+    if commands:
+        console.print("the keys above that are cases of flash-tp8, each tuned alone (then time the step with and "
+                      "without the entries: --ablate-tuned):\n" + "\n".join(f"  {c}" for c in commands))
+
+
+def tune_commands(configs, shape_set: str = "flash-tp8") -> list[str]:
+    """`kernelbench tune OP --where ...` for the looked-up keys that name exactly a case of `shape_set` (every key
+    field a case param with that value) of an op with a tuning space; keys that differ only in the batch are one
+    command (--where M=1,16,64). Keys whose fields are not case params (a derived size, e.g. sparse attention's Ksel)
+    are left out, not guessed."""
+    from kernelbench import registry
+    from kernelbench.harness.bench import select_cases
+    groups: dict[tuple, list] = {}
+    for c in configs:
+        try:
+            spec = registry.get_op(c["op"])
+        except registry.RegistryError:
+            continue
+        if not any(i.backend == "triton" and i.configs for i in registry.impls(spec.name).values()):
+            continue
+        where = {k: frozenset({str(v)}) for k, v in c["key"].items()}
+        if not select_cases(spec, (shape_set,), (), (), where):
+            continue
+        batch = spec.batch_key if spec.batch_key in c["key"] else None
+        rest = tuple((k, v) for k, v in c["key"].items() if k != batch)
+        values = groups.setdefault((c["op"], batch, rest), [])
+        if batch and c["key"][batch] not in values:
+            values.append(c["key"][batch])
+    out = []
+    for (op, batch, rest), values in groups.items():
+        fields = ([f"--where {batch}={','.join(map(str, sorted(values)))}"] if batch else []) + \
+            [f"--where {k}={v}" for k, v in rest]
+        out.append(f"kernelbench tune {op} --shapes {shape_set} " + " ".join(fields))
+    return out
 
 
 def attribution_table(p: BenchPoint, gbps: float):
