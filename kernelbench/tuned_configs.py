@@ -186,13 +186,17 @@ def key_distance(a: dict, b: dict, exact: tuple[str, ...] = ()) -> float:
     return d
 
 
-@lru_cache(maxsize=None)
+_batch_keys: dict[str, str | None] = {}     # op -> OpSpec.batch_key, for registered ops only (one may register later)
+
+
 def _batch_key(op: str) -> str | None:
-    from kernelbench import registry
-    try:
-        return registry.get_op(op).batch_key
-    except registry.RegistryError:
-        return None
+    if op not in _batch_keys:
+        from kernelbench import registry
+        try:
+            _batch_keys[op] = registry.get_op(op).batch_key
+        except registry.RegistryError:
+            return None
+    return _batch_keys[op]
 
 
 def batch_field(op: str, key: dict) -> tuple[str, ...]:
@@ -214,7 +218,7 @@ def same_family(default: dict, config: dict) -> bool:
     both on the same side of 1. Borrowing moves tile sizes and counts (and choices the tuner weighed against each
     other at its key, e.g. fp8_linear's PATH); it never turns a GEMV into a tile nobody measured at this key. H200,
     session 21: with attention_front tuned at M = 16 only, M = 1 borrowed that tile merged over its GEMV default,
-    and grouped_wo_a / bf16_linear at one row likewise: the 43-layer step at C = 1 took 3.80 instead of 3.69 ms."""
+    and grouped_wo_a at one row likewise: the 43-layer step at C = 1 took 3.80 instead of 3.69 ms."""
     return all((default[k] == 1) == (config[k] == 1) for k in ONE_OR_MANY if k in default and k in config)
 
 

@@ -991,8 +991,9 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
     # launches); the last to arrive picks every token's top-k (_topk_rows, all rows at once) -> w, idx, and with SORT
-    # groups the slots by local expert (_sort_slots) and resets the ticket. Programs NGP.. act-quantize x as
-    # _gate_route_kernel's (SORT only). Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
+    # groups the slots by local expert (_sort_slots; SLOTS, score routing: from the top-k's places in registers,
+    # _route_from_slots) and resets the ticket. Programs NGP.. act-quantize x as _gate_route_kernel's (SORT only).
+    # Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
     pid = tl.program_id(0)
     if pid < NGP:        # PDL: the program's EB gate rows (contiguous) into L2 first, one bulk prefetch
         one = pid + tl.arange(0, 1)                                # (a prefetch per row spilled on sm_90)
