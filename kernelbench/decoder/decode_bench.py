@@ -1134,33 +1134,28 @@ def print_configs(points: list[BenchPoint], console) -> None:
 
 def tune_commands(configs, shape_set: str = "flash-tp8") -> list[str]:
     """`kernelbench tune OP --where ...` for the looked-up keys that name exactly a case of `shape_set` (every key
-    field a case param with that value) of an op with a tuning space; keys that differ only in the batch are one
-    command (--where M=1,16,64). Keys whose fields are not case params (a derived size, e.g. sparse attention's Ksel)
-    are left out, not guessed."""
+    field a case param with that value) that `kernelbench tune` would run (tune_work: an op with a tuning space);
+    keys that differ only in the batch are one command (--where M=1,16,64). Keys whose fields are not case params (a
+    derived size, e.g. sparse attention's Ksel) are left out, not guessed."""
     from kernelbench import registry
-    from kernelbench.harness.bench import select_cases
-    groups: dict[tuple, list] = {}
+    from kernelbench.harness.bench import describe_where
+    from kernelbench.harness.tune import tune_work
+    groups: dict[tuple, set] = {}
     for c in configs:
+        where = {k: frozenset({str(v)}) for k, v in c["key"].items()}
         try:
-            spec = registry.get_op(c["op"])
+            work = tune_work((c["op"],), (), (shape_set,), (), (), where)
         except registry.RegistryError:
             continue
-        if not any(i.backend == "triton" and i.configs for i in registry.impls(spec.name).values()):
+        if not any(cases for _, _, cases in work):
             continue
-        where = {k: frozenset({str(v)}) for k, v in c["key"].items()}
-        if not select_cases(spec, (shape_set,), (), (), where):
-            continue
-        batch = spec.batch_key if spec.batch_key in c["key"] else None
-        rest = tuple((k, v) for k, v in c["key"].items() if k != batch)
-        values = groups.setdefault((c["op"], batch, rest), [])
-        if batch and c["key"][batch] not in values:
-            values.append(c["key"][batch])
-    out = []
-    for (op, batch, rest), values in groups.items():
-        fields = ([f"--where {batch}={','.join(map(str, sorted(values)))}"] if batch else []) + \
-            [f"--where {k}={v}" for k, v in rest]
-        out.append(f"kernelbench tune {op} --shapes {shape_set} " + " ".join(fields))
-    return out
+        batch = registry.get_op(c["op"]).batch_key
+        batch = batch if batch in c["key"] else None
+        rest = tuple((k, v) for k, v in where.items() if k != batch)
+        groups.setdefault((c["op"], batch, rest), set()).update(where.get(batch, ()))
+    return [f"kernelbench tune {op} --shapes {shape_set} "
+            + describe_where({**({batch: frozenset(values)} if batch else {}), **dict(rest)})
+            for (op, batch, rest), values in groups.items()]
 
 
 def attribution_table(p: BenchPoint, gbps: float):
