@@ -64,7 +64,7 @@ def record_resolutions():
         yield seen
 
 
-SOURCES = ("exact", "nearest", "other device", "default", "pinned")    # Resolution.source, in report order
+SOURCES = ("exact", "nearest", "other device", "default", "pinned", "trial")   # Resolution.source, report order
 TUNED_SOURCES = SOURCES[:3]                                             # the ones that come from a tuned entry
 
 
@@ -81,6 +81,39 @@ def entries_without(op: str):
         yield removed
     finally:
         _excluded_op = None
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A config for `op`'s lookups whose key matches `where` ((KEY, accepted values as text), ...; empty: every
+    key), set in-process by `pins_applied` (decode-bench --try)."""
+    op: str
+    config: dict
+    where: tuple = ()
+
+    def matches(self, op: str, key: dict) -> bool:
+        return op == self.op and key_matches(key, self.where)
+
+
+def key_matches(key: dict, where) -> bool:
+    """Whether `key` passes every (KEY, values) filter of `where` (compared as text, so M=64 and kind=csa alike; a
+    filter on a field the key lacks excludes it)."""
+    return all(k in key and str(key[k]) in vals for k, vals in where)
+
+
+_pins: list[Pin] = []      # pins_applied's, first match wins
+
+
+@contextlib.contextmanager
+def pins_applied(pins):
+    """Inside the block, a lookup that one of `pins` matches returns that pin's config over the default (source
+    "trial"), before KERNELBENCH_PIN_CONFIG and every tuned entry; the first matching pin wins, inner blocks first."""
+    pins = list(pins)
+    _pins[:0] = pins
+    try:
+        yield pins
+    finally:
+        del _pins[:len(pins)]
 
 
 def summarize(resolutions) -> list[Resolution]:
@@ -309,7 +342,7 @@ def env_settings() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Resolution:
-    """How one lookup found its config: `source` is "pinned" (KERNELBENCH_PIN_CONFIG), "exact" (a tuned entry at
+    """How one lookup found its config: `source` is "trial" (`pins_applied`), "pinned" (KERNELBENCH_PIN_CONFIG), "exact" (a tuned entry at
     this key on this device), "nearest" (an entry at another key on this device), "other device" (an entry tuned on
     another GPU, at `tuned_key`) or "default" (the kernel's own rule: no usable entry)."""
     op: str
@@ -327,6 +360,9 @@ class Resolution:
 def resolve(op: str, key: dict[str, Any], default: dict, device: str | None = None,
             exact: tuple[str, ...] = ()) -> Resolution:
     """`lookup` without its side effects (no observers, no warning): the config and where it came from."""
+    for pin in _pins:
+        if pin.matches(op, key):
+            return Resolution(op, dict(key), "trial", {**default, **pin.config})
     pinned = _pinned(op)
     if pinned is not None:
         return Resolution(op, dict(key), "pinned", {**default, **pinned})

@@ -2020,8 +2020,10 @@ XOWN_TICKETS = 64      # the up launch's ticket range starts here when its share
 
 # config keys of the grouped kernels that no space or default shows at the ops' cases (Impl.options: a pin or tuned
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
-# fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants
+# fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants, the glue (GLUE: "v4" finishes inside the GEMM launches, the
+# default up to FIN_MAX_T tokens; "v3" in launches of their own above)
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
+                             "GLUE",
                              "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X", "GATE_SPLIT_D",
                              "GATE_MMA_WARPS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,

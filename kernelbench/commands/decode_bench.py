@@ -73,6 +73,10 @@ def _ints(text: str) -> list[int]:
               help="at every C, per op that ran a tuned config, time the step with and without that op's tuned "
                    "entries (its kernels on their defaults), alternately in --steps pairs on the same cache: which "
                    "tuned entries help or hurt the step (verdict from the paired differences)")
+@click.option("--try", "tries", multiple=True, metavar="TRIAL",
+              help="time the step with these configs against the step as it runs, in interleaved pairs at each C: "
+                   "OP[@KEY=V[,V...]...]=JSON, several ops joined by ';' (e.g. 'moe_routed@T=16,64={\"GLUE\": "
+                   "\"v4\"}'); repeatable, one trial each (kernelbench/decoder/trials.py)")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--use", "uses", multiple=True, help="OP=IMPL: run this implementation of one op (repeatable)")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -80,7 +84,7 @@ def _ints(text: str) -> list[int]:
 @click.option("--db", "db_url", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--no-store", is_flag=True, help="do not write the results to the database")
 def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts, capacity, steps, warmup, graph,
-            overlap, profile, kernel_rows, ablate_tuned, modules, uses, seed, json_path, db_url, no_store):
+            overlap, profile, kernel_rows, ablate_tuned, tries, modules, uses, seed, json_path, db_url, no_store):
     """Decode step time vs C (and context), its fit a + b*C, and where the time goes."""
     from kernelbench import registry
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -88,7 +92,8 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     gpu = device.startswith("cuda")
     if gpu and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: no CUDA device here")
-    from kernelbench.usage import UsageProblem, check_settings
+    from kernelbench.decoder.trials import parse_trial
+    from kernelbench.usage import UsageProblem, check_settings, config_keys
     try:
         overlap = parse_sites(overlap)
     except ValueError as e:
@@ -107,6 +112,10 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         swept = [db.parse_context(c) for c in contexts.split(",") if c.strip()] if contexts else []
     except (db.BenchError, FileNotFoundError, ImportError, UsageProblem) as e:
         raise click.UsageError(str(e)) from None
+    try:
+        trials = [parse_trial(t, known_ops={o.name for o in registry.ops()}, known_keys=config_keys) for t in tries]
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--try") from None
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:                                      # torchrun: real collectives
         ctx = TPContext.from_env()
@@ -138,7 +147,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
                                gbps=db.ceiling_gbps(device, store), progress=lambda i, what: advance(what),
-                               ablate=ablate_tuned, overlap=overlap)
+                               ablate=ablate_tuned, overlap=overlap, trials=trials)
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:

@@ -26,7 +26,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -41,6 +41,7 @@ from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.lanes import SITES, Lanes
 from kernelbench.ops.moe import touched_experts
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
+from kernelbench.decoder.trials import pinned_keys, print_trials
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"
@@ -465,6 +466,7 @@ class BenchPoint:
     samples_ms: list[float] = field(default_factory=list)
     configs: list[dict] = field(default_factory=list)   # how each kernel found its config (tuned_configs.Resolution)
     ablation: list[dict] = field(default_factory=list)  # --ablate-tuned: per op, with vs without its tuned entries
+    trials: list[dict] = field(default_factory=list)    # --try: per trial, the step with its configs vs without
 
 
 @dataclass
@@ -646,13 +648,15 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
               gbps: float | None = None, progress: Callable[[int, str], None] | None = None,
-              model: Transformer | None = None, ablate: bool = False, overlap=True) -> BenchResult:
+              model: Transformer | None = None, ablate: bool = False, overlap=True, trials=()) -> BenchResult:
     """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
     `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here.
     `overlap`: the sites whose independent work runs on a side stream (kernelbench.decoder.lanes.parse_sites: True
     for all, False for none); with none the step runs on one stream.
     `ablate`: at each C, also compare the step with and without each op's tuned entries, per op that ran a tuned
-    config, in `steps` interleaved pairs (`ablate_tuned`)."""
+    config, in `steps` interleaved pairs (`ablate_tuned`).
+    `trials` (kernelbench.decoder.trials.Trial): at each C, also time the step with each trial's configs against the
+    step as it runs, in `steps` interleaved pairs (`try_configs`)."""
     dev = torch.device(device)
     if model is None:
         model = random_model(tp, cfg, impl, dev, seed, overrides, overlap)
@@ -672,7 +676,7 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
             progress(i, f"C={c}, context {ctx.text}")
         res.capacity = max(res.capacity, cap)
         pt = _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, dev,
-                        ablate=ablate and is_point)
+                        ablate=ablate and is_point, trials=trials if is_point else ())
         (res.points if is_point else res.context_points).append(pt)
         if dev.type == "cuda":
             torch.cuda.empty_cache()
@@ -818,19 +822,76 @@ def ablate_tuned(pt: BenchPoint, step: _PointStep, tuned: Callable[[], None],
 
 
 def _step_without(op: str, step: _PointStep, capture) -> tuple[Callable[[], None], int, list]:
-    """The step with `op`'s tuned entries hidden, ready to time: with `capture`, a CUDA graph captured inside
-    `entries_without(op)`; without, an eager step that hides them around each run, after one untimed run (a new
-    config's kernels compile on their first launch). -> (run one step, entries removed, the Resolutions of the
-    lookups made while capturing or in that first run)."""
-    with tuned_configs.entries_without(op) as removed, tuned_configs.record_resolutions() as looked:
+    """The step with `op`'s tuned entries hidden, ready to time (`_step_in`) -> (run one step, entries removed, the
+    Resolutions of the lookups made while capturing or in the first run)."""
+    return _step_in(lambda: tuned_configs.entries_without(op), step, capture)
+
+
+def _step_in(setting: Callable[[], Any], step: _PointStep, capture) -> tuple[Callable[[], None], Any, list]:
+    """The step inside `setting()` (a context manager that changes which configs the lookups return), ready to
+    time: with `capture`, a CUDA graph captured inside it (kernels look their configs up when launched, so the graph
+    holds that setting's launches); without, an eager step run inside it each time, after one untimed run (a new
+    config's kernels compile on their first launch). -> (run one step, what the setting yielded, the Resolutions of
+    the lookups made while capturing or in that first run)."""
+    with setting() as value, tuned_configs.record_resolutions() as looked:
         run = capture(step.eager) if capture is not None else None
         if run is None:
             step.eager()
     if run is None:
         def run():
-            with tuned_configs.entries_without(op):
+            with setting():
                 step.eager()
-    return run, removed, looked
+    return run, value, looked
+
+
+def try_configs(step: _PointStep, base: Callable[[], None],
+                capture: Callable[[Callable[[], None]], Callable[[], None]] | None, trials, pairs: int,
+                dev: torch.device) -> list[dict]:
+    """--try: for each trial (kernelbench.decoder.trials.Trial), the step with the trial's pins applied against the
+    step as it runs (`base`: the point's graph replay or eager step), in `pairs` interleaved rounds on the same cache
+    and inputs (`time_interleaved`), compared pair by pair (`paired_comparison`, delta = step - trial: + when the
+    trial is faster). The trial's step is a graph captured inside its pins (`_step_in`); should the capture fail,
+    both are timed eagerly (`method` says so); should the trial's config be refused by a kernel (or fail), the row
+    says so and nothing is timed; a trial whose pins matched no lookup of the step is reported, not timed. -> one
+    row per trial: trial, pinned ({op: distinct keys its pins answered}), and when timed method, step_ms (the
+    step), trial_ms, paired_delta_ms, delta_q1_ms, delta_q3_ms, delta_ci_ms, pairs and verdict (faster / slower /
+    within noise)."""
+    out = []
+    for trial in trials:
+        def setting(t=trial):
+            return tuned_configs.pins_applied(t.pins)
+        row = {"trial": trial.text, "pinned": {}}
+        method, a = "graph replay" if capture is not None else "eager", base
+        try:
+            try:
+                b, _, looked = _step_in(setting, step, capture)
+            except Exception as e:  # noqa: BLE001 - retried eagerly: a refused config fails there too
+                if capture is None:
+                    raise
+                sync(dev)
+                method = f"eager (the trial's graph failed to capture: {type(e).__name__}: " \
+                         f"{str(e).splitlines()[0][:120]})"
+                a = step.eager
+                b, _, looked = _step_in(setting, step, None)
+        except Exception as e:  # noqa: BLE001 - a config a kernel refuses is a finding of the trial, not a crash
+            sync(dev)
+            out.append({**row, "verdict": f"refused: {type(e).__name__}: {str(e).splitlines()[0][:160]}"})
+            continue
+        row["pinned"] = pinned_keys(looked)
+        if not row["pinned"]:
+            out.append({**row, "verdict": "matched no lookup of the step: nothing timed"})
+            continue
+        step.reset()
+        base_ms, trial_ms = time_interleaved(a, b, step.advance, pairs, dev)
+        del b                                   # the trial's graph and its memory pool, before the next capture
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+        cmp = paired_comparison(trial_ms, base_ms)
+        verdict = {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])
+        out.append({**row, "method": method, "step_ms": cmp["step_ms"], "trial_ms": cmp["tuned_ms"],
+                    **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
+                    "verdict": verdict})
+    return out
 
 
 class _PointStep:
@@ -920,7 +981,8 @@ def _ready_step(model: Transformer, res: BenchResult, c: int, lengths: list[int]
 
 
 def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
-               steps: int, warmup: int, graph: str, seed: int, dev: torch.device, ablate: bool = False) -> BenchPoint:
+               steps: int, warmup: int, graph: str, seed: int, dev: torch.device, ablate: bool = False,
+               trials=()) -> BenchPoint:
     step, op_bytes, looked, replay = _ready_step(model, res, c, lengths, cap, lo, hi, warmup, graph, seed, dev)
     nbytes = sum(op_bytes.values())
     step.reset()
@@ -932,9 +994,11 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
                     configs=[r.as_json() for r in tuned_configs.summarize(looked)])
     if not math.isnan(res.gbps):
         pt.roofline_ms = nbytes / (res.gbps * 1e9) * 1e3
+    capture = None if replay is None else (lambda eager: _capture_graph(eager, dev))
     if ablate:
-        capture = None if replay is None else (lambda eager: _capture_graph(eager, dev))
         pt.ablation = ablate_tuned(pt, step, replay or step.eager, capture, steps, dev)
+    if trials:
+        pt.trials = try_configs(step, replay or step.eager, capture, trials, steps, dev)
     return pt
 
 
@@ -1059,6 +1123,7 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
             console.print(kernel_table(p))
     print_configs(res.points, console)
     print_ablation(res.points, console)
+    print_trials(res.points, console, ABLATION_CONFIDENCE, ABLATION_MIN_PAIRS)
 
 
 def kernel_table(p: BenchPoint):
@@ -1211,7 +1276,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
-                     "configs": p.configs, "ablation": p.ablation}
+                     "configs": p.configs, "ablation": p.ablation, "trials": p.trials}
             rows.append(dict(
                 environment_id=env_id, implementation_id=impl_id,
                 shape_label=f"C={p.batch},ctx={params['context']}",

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelbench import registry
+from kernelbench import registry, tuned_configs
 from kernelbench.harness import timing
 
 
@@ -44,7 +44,7 @@ def describe_where(where: dict[str, frozenset[str]]) -> str:
 
 def matches_where(params: dict, where: dict[str, frozenset[str]] | None) -> bool:
     """Whether a case's params pass every --where filter (a filter on a key the case lacks excludes it)."""
-    return all(k in params and str(params[k]) in vals for k, vals in (where or {}).items())
+    return tuned_configs.key_matches(params, (where or {}).items())
 
 
 def select_cases(spec, shape_sets: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...],

@@ -1,0 +1,94 @@
+"""decode-bench --try: a config judged in the step, not in the op alone.
+
+A per-op tune times the op by itself; in the decode step its launches share the GPU with their neighbours and a
+side lane (H200, session 21: the shared expert's FP8 GEMMs tuned 24-30% faster alone made the C = 64 step 0.8-1.1%
+slower). A trial pins configs for some lookups of the step (`tuned_configs.pins_applied`) and decode-bench times the
+step with them against the step as it runs, in interleaved pairs on the same cache and inputs
+(`decode_bench.try_configs`, the machinery of --ablate-tuned).
+
+Spelling, one trial: OP[@KEY=V[,V...]]...=JSON, several ops joined by ";", e.g.
+    moe_routed@T=16,64={"GLUE": "v4"}
+    fp8_linear@N=256@K=4096={"BLOCK_N": 128};fp8_linear@N=4096@K=256={"SPLIT": 8}
+The @ filters select lookup keys as `--where` selects cases (values compared as text); without one the config
+applies at every key of the op. The JSON object is merged over the kernel's default, as KERNELBENCH_PIN_CONFIG's.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from kernelbench import tuned_configs
+from kernelbench.harness.bench import parse_where
+
+EXAMPLE = 'moe_routed@T=16,64={"GLUE": "v4"}'
+
+
+@dataclass(frozen=True)
+class Trial:
+    text: str                           # as given on the command line
+    pins: tuple[tuned_configs.Pin, ...]
+
+
+def parse_trial(text: str, known_ops=None, known_keys=None) -> Trial:
+    """One --try value -> Trial. `known_ops`: the registered op names (None: unchecked); `known_keys(op)`: the
+    config keys the op's kernels take (None: unchecked). Raises ValueError naming the part that is wrong."""
+    pins = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        head, brace, body = part.partition("={")
+        op, *filters = [f.strip() for f in head.split("@")]
+        if not brace or not op:
+            raise ValueError(f"--try {part!r}: expected OP[@KEY=V[,V...]...]={{JSON object}}, e.g. {EXAMPLE}")
+        if known_ops is not None and op not in known_ops:
+            raise ValueError(f"--try {part!r}: unknown op {op!r}")
+        try:
+            where = parse_where(filters)
+        except ValueError as e:
+            raise ValueError(f"--try {part!r}: a filter is not KEY=V[,V...] ({e})") from None
+        try:
+            config = json.loads("{" + body)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--try {part!r}: the config is not JSON ({e})") from None
+        problem = tuned_configs.config_problem(config, known_keys(op) if known_keys else None)
+        if problem:
+            raise ValueError(f"--try {part!r}: {problem}")
+        pins.append(tuned_configs.Pin(op, config, tuple(sorted(where.items()))))
+    if not pins:
+        raise ValueError(f"--try {text!r}: no config given, e.g. {EXAMPLE}")
+    return Trial(text, tuple(pins))
+
+
+def pinned_keys(looked) -> dict[str, int]:
+    """The distinct lookup keys per op that a trial's pins answered (the Resolutions recorded while its step was
+    captured or first run)."""
+    out: dict[str, int] = {}
+    for r in tuned_configs.summarize(looked):
+        if r.source == "trial":
+            out[r.op] = out.get(r.op, 0) + 1
+    return out
+
+
+def print_trials(points, console, confidence: float, min_pairs: int) -> None:
+    """--try's table: per C and trial, the step's and the trial's medians and the paired differences."""
+    from rich.table import Table
+    rows = [(p, r) for p in points for r in p.trials]
+    if not rows:
+        return
+    t = Table(title="configs tried in the step (--try): the step as it runs and the step with the trial's configs "
+                    "alternate A B B A on the same cache and inputs",
+              caption=f"delta = step - trial, per pair (+: the trial is faster); verdict from the {confidence:.0%} "
+                      f"sign-test interval of the median delta: faster (above 0), slower (below 0), else within "
+                      f"noise; none under {min_pairs} pairs")
+    for col in ("C", "trial", "keys pinned", "pairs", "step ms", "trial ms", "paired delta ms", "delta IQR ms",
+                f"delta {confidence:.0%} CI ms", "verdict"):
+        t.add_column(col, justify="left" if col in ("trial", "keys pinned", "verdict") else "right")
+    for p, r in rows:
+        keys = ", ".join(f"{op} {n}" for op, n in r["pinned"].items())
+        if "pairs" not in r:                         # refused, or it matched no lookup: nothing was timed
+            t.add_row(str(p.batch), r["trial"], keys, "", "", "", "", "", "", r["verdict"])
+            continue
+        ci = r["delta_ci_ms"]
+        t.add_row(str(p.batch), r["trial"], keys, str(r["pairs"]), f"{r['step_ms']:.3f}", f"{r['trial_ms']:.3f}",
+                  f"{r['paired_delta_ms']:+.3f}", f"{r['delta_q1_ms']:+.3f} .. {r['delta_q3_ms']:+.3f}",
+                  "" if ci is None else f"{ci[0]:+.3f} .. {ci[1]:+.3f}",
+                  r["verdict"] + ("" if r["method"] in ("graph replay", "eager") else f"; {r['method']}"))
+    console.print(t)

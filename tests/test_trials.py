@@ -1,0 +1,181 @@
+"""decode-bench --try: configs judged in the step (kernelbench/decoder/trials.py, decode_bench.try_configs)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from kernelbench import tuned_configs
+from kernelbench.cli import main
+from kernelbench.decoder import decode_bench as db
+from kernelbench.decoder.trials import parse_trial
+
+DEFAULT = {"BLOCK": 4, "num_warps": 4}
+
+
+def test_parse_trial_reads_ops_filters_and_configs():
+    t = parse_trial('moe_routed@T=16,64={"GLUE": "v4"}; fp8_linear@N=256@K=4096={"SPLIT": 8}')
+    a, b = t.pins
+    assert (a.op, a.config, a.where) == ("moe_routed", {"GLUE": "v4"}, (("T", frozenset({"16", "64"})),))
+    assert (b.op, b.config) == ("fp8_linear", {"SPLIT": 8})
+    assert b.where == (("K", frozenset({"4096"})), ("N", frozenset({"256"})))
+    assert parse_trial('rms_norm={"num_warps": 2}').pins[0].where == ()      # no filter: every key
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('moe_routed', "expected OP"),
+    ('={"BM": 16}', "expected OP"),
+    ('nosuchop={"BM": 16}', "unknown op 'nosuchop'"),
+    ('fp8_linear@N={"BM": 16}', "a filter is not KEY=V"),
+    ('fp8_linear={"BM": 16,}', "not JSON"),
+    ('fp8_linear={"BM": 16, "NOPE": 1}', "unknown key 'NOPE'"),
+    ('fp8_linear={"BM": 0}', "must be positive"),
+    (' ; ', "no config given"),
+])
+def test_parse_trial_names_what_is_wrong(text, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_trial(text, known_ops={"fp8_linear", "moe_routed"}, known_keys=lambda op: {"BM", "BN", "SPLIT"})
+
+
+def test_pins_answer_only_their_keys_first_and_only_inside_the_block(monkeypatch):
+    """A trial's pin answers its op's lookups whose key passes its filters (source "trial", merged over the
+    default), before KERNELBENCH_PIN_CONFIG; the inner block's pins first; nothing is left once the blocks end."""
+    monkeypatch.setenv("KERNELBENCH_PIN_CONFIG", 'opx={"BLOCK": 2}')
+    outer = parse_trial('opx@M=1,16={"BLOCK": 8}').pins
+    inner = parse_trial('opx@M=16={"BLOCK": 32}').pins
+    with tuned_configs.pins_applied(outer):
+        r = tuned_configs.resolve("opx", {"M": 1, "N": 7}, DEFAULT)
+        assert (r.source, r.config) == ("trial", {"BLOCK": 8, "num_warps": 4})
+        assert tuned_configs.resolve("opx", {"M": 64}, DEFAULT).source == "pinned"   # the filter excludes M = 64
+        assert tuned_configs.resolve("opx", {"N": 1}, DEFAULT).source == "pinned"    # a key without M: excluded
+        assert tuned_configs.resolve("opy", {"M": 1}, DEFAULT).source == "default"
+        with tuned_configs.pins_applied(inner):
+            assert tuned_configs.resolve("opx", {"M": 16}, DEFAULT).config["BLOCK"] == 32
+            assert tuned_configs.resolve("opx", {"M": 1}, DEFAULT).config["BLOCK"] == 8
+        assert tuned_configs.resolve("opx", {"M": 16}, DEFAULT).config["BLOCK"] == 8
+    assert tuned_configs.resolve("opx", {"M": 1}, DEFAULT).source == "pinned"
+
+
+class _Step:
+    """A stand-in for a point's step: each run looks up `op`'s config at `key` (as a kernel launch does) and logs
+    its BLOCK; `refuse`: a BLOCK the 'kernel' rejects with a ValueError."""
+
+    def __init__(self, op="opx", key=None, refuse=None):
+        self.op, self.key, self.refuse, self.log = op, key or {"M": 1}, refuse, []
+
+    def eager(self):
+        block = tuned_configs.lookup(self.op, self.key, DEFAULT)["BLOCK"]
+        if block == self.refuse:
+            raise ValueError(f"opx: config BLOCK={block}: too big\nmore")
+        self.log.append(block)
+
+    def advance(self):
+        self.log.append("advance")
+
+    def reset(self):
+        self.log.append("reset")
+
+
+def test_try_configs_alternates_the_step_and_the_trial_and_reports_each_trial(monkeypatch):
+    """Eagerly: one untimed run of the trial (compiles its kernels), then the step (A) and the trial (B) in the order
+    A B, B A, ... at the same positions; the trial's runs see its config, the step's the default. A refused config
+    and a trial that matches no lookup are rows with nothing timed, and the run goes on."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    step = _Step(refuse=64)
+    trials = [parse_trial('opx={"BLOCK": 8}'), parse_trial('opx={"BLOCK": 64}'), parse_trial('opx@M=2={"BLOCK": 8}')]
+    timed, refused, unmatched = db.try_configs(step, step.eager, None, trials, 6, torch.device("cpu"))
+    assert step.log[:2 + 18] == [8, "reset"] + [4, 8, "advance", 8, 4, "advance"] * 3
+    assert step.log[20:] == [4]                   # the unmatched trial's first run: the default, then nothing timed
+    assert (timed["pinned"], timed["method"], timed["pairs"]) == ({"opx": 1}, "eager", 6)
+    assert timed["verdict"] in ("faster", "slower", "within noise")
+    assert timed["delta_q1_ms"] <= timed["paired_delta_ms"] <= timed["delta_q3_ms"]
+    assert refused["verdict"] == "refused: ValueError: opx: config BLOCK=64: too big" and "pairs" not in refused
+    assert unmatched == {"trial": 'opx@M=2={"BLOCK": 8}', "pinned": {},
+                         "verdict": "matched no lookup of the step: nothing timed"}
+    assert tuned_configs.resolve("opx", {"M": 1}, DEFAULT).source == "default"        # no pin left behind
+
+
+@pytest.mark.parametrize("gap, verdict", [(0.5, "faster"), (-0.5, "slower"), (0.0, "within noise")])
+def test_try_configs_verdict_says_whether_the_trial_is_faster(monkeypatch, gap, verdict):
+    """delta = step - trial per pair: a trial that is 0.5 ms quicker in every pair is "faster", with +0.5."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    base = [10.0 + 0.01 * (i % 3) for i in range(8)]
+    monkeypatch.setattr(db, "time_interleaved", lambda a, b, adv, pairs, dev: (
+        base, [t - gap + (0.001 * (-1) ** i if gap == 0 else 0) for i, t in enumerate(base)]))
+    row, = db.try_configs(_Step(), lambda: None, None, [parse_trial('opx={"BLOCK": 8}')], 8, torch.device("cpu"))
+    assert row["verdict"] == verdict and row["paired_delta_ms"] == pytest.approx(gap, abs=0.0011)
+    assert row["step_ms"] == pytest.approx(10.01) and row["trial_ms"] == pytest.approx(10.01 - gap, abs=0.0011)
+
+
+def test_try_configs_captures_the_trial_and_falls_back_to_eager(monkeypatch):
+    """With a graph: the trial's step is captured inside its pins and its replays alternate with the step's; a
+    capture that fails leaves both eager, said in `method`."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    step = _Step()
+    trial = parse_trial('opx={"BLOCK": 8}')
+
+    def capture(eager):
+        eager()
+        return lambda: step.log.append("replay B")
+    row, = db.try_configs(step, lambda: step.log.append("replay A"), capture, [trial], 2, torch.device("cpu"))
+    assert step.log == [8, "reset", "replay A", "replay B", "advance", "replay B", "replay A", "advance"]
+    assert (row["method"], row["pinned"]) == ("graph replay", {"opx": 1})
+
+    def failing(eager):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+    step.log.clear()
+    row, = db.try_configs(step, lambda: step.log.append("replay A"), failing, [trial], 2, torch.device("cpu"))
+    assert row["method"].startswith("eager (the trial's graph failed to capture: RuntimeError: operation not")
+    assert step.log == [8, "reset", 4, 8, "advance", 8, 4, "advance"]
+
+
+def test_cli_rejects_a_malformed_trial_before_any_work():
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--try", 'fp8_linear={"NOPE": 1}'])
+    assert r.exit_code == 2 and "--try" in r.output and "unknown key 'NOPE'" in r.output
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--try", "fp8_linear"])
+    assert r.exit_code == 2 and "expected OP" in r.output
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
+def test_cli_try_times_the_trial_in_the_step_and_stores_it(tmp_path, monkeypatch):
+    """decode-bench --try on the CPU (fp8_linear in the interpreter): the trial pins fp8_linear's one key, the row
+    is in the JSON, the table and the database; a trial on another key matches nothing."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    out, url = tmp_path / "d.json", f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    r = CliRunner().invoke(main, [
+        "decode-bench", "--layers", "swa", "--batches", "1", "--steps", "1", "--warmup", "0", "--context", "8",
+        "--impl", "reference", "--use", "fp8_linear=triton", "--try", 'fp8_linear@M=1={"BN": 32, "num_warps": 4}',
+        "--try", 'fp8_linear@M=2={"BN": 32}', "--json", str(out), "--db", url])
+    assert r.exit_code == 0, r.output
+    pt, = json.loads(out.read_text())["points"]
+    timed, unmatched = pt["trials"]
+    assert (timed["pinned"], timed["method"], timed["pairs"]) == ({"fp8_linear": 1}, "eager", 1)
+    assert timed["verdict"].startswith("too few pairs") and timed["step_ms"] > 0 and timed["trial_ms"] > 0
+    assert unmatched["verdict"].startswith("matched no lookup")
+    assert "configs tried in the step (--try)" in r.output
+    from kernelbench.db.store import Store
+    from kernelbench.harness.roofline import latest_bench
+    row, = latest_bench(Store(url), ops=[db.DECODE_OP])
+    assert [t["trial"] for t in row["extra"]["trials"]] == [timed["trial"], unmatched["trial"]]
+
+
+@pytest.mark.gpu
+def test_gpu_try_captures_each_trial(tmp_path):
+    """On a GPU (the short Flash set at C = 1, graph replay): a valid MoE trial is captured and timed in 10 pairs; a
+    config the kernel refuses is a row, not a crash."""
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, [
+        "decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers", "short", "--batches", "1",
+        "--steps", "10", "--no-store", "--json", str(out), "--try", 'moe_routed@T=1={"ROUTE_SORT": "slots"}',
+        "--try", 'moe_routed={"GLUE": "v9"}'])
+    assert r.exit_code == 0, r.output
+    pt, = json.loads(out.read_text())["points"]
+    timed, refused = pt["trials"]
+    assert (timed["pinned"], timed["method"], timed["pairs"]) == ({"moe_routed": 1}, "graph replay", 10)
+    assert timed["verdict"] in ("faster", "slower", "within noise") and timed["trial_ms"] > 0
+    lo, hi = timed["delta_ci_ms"]
+    assert lo <= timed["paired_delta_ms"] <= hi
+    assert refused["verdict"].startswith("refused: ValueError: moe_experts: config GLUE='v9'")
