@@ -179,3 +179,26 @@ def test_gpu_try_captures_each_trial(tmp_path):
     lo, hi = timed["delta_ci_ms"]
     assert lo <= timed["paired_delta_ms"] <= hi
     assert refused["verdict"].startswith("refused: ValueError: moe_experts: config GLUE='v9'")
+
+
+def test_try_entries_pins_each_entry_of_a_tuned_file_at_exactly_its_key(tmp_path):
+    """--try-entries: one trial per entry, every key field a filter, spelled as a --try value that parses back to
+    the same pins; a file that is not a tuned-config file is an error naming it."""
+    from kernelbench.decoder.trials import trials_from_entries
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "NVIDIA H200", "op": "opx", "key": {"M": 16, "N": 256}, "config": {"BLOCK": 8}, "us": 1.0},
+        {"device": "NVIDIA H200", "op": "opx", "key": {"M": 64, "N": 256}, "config": {"BLOCK": 16}, "us": 2.0}]}))
+    a, b = trials_from_entries(path)
+    assert a.text == 'opx@M=16@N=256={"BLOCK": 8}' and parse_trial(a.text) == a
+    with tuned_configs.pins_applied(a.pins + b.pins):
+        assert tuned_configs.resolve("opx", {"M": 16, "N": 256}, DEFAULT).config["BLOCK"] == 8
+        assert tuned_configs.resolve("opx", {"M": 64, "N": 256}, DEFAULT).config["BLOCK"] == 16
+        assert tuned_configs.resolve("opx", {"M": 16, "N": 512}, DEFAULT).source == "default"
+    path.write_text("[]")
+    with pytest.raises(ValueError, match=r"--try-entries .*tuned.json: expected"):
+        trials_from_entries(path)
+    with pytest.raises(ValueError, match="no such file"):
+        trials_from_entries(tmp_path / "none.json")
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--try-entries", str(path)])
+    assert r.exit_code == 2 and "--try-entries" in r.output

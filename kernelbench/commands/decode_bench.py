@@ -77,6 +77,9 @@ def _ints(text: str) -> list[int]:
               help="time the step with these configs against the step as it runs, in interleaved pairs at each C: "
                    "OP[@KEY=V[,V...]...]=JSON, several ops joined by ';' (e.g. 'moe_routed@T=16,64={\"GLUE\": "
                    "\"v4\"}'); repeatable, one trial each (kernelbench/decoder/trials.py)")
+@click.option("--try-entries", "try_files", multiple=True, metavar="FILE", type=click.Path(dir_okay=False),
+              help="one --try per entry of this tuned-config file (what `kernelbench tune --export FILE` wrote), "
+                   "pinned at exactly its key; repeatable")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--use", "uses", multiple=True, help="OP=IMPL: run this implementation of one op (repeatable)")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -84,7 +87,7 @@ def _ints(text: str) -> list[int]:
 @click.option("--db", "db_url", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--no-store", is_flag=True, help="do not write the results to the database")
 def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts, capacity, steps, warmup, graph,
-            overlap, profile, kernel_rows, ablate_tuned, tries, modules, uses, seed, json_path, db_url, no_store):
+            overlap, profile, kernel_rows, ablate_tuned, tries, try_files, modules, uses, seed, json_path, db_url, no_store):
     """Decode step time vs C (and context), its fit a + b*C, and where the time goes."""
     from kernelbench import registry
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -92,7 +95,7 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     gpu = device.startswith("cuda")
     if gpu and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: no CUDA device here")
-    from kernelbench.decoder.trials import parse_trial
+    from kernelbench.decoder.trials import parse_trial, trials_from_entries
     from kernelbench.usage import UsageProblem, check_settings, config_keys
     try:
         overlap = parse_sites(overlap)
@@ -112,10 +115,12 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         swept = [db.parse_context(c) for c in contexts.split(",") if c.strip()] if contexts else []
     except (db.BenchError, FileNotFoundError, ImportError, UsageProblem) as e:
         raise click.UsageError(str(e)) from None
+    known_ops = {o.name for o in registry.ops()}
     try:
-        trials = [parse_trial(t, known_ops={o.name for o in registry.ops()}, known_keys=config_keys) for t in tries]
+        trials = [parse_trial(t, known_ops, config_keys) for t in tries]
+        trials += [t for f in try_files for t in trials_from_entries(f, known_ops, config_keys)]
     except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--try") from None
+        raise click.BadParameter(str(e), param_hint="--try / --try-entries") from None
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:                                      # torchrun: real collectives
         ctx = TPContext.from_env()

@@ -11,6 +11,8 @@ Spelling, one trial: OP[@KEY=V[,V...]]...=JSON, several ops joined by ";", e.g.
     fp8_linear@N=256@K=4096={"BLOCK_N": 128};fp8_linear@N=4096@K=256={"SPLIT": 8}
 The @ filters select lookup keys as `--where` selects cases (values compared as text); without one the config
 applies at every key of the op. The JSON object is merged over the kernel's default, as KERNELBENCH_PIN_CONFIG's.
+`--try-entries FILE` makes one trial of each entry of a tuned-config file at exactly its key, so what `kernelbench
+tune --export FILE` chose alone is judged in the step before it goes into the packaged table.
 """
 from __future__ import annotations
 
@@ -55,6 +57,25 @@ def parse_trial(text: str, known_ops=None, known_keys=None) -> Trial:
     if not pins:
         raise ValueError(f"--try {text!r}: no config given, e.g. {EXAMPLE}")
     return Trial(text, tuple(pins))
+
+
+def trial_text(op: str, key: dict, config: dict) -> str:
+    """The --try spelling of `config` pinned at exactly `key`."""
+    return op + "".join(f"@{k}={v}" for k, v in key.items()) + "=" + json.dumps(config, sort_keys=True)
+
+
+def trials_from_entries(path, known_ops=None, known_keys=None) -> list[Trial]:
+    """--try-entries: one trial per entry of a tuned-config file (the format `kernelbench tune --export` writes,
+    read and checked by tuned_configs.read_entries), its config pinned at exactly its key (every key field a
+    filter), whatever device the entry names. Raises ValueError for an unreadable file or an unknown op."""
+    from pathlib import Path
+    try:
+        entries = tuned_configs.read_entries(Path(path), known_keys, label=f"--try-entries {path}")
+    except tuned_configs.TuningError as e:
+        raise ValueError(str(e)) from None
+    if not entries:
+        raise ValueError(f"--try-entries {path}: the file has no entries")
+    return [parse_trial(trial_text(e["op"], e["key"], e["config"]), known_ops, known_keys) for e in entries]
 
 
 def pinned_keys(looked) -> dict[str, int]:
