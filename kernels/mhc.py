@@ -8,9 +8,10 @@ The projection m = flatten(h) @ fn^T is a reduction over K = 16K-28K columns of 
 weight: it has to be split over many programs to pull that weight at full bandwidth, and Sinkhorn,
 the weighted sum x' and its norm need the whole reduction.
 
-Impl "triton" of mhc_pre, mhc_post_pre and mhc_post_pre_norm ("triton_v4" of mhc_head; config `mhc4_default`;
-faster than "triton_v2" on the H200 at T = 1 and 64, slower at T = 16, so at 4 < T <= 16 without a config it runs
-"triton_v2"'s kernels: docs/perf/mhc_norm.md), two launches, each one dependent memory round trip:
+Impl "triton" of mhc_pre, mhc_post_pre and mhc_post_pre_norm ("triton_v4" of mhc_head; config `mhc4_default`),
+config PAIR: "proj4" (below; faster than "triton_v2" on the H200 at T = 1 and 64, slower at T = 16) or "mix"
+("triton_v2"'s kernels and config), the default at 4 < T <= 16 (docs/perf/mhc_norm.md). PAIR "proj4", two launches,
+each one dependent memory round trip:
   `_mhc_proj4` grid (ceil(T / BLOCK_T), ceil(D / BLOCK_D)): issues every load (the four fn tiles, x, h) before any
   use; with FUSE_POST forms and stores h'; projects the bf16 h' (fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product
   for T <= 4 (SIMT), else three bf16 MMAs per stream with the operands read back from the stored h' (RELOAD: formed
@@ -955,36 +956,65 @@ def mhc_head_v3(h, fn, base, scale, eps: float, norm_eps: float, config: dict | 
 
 
 # impl "triton" (mhc_head: "triton_v4") wrappers -------------------------------------------------------------------
-def mhc4_configs(params: dict) -> list[dict]:
+def mhc4_configs(params: dict, mix_space=None) -> list[dict]:
     """(BLOCK_T tokens, BLOCK_D columns, warps, SIMT; MMA: RELOAD, its operands read back from the stored h') of
-    `_mhc_proj4` (all four streams and their fn tiles loaded at once), (BLOCK_MIX columns, mix_warps) of an x program of `_mhc_fin4` and, with the fused norm (one x program per
-    token holds the row), its norm_warps."""
+    `_mhc_proj4` (all four streams and their fn tiles loaded at once), (BLOCK_MIX columns, mix_warps) of an x program
+    of `_mhc_fin4` and, with the fused norm (one x program per token holds the row), its norm_warps: PAIR "proj4".
+    `mix_space` (mhc_pre / mhc_post_pre / mhc_post_pre_norm): the previous pair's space too (`_mhc_proj` + `_mhc_mix`,
+    impl triton_v2's configs), as PAIR "mix", so that a tune compares both pairs and the default is in the space."""
     tiles = ((1, 16, 2, True), (1, 32, 4, True), (2, 32, 4, True), (4, 32, 4, True), (8, 16, 4, True),
              (8, 32, 8, True), (16, 16, 4, True), (16, 32, 4, False), (16, 32, 8, False))   # MMA, 32+ tokens: spills
     mixes = ((256, 2, 4), (512, 4, 8), (1024, 4, 16), (2048, 8, 8))
-    return [{"BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "RELOAD": not simt, "BLOCK_MIX": mx,
-             "mix_warps": mw, "norm_warps": nw} for bt, bd, w, simt in tiles for mx, mw, nw in mixes]
+    own = [{"PAIR": "proj4", "BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "RELOAD": not simt,
+            "BLOCK_MIX": mx, "mix_warps": mw, "norm_warps": nw} for bt, bd, w, simt in tiles for mx, mw, nw in mixes]
+    return own + ([{**c, "PAIR": "mix"} for c in mix_space(params)] if mix_space else [])
 
 
-def mhc4_default(params: dict) -> dict:
+# T in (4, 16]: impl "triton"'s default is the previous pair (PAIR "mix": `_mhc_proj` + `_mhc_mix`, impl triton_v2's
+# kernels and default), measured faster there (below, `mhc4_default`)
+PAIR_MIX_T = (4, 16)
+
+
+def mhc4_default(params: dict, mix_default=None) -> dict:
+    """PAIR "proj4" (`_mhc_proj4` + `_mhc_fin4`) and its tiles; with `mix_default` (the op's triton_v2 default:
+    mhc_default, or mhc_norm_default with the fused norm), at PAIR_MIX_T[0] < T <= PAIR_MIX_T[1] that config as
+    PAIR "mix" (H200, mid-session call, graph replay: mhc_post_pre_norm at T=16 triton_v2 11.31 us, proj4 11.99; at
+    T=1 10.72 vs 8.33 and T=64 20.40 vs 13.54). The default is a config like any other: an explicit default runs
+    what no config runs, so tune's first trial and sm_120's inspection are of the kernels the step runs."""
     t, d = params.get("T", 1), params.get("D", 4096)
+    if mix_default is not None and PAIR_MIX_T[0] < t <= PAIR_MIX_T[1]:
+        return {**mix_default(params), "PAIR": "mix"}
     # the norm's row program: <= 16 columns per thread (4 streams of fp32 h' each); at T <= 4 <= 32 (H200, T=1,
     # D=4096: 4 warps 8.33 us, 8 warps 9.21, 16 warps 11.74; at T=64 8 warps 13.54, 16 warps 16.10)
     width = triton.next_power_of_2(d)
     mix = {"BLOCK_MIX": 512, "mix_warps": 4, "norm_warps": min(16, max(1, width // 512))}
     if t <= 4:    # fp32 FMA projection, BLOCK_T a power of two <= 4
-        return {"BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4, "SIMT": True,
-                **mix, "norm_warps": min(16, max(1, width // 1024))}
+        return {"PAIR": "proj4", "BLOCK_T": min(triton.next_power_of_2(t), 4), "BLOCK_D": 32, "num_warps": 4,
+                "SIMT": True, **mix, "norm_warps": min(16, max(1, width // 1024))}
     # MMA; with a fused post its operands are read back from the stored h' (RELOAD): formed in registers, the post
     # took the dot operands' replicated layout (sm_90: 244 registers, 61 barriers against 72 and 19; H200 mid-session
     # call, T=64: mhc_post_pre 23.3 us against mhc_pre's 12.4)
-    return {"BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "RELOAD": True, **mix}
+    return {"PAIR": "proj4", "BLOCK_T": 16, "BLOCK_D": 32, "num_warps": 4, "SIMT": False, "RELOAD": True, **mix}
+
+
+def _config4(op: str, t: int, d: int, config: dict | None, mix_default) -> tuple[str, dict]:
+    """Impl "triton"'s config: `config`, else the lookup's (tuned entry or pin over `mhc4_default`) -> (PAIR, the
+    config without PAIR). A tuned entry or pin that names no PAIR keeps the default's: at 4 < T <= 16 that is the
+    previous pair, so a proj4 config there must say PAIR "proj4" (mhc4_configs' entries do)."""
+    cfg = config or lookup(op, {"T": t, "D": d}, mhc4_default({"T": t, "D": d}, mix_default))
+    pair = cfg.get("PAIR", "proj4")
+    if pair not in ("proj4", "mix"):
+        raise ValueError(f"{op}: config PAIR={pair!r}: 'proj4' (_mhc_proj4 + _mhc_fin4) or 'mix' (_mhc_proj + "
+                         f"_mhc_mix)")
+    return pair, {k: v for k, v in cfg.items() if k != "PAIR"}
 
 
 def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
     """Launch `_mhc_proj4` and `_mhc_fin4`; returns (h' or None, x, post, comb)."""
     t, _, d = h.shape
     cfg = config or lookup(op, {"T": t, "D": d}, mhc4_default({"T": t, "D": d}))
+    if cfg.get("PAIR", "proj4") != "proj4":
+        raise ValueError(f"{op}: config PAIR={cfg['PAIR']!r}: this implementation runs 'proj4' only")
     bt, bd = cfg["BLOCK_T"], cfg["BLOCK_D"]
     s = triton.cdiv(d, bd)
     h = h.contiguous()
@@ -1013,49 +1043,49 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
 
 
 _KERNELS4 = lambda: [_mhc_proj4, _mhc_fin4]   # noqa: E731
-V2_DEFAULT_T = (4, 16)   # T in (4, 16]: impl "triton" runs the previous pair (triton_v2) unless given a config
+_KERNELS42 = lambda: _KERNELS4() + _KERNELS2()   # noqa: E731 - impl "triton" runs either pair (config PAIR)
+_MIX_NORM_SPACE = lambda p: mhc_configs(p, split_norm=True)   # noqa: E731
 
 
-def _v2_default(t: int, config: dict | None) -> bool:
-    """H200 (mid-session call, graph replay): mhc_post_pre_norm at T=16 triton_v2 11.31 us, these kernels 11.99;
-    at T=1 10.72 vs 8.33 and T=64 20.40 vs 13.54. An explicit config always runs these kernels (tune, tests)."""
-    return config is None and V2_DEFAULT_T[0] < t <= V2_DEFAULT_T[1]
-
-
-@register_impl("mhc_pre", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
-               kernels=_KERNELS4)
+@register_impl("mhc_pre", "triton", backend="triton", configs=lambda p: mhc4_configs(p, mhc_configs),
+               default_config=lambda p: mhc4_default(p, mhc_default), kernels=_KERNELS42)
 def mhc_pre_v4(h, fn, base, scale, iters: int, eps: float, norm_eps: float, config: dict | None = None):
     t, d = _check_pre("mhc_pre", h, fn, base, scale, iters)
     if t == 0:
         return _empty_outputs(h, fn, False)
-    if _v2_default(t, config):
-        return mhc_pre(h, fn, base, scale, iters, eps, norm_eps)
-    return _run4("mhc_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config)[1:]
+    pair, cfg = _config4("mhc_pre", t, d, config, mhc_default)
+    if pair == "mix":
+        return mhc_pre(h, fn, base, scale, iters, eps, norm_eps, config=cfg)
+    return _run4("mhc_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, cfg)[1:]
 
 
-@register_impl("mhc_post_pre", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
-               kernels=_KERNELS4)
+@register_impl("mhc_post_pre", "triton", backend="triton", configs=lambda p: mhc4_configs(p, mhc_configs),
+               default_config=lambda p: mhc4_default(p, mhc_default), kernels=_KERNELS42)
 def mhc_post_pre_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, x_add=None,
                     config: dict | None = None):
     t, d = _check_pre("mhc_post_pre", h, fn, base, scale, iters, post_in=(x, post, comb, x_add))
     if t == 0:
         return _empty_outputs(h, fn, True)
-    if _v2_default(t, config):
-        return mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, x_add)
-    return _run4("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config, fuse=(x, post, comb, x_add))
+    pair, cfg = _config4("mhc_post_pre", t, d, config, mhc_default)
+    if pair == "mix":
+        return mhc_post_pre(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, x_add, config=cfg)
+    return _run4("mhc_post_pre", h, fn, base, scale, 24, 32, iters, eps, norm_eps, cfg, fuse=(x, post, comb, x_add))
 
 
-@register_impl("mhc_post_pre_norm", "triton", backend="triton", configs=mhc4_configs, default_config=mhc4_default,
-               kernels=_KERNELS4)
+@register_impl("mhc_post_pre_norm", "triton", backend="triton",
+               configs=lambda p: mhc4_configs(p, _MIX_NORM_SPACE),
+               default_config=lambda p: mhc4_default(p, mhc_norm_default), kernels=_KERNELS42)
 def mhc_post_pre_norm_v4(x, h, post, comb, fn, base, scale, iters: int, eps: float, norm_eps: float, weight,
                          rms_eps: float, x_add=None, config: dict | None = None):
     t, d = _check_pre("mhc_post_pre_norm", h, fn, base, scale, iters, post_in=(x, post, comb, x_add),
                       norm=(weight, rms_eps))
     if t == 0:
         return _empty_outputs(h, fn, True)
-    if _v2_default(t, config):
-        return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, x_add)
-    return _run4("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, config,
+    pair, cfg = _config4("mhc_post_pre_norm", t, d, config, mhc_norm_default)
+    if pair == "mix":
+        return mhc_post_pre_norm(x, h, post, comb, fn, base, scale, iters, eps, norm_eps, weight, rms_eps, x_add,
+                                 config=cfg)
+    return _run4("mhc_post_pre_norm", h, fn, base, scale, 24, 32, iters, eps, norm_eps, cfg,
                  fuse=(x, post, comb, x_add), norm=(weight, rms_eps))
 
 

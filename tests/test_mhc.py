@@ -259,14 +259,42 @@ def test_v4_norm_is_of_the_bf16_row_at_a_small_width(seed):
 @needs_triton
 @pytest.mark.parametrize("op", ["mhc_pre", "mhc_post_pre", "mhc_post_pre_norm"])
 def test_default_between_5_and_16_tokens_is_the_previous_pair(op):
-    # impl triton's default at 4 < T <= 16 is triton_v2's kernels (measured faster at T=16); a config runs its own
+    """Impl triton's default at 4 < T <= 16 is triton_v2's kernels and config (PAIR "mix", measured faster at
+    T=16). The default is a config like any other: passed explicitly it runs what no config runs (session 22: a tune
+    timed proj4 with the default's tiles as "the default" at T = 16, and its choice, applied by the lookup to the
+    v2 kernels the step ran, made the C = 16 step 7% slower). A proj4 config there runs proj4; PAIR "mix" runs the
+    v2 kernels at any T."""
+    from kernelbench import tuned_configs
     from kernelbench.kernels import mhc as K
+    spec, impl, v2 = registry.get_op(op), registry.get_impl(op, "triton"), registry.get_impl(op, "triton_v2")
+    for t in (1, 6, 17):
+        params = {"T": t, "D": 64, "iters": 3}
+        inp = inputs(op, params)
+        default = impl.default_config(params)
+        assert default["PAIR"] == ("mix" if t == 6 else "proj4")
+        assert (default in impl.configs(params)) or t != 6       # the space holds the previous pair's default
+        for a, b in zip(impl.fn(**inp), impl.fn(**inp, config=default)):
+            assert torch.equal(a, b)
     inp = inputs(op, {"T": 6, "D": 64, "iters": 3})
-    out, v2 = registry.get_impl(op, "triton").fn(**inp), registry.get_impl(op, "triton_v2").fn(**inp)
-    for a, b in zip(out, v2):
+    mix = {k: v for k, v in impl.default_config({"T": 6, "D": 64}).items() if k != "PAIR"}
+    for a, b in zip(impl.fn(**inp), v2.fn(**inp, config=mix)):
         assert torch.equal(a, b)
-    assert K._v2_default(16, None) and not K._v2_default(17, None) and not K._v2_default(4, None)
-    assert not K._v2_default(8, K.mhc4_default({"T": 8, "D": 64}))
+    proj4 = K.mhc4_default({"T": 17, "D": 64})                          # PAIR "proj4", MMA tiles
+    pin = tuned_configs.Pin(op, proj4, (("T", frozenset({"6"})),))
+    with tuned_configs.pins_applied([pin]):                             # a tuned proj4 entry at T = 6
+        pinned = impl.fn(**inp)
+    for a, b in zip(pinned, impl.fn(**inp, config=proj4)):
+        assert torch.equal(a, b)
+    assert any(not torch.equal(a, b) for a, b in zip(pinned, impl.fn(**inp)))       # not the v2 kernels' result
+    one = inputs(op, {"T": 1, "D": 64, "iters": 3})
+    for a, b in zip(impl.fn(**one, config={**mix, "PAIR": "mix"}), v2.fn(**one, config=mix)):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="PAIR='v9'"):
+        impl.fn(**inp, config={**proj4, "PAIR": "v9"})
+    with pytest.raises(ValueError, match="runs 'proj4' only"):
+        registry.get_impl("mhc_head", "triton_v4").fn(**inputs("mhc_head", {"T": 2, "D": 64}),
+                                                       config={**proj4, "PAIR": "mix"})
+    assert spec.name == op
 
 POST_PAIRS = [(op, impl) for op in ("mhc_post", "mhc_post_pre", "mhc_post_pre_norm")
               for impl in registry.impls(op) if impl.startswith("triton")]
