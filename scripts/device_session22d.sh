@@ -2,13 +2,13 @@
 # Session 22, call 4 (the last of the budget): (1) verify and tune more of the step's untuned keys (act_quant_fp8,
 # the indexer's weight projection bf16_linear N = 64, the ratio-128 compressor at 16 / 64 tokens, fp8_linear
 # N = 8192 K = 1024 at 16 / 64) into a fresh file and try each choice in the step; (2) the step as shipped (the
-# packaged table with call 3's two entries); (3) the GPU ablation test (its step builder was refactored this session).
+# packaged table with call 3's two entries, mhc_post_pre_norm and grouped_wo_a verified with them); (3) the GPU ablation test (its step builder was refactored this session).
 #   run(command="KB_TOTAL_S=540 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session22d.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-540}
 source scripts/device_lib.sh || exit 1
-step verify 100 $KB verify act_quant_fp8 bf16_linear compressor_step fp8_linear --impl triton --device cuda \
+step verify 110 $KB verify act_quant_fp8 bf16_linear compressor_step fp8_linear mhc_post_pre_norm grouped_wo_a --impl triton --device cuda \
     --shapes flash-tp8 --examples 2 --time-budget 8
 TUNE="$KB tune --shapes flash-tp8 --impl triton --max-trials 12 --top-k 3 --rounds 2 --trial-timeout 20 --export $W/tuned.json"
 step tune_aq 45 $TUNE act_quant_fp8 --where M=16,64 --where K=4096,1024 --where scale_fmt=ue8m0 --budget 40
