@@ -202,3 +202,80 @@ def test_try_entries_pins_each_entry_of_a_tuned_file_at_exactly_its_key(tmp_path
         trials_from_entries(tmp_path / "none.json")
     r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--try-entries", str(path)])
     assert r.exit_code == 2 and "--try-entries" in r.output
+
+
+def _point(batch, rows):
+    return db.BenchPoint(batch, 8.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, trials=rows)
+
+
+def _row(text, verdict, delta=0.02):
+    return {"trial": text, "pinned": {"opx": 1}, "method": "graph replay", "step_ms": 6.5, "trial_ms": 6.5 - delta,
+            "paired_delta_ms": delta, "delta_q1_ms": delta, "delta_q3_ms": delta, "delta_ci_ms": [0.01, 0.03],
+            "pairs": 20, "verdict": verdict}
+
+
+def test_faster_entries_keeps_only_what_the_step_judged_faster_everywhere_it_ran(tmp_path):
+    """--keep-faster: an entry is kept when its trial was timed and every timed verdict is "faster" (it gains a step
+    record); within noise, slower at one C of two, or never timed: not kept, each said why."""
+    from kernelbench.decoder.trials import faster_entries, trial_text
+    entries = [{"device": "NVIDIA H200", "op": "opx", "key": {"M": m}, "config": {"BLOCK": 8}, "us": 1.0}
+               for m in (1, 16, 64, 128)]
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"version": 1, "entries": entries}))
+    text = [trial_text("opx", e["key"], e["config"]) for e in entries]
+    points = [_point(1, [_row(text[0], "faster"), _row(text[2], "faster")]),
+              _point(16, [_row(text[1], "within noise", 0.0), _row(text[2], "slower", -0.02),
+                          {"trial": text[3], "pinned": {}, "verdict": "matched no lookup of the step: nothing timed"}])]
+    kept, lines = faster_entries(path, points, "kernelbench decode-bench --try-entries tuned.json")
+    assert [e["key"] for e in kept] == [{"M": 1}]
+    step = kept[0]["step"]
+    assert step["command"] == "kernelbench decode-bench --try-entries tuned.json" and step["verdict"] == "faster"
+    assert step["points"] == [{"C": 1, "step_ms": 6.5, "trial_ms": 6.48, "paired_delta_ms": 0.02, "pairs": 20,
+                               "delta_ci_ms": [0.01, 0.03]}]
+    assert lines == [f"kept {text[0]}: faster at C = 1", f"not kept {text[1]}: C = 16: within noise",
+                     f"not kept {text[2]}: C = 1: faster, C = 16: slower",
+                     f"not kept {text[3]}: not timed (matched no lookup)"]
+
+
+def test_merge_entries_replaces_same_key_and_keeps_the_rest(tmp_path):
+    from kernelbench.harness.tune import merge_entries
+    path = tmp_path / "sub" / "tuned.json"
+    a = {"device": "D", "op": "opx", "key": {"M": 1}, "config": {"BLOCK": 8}}
+    b = {"device": "D", "op": "opx", "key": {"M": 16}, "config": {"BLOCK": 8}}
+    merge_entries(path, [b, a])                                      # created; sorted by device, op, canonical key
+    assert [e["key"]["M"] for e in json.loads(path.read_text())["entries"]] == [16, 1]      # '{"M":16}' < '{"M":1}'
+    merge_entries(path, [{**a, "config": {"BLOCK": 32}}, {**a, "device": "E"}])
+    got = json.loads(path.read_text())["entries"]
+    assert [(e["device"], e["key"]["M"], e["config"]["BLOCK"]) for e in got] == [("D", 16, 8), ("D", 1, 32),
+                                                                                  ("E", 1, 8)]
+    path.write_text('{"version": 7, "entries": []}')
+    with pytest.raises(ValueError, match="version 7"):
+        merge_entries(path, [a])
+    assert json.loads(path.read_text())["version"] == 7                      # nothing written
+
+
+def test_cli_keep_faster_needs_try_entries():
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--keep-faster", "out.json"])
+    assert r.exit_code == 2 and "--keep-faster needs --try-entries" in r.output
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
+def test_cli_keep_faster_merges_the_faster_entry(tmp_path, monkeypatch):
+    """decode-bench --try-entries F --keep-faster OUT on the CPU (fp8_linear in the interpreter; the paired timing
+    replaced by a trial that is 0.1 ms faster in every pair): the entry lands in OUT with its step record."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    monkeypatch.setattr(db, "time_interleaved", lambda a, b, adv, pairs, dev: ([5.0 + 0.01 * i for i in range(pairs)],
+                                                                                [4.9 + 0.01 * i for i in range(pairs)]))
+    tried, out = tmp_path / "tried.json", tmp_path / "out.json"
+    tried.write_text(json.dumps({"version": 1, "entries": [
+        {"device": "cpu", "op": "fp8_linear", "key": {"M": 1, "N": 256, "K": 256}, "config": {"BN": 32}, "us": 1.0},
+        {"device": "cpu", "op": "fp8_linear", "key": {"M": 2, "N": 256, "K": 256}, "config": {"BN": 32}, "us": 1.0}]}))
+    r = CliRunner().invoke(main, [
+        "decode-bench", "--layers", "swa", "--batches", "1", "--steps", "6", "--warmup", "0", "--context", "8",
+        "--impl", "reference", "--use", "fp8_linear=triton", "--try-entries", str(tried), "--keep-faster", str(out),
+        "--no-store"])
+    assert r.exit_code == 0, r.output
+    entry, = json.loads(out.read_text())["entries"]
+    assert entry["key"] == {"M": 1, "N": 256, "K": 256} and entry["config"] == {"BN": 32}
+    assert entry["step"]["points"][0]["C"] == 1 and entry["step"]["points"][0]["paired_delta_ms"] == 0.1
+    assert "--keep-faster: 1 entries merged" in r.output and "not kept fp8_linear@M=2" in r.output

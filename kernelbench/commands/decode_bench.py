@@ -18,6 +18,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import sys
+from pathlib import Path
 
 import click
 import torch
@@ -80,6 +82,9 @@ def _ints(text: str) -> list[int]:
 @click.option("--try-entries", "try_files", multiple=True, metavar="FILE", type=click.Path(dir_okay=False),
               help="one --try per entry of this tuned-config file (what `kernelbench tune --export FILE` wrote), "
                    "pinned at exactly its key; repeatable")
+@click.option("--keep-faster", "keep_path", default=None, type=click.Path(dir_okay=False),
+              help="with --try-entries: merge the entries the step judged faster (at every C where timed) into this "
+                   "tuned-config file (created if absent), each with its step record")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--use", "uses", multiple=True, help="OP=IMPL: run this implementation of one op (repeatable)")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -87,7 +92,7 @@ def _ints(text: str) -> list[int]:
 @click.option("--db", "db_url", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--no-store", is_flag=True, help="do not write the results to the database")
 def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts, capacity, steps, warmup, graph,
-            overlap, profile, kernel_rows, ablate_tuned, tries, try_files, modules, uses, seed, json_path, db_url, no_store):
+            overlap, profile, kernel_rows, ablate_tuned, tries, try_files, keep_path, modules, uses, seed, json_path, db_url, no_store):
     """Decode step time vs C (and context), its fit a + b*C, and where the time goes."""
     from kernelbench import registry
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -115,6 +120,8 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
         swept = [db.parse_context(c) for c in contexts.split(",") if c.strip()] if contexts else []
     except (db.BenchError, FileNotFoundError, ImportError, UsageProblem) as e:
         raise click.UsageError(str(e)) from None
+    if keep_path and not try_files:
+        raise click.UsageError("--keep-faster needs --try-entries (the entries to judge)")
     known_ops = {o.name for o in registry.ops()}
     try:
         trials = [parse_trial(t, known_ops, config_keys) for t in tries]
@@ -160,6 +167,18 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
     db.print_result(res, console, kernels=kernel_rows)
     if ablate_tuned and not any(p.ablation for p in res.points):
         console.print("--ablate-tuned: no kernel of the step ran a tuned config on this device; nothing to remove")
+    if keep_path:
+        from kernelbench.decoder.trials import faster_entries
+        from kernelbench.harness.tune import merge_entries
+        command = "kernelbench decode-bench " + " ".join(sys.argv[2:])
+        kept = []
+        for f in try_files:
+            entries, lines = faster_entries(f, res.points, command)
+            kept += entries
+            for line in lines:
+                console.print(line)
+        merge_entries(Path(keep_path), kept)
+        console.print(f"--keep-faster: {len(kept)} entries merged into {keep_path}")
     if json_path:
         with open(json_path, "w") as f:
             json.dump(db.as_json(res), f, indent=1)

@@ -12,7 +12,8 @@ Spelling, one trial: OP[@KEY=V[,V...]]...=JSON, several ops joined by ";", e.g.
 The @ filters select lookup keys as `--where` selects cases (values compared as text); without one the config
 applies at every key of the op. The JSON object is merged over the kernel's default, as KERNELBENCH_PIN_CONFIG's.
 `--try-entries FILE` makes one trial of each entry of a tuned-config file at exactly its key, so what `kernelbench
-tune --export FILE` chose alone is judged in the step before it goes into the packaged table.
+tune --export FILE` chose alone is judged in the step before it goes into the packaged table; `--keep-faster OUT`
+then merges the entries the step judged faster into OUT (`faster_entries`, harness.tune.merge_entries).
 """
 from __future__ import annotations
 
@@ -76,6 +77,32 @@ def trials_from_entries(path, known_ops=None, known_keys=None) -> list[Trial]:
     if not entries:
         raise ValueError(f"--try-entries {path}: the file has no entries")
     return [parse_trial(trial_text(e["op"], e["key"], e["config"]), known_ops, known_keys) for e in entries]
+
+
+def faster_entries(path, points, command: str) -> tuple[list[dict], list[str]]:
+    """--keep-faster: the entries of the tuned-config file at `path` (tried by --try-entries) that the step judged
+    faster: timed at one C or more and "faster" at every C where timed. Each kept entry gains a `step` record (the
+    C, step and trial medians, paired delta and its interval, pairs, `command`). -> (kept entries, one line per
+    entry saying what happened to it)."""
+    from pathlib import Path
+    kept, lines = [], []
+    for e in tuned_configs.read_entries(Path(path), label=f"--try-entries {path}"):
+        text = trial_text(e["op"], e["key"], e["config"])
+        rows = [(p.batch, r) for p in points for r in p.trials if r["trial"] == text and "pairs" in r]
+        verdicts = sorted({r["verdict"] for _, r in rows})
+        if rows and verdicts == ["faster"]:
+            kept.append({**e, "step": {
+                "verdict": "faster", "command": command,
+                "points": [{"C": c, "step_ms": round(r["step_ms"], 4), "trial_ms": round(r["trial_ms"], 4),
+                            "paired_delta_ms": round(r["paired_delta_ms"], 4), "pairs": r["pairs"],
+                            "delta_ci_ms": None if r["delta_ci_ms"] is None else [round(v, 4) for v in
+                                                                                   r["delta_ci_ms"]]}
+                           for c, r in rows]}})
+            lines.append(f"kept {text}: faster at C = {', '.join(str(c) for c, _ in rows)}")
+        else:
+            why = ", ".join(f"C = {c}: {r['verdict']}" for c, r in rows) or "not timed (matched no lookup)"
+            lines.append(f"not kept {text}: {why}")
+    return kept, lines
 
 
 def pinned_keys(looked) -> dict[str, int]:

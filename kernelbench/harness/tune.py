@@ -435,6 +435,17 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
         for r in results:
             if r.chosen is not None:
                 require_verified(store, r.op, r.impl, r.device, r.chosen)
+    today = _dt.date.today().isoformat()
+    return merge_entries(path, [{"device": r.device, "op": r.op, "impl": r.impl, "key": r.key, "config": r.chosen,
+                                 "us": None if r.chosen_us is None else round(r.chosen_us, 3), "measured": today,
+                                 "command": command} for r in results if r.chosen is not None])
+
+
+def merge_entries(path: Path | None, entries: list[dict]) -> Path:
+    """Write `entries` into the tuned JSON at `path` (kernelbench/tuned/v1.json when None; created when absent):
+    each replaces the entry of the same (device, op, key), every other entry is kept; sorted by (device, op, key);
+    the lookups of this process reloaded. A file that is not a tuned-config file of this version is a ValueError
+    naming it (nothing written)."""
     path = Path(path) if path else tuned_configs.TUNED_DIR / f"v{tuned_configs.FORMAT_VERSION}.json"
     data = {"version": tuned_configs.FORMAT_VERSION, "entries": []}
     if path.exists():
@@ -442,19 +453,16 @@ def export(results: list[TuneResult], path: Path | None = None, command: str = "
             old = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON ({e}); move it aside before exporting") from None
-        if old.get("version") != tuned_configs.FORMAT_VERSION:
-            raise ValueError(f"{path} has version {old.get('version')}, expected {tuned_configs.FORMAT_VERSION}")
+        if not isinstance(old, dict) or old.get("version") != tuned_configs.FORMAT_VERSION:
+            raise ValueError(f"{path} has version {old.get('version') if isinstance(old, dict) else None!r}, "
+                             f"expected {tuned_configs.FORMAT_VERSION}")
         data["entries"] = old.get("entries", [])
-    today = _dt.date.today().isoformat()
-    for r in results:
-        if r.chosen is None:
-            continue
-        data["entries"] = [e for e in data["entries"]
-                           if not (e.get("device") == r.device and e.get("op") == r.op and e.get("key") == r.key)]
-        data["entries"].append({"device": r.device, "op": r.op, "impl": r.impl, "key": r.key, "config": r.chosen,
-                                "us": None if r.chosen_us is None else round(r.chosen_us, 3), "measured": today,
-                                "command": command})
-    data["entries"].sort(key=lambda e: (e["device"], e["op"], canon(e["key"])))
+    for e in entries:
+        data["entries"] = [x for x in data["entries"]
+                           if not (x.get("device") == e.get("device") and x.get("op") == e["op"]
+                                   and x.get("key") == e["key"])]
+        data["entries"].append(e)
+    data["entries"].sort(key=lambda e: (e.get("device", ""), e["op"], canon(e["key"])))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     tuned_configs.reload()                       # lookups in this process read the file once: let them see it
