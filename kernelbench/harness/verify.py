@@ -93,6 +93,8 @@ class Options:
     time_budget_s: float | None = None    # per pair: after this, hypothesis examples are skipped (not counted)
     probes: bool = True                   # run the op's semantic probes (kernelbench/harness/probes.py) first
     path_examples: int | None = None      # per config path (verify_paths.py) and edge mode; None: examples // 4, >= 1
+    explicit_default: bool = True         # the default given as a config runs what no config runs, bit for bit, at
+                                          # the shape set's cases, else the op's "tiny" ones (explicit_default_verdict)
 
 
 @dataclass
@@ -193,7 +195,7 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
     """Verify one implementation: the shape set's real cases, then hypothesis examples."""
     from kernelbench.harness.probes import run_probes
     from kernelbench.registry import get_shape_set
-    from kernelbench.harness.verify_paths import verify_paths
+    from kernelbench.harness.verify_paths import explicit_default_verdict, verify_paths
     rep = PairReport(spec.name, impl.name, impl.backend)
     reason = skip_reason(impl, opts.device)
     if reason:
@@ -228,6 +230,10 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
                                              dataclasses.replace(opts, examples=n), emit)
         rep.paths = verify_paths(spec, impl, opts, emit, n,
                                  lambda s, i, o, e: rep.notes.extend(_run_hypothesis(s, i, o, e)))
+        if opts.explicit_default:
+            v = explicit_default_verdict(spec, impl, opts.device, emit, opts.shape_set)
+            if v is not None:
+                rep.paths.append(v)
     return rep
 
 

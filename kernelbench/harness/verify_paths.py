@@ -190,6 +190,69 @@ class PathVerdict:
         return dataclasses.asdict(self)
 
 
+EXPLICIT_DEFAULT = "explicit default"
+
+
+def explicit_default_verdict(spec, impl, device: str, emit, shape_set: str | None = None,
+                             cases: list[dict] | None = None) -> PathVerdict | None:
+    """The default passed as a config must run what no config runs, bit for bit, at every case of `shape_set` (verify
+    --shapes; else the op's "tiny" cases, or `cases`), one result emitted per case. Tune's first trial, sm_120's inspection and the config paths pass the default
+    explicitly; the decoder passes none. A wrapper that picks other kernels when `config is None` made them differ:
+    tune and inspect judged kernels the step did not run, and a tuned entry merged into the other kernels' config
+    (session 22, mHC at 5-16 tokens). The no-config call runs with every lookup of the op answering its default (a
+    trial pin without keys: tuned entries and KERNELBENCH_PIN_CONFIG out of the way). None for an implementation
+    without a config space; skipped for one not declared deterministic, and on the CPU for a compiled-only default."""
+    import torch
+    from kernelbench import tuned_configs as tc
+    from kernelbench.harness.timing import sync
+    from kernelbench.harness.verify_check import Example, ExampleResult, as_tuple, materialize
+    if impl.configs is None or impl.default_config is None:
+        return None
+    v = PathVerdict(None, EXPLICIT_DEFAULT, ["the default given as a config runs what no config runs, bit for bit"])
+    if not impl.deterministic:
+        v.status, v.reason = "skipped", "not declared deterministic: two runs need not agree bit for bit"
+        return v
+    if cases is None:
+        cases = [dict(c) for c in spec.shape_cases(shape_set or "tiny")]
+    for params in cases or [representative_params(impl)]:
+        default = impl.default_config(dict(params))
+        if device == "cpu" and compiled_only(impl, default):
+            v.status, v.reason = NOT_HERE, compiled_only(impl, default) + "; `kernelbench verify --device cuda` runs it"
+            return v
+        ex = Example(spec.name, impl.name, dict(params), "normal", 0, "contiguous", "case")
+        ex.config = dict(default)
+        r = ExampleResult(ex, passed=False)
+        try:
+            base = spec.make_inputs(dict(params), torch.Generator().manual_seed(0), device, "normal")
+            with tc.pins_applied([tc.Pin(spec.name, {})]):
+                implicit = as_tuple(impl.fn(**impl.prepared(materialize(base, keep=spec.inplace))))
+            explicit = as_tuple(impl.fn(**impl.prepared(materialize(base, keep=spec.inplace)), config=dict(default)))
+            sync(device)
+            differ = [name for name, a, b in zip(spec.outputs, implicit, explicit) if not _same_bits(a, b)]
+            r.passed = not differ
+            r.failure = "" if r.passed else (
+                f"{EXPLICIT_DEFAULT}: at {params} the output(s) {', '.join(differ)} differ bit for bit between the "
+                f"call with no config and the call given its default {_canon(default)}: the wrapper runs other code "
+                f"when config is None, so tune's first trial and sm_120's inspection are not of what runs")
+        except Exception as e:  # a crash of either call is a failure of this check, shown with its reason
+            r.failure = f"{EXPLICIT_DEFAULT}: at {params}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        r.stats = {"checks": {"config": dict(default), "explicit_default": r.passed}}
+        v.examples += 1
+        v.failed += 0 if r.passed else 1
+        emit(r)
+    v.status = "FAIL" if v.failed else "pass"
+    return v
+
+
+def _same_bits(a, b) -> bool:
+    """Equal shape, dtype and bytes (NaN payloads included: torch.equal calls NaN unequal to itself)."""
+    import torch
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return a == b
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(
+        a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
 def verify_paths(spec, impl, opts, emit, path_examples: int, run_one) -> list[PathVerdict]:
     """Run every non-default path of `impl`: its probes, then `path_examples` hypothesis examples.
     `run_one(spec, impl, opts, emit)` runs the random examples (verify._run_hypothesis); `emit` records.
