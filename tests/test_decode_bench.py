@@ -231,6 +231,7 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
         assert p["bytes"] > 0
     assert not math.isnan(res["per_request_ms"]) and "fit: step =" in r.output and "time per op" in r.output
     assert r.output.count("kernels per op at C=") == 2            # --kernels (implies --profile): every C
+    assert r.output.count("the rest of the step") == 4             # issue 17's measure at every attributed point
     from kernelbench.db.store import Store
     from kernelbench.harness.roofline import latest_bench
     rows = latest_bench(Store(url), ops=[db.DECODE_OP])
@@ -607,3 +608,13 @@ def test_replayed_kernels_keep_the_lane_of_their_eager_kernel():
     assert lanes["side_alone_ms"] == pytest.approx(0.0)
     swapped, why = db.label_by_position(eager, [replay[1], replay[0], replay[2]], steps=1)
     assert not why and [(k.name, k.lane) for k in swapped] == [("s1", 9), ("m1", 7), ("m2", 7)]
+
+
+def test_rest_per_layer_is_the_step_less_the_moe_kernels():
+    """Issue 17's measure: (step - the MoE ops' GPU time) per layer, beside the MoE's own per layer."""
+    pt = db.BenchPoint(1, 512.0, 4.3, 4.3, 4.3, 4.3, 4.3, 232.0, attribution=[
+        {"op": "moe_routed", "gpu_ms": 1.0}, {"op": "shared_expert", "gpu_ms": 0.075}, {"op": "mhc_post_pre_norm",
+         "gpu_ms": 0.7}, {"op": db.IDLE, "gpu_ms": 0.2}])
+    moe, rest = db.rest_per_layer(pt, 43)
+    assert moe == pytest.approx(1075 / 43) and rest == pytest.approx((4300 - 1075) / 43)
+    assert db.rest_per_layer(db.BenchPoint(1, 512.0, 4.3, 4.3, 4.3, 4.3, 4.3, 232.0), 43) is None
