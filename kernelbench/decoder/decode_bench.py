@@ -41,7 +41,7 @@ from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.lanes import SITES, Lanes
 from kernelbench.ops.moe import touched_experts
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
-from kernelbench.decoder.trials import pinned_keys, print_trials
+from kernelbench.decoder.trials import paired_cells, pinned_keys, print_trials
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"
@@ -1175,12 +1175,8 @@ def print_ablation(points: list[BenchPoint], console) -> None:
                 "delta IQR ms", f"delta {ABLATION_CONFIDENCE:.0%} CI ms", "verdict"):
         t.add_column(col, justify="left" if col in ("op", "verdict") else "right")
     for p, a in rows:
-        ci = a["delta_ci_ms"]
         t.add_row(str(p.batch), a["op"], str(a["entries_removed"]), str(a["pairs"]), f"{a['tuned_ms']:.3f}",
-                  f"{a['step_ms']:.3f}", f"{a['paired_delta_ms']:+.3f}",
-                  f"{a['delta_q1_ms']:+.3f} .. {a['delta_q3_ms']:+.3f}",
-                  "" if ci is None else f"{ci[0]:+.3f} .. {ci[1]:+.3f}",
-                  a["verdict"] + ("" if a["method"] in ("graph replay", "eager") else f"; {a['method']}"))
+                  f"{a['step_ms']:.3f}", *paired_cells(a))
     console.print(t)
 
 

@@ -134,9 +134,15 @@ def print_trials(points, console, confidence: float, min_pairs: int) -> None:
         if "pairs" not in r:                         # refused, or it matched no lookup: nothing was timed
             t.add_row(str(p.batch), r["trial"], keys, "", "", "", "", "", "", r["verdict"])
             continue
-        ci = r["delta_ci_ms"]
         t.add_row(str(p.batch), r["trial"], keys, str(r["pairs"]), f"{r['step_ms']:.3f}", f"{r['trial_ms']:.3f}",
-                  f"{r['paired_delta_ms']:+.3f}", f"{r['delta_q1_ms']:+.3f} .. {r['delta_q3_ms']:+.3f}",
-                  "" if ci is None else f"{ci[0]:+.3f} .. {ci[1]:+.3f}",
-                  r["verdict"] + ("" if r["method"] in ("graph replay", "eager") else f"; {r['method']}"))
+                  *paired_cells(r))
     console.print(t)
+
+
+def paired_cells(r: dict) -> tuple[str, str, str, str]:
+    """The last four cells of a paired-comparison row (--ablate-tuned's and --try's tables): the median paired
+    delta, its quartiles, its interval and the verdict (with the timing method when not the usual one)."""
+    ci = r["delta_ci_ms"]
+    return (f"{r['paired_delta_ms']:+.3f}", f"{r['delta_q1_ms']:+.3f} .. {r['delta_q3_ms']:+.3f}",
+            "" if ci is None else f"{ci[0]:+.3f} .. {ci[1]:+.3f}",
+            r["verdict"] + ("" if r["method"] in ("graph replay", "eager") else f"; {r['method']}"))
