@@ -8,7 +8,7 @@ step with them against the step as it runs, in interleaved pairs on the same cac
 
 Spelling, one trial: OP[@KEY=V[,V...]]...=JSON, several ops joined by ";", e.g.
     moe_routed@T=16,64={"GLUE": "v4"}
-    fp8_linear@N=256@K=4096={"BLOCK_N": 128};fp8_linear@N=4096@K=256={"SPLIT": 8}
+    fp8_linear@N=256@K=4096={"BN": 128};fp8_linear@N=4096@K=256={"SPLIT": 8}
 The @ filters select lookup keys as `--where` selects cases (values compared as text); without one the config
 applies at every key of the op. The JSON object is merged over the kernel's default, as KERNELBENCH_PIN_CONFIG's.
 `--try-entries FILE` makes one trial of each entry of a tuned-config file at exactly its key, so what `kernelbench
