@@ -105,7 +105,8 @@ def test_compiled_only_path_is_not_verified_here_and_tune_export_refuses(tmp_pat
         rec = Recorder(store, opts)
         rep = verify_pair(spec, impl, opts, on_result=rec.result)
         rec.finish("passed")
-        assert [(p.config, p.status) for p in rep.paths] == [({"MODE": "fast_asm"}, NOT_HERE)]
+        assert [(p.config, p.label, p.status) for p in rep.paths] == [({"MODE": "fast_asm"}, '{"MODE":"fast_asm"}',
+                                                                       NOT_HERE), (None, "explicit default", "pass")]
         tune.export([res], tmp_path / "v1.json", store=store)          # the default path passed on cpu
         asm = dataclasses.replace(res, chosen={"MODE": "fast_asm"})
         with pytest.raises(UnverifiedPath):
@@ -123,7 +124,8 @@ def test_json_reports_every_path_and_replays_one(tmp_path):
         doc = run_verify(["rms_norm"], ["toy_paths"], device="cpu", examples=2, profile="ci", db=url)
         paths = doc["pairs"][0]["paths"]
         assert [(p["label"], p["status"]) for p in paths] == [("default", "pass"),
-                                                              ('{"MODE":"fast_asm"}', NOT_HERE)]
+                                                              ('{"MODE":"fast_asm"}', NOT_HERE),
+                                                              ("explicit default", "pass")]
         assert "verify --device cuda" in paths[1]["reason"]
         one = run_verify(["rms_norm"], ["toy_paths"], device="cpu", profile="ci", db=url,
                          params={"M": 1, "N": 8}, values="normal", seed=0, config={"MODE": "plain"})
