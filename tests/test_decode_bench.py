@@ -588,6 +588,16 @@ def test_lane_times_find_the_side_work_the_main_lane_did_not_hide():
     assert got["streams"] == 2
     assert got["main_ms"] == pytest.approx(16 / 1e6) and got["side_ms"] == pytest.approx(13 / 1e6)
     assert got["side_alone_ms"] == pytest.approx(4 / 1e6)        # [10, 14): only s2 ran
+    assert got["side_alone_by_op_ms"] == {db.UNLABELLED: pytest.approx(4 / 1e6)}
+    labelled = [db.Kernel(k.name, k.dur, op=k.name[:1] if k.stream == 7 else k.name, start=k.start, stream=k.stream)
+                for k in main + side]
+    labelled.append(db.Kernel("s3", 2, op="s1", start=1015, stream=9))      # [15, 17): beside m2, never alone
+    labelled.append(db.Kernel("s4", 6, op="s1", start=1018, stream=11))     # [20, 24) alone on a third lane
+    got = db.lane_times(labelled, steps=1)
+    assert got["streams"] == 3
+    assert got["side_alone_by_op_ms"] == {"s2": pytest.approx(4 / 1e6), "s1": pytest.approx(4 / 1e6)}
+    assert list(got["side_alone_by_op_ms"]) == ["s1", "s2"]       # equal: by name
+    assert got["side_alone_ms"] == pytest.approx(8 / 1e6)
     assert db.lane_times(main, steps=1) == {}                     # one stream: nothing to split
     assert db.lane_times([db.Kernel("x", 5, stream=1), db.Kernel("y", 5, stream=2)], steps=1) == {}   # no starts
 

@@ -18,6 +18,7 @@ depends on shapes and lengths, not on values.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 import random
@@ -269,8 +270,10 @@ def lane_times(kernels: list[Kernel], steps: int) -> dict:
     """Where the step's lanes spent their time, per step (ms), from kernels with GPU starts and lanes (a kernel's
     `lane`, else its stream): the main lane (the one with the most kernel time) busy, the other lanes (the side lane,
     kernelbench.decoder.lanes; NCCL's stream) busy, and `side_alone_ms`: the time only other lanes ran, no
-    main-lane kernel: side work the step waited for (the main lane idle or at a join) instead of hiding it. Empty
-    with one lane. ("streams" counts the lanes.)"""
+    main-lane kernel: side work the step waited for (the main lane idle or at a join) instead of hiding it, and
+    `side_alone_by_op_ms`: per op, its side kernels' time outside the main lane's spans (largest first; side kernels
+    that ran beside each other count once each, so the values may sum to more than side_alone_ms). Empty with one
+    lane. ("streams" counts the lanes.)"""
     by: dict[int, list[Kernel]] = {}
     for k in kernels:
         by.setdefault(k.stream if k.lane is None else k.lane, []).append(k)
@@ -279,22 +282,46 @@ def lane_times(kernels: list[Kernel], steps: int) -> dict:
     main = max(by, key=lambda st: (sum(k.dur for k in by[st]), -st))
     side = [k for st, ks in by.items() if st != main for k in ks]
     main_ns = covered_ns(by[main])
+    spans = merged_spans(by[main])
+    alone: dict[str, int] = {}
+    for k in side:
+        ns = k.dur - overlap_ns(k.start, k.start + k.dur, spans)
+        if ns > 0:
+            alone[k.op or UNLABELLED] = alone.get(k.op or UNLABELLED, 0) + ns
+    by_op = {op: ns / 1e6 / steps for op, ns in sorted(alone.items(), key=lambda kv: (-kv[1], kv[0]))}
     return {"streams": len(by), "main_ms": main_ns / 1e6 / steps, "side_ms": covered_ns(side) / 1e6 / steps,
-            "side_alone_ms": (covered_ns(kernels) - main_ns) / 1e6 / steps}
+            "side_alone_ms": (covered_ns(kernels) - main_ns) / 1e6 / steps, "side_alone_by_op_ms": by_op}
+
+
+UNLABELLED = "(no op)"
+
+
+def merged_spans(kernels: list[Kernel]) -> list[tuple[int, int]]:
+    """The kernels' GPU spans [start, start + dur) merged into disjoint intervals, in order."""
+    out: list[tuple[int, int]] = []
+    for k in sorted(kernels, key=lambda k: k.start):
+        lo, hi = k.start, k.start + k.dur
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def overlap_ns(lo: int, hi: int, spans: list[tuple[int, int]]) -> int:
+    """How much of [lo, hi) the disjoint, ordered `spans` cover."""
+    i = bisect.bisect_right(spans, (lo, float("inf"))) - 1
+    total = 0
+    for a, b in spans[max(i, 0):]:
+        if a >= hi:
+            break
+        total += max(0, min(b, hi) - max(a, lo))
+    return total
 
 
 def covered_ns(kernels: list[Kernel]) -> int:
     """The length of the union of the kernels' GPU spans [start, start + dur) (ns)."""
-    total, end = 0, None
-    for k in sorted(kernels, key=lambda k: k.start):
-        lo, hi = k.start, k.start + k.dur
-        if end is None or lo >= end:
-            total += hi - lo
-            end = hi
-        elif hi > end:
-            total += hi - end
-            end = hi
-    return total
+    return sum(hi - lo for lo, hi in merged_spans(kernels))
 
 
 # A device-to-device cudaMemcpyAsync is a copy engine's "Memcpy DtoD" when launched, and the driver's copy
@@ -1132,6 +1159,10 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
                               f"{ln['streams'] - 1} other lane(s) {ln['side_ms']:.3f} ms, of which "
                               f"{ln['side_alone_ms']:.3f} ms with no main-lane kernel running (side work the step "
                               f"waited for)")
+                if ln.get("side_alone_by_op_ms"):
+                    console.print(f"C={p.batch} ctx {p.context:.0f}: side work alone by op (each side kernel's time "
+                                  f"outside the main lane's spans; side kernels may overlap each other): "
+                                  + ", ".join(f"{op} {ms * 1e3:.1f} us" for op, ms in ln["side_alone_by_op_ms"].items()))
     profiled = [p for p in res.points if p.attribution]
     if profiled:
         p = max(profiled, key=lambda q: q.batch)
