@@ -53,15 +53,14 @@ DI = 128
 # config space ----------------------------------------------------------------------------------
 def indexer_configs(params: dict) -> list[dict]:
     """Score launch: keys per block, warps, stages, programs (x SMs); top-k launch: scores per scan
-    step and its warps (one program per token walks S4 three times: wide steps amortize L2 latency; 4 warps: a short
-    row's sort of KP keys with more of its exchange steps inside a thread).
+    step and its warps (one program per token walks S4 three times: wide steps amortize L2 latency).
     SEGMENTS (default "auto", `topk_segments`; 1 = one program per token; > 1 = at most that many) and SEG_MIN
     (fewest scores per segment, default `seg_min_default`) are not tuned (the lookup key has no context, and the
     split pays only for long rows): the space holds the default and one config that splits short rows."""
     space = [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
               "SEGMENTS": "auto"}
              for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
-             for sc, tw in ((2048, 4), (2048, 8), (4096, 16), (8192, 16))]
+             for sc, tw in ((2048, 8), (4096, 16), (8192, 16))]
     # the split top-k's merge on any row of 8+ scores: `kernelbench verify` runs every value a space offers, so
     # this config makes it check the merge at small shapes (the default splits only rows of 8192+ scores)
     return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4}]

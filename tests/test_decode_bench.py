@@ -387,6 +387,10 @@ def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
         streams = 2 + (p["batch"] >= SHARED_SIDE_MIN_T) + (p["batch"] <= kv_lane_from_env())
         assert lanes["streams"] == streams and 0 < lanes["side_ms"] < lanes["main_ms"] <= p["step_ms"], lanes
         assert 0 <= lanes["side_alone_ms"] <= lanes["side_ms"], lanes
+        by_op = lanes["side_alone_by_op_ms"]               # per op: the side ops' kernels, never the main lane's
+        assert all(ms > 0 for ms in by_op.values()) and list(by_op.values()) == sorted(by_op.values(), reverse=True)
+        assert (sum(by_op.values()) > 0) == (lanes["side_alone_ms"] > 0)
+        assert sum(by_op.values()) >= lanes["side_alone_ms"] - 1e-9, lanes
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
