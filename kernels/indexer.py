@@ -217,8 +217,9 @@ def _key_value(key):
 
 @triton.jit
 def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.constexpr, FAST: tl.constexpr,
-                 CACHE: tl.constexpr):
-    """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row.
+                 CACHE: tl.constexpr, OFF: tl.constexpr):
+    """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row, each index + OFF
+    (-1 stays -1: csa_indices writes W + entry into the attention row).
     FAST: `direct` (k_eff is the whole row: the caller skipped the select) packs the row's scores here
     instead of reading `stage`, and the scores come out of the packed keys (no gather of the row)."""
     offs_k = tl.arange(0, KP)
@@ -232,18 +233,18 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
         packed = tl.load(stage + offs_k, mask=valid, other=0).to(tl.uint64, bitcast=True)
     packed = tl.sort(packed, descending=True)
     idx = _flip_index(packed.to(tl.uint32)).to(tl.int32)
-    idx = tl.where(valid, idx, -1)
     if FAST:                                                            # the score is in the packed key
         val = tl.where(valid, _key_value((packed >> 32).to(tl.uint32)), float("-inf"))
     else:
         val = tl.load(sc_row + tl.where(valid, idx, 0), mask=valid, other=float("-inf"))
     omask = offs_k < TOPK
-    tl.store(idx_out + offs_k, idx, mask=omask)
+    tl.store(idx_out + offs_k, tl.where(valid, idx + OFF, -1), mask=omask)
     tl.store(val_out + offs_k, val, mask=omask)
 
 
 @triton.jit
-def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
+def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
+              OFF: tl.constexpr):
     """One program selects, sorts and writes a token's row of n scores. FAST (impl "triton"): 16-bit select
     keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
     k_eff = tl.minimum(n, TOPK)
@@ -252,24 +253,41 @@ def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: 
             _select(sc_row, n, k_eff, stage, 0, SCAN, False, True, "")
     else:
         _select(sc_row, n, k_eff, stage, 0, SCAN, False, False, "")
-    _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "")
+    _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "", OFF)
+
+
+@triton.jit
+def _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W: tl.constexpr, WP: tl.constexpr):
+    """csa_indices (ROW_W = W > 0): token t's attention row starts with the window ring's slots of tokens
+    max(p-W+1, 0) .. p (then -1), as attention_indices' kernel writes them; its length is W + min(n, K). The top-k
+    writes W + entry after them. ROW_W = 0 (indexer_topk): nothing."""
+    if ROW_W > 0:
+        c = tl.arange(0, WP)
+        tok = tl.maximum(p - ROW_W + 1, 0) + c
+        tl.store(idx_ptr + t * s_ot + c, tl.where(tok <= p, tok % ROW_W, -1).to(tl.int32), mask=c < ROW_W)
+        tl.store(len_ptr + t, (ROW_W + tl.minimum(n, TOPK)).to(tl.int32))
 
 
 @triton.jit
 def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, KP) int64; out (T, K)
                 RATIO, TOPK, s_st, s_ot,
-                KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr):
-    """One program per token: select over its S4 scores, sort, write."""
+                KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
+                len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1):
+    """One program per token: select over its S4 scores, sort, write (ROW_W > 0, csa_indices: the attention row
+    (T, W + K) and its length instead of the top-k (T, K); val (T, W + K) scratch)."""
     t = tl.program_id(0)
-    n = (tl.load(pos_ptr + t) + 1) // RATIO
-    _topk_row(sc_ptr + t * s_st, n, stage_ptr + t * KP, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP, SCAN, FAST)
+    p = tl.load(pos_ptr + t)
+    n = (p + 1) // RATIO
+    _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W, WP)
+    _topk_row(sc_ptr + t * s_st, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP,
+              SCAN, FAST, ROW_W)
 
 
 @triton.jit
 def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
                       RATIO, TOPK, SEG, SEG_MIN, s_st, s_ot,
                       SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
-                      FILTER: tl.constexpr = 2048):
+                      FILTER: tl.constexpr = 2048, len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1):
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
@@ -281,15 +299,20 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     candidates >= the larger bound can be in the top-k (at least TOPK of them); they are compacted in slot order
     (FILTER at a time), then selected and sorted as one row. Equal keys stay in index order through both steps
     (segments in row order; inside a slot the keys above l_j, then those equal to it, each in index order), so ties
-    go to the lower index, as in the one-program select."""
+    go to the lower index, as in the one-program select. ROW_W > 0 (csa_indices): program 0 writes the attention
+    row's window part and length (_row_head), the top-k goes after it as W + entry."""
     t = tl.program_id(0)
     j = tl.program_id(1)
-    n = (tl.load(pos_ptr + t) + 1) // RATIO
+    p = tl.load(pos_ptr + t)
+    n = (p + 1) // RATIO
     a = tl.minimum(tl.maximum(n // SEG_MIN, 1), SEG)
     sc_row = sc_ptr + t * s_st
+    if j == 0:
+        _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W, WP)
     if a == 1:
         if j == 0:
-            _topk_row(sc_row, n, stage_ptr + t * KP, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, KP, SCAN, FAST)
+            _topk_row(sc_row, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP, SCAN,
+                      FAST, ROW_W)
     elif j < a:
         seg = tl.cdiv(tl.cdiv(n, a), 32) * 32                            # 128-byte aligned segment starts
         start = j * seg
@@ -333,8 +356,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
                 m += tl.sum(keep.to(tl.int32), axis=0)
             tl.debug_barrier()                                          # the survivors visible to the CTA
             _select(comp, m, TOPK, stage_ptr + t * KP, 0, SCAN, True, FAST, "")
-            _emit_sorted(stage_ptr + t * KP, TOPK, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, 0, KP,
-                         FAST, ".cg")
+            _emit_sorted(stage_ptr + t * KP, TOPK, sc_row, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, 0,
+                         KP, FAST, ".cg", ROW_W)
             tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
@@ -362,7 +385,7 @@ def _index_fused(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr, cnt_ptr, stage_
             if n > TOPK:
                 _select(sc_row, n, k_eff, stage_ptr + t * KP, 0, SCAN, False, True, ".cg")
             _emit_sorted(stage_ptr + t * KP, k_eff, sc_row, idx_ptr + t * s_ot, val_ptr + t * s_ot, TOPK, n <= TOPK,
-                         KP, True, ".cg")
+                         KP, True, ".cg", 0)
             tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
@@ -428,8 +451,17 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
     scores)."""
     dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
+    _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, idx, val)
+    return idx, val
+
+
+def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, idx, val,
+                      window: int = 0, lengths: torch.Tensor | None = None) -> None:
+    """indexer_topk's two launches into idx / val (window 0), or csa_indices' (window W: idx the attention rows
+    (T, W + K), val a scratch of the same shape, lengths (T,))."""
+    t, hi = qi.shape[0], qi.shape[1]
     if t == 0:
-        return idx, val
+        return
     scores = torch.empty(t, k_cache.shape[1], dtype=torch.float32, device=dev)   # allocation only
     stage = torch.empty(t, kp, dtype=torch.int64, device=dev)
     pos = positions.contiguous()
@@ -445,17 +477,73 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
     fast = bool(cfg.get("FAST", True))
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min)
+    row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
-                          KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1)
+                          KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1, **row)
     else:
         cand = torch.empty(t, 2 * seg * kp, dtype=torch.int64, device=dev)   # candidates, then the survivors
         thr = torch.empty(t, 2 * seg, dtype=torch.int64, device=dev)           # the segments' two bounds
         _index_topk_split[(t, seg)](scores, pos, cand, thr, split_tickets(dev, t), stage, idx, val, ratio, topk, seg,
                                     seg_min, scores.stride(0), idx.stride(0),
                                     SEG_P2=triton.next_power_of_2(seg), KP=kp, SCAN=scan, FAST=fast,
-                                    FILTER=split_filter(scan), num_warps=twarps, num_stages=1)
-    return idx, val
+                                    FILTER=split_filter(scan), num_warps=twarps, num_stages=1, **row)
+
+
+# csa_indices -------------------------------------------------------------------------------------
+# impl "triton": indexer_topk's two launches, the top-k writing the attention row itself (_row_head: the window
+# ring's slots and the length; then W + each selected entry): the csa layer's index lists without attention_indices'
+# launch, which sat on the path the decode step's sparse attention waits on (H200, session 23 call 2: at C = 1 the
+# main lane waited 164 us a step on the top-k and 42 us on the csa index lists). Impl "triton_parts": the two ops.
+def _check_window(window) -> None:
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(f"csa_indices: window must be a positive int, got {window!r}")
+
+
+def csa_configs(params: dict) -> list[dict]:
+    """indexer_topk's space, and ROW False: the two ops as before (indexer_topk, then attention_indices, each with its
+    own tuned config), so that `decode-bench --try 'csa_indices={"ROW": false}'` times the step with and without the
+    row written by the top-k in interleaved pairs."""
+    return indexer_configs(params) + [{**indexer_default(params), "ROW": False}]
+
+
+@register_impl("csa_indices", "triton", backend="triton", configs=csa_configs, default_config=indexer_default,
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
+def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
+                config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> indices [T, W + topk] int32, lengths [T] int32 (contract: reference/indexer.py csa_indices). Two launches,
+    indexer_topk's; its config space and default (a tuned entry of its own op: the key has no window); config ROW
+    False: the two ops (csa_indices_parts)."""
+    _check_window(window)
+    dev, t, hi, kp, _, _ = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    cfg = config or lookup("csa_indices", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
+    if not cfg.get("ROW", True):
+        return csa_indices_parts(qi, w, k_cache, seq_ids, positions, topk, window, ratio, w_scale)
+    rows = torch.empty(t, window + topk, dtype=torch.int32, device=dev)
+    lengths = torch.empty(t, dtype=torch.int32, device=dev)
+    scratch = torch.empty(t, window + topk, dtype=torch.float32, device=dev)   # the top-k's scores, not returned
+    _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, rows, scratch,
+                      window, lengths)
+    return rows, lengths
+
+
+def _parts_kernels():
+    from kernelbench.kernels.kv import _attention_indices_kernel
+    return [_index_scores, _index_topk, _index_topk_split, _attention_indices_kernel]
+
+
+@register_impl("csa_indices", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
+               kernels=_parts_kernels)
+def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                      positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
+                      config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two ops as the decoder called them before (three launches): indexer_topk, then attention_indices (csa),
+    each with its own tuned config."""
+    from kernelbench.kernels.kv import attention_indices
+    _check_window(window)
+    idx, _ = indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    return attention_indices(positions, "csa", window, ratio, idx, window + topk)
 
 
 MAX_SEGMENTS = 64

@@ -108,3 +108,15 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
         idx[i, :k] = order.indices[:k].to(torch.int32)
         val[i, :k] = order.values[:k].to(torch.float32)
     return idx, val
+
+
+def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                positions: torch.Tensor, topk: int, window: int, ratio: int = 4,
+                w_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A csa layer's attention index lists straight from the indexer: attention_indices(kind "csa", window, ratio,
+    topk_indices = indexer_topk(...) indices) -> indices [T, W + K] int32 (the window ring's slots, then W + each
+    selected entry, -1 stays -1), lengths [T] int32 (W + min((p+1)//ratio, K)). The decode step needs only these
+    (not the selected scores); a kernel may write the row in one pass from the top-k's registers."""
+    from kernelbench.reference.kv import attention_indices     # imported late: a sibling module
+    idx, _ = indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    return attention_indices(positions, "csa", window, ratio, idx, window + topk)

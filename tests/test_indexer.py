@@ -187,6 +187,42 @@ def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
             assert torch.equal(out[1], ref[1])
 
 
+@pytest.mark.parametrize("ties,segments,window", [(False, 1, 16), (True, 1, 6), (True, 3, 16), (False, 3, 128),
+                                                    (True, "auto", 1)])
+def test_csa_indices_write_the_attention_rows_from_the_top_k(gen, ties, segments, window):
+    """csa_indices (the csa layer's lists from the top-k's registers, one launch fewer) against its reference (the
+    two references composed) and bit for bit against its parts (indexer_topk, then attention_indices): the window ring
+    (W = 6, 1: not powers of two; 128: the model's), W + each entry, -1 padding of rows shorter than top-k (position 3:
+    one entry; 2: none), lengths W + min((p+1)//4, K); the one-program and the split top-k (3 segments, the ticket
+    re-armed: run twice); exact-score inputs, with ties."""
+    from kernelbench.reference.indexer import csa_indices
+    qi, w, keys, seq, pos = _exact_case(gen, t=4, hi=20, cap=70, positions=(40, 3, 279, 2), ties=ties)
+    for topk in (5, 64):
+        ref = csa_indices(qi, w, keys, seq, pos, topk, window)
+        parts = K.csa_indices_parts(qi, w, keys, seq, pos, topk, window)
+        assert ref[0].shape == (4, window + topk) and ref[0].dtype == ref[1].dtype == torch.int32
+        assert torch.equal(parts[0], ref[0]) and torch.equal(parts[1], ref[1])
+        assert ref[1].tolist() == [window + min(n, topk) for n in (10, 1, 70, 0)]
+        assert ref[0][3, window:].tolist() == [-1] * topk and ref[0][1, window + 1:].tolist() == [-1] * (topk - 1)
+        cfg = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": segments,
+               "SEG_MIN": 8}
+        for _ in range(2):
+            rows, lengths = K.csa_indices(qi, w, keys, seq, pos, topk, window, config=cfg)
+            assert torch.equal(rows, ref[0]), (topk, rows, ref[0])
+            assert torch.equal(lengths, ref[1])
+
+
+def test_csa_indices_refuse_a_bad_window(gen):
+    qi, w, keys, seq, pos = _exact_case(gen)
+    for impl in ("reference", "triton", "triton_parts"):
+        fn = registry.get_impl("csa_indices", impl).fn
+        for bad in (0, -4, 2.0, True):
+            with pytest.raises(ValueError, match="window"):
+                fn(qi=qi, w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=8, window=bad)
+        with pytest.raises(ValueError, match="qi"):                         # indexer_topk's own checks apply
+            fn(qi=qi.float(), w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=8, window=16)
+
+
 def test_split_topk_ties_across_segments(gen):
     """Every score equal, 3 segments: each selects its lowest 5 indices, the bound keeps all 15 candidates and the
     merge must return indices 0..4 (ties to the lower index across segments), as the one-program top-k."""

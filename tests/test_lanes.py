@@ -111,17 +111,18 @@ def _logged_step(overlap, tp: TPContext, shared_expert_min_t: int = 1, kv_lane=F
 
 
 def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
-    """The attention site: the compressor steps, the indexer's head weights, top-k and the csa index lists run on
-    the side lane, everything else of the attention on the main lane, the compressor steps before their layer's
+    """The attention site: the compressor steps, the indexer's head weights and its top-k writing the csa index lists
+    (csa_indices) run on the side lane, everything else of the attention on the main lane, the compressor steps before their layer's
     attention front (the side forks there)."""
     calls, logits, h, _ = _logged_step(True, TPContext())
     side = {name for name, ln in calls if ln == SIDE_LANE}
     main = {name for name, ln in calls if ln == 0}
-    assert side == {"compressor_step", "bf16_linear", "indexer_topk", "attention_indices"}
+    assert side == {"compressor_step", "bf16_linear", "csa_indices"}
     assert {"attention_front", "attention_q", "indexer_q", "sparse_attention", "mhc_post_pre_norm", "moe_layer"} <= main
-    assert "compressor_step" not in main and "indexer_topk" not in main
-    # the csa layer's index lists on the side (after its top-k), the swa / hca layers' on the main lane
-    assert [ln for name, ln in calls if name == "attention_indices"] == [0, SIDE_LANE, 0]
+    assert "compressor_step" not in main and "csa_indices" not in main and "indexer_topk" not in main
+    # the csa layer's index lists on the side (from its top-k), the swa / hca layers' on the main lane
+    assert [ln for name, ln in calls if name == "attention_indices"] == [0, 0]
+    assert [ln for name, ln in calls if name == "csa_indices"] == [SIDE_LANE]
     # compressor steps: csa (main compressor, indexer's compressor) and hca, all before their layer's front
     assert [ln for name, ln in calls if name == "compressor_step"] == [SIDE_LANE] * 3
     order = [name for name, _ in calls]
@@ -146,8 +147,7 @@ def test_kv_lane_puts_the_kv_compressor_on_a_lane_of_its_own(monkeypatch):
     assert [ln for n, ln in calls if n == "compressor_step"] == [SIDE_LANE] * 3
     assert [ln for n, ln in kv_calls if n == "compressor_step"] == [KV_LANE, SIDE_LANE, KV_LANE]
     assert {n for n, ln in kv_calls if ln == KV_LANE} == {"compressor_step"}
-    assert {n for n, ln in kv_calls if ln == SIDE_LANE} == {"compressor_step", "bf16_linear", "indexer_topk",
-                                                           "attention_indices"}
+    assert {n for n, ln in kv_calls if ln == SIDE_LANE} == {"compressor_step", "bf16_linear", "csa_indices"}
     assert torch.equal(logits, kv_logits) and torch.equal(h, kv_h)
     monkeypatch.delenv(KV_LANE_ENV)
     assert 3 <= KV_LANE_MAX_T, "the premise: the 3-token step is within the default's limit"

@@ -12,10 +12,16 @@ def test_counts_each_launch_under_its_op_and_the_fused_front_saves_launches():
     c = lc.count_step(model, ids, pos, seq, cache)
     assert c.calls["attention_front"] == n and c.calls["attention_q"] == n
     # C=1: the activation is quantized inside each GEMM and split K is summed in the kernel: one launch per call
-    for op in ("attention_front", "attention_q", "grouped_wo_a", "attention_indices"):
+    for op in ("attention_front", "attention_q", "grouped_wo_a"):
         assert c.triton[op] == c.calls[op] == n, (op, c.triton[op], c.calls[op])
-    for op in ("sparse_attention", "indexer_topk"):                     # two launches each (the faster on the H200)
+    # the swa and hca lists once per kind; the csa layer's from its top-k (csa_indices), no attention_indices after it
+    assert c.triton["attention_indices"] == c.calls["attention_indices"] == 2 and c.calls["indexer_topk"] == 0
+    for op in ("sparse_attention", "csa_indices"):                      # two launches each (the faster on the H200)
         assert c.calls[op] and c.triton[op] == 2 * c.calls[op], (op, c.triton[op], c.calls[op])
+    parts = Ops("triton", {"csa_indices": "triton_parts"})              # indexer_topk, then attention_indices
+    model.env.ops = parts
+    q = lc.count_step(model, ids, pos, seq, model.new_cache(1, 28))
+    assert q.triton["csa_indices"] == 3 * c.calls["csa_indices"]
     assert c.calls["kv_write"] == 0 and c.calls["head_rms_norm_rope"] == 0
     assert c.total() == sum(tr + to for _, _, tr, to, _ in c.rows())
     assert sum(c.syncs.values()) == 0 or set(c.syncs) <= {"compressor_step"}, dict(c.syncs)

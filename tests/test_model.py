@@ -85,8 +85,9 @@ def _ragged(model, cache, seqs, splits, steps):
 def test_decode_makes_the_fixed_index_lists_once_per_kind(model, monkeypatch):
     """A decode step makes the index lists of the layers without an indexer (swa, hca: they depend only on the
     positions) once per kind and shape, and every later layer of that kind reads them: TINY's layers swa, csa, hca,
-    csa, swa call attention_indices four times (the two csa layers with their own top-k), not five. The lists are
-    those each layer would make (the prefill-then-decode test above checks the whole step against prefill)."""
+    csa, swa call attention_indices twice (swa, hca), not five; the two csa layers take theirs from their own top-k
+    (csa_indices, once each). The lists are those each layer would make (the prefill-then-decode test above checks
+    the whole step against prefill)."""
     calls, ops = [], model.ops
     real = ops.attention_indices
 
@@ -95,6 +96,13 @@ def test_decode_makes_the_fixed_index_lists_once_per_kind(model, monkeypatch):
         return real(**kw)
 
     monkeypatch.setattr(ops, "attention_indices", counting, raising=False)
+    real_csa = ops.csa_indices
+
+    def counting_csa(**kw):
+        calls.append(("csa", True))
+        return real_csa(**kw)
+
+    monkeypatch.setattr(ops, "csa_indices", counting_csa, raising=False)
     cache = model.new_cache(2, 40)
     for seq, n in ((0, 21), (1, 9)):
         model.prefill(torch.arange(2, 2 + n), seq, cache)

@@ -180,6 +180,13 @@ class Indexer(Part):
                                       w_scale=self.w_scale)
         return idx
 
+    def select_lists(self, env: Env, qi, w, step: Step, lc: LayerCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """A decode step's csa attention index lists straight from the top-k (csa_indices: no attention_indices
+        launch after it)."""
+        return env.ops.csa_indices(qi=qi, w=w, k_cache=lc.idx_keys, seq_ids=step.seq_ids, positions=step.positions,
+                                   topk=env.cfg.index_topk, window=env.cfg.window_size, ratio=4,
+                                   w_scale=self.w_scale)
+
 
 class Attention(Part):
     def __init__(self, env: Env, sd: dict, p: str, layer: int):
@@ -231,7 +238,7 @@ class Attention(Part):
         """A decode step's q and attention index lists, in two lanes (kernelbench.decoder.lanes). Main: the
         attention front (wq_a -> q_norm and wkv -> kv_write into the window ring, one op), the indexer query, the
         q path. Side, forked before the front: the compressor steps and the indexer's head weights (they read only
-        x), then, after the indexer query, the top-k and the index lists. Main joins the side before the caller's
+        x), then, after the indexer query, the top-k writing the index lists (csa_indices). Main joins the side before the caller's
         sparse attention reads the caches and the lists."""
         ops, cfg, lanes = env.ops, env.cfg, env.lanes
         W = cfg.window_size
@@ -252,8 +259,7 @@ class Attention(Part):
         if self.indexer is not None:
             qi = self.indexer.query(env, qr, step)
             with lanes.side("attention"):
-                topk = self.indexer.select(env, qi, w, step, lc)
-                indices, lengths = ops.attention_indices(topk_indices=topk, **index_args)
+                indices, lengths = self.indexer.select_lists(env, qi, w, step, lc)
         else:
             indices, lengths = step.fixed_index_lists(ops, **index_args)
         q = self._q(env, qr, step)

@@ -1,4 +1,4 @@
-"""Op specs: indexer_q and indexer_topk (reference/indexer.py).
+"""Op specs: indexer_q, indexer_topk and csa_indices (reference/indexer.py).
 
 Letters: T tokens, B sequences (T + 1 slots), Qr q_lora_rank, Hi indexer heads, Di = 128, R rope
 dims, ctx the longest sequence's length, S4 = (p+1)//4 a token's actual keys, cap = Ncap the key
@@ -17,7 +17,7 @@ from kernelbench.config import FLASH, ShapeSet
 from kernelbench.ops.attention import token_positions
 from kernelbench.ops.norm import draw
 from kernelbench.reference.hadamard import hadamard
-from kernelbench.reference.indexer import indexer_q, indexer_topk
+from kernelbench.reference.indexer import csa_indices, indexer_q, indexer_topk
 from kernelbench.reference.quant import fp4_simulate, quant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
@@ -128,4 +128,36 @@ register_op(OpSpec(
     value_modes=("normal", "ties"),
     doc="lightning indexer bf16 scores (DeepSeek's rounding) over the ACTUAL (p+1)//ratio keys, exact top-k "
         "(ties to the lower index)",
+))
+
+
+# csa_indices -------------------------------------------------------------------------------------
+# indexer_topk's cases and inputs with the window W: the decode step's csa layers take their attention index lists
+# from the top-k directly (one launch fewer than indexer_topk + attention_indices on the path sparse attention waits on)
+def _csa_inputs(p, gen, device, values):
+    args = _topk_inputs(p, gen, device, values)
+    return {**args, "window": p["W"]}
+
+
+def _csa_cost(p) -> Cost:
+    c = _topk_cost(p)
+    t, k = p["T"], p["topk"]
+    return Cost(flops=c.flops, bytes=c.bytes - 8.0 * t * k + 4.0 * t * (p["W"] + k + 1))   # no scores; row + length
+
+
+CSA_TOL = {"indices": TOPK_TOL["indices"],
+           "lengths": Tolerance(exact=True, why="W + min((p+1)//ratio, K) from the positions: exact")}
+
+register_op(OpSpec(
+    name="csa_indices", family="indexer", reference=csa_indices, make_inputs=_csa_inputs,
+    cases=lambda ss: [{**c, "W": ss.config.window_size} for c in _topk_cases(ss)],
+    batch_key="T",
+    strategy=lambda: st.fixed_dictionaries({
+        "T": st.integers(1, 4), "Hi": st.sampled_from([1, 4, 16, 20]), "topk": st.sampled_from([1, 8, 40]),
+        "W": st.sampled_from([4, 16]), "ctx": st.integers(1, 400), "cap": st.integers(100, 130),
+        "ragged": st.booleans()}),
+    cost=_csa_cost, tolerance=lambda p: CSA_TOL, outputs=("indices", "lengths"),
+    value_modes=("normal", "ties"),
+    doc="a csa layer's attention index lists from the indexer: attention_indices(csa, W, indexer_topk(...)): "
+        "the window ring's slots, then W + the selected entries (-1 padded), lengths W + min((p+1)//4, K)",
 ))
