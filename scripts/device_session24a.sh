@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Prepared in session 23 for the next session (not yet run): (1) lm_head verified on the GPU so that its T = 16 / 64
+# tune can export (session 23 call 1 chose SPLIT-false configs, 34.72 / 59.78 us, refused for want of a GPU
+# verification in the same store); (2) sparse attention at one token for the swa / hca rows (Ksel 128 / 133), which
+# borrow the csa row's (Ksel 640) entry; both tuned alone, then judged in the step, the faster ones kept in
+# $W/v1_kept.json (copy into kernelbench/tuned/v1.json after reading the verdicts); (3) the indexer's head-weight GEMV
+# at one token (bf16_linear M = 1 N = 64, side lane) in the GEMV shape that won four times in session 23 (NB 1, the
+# widest split, 4 warps), as a plain trial.
+#   run(command="KB_TOTAL_S=540 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session24a.sh", carry=[".whl"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TOTAL=${KB_TOTAL_S:-540}
+source scripts/device_lib.sh || exit 1
+step verify 100 $KB verify lm_head sparse_attention --impl triton --device cuda --shapes flash-tp8 --examples 2 \
+    --time-budget 5
+TUNE="$KB tune --shapes flash-tp8 --impl triton --max-trials 12 --top-k 3 --rounds 2 --trial-timeout 20 --export $W/tuned.json"
+step tune_lm 90 $TUNE lm_head --where T=16,64 --budget 55
+step tune_attn 80 $TUNE sparse_attention --where T=1 --where Ksel=128,133 --budget 45
+cp kernelbench/tuned/v1.json "$W/v1_kept.json"
+TRY=()
+if [ -f "$W/tuned.json" ]; then TRY=(--try-entries "$W/tuned.json" --keep-faster "$W/v1_kept.json"); fi
+step try 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 "${TRY[@]}" \
+    --try 'bf16_linear@M=1@N=64@K=4096={"BM":1,"BN":64,"NB":1,"SPLIT":32,"num_warps":4,"num_stages":1}' \
+    --json "$W/try.json"
+finish
