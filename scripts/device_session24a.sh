@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepared in session 23 for the next session (not yet run): (1) lm_head verified on the GPU so that its T = 16 / 64
 # tune can export (session 23 call 1 chose SPLIT-false configs, 34.72 / 59.78 us, refused for want of a GPU
-# verification in the same store); (2) sparse attention at one token for the swa / hca rows (Ksel 128 / 133), which
-# borrow the csa row's (Ksel 640) entry; both tuned alone, then judged in the step, the faster ones kept in
+# verification in the same store); (2) sparse attention at one token for the swa rows (Ksel 128), which borrow the
+# csa row's (Ksel 640) entry (the step's hca rows, Ksel 133, have no flash-tp8 case of that width: the hca case at
+# context 512 is Ksel 135, so its export would match no lookup of the step); both tuned alone, then judged in the step, the faster ones kept in
 # $W/v1_kept.json (copy into kernelbench/tuned/v1.json after reading the verdicts); (3) the indexer's head-weight GEMV
 # at one token (bf16_linear M = 1 N = 64, side lane) in the GEMV shape that won four times in session 23 (NB 1, the
 # widest split, 4 warps), as a plain trial.
@@ -15,7 +16,7 @@ step verify 100 $KB verify lm_head sparse_attention --impl triton --device cuda 
     --time-budget 5
 TUNE="$KB tune --shapes flash-tp8 --impl triton --max-trials 12 --top-k 3 --rounds 2 --trial-timeout 20 --export $W/tuned.json"
 step tune_lm 90 $TUNE lm_head --where T=16,64 --budget 55
-step tune_attn 80 $TUNE sparse_attention --where T=1 --where Ksel=128,133 --budget 45
+step tune_attn 80 $TUNE sparse_attention --where T=1 --where kind=swa --budget 45
 cp kernelbench/tuned/v1.json "$W/v1_kept.json"
 TRY=()
 if [ -f "$W/tuned.json" ]; then TRY=(--try-entries "$W/tuned.json" --keep-faster "$W/v1_kept.json"); fi
