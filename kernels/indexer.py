@@ -681,6 +681,9 @@ def indexer_q_configs(params: dict) -> list[dict]:
              for c in KL.fp8_configs({"K": params.get("Qr", params.get("K", 128))}) if DI % c["BN"] == 0]
     base = _fused_default(params)
     gemv = [base] if base["BM"] == 1 else []           # one token: the default's GEMV tile (fp8_configs has no BM 1)
+    if gemv:   # and the GEMV shape that won in the step at one token four times (session 23: NB 1, the widest split,
+        kb = max(1, params.get("Qr", params.get("K", 128)) // 128)                  # 4 warps), one launch
+        gemv.append({**base, "NB": 1, "SPLIT": kb, "num_warps": 4})
     return (fused + gemv + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
             + [{**base, "PATH": "split", "EPI": "rows", "EPI_WARPS": 4}])
 

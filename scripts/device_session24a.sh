@@ -6,7 +6,9 @@
 # context 512 is Ksel 135, so its export would match no lookup of the step); both tuned alone, then judged in the step, the faster ones kept in
 # $W/v1_kept.json (copy into kernelbench/tuned/v1.json after reading the verdicts); (3) the indexer's head-weight GEMV
 # at one token (bf16_linear M = 1 N = 64, side lane) in the GEMV shape that won four times in session 23 (NB 1, the
-# widest split, 4 warps), as a plain trial.
+# widest split, 4 warps), as a plain trial; (4) the indexer query at one token in ONE launch with that GEMV shape
+# (PATH fused, BM 1: the GEMV, then RoPE + Hadamard + FP4 by each head's last program; session 23 call 2 tried PATH
+# fused only with the 16-row tile, 0.022 ms slower): it sits on the path the csa layers' sparse attention waits on.
 #   run(command="KB_TOTAL_S=540 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session24a.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +24,7 @@ TRY=()
 if [ -f "$W/tuned.json" ]; then TRY=(--try-entries "$W/tuned.json" --keep-faster "$W/v1_kept.json"); fi
 step try 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 "${TRY[@]}" \
     --try 'bf16_linear@M=1@N=64@K=4096={"BM":1,"BN":64,"NB":1,"SPLIT":32,"num_warps":4,"num_stages":1}' \
+    --try 'indexer_q@T=1@Hi=64={"BM":1,"BN":64,"NB":1,"SPLIT":8,"num_warps":4,"num_stages":1,"RB":16,"PATH":"fused","EPI_WARPS":2}' \
+    --try 'indexer_q@T=1@Hi=64={"BM":1,"BN":64,"NB":1,"SPLIT":8,"num_warps":8,"num_stages":1,"RB":16,"PATH":"fused","EPI_WARPS":2}' \
     --json "$W/try.json"
 finish

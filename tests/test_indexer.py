@@ -387,6 +387,25 @@ def test_indexer_q_one_token_gemv_and_its_limits(gen):
         K.indexer_q(x[:1], wq, ws, pos[:1], fr, config={**gemv, "NB": 4})
 
 
+def test_indexer_q_one_token_space_holds_the_widest_split_gemv(gen):
+    """At one token the space offers the one-launch GEMV in the shape that won in the step (session 23: NB 1, the
+    K split at its widest, 4 warps) beside the default's; every BM 1 config of the space against the two-launch
+    version (Qr 512: SPLIT 4), run twice (tickets re-armed)."""
+    hi, qr = 3, 512
+    wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
+    x = torch.randn(1, qr, generator=gen).bfloat16()
+    pos, fr = torch.tensor([77]), rope_freqs(FLASH, compressed=True)
+    space = [c for c in K.indexer_q_configs({"T": 1, "Hi": hi, "Qr": qr}) if c["BM"] == 1]
+    assert any((c["BN"], c["NB"], c["SPLIT"], c["num_warps"], c["PATH"]) == (64, 1, qr // 128, 4, "fused")
+               for c in space), space
+    ref = K.indexer_q_v1(x, wq, ws, pos, fr)
+    for cfg in space:
+        for _ in range(2):
+            out = K.indexer_q(x, wq, ws, pos, fr, config=cfg)
+            assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
+            assert (out != ref).float().mean() < 0.01, cfg
+
+
 @pytest.mark.parametrize("t, hi", [(1, 3), (7, 5)])
 def test_indexer_q_rows_epilogue_equals_the_row_epilogue(gen, t, hi):
     """The split path's epilogue in registers (EPI "rows": RB_EPI (token, head) rows per program, the Hadamard on
