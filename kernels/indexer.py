@@ -41,9 +41,11 @@ import triton.language as tl
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
                                        hadamard128_rows, pdl_args, pdl_enter, sincos, to_bf16)
+from kernelbench.kernels.kv import _attention_indices_kernel, attention_indices, window_slots
 from kernelbench.kernels.linear import fp8_tile_head_ticket, split_tickets
 from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
+from kernelbench.reference.kv import check_window
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -259,12 +261,11 @@ def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: 
 @triton.jit
 def _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W: tl.constexpr, WP: tl.constexpr):
     """csa_indices (ROW_W = W > 0): token t's attention row starts with the window ring's slots of tokens
-    max(p-W+1, 0) .. p (then -1), as attention_indices' kernel writes them; its length is W + min(n, K). The top-k
+    max(p-W+1, 0) .. p, then -1 (window_slots, as attention_indices' kernel); its length is W + min(n, K). The top-k
     writes W + entry after them. ROW_W = 0 (indexer_topk): nothing."""
     if ROW_W > 0:
         c = tl.arange(0, WP)
-        tok = tl.maximum(p - ROW_W + 1, 0) + c
-        tl.store(idx_ptr + t * s_ot + c, tl.where(tok <= p, tok % ROW_W, -1).to(tl.int32), mask=c < ROW_W)
+        tl.store(idx_ptr + t * s_ot + c, window_slots(p, c, ROW_W).to(tl.int32), mask=c < ROW_W)
         tl.store(len_ptr + t, (ROW_W + tl.minimum(n, TOPK)).to(tl.int32))
 
 
@@ -399,8 +400,8 @@ def fused_default(params: dict) -> dict:
     return {"BLOCK_S": 128, "num_warps": 8, "num_stages": 3, "waves": 2, "SCAN": 2048}
 
 
-def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
-    """Checks shared by the impls -> (device, T, Hi, KP, idx, val): outputs allocated, KP = pow2 >= topk."""
+def _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
+    """Checks shared by the impls (indexer_topk's and csa_indices') -> (device, T, Hi, KP), KP = pow2 >= topk."""
     check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
     check_w_scale(w_scale)
     dev = check_device(qi, w, k_cache, seq_ids, positions)
@@ -409,9 +410,15 @@ def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
         raise ValueError(f"indexer_topk: at most 128 heads per launch, got Hi={hi}")
     if k_cache.stride(2) != 1 or qi.stride(2) != 1:
         raise ValueError("indexer_topk: qi and k_cache must be contiguous in the last dim")
+    return dev, t, hi, max(16, triton.next_power_of_2(topk))
+
+
+def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
+    """_checked, and indexer_topk's outputs allocated -> (device, T, Hi, KP, idx, val)."""
+    dev, t, hi, kp = _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     idx = torch.empty(t, topk, dtype=torch.int32, device=dev)
     val = torch.empty(t, topk, dtype=torch.float32, device=dev)
-    return dev, t, hi, max(16, triton.next_power_of_2(topk)), idx, val
+    return dev, t, hi, kp, idx, val
 
 
 @register_impl("indexer_topk", "triton_fused", backend="triton", configs=fused_configs, default_config=fused_default,
@@ -495,11 +502,6 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
 # ring's slots and the length; then W + each selected entry): the csa layer's index lists without attention_indices'
 # launch, which sat on the path the decode step's sparse attention waits on (H200, session 23 call 2: at C = 1 the
 # main lane waited 164 us a step on the top-k and 42 us on the csa index lists). Impl "triton_parts": the two ops.
-def _check_window(window) -> None:
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise ValueError(f"csa_indices: window must be a positive int, got {window!r}")
-
-
 def csa_configs(params: dict) -> list[dict]:
     """indexer_topk's space, and ROW False: the two ops as before (indexer_topk, then attention_indices, each with its
     own tuned config), so that `decode-bench --try 'csa_indices={"ROW": false}'` times the step with and without the
@@ -515,8 +517,8 @@ def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_id
     """-> indices [T, W + topk] int32, lengths [T] int32 (contract: reference/indexer.py csa_indices). Two launches,
     indexer_topk's; its config space and default (a tuned entry of its own op: the key has no window); config ROW
     False: the two ops (csa_indices_parts)."""
-    _check_window(window)
-    dev, t, hi, kp, _, _ = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    check_window("csa_indices", window)
+    dev, t, hi, kp = _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     cfg = config or lookup("csa_indices", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
     if not cfg.get("ROW", True):
         return csa_indices_parts(qi, w, k_cache, seq_ids, positions, topk, window, ratio, w_scale)
@@ -529,7 +531,6 @@ def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_id
 
 
 def _parts_kernels():
-    from kernelbench.kernels.kv import _attention_indices_kernel
     return [_index_scores, _index_topk, _index_topk_split, _attention_indices_kernel]
 
 
@@ -540,8 +541,7 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
                       config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The two ops as the decoder called them before (three launches): indexer_topk, then attention_indices (csa),
     each with its own tuned config."""
-    from kernelbench.kernels.kv import attention_indices
-    _check_window(window)
+    check_window("csa_indices", window)
     idx, _ = indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     return attention_indices(positions, "csa", window, ratio, idx, window + topk)
 
@@ -677,13 +677,13 @@ EPILOGUE_WARPS = (1, 2, 4)
 
 def indexer_q_configs(params: dict) -> list[dict]:
     from kernelbench.kernels import linear as KL
+    k = params.get("Qr", params.get("K", 128))
     fused = [{**c, "RB": 16, "PATH": "fused", "EPI_WARPS": 2}
-             for c in KL.fp8_configs({"K": params.get("Qr", params.get("K", 128))}) if DI % c["BN"] == 0]
+             for c in KL.fp8_configs({"K": k}) if DI % c["BN"] == 0]
     base = _fused_default(params)
     gemv = [base] if base["BM"] == 1 else []           # one token: the default's GEMV tile (fp8_configs has no BM 1)
     if gemv:   # and the GEMV shape that won in the step at one token four times (session 23: NB 1, the widest split,
-        kb = max(1, params.get("Qr", params.get("K", 128)) // 128)                  # 4 warps), one launch
-        gemv.append({**base, "NB": 1, "SPLIT": kb, "num_warps": 4})
+        gemv.append({**base, "NB": 1, "SPLIT": max(1, k // 128), "num_warps": 4})              # 4 warps), one launch
     return (fused + gemv + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
             + [{**base, "PATH": "split", "EPI": "rows", "EPI_WARPS": 4}])
 

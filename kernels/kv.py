@@ -137,6 +137,14 @@ def attention_indices_default(params: dict) -> dict:
 
 
 @triton.jit
+def window_slots(p, c, W):
+    """Column c < W of a position-p token's index row: the window ring slot of token max(p-W+1, 0) + c, or -1 past
+    p (attention_indices' window part; csa_indices writes the same from its top-k program)."""
+    tok = tl.maximum(p - W + 1, 0) + c
+    return tl.where(tok <= p, tok % W, -1)
+
+
+@triton.jit
 def _attention_indices_kernel(pos_ptr, topk_ptr, out_ptr, len_ptr,    # out (T, n_max) int32, len (T,) int32
                               W, RATIO, K, N_MAX, s_tt, s_ot,
                               KIND: tl.constexpr, BLOCK: tl.constexpr):
@@ -146,8 +154,7 @@ def _attention_indices_kernel(pos_ptr, topk_ptr, out_ptr, len_ptr,    # out (T, 
     cb = tl.program_id(1)
     p = tl.load(pos_ptr + t).to(tl.int64)
     c = cb * BLOCK + tl.arange(0, BLOCK)
-    tok = tl.maximum(p - W + 1, 0) + c
-    win = tl.where(tok <= p, tok % W, -1)
+    win = window_slots(p, c, W)
     j = c - W
     if KIND == 0:
         val = win

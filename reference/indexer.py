@@ -117,6 +117,7 @@ def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_id
     topk_indices = indexer_topk(...) indices) -> indices [T, W + K] int32 (the window ring's slots, then W + each
     selected entry, -1 stays -1), lengths [T] int32 (W + min((p+1)//ratio, K)). The decode step needs only these
     (not the selected scores); a kernel may write the row in one pass from the top-k's registers."""
-    from kernelbench.reference.kv import attention_indices     # imported late: a sibling module
+    from kernelbench.reference.kv import attention_indices, check_window     # imported late: a sibling module
+    check_window("csa_indices", window)                       # before the top-k's work
     idx, _ = indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     return attention_indices(positions, "csa", window, ratio, idx, window + topk)

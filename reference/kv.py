@@ -113,14 +113,19 @@ def attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: in
     return torch.cat([win, comp.to(torch.int32)], dim=1), (window + n).to(torch.int32)
 
 
+def check_window(op: str, window) -> None:
+    """The window W of an index list: a positive int (ValueError naming `op`)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(f"{op}: window must be a positive int, got {window!r}")
+
+
 def check_attention_indices(positions: torch.Tensor, kind: str, window: int, ratio: int,
                             topk_indices: torch.Tensor | None, n_max: int) -> int:
     """Shape/argument checks (no tensor values read), shared with the Triton wrapper -> the number of
     compressed columns n_max - W."""
     if kind not in KINDS:
         raise ValueError(f"attention_indices: kind must be one of {KINDS}, got {kind!r}")
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise ValueError(f"attention_indices: window must be a positive int, got {window!r}")
+    check_window("attention_indices", window)
     if isinstance(n_max, bool) or not isinstance(n_max, int):
         raise TypeError(f"attention_indices: n_max must be an int, got {type(n_max).__name__}")
     if positions.dim() != 1:

@@ -281,8 +281,8 @@ def lane_times(kernels: list[Kernel], steps: int) -> dict:
         return {}
     main = max(by, key=lambda st: (sum(k.dur for k in by[st]), -st))
     side = [k for st, ks in by.items() if st != main for k in ks]
-    main_ns = covered_ns(by[main])
     spans = merged_spans(by[main])
+    main_ns = sum(hi - lo for lo, hi in spans)
     alone: dict[str, int] = {}
     for k in side:
         ns = k.dur - overlap_ns(k.start, k.start + k.dur, spans)
@@ -1160,9 +1160,9 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
                               f"{ln['side_alone_ms']:.3f} ms with no main-lane kernel running (side work the step "
                               f"waited for)")
                 if ln.get("side_alone_by_op_ms"):
+                    by_op = ", ".join(f"{op} {ms * 1e3:.1f} us" for op, ms in ln["side_alone_by_op_ms"].items())
                     console.print(f"C={p.batch} ctx {p.context:.0f}: side work alone by op (each side kernel's time "
-                                  f"outside the main lane's spans; side kernels may overlap each other): "
-                                  + ", ".join(f"{op} {ms * 1e3:.1f} us" for op, ms in ln["side_alone_by_op_ms"].items()))
+                                  f"outside the main lane's spans; side kernels may overlap each other): {by_op}")
     profiled = [p for p in res.points if p.attribution]
     if profiled:
         p = max(profiled, key=lambda q: q.batch)

@@ -238,8 +238,8 @@ class Attention(Part):
         """A decode step's q and attention index lists, in two lanes (kernelbench.decoder.lanes). Main: the
         attention front (wq_a -> q_norm and wkv -> kv_write into the window ring, one op), the indexer query, the
         q path. Side, forked before the front: the compressor steps and the indexer's head weights (they read only
-        x), then, after the indexer query, the top-k writing the index lists (csa_indices). Main joins the side before the caller's
-        sparse attention reads the caches and the lists."""
+        x), then, after the indexer query, the top-k writing the index lists (csa_indices). Main joins the side
+        before the caller's sparse attention reads the caches and the lists."""
         ops, cfg, lanes = env.ops, env.cfg, env.lanes
         W = cfg.window_size
         w = None
