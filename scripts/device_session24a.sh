@@ -16,6 +16,9 @@ TOTAL=${KB_TOTAL_S:-540}
 source scripts/device_lib.sh || exit 1
 step verify 100 $KB verify lm_head sparse_attention --impl triton --device cuda --shapes flash-tp8 --examples 2 \
     --time-budget 5
+# session 23's review refactor (window_slots, check_window, _checked) and the wo_b entry, not yet verified on a GPU
+step verify2 80 $KB verify csa_indices attention_indices indexer_topk fp8_linear --impl triton --device cuda \
+    --shapes flash-tp8 --examples 2 --time-budget 5
 TUNE="$KB tune --shapes flash-tp8 --impl triton --max-trials 12 --top-k 3 --rounds 2 --trial-timeout 20 --export $W/tuned.json"
 step tune_lm 90 $TUNE lm_head --where T=16,64 --budget 55
 step tune_attn 80 $TUNE sparse_attention --where T=1 --where kind=swa --budget 45
