@@ -132,6 +132,45 @@ def test_try_configs_captures_the_trial_and_falls_back_to_eager(monkeypatch):
     assert step.log == [8, "reset", 4, 8, "advance", 8, 4, "advance"]
 
 
+@pytest.mark.parametrize("verdict, ci, control_ci, expected", [
+    ("faster", [0.03, 0.05], [-0.024, -0.003], "faster"),          # wholly above the floor, 0.024
+    ("faster", [0.01, 0.02], [-0.024, -0.003], db.CONTROL_OVERLAP),  # a recapture may move it either way
+    ("faster", [0.005, 0.02], [-0.01, 0.01], db.CONTROL_OVERLAP),  # above 0 but inside what a recapture does
+    ("slower", [-0.024, -0.003], [-0.01, 0.01], db.CONTROL_OVERLAP),
+    ("slower", [-0.05, -0.02], [-0.01, 0.01], "slower"),
+    ("within noise", [-0.01, 0.02], [0.0, 0.001], "within noise"),
+    ("faster", [0.01, 0.02], None, "faster"),                      # no control interval: the sign test stands
+])
+def test_controlled_verdict_needs_the_trial_to_clear_the_controls_floor(verdict, ci, control_ci, expected):
+    assert db.controlled_verdict(verdict, ci, control_ci) == expected
+
+
+def test_try_configs_with_control_times_an_aa_trial_first_and_judges_against_it(monkeypatch):
+    """--try's control: the step captured again with nothing pinned, timed against the step before the trials (its
+    runs see the default); each trial keeps the sign test's verdict as raw_verdict, and its verdict is "faster"
+    only when its interval clears the control's floor. Here the recapture alone is 0.02 ms slower in every pair, so
+    a trial 0.01 ms faster is within that and one 0.2 ms faster is faster."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    base = [10.0 + 0.001 * i for i in range(8)]
+    gaps = iter([-0.02, 0.01, 0.2])
+
+    def timed(a, b, adv, pairs, dev):
+        a(), b()
+        gap = next(gaps)
+        return base, [t - gap + 0.0005 * (-1) ** i for i, t in enumerate(base)]
+    monkeypatch.setattr(db, "time_interleaved", timed)
+    step = _Step()
+    trials = [parse_trial('opx={"BLOCK": 8}'), parse_trial('opx={"BLOCK": 16}')]
+    control, small, large = db.try_configs(step, step.eager, None, trials, 8, torch.device("cpu"), control=True)
+    assert step.log == [4, "reset", 4, 4, 8, "reset", 4, 8, 16, "reset", 4, 16]
+    assert control["control"] and control["trial"] == db.CONTROL_TRIAL and control["pinned"] == {}
+    assert control["verdict"] == "A/A: slower" and control["paired_delta_ms"] == pytest.approx(-0.02, abs=1e-3)
+    assert (small["raw_verdict"], small["verdict"]) == ("faster", db.CONTROL_OVERLAP)
+    assert (large["raw_verdict"], large["verdict"]) == ("faster", "faster")
+    no_control = db.try_configs(_Step(), lambda: None, None, [], 8, torch.device("cpu"), control=True)
+    assert no_control == []                                     # no trials: no control is timed
+
+
 def test_cli_rejects_a_malformed_trial_before_any_work():
     r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--try", 'fp8_linear={"NOPE": 1}'])
     assert r.exit_code == 2 and "--try" in r.output and "unknown key 'NOPE'" in r.output
@@ -151,7 +190,8 @@ def test_cli_try_times_the_trial_in_the_step_and_stores_it(tmp_path, monkeypatch
         "--try", 'fp8_linear@M=2={"BN": 32}', "--json", str(out), "--db", url])
     assert r.exit_code == 0, r.output
     pt, = json.loads(out.read_text())["points"]
-    timed, unmatched = pt["trials"]
+    control, timed, unmatched = pt["trials"]
+    assert control["control"] and control["trial"] == db.CONTROL_TRIAL and control["verdict"].startswith("A/A: too")
     assert (timed["pinned"], timed["method"], timed["pairs"]) == ({"fp8_linear": 1}, "eager", 1)
     assert timed["verdict"].startswith("too few pairs") and timed["step_ms"] > 0 and timed["trial_ms"] > 0
     assert unmatched["verdict"].startswith("matched no lookup")
@@ -159,7 +199,7 @@ def test_cli_try_times_the_trial_in_the_step_and_stores_it(tmp_path, monkeypatch
     from kernelbench.db.store import Store
     from kernelbench.harness.roofline import latest_bench
     row, = latest_bench(Store(url), ops=[db.DECODE_OP])
-    assert [t["trial"] for t in row["extra"]["trials"]] == [timed["trial"], unmatched["trial"]]
+    assert [t["trial"] for t in row["extra"]["trials"]] == [db.CONTROL_TRIAL, timed["trial"], unmatched["trial"]]
 
 
 @pytest.mark.gpu
@@ -173,9 +213,12 @@ def test_gpu_try_captures_each_trial(tmp_path):
         "--try", 'moe_routed={"GLUE": "v9"}'])
     assert r.exit_code == 0, r.output
     pt, = json.loads(out.read_text())["points"]
-    timed, refused = pt["trials"]
+    control, timed, refused = pt["trials"]
+    assert control["control"] and control["method"] == "graph replay" and control["pairs"] == 10
+    assert control["verdict"] in ("A/A: faster", "A/A: slower", "A/A: within noise")
     assert (timed["pinned"], timed["method"], timed["pairs"]) == ({"moe_routed": 1}, "graph replay", 10)
-    assert timed["verdict"] in ("faster", "slower", "within noise") and timed["trial_ms"] > 0
+    assert timed["raw_verdict"] in ("faster", "slower", "within noise")
+    assert timed["verdict"] in ("faster", "slower", "within noise", db.CONTROL_OVERLAP) and timed["trial_ms"] > 0
     lo, hi = timed["delta_ci_ms"]
     assert lo <= timed["paired_delta_ms"] <= hi
     assert refused["verdict"].startswith("refused: ValueError: moe_experts: config GLUE='v9'")
@@ -264,8 +307,13 @@ def test_cli_keep_faster_merges_the_faster_entry(tmp_path, monkeypatch):
     """decode-bench --try-entries F --keep-faster OUT on the CPU (fp8_linear in the interpreter; the paired timing
     replaced by a trial that is 0.1 ms faster in every pair): the entry lands in OUT with its step record."""
     monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
-    monkeypatch.setattr(db, "time_interleaved", lambda a, b, adv, pairs, dev: ([5.0 + 0.01 * i for i in range(pairs)],
-                                                                                [4.9 + 0.01 * i for i in range(pairs)]))
+    calls = []
+
+    def timed(a, b, adv, pairs, dev):   # the A/A control (first call) level, each trial 0.1 ms faster
+        calls.append(pairs)
+        gap = 0.0 if len(calls) == 1 else 0.1
+        return [5.0 + 0.01 * i for i in range(pairs)], [5.0 - gap + 0.01 * i + 0.001 * (-1) ** i for i in range(pairs)]
+    monkeypatch.setattr(db, "time_interleaved", timed)
     tried, out = tmp_path / "tried.json", tmp_path / "out.json"
     tried.write_text(json.dumps({"version": 1, "entries": [
         {"device": "cpu", "op": "fp8_linear", "key": {"M": 1, "N": 256, "K": 256}, "config": {"BN": 32}, "us": 1.0},
@@ -279,3 +327,4 @@ def test_cli_keep_faster_merges_the_faster_entry(tmp_path, monkeypatch):
     assert entry["key"] == {"M": 1, "N": 256, "K": 256} and entry["config"] == {"BN": 32}
     assert entry["step"]["points"][0]["C"] == 1 and entry["step"]["points"][0]["paired_delta_ms"] == 0.1
     assert "--keep-faster: 1 entries merged" in r.output and "not kept fp8_linear@M=2" in r.output
+    assert len(calls) == 2                                           # the control, then the entry that matched

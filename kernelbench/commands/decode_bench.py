@@ -85,6 +85,9 @@ def _ints(text: str) -> list[int]:
 @click.option("--keep-faster", "keep_path", default=None, type=click.Path(dir_okay=False),
               help="with --try-entries: merge the entries the step judged faster (at every C where timed) into this "
                    "tuned-config file (created if absent), each with its step record")
+@click.option("--try-control/--no-try-control", default=True, show_default=True,
+              help="with --try / --try-entries: first time the step captured again with nothing changed (an A/A "
+                   "trial) at each C; a trial is faster or slower only when its interval also clears the control's move, of either sign")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--use", "uses", multiple=True, help="OP=IMPL: run this implementation of one op (repeatable)")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -92,7 +95,8 @@ def _ints(text: str) -> list[int]:
 @click.option("--db", "db_url", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--no-store", is_flag=True, help="do not write the results to the database")
 def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts, capacity, steps, warmup, graph,
-            overlap, profile, kernel_rows, ablate_tuned, tries, try_files, keep_path, modules, uses, seed, json_path, db_url, no_store):
+            overlap, profile, kernel_rows, ablate_tuned, tries, try_files, keep_path, try_control, modules, uses, seed,
+            json_path, db_url, no_store):
     """Decode step time vs C (and context), its fit a + b*C, and where the time goes."""
     from kernelbench import registry
     if impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -159,7 +163,8 @@ def command(impl, device, base, layers, mtp, tp, batches, context_text, contexts
             res = db.run_bench(ctx, cfg, impl, device, plan, context, steps, warmup, graph, seed=seed,
                                profile=profile, contexts=swept, capacity=capacity, overrides=overrides,
                                gbps=db.ceiling_gbps(device, store), progress=lambda i, what: advance(what),
-                               ablate=ablate_tuned, overlap=overlap, trials=trials)
+                               ablate=ablate_tuned, overlap=overlap, trials=trials,
+                               try_control=try_control)
         except db.BenchError as e:
             raise click.UsageError(str(e)) from None
     if ctx.rank != 0:

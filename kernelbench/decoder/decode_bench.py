@@ -675,7 +675,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
               steps: int, warmup: int, graph: str, seed: int = 0, profile: bool = False,
               contexts: list[ContextSpec] = (), capacity: int | None = None, overrides: dict | None = None,
               gbps: float | None = None, progress: Callable[[int, str], None] | None = None,
-              model: Transformer | None = None, ablate: bool = False, overlap=True, trials=()) -> BenchResult:
+              model: Transformer | None = None, ablate: bool = False, overlap=True, trials=(),
+              try_control: bool = True) -> BenchResult:
     """Time the decode step at each C (at `context`) and at each of `contexts` (at the smallest C).
     `model`: time this model (built with `tp`, `cfg` and `impl`) instead of random weights drawn here.
     `overlap`: the sites whose independent work runs on a side stream (kernelbench.decoder.lanes.parse_sites: True
@@ -683,7 +684,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     `ablate`: at each C, also compare the step with and without each op's tuned entries, per op that ran a tuned
     config, in `steps` interleaved pairs (`ablate_tuned`).
     `trials` (kernelbench.decoder.trials.Trial): at each C, also time the step with each trial's configs against the
-    step as it runs, in `steps` interleaved pairs (`try_configs`)."""
+    step as it runs, in `steps` interleaved pairs (`try_configs`), after an A/A control unless `try_control` is
+    False."""
     dev = torch.device(device)
     if model is None:
         model = random_model(tp, cfg, impl, dev, seed, overrides, overlap)
@@ -703,7 +705,7 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
             progress(i, f"C={c}, context {ctx.text}")
         res.capacity = max(res.capacity, cap)
         pt = _run_point(model, res, c, lengths, cap, lo, hi, steps, warmup, graph, seed, dev,
-                        ablate=ablate and is_point, trials=trials if is_point else ())
+                        ablate=ablate and is_point, trials=trials if is_point else (), try_control=try_control)
         (res.points if is_point else res.context_points).append(pt)
         if dev.type == "cuda":
             torch.cuda.empty_cache()
@@ -873,7 +875,7 @@ def _step_in(setting: Callable[[], Any], step: _PointStep, capture) -> tuple[Cal
 
 def try_configs(step: _PointStep, base: Callable[[], None],
                 capture: Callable[[Callable[[], None]], Callable[[], None]] | None, trials, pairs: int,
-                dev: torch.device) -> list[dict]:
+                dev: torch.device, control: bool = False) -> list[dict]:
     """--try: for each trial (kernelbench.decoder.trials.Trial), the step with the trial's pins applied against the
     step as it runs (`base`: the point's graph replay or eager step), in `pairs` interleaved rounds on the same cache
     and inputs (`time_interleaved`), compared pair by pair (`paired_comparison`, delta = step - trial: + when the
@@ -882,8 +884,18 @@ def try_configs(step: _PointStep, base: Callable[[], None],
     says so and nothing is timed; a trial whose pins matched no lookup of the step is reported, not timed. -> one
     row per trial: trial, pinned ({op: distinct keys its pins answered}), and when timed method, step_ms (the
     step), trial_ms, paired_delta_ms, delta_q1_ms, delta_q3_ms, delta_ci_ms, pairs and verdict (faster / slower /
-    within noise)."""
+    within noise).
+
+    `control`: first an A/A trial (`control_trial`: the step captured again with nothing changed, timed against the
+    step in the same pairs), its row first (`control`: True); each trial's verdict is then "faster" or "slower" only
+    when its interval also clears the control's floor (`controlled_verdict`), its `raw_verdict` keeping the plain
+    sign test's."""
     out = []
+    floor = None
+    if control and trials:
+        row = control_trial(step, base, capture, pairs, dev)
+        floor = row["delta_ci_ms"]
+        out.append(row)
     for trial in trials:
         def setting(t=trial):
             return tuned_configs.pins_applied(t.pins)
@@ -915,10 +927,66 @@ def try_configs(step: _PointStep, base: Callable[[], None],
             torch.cuda.empty_cache()
         cmp = paired_comparison(trial_ms, base_ms)
         verdict = {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])
-        out.append({**row, "method": method, "step_ms": cmp["step_ms"], "trial_ms": cmp["tuned_ms"],
-                    **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
-                    "verdict": verdict})
+        timed = {**row, "method": method, "step_ms": cmp["step_ms"], "trial_ms": cmp["tuned_ms"],
+                 **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
+                 "verdict": verdict}
+        if control:
+            timed.update(raw_verdict=verdict, verdict=controlled_verdict(verdict, cmp["delta_ci_ms"], floor))
+        out.append(timed)
     return out
+
+
+CONTROL_TRIAL = "(control: the step as it runs, captured again)"
+CONTROL_OVERLAP = "within noise (inside the control's A/A shift)"
+
+
+def control_trial(step: _PointStep, base: Callable[[], None],
+                  capture: Callable[[Callable[[], None]], Callable[[], None]] | None, pairs: int,
+                  dev: torch.device) -> dict:
+    """The A/A trial of --try: the step captured a second time with no config changed (its own graph and memory
+    pool, as a trial's), timed against the step in `pairs` interleaved rounds like a trial. Whatever its paired
+    delta shows is what a trial's delta holds besides the trial's configs (on the H200, session 24 call 2: a trial
+    pinning exactly the default config of mhc_post_pre_norm at one token came out -0.011 ms, interval -0.024 ..
+    -0.003: "slower" by the plain sign test). -> a --try row with `control`: True, verdict "A/A: " + the sign test's
+    verdict."""
+    import contextlib
+    method, a = "graph replay" if capture is not None else "eager", base
+    try:
+        b, _, _ = _step_in(contextlib.nullcontext, step, capture)
+    except Exception as e:  # noqa: BLE001 - as a trial: both eager when the second capture fails
+        if capture is None:
+            raise
+        sync(dev)
+        method = f"eager (the control's graph failed to capture: {type(e).__name__}: {str(e).splitlines()[0][:120]})"
+        a = step.eager
+        b, _, _ = _step_in(contextlib.nullcontext, step, None)
+    step.reset()
+    base_ms, again_ms = time_interleaved(a, b, step.advance, pairs, dev)
+    del b
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    cmp = paired_comparison(again_ms, base_ms)
+    verdict = {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])
+    return {"trial": CONTROL_TRIAL, "control": True, "pinned": {}, "method": method, "step_ms": cmp["step_ms"],
+            "trial_ms": cmp["tuned_ms"],
+            **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
+            "verdict": "A/A: " + verdict}
+
+
+def controlled_verdict(verdict: str, ci: list[float] | None, control_ci: list[float] | None) -> str:
+    """A trial's verdict against the A/A control: a recapture moves the step by an amount of either sign (its memory
+    pool and graph are new; the control measured one such move), so the control's floor is the largest move its
+    interval admits, max(|lo|, |hi|). "faster" when the sign test says so AND the trial's interval lies wholly above
+    +floor, "slower" when wholly below -floor; a sign-test verdict inside the floor becomes CONTROL_OVERLAP. Without a
+    control interval (too few pairs) the verdict stands."""
+    if verdict not in ("faster", "slower") or ci is None or control_ci is None:
+        return verdict
+    floor = max(abs(control_ci[0]), abs(control_ci[1]))
+    if verdict == "faster" and ci[0] > floor:
+        return verdict
+    if verdict == "slower" and ci[1] < -floor:
+        return verdict
+    return CONTROL_OVERLAP
 
 
 class _PointStep:
@@ -1009,7 +1077,7 @@ def _ready_step(model: Transformer, res: BenchResult, c: int, lengths: list[int]
 
 def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int], cap: int, lo: int, hi: int,
                steps: int, warmup: int, graph: str, seed: int, dev: torch.device, ablate: bool = False,
-               trials=()) -> BenchPoint:
+               trials=(), try_control: bool = True) -> BenchPoint:
     step, op_bytes, looked, replay = _ready_step(model, res, c, lengths, cap, lo, hi, warmup, graph, seed, dev)
     nbytes = sum(op_bytes.values())
     step.reset()
@@ -1025,7 +1093,7 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
     if ablate:
         pt.ablation = ablate_tuned(pt, step, replay or step.eager, capture, steps, dev)
     if trials:
-        pt.trials = try_configs(step, replay or step.eager, capture, trials, steps, dev)
+        pt.trials = try_configs(step, replay or step.eager, capture, trials, steps, dev, control=try_control)
     return pt
 
 

@@ -11,6 +11,9 @@ Spelling, one trial: OP[@KEY=V[,V...]]...=JSON, several ops joined by ";", e.g.
     fp8_linear@N=256@K=4096={"BN": 128};fp8_linear@N=4096@K=256={"SPLIT": 8}
 The @ filters select lookup keys as `--where` selects cases (values compared as text); without one the config
 applies at every key of the op. The JSON object is merged over the kernel's default, as KERNELBENCH_PIN_CONFIG's.
+Before the trials of a C, an A/A control (`decode_bench.control_trial`: the step captured again, nothing changed)
+shows what a second capture alone does to the paired delta; a trial is judged faster or slower only when its interval
+clears that move, of either sign (`controlled_verdict`; `--no-try-control` turns it off).
 `--try-entries FILE` makes one trial of each entry of a tuned-config file at exactly its key, so what `kernelbench
 tune --export FILE` chose alone is judged in the step before it goes into the packaged table; `--keep-faster OUT`
 then merges the entries the step judged faster into OUT (`faster_entries`, harness.tune.merge_entries).
@@ -125,7 +128,10 @@ def print_trials(points, console, confidence: float, min_pairs: int) -> None:
                     "alternate A B B A on the same cache and inputs",
               caption=f"delta = step - trial, per pair (+: the trial is faster); verdict from the {confidence:.0%} "
                       f"sign-test interval of the median delta: faster (above 0), slower (below 0), else within "
-                      f"noise; none under {min_pairs} pairs")
+                      f"noise; none under {min_pairs} pairs"
+                      + ("; the control row is the step captured again with nothing changed (A/A), and a trial is "
+                         "faster or slower only when its interval also clears the control's move, of either sign"
+                         if any(r.get("control") for _, r in rows) else ""))
     for col in ("C", "trial", "keys pinned", "pairs", "step ms", "trial ms", "paired delta ms", "delta IQR ms",
                 f"delta {confidence:.0%} CI ms", "verdict"):
         t.add_column(col, justify="left" if col in ("trial", "keys pinned", "verdict") else "right")
