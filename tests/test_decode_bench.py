@@ -454,12 +454,16 @@ def test_ablate_tuned_reruns_the_step_with_each_tuned_ops_entries_removed(tmp_pa
     assert row["delta_ms"] == pytest.approx(row["step_ms"] - row["tuned_ms"])
     assert row["paired_delta_ms"] == pytest.approx(row["delta_ms"])          # one pair: the same difference
     assert "the step without each op's tuned entries" in r.output and "paired and interleaved" in r.output
+    control = pt["control"]                          # the A/A control, timed first (one pair: no interval)
+    assert control["control"] and control["pairs"] == 1 and control["verdict"].startswith("A/A: too few pairs")
+    assert row["raw_verdict"] == row["verdict"] and "C=1: A/A control (the step captured again" in r.output
     assert os.environ["KERNELBENCH_TUNED"] == str(tuned) and len(tuned_configs.entries()) == 2
     monkeypatch.setenv("KERNELBENCH_TUNED", str(tmp_path / "none.json"))
     (tmp_path / "none.json").write_text(json.dumps({"version": 1, "entries": []}))
-    r = CliRunner().invoke(main, args)
+    r = CliRunner().invoke(main, args + ["--json", str(out)])
     assert r.exit_code == 0, r.output
     assert "no kernel of the step ran a tuned config" in r.output
+    assert json.loads(out.read_text())["points"][0]["control"] == {}           # nothing to judge: no control
 
 
 def test_median_interval_is_the_sign_tests():
@@ -580,7 +584,9 @@ def test_gpu_ablate_tuned_recaptures_the_graph_per_op(tmp_path):
         assert a["delta_q1_ms"] <= a["paired_delta_ms"] <= a["delta_q3_ms"]
         lo, hi = a["delta_ci_ms"]
         assert lo <= a["paired_delta_ms"] <= hi
-        assert a["verdict"] in ("helps", "hurts", "within noise")
+        assert a["verdict"] in ("helps", "hurts", "within noise", db.CONTROL_OVERLAP)
+        assert a["raw_verdict"] in ("helps", "hurts", "within noise")
+    assert pt["control"]["control"] and pt["control"]["method"] == "graph replay" and pt["control"]["pairs"] == 10
 
 
 def test_lane_times_find_the_side_work_the_main_lane_did_not_hide():

@@ -143,11 +143,14 @@ def test_try_configs_captures_the_trial_and_falls_back_to_eager(monkeypatch):
 ])
 def test_controlled_verdict_needs_the_trial_to_clear_the_controls_floor(verdict, ci, control_ci, expected):
     assert db.controlled_verdict(verdict, ci, control_ci) == expected
+    names = {"faster": "helps", "slower": "hurts"}                 # --ablate-tuned's words, the same rule
+    assert db.controlled_verdict(names.get(verdict, verdict), ci, control_ci, ("helps", "hurts")) == \
+        names.get(expected, expected)
 
 
 def test_try_configs_with_control_times_an_aa_trial_first_and_judges_against_it(monkeypatch):
-    """--try's control: the step captured again with nothing pinned, timed against the step before the trials (its
-    runs see the default); each trial keeps the sign test's verdict as raw_verdict, and its verdict is "faster"
+    """--try's control (`control_trial`): the step captured again with nothing pinned, timed against the step
+    before the trials (its runs see the default), the first row; each trial keeps the sign test's verdict as raw_verdict, and its verdict is "faster"
     only when its interval clears the control's floor. Here the recapture alone is 0.02 ms slower in every pair, so
     a trial 0.01 ms faster is within that and one 0.2 ms faster is faster."""
     monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
@@ -161,14 +164,16 @@ def test_try_configs_with_control_times_an_aa_trial_first_and_judges_against_it(
     monkeypatch.setattr(db, "time_interleaved", timed)
     step = _Step()
     trials = [parse_trial('opx={"BLOCK": 8}'), parse_trial('opx={"BLOCK": 16}')]
-    control, small, large = db.try_configs(step, step.eager, None, trials, 8, torch.device("cpu"), control=True)
+    control = db.control_trial(step, step.eager, None, 8, torch.device("cpu"))
+    rows = db.try_configs(step, step.eager, None, trials, 8, torch.device("cpu"), control=control)
     assert step.log == [4, "reset", 4, 4, 8, "reset", 4, 8, 16, "reset", 4, 16]
-    assert control["control"] and control["trial"] == db.CONTROL_TRIAL and control["pinned"] == {}
+    assert rows[0] is control and control["control"] and control["trial"] == db.CONTROL_TRIAL
+    assert control["pinned"] == {} and control["method"] == "eager"
     assert control["verdict"] == "A/A: slower" and control["paired_delta_ms"] == pytest.approx(-0.02, abs=1e-3)
+    _, small, large = rows
     assert (small["raw_verdict"], small["verdict"]) == ("faster", db.CONTROL_OVERLAP)
     assert (large["raw_verdict"], large["verdict"]) == ("faster", "faster")
-    no_control = db.try_configs(_Step(), lambda: None, None, [], 8, torch.device("cpu"), control=True)
-    assert no_control == []                                     # no trials: no control is timed
+    assert db.try_configs(_Step(), lambda: None, None, [], 8, torch.device("cpu"), control=control) == []
 
 
 def test_cli_rejects_a_malformed_trial_before_any_work():

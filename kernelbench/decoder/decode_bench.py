@@ -494,6 +494,7 @@ class BenchPoint:
     configs: list[dict] = field(default_factory=list)   # how each kernel found its config (tuned_configs.Resolution)
     ablation: list[dict] = field(default_factory=list)  # --ablate-tuned: per op, with vs without its tuned entries
     trials: list[dict] = field(default_factory=list)    # --try: per trial, the step with its configs vs without
+    control: dict = field(default_factory=dict)         # the A/A control of --try / --ablate-tuned (control_trial)
 
 
 @dataclass
@@ -684,8 +685,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
     `ablate`: at each C, also compare the step with and without each op's tuned entries, per op that ran a tuned
     config, in `steps` interleaved pairs (`ablate_tuned`).
     `trials` (kernelbench.decoder.trials.Trial): at each C, also time the step with each trial's configs against the
-    step as it runs, in `steps` interleaved pairs (`try_configs`), after an A/A control unless `try_control` is
-    False."""
+    step as it runs, in `steps` interleaved pairs (`try_configs`). With either, `try_control` times an A/A control
+    first (`control_trial`) that both judge their verdicts against."""
     dev = torch.device(device)
     if model is None:
         model = random_model(tp, cfg, impl, dev, seed, overrides, overlap)
@@ -813,7 +814,7 @@ def paired_comparison(tuned_ms: list[float], ablated_ms: list[float]) -> dict:
 
 def ablate_tuned(pt: BenchPoint, step: _PointStep, tuned: Callable[[], None],
                  capture: Callable[[Callable[[], None]], Callable[[], None]] | None, pairs: int,
-                 dev: torch.device) -> list[dict]:
+                 dev: torch.device, control: dict | None = None) -> list[dict]:
     """For each op whose kernels ran a tuned config at this point (pt.configs): is the step faster with that op's
     tuned entries than with its kernels on their defaults? A per-op tune times the op alone; in the step, launches,
     caches and neighbours differ (session 5: compressor_step tuned to two launches at C=1 was faster alone and
@@ -827,7 +828,9 @@ def ablate_tuned(pt: BenchPoint, step: _PointStep, tuned: Callable[[], None],
     (kernels look their configs up when launched, so the graph holds the defaults' launches; the recorded lookups
     say so in `sources`), released after that op; eagerly, each of its runs hides the entries. Should that capture
     fail, both settings of that op are timed eagerly (`method` says so). -> one row per op: op, entries_removed,
-    sources (the ablated step's lookups of that op by source), method, and `paired_comparison`'s fields."""
+    sources (the ablated step's lookups of that op by source), method, and `paired_comparison`'s fields. With
+    `control` (`control_trial`'s row) a verdict is "helps" / "hurts" only when it clears the control's move
+    (`controlled_verdict`), `raw_verdict` keeping the plain sign test's."""
     out = []
     for op in sorted({c["op"] for c in pt.configs if c["source"] in tuned_configs.TUNED_SOURCES}):
         method, a = "graph replay" if capture is not None else "eager", tuned
@@ -845,8 +848,12 @@ def ablate_tuned(pt: BenchPoint, step: _PointStep, tuned: Callable[[], None],
         if dev.type == "cuda":
             torch.cuda.empty_cache()
         sources = dict(Counter(r.source for r in tuned_configs.summarize(looked) if r.op == op))
-        out.append({"op": op, "entries_removed": removed, "sources": sources, "method": method,
-                    **paired_comparison(a_ms, b_ms)})
+        row = {"op": op, "entries_removed": removed, "sources": sources, "method": method,
+               **paired_comparison(a_ms, b_ms)}
+        if control:
+            row.update(raw_verdict=row["verdict"], verdict=controlled_verdict(
+                row["verdict"], row["delta_ci_ms"], control["delta_ci_ms"], ("helps", "hurts")))
+        out.append(row)
     return out
 
 
@@ -875,7 +882,7 @@ def _step_in(setting: Callable[[], Any], step: _PointStep, capture) -> tuple[Cal
 
 def try_configs(step: _PointStep, base: Callable[[], None],
                 capture: Callable[[Callable[[], None]], Callable[[], None]] | None, trials, pairs: int,
-                dev: torch.device, control: bool = False) -> list[dict]:
+                dev: torch.device, control: dict | None = None) -> list[dict]:
     """--try: for each trial (kernelbench.decoder.trials.Trial), the step with the trial's pins applied against the
     step as it runs (`base`: the point's graph replay or eager step), in `pairs` interleaved rounds on the same cache
     and inputs (`time_interleaved`), compared pair by pair (`paired_comparison`, delta = step - trial: + when the
@@ -886,16 +893,11 @@ def try_configs(step: _PointStep, base: Callable[[], None],
     step), trial_ms, paired_delta_ms, delta_q1_ms, delta_q3_ms, delta_ci_ms, pairs and verdict (faster / slower /
     within noise).
 
-    `control`: first an A/A trial (`control_trial`: the step captured again with nothing changed, timed against the
-    step in the same pairs), its row first (`control`: True); each trial's verdict is then "faster" or "slower" only
-    when its interval also clears the control's floor (`controlled_verdict`), its `raw_verdict` keeping the plain
-    sign test's."""
-    out = []
-    floor = None
-    if control and trials:
-        row = control_trial(step, base, capture, pairs, dev)
-        floor = row["delta_ci_ms"]
-        out.append(row)
+    `control`: the point's A/A trial (`control_trial`'s row: the step captured again with nothing changed, timed
+    against the step in the same way), the first row; each trial's verdict is then "faster" or "slower" only when its
+    interval also clears the control's move (`controlled_verdict`), its `raw_verdict` keeping the plain sign
+    test's."""
+    out = [control] if control and trials else []
     for trial in trials:
         def setting(t=trial):
             return tuned_configs.pins_applied(t.pins)
@@ -931,19 +933,22 @@ def try_configs(step: _PointStep, base: Callable[[], None],
                  **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
                  "verdict": verdict}
         if control:
-            timed.update(raw_verdict=verdict, verdict=controlled_verdict(verdict, cmp["delta_ci_ms"], floor))
+            timed.update(raw_verdict=verdict,
+                         verdict=controlled_verdict(verdict, cmp["delta_ci_ms"], control["delta_ci_ms"]))
         out.append(timed)
     return out
 
 
 CONTROL_TRIAL = "(control: the step as it runs, captured again)"
 CONTROL_OVERLAP = "within noise (inside the control's A/A shift)"
+CONTROL_CAPTION = ("a verdict needs its interval to clear the A/A control's move, of either sign (the step captured "
+                   "again with nothing changed; the lines below)")
 
 
 def control_trial(step: _PointStep, base: Callable[[], None],
                   capture: Callable[[Callable[[], None]], Callable[[], None]] | None, pairs: int,
                   dev: torch.device) -> dict:
-    """The A/A trial of --try: the step captured a second time with no config changed (its own graph and memory
+    """The A/A trial of --try and --ablate-tuned: the step captured a second time with no config changed (its own graph and memory
     pool, as a trial's), timed against the step in `pairs` interleaved rounds like a trial. Whatever its paired
     delta shows is what a trial's delta holds besides the trial's configs (on the H200, session 24 call 2: a trial
     pinning exactly the default config of mhc_post_pre_norm at one token came out -0.011 ms, interval -0.024 ..
@@ -973,18 +978,20 @@ def control_trial(step: _PointStep, base: Callable[[], None],
             "verdict": "A/A: " + verdict}
 
 
-def controlled_verdict(verdict: str, ci: list[float] | None, control_ci: list[float] | None) -> str:
+def controlled_verdict(verdict: str, ci: list[float] | None, control_ci: list[float] | None,
+                       names: tuple[str, str] = ("faster", "slower")) -> str:
     """A trial's verdict against the A/A control: a recapture moves the step by an amount of either sign (its memory
     pool and graph are new; the control measured one such move), so the control's floor is the largest move its
-    interval admits, max(|lo|, |hi|). "faster" when the sign test says so AND the trial's interval lies wholly above
-    +floor, "slower" when wholly below -floor; a sign-test verdict inside the floor becomes CONTROL_OVERLAP. Without a
-    control interval (too few pairs) the verdict stands."""
-    if verdict not in ("faster", "slower") or ci is None or control_ci is None:
+    interval admits, max(|lo|, |hi|). `names`: the verdicts of a delta above / below 0 ("faster" / "slower" for
+    --try, "helps" / "hurts" for --ablate-tuned); such a verdict stands when the interval lies wholly above +floor
+    (below -floor), else it becomes CONTROL_OVERLAP. Without a control interval (too few pairs) the verdict
+    stands."""
+    if verdict not in names or ci is None or control_ci is None:
         return verdict
     floor = max(abs(control_ci[0]), abs(control_ci[1]))
-    if verdict == "faster" and ci[0] > floor:
+    if verdict == names[0] and ci[0] > floor:
         return verdict
-    if verdict == "slower" and ci[1] < -floor:
+    if verdict == names[1] and ci[1] < -floor:
         return verdict
     return CONTROL_OVERLAP
 
@@ -1090,10 +1097,13 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
     if not math.isnan(res.gbps):
         pt.roofline_ms = nbytes / (res.gbps * 1e9) * 1e3
     capture = None if replay is None else (lambda eager: _capture_graph(eager, dev))
+    tuned_here = any(c["source"] in tuned_configs.TUNED_SOURCES for c in pt.configs)
+    if try_control and (trials or (ablate and tuned_here)):
+        pt.control = control_trial(step, replay or step.eager, capture, steps, dev)
     if ablate:
-        pt.ablation = ablate_tuned(pt, step, replay or step.eager, capture, steps, dev)
+        pt.ablation = ablate_tuned(pt, step, replay or step.eager, capture, steps, dev, control=pt.control)
     if trials:
-        pt.trials = try_configs(step, replay or step.eager, capture, trials, steps, dev, control=try_control)
+        pt.trials = try_configs(step, replay or step.eager, capture, trials, steps, dev, control=pt.control)
     return pt
 
 
@@ -1269,7 +1279,7 @@ def print_ablation(points: list[BenchPoint], console) -> None:
               caption=f"delta = ablated - tuned, per pair (a drift shared by a pair cancels); verdict from the "
                       f"{ABLATION_CONFIDENCE:.0%} sign-test interval of the median delta: helps (above 0: the tuned "
                       f"entries make the step faster), hurts (below 0), else within noise; none under "
-                      f"{ABLATION_MIN_PAIRS} pairs")
+                      f"{ABLATION_MIN_PAIRS} pairs" + ("; " + CONTROL_CAPTION if any(p.control for p in points) else ""))
     for col in ("C", "op", "entries removed", "pairs", "tuned ms", "ablated ms", "paired delta ms",
                 "delta IQR ms", f"delta {ABLATION_CONFIDENCE:.0%} CI ms", "verdict"):
         t.add_column(col, justify="left" if col in ("op", "verdict") else "right")
@@ -1277,6 +1287,17 @@ def print_ablation(points: list[BenchPoint], console) -> None:
         t.add_row(str(p.batch), a["op"], str(a["entries_removed"]), str(a["pairs"]), f"{a['tuned_ms']:.3f}",
                   f"{a['step_ms']:.3f}", *paired_cells(a))
     console.print(t)
+    for p in points:
+        if p.control and p.ablation:
+            console.print(control_line(p.batch, p.control))
+
+
+def control_line(c: int, control: dict) -> str:
+    """One line on the A/A control of a C: its paired delta, interval and verdict."""
+    ci = control["delta_ci_ms"]
+    return (f"C={c}: A/A control (the step captured again, nothing changed): paired delta "
+            f"{control['paired_delta_ms']:+.3f} ms, interval " + ("none" if ci is None else f"{ci[0]:+.3f} .. "
+            f"{ci[1]:+.3f}") + f" ms ({control['verdict']})")
 
 
 def _key_text(key: dict) -> str:
@@ -1389,7 +1410,8 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
-                     "configs": p.configs, "ablation": p.ablation, "trials": p.trials}
+                     "configs": p.configs, "ablation": p.ablation, "trials": p.trials,
+                     "control": p.control}
             rows.append(dict(
                 environment_id=env_id, implementation_id=impl_id,
                 shape_label=f"C={p.batch},ctx={params['context']}",
