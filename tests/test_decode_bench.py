@@ -410,13 +410,20 @@ def test_decode_bench_reports_where_each_kernel_config_came_from(tmp_path, monke
     tuned = tmp_path / "tuned.json"
     second = looked[1][0]                  # M = 2: a tile (BM 16); M = 1 ran the GEMV, which no tile may replace
     wider = {**second["key"], "N": 2 * second["key"]["N"]}     # borrowed at M = 2 (never across M: the batch)
+    assert json.loads(out.read_text())["unused_entries"] == []     # the packaged table has no 'cpu' entries
+    unused = {**second["key"], "M": 64}                 # never borrowed at M = 1 or 2 (the batch field)
     tuned.write_text(json.dumps({"version": 1, "entries": [
         {"device": "cpu", "op": "fp8_linear", "key": first["key"], "config": first["config"], "us": 9.0},
-        {"device": "cpu", "op": "fp8_linear", "key": wider, "config": second["config"], "us": 11.0}]}))
+        {"device": "cpu", "op": "fp8_linear", "key": wider, "config": second["config"], "us": 11.0},
+        {"device": "cpu", "op": "fp8_linear", "key": unused, "config": second["config"], "us": 12.0},
+        {"device": "NVIDIA H200", "op": "fp8_linear", "key": unused, "config": second["config"], "us": 5.0}]}))
     monkeypatch.setenv("KERNELBENCH_TUNED", str(tuned))
     url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
     r = CliRunner().invoke(main, args + ["--json", str(out), "--db", url])
     assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["unused_entries"] == [
+        {"op": "fp8_linear", "key": unused, "config": second["config"]}]      # this device's only, not the H200's
+    assert "1 of the 3 tuned entries for this device answered no lookup of this run" in r.output
     at1, at2 = (p["configs"] for p in json.loads(out.read_text())["points"])
     assert [(c["source"], c["tuned_us"]) for c in at1] == [("exact", 9.0)]
     assert [(c["source"], c["tuned_key"], c["key"]["M"]) for c in at2] == [("nearest", wider, 2)]

@@ -526,6 +526,23 @@ class BenchResult:
     fit_r2: float = math.nan
     flags: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
+    unused_entries: list[dict] = field(default_factory=list)   # this device's tuned entries no lookup here used
+
+
+def unused_entries(points: Iterable[BenchPoint], table: list[dict], device: str) -> list[dict]:
+    """The entries of `table` tuned on `device` that no kernel config lookup of these points was answered from
+    (exact or nearest: `tuned_key` on `device`): dead weight for this step (another shape set's keys, an op the step
+    no longer calls, an impl's own keys), each as {op, key, config}. Stale entries cost nothing at run time, but a
+    table that keeps entries for replaced ops hides that the replacement runs on its default (session 24: csa_indices
+    replaced indexer_topk + attention_indices in the step; their entries stayed, unused)."""
+    used = {(c["op"], _canon_key(c["tuned_key"])) for p in points for c in p.configs
+            if c.get("tuned_key") is not None and c.get("tuned_device") == device}
+    return [{"op": e["op"], "key": e["key"], "config": e["config"]} for e in table
+            if e.get("device") == device and (e["op"], _canon_key(e["key"])) not in used]
+
+
+def _canon_key(key: dict) -> str:
+    return ",".join(f"{k}={key[k]}" for k in sorted(key))
 
 
 def _time_one(run: Callable[[], None], dev: torch.device) -> float:
@@ -716,6 +733,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
                          progress=(lambda i, what: progress(len(plan) + i, what)) if progress else None)
     _analyse(res)
     res.fallbacks = sorted(model.ops.fallbacks) if impl != "reference" else []
+    res.unused_entries = unused_entries(res.points + res.context_points, tuned_configs.entries(),
+                                        tuned_configs.current_device())
     return res
 
 
@@ -1249,6 +1268,7 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
         for p in profiled:
             console.print(kernel_table(p))
     print_configs(res.points, console)
+    print_unused(res, console)
     print_ablation(res.points, console)
     print_trials(res.points, console, ABLATION_CONFIDENCE, ABLATION_MIN_PAIRS)
 
@@ -1329,6 +1349,18 @@ def print_configs(points: list[BenchPoint], console) -> None:
     if commands:
         console.print("the keys above that are cases of flash-tp8, each tuned alone (then time the step with and "
                       "without the entries: --ablate-tuned):\n" + "\n".join(f"  {c}" for c in commands))
+
+
+def print_unused(res: BenchResult, console) -> None:
+    """One line: how many of this device's tuned entries no lookup of the run used, by op (the JSON's
+    unused_entries lists them)."""
+    if not res.unused_entries:
+        return
+    by_op = Counter(e["op"] for e in res.unused_entries)
+    mine = sum(e.get("device") == tuned_configs.current_device() for e in tuned_configs.entries())
+    console.print(f"{len(res.unused_entries)} of the {mine} tuned entries for this device answered no lookup of this "
+                  f"run (other shapes, ops the step no longer calls; unused_entries in the JSON): "
+                  + ", ".join(f"{op} {n}" for op, n in sorted(by_op.items())))
 
 
 def tune_commands(configs, shape_set: str = "flash-tp8") -> list[str]:
