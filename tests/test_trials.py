@@ -150,9 +150,10 @@ def test_controlled_verdict_needs_the_trial_to_clear_the_controls_floor(verdict,
 
 def test_try_configs_with_control_times_an_aa_trial_first_and_judges_against_it(monkeypatch):
     """--try's control (`control_trial`): the step captured again with nothing pinned, timed against the step
-    before the trials (its runs see the default), the first row; each trial keeps the sign test's verdict as raw_verdict, and its verdict is "faster"
-    only when its interval clears the control's floor. Here the recapture alone is 0.02 ms slower in every pair, so
-    a trial 0.01 ms faster is within that and one 0.2 ms faster is faster."""
+    before the trials (its runs see the default), the first row; each trial keeps the sign test's verdict as
+    raw_verdict, and its verdict is "faster" only when its interval clears the control's floor. Here the recapture
+    alone is 0.02 ms slower in every pair, so a trial 0.01 ms faster is within that and one 0.2 ms faster is
+    faster."""
     monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
     base = [10.0 + 0.001 * i for i in range(8)]
     gaps = iter([-0.02, 0.01, 0.2])

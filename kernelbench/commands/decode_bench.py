@@ -86,8 +86,9 @@ def _ints(text: str) -> list[int]:
               help="with --try-entries: merge the entries the step judged faster (at every C where timed) into this "
                    "tuned-config file (created if absent), each with its step record")
 @click.option("--try-control/--no-try-control", default=True, show_default=True,
-              help="with --try / --try-entries: first time the step captured again with nothing changed (an A/A "
-                   "trial) at each C; a trial is faster or slower only when its interval also clears the control's move, of either sign")
+              help="with --try / --try-entries / --ablate-tuned: first time the step captured again with nothing "
+                   "changed (an A/A trial) at each C; a verdict stands only when its interval also clears the "
+                   "control's move, of either sign")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--use", "uses", multiple=True, help="OP=IMPL: run this implementation of one op (repeatable)")
 @click.option("--seed", default=0, show_default=True, type=int)

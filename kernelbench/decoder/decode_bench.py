@@ -852,20 +852,9 @@ def ablate_tuned(pt: BenchPoint, step: _PointStep, tuned: Callable[[], None],
     (`controlled_verdict`), `raw_verdict` keeping the plain sign test's."""
     out = []
     for op in sorted({c["op"] for c in pt.configs if c["source"] in tuned_configs.TUNED_SOURCES}):
-        method, a = "graph replay" if capture is not None else "eager", tuned
-        try:
-            b, removed, looked = _step_without(op, step, capture)
-        except Exception as e:  # noqa: BLE001 - reported in the row, then both settings timed eagerly
-            sync(dev)
-            method = f"eager (the graph without its entries failed to capture: {type(e).__name__}: " \
-                     f"{str(e).splitlines()[0][:120]})"
-            a = step.eager
-            b, removed, looked = _step_without(op, step, None)
-        step.reset()
-        a_ms, b_ms = time_interleaved(a, b, step.advance, pairs, dev)
-        del b                                   # the op's graph and its memory pool, before the next op's capture
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
+        method, runs, removed, looked = _setting_runs(lambda: tuned_configs.entries_without(op), step, tuned,
+                                                      capture, dev, "the graph without its entries")
+        a_ms, b_ms = _timed_pairs(runs, step, pairs, dev)
         sources = dict(Counter(r.source for r in tuned_configs.summarize(looked) if r.op == op))
         row = {"op": op, "entries_removed": removed, "sources": sources, "method": method,
                **paired_comparison(a_ms, b_ms)}
@@ -876,10 +865,36 @@ def ablate_tuned(pt: BenchPoint, step: _PointStep, tuned: Callable[[], None],
     return out
 
 
-def _step_without(op: str, step: _PointStep, capture) -> tuple[Callable[[], None], int, list]:
-    """The step with `op`'s tuned entries hidden, ready to time (`_step_in`) -> (run one step, entries removed, the
-    Resolutions of the lookups made while capturing or in the first run)."""
-    return _step_in(lambda: tuned_configs.entries_without(op), step, capture)
+def _setting_runs(setting: Callable[[], Any], step: _PointStep, base: Callable[[], None], capture, dev: torch.device,
+                  what: str) -> tuple[str, list, Any, list]:
+    """The step inside `setting` made ready to time against `base` (`_step_in`: a graph when `capture` is given);
+    should that capture fail, both run eagerly and the method says so, naming `what`; an eager failure raises (a
+    config a kernel refuses). -> (method, [run of the step as it is, run inside the setting], what the setting
+    yielded, the Resolutions of its lookups)."""
+    try:
+        b, value, looked = _step_in(setting, step, capture)
+        return ("graph replay" if capture is not None else "eager"), [base, b], value, looked
+    except Exception as e:  # noqa: BLE001 - retried eagerly: a refused config fails there too
+        if capture is None:
+            raise
+        sync(dev)
+        b, value, looked = _step_in(setting, step, None)
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        return f"eager ({what} failed to capture: {why})", [step.eager, b], value, looked
+
+
+def _timed_pairs(runs: list, step: _PointStep, pairs: int, dev: torch.device) -> tuple[list[float], list[float]]:
+    """`_setting_runs`' two runs from the point's starting positions in `pairs` interleaved rounds
+    (`time_interleaved`); the list is emptied and the setting's graph and memory pool released before the next
+    capture. -> (the step's ms, the setting's ms)."""
+    a, b = runs
+    runs.clear()
+    step.reset()
+    out = time_interleaved(a, b, step.advance, pairs, dev)
+    del a, b
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
 
 
 def _step_in(setting: Callable[[], Any], step: _PointStep, capture) -> tuple[Callable[[], None], Any, list]:
@@ -921,18 +936,8 @@ def try_configs(step: _PointStep, base: Callable[[], None],
         def setting(t=trial):
             return tuned_configs.pins_applied(t.pins)
         row = {"trial": trial.text, "pinned": {}}
-        method, a = "graph replay" if capture is not None else "eager", base
         try:
-            try:
-                b, _, looked = _step_in(setting, step, capture)
-            except Exception as e:  # noqa: BLE001 - retried eagerly: a refused config fails there too
-                if capture is None:
-                    raise
-                sync(dev)
-                method = f"eager (the trial's graph failed to capture: {type(e).__name__}: " \
-                         f"{str(e).splitlines()[0][:120]})"
-                a = step.eager
-                b, _, looked = _step_in(setting, step, None)
+            method, runs, _, looked = _setting_runs(setting, step, base, capture, dev, "the trial's graph")
         except Exception as e:  # noqa: BLE001 - a config a kernel refuses is a finding of the trial, not a crash
             sync(dev)
             out.append({**row, "verdict": f"refused: {type(e).__name__}: {str(e).splitlines()[0][:160]}"})
@@ -941,11 +946,7 @@ def try_configs(step: _PointStep, base: Callable[[], None],
         if not row["pinned"]:
             out.append({**row, "verdict": "matched no lookup of the step: nothing timed"})
             continue
-        step.reset()
-        base_ms, trial_ms = time_interleaved(a, b, step.advance, pairs, dev)
-        del b                                   # the trial's graph and its memory pool, before the next capture
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
+        base_ms, trial_ms = _timed_pairs(runs, step, pairs, dev)
         cmp = paired_comparison(trial_ms, base_ms)
         verdict = {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])
         timed = {**row, "method": method, "step_ms": cmp["step_ms"], "trial_ms": cmp["tuned_ms"],
@@ -967,28 +968,15 @@ CONTROL_CAPTION = ("a verdict needs its interval to clear the A/A control's move
 def control_trial(step: _PointStep, base: Callable[[], None],
                   capture: Callable[[Callable[[], None]], Callable[[], None]] | None, pairs: int,
                   dev: torch.device) -> dict:
-    """The A/A trial of --try and --ablate-tuned: the step captured a second time with no config changed (its own graph and memory
-    pool, as a trial's), timed against the step in `pairs` interleaved rounds like a trial. Whatever its paired
-    delta shows is what a trial's delta holds besides the trial's configs (on the H200, session 24 call 2: a trial
+    """The A/A trial of --try and --ablate-tuned: the step captured a second time with no config changed (its own
+    graph and memory pool, as a trial's), timed against the step in `pairs` interleaved rounds like a trial. Its
+    paired delta is what a trial's delta holds besides the trial's configs (on the H200, session 24 call 2: a trial
     pinning exactly the default config of mhc_post_pre_norm at one token came out -0.011 ms, interval -0.024 ..
-    -0.003: "slower" by the plain sign test). -> a --try row with `control`: True, verdict "A/A: " + the sign test's
-    verdict."""
+    -0.003: "slower" by the plain sign test). -> a --try row with `control`: True, verdict "A/A: " + the sign
+    test's verdict."""
     import contextlib
-    method, a = "graph replay" if capture is not None else "eager", base
-    try:
-        b, _, _ = _step_in(contextlib.nullcontext, step, capture)
-    except Exception as e:  # noqa: BLE001 - as a trial: both eager when the second capture fails
-        if capture is None:
-            raise
-        sync(dev)
-        method = f"eager (the control's graph failed to capture: {type(e).__name__}: {str(e).splitlines()[0][:120]})"
-        a = step.eager
-        b, _, _ = _step_in(contextlib.nullcontext, step, None)
-    step.reset()
-    base_ms, again_ms = time_interleaved(a, b, step.advance, pairs, dev)
-    del b
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
+    method, runs, _, _ = _setting_runs(contextlib.nullcontext, step, base, capture, dev, "the control's graph")
+    base_ms, again_ms = _timed_pairs(runs, step, pairs, dev)
     cmp = paired_comparison(again_ms, base_ms)
     verdict = {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])
     return {"trial": CONTROL_TRIAL, "control": True, "pinned": {}, "method": method, "step_ms": cmp["step_ms"],
@@ -1299,7 +1287,8 @@ def print_ablation(points: list[BenchPoint], console) -> None:
               caption=f"delta = ablated - tuned, per pair (a drift shared by a pair cancels); verdict from the "
                       f"{ABLATION_CONFIDENCE:.0%} sign-test interval of the median delta: helps (above 0: the tuned "
                       f"entries make the step faster), hurts (below 0), else within noise; none under "
-                      f"{ABLATION_MIN_PAIRS} pairs" + ("; " + CONTROL_CAPTION if any(p.control for p in points) else ""))
+                      f"{ABLATION_MIN_PAIRS} pairs"
+                      + ("; " + CONTROL_CAPTION if any(p.control for p in points) else ""))
     for col in ("C", "op", "entries removed", "pairs", "tuned ms", "ablated ms", "paired delta ms",
                 "delta IQR ms", f"delta {ABLATION_CONFIDENCE:.0%} CI ms", "verdict"):
         t.add_column(col, justify="left" if col in ("op", "verdict") else "right")
