@@ -124,3 +124,18 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
         r = 2 * freqs.shape[0]
         o = torch.cat([o[..., :-r], rope(o[..., -r:], positions, freqs, inverse=True)], dim=-1)
     return o
+
+
+def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
+                          sink: torch.Tensor, scale: float, wo_a: torch.Tensor, positions: torch.Tensor | None = None,
+                          freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """The attention output's first projection after the attention: grouped_wo_a(o as [T, Gl, Hg*Dh], wo_a) with
+    o = sparse_attention(...) (bf16, as DeepSeek's model feeds wo_a) -> z [T, Gl, O] bf16. wo_a [Gl, O, Hg*Dh] bf16,
+    Gl output groups of Hg = Hl / Gl consecutive heads."""
+    from kernelbench.reference.linear import grouped_wo_a
+    if wo_a.dim() != 3 or q.dim() != 3 or q.shape[1] % max(1, wo_a.shape[0]) \
+            or wo_a.shape[2] != q.shape[1] // max(1, wo_a.shape[0]) * q.shape[2]:
+        raise ValueError(f"sparse_attention_wo_a: wo_a [Gl, O, Hl/Gl*Dh] expected for q {tuple(q.shape)}, got "
+                         f"{tuple(wo_a.shape)}")
+    o = sparse_attention(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths)
+    return grouped_wo_a(o.reshape(q.shape[0], wo_a.shape[0], -1), wo_a)

@@ -502,3 +502,90 @@ def test_kernel_output_fully_written(gen):
     o = poison_(torch.empty(2, 8, 128, dtype=torch.bfloat16))
     o = K.sparse_attention(q, kv, torch.tensor([0, 1]), torch.randint(0, 24, (2, 20), generator=gen).int(), sink, 0.1)
     assert not torch.isnan(o).any()
+
+
+# sparse_attention_wo_a: the attention and wo_a as one op, the join inside wo_a's GEMV ------------------------------
+WOA = registry.get_op("sparse_attention_wo_a")
+
+
+@pytest.mark.parametrize("p, extra", [
+    ({"T": 2, "Hl": 8, "Dh": 512, "kind": "csa", "topk": 48, "ctx": 300, "ragged": True, "rope": True, "lengths": True,
+      "Gl": 1, "O": 64}, {"waves": 64}),                                     # many splits, some empty (lengths)
+    ({"T": 3, "Hl": 4, "Dh": 256, "kind": "hca", "topk": 8, "ctx": 150, "ragged": True, "rope": True, "lengths": False,
+      "Gl": 2, "O": 32}, {"SPAN": 256, "BN_O": 128, "O_WARPS": 8}),           # two groups, a span of two blocks
+    ({"T": 9, "Hl": 1, "Dh": 128, "kind": "swa", "topk": 8, "ctx": 5, "ragged": True, "rope": False, "lengths": True,
+      "Gl": 1, "O": 32}, {"waves": 1}),                                      # one split: the join of one partial
+])
+def test_wo_a_join_equals_the_two_ops_and_the_reference(gen, p, extra):
+    """JOIN (wo_a's GEMV joins the split partials, no o in memory) against the two ops it replaces (sparse_attention,
+    then grouped_wo_a: impl triton_parts) and the fp64 reference, on the same inputs. In the interpreter the joined
+    o is bit-equal to the combine's (the same roundings and RoPE, the splits summed in the same order), and the GEMV
+    sums each K block as grouped_wo_a's, so z is bit-equal; on a GPU the split sum's order may differ (tolerance)."""
+    p = {"R": 64, "W": 16, "ratio": 8, **p}
+    inp = WOA.make_inputs(p, gen, "cpu", "normal")
+    with compute_dtype(torch.float64):
+        ref = WOA.reference(**inp)
+    cfg = {**K.woa_default(p), "JOIN": True, **extra}
+    z = K.sparse_attention_wo_a(**inp, config=cfg)
+    parts = K.sparse_attention_wo_a_parts(**inp)
+    assert_close(z, ref, WOA.tolerance(p)["z"])
+    assert_close(parts, ref, WOA.tolerance(p)["z"])
+    assert torch.equal(z, parts), (z.float() - parts.float()).abs().max()
+    assert torch.equal(K.sparse_attention_wo_a(**inp), parts)               # the default: the two ops
+    assert torch.equal(z, K.sparse_attention_wo_a(**inp, config=cfg))        # deterministic (tickets re-armed)
+
+
+def test_wo_a_join_catches_a_dropped_sink_and_a_wrong_head(gen, monkeypatch):
+    """The comparison above can fail: the joined o without the sink, or read from the next head's partials, moves z
+    beyond the op's tolerance."""
+    p = {"T": 1, "Hl": 4, "Dh": 128, "R": 64, "W": 16, "kind": "csa", "ratio": 8, "topk": 24, "ctx": 200,
+         "ragged": False, "rope": True, "lengths": True, "Gl": 2, "O": 32}
+    inp = WOA.make_inputs(p, gen, "cpu", "normal")
+    inp["sink"] = torch.full_like(inp["sink"], 3.0)                          # a sink that holds much of the mass
+    with compute_dtype(torch.float64):
+        ref = WOA.reference(**inp)
+    cfg = {**K.woa_default(p), "JOIN": True}
+    assert_close(K.sparse_attention_wo_a(**inp, config=cfg), ref, WOA.tolerance(p)["z"])
+    no_sink = {**inp, "sink": torch.full_like(inp["sink"], -1e4)}
+    with pytest.raises(AssertionError):
+        assert_close(K.sparse_attention_wo_a(**no_sink, config=cfg), ref, WOA.tolerance(p)["z"])
+    swapped = {**inp, "wo_a": inp["wo_a"].flip(0).contiguous()}               # group 0's weights on group 1's heads
+    with pytest.raises(AssertionError):
+        assert_close(K.sparse_attention_wo_a(**swapped, config=cfg), ref, WOA.tolerance(p)["z"])
+
+
+def test_wo_a_bad_inputs(gen):
+    p = {"T": 1, "Hl": 4, "Dh": 128, "R": 64, "W": 8, "kind": "swa", "ratio": 8, "topk": 8, "ctx": 20,
+         "ragged": False, "rope": True, "lengths": False, "Gl": 2, "O": 32}
+    inp = WOA.make_inputs(p, gen, "cpu", "normal")
+    from kernelbench.reference.attention import sparse_attention_wo_a as ref_fn
+    for fn in (ref_fn, K.sparse_attention_wo_a, K.sparse_attention_wo_a_parts):
+        with pytest.raises(ValueError, match=r"wo_a \[Gl, O, Hl/Gl\*Dh\]"):
+            fn(**{**inp, "wo_a": inp["wo_a"][..., :100]})
+        with pytest.raises(ValueError, match=r"wo_a \[Gl, O, Hl/Gl\*Dh\]"):
+            fn(**{**inp, "wo_a": torch.zeros(3, 32, 4 * 128 // 3, dtype=torch.bfloat16)})    # 4 heads in 3 groups
+    with pytest.raises(ValueError, match="bf16"):
+        K.sparse_attention_wo_a(**{**inp, "wo_a": inp["wo_a"].float()})
+    with pytest.raises(ValueError, match="SPAN=256 must be a multiple of 128 dividing Dh=128"):
+        K.sparse_attention_wo_a(**inp, config={**K.woa_default(p), "JOIN": True, "SPAN": 256})
+
+
+@pytest.mark.parametrize("pdl", ["0", "1"])
+def test_wo_a_join_fits_sm120(monkeypatch, pdl):
+    """The JOIN kernel at the Flash TP8 one-token shapes (csa and hca; the split launch is sparse_attention's),
+    compiled for sm_120 without a GPU: within 101,376 B of shared memory, no spills; with PDL it prefetches its
+    wo_a rows before it waits (64 registers, 1 KB shared on sm_120 and sm_90 when written, session 24)."""
+    from kernelbench.harness.inspector import inspect_jobs
+    from kernelbench.kernels import common
+    monkeypatch.setenv(common.PDL_ENV, pdl)
+    cases = [c for c in WOA.shape_cases("flash-tp8") if c["T"] == 1 and c["ctx"] == 512]
+    jobs = [("sparse_attention_wo_a", "triton", c, {**K.woa_default(c), "JOIN": True}) for c in cases]
+    reports = inspect_jobs(jobs, target="sm_120", tensor_core_ops=())
+    assert len(reports) == len(cases) >= 2
+    for r in reports:
+        names = [k["kernel"].split(":")[-1] for k in r["kernels"]]
+        assert names == ["_attn_split", "_attn_wo_a_kernel"], names
+        assert r["problems"] == [], r["problems"]
+        for k in r["kernels"]:
+            assert k["shared_bytes"] <= 101376 and not k["spills"], k
+        assert r["kernels"][1]["pdl"] == ("prefetch+wait" if pdl == "1" else ""), r["kernels"][1]["pdl"]

@@ -223,7 +223,7 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     assert res["layers"] == 1 and res["capacity"] >= 20 + 2 + 8
     for p in res["points"]:
         ops = [a["op"] for a in p["attribution"]]
-        assert len(ops) == len(set(ops)) and {"sparse_attention", "moe_layer", "lm_head"} <= set(ops)
+        assert len(ops) == len(set(ops)) and {"sparse_attention_wo_a", "moe_layer", "lm_head"} <= set(ops)
         assert all(set(a) == {"op", "calls", "gpu_ms", "bytes", "kernels", "by_kernel"} for a in p["attribution"])
         moe = next(a for a in p["attribution"] if a["op"] == "moe_layer")
         assert moe["by_kernel"] and sum(k["gpu_ms"] for k in moe["by_kernel"]) == pytest.approx(moe["gpu_ms"])

@@ -141,7 +141,7 @@ def test_triton_decode_step_has_no_host_sync():
             model.decode(ids, positions, seq_ids, cache, check=True)
     assert model.ops.fallbacks == set(), model.ops.fallbacks
     used = {op.name for op in registry.ops()} & set(model.ops._cache)
-    assert used and {"attention_indices", "sparse_attention", "csa_indices", "compressor_step", "attention_front",
+    assert used and {"attention_indices", "sparse_attention_wo_a", "csa_indices", "compressor_step", "attention_front",
                      "attention_q"} <= used
     # the guard sees inside the step: the reference attention_indices (it validates values on the host) trips it
     model.env.ops = Ops("triton", overrides={"attention_indices": "reference"})

@@ -118,7 +118,8 @@ def test_decode_puts_compressor_and_indexer_work_on_the_side_lane():
     side = {name for name, ln in calls if ln == SIDE_LANE}
     main = {name for name, ln in calls if ln == 0}
     assert side == {"compressor_step", "bf16_linear", "csa_indices"}
-    assert {"attention_front", "attention_q", "indexer_q", "sparse_attention", "mhc_post_pre_norm", "moe_layer"} <= main
+    assert {"attention_front", "attention_q", "indexer_q", "sparse_attention_wo_a", "mhc_post_pre_norm",
+            "moe_layer"} <= main
     assert "compressor_step" not in main and "csa_indices" not in main and "indexer_topk" not in main
     # the csa layer's index lists on the side (from its top-k), the swa / hca layers' on the main lane
     assert [ln for name, ln in calls if name == "attention_indices"] == [0, 0]

@@ -12,12 +12,20 @@ def test_counts_each_launch_under_its_op_and_the_fused_front_saves_launches():
     c = lc.count_step(model, ids, pos, seq, cache)
     assert c.calls["attention_front"] == n and c.calls["attention_q"] == n
     # C=1: the activation is quantized inside each GEMM and split K is summed in the kernel: one launch per call
-    for op in ("attention_front", "attention_q", "grouped_wo_a"):
+    for op in ("attention_front", "attention_q"):
         assert c.triton[op] == c.calls[op] == n, (op, c.triton[op], c.calls[op])
     # the swa and hca lists once per kind; the csa layer's from its top-k (csa_indices), no attention_indices after it
     assert c.triton["attention_indices"] == c.calls["attention_indices"] == 2 and c.calls["indexer_topk"] == 0
-    for op in ("sparse_attention", "csa_indices"):                      # two launches each (the faster on the H200)
-        assert c.calls[op] and c.triton[op] == 2 * c.calls[op], (op, c.triton[op], c.calls[op])
+    assert c.calls["csa_indices"] and c.triton["csa_indices"] == 2 * c.calls["csa_indices"]   # two launches
+    # the attention and wo_a as one op: by default its parts (split + combine, then the wo_a GEMV: three launches);
+    # JOIN (wo_a's GEMV joins the split partials) two
+    assert c.calls["sparse_attention"] == c.calls["grouped_wo_a"] == 0
+    assert c.calls["sparse_attention_wo_a"] == n and c.triton["sparse_attention_wo_a"] == 3 * n
+    from kernelbench import tuned_configs
+    from kernelbench.decoder.trials import parse_trial
+    with tuned_configs.pins_applied(parse_trial('sparse_attention_wo_a={"JOIN": true}').pins):
+        j = lc.count_step(model, ids, pos, seq, model.new_cache(1, 28))
+    assert j.triton["sparse_attention_wo_a"] == 2 * n and sum(j.triton.values()) == sum(c.triton.values()) - n
     parts = Ops("triton", {"csa_indices": "triton_parts"})              # indexer_topk, then attention_indices
     model.env.ops = parts
     q = lc.count_step(model, ids, pos, seq, model.new_cache(1, 28))

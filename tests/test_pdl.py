@@ -111,7 +111,7 @@ def test_pdl_enter_comes_before_any_store_or_atomic():
 
 
 CHAIN_OPS = ["fp8_linear", "attention_front", "attention_q", "indexer_q", "mhc_post_pre_norm", "sparse_attention",
-             "grouped_wo_a", "moe_layer", "compressor_step"]
+             "grouped_wo_a", "sparse_attention_wo_a", "moe_layer", "compressor_step"]
 PREFETCHING = {"_fp8_linear_v2_kernel", "_attention_front_kernel", "_attention_q_kernel", "_bf16_gemm_kernel",
                "_gate_fused_kernel", "_comp_step"}
 

@@ -47,6 +47,8 @@ SLOW_PAIRS: dict[tuple[str, str], str] = {
     ("indexer_topk", "triton_fused"): "tests/test_indexer.py::test_kernel_exact_on_exact_scores[*-0-*] (segments 0 is "
                                       "triton_fused: bit-exact with ties) and ::test_w_scale_inside_the_op_equals_the_"
                                       "scaled_weights[triton_fused]",
+    ("sparse_attention_wo_a", "triton_parts"): "tests/test_attention.py::test_wo_a_join_equals_the_two_ops_and_the_"
+                                               "reference (the two ops composed, against the reference and the join)",
     ("csa_indices", "triton_parts"): "tests/test_indexer.py::test_csa_indices_write_the_attention_rows_from_the_top_k "
                                      "(the two ops composed: equal to the reference bit for bit, ties, 1 and 3 segments)",
     ("moe_routed", "triton_parts"): "tests/test_moe.py::test_routed_op_equals_gate_then_experts_bit_for_bit (impl "

@@ -42,6 +42,14 @@ class Ops:
                 self._accepts[key] = False
         return self._accepts[key]
 
+    def fuses(self, op: str, parts: tuple[str, ...]) -> bool:
+        """Whether the model calls `op`, a composite of the ops `parts`, rather than the parts one by one: when op
+        is chosen explicitly (an override), or when no part is (a --use of a part keeps the parts, so that override
+        runs) and this backend's implementation has op."""
+        if op in self.overrides:
+            return True
+        return not set(parts) & set(self.overrides) and self.impl in registry.impls(op)
+
     def __getattr__(self, op: str) -> Callable:
         if op.startswith("_"):
             raise AttributeError(op)

@@ -390,7 +390,8 @@ def _out_bytes(out) -> float:
     return _nbytes(out)
 
 
-SPARSE_ARGS = {"sparse_attention": ("kv",), "indexer_topk": ("k_cache",), "embedding": ("weight",),
+SPARSE_ARGS = {"sparse_attention": ("kv",), "sparse_attention_wo_a": ("kv",), "indexer_topk": ("k_cache",),
+               "embedding": ("weight",),
                "moe_gate": ("tid2eid",), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
                "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid"),
                "moe_routed": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid")}
@@ -404,7 +405,7 @@ def call_bytes(op: str, kw: dict, out) -> float:
     caches and compressor states (read and written). Reads values on the host: eager steps only."""
     skip = set(SPARSE_ARGS.get(op, ())) | set(STATE_ARGS)
     total = sum(_nbytes(v) for k, v in kw.items() if k not in skip) + _out_bytes(out)
-    if op == "sparse_attention":
+    if op in ("sparse_attention", "sparse_attention_wo_a"):
         kv, lengths = kw["kv"], kw.get("lengths")
         rows = float(lengths.sum()) if isinstance(lengths, torch.Tensor) else float((kw["indices"] >= 0).sum())
         total += rows * kv.shape[-1] * kv.element_size()
@@ -450,6 +451,9 @@ class RecordingOps:
 
     def accepts(self, op: str, name: str) -> bool:
         return self._ops.accepts(op, name)
+
+    def fuses(self, op: str, parts: tuple[str, ...]) -> bool:
+        return self._ops.fuses(op, parts)
 
     def __getattr__(self, op: str):
         fn = getattr(self._ops, op)

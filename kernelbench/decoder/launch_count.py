@@ -93,6 +93,9 @@ class CountingOps:
     def accepts(self, op, name):
         return self._ops.accepts(op, name)
 
+    def fuses(self, op, parts):
+        return self._ops.fuses(op, parts)
+
     def __getattr__(self, op: str):
         fn = getattr(self._ops, op)
 

@@ -221,9 +221,13 @@ class Attention(Part):
         else:
             q, indices, lengths = self._decode_q_indices(env, x, step, lc)
             kv_all, seq_ids = lc.kv, step.seq_ids
-        o = ops.sparse_attention(q=q, kv=kv_all, seq_ids=seq_ids, indices=indices, sink=self.attn_sink,
-                                 scale=Dh ** -0.5, positions=step.positions, freqs=freqs, lengths=lengths)
-        z = ops.grouped_wo_a(o=o.reshape(T, self.n_local_groups, -1), weight=self.wo_a)       # [T, Gl, O]
+        args = dict(q=q, kv=kv_all, seq_ids=seq_ids, indices=indices, sink=self.attn_sink, scale=Dh ** -0.5,
+                    positions=step.positions, freqs=freqs, lengths=lengths)
+        if not step.prefill and ops.fuses("sparse_attention_wo_a", ("sparse_attention", "grouped_wo_a")):
+            z = ops.sparse_attention_wo_a(**args, wo_a=self.wo_a)                              # [T, Gl, O]
+        else:
+            o = ops.sparse_attention(**args)
+            z = ops.grouped_wo_a(o=o.reshape(T, self.n_local_groups, -1), weight=self.wo_a)   # [T, Gl, O]
         out = ops.fp8_linear(x=z.reshape(T, -1), weight=self.wo_b, weight_scale=self.wo_b_scale)
         if tp.active:             # the fp32 sum is rounded to bf16 by its consumer (sublayer_kwargs)
             return tp.all_reduce(out.float()), None

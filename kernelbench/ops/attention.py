@@ -1,4 +1,5 @@
-"""Op specs: sparse_attention, kv_write, attention_indices (reference/attention.py, reference/kv.py).
+"""Op specs: sparse_attention, sparse_attention_wo_a, kv_write, attention_indices (reference/attention.py,
+reference/kv.py).
 
 Letters: T tokens (one per sequence), B sequences (T + 1 slots, shuffled), Hl heads per rank, Dh
 head dim, R rope dims, W window, r compress ratio, K indexer top-k, ctx the longest sequence's
@@ -15,9 +16,9 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from kernelbench.config import FLASH, ShapeSet
+from kernelbench.config import FLASH, ShapeSet, divide
 from kernelbench.ops.norm import draw
-from kernelbench.reference.attention import sparse_attention
+from kernelbench.reference.attention import sparse_attention, sparse_attention_wo_a
 from kernelbench.reference.kv import attention_indices, kv_write, window_indices
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
@@ -185,6 +186,53 @@ register_op(OpSpec(
     outputs=("o",), value_modes=("normal", "large"),   # no "outliers": the bf16 p error scales with max|kv|
     doc="sparse MQA decode attention over the selected entries with the sink in the denominator, fused "
         "inverse RoPE; indices -1 are masked; columns >= lengths[t] (optional) are not read",
+))
+
+
+# sparse_attention_wo_a ---------------------------------------------------------------------------
+# The attention's output with wo_a applied (the decode step's sparse_attention then grouped_wo_a): one op so that a
+# kernel may join the attention's split partials inside wo_a's GEMV (no o round trip, one launch fewer)
+def _woa_inputs(p, gen, device, values):
+    args = _attn_inputs(p, gen, device, values)
+    i = p["Hl"] // p["Gl"] * p["Dh"]
+    wo_a = (torch.randn(p["Gl"], p["O"], i, generator=gen) * i ** -0.5).to(torch.bfloat16)
+    return {**args, "wo_a": wo_a.to(device)}
+
+
+def _woa_cases(ss: ShapeSet) -> list[dict]:
+    c = ss.config
+    return [{**a, "Gl": divide(c.o_groups, ss.tp), "O": c.o_lora_rank} for a in _attn_cases(ss)]
+
+
+def _woa_strategy():
+    return st.fixed_dictionaries({
+        "T": st.integers(1, 4), "Hl": st.sampled_from([1, 4, 8]), "Dh": st.sampled_from([128, 256]),
+        "R": st.just(64), "W": st.sampled_from([8, 16]), "kind": st.sampled_from(["csa", "hca", "swa"]),
+        "ratio": st.just(8), "topk": st.sampled_from([4, 8, 24]), "ctx": st.integers(1, 160),
+        "ragged": st.booleans(), "rope": st.booleans(), "lengths": st.booleans(), "Gl": st.sampled_from([1, 2]),
+        "O": st.sampled_from([32, 64])}).map(lambda p: {**p, "Gl": p["Gl"] if p["Hl"] % p["Gl"] == 0 else 1})
+
+
+def _woa_cost(p: dict) -> Cost:
+    a = _attn_cost(p)
+    t, gl, o, i = p["T"], p["Gl"], p["O"], p["Hl"] // p["Gl"] * p["Dh"]
+    return Cost(flops=a.flops + 2.0 * t * gl * o * i,
+                bytes=a.bytes - 2.0 * t * p["Hl"] * p["Dh"] + 2.0 * gl * o * i + 2.0 * t * gl * o)
+
+
+WOA_TOL = Tolerance(
+    atol=2 * 2.0 ** -7, rtol=4 * BF16_ULP + 2.0 ** -8, rel_fro=4 * BF16_ULP + 2.0 ** -8,
+    why="o carries sparse_attention's error (ATTN_TOL: up to three bf16 roundings, rel_fro <= 2^-6); wo_a is a "
+        "linear map with N(0, 1/I) weights, so z keeps o's relative error (averaged over I terms), and z is rounded "
+        "to bf16 once more (2^-8 either side). A kernel that joins the attention's partials inside the GEMV rounds o "
+        "as the two ops do; only the order of the fp32 sums (over the splits, then over I) differs.")
+
+register_op(OpSpec(
+    name="sparse_attention_wo_a", family="attention", reference=sparse_attention_wo_a, make_inputs=_woa_inputs,
+    batch_key="T", cases=_woa_cases, strategy=_woa_strategy, cost=_woa_cost, tolerance=lambda p: {"z": WOA_TOL},
+    outputs=("z",), value_modes=("normal", "large"),
+    doc="grouped_wo_a(sparse_attention(...) as [T, Gl, Hg*Dh], wo_a): the attention output's first projection "
+        "(the decode step's pair, one op: a kernel may join the attention's split partials inside wo_a's GEMV)",
 ))
 
 
