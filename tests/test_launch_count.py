@@ -77,3 +77,16 @@ def test_a_cast_under_inference_mode_is_a_launch_and_a_same_dtype_to_is_not():
             x.to(torch.bfloat16)         # aten.to.dtype here, not _to_copy: a copy
             x.to(torch.float32)          # returns x itself: nothing
     assert counts.launches(lc.OUTSIDE) == 1, counts.torch_ops
+
+
+def test_ops_fuses_the_attention_output_unless_a_part_is_chosen():
+    """The decode step calls sparse_attention_wo_a when its backend has it and neither part is overridden (a --use
+    of a part must run), or when it is chosen itself; a backend without it keeps the parts."""
+    parts = ("sparse_attention", "grouped_wo_a")
+    assert Ops("triton").fuses("sparse_attention_wo_a", parts)
+    assert Ops("reference").fuses("sparse_attention_wo_a", parts)
+    assert not Ops("triton", {"sparse_attention": "triton_fused"}).fuses("sparse_attention_wo_a", parts)
+    assert not Ops("triton", {"grouped_wo_a": "triton_v1"}).fuses("sparse_attention_wo_a", parts)
+    assert Ops("triton", {"grouped_wo_a": "triton_v1", "sparse_attention_wo_a": "triton_parts"}).fuses(
+        "sparse_attention_wo_a", parts)
+    assert not Ops("triton_v1").fuses("sparse_attention_wo_a", parts)      # no impl of that name: the parts
