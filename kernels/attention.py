@@ -424,6 +424,27 @@ def sparse_attention_fused(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Ten
     return o
 
 
+def _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The split launch of impl "triton" (and of sparse_attention_wo_a): `_attn_split` over (T, S, head blocks),
+    S from `split_plan`. -> (partials (T, S, Hl, Dh) fp32, (m, l) (T, S, Hl, 2) fp32, S)."""
+    t, hl, dh = q.shape
+    ksel = indices.shape[1]
+    indices = indices.to(torch.int32).contiguous()
+    seq_ids = seq_ids.contiguous()
+    bh, bn = cfg["BLOCK_H"], cfg["BLOCK_N"]
+    hb = triton.cdiv(hl, bh)
+    per, nsplit = split_plan(t, ksel, hb, bn, cfg.get("waves", 2), sm_count(dev))
+    po = torch.empty(t, nsplit, hl, dh, dtype=torch.float32, device=dev)
+    pml = torch.empty(t, nsplit, hl, 2, dtype=torch.float32, device=dev)
+    has_len = lengths is not None
+    _attn_split[(t, nsplit, hb)](
+        q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit,
+        float(scale) * LOG2E, q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
+        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, t))
+    return po, pml, nsplit
+
+
 # impl "triton": two launches (split, then _attn_combine): faster than the one launch on the H200 (2026-12-01,
 # docs/perf/attention.md: the single joining program is slower than the combine spread over (T, Hl) programs) --
 @register_impl("sparse_attention", "triton", backend="triton", configs=attention_configs,
@@ -439,22 +460,10 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl)."""
     dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel}, attention_default({"Hl": hl}))
-    bh, bn = cfg["BLOCK_H"], cfg["BLOCK_N"]
     o = torch.empty_like(q)
     if t == 0:
         return o
-    indices = indices.to(torch.int32).contiguous()
-    seq_ids = seq_ids.contiguous()
-    hb = triton.cdiv(hl, bh)
-    per, nsplit = split_plan(t, ksel, hb, bn, cfg.get("waves", 2), sm_count(dev))
-    po = torch.empty(t, nsplit, hl, dh, dtype=torch.float32, device=dev)
-    pml = torch.empty(t, nsplit, hl, 2, dtype=torch.float32, device=dev)
-    has_len = lengths is not None
-    _attn_split[(t, nsplit, hb)](
-        q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit, float(scale) * LOG2E,
-        q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
-        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(q.device, t))
+    po, pml, nsplit = _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev)
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2
     s_p2 = max(2, triton.next_power_of_2(nsplit))
@@ -534,19 +543,7 @@ def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tens
     z = torch.empty(t, gl, n_o, dtype=torch.bfloat16, device=dev)
     if t == 0:
         return z
-    indices = indices.to(torch.int32).contiguous()
-    seq_ids = seq_ids.contiguous()
-    bh, bn = cfg["BLOCK_H"], cfg["BLOCK_N"]
-    hb = triton.cdiv(hl, bh)
-    per, nsplit = split_plan(t, ksel, hb, bn, cfg.get("waves", 2), sm_count(dev))
-    po = torch.empty(t, nsplit, hl, dh, dtype=torch.float32, device=dev)
-    pml = torch.empty(t, nsplit, hl, 2, dtype=torch.float32, device=dev)
-    has_len = lengths is not None
-    _attn_split[(t, nsplit, hb)](
-        q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit,
-        float(scale) * LOG2E, q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
-        DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, t))
+    po, pml, nsplit = _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev)
     rope_on = positions is not None
     wo_a = wo_a.contiguous()
     splits = i // span
