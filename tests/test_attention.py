@@ -589,3 +589,32 @@ def test_wo_a_join_fits_sm120(monkeypatch, pdl):
         for k in r["kernels"]:
             assert k["shared_bytes"] <= 101376 and not k["spills"], k
         assert r["kernels"][1]["pdl"] == ("prefetch+wait" if pdl == "1" else ""), r["kernels"][1]["pdl"]
+
+
+@pytest.mark.gpu
+def test_gpu_wo_a_join_is_deterministic_close_to_the_two_ops_and_graph_capturable():
+    """JOIN on real hardware at the Flash TP8 shapes (T = 1 and 16, csa and hca): within the op's tolerance of the fp64
+    reference and of the two ops (on a GPU the split sum's order may differ from the combine's), eager reruns and
+    CUDA-graph replays bit-identical, every split-K ticket back at zero."""
+    from kernelbench.kernels import linear as KL
+    gen = torch.Generator().manual_seed(5)
+    for c in [c for c in WOA.shape_cases("flash-tp8") if c["T"] in (1, 16) and c["ctx"] == 512]:
+        inp = WOA.make_inputs(c, gen, "cuda", "normal")
+        tol = WOA.tolerance(c)["z"]
+        cfg = {**K.woa_default(c), "JOIN": True}
+        want = K.sparse_attention_wo_a(**inp, config=cfg)
+        with compute_dtype(torch.float64):
+            ref = WOA.reference(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in inp.items()})
+        assert_close(want.cpu(), ref, tol)
+        assert_close(want, K.sparse_attention_wo_a_parts(**inp), tol)
+        for _ in range(3):
+            assert torch.equal(K.sparse_attention_wo_a(**inp, config=cfg), want)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            z = K.sparse_attention_wo_a(**inp, config=cfg)
+        for _ in range(3):
+            poison_(z)
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(z, want)
+        assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
