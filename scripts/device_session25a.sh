@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 24 for the next session (not yet run). (0) The whole GPU test suite (the decode step calls the
-# new op sparse_attention_wo_a since after session 24's last GPU run; its JOIN GPU test included). The new op: GPU
+# new op sparse_attention_wo_a, a change made after session 24's last GPU run; its JOIN GPU test included). The new op: GPU
 # verify (JOIN covered by its config paths) and JOIN (wo_a's GEMV joins the attention's split partials: one launch fewer a layer)
 # judged in the step against the two ops, C = 1 / 16, with the A/A control. (1) csa_indices runs on its default since it replaced
 # indexer_topk + attention_indices on the csa layers (session 23); indexer_topk's tuned entry at one token (BLOCK_S 64,
