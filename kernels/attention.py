@@ -38,8 +38,8 @@ import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, check_device, dot_operand, l2_prefetch_rows, pdl_args, pdl_enter,
                                        sincos, to_bf16)
-from kernelbench.kernels.linear import splitk_store
-from kernelbench.reference.attention import check_sparse_attention
+from kernelbench.kernels.linear import grouped_wo_a, split_tickets, splitk_store
+from kernelbench.reference.attention import check_attention_wo_a, check_sparse_attention
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -177,16 +177,18 @@ def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T
 
 
 @triton.jit
-def _attn_store(tot, denom, t, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh,
-                DH: tl.constexpr, R: tl.constexpr, FH: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
-    """o[t, offs_h] = tot / denom (FH rows of Dh, fp32) in bf16; with ROPE the inverse RoPE of the last R dims
-    in fp32 between two bf16 roundings (DeepSeek's sparse_attn returns bf16, model.py rotates that), the same
-    arithmetic as _attn_combine."""
+def _joined(tot, denom, t, c0, pos_ptr, freqs_ptr, DH: tl.constexpr, R: tl.constexpr, FH: tl.constexpr,
+            BK: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
+    """Columns c0 .. c0 + BK of FH heads' joined output before its last bf16 rounding: tot / denom (tot (FH, BK),
+    denom (FH,), fp32); with ROPE rounded to bf16 and the last R of the Dh dims inversely rotated in fp32 (DeepSeek's
+    sparse_attn returns bf16, model.py rotates that: the caller's to_bf16 is the second rounding). The one arithmetic
+    of the combine (c0 0, BK Dh: _attn_store) and of sparse_attention_wo_a's join inside wo_a's GEMV (a column
+    block: _attn_wo_a_kernel). -> (FH, BK) fp32."""
     o = tot / denom[:, None]
     if ROPE:
         o = to_bf16(o, RNE_FIX).to(tl.float32)
-        even, odd = tl.split(tl.reshape(o, [FH, DH // 2, 2]))            # pair j = dims (2j, 2j+1)
-        fi = tl.arange(0, DH // 2) - (DH - R) // 2
+        even, odd = tl.split(tl.reshape(o, [FH, BK // 2, 2]))            # pair j = dims (c0 + 2j, c0 + 2j + 1)
+        fi = tl.arange(0, BK // 2) + (c0 // 2 - (DH - R) // 2)
         is_rope = fi >= 0
         f = tl.load(freqs_ptr + tl.where(is_rope, fi, 0), mask=is_rope, other=0.0)
         sn, c = sincos(tl.load(pos_ptr + t).to(tl.float32) * f)          # fp32 angle, as the reference
@@ -194,7 +196,15 @@ def _attn_store(tot, denom, t, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s
         o2 = odd * c[None, :] - even * sn[None, :]
         even = tl.where(is_rope[None, :], e2, even)
         odd = tl.where(is_rope[None, :], o2, odd)
-        o = tl.reshape(tl.join(even, odd), [FH, DH])
+        o = tl.reshape(tl.join(even, odd), [FH, BK])
+    return o
+
+
+@triton.jit
+def _attn_store(tot, denom, t, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh,
+                DH: tl.constexpr, R: tl.constexpr, FH: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
+    """o[t, offs_h] = tot / denom (FH rows of Dh, fp32) in bf16, with ROPE rotated (`_joined`)."""
+    o = _joined(tot, denom, t, 0, pos_ptr, freqs_ptr, DH, R, FH, DH, ROPE, RNE_FIX)
     out = o_ptr + t * s_ot + offs_h[:, None] * s_oh + tl.arange(0, DH)[None, :]
     tl.store(out, to_bf16(o, RNE_FIX), mask=hmask[:, None])
 
@@ -264,28 +274,6 @@ _SM_COUNT: dict = {}
 
 
 @triton.jit
-def _join_columns(tot, denom, t, c0, pos_ptr, freqs_ptr, DH: tl.constexpr, R: tl.constexpr, BK: tl.constexpr,
-                  ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
-    """Columns c0 .. c0 + BK of a head's joined output (tot / denom, fp32) as `_attn_store` writes them: bf16, with
-    ROPE the inverse RoPE of the last R dims in fp32 between two bf16 roundings (the same arithmetic per element, so
-    the same bits for the same tot and denom). -> (BK,) fp32 holding bf16 values."""
-    o = tot / denom
-    if ROPE:
-        o = to_bf16(o, RNE_FIX).to(tl.float32)
-        even, odd = tl.split(tl.reshape(o, [BK // 2, 2]))                  # pair j = dims (c0 + 2j, c0 + 2j + 1)
-        fi = c0 // 2 + tl.arange(0, BK // 2) - (DH - R) // 2
-        is_rope = fi >= 0
-        f = tl.load(freqs_ptr + tl.where(is_rope, fi, 0), mask=is_rope, other=0.0)
-        sn, c = sincos(tl.load(pos_ptr + t).to(tl.float32) * f)
-        e2 = even * c + odd * sn
-        o2 = odd * c - even * sn
-        even = tl.where(is_rope, e2, even)
-        odd = tl.where(is_rope, o2, odd)
-        o = tl.reshape(tl.join(even, odd), [BK])
-    return to_bf16(o, RNE_FIX).to(tl.float32)
-
-
-@triton.jit
 def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_ptr, part_ptr, cnt_ptr,
                       HL, HG, G, NSPLIT, O, swg, swn, szt, szg, PART_STRIDE,
                       DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, SPAN: tl.constexpr, BN: tl.constexpr,
@@ -294,7 +282,7 @@ def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_pt
     """sparse_attention_wo_a's second launch (after `_attn_split`): z[t, g, rn] = sum over this program's SPAN
     columns k of wo_a[g, rn, k] * o[t, g, k], where o is joined from the split partials right here, as
     `_attn_combine` joins them (every split's partial of the column block loaded at once, one fixed-order sum over
-    the splits, the sink in the denominator, `_join_columns`' roundings and RoPE): o never goes to memory and the
+    the splits, the sink in the denominator, `_joined`'s roundings and RoPE): o never goes to memory and the
     combine launch is gone. Program (N tile, K split, t * G + g); a split's SPAN columns lie in one head (h = g * HG +
     k0 // DH), so each program reads that head's S (m, l) pairs and S x SPAN partials (L2: every N tile of the split
     reads the same block). The weight's row block goes to L2 before the PDL wait; fp32 FMA GEMV (bf16 products are
@@ -326,8 +314,9 @@ def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_pt
         part = tl.load(po_ptr + rows[:, None].to(tl.int64) * DH + (d0 + c + rk)[None, :], mask=live[:, None],
                        other=0.0, cache_modifier=".cg")
         tot = tl.sum(w_s[:, None] * part, axis=0)
-        xv = _join_columns(tot, denom, t, d0 + c, pos_ptr, freqs_ptr, DH, R, BK, ROPE, RNE_FIX)
-        acc += tl.sum(w.to(tl.float32) * xv[None, :], axis=1)
+        xv = to_bf16(_joined(tot[None, :], denom + tl.zeros([1], tl.float32), t, d0 + c, pos_ptr, freqs_ptr, DH, R,
+                             1, BK, ROPE, RNE_FIX), RNE_FIX).to(tl.float32)   # (1, BK): the combine's bf16 values
+        acc += tl.sum(w.to(tl.float32) * xv, axis=1)
     ooff = t * szt + g * szg + rn
     ticket = cnt_ptr + pid_tg * tl.num_programs(0) + pid_n
     splitk_store(acc, z_ptr, part_ptr, ticket, ooff, nmask, pid_s, PART_STRIDE, SPLIT, True, True, RNE_FIX)
@@ -395,7 +384,6 @@ def sparse_attention_fused(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Ten
     Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
     values are the caller's bug, as in FlashMLA. One launch; the join's tickets are the split-K tickets of
     kernels/linear.py (zero between launches, one stream)."""
-    from kernelbench.kernels.linear import split_tickets
     dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel, "kernel": "fused"},
                            fused_default({"Hl": hl}))
@@ -489,25 +477,25 @@ def woa_default(params: dict) -> dict:
 
 def woa_configs(params: dict) -> list[dict]:
     """JOIN False (the default), sparse attention's space at the default GEMV and the GEMV's shapes at the default
-    attention, both with JOIN."""
+    attention, both with JOIN (the default attention at the default GEMV once)."""
     base = woa_default(params)
     gemv = [{**base, "JOIN": True, "BN_O": bn, "SPAN": span, "O_WARPS": w}
             for bn in (32, 64, 128) for span in (128, 256) for w in (4, 8) if span <= params.get("Dh", 512)]
-    return [base] + [{**base, **c, "JOIN": True} for c in attention_configs(params)] + gemv
+    joined = [{**base, **c, "JOIN": True} for c in attention_configs(params)]
+    return [base] + joined + [c for c in gemv if c not in joined]
 
 
 def _check_wo_a(q: torch.Tensor, wo_a: torch.Tensor) -> tuple[int, int, int]:
-    """-> (Gl, O, I); wo_a [Gl, O, Hl / Gl * Dh] bf16 on q's device."""
+    """check_attention_wo_a, and wo_a on q's device -> (Gl, O, Hg*Dh)."""
+    out = check_attention_wo_a(q, wo_a)
     check_device(q, wo_a)
-    if wo_a.dtype != torch.bfloat16 or wo_a.dim() != 3:
-        raise ValueError(f"sparse_attention_wo_a: wo_a must be a 3-D bf16 tensor, got {wo_a.dtype} "
-                         f"{tuple(wo_a.shape)}")
-    gl, o, i = wo_a.shape
-    t, hl, dh = q.shape
-    if gl < 1 or hl % gl or i != hl // gl * dh:
-        raise ValueError(f"sparse_attention_wo_a: wo_a [Gl, O, Hl/Gl*Dh] expected for q {tuple(q.shape)}, got "
-                         f"{tuple(wo_a.shape)}")
-    return gl, o, i
+    return out
+
+
+def _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, gl, positions, freqs, lengths):
+    """sparse_attention (its launches, tuned config and checks), then grouped_wo_a (likewise)."""
+    o = sparse_attention(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths)
+    return grouped_wo_a(o.reshape(q.shape[0], gl, -1), wo_a)
 
 
 @register_impl("sparse_attention_wo_a", "triton_parts", backend="triton", configs=None, default_config=None,
@@ -515,10 +503,8 @@ def _check_wo_a(q: torch.Tensor, wo_a: torch.Tensor) -> tuple[int, int, int]:
 def sparse_attention_wo_a_parts(q, kv, seq_ids, indices, sink, scale, wo_a, positions=None, freqs=None, lengths=None,
                                 config=None):
     """The two ops as the step ran them: sparse_attention (its launches and tuned config), then grouped_wo_a."""
-    from kernelbench.kernels.linear import grouped_wo_a
     gl, _, _ = _check_wo_a(q, wo_a)
-    o = sparse_attention(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths)
-    return grouped_wo_a(o.reshape(q.shape[0], gl, -1), wo_a)
+    return _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, gl, positions, freqs, lengths)
 
 
 @register_impl("sparse_attention_wo_a", "triton", backend="triton", configs=woa_configs, default_config=woa_default,
@@ -529,14 +515,14 @@ def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tens
                           config: dict | None = None) -> torch.Tensor:
     """-> z [T, Gl, O] bf16 (contract: reference/attention.py sparse_attention_wo_a). JOIN: `_attn_split` (as
     sparse_attention's), then `_attn_wo_a_kernel`, wo_a's GEMV joining the split partials itself (no o in memory, no
-    combine launch); JOIN False: the two ops (`sparse_attention_wo_a_parts`)."""
-    from kernelbench.kernels.linear import split_tickets
-    dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
+    combine launch); JOIN False: the two ops (their wrappers check the rest: nothing is checked twice)."""
     gl, n_o, i = _check_wo_a(q, wo_a)
-    cfg = config or lookup("sparse_attention_wo_a", {"T": t, "Hl": hl, "Ksel": ksel, "O": n_o},
+    t, hl, dh = q.shape
+    cfg = config or lookup("sparse_attention_wo_a", {"T": t, "Hl": hl, "Ksel": indices.shape[-1], "O": n_o},
                            woa_default({"T": t, "Hl": hl, "Dh": dh}))
     if not cfg.get("JOIN", True):
-        return sparse_attention_wo_a_parts(q, kv, seq_ids, indices, sink, scale, wo_a, positions, freqs, lengths)
+        return _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, gl, positions, freqs, lengths)
+    dev = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)[0]
     span, bk = cfg["SPAN"], 128
     if span % bk or dh % span:
         raise ValueError(f"sparse_attention_wo_a: SPAN={span} must be a multiple of 128 dividing Dh={dh}")

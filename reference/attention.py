@@ -126,6 +126,19 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     return o
 
 
+def check_attention_wo_a(q: torch.Tensor, wo_a: torch.Tensor) -> tuple[int, int, int]:
+    """sparse_attention_wo_a's wo_a against q (no values read; shared with the Triton wrappers): a 3-D bf16
+    [Gl, O, Hl/Gl*Dh] -> (Gl, O, Hg*Dh)."""
+    if not isinstance(wo_a, torch.Tensor) or wo_a.dtype != torch.bfloat16 or wo_a.dim() != 3:
+        raise ValueError(f"sparse_attention_wo_a: wo_a must be a 3-D bf16 tensor, got "
+                         f"{getattr(wo_a, 'dtype', type(wo_a).__name__)} {tuple(getattr(wo_a, 'shape', ()))}")
+    gl, o, i = wo_a.shape
+    if q.dim() != 3 or gl < 1 or q.shape[1] % gl or i != q.shape[1] // gl * q.shape[2]:
+        raise ValueError(f"sparse_attention_wo_a: wo_a [Gl, O, Hl/Gl*Dh] expected for q {tuple(q.shape)}, got "
+                         f"{tuple(wo_a.shape)}")
+    return gl, o, i
+
+
 def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                           sink: torch.Tensor, scale: float, wo_a: torch.Tensor, positions: torch.Tensor | None = None,
                           freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -133,9 +146,6 @@ def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tens
     o = sparse_attention(...) (bf16, as DeepSeek's model feeds wo_a) -> z [T, Gl, O] bf16. wo_a [Gl, O, Hg*Dh] bf16,
     Gl output groups of Hg = Hl / Gl consecutive heads."""
     from kernelbench.reference.linear import grouped_wo_a
-    if wo_a.dim() != 3 or q.dim() != 3 or q.shape[1] % max(1, wo_a.shape[0]) \
-            or wo_a.shape[2] != q.shape[1] // max(1, wo_a.shape[0]) * q.shape[2]:
-        raise ValueError(f"sparse_attention_wo_a: wo_a [Gl, O, Hl/Gl*Dh] expected for q {tuple(q.shape)}, got "
-                         f"{tuple(wo_a.shape)}")
+    gl, _, _ = check_attention_wo_a(q, wo_a)
     o = sparse_attention(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths)
-    return grouped_wo_a(o.reshape(q.shape[0], wo_a.shape[0], -1), wo_a)
+    return grouped_wo_a(o.reshape(q.shape[0], gl, -1), wo_a)

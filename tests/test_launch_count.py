@@ -1,5 +1,8 @@
 """kernelbench.decoder.launch_count: launches per op of one decode step on the CPU (Triton launches recorded, not run;
 torch ops seen by a dispatch mode), and the launch budget of the fused attention front it guards."""
+import os
+
+import pytest
 import torch
 
 from kernelbench.decoder import launch_count as lc
@@ -90,3 +93,27 @@ def test_ops_fuses_the_attention_output_unless_a_part_is_chosen():
     assert Ops("triton", {"grouped_wo_a": "triton_v1", "sparse_attention_wo_a": "triton_parts"}).fuses(
         "sparse_attention_wo_a", parts)
     assert not Ops("triton_v1").fuses("sparse_attention_wo_a", parts)      # no impl of that name: the parts
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the Triton step: TRITON_INTERPRET=1")
+def test_decode_step_with_the_join_equals_the_two_ops():
+    """The whole decode step (TINY's swa, csa, hca layers, two ragged sequences, Triton kernels in the interpreter)
+    with sparse_attention_wo_a's JOIN pinned equals the default step (the two ops' kernels) bit for bit: logits,
+    streams and every cache tensor."""
+    from kernelbench import tuned_configs
+    from kernelbench.decoder import decode_bench as db
+    from kernelbench.decoder.tp import TPContext
+    from kernelbench.decoder.trials import parse_trial
+    model = db.random_model(TPContext(), db.bench_config("tiny", "swa,csa,hca"), "triton", torch.device("cpu"))
+    ids, pos, seq = torch.tensor([3, 5]), torch.tensor([37, 20]), torch.tensor([1, 0])
+
+    def step():
+        cache = model.new_cache(2, 48)
+        cache.fill_random(torch.Generator().manual_seed(3))
+        logits, h = model.decode(ids, pos, seq, cache, check=False)
+        return [logits, h] + [t for lc in cache.layers for t in lc.tensors()]
+    plain = step()
+    with tuned_configs.pins_applied(parse_trial('sparse_attention_wo_a={"JOIN": true}').pins):
+        joined = step()
+    assert len(plain) == len(joined) > 2
+    assert all(torch.equal(a, b) for a, b in zip(plain, joined))

@@ -19,6 +19,7 @@ depends on shapes and lengths, not on values.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 from collections import Counter
 import random
@@ -32,6 +33,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from kernelbench import tuned_configs
+from kernelbench.db.values import canonical_json
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
@@ -539,14 +541,10 @@ def unused_entries(points: Iterable[BenchPoint], table: list[dict], device: str)
     no longer calls, an impl's own keys), each as {op, key, config}. Stale entries cost nothing at run time, but a
     table that keeps entries for replaced ops hides that the replacement runs on its default (session 24: csa_indices
     replaced indexer_topk + attention_indices in the step; their entries stayed, unused)."""
-    used = {(c["op"], _canon_key(c["tuned_key"])) for p in points for c in p.configs
+    used = {(c["op"], canonical_json(c["tuned_key"])) for p in points for c in p.configs
             if c.get("tuned_key") is not None and c.get("tuned_device") == device}
     return [{"op": e["op"], "key": e["key"], "config": e["config"]} for e in table
-            if e.get("device") == device and (e["op"], _canon_key(e["key"])) not in used]
-
-
-def _canon_key(key: dict) -> str:
-    return ",".join(f"{k}={key[k]}" for k in sorted(key))
+            if e.get("device") == device and (e["op"], canonical_json(e["key"])) not in used]
 
 
 def _time_one(run: Callable[[], None], dev: torch.device) -> float:
@@ -950,17 +948,22 @@ def try_configs(step: _PointStep, base: Callable[[], None],
         if not row["pinned"]:
             out.append({**row, "verdict": "matched no lookup of the step: nothing timed"})
             continue
-        base_ms, trial_ms = _timed_pairs(runs, step, pairs, dev)
-        cmp = paired_comparison(trial_ms, base_ms)
-        verdict = {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])
-        timed = {**row, "method": method, "step_ms": cmp["step_ms"], "trial_ms": cmp["tuned_ms"],
-                 **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
-                 "verdict": verdict}
+        timed = {**row, **_timed_row(method, *_timed_pairs(runs, step, pairs, dev))}
         if control:
-            timed.update(raw_verdict=verdict,
-                         verdict=controlled_verdict(verdict, cmp["delta_ci_ms"], control["delta_ci_ms"]))
+            timed.update(raw_verdict=timed["verdict"],
+                         verdict=controlled_verdict(timed["verdict"], timed["delta_ci_ms"], control["delta_ci_ms"]))
         out.append(timed)
     return out
+
+
+def _timed_row(method: str, base_ms: list[float], trial_ms: list[float]) -> dict:
+    """A --try row's timing fields from the step's and the setting's paired times (`paired_comparison`, delta = step -
+    trial): method, step_ms, trial_ms, the paired delta's median, quartiles and interval, pairs, and the sign test's
+    verdict in --try's words (faster / slower / within noise)."""
+    cmp = paired_comparison(trial_ms, base_ms)
+    return {"method": method, "step_ms": cmp["step_ms"], "trial_ms": cmp["tuned_ms"],
+            **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
+            "verdict": {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])}
 
 
 CONTROL_TRIAL = "(control: the step as it runs, captured again)"
@@ -978,15 +981,9 @@ def control_trial(step: _PointStep, base: Callable[[], None],
     pinning exactly the default config of mhc_post_pre_norm at one token came out -0.011 ms, interval -0.024 ..
     -0.003: "slower" by the plain sign test). -> a --try row with `control`: True, verdict "A/A: " + the sign
     test's verdict."""
-    import contextlib
     method, runs, _, _ = _setting_runs(contextlib.nullcontext, step, base, capture, dev, "the control's graph")
-    base_ms, again_ms = _timed_pairs(runs, step, pairs, dev)
-    cmp = paired_comparison(again_ms, base_ms)
-    verdict = {"helps": "faster", "hurts": "slower"}.get(cmp["verdict"], cmp["verdict"])
-    return {"trial": CONTROL_TRIAL, "control": True, "pinned": {}, "method": method, "step_ms": cmp["step_ms"],
-            "trial_ms": cmp["tuned_ms"],
-            **{k: cmp[k] for k in ("paired_delta_ms", "delta_q1_ms", "delta_q3_ms", "delta_ci_ms", "pairs")},
-            "verdict": "A/A: " + verdict}
+    row = _timed_row(method, *_timed_pairs(runs, step, pairs, dev))
+    return {"trial": CONTROL_TRIAL, "control": True, "pinned": {}, **row, "verdict": "A/A: " + row["verdict"]}
 
 
 def controlled_verdict(verdict: str, ci: list[float] | None, control_ci: list[float] | None,

@@ -17,6 +17,7 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import FLASH, ShapeSet, divide
+from kernelbench.harness.testing import randn
 from kernelbench.ops.norm import draw
 from kernelbench.reference.attention import sparse_attention, sparse_attention_wo_a
 from kernelbench.reference.kv import attention_indices, kv_write, window_indices
@@ -193,10 +194,8 @@ register_op(OpSpec(
 # The attention's output with wo_a applied (the decode step's sparse_attention then grouped_wo_a): one op so that a
 # kernel may join the attention's split partials inside wo_a's GEMV (no o round trip, one launch fewer)
 def _woa_inputs(p, gen, device, values):
-    args = _attn_inputs(p, gen, device, values)
     i = p["Hl"] // p["Gl"] * p["Dh"]
-    wo_a = (torch.randn(p["Gl"], p["O"], i, generator=gen) * i ** -0.5).to(torch.bfloat16)
-    return {**args, "wo_a": wo_a.to(device)}
+    return {**_attn_inputs(p, gen, device, values), "wo_a": randn((p["Gl"], p["O"], i), gen, device, scale=i ** -0.5)}
 
 
 def _woa_cases(ss: ShapeSet) -> list[dict]:
@@ -205,12 +204,9 @@ def _woa_cases(ss: ShapeSet) -> list[dict]:
 
 
 def _woa_strategy():
-    return st.fixed_dictionaries({
-        "T": st.integers(1, 4), "Hl": st.sampled_from([1, 4, 8]), "Dh": st.sampled_from([128, 256]),
-        "R": st.just(64), "W": st.sampled_from([8, 16]), "kind": st.sampled_from(["csa", "hca", "swa"]),
-        "ratio": st.just(8), "topk": st.sampled_from([4, 8, 24]), "ctx": st.integers(1, 160),
-        "ragged": st.booleans(), "rope": st.booleans(), "lengths": st.booleans(), "Gl": st.sampled_from([1, 2]),
-        "O": st.sampled_from([32, 64])}).map(lambda p: {**p, "Gl": p["Gl"] if p["Hl"] % p["Gl"] == 0 else 1})
+    """sparse_attention's draws, with Gl output groups (2 when the heads split evenly) and O outputs."""
+    return st.tuples(_attn_strategy(), st.sampled_from([1, 2]), st.sampled_from([32, 64])).map(
+        lambda d: {**d[0], "Gl": d[1] if d[0]["Hl"] % d[1] == 0 else 1, "O": d[2]})
 
 
 def _woa_cost(p: dict) -> Cost:
