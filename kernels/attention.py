@@ -277,24 +277,23 @@ _SM_COUNT: dict = {}
 def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_ptr, part_ptr, cnt_ptr,
                       HL, HG, G, NSPLIT, O, swg, swn, szt, szg, PART_STRIDE,
                       DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, SPAN: tl.constexpr, BN: tl.constexpr,
-                      BK: tl.constexpr, NT: tl.constexpr, SPLIT: tl.constexpr, ROPE: tl.constexpr,
-                      RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
+                      BK: tl.constexpr, SPLIT: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr,
+                      PDL: tl.constexpr = False):
     """sparse_attention_wo_a's second launch (after `_attn_split`): z[t, g, rn] = sum over this program's SPAN
     columns k of wo_a[g, rn, k] * o[t, g, k], where o is joined from the split partials right here, as
-    `_attn_combine` joins them (`_wo_a_join`): o never goes to memory and the combine launch is gone. Program
-    (N tile group, K split, t * G + g); a split's SPAN columns lie in one head (h = g * HG + k0 // DH). With NT == 1
-    the program finishes one BN tile of z and the join is redone by every one of the O / BN programs of its split
-    (the partials come from L2); with NT > 1 (SPAN == BK) it joins its columns once and runs NT tiles of BN rows
-    against them, so O / (NT * BN) programs read each split's partials. The weight rows go to L2 before the PDL
-    wait; fp32 FMA GEMV (bf16 products are exact); K splits summed in split order by the last program of each tile
-    (`splitk_store`, one ticket per tile)."""
+    `_attn_combine` joins them (every split's partial of the column block loaded at once, one fixed-order sum over
+    the splits, the sink in the denominator, `_joined`'s roundings and RoPE): o never goes to memory and the
+    combine launch is gone. Program (N tile, K split, t * G + g); a split's SPAN columns lie in one head (h = g * HG +
+    k0 // DH), so each program reads that head's S (m, l) pairs and S x SPAN partials (L2: every N tile of the split
+    reads the same block). The weight's row block goes to L2 before the PDL wait; fp32 FMA GEMV (bf16 products are
+    exact); K splits summed in split order by the last program of the tile (`splitk_store`)."""
     pid_n, pid_s, pid_tg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     t = pid_tg // G
     g = pid_tg % G
+    rn = pid_n * BN + tl.arange(0, BN)
+    nmask = rn < O
     k0 = pid_s * SPAN                                      # within the group's HG * DH columns
-    for j in tl.static_range(NT):
-        rn = (pid_n * NT + j) * BN + tl.arange(0, BN)
-        l2_prefetch_rows(w_ptr + g * swg, rn, rn < O, 2 * swn, 2 * k0, 2 * SPAN, PDL)
+    l2_prefetch_rows(w_ptr + g * swg, rn, nmask, 2 * swn, 2 * k0, 2 * SPAN, PDL)
     pdl_enter(PDL)
     h = g * HG + k0 // DH
     d0 = k0 % DH
@@ -308,40 +307,19 @@ def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_pt
     w_s = tl.exp2(m_s - m)
     denom = tl.sum(w_s * l_s, axis=0) + tl.exp2(sink - m)
     live = smask & (l_s > 0)                               # an empty split wrote no partial
+    acc = tl.zeros((BN,), dtype=tl.float32)
     rk = tl.arange(0, BK)
-    ntiles = tl.num_programs(0) * NT
-    if NT == 1:
-        rn = pid_n * BN + tl.arange(0, BN)
-        acc = tl.zeros((BN,), dtype=tl.float32)
-        for c in tl.static_range(0, SPAN, BK):
-            xv = _wo_a_join(po_ptr, rows, live, w_s, denom, t, d0 + c, pos_ptr, freqs_ptr, DH, R, BK, ROPE, RNE_FIX)
-            w = tl.load(w_ptr + g * swg + rn[:, None] * swn + (k0 + c + rk)[None, :], mask=(rn < O)[:, None],
-                        other=0.0)
-            acc += tl.sum(w.to(tl.float32) * xv, axis=1)
-        splitk_store(acc, z_ptr, part_ptr, cnt_ptr + pid_tg * ntiles + pid_n, t * szt + g * szg + rn, rn < O, pid_s,
-                     PART_STRIDE, SPLIT, True, True, RNE_FIX)
-    else:
-        tl.static_assert(SPAN == BK, "sparse_attention_wo_a: O_TILES > 1 joins one BK block a program (SPAN == BK)")
-        xv = _wo_a_join(po_ptr, rows, live, w_s, denom, t, d0, pos_ptr, freqs_ptr, DH, R, BK, ROPE, RNE_FIX)
-        for j in tl.static_range(NT):
-            tile = pid_n * NT + j
-            rn = tile * BN + tl.arange(0, BN)
-            w = tl.load(w_ptr + g * swg + rn[:, None] * swn + (k0 + rk)[None, :], mask=(rn < O)[:, None], other=0.0)
-            splitk_store(tl.sum(w.to(tl.float32) * xv, axis=1), z_ptr, part_ptr, cnt_ptr + pid_tg * ntiles + tile,
-                         t * szt + g * szg + rn, rn < O, pid_s, PART_STRIDE, SPLIT, True, True, RNE_FIX)
-
-
-@triton.jit
-def _wo_a_join(po_ptr, rows, live, w_s, denom, t, c0, pos_ptr, freqs_ptr, DH: tl.constexpr, R: tl.constexpr,
-               BK: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
-    """o[t, head, c0 .. c0 + BK] from the split partials (rows (S,) of the head, `live` those a split wrote; w_s the
-    splits' exp2(m_s - m), denom the sum with the sink's share): every split's partial loaded at once, one fixed-order
-    sum over the splits, `_joined`'s roundings and RoPE -> (1, BK) fp32 of the combine's bf16 values."""
-    part = tl.load(po_ptr + rows[:, None].to(tl.int64) * DH + (c0 + tl.arange(0, BK))[None, :], mask=live[:, None],
-                   other=0.0, cache_modifier=".cg")
-    tot = tl.sum(w_s[:, None] * part, axis=0)
-    return to_bf16(_joined(tot[None, :], denom + tl.zeros([1], tl.float32), t, c0, pos_ptr, freqs_ptr, DH, R, 1, BK,
-                           ROPE, RNE_FIX), RNE_FIX).to(tl.float32)
+    for c in tl.static_range(0, SPAN, BK):
+        w = tl.load(w_ptr + g * swg + rn[:, None] * swn + (k0 + c + rk)[None, :], mask=nmask[:, None], other=0.0)
+        part = tl.load(po_ptr + rows[:, None].to(tl.int64) * DH + (d0 + c + rk)[None, :], mask=live[:, None],
+                       other=0.0, cache_modifier=".cg")
+        tot = tl.sum(w_s[:, None] * part, axis=0)
+        xv = to_bf16(_joined(tot[None, :], denom + tl.zeros([1], tl.float32), t, d0 + c, pos_ptr, freqs_ptr, DH, R,
+                             1, BK, ROPE, RNE_FIX), RNE_FIX).to(tl.float32)   # (1, BK): the combine's bf16 values
+        acc += tl.sum(w.to(tl.float32) * xv, axis=1)
+    ooff = t * szt + g * szg + rn
+    ticket = cnt_ptr + pid_tg * tl.num_programs(0) + pid_n
+    splitk_store(acc, z_ptr, part_ptr, ticket, ooff, nmask, pid_s, PART_STRIDE, SPLIT, True, True, RNE_FIX)
 
 
 def sm_count(device: torch.device) -> int:
@@ -490,21 +468,20 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
 def woa_default(params: dict) -> dict:
     """sparse attention's default for the split launch; JOIN False: the two ops as the step ran them (sparse_attention
     then grouped_wo_a, each with its own launches and tuned configs). JOIN True (wo_a's GEMV joins the partials: one
-    launch fewer, no o round trip) measured slower in the Flash TP8 step on the H200 (session 25: BN_O 64 -0.334 ms
-    at C = 1 and -4.385 at C = 16, BN_O 128 -0.183, BN_O 256 -0.067 at C = 1: each program re-joins its split's
-    partials, O / BN_O times over, and at T > 1 each token's GEMV reads the weight again): not the default. Its GEMV
-    keys: BN_O rows a tile, SPAN columns a K split, O_WARPS, O_TILES tiles a program (joined once)."""
-    return {**attention_default(params), "JOIN": False, "BN_O": 64, "SPAN": 128, "O_WARPS": 4, "O_TILES": 1}
+    launch fewer a layer, no o round trip) measured slower in the Flash TP8 step on the H200 (session 25, A/A
+    controlled): BN_O 64 / 128 / 256 -0.334 / -0.183 / -0.067 ms at C = 1, BN_O 64 -4.385 ms at C = 16 (each token's
+    GEMV reads the weight again), and joining once for several output tiles a program (fewer, longer programs) was
+    slower still (docs/perf/h200-2026-12-04-session25.md). Kept as a config for verify and tune, not the default. Its
+    GEMV: BN_O, SPAN, O_WARPS."""
+    return {**attention_default(params), "JOIN": False, "BN_O": 64, "SPAN": 128, "O_WARPS": 4}
 
 
 def woa_configs(params: dict) -> list[dict]:
     """JOIN False (the default), sparse attention's space at the default GEMV and the GEMV's shapes at the default
-    attention, both with JOIN (the default attention at the default GEMV once); O_TILES > 1 at SPAN 128."""
+    attention, both with JOIN (the default attention at the default GEMV once)."""
     base = woa_default(params)
     gemv = [{**base, "JOIN": True, "BN_O": bn, "SPAN": span, "O_WARPS": w}
             for bn in (32, 64, 128) for span in (128, 256) for w in (4, 8) if span <= params.get("Dh", 512)]
-    gemv += [{**base, "JOIN": True, "BN_O": bn, "O_WARPS": w, "O_TILES": nt}
-             for bn, w in ((64, 4), (128, 8)) for nt in (2, 4, 8, 16)]
     joined = [{**base, **c, "JOIN": True} for c in attention_configs(params)]
     return [base] + joined + [c for c in gemv if c not in joined]
 
@@ -547,12 +524,9 @@ def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tens
     if not cfg.get("JOIN", True):
         return _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, gl, positions, freqs, lengths)
     dev = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)[0]
-    span, bk, n_t = cfg["SPAN"], 128, cfg.get("O_TILES", 1)
+    span, bk = cfg["SPAN"], 128
     if span % bk or dh % span:
         raise ValueError(f"sparse_attention_wo_a: SPAN={span} must be a multiple of 128 dividing Dh={dh}")
-    if n_t < 1 or (n_t > 1 and span != bk):
-        raise ValueError(f"sparse_attention_wo_a: O_TILES={n_t} must be 1, or > 1 with SPAN 128 (a program joins "
-                         f"one 128-column block once and runs its O_TILES tiles against it), got SPAN={span}")
     z = torch.empty(t, gl, n_o, dtype=torch.bfloat16, device=dev)
     if t == 0:
         return z
@@ -560,14 +534,14 @@ def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tens
     rope_on = positions is not None
     wo_a = wo_a.contiguous()
     splits = i // span
-    grid = (triton.cdiv(n_o, cfg["BN_O"] * n_t), splits, t * gl)
+    grid = (triton.cdiv(n_o, cfg["BN_O"]), splits, t * gl)
     part = z if splits == 1 else torch.empty((splits, t, gl, n_o), dtype=torch.float32, device=dev)
-    tickets = split_tickets(dev, grid[0] * n_t * grid[2]) if splits > 1 else part
+    tickets = split_tickets(dev, grid[0] * grid[2]) if splits > 1 else part
     _attn_wo_a_kernel[grid](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, wo_a, z, part, tickets, hl, hl // gl, gl, nsplit, n_o,
         wo_a.stride(0), wo_a.stride(1), z.stride(0), z.stride(1), z.numel(),
         DH=dh, R=2 * freqs.shape[0] if rope_on else 2, S_P2=max(2, triton.next_power_of_2(nsplit)), SPAN=span,
-        BN=cfg["BN_O"], BK=bk, NT=n_t, SPLIT=splits, ROPE=rope_on, RNE_FIX=INTERPRET, num_warps=cfg["O_WARPS"],
+        BN=cfg["BN_O"], BK=bk, SPLIT=splits, ROPE=rope_on, RNE_FIX=INTERPRET, num_warps=cfg["O_WARPS"],
         num_stages=1, **pdl_args(dev, t, wo_a))
     return z
