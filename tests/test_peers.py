@@ -101,6 +101,49 @@ def test_the_cli_says_one_line_for_a_wrong_folder(tmp_path):
     assert len(err) == 1 and "no triton_kernels package there" in err[0], r.stderr[-2000:]
 
 
+# ---- scripts/get_triton_kernels_peer.sh (the peer's source from the vLLM wheel), on fake wheels: no network ------
+FETCH = os.path.join(os.path.dirname(__file__), "..", "scripts", "get_triton_kernels_peer.sh")
+
+
+def _fake_wheel(path, files: dict) -> str:
+    import zipfile
+    whl = path / "vllm-0.17.0-cp38-abi3-manylinux_2_31_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return str(whl)
+
+
+def _fetch(wheel: str, dest) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", FETCH, str(dest)], env={**os.environ, "VLLM_WHEEL": wheel}, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_fetch_script_keeps_only_the_package_and_names_triton_3_6(tmp_path, clean_imports):
+    pkg = "vllm/third_party/triton_kernels/"
+    wheel = _fake_wheel(tmp_path, {pkg + "__init__.py": "", pkg + "tensor_details/layout.py": "X = 1\n",
+                                   "vllm/__init__.py": "", "vllm/third_party/pynvml.py": ""})
+    dest = tmp_path / "peer"
+    r = _fetch(wheel, dest)
+    assert r.returncode == 0, r.stderr
+    got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert got == ["VERSION", "triton_kernels/__init__.py", "triton_kernels/tensor_details/layout.py"]
+    first = (dest / "VERSION").read_text().splitlines()[0]
+    assert peers._release(first) == (3, 6) and "vLLM 0.17.0" in first
+    if peers._release(triton.__version__) == (3, 6):        # the loader takes the folder; the fake lacks the API
+        with pytest.raises(UsageProblem, match="lacks the matmul_ogs API"):
+            peers.load_triton_kernels(dest)
+
+
+def test_fetch_script_keeps_the_old_copy_when_the_wheel_has_no_package(tmp_path):
+    dest = tmp_path / "peer"
+    (dest / "triton_kernels").mkdir(parents=True)
+    (dest / "triton_kernels" / "__init__.py").write_text("# the copy already there\n")
+    r = _fetch(_fake_wheel(tmp_path, {"vllm/__init__.py": ""}), dest)
+    assert r.returncode != 0 and "has no vllm/third_party/triton_kernels package" in r.stderr
+    assert (dest / "triton_kernels" / "__init__.py").read_text() == "# the copy already there\n"
+
+
 # ---- the load-time conversion -----------------------------------------------------------------------------
 @needs_peer
 @pytest.mark.parametrize("target", ["strided", "hopper"])
