@@ -167,13 +167,17 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
 def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T, Hl, Dh) bf16
                   HL, NSPLIT, s_ot, s_oh,
                   DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, ROPE: tl.constexpr,
-                  RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
-    """Program (t, h): the join of impl "triton_fused" (`_attn_join`) for one head: every split's partial loaded at
-    once, one memory round trip (the loop over the splits it replaces made two dependent loads a split: 5.7-8.3 us
-    under Nsight Compute at T = 1 on the H200, session 20)."""
+                  RNE_FIX: tl.constexpr, DC: tl.constexpr = 0, PDL: tl.constexpr = False):
+    """Program (t, h, column block): the join of impl "triton_fused" (`_attn_join`) for DC of one head's Dh columns
+    (DC 0: all of them): every split's partial loaded at once, one memory round trip (the loop over the splits it
+    replaces made two dependent loads a split: 5.7-8.3 us under Nsight Compute at T = 1 on the H200, session 20)."""
     pdl_enter(PDL)
-    _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1), HL, NSPLIT,
-               s_ot, s_oh, DH, R, 1, 1, S_P2, ROPE, RNE_FIX)
+    if DC == 0 or DC == DH:
+        _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1), 0, HL,
+                   NSPLIT, s_ot, s_oh, DH, DH, R, 1, 1, S_P2, ROPE, RNE_FIX)
+    else:
+        _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1),
+                   tl.program_id(2) * DC, HL, NSPLIT, s_ot, s_oh, DH, DC, R, 1, 1, S_P2, ROPE, RNE_FIX)
 
 
 @triton.jit
@@ -201,25 +205,28 @@ def _joined(tot, denom, t, c0, pos_ptr, freqs_ptr, DH: tl.constexpr, R: tl.const
 
 
 @triton.jit
-def _attn_store(tot, denom, t, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh,
-                DH: tl.constexpr, R: tl.constexpr, FH: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
-    """o[t, offs_h] = tot / denom (FH rows of Dh, fp32) in bf16, with ROPE rotated (`_joined`)."""
-    o = _joined(tot, denom, t, 0, pos_ptr, freqs_ptr, DH, R, FH, DH, ROPE, RNE_FIX)
-    out = o_ptr + t * s_ot + offs_h[:, None] * s_oh + tl.arange(0, DH)[None, :]
+def _attn_store(tot, denom, t, c0, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh,
+                DH: tl.constexpr, DC: tl.constexpr, R: tl.constexpr, FH: tl.constexpr, ROPE: tl.constexpr,
+                RNE_FIX: tl.constexpr):
+    """o[t, offs_h, c0 .. c0 + DC] = tot / denom (FH rows of DC columns, fp32) in bf16, with ROPE rotated
+    (`_joined`)."""
+    o = _joined(tot, denom, t, c0, pos_ptr, freqs_ptr, DH, R, FH, DC, ROPE, RNE_FIX)
+    out = o_ptr + t * s_ot + offs_h[:, None] * s_oh + c0 + tl.arange(0, DC)[None, :]
     tl.store(out, to_bf16(o, RNE_FIX), mask=hmask[:, None])
 
 
 @triton.jit
-def _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, HL, NSPLIT, s_ot, s_oh,
-               DH: tl.constexpr, R: tl.constexpr, BLOCK_H: tl.constexpr, FIN_H: tl.constexpr, S_P2: tl.constexpr,
-               ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
-    """Merge the NSPLIT partials of (token t, head block hb), FIN_H heads at a time: every split's partial of
-    those heads is loaded at once ([S, FIN_H, Dh], L2 reads bypassing L1) and summed over the splits by one
+def _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, c0, HL, NSPLIT, s_ot, s_oh,
+               DH: tl.constexpr, DC: tl.constexpr, R: tl.constexpr, BLOCK_H: tl.constexpr, FIN_H: tl.constexpr,
+               S_P2: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
+    """Merge the NSPLIT partials of (token t, head block hb) in columns c0 .. c0 + DC, FIN_H heads at a time: every
+    split's partial of those heads is loaded at once ([S, FIN_H, DC], L2 reads bypassing L1) and summed over the
+    splits by one
     reduction whose order does not depend on which program arrived last (deterministic). The sink enters
     the denominator only; splits with l = 0 wrote no partial and are masked."""
     offs_s = tl.arange(0, S_P2)
     smask = offs_s < NSPLIT
-    offs_d = tl.arange(0, DH)
+    offs_d = c0 + tl.arange(0, DC)
     for h0 in tl.static_range(0, BLOCK_H, FIN_H):
         if hb * BLOCK_H + h0 < HL:
             offs_h = hb * BLOCK_H + h0 + tl.arange(0, FIN_H)
@@ -234,9 +241,9 @@ def _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, HL, 
             denom = tl.sum(w_s * l_s, axis=0) + tl.exp2(sink - m)
             part = tl.load(po_ptr + rows[:, :, None].to(tl.int64) * DH + offs_d[None, None, :],
                            mask=(mk & (l_s > 0))[:, :, None], other=0.0, cache_modifier=".cg")
-            tot = tl.sum(w_s[:, :, None] * part, axis=0)                        # (FH, Dh)
-            _attn_store(tot, denom, t, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh, DH, R, FIN_H, ROPE,
-                        RNE_FIX)
+            tot = tl.sum(w_s[:, :, None] * part, axis=0)                        # (FH, DC)
+            _attn_store(tot, denom, t, c0, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh, DH, DC, R, FIN_H,
+                        ROPE, RNE_FIX)
 
 
 @triton.jit
@@ -265,8 +272,8 @@ def _attn_fused(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr, cnt_p
     tl.debug_barrier()                                                     # every thread's stores before the release
     ticket = cnt_ptr + t * tl.num_programs(2) + hb
     if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == NSPLIT - 1:
-        _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, HL, NSPLIT, s_ot, s_oh,
-                   DH, R, BLOCK_H, FIN_H, S_P2, ROPE, RNE_FIX)
+        _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, 0, HL, NSPLIT, s_ot, s_oh,
+                   DH, DH, R, BLOCK_H, FIN_H, S_P2, ROPE, RNE_FIX)
         tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")             # zero again for the next launch
 
 
@@ -358,6 +365,15 @@ def _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths):
 FIN_ELEMS = 128      # partial values per thread that the join loads at once (registers, after the loop's are free)
 
 
+def combine_cols(cfg: dict, dh: int) -> int:
+    """Config COMBINE_COLS: the Dh columns of one head that a `_attn_combine` program joins (default all of them: one
+    program a (token, head)); a power of two from 16 dividing Dh, so that more, shorter programs share a small T."""
+    dc = cfg.get("COMBINE_COLS", dh)
+    if not isinstance(dc, int) or dc < 16 or dc & (dc - 1) or dh % dc:
+        raise ValueError(f"sparse_attention: COMBINE_COLS={dc!r} must be a power of two >= 16 dividing Dh={dh}")
+    return dc
+
+
 def combine_warps(s_p2: int, dh: int) -> int:
     """Warps of `_attn_combine` (one head's S_P2 x Dh partials loaded at once): FIN_ELEMS values a thread, 4 to 16."""
     return min(16, max(4, s_p2 * dh // (FIN_ELEMS * 32)))
@@ -435,7 +451,15 @@ def _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev) -> tuple[
 
 # impl "triton": two launches (split, then _attn_combine): faster than the one launch on the H200 (2026-12-01,
 # docs/perf/attention.md: the single joining program is slower than the combine spread over (T, Hl) programs) --
-@register_impl("sparse_attention", "triton", backend="triton", configs=attention_configs,
+def split_combine_configs(params: dict) -> list[dict]:
+    """impl triton's space: attention_configs (the split launch), and the default split with the combine's programs
+    over column blocks of each head (COMBINE_COLS)."""
+    base = attention_default(params)
+    return attention_configs(params) + [{**base, "COMBINE_COLS": dc} for dc in (64, 128, 256)
+                                        if dc < params.get("Dh", 512)]
+
+
+@register_impl("sparse_attention", "triton", backend="triton", configs=split_combine_configs,
                default_config=attention_default, kernels=lambda: [_attn_split, _attn_combine])
 def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                         sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
@@ -455,11 +479,12 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2
     s_p2 = max(2, triton.next_power_of_2(nsplit))
-    _attn_combine[(t, hl)](
+    dc = combine_cols(cfg, dh)
+    _attn_combine[(t, hl, dh // dc)](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, o, hl, nsplit, o.stride(0), o.stride(1),
-        DH=dh, R=r, S_P2=s_p2, ROPE=rope_on, RNE_FIX=INTERPRET, num_warps=combine_warps(s_p2, dh), num_stages=1,
-        **pdl_args(q.device, t))
+        DH=dh, R=r, S_P2=s_p2, ROPE=rope_on, RNE_FIX=INTERPRET, DC=0 if dc == dh else dc,
+        num_warps=combine_warps(s_p2, dc), num_stages=1, **pdl_args(q.device, t))
     return o
 
 

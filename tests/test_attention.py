@@ -171,6 +171,25 @@ def test_one_launch_join_matches_two_launch_and_reference(gen, t, topk, extra):
     assert torch.equal(out, K.sparse_attention_fused(**inp, config=cfg))            # deterministic
 
 
+@pytest.mark.parametrize("dc", [16, 64])
+def test_combine_over_column_blocks_is_the_whole_head_combine(gen, dc):
+    """COMBINE_COLS: each combine program joins dc of a head's 128 columns (RoPE's 64 dims span several blocks):
+    bit-equal to one program a head (the same sums and roundings per column), and within the op's tolerance of the
+    fp64 reference; many splits, some empty (lengths)."""
+    p = {"T": 2, "Hl": 4, "Dh": 128, "R": 64, "W": 16, "kind": "csa", "ratio": 8, "topk": 48, "ctx": 300,
+         "ragged": True, "rope": True, "lengths": True}
+    inp = SPEC.make_inputs(p, gen, "cpu", "normal")
+    cfg = {**K.attention_default(p), "waves": 64}
+    whole = K.sparse_attention(**inp, config=cfg)
+    blocks = K.sparse_attention(**inp, config={**cfg, "COMBINE_COLS": dc})
+    assert torch.equal(blocks, whole), (blocks.float() - whole.float()).abs().max()
+    with compute_dtype(torch.float64):
+        assert_close(blocks, SPEC.reference(**inp), SPEC.tolerance(p)["o"])
+    for bad in (48, 8, 256):                                  # not a power of two / under 16 / wider than Dh
+        with pytest.raises(ValueError, match=f"COMBINE_COLS={bad} must be a power of two >= 16 dividing Dh=128"):
+            K.sparse_attention(**inp, config={**cfg, "COMBINE_COLS": bad})
+
+
 @settings(max_examples=6)   # x 2 value modes; the registry sweep and verify add their own draws
 @given(SPEC.strategy())
 def test_kernel_matches_reference_hypothesis(p):
