@@ -172,7 +172,7 @@ def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T
     (DC 0: all of them): every split's partial loaded at once, one memory round trip (the loop over the splits it
     replaces made two dependent loads a split: 5.7-8.3 us under Nsight Compute at T = 1 on the H200, session 20)."""
     pdl_enter(PDL)
-    if DC == 0 or DC == DH:
+    if DC == 0:
         _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1), 0, HL,
                    NSPLIT, s_ot, s_oh, DH, DH, R, 1, 1, S_P2, ROPE, RNE_FIX)
     else:
@@ -221,9 +221,8 @@ def _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, c0, 
                S_P2: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
     """Merge the NSPLIT partials of (token t, head block hb) in columns c0 .. c0 + DC, FIN_H heads at a time: every
     split's partial of those heads is loaded at once ([S, FIN_H, DC], L2 reads bypassing L1) and summed over the
-    splits by one
-    reduction whose order does not depend on which program arrived last (deterministic). The sink enters
-    the denominator only; splits with l = 0 wrote no partial and are masked."""
+    splits by one reduction whose order does not depend on which program arrived last (deterministic). The sink
+    enters the denominator only; splits with l = 0 wrote no partial and are masked."""
     offs_s = tl.arange(0, S_P2)
     smask = offs_s < NSPLIT
     offs_d = c0 + tl.arange(0, DC)
@@ -449,8 +448,6 @@ def _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev) -> tuple[
     return po, pml, nsplit
 
 
-# impl "triton": two launches (split, then _attn_combine): faster than the one launch on the H200 (2026-12-01,
-# docs/perf/attention.md: the single joining program is slower than the combine spread over (T, Hl) programs) --
 def split_combine_configs(params: dict) -> list[dict]:
     """impl triton's space: attention_configs (the split launch), and the default split with the combine's programs
     over column blocks of each head (COMBINE_COLS)."""
@@ -459,6 +456,8 @@ def split_combine_configs(params: dict) -> list[dict]:
                                         if dc < params.get("Dh", 512)]
 
 
+# impl "triton": two launches (split, then _attn_combine): faster than the one launch on the H200 (2026-12-01,
+# docs/perf/attention.md: the single joining program is slower than the combine spread over (T, Hl) programs) --
 @register_impl("sparse_attention", "triton", backend="triton", configs=split_combine_configs,
                default_config=attention_default, kernels=lambda: [_attn_split, _attn_combine])
 def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
@@ -469,7 +468,7 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     lengths [T] int32 (optional): token t reads only index columns < lengths[t]; the loops end there on
     the device, so the work follows lengths, not Ksel (HCA rows are Ncap wide, mostly -1).
     Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
-    values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl)."""
+    values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl, Dh / COMBINE_COLS)."""
     dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel}, attention_default({"Hl": hl}))
     o = torch.empty_like(q)
