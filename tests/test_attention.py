@@ -637,3 +637,32 @@ def test_gpu_wo_a_join_is_deterministic_close_to_the_two_ops_and_graph_capturabl
             torch.cuda.synchronize()
             assert torch.equal(z, want)
         assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+
+
+@pytest.mark.gpu
+def test_gpu_combine_over_column_blocks_matches_and_replays():
+    """COMBINE_COLS 64 (the packaged H200 entry at one token) on real hardware at the Flash TP8 one-token shapes
+    (csa, hca): within the op's tolerance of the fp64 reference and of the whole-head combine (the reduction
+    over splits may take another order in another tile shape), eager reruns and CUDA-graph replays bit-identical."""
+    gen = torch.Generator().manual_seed(6)
+    cases = [c for c in SPEC.shape_cases("flash-tp8") if c["T"] == 1 and c["ctx"] == 512]
+    assert {c["kind"] for c in cases} >= {"csa", "hca"}
+    for c in cases:
+        inp = SPEC.make_inputs(c, gen, "cuda", "normal")
+        tol = SPEC.tolerance(c)["o"]
+        cfg = {**K.attention_default(c), "COMBINE_COLS": 64}
+        want = K.sparse_attention(**inp, config=cfg)
+        with compute_dtype(torch.float64):
+            ref = SPEC.reference(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in inp.items()})
+        assert_close(want.cpu(), ref, tol)
+        assert_close(want, K.sparse_attention(**inp, config=K.attention_default(c)), tol)
+        for _ in range(3):
+            assert torch.equal(K.sparse_attention(**inp, config=cfg), want)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            o = K.sparse_attention(**inp, config=cfg)
+        for _ in range(3):
+            poison_(o)
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(o, want)
