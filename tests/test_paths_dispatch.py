@@ -208,6 +208,19 @@ def test_verify_covers_every_path_and_export_refuses_an_unreadable_config(tmp_pa
     assert "EMIT_MAX_T=-1: must be positive" in config_problem({"EMIT_MAX_T": -1})
 
 
+def test_combine_column_blocks_are_a_path_of_their_own():
+    """sparse attention's COMBINE_COLS takes another branch of the combine kernel (blocks of a head's columns): its
+    path key differs from the whole-head combine's whatever the width, so a tuned export with it needs its own
+    passing verification; and verify runs such a config (the packaged H200 entry at one token has one)."""
+    from kernelbench.harness.verify_paths import path_key, select_paths
+    impl = registry.get_impl("sparse_attention", "triton")
+    p = {"T": 1, "Hl": 8, "Dh": 512}
+    whole = path_key(impl, impl.default_config(p), p)
+    blocks = {dc: path_key(impl, {**impl.default_config(p), "COMBINE_COLS": dc}, p) for dc in (64, 256)}
+    assert blocks[64] == blocks[256] != whole
+    assert any((q.config or {}).get("COMBINE_COLS") for q in select_paths(impl))
+
+
 def test_compressor_never_borrows_a_tuned_path_across_the_ratio():
     """The packaged H200 entries are mostly ratio-4 choices (split, or at T = 1 the two-launch path); a ratio-128 key
     without an entry of its own keeps its default (one launch) instead of borrowing the nearest ratio-4 entry
