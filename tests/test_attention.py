@@ -610,6 +610,26 @@ def test_wo_a_join_fits_sm120(monkeypatch, pdl):
         assert r["kernels"][1]["pdl"] == ("prefetch+wait" if pdl == "1" else ""), r["kernels"][1]["pdl"]
 
 
+def _gpu_close_and_replayable(spec, fn, inp: dict, cfg: dict, tol) -> torch.Tensor:
+    """fn(**inp, config=cfg) on the GPU: within tol of spec's fp64 reference (on CPU copies), three eager reruns and
+    three CUDA-graph replays (output poisoned before each) bit-identical to the first call. -> that output."""
+    want = fn(**inp, config=cfg)
+    with compute_dtype(torch.float64):
+        ref = spec.reference(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in inp.items()})
+    assert_close(want.cpu(), ref, tol)
+    for _ in range(3):
+        assert torch.equal(fn(**inp, config=cfg), want)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn(**inp, config=cfg)
+    for _ in range(3):
+        poison_(out)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want)
+    return want
+
+
 @pytest.mark.gpu
 def test_gpu_wo_a_join_is_deterministic_close_to_the_two_ops_and_graph_capturable():
     """JOIN on real hardware at the Flash TP8 shapes (T = 1 and 16, csa and hca): within the op's tolerance of the fp64
@@ -621,21 +641,8 @@ def test_gpu_wo_a_join_is_deterministic_close_to_the_two_ops_and_graph_capturabl
         inp = WOA.make_inputs(c, gen, "cuda", "normal")
         tol = WOA.tolerance(c)["z"]
         cfg = {**K.woa_default(c), "JOIN": True}
-        want = K.sparse_attention_wo_a(**inp, config=cfg)
-        with compute_dtype(torch.float64):
-            ref = WOA.reference(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in inp.items()})
-        assert_close(want.cpu(), ref, tol)
+        want = _gpu_close_and_replayable(WOA, K.sparse_attention_wo_a, inp, cfg, tol)
         assert_close(want, K.sparse_attention_wo_a_parts(**inp), tol)
-        for _ in range(3):
-            assert torch.equal(K.sparse_attention_wo_a(**inp, config=cfg), want)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            z = K.sparse_attention_wo_a(**inp, config=cfg)
-        for _ in range(3):
-            poison_(z)
-            g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(z, want)
         assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
 
 
@@ -651,18 +658,5 @@ def test_gpu_combine_over_column_blocks_matches_and_replays():
         inp = SPEC.make_inputs(c, gen, "cuda", "normal")
         tol = SPEC.tolerance(c)["o"]
         cfg = {**K.attention_default(c), "COMBINE_COLS": 64}
-        want = K.sparse_attention(**inp, config=cfg)
-        with compute_dtype(torch.float64):
-            ref = SPEC.reference(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in inp.items()})
-        assert_close(want.cpu(), ref, tol)
+        want = _gpu_close_and_replayable(SPEC, K.sparse_attention, inp, cfg, tol)
         assert_close(want, K.sparse_attention(**inp, config=K.attention_default(c)), tol)
-        for _ in range(3):
-            assert torch.equal(K.sparse_attention(**inp, config=cfg), want)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            o = K.sparse_attention(**inp, config=cfg)
-        for _ in range(3):
-            poison_(o)
-            g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(o, want)
