@@ -216,6 +216,29 @@ def _attn_store(tot, denom, t, c0, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_o
 
 
 @triton.jit
+def _split_weights(pml_ptr, sink_ptr, rows, mk, offs_h, hmask):
+    """The splits' share of FH heads' output: (m, l) of rows (S, FH) of the partials (mk: the rows that exist) and
+    the heads' sinks (base e, scaled here to base 2) -> (exp2(m_s - m) (S, FH), the denominator with the sink's share
+    (FH,), the rows a split wrote a partial for (l > 0): an empty split wrote only (m, l))."""
+    m_s = tl.load(pml_ptr + rows * 2, mask=mk, other=float("-inf"), cache_modifier=".cg")
+    l_s = tl.load(pml_ptr + rows * 2 + 1, mask=mk, other=0.0, cache_modifier=".cg")
+    sink = tl.load(sink_ptr + offs_h, mask=hmask, other=0.0) * 1.4426950408889634
+    m = tl.maximum(tl.max(m_s, axis=0), sink)                          # finite: the sink is
+    w_s = tl.exp2(m_s - m[None, :])
+    denom = tl.sum(w_s * l_s, axis=0) + tl.exp2(sink - m)
+    return w_s, denom, mk & (l_s > 0)
+
+
+@triton.jit
+def _split_sum(po_ptr, rows, live, w_s, offs_d, DH: tl.constexpr):
+    """Columns offs_d of the partials at rows (S, FH) (the `live` ones; L2 reads bypassing L1), weighted by w_s and
+    summed over the splits in one reduction whose order does not depend on arrival -> (FH, len(offs_d)) fp32."""
+    part = tl.load(po_ptr + rows[:, :, None].to(tl.int64) * DH + offs_d[None, None, :], mask=live[:, :, None],
+                   other=0.0, cache_modifier=".cg")
+    return tl.sum(w_s[:, :, None] * part, axis=0)
+
+
+@triton.jit
 def _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, c0, HL, NSPLIT, s_ot, s_oh,
                DH: tl.constexpr, DC: tl.constexpr, R: tl.constexpr, BLOCK_H: tl.constexpr, FIN_H: tl.constexpr,
                S_P2: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr):
@@ -231,16 +254,9 @@ def _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, t, hb, c0, 
             offs_h = hb * BLOCK_H + h0 + tl.arange(0, FIN_H)
             hmask = offs_h < HL
             rows = (t * NSPLIT + offs_s[:, None]) * HL + offs_h[None, :]        # (S, FH) rows of (T, S, Hl)
-            mk = smask[:, None] & hmask[None, :]
-            m_s = tl.load(pml_ptr + rows * 2, mask=mk, other=float("-inf"), cache_modifier=".cg")
-            l_s = tl.load(pml_ptr + rows * 2 + 1, mask=mk, other=0.0, cache_modifier=".cg")
-            sink = tl.load(sink_ptr + offs_h, mask=hmask, other=0.0) * 1.4426950408889634
-            m = tl.maximum(tl.max(m_s, axis=0), sink)                          # finite: the sink is
-            w_s = tl.exp2(m_s - m[None, :])
-            denom = tl.sum(w_s * l_s, axis=0) + tl.exp2(sink - m)
-            part = tl.load(po_ptr + rows[:, :, None].to(tl.int64) * DH + offs_d[None, None, :],
-                           mask=(mk & (l_s > 0))[:, :, None], other=0.0, cache_modifier=".cg")
-            tot = tl.sum(w_s[:, :, None] * part, axis=0)                        # (FH, DC)
+            w_s, denom, live = _split_weights(pml_ptr, sink_ptr, rows, smask[:, None] & hmask[None, :], offs_h,
+                                              hmask)
+            tot = _split_sum(po_ptr, rows, live, w_s, offs_d, DH)              # (FH, DC)
             _attn_store(tot, denom, t, c0, offs_h, hmask, pos_ptr, freqs_ptr, o_ptr, s_ot, s_oh, DH, DC, R, FIN_H,
                         ROPE, RNE_FIX)
 
@@ -286,10 +302,9 @@ def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_pt
                       BK: tl.constexpr, SPLIT: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr,
                       PDL: tl.constexpr = False):
     """sparse_attention_wo_a's second launch (after `_attn_split`): z[t, g, rn] = sum over this program's SPAN
-    columns k of wo_a[g, rn, k] * o[t, g, k], where o is joined from the split partials right here, as
-    `_attn_combine` joins them (every split's partial of the column block loaded at once, one fixed-order sum over
-    the splits, the sink in the denominator, `_joined`'s roundings and RoPE): o never goes to memory and the
-    combine launch is gone. Program (N tile, K split, t * G + g); a split's SPAN columns lie in one head (h = g * HG +
+    columns k of wo_a[g, rn, k] * o[t, g, k], where o is joined from the split partials right here with the
+    combine's own helpers (`_split_weights`, `_split_sum` for a head block of one, `_joined`'s roundings and RoPE): o
+    never goes to memory and the combine launch is gone. Program (N tile, K split, t * G + g); a split's SPAN columns lie in one head (h = g * HG +
     k0 // DH), so each program reads that head's S (m, l) pairs and S x SPAN partials (L2: every N tile of the split
     reads the same block). The weight's row block goes to L2 before the PDL wait; fp32 FMA GEMV (bf16 products are
     exact); K splits summed in split order by the last program of the tile (`splitk_store`)."""
@@ -301,27 +316,18 @@ def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_pt
     k0 = pid_s * SPAN                                      # within the group's HG * DH columns
     l2_prefetch_rows(w_ptr + g * swg, rn, nmask, 2 * swn, 2 * k0, 2 * SPAN, PDL)
     pdl_enter(PDL)
-    h = g * HG + k0 // DH
+    h = g * HG + k0 // DH + tl.arange(0, 1)               # the split's head, as a block of one (FH = 1)
     d0 = k0 % DH
     offs_s = tl.arange(0, S_P2)
-    smask = offs_s < NSPLIT
-    rows = (t * NSPLIT + offs_s) * HL + h                  # (S,) rows of the partials (T, S, Hl, ...)
-    m_s = tl.load(pml_ptr + rows * 2, mask=smask, other=float("-inf"), cache_modifier=".cg")
-    l_s = tl.load(pml_ptr + rows * 2 + 1, mask=smask, other=0.0, cache_modifier=".cg")
-    sink = tl.load(sink_ptr + h) * 1.4426950408889634
-    m = tl.maximum(tl.max(m_s, axis=0), sink)
-    w_s = tl.exp2(m_s - m)
-    denom = tl.sum(w_s * l_s, axis=0) + tl.exp2(sink - m)
-    live = smask & (l_s > 0)                               # an empty split wrote no partial
+    rows = (t * NSPLIT + offs_s[:, None]) * HL + h[None, :]   # (S, 1) rows of the partials (T, S, Hl, ...)
+    w_s, denom, live = _split_weights(pml_ptr, sink_ptr, rows, (offs_s < NSPLIT)[:, None], h, h < HL)
     acc = tl.zeros((BN,), dtype=tl.float32)
     rk = tl.arange(0, BK)
     for c in tl.static_range(0, SPAN, BK):
         w = tl.load(w_ptr + g * swg + rn[:, None] * swn + (k0 + c + rk)[None, :], mask=nmask[:, None], other=0.0)
-        part = tl.load(po_ptr + rows[:, None].to(tl.int64) * DH + (d0 + c + rk)[None, :], mask=live[:, None],
-                       other=0.0, cache_modifier=".cg")
-        tot = tl.sum(w_s[:, None] * part, axis=0)
-        xv = to_bf16(_joined(tot[None, :], denom + tl.zeros([1], tl.float32), t, d0 + c, pos_ptr, freqs_ptr, DH, R,
-                             1, BK, ROPE, RNE_FIX), RNE_FIX).to(tl.float32)   # (1, BK): the combine's bf16 values
+        tot = _split_sum(po_ptr, rows, live, w_s, d0 + c + rk, DH)                   # (1, BK)
+        xv = to_bf16(_joined(tot, denom, t, d0 + c, pos_ptr, freqs_ptr, DH, R, 1, BK, ROPE, RNE_FIX),
+                     RNE_FIX).to(tl.float32)                                         # (1, BK): the combine's bf16
         acc += tl.sum(w.to(tl.float32) * xv, axis=1)
     ooff = t * szt + g * szg + rn
     ticket = cnt_ptr + pid_tg * tl.num_programs(0) + pid_n
@@ -468,7 +474,8 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     lengths [T] int32 (optional): token t reads only index columns < lengths[t]; the loops end there on
     the device, so the work follows lengths, not Ksel (HCA rows are Ncap wide, mostly -1).
     Indices and lengths are not range-checked on the device (that would need a host sync); out-of-range
-    values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl, Dh / COMBINE_COLS)."""
+    values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl,
+    Dh / COMBINE_COLS)."""
     dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
     cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel}, attention_default({"Hl": hl}))
     o = torch.empty_like(q)
