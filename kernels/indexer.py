@@ -188,7 +188,15 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
     Equal keys appear in index order at src (scores, or candidates laid out segment by segment), so
     'lowest position' is 'lowest index'."""
     prefix, k_rem = _kth_key(src, n, k_eff, SCAN, PACKED, KEY16, CACHE)
-    shift: tl.constexpr = 16 if KEY16 else 0
+    _stage_top(src, n, k_eff, prefix, k_rem, stage, base, SCAN, PACKED, 16 if KEY16 else 0, CACHE)
+    return prefix                                                       # the k_eff-th key (KEY16: its high half)
+
+
+@triton.jit
+def _stage_top(src, n, k_eff, prefix, k_rem, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr,
+               shift: tl.constexpr, CACHE: tl.constexpr):
+    """Stage the k_eff largest keys at src given the k_eff-th (prefix, compared above bit `shift`) and how many keys
+    equal to it are among them (k_rem): those above it, then the lowest-position equal ones, in one pass."""
     c_gt = k_eff - k_rem                                                # keys strictly above the threshold
     n_gt = 0
     n_eq = 0
@@ -206,7 +214,40 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
         n_gt += tl.sum(gt.to(tl.int32), axis=0)
         n_eq += tl.sum(eq.to(tl.int32), axis=0)
     tl.debug_barrier()                                                  # staged writes visible to the CTA
-    return prefix                                                       # the k_eff-th key (KEY16: its high half)
+
+
+@triton.jit
+def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr):
+    """_select's result for a FAST row of n <= ROWB scores: the high halves of the row's order keys (bf16 scores:
+    the low half follows from the sign) are read once and stay in registers, and the k_eff-th key's high half is
+    found by a binary search on counts (16 block-wide sums, no histograms, no re-reads: the largest v with
+    #(half >= v) >= k_eff); then _stage_top's one pass stages the same packed values in the same places."""
+    offs = tl.arange(0, ROWB)
+    m = offs < n
+    key, _ = _load_keys(src, offs, m, base, False, CACHE)
+    half = tl.where(m, key >> 16, 0).to(tl.int32)    # 0: below every finite score's (>= 0x7F)
+    lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; #(half >= hi) < k_eff
+    hi = lo + 65536
+    for _ in range(16):                              # hi - lo halves: every mid >= 1, so the padding never counts
+        mid = (lo + hi) // 2
+        enough = tl.sum((half >= mid).to(tl.int32), axis=0) >= k_eff
+        lo = tl.where(enough, mid, lo)
+        hi = tl.where(enough, hi, mid)
+    prefix = lo.to(tl.uint32) << 16
+    _stage_top(src, n, k_eff, prefix, k_eff - tl.sum((half > lo).to(tl.int32), axis=0), stage, base, SCAN, False,
+               16, CACHE)
+    return prefix                                                       # the k_eff-th key's high half, as _select
+
+
+@triton.jit
+def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr):
+    """The FAST select of a row of n scores: held in registers when n <= ROWB (config ROW_REGS), else _select's
+    radix passes over 16-bit keys. Same staged values either way."""
+    if ROWB > 0 and n <= ROWB:
+        thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
+    else:
+        thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
+    return thr
 
 
 @triton.jit
@@ -246,13 +287,13 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
 
 @triton.jit
 def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
-              OFF: tl.constexpr):
+              OFF: tl.constexpr, ROWB: tl.constexpr = 0):
     """One program selects, sorts and writes a token's row of n scores. FAST (impl "triton"): 16-bit select
     keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
     k_eff = tl.minimum(n, TOPK)
     if FAST:
         if n > TOPK:
-            _select(sc_row, n, k_eff, stage, 0, SCAN, False, True, "")
+            _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "")
     else:
         _select(sc_row, n, k_eff, stage, 0, SCAN, False, False, "")
     _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "", OFF)
@@ -273,7 +314,7 @@ def _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W: tl.constexpr, WP: tl
 def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, KP) int64; out (T, K)
                 RATIO, TOPK, s_st, s_ot,
                 KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
-                len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1):
+                len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1, ROWB: tl.constexpr = 0):
     """One program per token: select over its S4 scores, sort, write (ROW_W > 0, csa_indices: the attention row
     (T, W + K) and its length instead of the top-k (T, K); val (T, W + K) scratch)."""
     t = tl.program_id(0)
@@ -281,14 +322,15 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
     n = (p + 1) // RATIO
     _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W, WP)
     _topk_row(sc_ptr + t * s_st, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP,
-              SCAN, FAST, ROW_W)
+              SCAN, FAST, ROW_W, ROWB)
 
 
 @triton.jit
 def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
                       RATIO, TOPK, SEG, SEG_MIN, s_st, s_ot,
                       SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
-                      FILTER: tl.constexpr = 2048, len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1):
+                      FILTER: tl.constexpr = 2048, len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1,
+                      ROWB: tl.constexpr = 0):
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
@@ -313,7 +355,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     if a == 1:
         if j == 0:
             _topk_row(sc_row, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP, SCAN,
-                      FAST, ROW_W)
+                      FAST, ROW_W, ROWB)
     elif j < a:
         seg = tl.cdiv(tl.cdiv(n, a), 32) * 32                            # 128-byte aligned segment starts
         start = j * seg
@@ -323,7 +365,10 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
         offs_k = tl.arange(0, KP)
         thr = tl.zeros([], tl.uint32)                                   # a segment kept whole: no bound
         if seg_n > TOPK:
-            thr = _select(sc_row + start, seg_n, TOPK, slot, start, SCAN, False, FAST, "")
+            if FAST:
+                thr = _select_fast(sc_row + start, seg_n, TOPK, slot, start, SCAN, ROWB, "")
+            else:
+                thr = _select(sc_row + start, seg_n, TOPK, slot, start, SCAN, False, False, "")
             kept = tl.load(slot + offs_k, mask=offs_k < TOPK, other=0)
         else:
             _, kept = _load_keys(sc_row, start + offs_k, offs_k < seg_n, 0, False, "")
@@ -485,6 +530,7 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min)
     row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
+    row["ROWB"] = row_regs(cfg.get("ROW_REGS", 0)) if fast else 0
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1, **row)
@@ -547,6 +593,18 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
 
 
 MAX_SEGMENTS = 64
+MAX_ROW_REGS = 32768
+
+
+def row_regs(value) -> int:
+    """Config ROW_REGS: the longest row (or split segment) of scores the FAST top-k holds in registers and selects
+    from by counting (_select_held: one read of the row); longer rows take the radix passes. 0 (off) or a power of
+    two from 1024 to MAX_ROW_REGS."""
+    if value != 0 and (isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= MAX_ROW_REGS
+                       or value & (value - 1)):
+        raise ValueError(f"indexer_topk: ROW_REGS must be 0 or a power of two from 1024 to {MAX_ROW_REGS}, "
+                         f"got {value!r}")
+    return value
 
 
 def split_filter(scan: int) -> int:

@@ -40,3 +40,12 @@ INDEX_SPLIT = {"triton_one": {"SEGMENTS": 1}, "triton_split2k": {"SEG_MIN": 2048
 for _name, _over in INDEX_SPLIT.items():
     _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over,
              lambda: [I._index_scores, I._index_topk, I._index_topk_split])
+
+# csa_indices' (and indexer_topk's) FAST select with the row held in registers (ROW_REGS, _select_held: one read of
+# the row, a binary search on counts instead of two radix-histogram passes over it), and 32-warp top-k programs
+CSA = {"triton_held4k": {"ROW_REGS": 4096}, "triton_held16k": {"ROW_REGS": 16384},
+       "triton_held32k": {"ROW_REGS": 32768}, "triton_tw32": {"TOPK_WARPS": 32},
+       "triton_held16k_tw32": {"ROW_REGS": 16384, "TOPK_WARPS": 32}}
+for _name, _over in CSA.items():
+    _variant("csa_indices", _name, I.csa_indices, lambda kw: I.indexer_default({}), _over,
+             lambda: [I._index_scores, I._index_topk, I._index_topk_split])

@@ -235,12 +235,14 @@ def test_split_topk_ties_across_segments(gen):
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
 
 
+@pytest.mark.parametrize("rowb", [0, 1024])
 @pytest.mark.parametrize("order", ["random", "ascending", "descending", "plateau"])
-def test_split_topk_bounds_on_skewed_rows(order):
+def test_split_topk_bounds_on_skewed_rows(order, rowb):
     """The split kernel on given bf16 score rows (its merge bounds depend on where the top-k lies): the whole top-k
     in the last segment (ascending), the first (descending), spread (random), or a plateau of equal scores across
     the k-th position; 4 segments of a 300-score row (SEG_MIN 16, top-k 20, FILTER 32: several filter chunks), and
-    a row of 40 (one program). Against a stable descending sort: ties to the lower index."""
+    a row of 40 (one program). Against a stable descending sort: ties to the lower index. rowb 1024: the segments'
+    select holds its scores in registers and counts (config ROW_REGS, _select_held)."""
     g = torch.Generator().manual_seed(5)
     n_rows, cap, topk, seg = (300, 40), 320, 20, 4
     scores = torch.randn(2, cap, generator=g).bfloat16().float()
@@ -258,11 +260,89 @@ def test_split_topk_bounds_on_skewed_rows(order):
         K._index_topk_split[(2, seg)](scores, pos, torch.zeros(2, 2 * seg * kp, dtype=torch.int64),
                                       torch.zeros(2, 2 * seg, dtype=torch.int64), torch.zeros(2, dtype=torch.int32),
                                       torch.zeros(2, kp, dtype=torch.int64), idx, val, 4, topk, seg, 16, cap, topk,
-                                      SEG_P2=seg, KP=kp, SCAN=32, FAST=True, FILTER=32)
+                                      SEG_P2=seg, KP=kp, SCAN=32, FAST=True, FILTER=32, ROWB=rowb)
         for r, n in enumerate(n_rows):
             want = torch.sort(scores[r, :n], descending=True, stable=True)
             assert idx[r].tolist() == want.indices[:topk].tolist(), (order, r)
             assert torch.equal(val[r], want.values[:topk])
+
+
+def _topk_rows(scores, n_rows, topk, rowb, scan=256, warps=4):
+    """_index_topk (one program a row) on given score rows -> (idx, val) of each row's top-k."""
+    t, kp = scores.shape[0], max(16, 1 << (topk - 1).bit_length())
+    idx = torch.full((t, topk), -7, dtype=torch.int32, device=scores.device)
+    val = torch.full((t, topk), float("nan"), device=scores.device)
+    pos = torch.tensor([4 * n - 1 for n in n_rows], device=scores.device)
+    stage = torch.zeros(t, kp, dtype=torch.int64, device=scores.device)
+    K._index_topk[(t,)](scores, pos, stage, idx, val, 4, topk, scores.stride(0), idx.stride(0), KP=kp, SCAN=scan,
+                        FAST=True, ROWB=rowb, num_warps=warps)
+    return idx, val
+
+
+def _skewed_rows(g, rows: int, cap: int) -> torch.Tensor:
+    """bf16-valued score rows whose top-k is spread, at the end, at the start, across a plateau at the k-th
+    place, all equal, all negative (rows cycle through the six)."""
+    s = torch.randn(rows, cap, generator=g).bfloat16().float()
+    for r in range(rows):
+        kind = r % 6
+        if kind == 1:
+            s[r] = torch.sort(s[r]).values
+        elif kind == 2:
+            s[r] = torch.sort(s[r], descending=True).values
+        elif kind == 3:
+            s[r, 3: cap - 3] = 0.5
+        elif kind == 4:
+            s[r] = 0.25
+        elif kind == 5:
+            s[r] = (-s[r].abs() - 1.0).bfloat16().float()
+    return s
+
+
+def test_held_row_select_equals_the_radix_select():
+    """ROW_REGS: a row held in registers, its k-th key found by a binary search on counts (_select_held), gives the
+    radix passes' result bit for bit and a stable descending sort's order (ties to the lower index), on rows of
+    600-1000 bf16 scores (top-k 64 and 512: the select runs) shorter than the held block (1024: padding never
+    counts) and a row longer than it (1500: the radix passes)."""
+    g = torch.Generator().manual_seed(11)
+    n_rows = (1000, 600, 1000, 999, 1000, 777, 1500)
+    scores = _skewed_rows(g, len(n_rows), 1500)
+    for topk in (64, 512):
+        held = _topk_rows(scores, n_rows, topk, 1024)
+        radix = _topk_rows(scores, n_rows, topk, 0)
+        assert torch.equal(held[0], radix[0]) and torch.equal(held[1], radix[1])
+        for r, n in enumerate(n_rows):
+            want = torch.sort(scores[r, :n], descending=True, stable=True)
+            assert held[0][r].tolist() == want.indices[:topk].tolist(), (topk, r)
+            assert torch.equal(held[1][r], want.values[:topk])
+
+
+def test_row_regs_config(gen):
+    """ROW_REGS through the wrapper (csa_indices and indexer_topk take it from the config) equals the default on exact
+    scores with ties; a bad value is refused with its name."""
+    qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=True)
+    base = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4}
+    ref = K.indexer_topk(qi, w, keys, seq, pos, 16, config=base)
+    out = K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": 1024})
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    for bad in (512, 3000, 65536, True, 2048.0):
+        with pytest.raises(ValueError, match="ROW_REGS"):
+            K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": bad})
+
+
+@pytest.mark.gpu
+def test_gpu_held_row_select_equals_the_radix_select():
+    """On the GPU at the long-context row length (64K tokens: 16384 scores a row) and the default top-k launch
+    (SCAN 4096, 16 warps): ROW_REGS 16384 and 32768 give the radix passes' rows bit for bit, and a stable sort's."""
+    g = torch.Generator().manual_seed(12)
+    n_rows = (16384, 16384, 16384, 16000, 16384, 9000)
+    scores = _skewed_rows(g, len(n_rows), 16384).cuda()
+    radix = _topk_rows(scores, n_rows, 512, 0, scan=4096, warps=16)
+    for rowb in (16384, 32768):
+        held = _topk_rows(scores, n_rows, 512, rowb, scan=4096, warps=16)
+        assert torch.equal(held[0], radix[0]) and torch.equal(held[1], radix[1]), rowb
+    for r, n in enumerate(n_rows):
+        want = torch.sort(scores[r, :n].cpu(), descending=True, stable=True)
+        assert radix[0][r].tolist() == want.indices[:512].tolist(), r
 
 
 def test_topk_segments_choice():
