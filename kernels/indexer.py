@@ -20,9 +20,12 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
   2. `_index_topk` grid (T,) (or, with SEGMENTS "auto" (the default) on a cache that can hold a long row, or
      SEGMENTS > 1, `_index_topk_split` grid (T, SEG): a long row's top-k over up to SEG programs, each selecting
      its segment's top-k, the last to arrive merging the candidates that can still be in the row's top-k; a
-     short row is one program's, as `_index_topk`): radix select of the K-th largest score
-     on order-preserving keys (the scores are bf16 values, so only the high 16 bits of the fp32 key vary:
-     2 passes of 8 bits with tl.histogram over the S4 scores), a compaction pass that keeps every
+     short row is one program's, as `_index_topk`): the K-th largest score on order-preserving keys (the
+     scores are bf16 values, so only the high 16 bits of the fp32 key vary): a row (segment) of up to
+     ROW_REGS scores (default 16384) is read once into registers and its K-th key's high half found by a
+     binary search on 16 block-wide counts (`_select_held`, in the smallest of 4 block sizes that holds it),
+     a longer one by radix select (2 passes of 8 bits with tl.histogram over the S4 scores); then a
+     compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
      survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
      reference; the scores are decoded from the sorted keys. A row with S4 <= K skips the select (every
@@ -56,16 +59,19 @@ DI = 128
 def indexer_configs(params: dict) -> list[dict]:
     """Score launch: keys per block, warps, stages, programs (x SMs); top-k launch: scores per scan
     step and its warps (one program per token walks S4 three times: wide steps amortize L2 latency).
-    SEGMENTS (default "auto", `topk_segments`; 1 = one program per token; > 1 = at most that many) and SEG_MIN
-    (fewest scores per segment, default `seg_min_default`) are not tuned (the lookup key has no context, and the
-    split pays only for long rows): the space holds the default and one config that splits short rows."""
+    SEGMENTS (default "auto", `topk_segments`; 1 = one program per token; > 1 = at most that many), SEG_MIN
+    (fewest scores per segment, default `seg_min_default`) and ROW_REGS (`row_regs`) are not tuned (the lookup key
+    has no context, and they matter only for long rows): the space holds the default, one config that splits short
+    rows and one with the radix select on every row."""
     space = [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
               "SEGMENTS": "auto"}
              for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
              for sc, tw in ((2048, 8), (4096, 16), (8192, 16))]
     # the split top-k's merge on any row of 8+ scores: `kernelbench verify` runs every value a space offers, so
-    # this config makes it check the merge at small shapes (the default splits only rows of 8192+ scores)
-    return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4}]
+    # this config makes it check the merge at small shapes (the default splits only rows of 8192+ scores); and the
+    # radix select on every row (ROW_REGS 0; the default holds rows of up to 16384 scores in registers)
+    return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
+                    {**indexer_default(params), "ROW_REGS": 0}]
 
 
 def indexer_default(params: dict) -> dict:
@@ -241,10 +247,19 @@ def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
 
 @triton.jit
 def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr):
-    """The FAST select of a row of n scores: held in registers when n <= ROWB (config ROW_REGS), else _select's
-    radix passes over 16-bit keys. Same staged values either way."""
+    """The FAST select of a row of n scores: held in registers when n <= ROWB (config ROW_REGS) in the smallest of
+    ROWB / 8, / 4, / 2 and ROWB that holds it (the count work follows the row, not the block: a held select of a short
+    row in a 16384-wide block cost more than the radix passes, H200 session 26), else _select's radix passes over
+    16-bit keys. Same staged values either way."""
     if ROWB > 0 and n <= ROWB:
-        thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
+        if n <= ROWB // 8:
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 8, CACHE)
+        elif n <= ROWB // 4:
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 4, CACHE)
+        elif n <= ROWB // 2:
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE)
+        else:
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
     else:
         thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
     return thr
@@ -530,7 +545,7 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min)
     row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
-    row["ROWB"] = row_regs(cfg.get("ROW_REGS", 0)) if fast else 0
+    row["ROWB"] = row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) if fast else 0
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1, **row)
@@ -594,12 +609,16 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
 
 MAX_SEGMENTS = 64
 MAX_ROW_REGS = 32768
+# The FAST select holds rows (split segments) of up to 16384 scores in registers (_select_fast), 64K tokens at ratio
+# 4. H200, session 26 (`kernelbench bench csa_indices --shapes flash-tp8-long --context 65536`, one block size then):
+# C = 16 67.99 -> 53.61 us, C = 64 134.65 -> 120.14 us; 32 warps were slower (docs/perf/attention.md).
+ROW_REGS_DEFAULT = 16384
 
 
 def row_regs(value) -> int:
     """Config ROW_REGS: the longest row (or split segment) of scores the FAST top-k holds in registers and selects
-    from by counting (_select_held: one read of the row); longer rows take the radix passes. 0 (off) or a power of
-    two from 1024 to MAX_ROW_REGS."""
+    from by counting (_select_held: one read of the row); longer rows take the radix passes. 0 (off: the radix
+    passes always) or a power of two from 1024 to MAX_ROW_REGS; a config without it: ROW_REGS_DEFAULT."""
     if value != 0 and (isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= MAX_ROW_REGS
                        or value & (value - 1)):
         raise ValueError(f"indexer_topk: ROW_REGS must be 0 or a power of two from 1024 to {MAX_ROW_REGS}, "
