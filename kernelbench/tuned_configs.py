@@ -260,6 +260,7 @@ class TuningError(ValueError):
 
 
 _INT_KEYS = {"num_stages", "maxnreg"}      # launch options that take a count, never a switch
+_OFF_AT_ZERO = {"ROW_REGS"}                 # counts whose 0 means off (the indexer top-k's held rows: the radix select)
 
 
 def _is_pow2_key(key: str) -> bool:
@@ -282,7 +283,7 @@ def config_problem(cfg: Any, known_keys: set | None = None) -> str | None:
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             return f"{k}={v!r}: must be an integer"
-        if v < (0 if k.endswith("_MAX_T") else 1):      # a token threshold (EMIT_MAX_T) may be 0: never
+        if v < (0 if k.endswith("_MAX_T") or k in _OFF_AT_ZERO else 1):   # a token threshold (EMIT_MAX_T) 0: never
             return f"{k}={v}: must be positive"
         if _is_pow2_key(k) and v & (v - 1):
             return f"{k}={v}: must be a power of two"

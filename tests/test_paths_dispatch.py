@@ -206,6 +206,10 @@ def test_verify_covers_every_path_and_export_refuses_an_unreadable_config(tmp_pa
     from kernelbench.tuned_configs import config_problem       # a token threshold may be 0 ("never"), no lower
     assert config_problem({"EMIT_MAX_T": 0, "BLOCK_N": 64}) is None
     assert "EMIT_MAX_T=-1: must be positive" in config_problem({"EMIT_MAX_T": -1})
+    # the indexer top-k's ROW_REGS 0 (the radix select: a config of its space) can be pinned, tried and exported
+    assert config_problem({"ROW_REGS": 0, "SCAN": 4096}) is None
+    assert "ROW_REGS=-1: must be positive" in config_problem({"ROW_REGS": -1})
+    assert "SCAN=0: must be positive" in config_problem({"SCAN": 0})
 
 
 def test_combine_column_blocks_are_a_path_of_their_own():
