@@ -21,11 +21,11 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      SEGMENTS > 1, `_index_topk_split` grid (T, SEG): a long row's top-k over up to SEG programs, each selecting
      its segment's top-k, the last to arrive merging the candidates that can still be in the row's top-k; a
      short row is one program's, as `_index_topk`): the K-th largest score on order-preserving keys (the
-     scores are bf16 values, so only the high 16 bits of the fp32 key vary): a row (segment) of up to
-     ROW_REGS scores (default 16384) is read once into registers and its K-th key's high half found by a
-     binary search on 16 block-wide counts (`_select_held`, in the smallest of 4 block sizes that holds it),
-     a longer one by radix select (2 passes of 8 bits with tl.histogram over the S4 scores); then a
-     compaction pass that keeps every
+     scores are bf16 values, so only the high 16 bits of the fp32 key vary): radix select (2 passes of 8
+     bits with tl.histogram over the S4 scores), or with config ROW_REGS (off by default: faster alone,
+     slower in the step, `ROW_REGS_DEFAULT`) a row (segment) of up to ROW_REGS scores read once into
+     registers and its K-th key's high half found by a binary search on 16 block-wide counts
+     (`_select_held`, in the smallest of 4 block sizes that holds it); then a compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
      survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
      reference; the scores are decoded from the sorted keys. A row with S4 <= K skips the select (every
@@ -64,19 +64,19 @@ def indexer_configs(params: dict) -> list[dict]:
     has no context, and they matter only for long rows): the space holds the default, one config that splits short
     rows and one with the radix select on every row."""
     space = [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
-              "SEGMENTS": "auto"}
+              "SEGMENTS": "auto", "ROW_REGS": ROW_REGS_DEFAULT}
              for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
              for sc, tw in ((2048, 8), (4096, 16), (8192, 16))]
     # the split top-k's merge on any row of 8+ scores: `kernelbench verify` runs every value a space offers, so
     # this config makes it check the merge at small shapes (the default splits only rows of 8192+ scores); and the
-    # radix select on every row (ROW_REGS 0; the default holds rows of up to 16384 scores in registers)
+    # held select (ROW_REGS 16384: rows of up to 16384 scores in registers; the default is the radix select)
     return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
-                    {**indexer_default(params), "ROW_REGS": 0}]
+                    {**indexer_default(params), "ROW_REGS": 16384}]
 
 
 def indexer_default(params: dict) -> dict:
     return {"BLOCK_S": 128, "num_warps": 4, "num_stages": 3, "waves": 4, "SCAN": 4096, "TOPK_WARPS": 16,
-            "SEGMENTS": "auto"}
+            "SEGMENTS": "auto", "ROW_REGS": ROW_REGS_DEFAULT}
 
 
 @triton.jit
@@ -609,10 +609,11 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
 
 MAX_SEGMENTS = 64
 MAX_ROW_REGS = 32768
-# The FAST select holds rows (split segments) of up to 16384 scores in registers (_select_fast), 64K tokens at ratio
-# 4. H200, session 26 (`kernelbench bench csa_indices --shapes flash-tp8-long --context 65536`, one block size then):
-# C = 16 67.99 -> 53.61 us, C = 64 134.65 -> 120.14 us; 32 warps were slower (docs/perf/attention.md).
-ROW_REGS_DEFAULT = 16384
+# Off by default: the radix passes. On the H200 (session 26, docs/perf/attention.md) ROW_REGS 16384 made csa_indices
+# alone faster at every long-context shape timed (64K tokens: C = 16 68.00 -> 53.42 us, C = 64 135.33 -> 119.72 us)
+# and its kernels' sum in the step faster too (C = 16, 64K: 1.631 -> 1.461 ms a step), yet the whole step at 64K
+# tokens slower by 0.22 ms at C = 16 and 64, on one stream as well (decode-bench --try, three runs): the step decides.
+ROW_REGS_DEFAULT = 0
 
 
 def row_regs(value) -> int:

@@ -49,7 +49,7 @@ CSA = {"triton_held4k": {"ROW_REGS": 4096}, "triton_held16k": {"ROW_REGS": 16384
 for _name, _over in CSA.items():
     _variant("csa_indices", _name, I.csa_indices, lambda kw: I.indexer_default({}), _over,
              lambda: [I._index_scores, I._index_topk, I._index_topk_split])
-CSA_RADIX = {"triton_radix": {"ROW_REGS": 0},    # the radix select on every row (the default before session 26)
+CSA_RADIX = {"triton_radix": {"ROW_REGS": 0},    # the radix select on every row (the default: session 26 calls 3-6)
              "triton_sc8k": {"SCAN": 8192}, "triton_tw8": {"TOPK_WARPS": 8, "SCAN": 2048}}
 for _name, _over in CSA_RADIX.items():
     _variant("csa_indices", _name, I.csa_indices, lambda kw: I.indexer_default({}), _over,

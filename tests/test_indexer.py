@@ -557,6 +557,9 @@ QEPI_SIG = {"q_ptr": "*bf16", "pos_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*
 # in the default run: tests/test_sm120.py (every implementation's default config at every Flash TP8 shape, sm_120
 # limits and tensor-core instructions) and the tuned entries' own sm_120 check at export (`kernelbench tune`);
 # every config of the space: `kernelbench inspect indexer_topk indexer_q --target sm_120 --all-configs`.
+HELD_ROWS = max(c.get("ROW_REGS", 0) for c in K.indexer_configs({}))   # the space's held select (16384)
+
+
 @pytest.mark.slow
 def test_shipped_configs_fit_sm120_with_tensor_cores():
     seen, jobs = set(), []
@@ -576,7 +579,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
             # long rows only, so the flash-tp8 inspection (ci/baseline) never launches it
             for kern, sig in (("_index_topk", TOPK_SIG), ("_index_topk_split", SPLIT_SIG)):
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
-                             "constexprs": {"KP": kp, "SCAN": scan, "FAST": True, "ROWB": K.ROW_REGS_DEFAULT,
+                             "constexprs": {"KP": kp, "SCAN": scan, "FAST": True, "ROWB": HELD_ROWS,
                                             "len_ptr": None, "ROW_W": 0, "WP": 1,
                                             **({"SEG_P2": 64, "FILTER": K.split_filter(scan)}
                                                if kern == "_index_topk_split" else {})},

@@ -6,8 +6,9 @@ For an implementation with a config space (`Impl.configs`), the paths are
     sm_90 or sm_120 can select (a GPU lookup borrows other devices' entries; see tuned_configs.lookup);
   * a covering set of the config space: for each value of every categorical option (non-numeric
     values, e.g. DECODE "bf16" / "fp8" / "fp8_asm") and each end of every structural count
-    (`STRUCTURAL`: split-K and top-k segment counts, sparse attention's combine column blocks: a kernel
-    path each, whole or split), the config of the space nearest the default that
+    (`STRUCTURAL`: split-K and top-k segment counts, sparse attention's combine column blocks, the indexer
+    top-k's held rows (ROW_REGS, 0 = the radix select): a kernel path each, whole or split, off or on), the
+    config of the space nearest the default that
     has it. Not the full product: one config per value.
 The default is evaluated at a representative problem (the op's first "tiny" shape case), the space is
 the union of the spaces at every "tiny" case (an option that exists only at some shapes, e.g. the MMA
@@ -28,7 +29,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-STRUCTURAL = ("SPLIT", "SEGMENTS", "COMBINE_COLS")
+STRUCTURAL = ("SPLIT", "SEGMENTS", "COMBINE_COLS", "ROW_REGS")
 NOT_HERE = "not verified here"
 
 
