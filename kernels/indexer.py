@@ -62,7 +62,7 @@ def indexer_configs(params: dict) -> list[dict]:
     SEGMENTS (default "auto", `topk_segments`; 1 = one program per token; > 1 = at most that many), SEG_MIN
     (fewest scores per segment, default `seg_min_default`) and ROW_REGS (`row_regs`) are not tuned (the lookup key
     has no context, and they matter only for long rows): the space holds the default, one config that splits short
-    rows and one with the radix select on every row."""
+    rows and one with the held select (ROW_REGS 16384)."""
     space = [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
               "SEGMENTS": "auto", "ROW_REGS": ROW_REGS_DEFAULT}
              for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
@@ -620,8 +620,8 @@ def row_regs(value) -> int:
     """Config ROW_REGS: the longest row (or split segment) of scores the FAST top-k holds in registers and selects
     from by counting (_select_held: one read of the row); longer rows take the radix passes. 0 (off: the radix
     passes always) or a power of two from 1024 to MAX_ROW_REGS; a config without it: ROW_REGS_DEFAULT."""
-    if value != 0 and (isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= MAX_ROW_REGS
-                       or value & (value - 1)):
+    if isinstance(value, bool) or not isinstance(value, int) or (
+            value != 0 and (not 1024 <= value <= MAX_ROW_REGS or value & (value - 1))):
         raise ValueError(f"indexer_topk: ROW_REGS must be 0 or a power of two from 1024 to {MAX_ROW_REGS}, "
                          f"got {value!r}")
     return value

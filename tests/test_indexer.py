@@ -325,7 +325,7 @@ def test_row_regs_config(gen):
     ref = K.indexer_topk(qi, w, keys, seq, pos, 16, config=base)
     out = K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": 1024})
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
-    for bad in (512, 3000, 65536, True, 2048.0):
+    for bad in (512, 3000, 65536, True, False, 2048.0, -1024):
         with pytest.raises(ValueError, match="ROW_REGS"):
             K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": bad})
 
