@@ -402,7 +402,12 @@ tool = os.path.join(os.path.dirname(nv.__file__), "bin", "cuobjdump")
 out = []
 for j in jobs:
     fn = getattr(importlib.import_module(j["module"]), j["kernel"])
-    k = triton.compile(ASTSource(fn, j["signature"], constexprs=j["constexprs"]), target=GPUTarget("cuda", 120, 32),
+    sig, cx = dict(j["signature"]), dict(j["constexprs"])
+    for p in fn.params:         # a parameter the job leaves out takes its default (a launch would), as a constant
+        if p.name not in sig and (p.name in cx or p.has_default):
+            sig[p.name] = "constexpr"
+            cx.setdefault(p.name, p.default)
+    k = triton.compile(ASTSource(fn, sig, constexprs=cx), target=GPUTarget("cuda", 120, 32),
                        options={"num_warps": j["num_warps"], "num_stages": j["num_stages"]})
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(k.asm["cubin"])
@@ -417,7 +422,8 @@ print(json.dumps(out))
 
 def compile_sm120(jobs: list[dict]) -> list[dict]:
     """Compile each job {module, kernel, signature, constexprs, num_warps, num_stages} for sm_120 (no GPU
-    needed) in a subprocess without TRITON_INTERPRET (the interpreter's functions cannot be compiled).
+    needed) in a subprocess without TRITON_INTERPRET (the interpreter's functions cannot be compiled). Kernel
+    parameters the job names in neither dict take their defaults, so a new defaulted constexpr needs no job edit.
     -> per job: shared bytes, registers, local bytes per thread (spills), count of mma.sync in the PTX."""
     import json
     import sys

@@ -534,21 +534,20 @@ FUSED_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": "
              "RNE_FIX": "constexpr"}
 TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32",
             "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr",
-            "FAST": "constexpr", "len_ptr": "constexpr", "ROW_W": "constexpr", "WP": "constexpr", "ROWB": "constexpr"}
+            "FAST": "constexpr"}
 
 
 SPLIT_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "cand_ptr": "*i64", "thr_ptr": "*i64", "cnt_ptr": "*i32",
              "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32", "RATIO": "i32", "TOPK": "i32", "SEG": "i32",
              "SEG_MIN": "i32", "s_st": "i32", "s_ot": "i32", "SEG_P2": "constexpr", "KP": "constexpr",
-             "SCAN": "constexpr", "FAST": "constexpr", "FILTER": "constexpr", "len_ptr": "constexpr", "ROW_W": "constexpr",
-             "WP": "constexpr", "ROWB": "constexpr"}
+             "SCAN": "constexpr", "FAST": "constexpr", "FILTER": "constexpr"}
 
 
 QFUSED_SIG = {"x_ptr": "*bf16", "sx_ptr": "*fp32", "w_ptr": "*fp8e4nv", "ws_ptr": "*u8", "y_ptr": "*bf16",
               "part_ptr": "*fp32", "cnt_ptr": "*i32", "pos_ptr": "*i64", "f_ptr": "*fp32", "M": "i32", "N": "i32",
               "K": "i32", "sxm": "i32", "HL": "i32", "R": "constexpr", "KB_SPLIT": "constexpr", "BM": "constexpr",
               "BN": "constexpr", "SPLIT": "constexpr", "RB": "constexpr", "QUANT": "constexpr", "HW_CVT": "constexpr",
-              "RNE_FIX": "constexpr", "DOT_UPCAST": "constexpr", "NB": "constexpr", "PDL": "constexpr"}
+              "RNE_FIX": "constexpr", "DOT_UPCAST": "constexpr"}
 QEPI_SIG = {"q_ptr": "*bf16", "pos_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*bf16", "HI": "i32", "R": "constexpr",
             "RNE_FIX": "constexpr"}
 
@@ -580,7 +579,6 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
             for kern, sig in (("_index_topk", TOPK_SIG), ("_index_topk_split", SPLIT_SIG)):
                 jobs.append({"module": "kernelbench.kernels.indexer", "kernel": kern, "signature": sig,
                              "constexprs": {"KP": kp, "SCAN": scan, "FAST": True, "ROWB": HELD_ROWS,
-                                            "len_ptr": None, "ROW_W": 0, "WP": 1,
                                             **({"SEG_P2": 64, "FILTER": K.split_filter(scan)}
                                                if kern == "_index_topk_split" else {})},
                              "num_warps": warps, "num_stages": 1})
@@ -599,7 +597,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                      "signature": {**QFUSED_SIG, "x_ptr": "*bf16" if t == 1 else "*fp8e4nv"},
                      "constexprs": {"R": 64, "KB_SPLIT": 8 // c["SPLIT"], "BM": c["BM"], "BN": c["BN"],
                                     "SPLIT": c["SPLIT"], "RB": 16, "QUANT": t == 1, "HW_CVT": True, "RNE_FIX": False,
-                                    "DOT_UPCAST": False, "NB": int(c.get("NB", 1)), "PDL": False},
+                                    "DOT_UPCAST": False, "NB": int(c.get("NB", 1))},
                      "num_warps": c["num_warps"], "num_stages": c["num_stages"]})
     for job, rep in zip(jobs, compile_sm120(jobs)):
         assert not sm120_problems(rep), (job["kernel"], job["constexprs"], rep)
