@@ -167,17 +167,17 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
 def _attn_combine(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr,   # o (T, Hl, Dh) bf16
                   HL, NSPLIT, s_ot, s_oh,
                   DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, ROPE: tl.constexpr,
-                  RNE_FIX: tl.constexpr, DC: tl.constexpr = 0, PDL: tl.constexpr = False):
+                  RNE_FIX: tl.constexpr, DC: tl.constexpr, PDL: tl.constexpr = False):
     """Program (t, h, column block): the join of impl "triton_fused" (`_attn_join`) for DC of one head's Dh columns
-    (DC 0: all of them): every split's partial loaded at once, one memory round trip (the loop over the splits it
-    replaces made two dependent loads a split: 5.7-8.3 us under Nsight Compute at T = 1 on the H200, session 20)."""
+    (DC = Dh: all of them, one program a head): every split's partial loaded at once, one memory round trip (the loop
+    over the splits it replaces made two dependent loads a split: 5.7-8.3 us under Nsight Compute at T = 1 on the
+    H200, session 20)."""
     pdl_enter(PDL)
-    if DC == 0:
-        _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1), 0, HL,
-                   NSPLIT, s_ot, s_oh, DH, DH, R, 1, 1, S_P2, ROPE, RNE_FIX)
-    else:
-        _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1),
-                   tl.program_id(2) * DC, HL, NSPLIT, s_ot, s_oh, DH, DC, R, 1, 1, S_P2, ROPE, RNE_FIX)
+    c0 = 0
+    if DC < DH:                 # a whole head's program has no column offset to compute
+        c0 = tl.program_id(2) * DC
+    _attn_join(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, o_ptr, tl.program_id(0), tl.program_id(1), c0, HL,
+               NSPLIT, s_ot, s_oh, DH, DC, R, 1, 1, S_P2, ROPE, RNE_FIX)
 
 
 @triton.jit
@@ -489,7 +489,7 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     _attn_combine[(t, hl, dh // dc)](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, o, hl, nsplit, o.stride(0), o.stride(1),
-        DH=dh, R=r, S_P2=s_p2, ROPE=rope_on, RNE_FIX=INTERPRET, DC=0 if dc == dh else dc,
+        DH=dh, R=r, S_P2=s_p2, ROPE=rope_on, RNE_FIX=INTERPRET, DC=dc,
         num_warps=combine_warps(s_p2, dc), num_stages=1, **pdl_args(q.device, t))
     return o
 

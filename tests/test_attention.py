@@ -497,7 +497,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                                     "FIN_H": 1, "S_P2": 32, "ROPE": True, "RNE_FIX": False, "PREFETCH": pf},
                      "num_warps": w, "num_stages": s})
     jobs.append({"module": "kernelbench.kernels.attention", "kernel": "_attn_combine", "signature": COMBINE_SIG,
-                 "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True, "RNE_FIX": False}, "num_warps": 4,
+                 "constexprs": {"DH": 512, "R": 64, "S_P2": 64, "ROPE": True, "RNE_FIX": False, "DC": 512}, "num_warps": 4,
                  "num_stages": 1})
     for w in sorted({c["num_warps"] for c in KV.kv_write_configs({})}):
         jobs.append({"module": "kernelbench.kernels.kv", "kernel": "_kv_write_kernel", "signature": KV_SIG,
