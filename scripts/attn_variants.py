@@ -35,24 +35,22 @@ for _name, _over in INDEX.items():
 
 # the two-launch impl "triton" with the split top-k (`_index_topk_split`, session 8; "auto" is now the default),
 # the one-program top-k (SEGMENTS 1, the default before), other segment sizes and two programs per token
-INDEX_SPLIT = {"triton_one": {"SEGMENTS": 1}, "triton_split2k": {"SEG_MIN": 2048},
-               "triton_split8k": {"SEG_MIN": 8192}, "triton_split_s2": {"SEGMENTS": 2}}
-for _name, _over in INDEX_SPLIT.items():
-    _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over,
-             lambda: [I._index_scores, I._index_topk, I._index_topk_split])
+def _two_launches():
+    return [I._index_scores, I._index_topk, I._index_topk_split]
 
-# csa_indices' (and indexer_topk's) FAST select with the row held in registers (ROW_REGS, _select_held: one read of
-# the row, a binary search on counts instead of two radix-histogram passes over it), and 32-warp top-k programs
+
+INDEX_SPLIT = {"triton_one": {"SEGMENTS": 1}, "triton_split2k": {"SEG_MIN": 2048},
+               "triton_split8k": {"SEG_MIN": 8192}, "triton_split_s2": {"SEGMENTS": 2},
+               "triton_radix": {"ROW_REGS": 0}}    # the radix select on every row (the default: session 26 calls 3-6)
+for _name, _over in INDEX_SPLIT.items():
+    _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over, _two_launches)
+
+# csa_indices' top-k (session 26): the FAST select with the row held in registers (ROW_REGS, _select_held: one read
+# of the row, a binary search on counts instead of two radix-histogram passes over it), other top-k program shapes,
+# and the radix select on every row
 CSA = {"triton_held4k": {"ROW_REGS": 4096}, "triton_held16k": {"ROW_REGS": 16384},
        "triton_held32k": {"ROW_REGS": 32768}, "triton_tw32": {"TOPK_WARPS": 32},
-       "triton_held16k_tw32": {"ROW_REGS": 16384, "TOPK_WARPS": 32}}
+       "triton_held16k_tw32": {"ROW_REGS": 16384, "TOPK_WARPS": 32}, "triton_radix": {"ROW_REGS": 0},
+       "triton_sc8k": {"SCAN": 8192}, "triton_tw8": {"TOPK_WARPS": 8, "SCAN": 2048}}
 for _name, _over in CSA.items():
-    _variant("csa_indices", _name, I.csa_indices, lambda kw: I.indexer_default({}), _over,
-             lambda: [I._index_scores, I._index_topk, I._index_topk_split])
-CSA_RADIX = {"triton_radix": {"ROW_REGS": 0},    # the radix select on every row (the default: session 26 calls 3-6)
-             "triton_sc8k": {"SCAN": 8192}, "triton_tw8": {"TOPK_WARPS": 8, "SCAN": 2048}}
-for _name, _over in CSA_RADIX.items():
-    _variant("csa_indices", _name, I.csa_indices, lambda kw: I.indexer_default({}), _over,
-             lambda: [I._index_scores, I._index_topk, I._index_topk_split])
-    _variant("indexer_topk", _name, I.indexer_topk, lambda kw: I.indexer_default({}), _over,
-             lambda: [I._index_scores, I._index_topk, I._index_topk_split])
+    _variant("csa_indices", _name, I.csa_indices, lambda kw: I.indexer_default({}), _over, _two_launches)

@@ -245,13 +245,7 @@ def test_split_topk_bounds_on_skewed_rows(order, rowb):
     select holds its scores in registers and counts (config ROW_REGS, _select_held)."""
     g = torch.Generator().manual_seed(5)
     n_rows, cap, topk, seg = (300, 40), 320, 20, 4
-    scores = torch.randn(2, cap, generator=g).bfloat16().float()
-    if order == "ascending":
-        scores = torch.sort(scores, dim=1).values
-    elif order == "descending":
-        scores = torch.sort(scores, dim=1, descending=True).values
-    elif order == "plateau":
-        scores[:, 5:200] = 0.5
+    scores = _skew(torch.randn(2, cap, generator=g).bfloat16().float(), order, slice(5, 200))
     pos = torch.tensor([4 * n - 1 for n in n_rows])
     kp = 32
     idx = torch.full((2, topk), -7, dtype=torch.int32)
@@ -279,22 +273,31 @@ def _topk_rows(scores, n_rows, topk, rowb, scan=256, warps=4):
     return idx, val
 
 
+SKEWS = ("random", "ascending", "descending", "plateau", "equal", "negative")
+
+
+def _skew(s: torch.Tensor, kind: str, plateau: slice) -> torch.Tensor:
+    """Score rows s (bf16 values) rearranged in place so that each row's top-k lies spread ("random": as drawn), at
+    the end ("ascending"), at the start ("descending"), across a plateau of equal scores at the k-th place
+    ("plateau": the columns `plateau`), everywhere ("equal") or below zero ("negative"). -> s"""
+    if kind == "ascending":
+        s.copy_(torch.sort(s, dim=-1).values)
+    elif kind == "descending":
+        s.copy_(torch.sort(s, dim=-1, descending=True).values)
+    elif kind == "plateau":
+        s[..., plateau] = 0.5
+    elif kind == "equal":
+        s.fill_(0.25)
+    elif kind == "negative":
+        s.copy_((-s.abs() - 1.0).bfloat16().float())
+    return s
+
+
 def _skewed_rows(g, rows: int, cap: int) -> torch.Tensor:
-    """bf16-valued score rows whose top-k is spread, at the end, at the start, across a plateau at the k-th
-    place, all equal, all negative (rows cycle through the six)."""
+    """bf16-valued score rows cycling through the six SKEWS (plateaus over all but 3 columns at each end)."""
     s = torch.randn(rows, cap, generator=g).bfloat16().float()
     for r in range(rows):
-        kind = r % 6
-        if kind == 1:
-            s[r] = torch.sort(s[r]).values
-        elif kind == 2:
-            s[r] = torch.sort(s[r], descending=True).values
-        elif kind == 3:
-            s[r, 3: cap - 3] = 0.5
-        elif kind == 4:
-            s[r] = 0.25
-        elif kind == 5:
-            s[r] = (-s[r].abs() - 1.0).bfloat16().float()
+        _skew(s[r], SKEWS[r % len(SKEWS)], slice(3, cap - 3))
     return s
 
 
