@@ -246,12 +246,37 @@ def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
 
 
 @triton.jit
-def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr):
+def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
+                 ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
     """The FAST select of a row of n scores: held in registers when n <= ROWB (config ROW_REGS) in the smallest of
-    ROWB / 8, / 4, / 2 and ROWB that holds it (the count work follows the row, not the block: a held select of a short
-    row in a 16384-wide block cost more than the radix passes, H200 session 26), else _select's radix passes over
-    16-bit keys. Same staged values either way."""
-    if ROWB > 0 and n <= ROWB:
+    ROWL block sizes that holds it (ROWL 4: ROWB / 8, / 4, / 2 and ROWB; 2: ROWB / 2 and ROWB; 1: ROWB; config
+    ROW_LEVELS: the count work follows the row, not the block: a held select of a short row in a 16384-wide block
+    cost more than the radix passes, H200 session 26), else _select's radix passes over 16-bit keys. RADIX False:
+    the host guarantees n <= ROWB (the key cache holds no longer row, `held_only`) and the radix passes are not
+    compiled in. Same staged values either way."""
+    if ROWB == 0:
+        thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
+    elif not RADIX:
+        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL)
+    elif n <= ROWB:
+        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL)
+    else:
+        thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
+    return thr
+
+
+@triton.jit
+def _select_levels(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
+                   ROWL: tl.constexpr):
+    """_select_held of a row of n <= ROWB scores in the smallest of ROWL (1, 2 or 4) blocks ROWB, ROWB / 2, ..."""
+    if ROWL == 1:
+        thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
+    elif ROWL == 2:
+        if n <= ROWB // 2:
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE)
+        else:
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
+    else:
         if n <= ROWB // 8:
             thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 8, CACHE)
         elif n <= ROWB // 4:
@@ -260,8 +285,6 @@ def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
             thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE)
         else:
             thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
-    else:
-        thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
     return thr
 
 
@@ -302,13 +325,13 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
 
 @triton.jit
 def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
-              OFF: tl.constexpr, ROWB: tl.constexpr = 0):
+              OFF: tl.constexpr, ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
     """One program selects, sorts and writes a token's row of n scores. FAST (impl "triton"): 16-bit select
     keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
     k_eff = tl.minimum(n, TOPK)
     if FAST:
         if n > TOPK:
-            _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "")
+            _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "", ROWL, RADIX)
     else:
         _select(sc_row, n, k_eff, stage, 0, SCAN, False, False, "")
     _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "", OFF)
@@ -329,7 +352,8 @@ def _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W: tl.constexpr, WP: tl
 def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, KP) int64; out (T, K)
                 RATIO, TOPK, s_st, s_ot,
                 KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
-                len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1, ROWB: tl.constexpr = 0):
+                len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1, ROWB: tl.constexpr = 0,
+                ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
     """One program per token: select over its S4 scores, sort, write (ROW_W > 0, csa_indices: the attention row
     (T, W + K) and its length instead of the top-k (T, K); val (T, W + K) scratch)."""
     t = tl.program_id(0)
@@ -337,7 +361,7 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
     n = (p + 1) // RATIO
     _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W, WP)
     _topk_row(sc_ptr + t * s_st, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP,
-              SCAN, FAST, ROW_W, ROWB)
+              SCAN, FAST, ROW_W, ROWB, ROWL, RADIX)
 
 
 @triton.jit
@@ -345,7 +369,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
                       RATIO, TOPK, SEG, SEG_MIN, s_st, s_ot,
                       SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
                       FILTER: tl.constexpr = 2048, len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1,
-                      ROWB: tl.constexpr = 0):
+                      ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
@@ -370,7 +394,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     if a == 1:
         if j == 0:
             _topk_row(sc_row, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP, SCAN,
-                      FAST, ROW_W, ROWB)
+                      FAST, ROW_W, ROWB, ROWL, RADIX)
     elif j < a:
         seg = tl.cdiv(tl.cdiv(n, a), 32) * 32                            # 128-byte aligned segment starts
         start = j * seg
@@ -381,7 +405,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
         thr = tl.zeros([], tl.uint32)                                   # a segment kept whole: no bound
         if seg_n > TOPK:
             if FAST:
-                thr = _select_fast(sc_row + start, seg_n, TOPK, slot, start, SCAN, ROWB, "")
+                thr = _select_fast(sc_row + start, seg_n, TOPK, slot, start, SCAN, ROWB, "", ROWL, RADIX)
             else:
                 thr = _select(sc_row + start, seg_n, TOPK, slot, start, SCAN, False, False, "")
             kept = tl.load(slot + offs_k, mask=offs_k < TOPK, other=0)
@@ -508,7 +532,7 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
 
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
-               default_config=indexer_default,
+               default_config=indexer_default, options=frozenset({"ROW_LEVELS"}),
                kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                     positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
@@ -546,6 +570,9 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min)
     row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
     row["ROWB"] = row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) if fast else 0
+    if row["ROWB"]:
+        row["ROWL"] = row_levels(cfg.get("ROW_LEVELS", ROW_LEVELS_DEFAULT))
+        row["RADIX"] = not held_only(row["ROWB"], k_cache.shape[1])
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1, **row)
@@ -571,7 +598,7 @@ def csa_configs(params: dict) -> list[dict]:
 
 
 @register_impl("csa_indices", "triton", backend="triton", configs=csa_configs, default_config=indexer_default,
-               kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
+               options=frozenset({"ROW_LEVELS"}), kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                 positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
                 config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -625,6 +652,25 @@ def row_regs(value) -> int:
         raise ValueError(f"indexer_topk: ROW_REGS must be 0 or a power of two from 1024 to {MAX_ROW_REGS}, "
                          f"got {value!r}")
     return value
+
+
+ROW_LEVELS_DEFAULT = 4
+
+
+def row_levels(value) -> int:
+    """Config ROW_LEVELS: how many held block sizes the top-k compiles (1: ROW_REGS; 2: ROW_REGS / 2 and ROW_REGS;
+    4, the default: ROW_REGS / 8 .. ROW_REGS); a row takes the smallest that holds it. Fewer levels: a smaller
+    kernel, short rows counted in a wider block."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in (1, 2, 4):
+        raise ValueError(f"indexer_topk: ROW_LEVELS must be 1, 2 or 4, got {value!r}")
+    return value
+
+
+def held_only(rowb: int, capacity: int) -> bool:
+    """Whether every row of a key cache of `capacity` entries fits the held select of ROW_REGS `rowb` (rows, and so
+    split segments, never exceed the capacity: the ops' contract), so the top-k kernel is compiled without the radix
+    passes (RADIX False)."""
+    return 0 < capacity <= rowb
 
 
 def split_filter(scan: int) -> int:

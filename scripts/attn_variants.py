@@ -47,8 +47,12 @@ for _name, _over in INDEX_SPLIT.items():
 
 # csa_indices' top-k (session 26): the FAST select with the row held in registers (ROW_REGS, _select_held: one read
 # of the row, a binary search on counts instead of two radix-histogram passes over it), other top-k program shapes,
-# and the radix select on every row
+# and the radix select on every row; session 27: fewer held block sizes (ROW_LEVELS), and where the cache holds no row
+# longer than ROW_REGS (the bench's 64K cases: 16384 entries) a kernel without the radix passes
 CSA = {"triton_held4k": {"ROW_REGS": 4096}, "triton_held16k": {"ROW_REGS": 16384},
+       "triton_held16k_l1": {"ROW_REGS": 16384, "ROW_LEVELS": 1},
+       "triton_held32k_l1": {"ROW_REGS": 32768, "ROW_LEVELS": 1},
+       "triton_held32k_l2": {"ROW_REGS": 32768, "ROW_LEVELS": 2},
        "triton_held32k": {"ROW_REGS": 32768}, "triton_tw32": {"TOPK_WARPS": 32},
        "triton_held16k_tw32": {"ROW_REGS": 16384, "TOPK_WARPS": 32}, "triton_radix": {"ROW_REGS": 0},
        "triton_sc8k": {"SCAN": 8192}, "triton_tw8": {"TOPK_WARPS": 8, "SCAN": 2048}}

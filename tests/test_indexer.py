@@ -261,15 +261,16 @@ def test_split_topk_bounds_on_skewed_rows(order, rowb):
             assert torch.equal(val[r], want.values[:topk])
 
 
-def _topk_rows(scores, n_rows, topk, rowb, scan=256, warps=4):
-    """_index_topk (one program a row) on given score rows -> (idx, val) of each row's top-k."""
+def _topk_rows(scores, n_rows, topk, rowb, scan=256, warps=4, **held):
+    """_index_topk (one program a row) on given score rows -> (idx, val) of each row's top-k. `held`: the held
+    select's ROWL / RADIX constexprs."""
     t, kp = scores.shape[0], max(16, 1 << (topk - 1).bit_length())
     idx = torch.full((t, topk), -7, dtype=torch.int32, device=scores.device)
     val = torch.full((t, topk), float("nan"), device=scores.device)
     pos = torch.tensor([4 * n - 1 for n in n_rows], device=scores.device)
     stage = torch.zeros(t, kp, dtype=torch.int64, device=scores.device)
     K._index_topk[(t,)](scores, pos, stage, idx, val, 4, topk, scores.stride(0), idx.stride(0), KP=kp, SCAN=scan,
-                        FAST=True, ROWB=rowb, num_warps=warps)
+                        FAST=True, ROWB=rowb, num_warps=warps, **held)
     return idx, val
 
 
@@ -320,30 +321,62 @@ def test_held_row_select_equals_the_radix_select():
             assert torch.equal(held[1][r, :k], want.values[:k])
 
 
+@pytest.mark.parametrize("levels", (1, 2, 4))
+def test_held_only_select_at_every_level_count(levels):
+    """ROW_LEVELS 1 / 2 / 4 held blocks, with the radix passes compiled in (RADIX True: the row of 5000 takes them)
+    and without (RADIX False: the host's promise that no row exceeds ROW_REGS, `held_only`; rows of 500..4096),
+    give the radix select's rows bit for bit on the skewed rows (ties, plateaus, all equal, all negative)."""
+    g = torch.Generator().manual_seed(13)
+    n_rows = (500, 1000, 1500, 3000, 4096, 777, 5000)
+    scores = _skewed_rows(g, len(n_rows), 5000)
+    radix = _topk_rows(scores, n_rows, 64, 0)
+    both = _topk_rows(scores, n_rows, 64, 4096, ROWL=levels)
+    assert torch.equal(both[0], radix[0]) and torch.equal(both[1], radix[1])
+    fits = _topk_rows(scores[:-1], n_rows[:-1], 64, 4096, ROWL=levels, RADIX=False)
+    assert torch.equal(fits[0], radix[0][:-1]) and torch.equal(fits[1], radix[1][:-1])
+
+
+def test_held_only_and_row_levels_choice():
+    """The radix passes are left out only when the key cache cannot hold a row longer than ROW_REGS; ROW_LEVELS
+    takes 1, 2 or 4."""
+    assert [K.held_only(1024, cap) for cap in (1, 1023, 1024, 1025)] == [True, True, True, False]
+    assert not K.held_only(0, 10) and not K.held_only(1024, 0)
+    assert [K.row_levels(v) for v in (1, 2, 4)] == [1, 2, 4]
+    for bad in (0, 3, 8, True, 2.0, "4"):
+        with pytest.raises(ValueError, match="ROW_LEVELS"):
+            K.row_levels(bad)
+
+
 def test_row_regs_config(gen):
     """ROW_REGS through the wrapper (csa_indices and indexer_topk take it from the config) equals the default on exact
     scores with ties; a bad value is refused with its name."""
     qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(40, 7, 279), ties=True)
     base = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4}
     ref = K.indexer_topk(qi, w, keys, seq, pos, 16, config=base)
-    out = K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": 1024})
-    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    for extra in ({}, {"ROW_LEVELS": 1}, {"ROW_LEVELS": 2}):   # a cache of 70 keys: the held-only kernel
+        out = K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": 1024, **extra})
+        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
     for bad in (512, 3000, 65536, True, False, 2048.0, -1024):
         with pytest.raises(ValueError, match="ROW_REGS"):
             K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": bad})
+    with pytest.raises(ValueError, match="ROW_LEVELS"):
+        K.indexer_topk(qi, w, keys, seq, pos, 16, config={**base, "ROW_REGS": 1024, "ROW_LEVELS": 3})
 
 
 @pytest.mark.gpu
 def test_gpu_held_row_select_equals_the_radix_select():
     """On the GPU at the long-context row length (64K tokens: 16384 scores a row) and the default top-k launch
-    (SCAN 4096, 16 warps): ROW_REGS 16384 and 32768 give the radix passes' rows bit for bit, and a stable sort's."""
+    (SCAN 4096, 16 warps): ROW_REGS 16384 and 32768 give the radix passes' rows bit for bit, and a stable sort's;
+    so do the held-only kernels (no radix passes compiled in) with 1, 2 and 4 held block sizes."""
     g = torch.Generator().manual_seed(12)
     n_rows = (16384, 16384, 16384, 16000, 16384, 9000)
     scores = _skewed_rows(g, len(n_rows), 16384).cuda()
     radix = _topk_rows(scores, n_rows, 512, 0, scan=4096, warps=16)
-    for rowb in (16384, 32768):
-        held = _topk_rows(scores, n_rows, 512, rowb, scan=4096, warps=16)
-        assert torch.equal(held[0], radix[0]) and torch.equal(held[1], radix[1]), rowb
+    for rowb, held_kw in ((16384, {}), (32768, {}), (16384, {"ROWL": 1, "RADIX": False}),
+                          (32768, {"ROWL": 1, "RADIX": False}), (32768, {"ROWL": 2, "RADIX": False}),
+                          (32768, {"ROWL": 4, "RADIX": False})):
+        held = _topk_rows(scores, n_rows, 512, rowb, scan=4096, warps=16, **held_kw)
+        assert torch.equal(held[0], radix[0]) and torch.equal(held[1], radix[1]), (rowb, held_kw)
     for r, n in enumerate(n_rows):
         want = torch.sort(scores[r, :n].cpu(), descending=True, stable=True)
         assert radix[0][r].tolist() == want.indices[:512].tolist(), r

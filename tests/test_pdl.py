@@ -63,12 +63,15 @@ def _calls(fn: ast.FunctionDef) -> set[str]:
 
 
 def _pdl_launches() -> list[tuple[str, str]]:
-    """(file, kernel) of every `kernel[grid](..., **pdl_args(...))` launch in kernels/."""
+    """(file, kernel) of every `kernel[grid](..., **pdl_args(...))` launch in kernels/, and of every launch that sets
+    `launch_pdl` itself (the latency probes of kernels/probe.py)."""
     out = []
     for path in KERNELS.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                    and any(k.arg is None and "pdl_args(" in ast.unparse(k.value) for k in node.keywords)):
+                    and any((k.arg is None and ("pdl_args(" in ast.unparse(k.value)
+                                                or "launch_pdl" in ast.unparse(k.value))) or k.arg == "launch_pdl"
+                            for k in node.keywords)):
                 out.append((path.name, ast.unparse(node.func.value)))
     return out
 

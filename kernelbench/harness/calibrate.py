@@ -7,7 +7,13 @@ Measures (each a `timing.Summary` of raw samples; value = the median's rate):
                   the first touch of each replay is not excluded)
     bf16_tflops   torch.matmul 8192^3 bf16 on random data (cuBLAS)
     fp8_tflops    torch._scaled_mm 8192^3 e4m3 with tensorwise scales, bf16 out (cuBLASLt)
-Random data throughout: a product on zeros runs faster than on real data (METHOD.md).
+    launch_us     a dependent launch of a one-wave grid that does (next to) nothing, 64 per CUDA graph replay: the
+                  fixed cost every kernel of the decode step pays before its bytes (kernels/probe.py)
+    launch_pdl_us the same launches with programmatic dependent launch (sm_90+), as the step's one-token kernels
+    ticket_us     what one in-kernel ticket stage adds to such a launch: every program stores a partial and takes an
+                  acq_rel ticket, the last sums the partials (the split-K tail of the fused decode kernels)
+Random data throughout: a product on zeros runs faster than on real data (METHOD.md). The latency probes count what
+they did and are checked after the timing (a graph that skipped a launch is an error, not a number).
 """
 from __future__ import annotations
 
@@ -72,8 +78,67 @@ def fp8_matmul(n: int = 8192, max_time_s: float = 1.5) -> Ceiling:
                    f"torch._scaled_mm {n}^3 e4m3 tensorwise scales, bf16 out, random normal, CUDA events, median")
 
 
+PROBE_LAUNCHES = 64          # launches per graph replay of the latency probes
+
+
+def _probe_graph_us(call, count, per_launch: int, max_time_s: float) -> timing.Summary:
+    """Per-launch time of a graph of PROBE_LAUNCHES calls, then one more replay from a zeroed count, which must
+    come to PROBE_LAUNCHES x per_launch (every launch ran its work)."""
+    s, _, launches = timing.time_graph([call], launches=PROBE_LAUNCHES, max_time_s=max_time_s, target_rse=0.005)
+    graph, _ = timing.capture_graph([call], launches)
+    count.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    got, want = int(count.item()), launches * per_launch
+    if got != want:
+        raise RuntimeError(f"latency probe: the counter reads {got} after one replay of {launches} launches, "
+                           f"expected {want}")
+    return s
+
+
+def _probe_buffers(dev):
+    from kernelbench.kernels.attention import sm_count
+    programs = sm_count(dev)                                   # one program per SM: a full wave, no tail
+    count = torch.zeros(1, dtype=torch.int32, device=dev)
+    return programs, count
+
+
+def launch_latency(max_time_s: float = 0.5, pdl: bool = False) -> Ceiling:
+    from kernelbench.kernels.probe import launch_probe
+    dev = timing.require_cuda()
+    if pdl and torch.cuda.get_device_capability(dev)[0] < 9:
+        raise RuntimeError("programmatic dependent launch needs sm_90 or newer")
+    programs, count = _probe_buffers(dev)
+    s = _probe_graph_us(lambda: launch_probe(count, programs, pdl), count, 1, max_time_s)
+    name = "launch_pdl_us" if pdl else "launch_us"
+    return Ceiling(name, s.median_us, "us", s,
+                   f"{PROBE_LAUNCHES} dependent launches of {programs} programs (one per SM) doing next to nothing"
+                   f"{' with programmatic dependent launch' if pdl else ''}, per CUDA graph replay; median per launch")
+
+
+def launch_latency_pdl(max_time_s: float = 0.5) -> Ceiling:
+    return launch_latency(max_time_s, pdl=True)
+
+
+def ticket_latency(max_time_s: float = 0.5) -> Ceiling:
+    from kernelbench.kernels.probe import ticket_probe
+    dev = timing.require_cuda()
+    programs, count = _probe_buffers(dev)
+    part = torch.zeros(programs, dtype=torch.int32, device=dev)
+    ticket = torch.zeros(1, dtype=torch.int32, device=dev)
+    base = launch_latency(max_time_s)
+    s = _probe_graph_us(lambda: ticket_probe(part, ticket, count), count, programs * (programs + 1) // 2,
+                        max_time_s)
+    extra = timing.summarize([v - base.value for v in s.samples])
+    return Ceiling("ticket_us", extra.median_us, "us", extra,
+                   f"{PROBE_LAUNCHES} dependent launches of {programs} programs, each storing a partial and taking "
+                   f"an acq_rel ticket, the last summing the partials, per CUDA graph replay; median per launch "
+                   f"less launch_us of the same call ({base.value:.3f} us)")
+
+
 MEASURES = {"copy_gbps": copy_bandwidth, "l2_gbps": l2_bandwidth, "bf16_tflops": bf16_matmul,
-            "fp8_tflops": fp8_matmul}
+            "fp8_tflops": fp8_matmul, "launch_us": launch_latency, "launch_pdl_us": launch_latency_pdl,
+            "ticket_us": ticket_latency}
 
 
 def calibrate(measures: list[str] | None = None, log=print) -> list[Ceiling]:

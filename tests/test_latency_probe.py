@@ -1,0 +1,49 @@
+"""The latency probes of `kernelbench calibrate` (kernels/probe.py): each launch does the work it counts (in the
+interpreter here), the ticketed tail sums every program's partial once and re-arms its ticket, and the calibration
+measures refuse a machine without a GPU. On the device: the three measures run, pass their own count check and give
+positive per-launch times."""
+import pytest
+import torch
+
+from kernelbench.harness import calibrate, timing
+from kernelbench.kernels import probe
+
+
+def test_launch_probe_counts_each_launch_once():
+    count = torch.zeros(1, dtype=torch.int32)
+    for _ in range(3):
+        probe.launch_probe(count, programs=5)
+    assert count.item() == 3
+
+
+@pytest.mark.parametrize("programs", (1, 6, 9))
+def test_ticket_probe_sums_every_partial_and_rearms(programs):
+    part = torch.full((programs,), -3, dtype=torch.int32)           # poisoned: every program must overwrite its own
+    ticket = torch.zeros(1, dtype=torch.int32)
+    count = torch.zeros(1, dtype=torch.int32)
+    for launch in range(1, 3):
+        probe.ticket_probe(part, ticket, count)
+        assert count.item() == launch * programs * (programs + 1) // 2
+        assert ticket.item() == 0
+    assert part.tolist() == list(range(1, programs + 1))
+
+
+def test_latency_measures_are_registered_and_need_a_gpu(monkeypatch):
+    assert {"launch_us", "launch_pdl_us", "ticket_us"} <= set(calibrate.MEASURES)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for name in ("launch_us", "launch_pdl_us", "ticket_us"):
+        with pytest.raises(timing.NoGPUError):
+            calibrate.MEASURES[name]()
+
+
+@pytest.mark.gpu
+def test_gpu_latency_measures():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU; runs on the device machine (scripts/device_all.sh)")
+    names = ["launch_us", "ticket_us"] + (["launch_pdl_us"] if torch.cuda.get_device_capability()[0] >= 9 else [])
+    got = calibrate.calibrate(names, log=print)
+    assert [c.measure for c in got] == names                          # none was skipped by an error
+    for c in got:
+        assert c.unit == "us" and c.summary.n > 0
+        low = -5.0 if c.measure == "ticket_us" else 0.0               # a difference of two medians
+        assert low < c.value < 100.0, (c.measure, c.value)
