@@ -22,10 +22,10 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      its segment's top-k, the last to arrive merging the candidates that can still be in the row's top-k; a
      short row is one program's, as `_index_topk`): the K-th largest score on order-preserving keys (the
      scores are bf16 values, so only the high 16 bits of the fp32 key vary): radix select (2 passes of 8
-     bits with tl.histogram over the S4 scores), or with config ROW_REGS (off by default: faster alone,
-     slower in the step, `ROW_REGS_DEFAULT`) a row (segment) of up to ROW_REGS scores read once into
-     registers and its K-th key's high half found by a binary search on 16 block-wide counts
-     (`_select_held`, in the smallest of 4 block sizes that holds it); then a compaction pass that keeps every
+     bits with tl.histogram over the S4 scores), or with config ROW_REGS (`held_plan`; by default "auto":
+     held-only in the one-program top-k when the cache holds no row past 32768 scores) a row (segment) of up
+     to ROW_REGS scores read once into registers and its K-th key's high half found by a binary search on 16
+     block-wide counts (`_select_held`, in the smallest of ROW_LEVELS block sizes that holds it); then a compaction pass that keeps every
      key above the threshold and the lowest-index keys equal to it, then one sort of the KP
      survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
      reference; the scores are decoded from the sorted keys. A row with S4 <= K skips the select (every
@@ -61,17 +61,19 @@ def indexer_configs(params: dict) -> list[dict]:
     step and its warps (one program per token walks S4 three times: wide steps amortize L2 latency).
     SEGMENTS (default "auto", `topk_segments`; 1 = one program per token; > 1 = at most that many), SEG_MIN
     (fewest scores per segment, default `seg_min_default`) and ROW_REGS (`row_regs`) are not tuned (the lookup key
-    has no context, and they matter only for long rows): the space holds the default, one config that splits short
-    rows and one with the held select (ROW_REGS 16384)."""
+    has no context, and they matter only for long rows): the space holds the default ("auto": `held_plan`), one
+    config that splits short rows, one with the held select beside the radix passes (ROW_REGS 16384) and one with
+    the radix passes only (ROW_REGS 0)."""
     space = [{"BLOCK_S": bs, "num_warps": w, "num_stages": st, "waves": wv, "SCAN": sc, "TOPK_WARPS": tw,
               "SEGMENTS": "auto", "ROW_REGS": ROW_REGS_DEFAULT}
              for bs in (64, 128) for w in (4, 8) for st in (3,) for wv in (2, 4)
              for sc, tw in ((2048, 8), (4096, 16), (8192, 16))]
     # the split top-k's merge on any row of 8+ scores: `kernelbench verify` runs every value a space offers, so
     # this config makes it check the merge at small shapes (the default splits only rows of 8192+ scores); and the
-    # held select (ROW_REGS 16384: rows of up to 16384 scores in registers; the default is the radix select)
+    # held select beside the radix passes (ROW_REGS 16384) and the radix select alone (0): verify runs both kernels
+    # at every shape, where the default ("auto") compiles the held select only for caches of <= 32768 entries
     return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
-                    {**indexer_default(params), "ROW_REGS": 16384}]
+                    {**indexer_default(params), "ROW_REGS": 16384}, {**indexer_default(params), "ROW_REGS": 0}]
 
 
 def indexer_default(params: dict) -> dict:
@@ -569,10 +571,7 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min)
     row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
-    row["ROWB"] = row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) if fast else 0
-    if row["ROWB"]:
-        row["ROWL"] = row_levels(cfg.get("ROW_LEVELS", ROW_LEVELS_DEFAULT))
-        row["RADIX"] = not held_only(row["ROWB"], k_cache.shape[1])
+    row.update(held_plan(cfg, k_cache.shape[1], seg > 1) if fast else {"ROWB": 0})
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1, **row)
@@ -636,20 +635,27 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
 
 MAX_SEGMENTS = 64
 MAX_ROW_REGS = 32768
-# Off by default: the radix passes. On the H200 (session 26, docs/perf/attention.md) ROW_REGS 16384 made csa_indices
-# alone faster at every long-context shape timed (64K tokens: C = 16 68.00 -> 53.42 us, C = 64 135.33 -> 119.72 us)
-# and its kernels' sum in the step faster too (C = 16, 64K: 1.631 -> 1.461 ms a step), yet the whole step at 64K
-# tokens slower by 0.22 ms at C = 16 and 64, on one stream as well (decode-bench --try, three runs): the step decides.
-ROW_REGS_DEFAULT = 0
+# "auto": the held select WITHOUT the radix passes (held-only, one block of the smallest power of two >= the cache's
+# capacity, at least 1024) in the one-program top-k when the key cache holds no row longer than MAX_ROW_REGS; the
+# radix passes otherwise (longer caches, and the split top-k of few tokens, whose merge selects by radix anyway).
+# H200, session 27 (docs/perf/attention.md), the whole step at 64K tokens (decode-bench --try, 40 pairs): held-only
+# with one 32768 block +0.310 / +0.319 ms faster at C = 16 / 64 than the radix select, with blocks 16384 and 32768
+# +0.235 / +0.229; while every kernel that compiled the held select AND the radix passes made the step slower (ROW_REGS
+# 16384 with four blocks -0.24, with one -0.13, ROW_REGS 1024, never run at 64K, -0.21 ms): the loss came with the
+# binary, not the select.
+ROW_REGS_DEFAULT = "auto"
 
 
-def row_regs(value) -> int:
+def row_regs(value) -> int | str:
     """Config ROW_REGS: the longest row (or split segment) of scores the FAST top-k holds in registers and selects
     from by counting (_select_held: one read of the row); longer rows take the radix passes. 0 (off: the radix
-    passes always) or a power of two from 1024 to MAX_ROW_REGS; a config without it: ROW_REGS_DEFAULT."""
+    passes always), "auto" (`held_plan`) or a power of two from 1024 to MAX_ROW_REGS; a config without it:
+    ROW_REGS_DEFAULT."""
+    if value == "auto" and isinstance(value, str):
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or (
             value != 0 and (not 1024 <= value <= MAX_ROW_REGS or value & (value - 1))):
-        raise ValueError(f"indexer_topk: ROW_REGS must be 0 or a power of two from 1024 to {MAX_ROW_REGS}, "
+        raise ValueError(f"indexer_topk: ROW_REGS must be 0, \"auto\" or a power of two from 1024 to {MAX_ROW_REGS}, "
                          f"got {value!r}")
     return value
 
@@ -659,8 +665,8 @@ ROW_LEVELS_DEFAULT = 4
 
 def row_levels(value) -> int:
     """Config ROW_LEVELS: how many held block sizes the top-k compiles (1: ROW_REGS; 2: ROW_REGS / 2 and ROW_REGS;
-    4, the default: ROW_REGS / 8 .. ROW_REGS); a row takes the smallest that holds it. Fewer levels: a smaller
-    kernel, short rows counted in a wider block."""
+    4, the default with a numeric ROW_REGS: ROW_REGS / 8 .. ROW_REGS; ROW_REGS "auto": 1); a row takes the smallest
+    that holds it. Fewer levels: a smaller kernel, short rows counted in a wider block."""
     if isinstance(value, bool) or not isinstance(value, int) or value not in (1, 2, 4):
         raise ValueError(f"indexer_topk: ROW_LEVELS must be 1, 2 or 4, got {value!r}")
     return value
@@ -671,6 +677,24 @@ def held_only(rowb: int, capacity: int) -> bool:
     split segments, never exceed the capacity: the ops' contract), so the top-k kernel is compiled without the radix
     passes (RADIX False)."""
     return 0 < capacity <= rowb
+
+
+def held_plan(cfg: dict, capacity: int, split: bool) -> dict:
+    """The top-k launch's select constexprs from config ROW_REGS / ROW_LEVELS and the key cache's capacity: ROWB
+    (0: the radix passes), ROWL (held block sizes) and RADIX (False: held-only). "auto" (the default): held-only in
+    one block of the smallest power of two >= capacity (at least 1024) when the one-program top-k runs (`split`
+    False) and capacity <= MAX_ROW_REGS, else the radix passes. A short row in a large cache is then counted over
+    the whole block (at most MAX_ROW_REGS: a bounded cost, while rows of <= K scores skip the select)."""
+    value = row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT))
+    if value == "auto":
+        if split or not 0 < capacity <= MAX_ROW_REGS:
+            return {"ROWB": 0}
+        return {"ROWB": max(1024, triton.next_power_of_2(capacity)),
+                "ROWL": row_levels(cfg.get("ROW_LEVELS", 1)), "RADIX": False}
+    if value == 0:
+        return {"ROWB": 0}
+    return {"ROWB": value, "ROWL": row_levels(cfg.get("ROW_LEVELS", ROW_LEVELS_DEFAULT)),
+            "RADIX": not held_only(value, capacity)}
 
 
 def split_filter(scan: int) -> int:

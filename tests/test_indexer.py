@@ -347,6 +347,34 @@ def test_held_only_and_row_levels_choice():
             K.row_levels(bad)
 
 
+def test_held_plan_auto_and_explicit():
+    """The select each config and cache gets. "auto" (the default): held-only in one block of the cache's capacity
+    rounded up to a power of two (>= 1024) for the one-program top-k, the radix passes past 32768 entries or in the
+    split top-k. An explicit ROW_REGS keeps the radix passes beside the held blocks unless the cache fits it."""
+    auto = K.indexer_default({})
+    assert auto["ROW_REGS"] == "auto"
+    assert K.held_plan(auto, 16400, False) == {"ROWB": 32768, "ROWL": 1, "RADIX": False}    # decode-bench at 64K
+    assert K.held_plan(auto, 16384, False) == {"ROWB": 16384, "ROWL": 1, "RADIX": False}
+    assert K.held_plan(auto, 130, False) == {"ROWB": 1024, "ROWL": 1, "RADIX": False}
+    assert K.held_plan({**auto, "ROW_LEVELS": 2}, 5000, False) == {"ROWB": 8192, "ROWL": 2, "RADIX": False}
+    assert K.held_plan(auto, 32769, False) == {"ROWB": 0} and K.held_plan(auto, 16384, True) == {"ROWB": 0}
+    assert K.held_plan({**auto, "ROW_REGS": 0}, 100, False) == {"ROWB": 0}
+    assert K.held_plan({**auto, "ROW_REGS": 16384}, 16400, False) == {"ROWB": 16384, "ROWL": 4, "RADIX": True}
+    assert K.held_plan({**auto, "ROW_REGS": 16384}, 16384, True) == {"ROWB": 16384, "ROWL": 4, "RADIX": False}
+    assert {c["ROW_REGS"] for c in K.indexer_configs({})} == {"auto", 16384, 0}   # verify runs each select
+
+
+def test_default_select_equals_the_radix_select_on_long_rows(gen):
+    """The default top-k ("auto": held-only, one 4096 block for a cache of 2100 entries) against the radix passes
+    (ROW_REGS 0) through the wrapper on exact scores with ties, rows of 2000+ scores past the top-k."""
+    qi, w, keys, seq, pos = _exact_case(gen, hi=8, cap=2100, positions=(8399, 8003, 5001), ties=True)
+    base = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 512, "TOPK_WARPS": 4}
+    ref = K.indexer_topk(qi, w, keys, seq, pos, 64, config={**base, "ROW_REGS": 0})
+    out = K.indexer_topk(qi, w, keys, seq, pos, 64, config=base)
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    assert (out[0] >= 0).all()
+
+
 def test_row_regs_config(gen):
     """ROW_REGS through the wrapper (csa_indices and indexer_topk take it from the config) equals the default on exact
     scores with ties; a bad value is refused with its name."""
@@ -592,7 +620,7 @@ QEPI_SIG = {"q_ptr": "*bf16", "pos_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*
 # in the default run: tests/test_sm120.py (every implementation's default config at every Flash TP8 shape, sm_120
 # limits and tensor-core instructions) and the tuned entries' own sm_120 check at export (`kernelbench tune`);
 # every config of the space: `kernelbench inspect indexer_topk indexer_q --target sm_120 --all-configs`.
-HELD_ROWS = max(c.get("ROW_REGS", 0) for c in K.indexer_configs({}))   # the space's held select (16384)
+HELD_ROWS = max(c["ROW_REGS"] for c in K.indexer_configs({}) if isinstance(c["ROW_REGS"], int))   # 16384
 
 
 @pytest.mark.slow
