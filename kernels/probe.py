@@ -25,17 +25,23 @@ def _launch_probe(count_ptr, PDL: tl.constexpr = False):
 
 
 @triton.jit
-def _ticket_probe(part_ptr, cnt_ptr, count_ptr, P2: tl.constexpr, PDL: tl.constexpr = False):
-    # part (P,) int32 scratch; cnt: one int32 ticket, zero between launches; count += 1 + 2 + ... + P
+def _ticket_probe(part_ptr, cnt_ptr, count_ptr, P2: tl.constexpr, PDL: tl.constexpr = False,
+                  SEM: tl.constexpr = "acq_rel", GATHER: tl.constexpr = True):
+    # part (P,) int32 scratch; cnt: one int32 ticket, zero between launches; count += 1 + 2 + ... + P. SEM: the
+    # ticket's memory order (the kernels' is acq_rel); GATHER False: the last program adds the sum without loading
+    # the partials (what the atomic alone costs)
     pdl_enter(PDL)
     pid = tl.program_id(0)
     n = tl.num_programs(0)
     tl.store(part_ptr + pid, pid + 1)
     tl.debug_barrier()                                              # the partial before the release
-    if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == n - 1:
-        offs = tl.arange(0, P2)
-        parts = tl.load(part_ptr + offs, mask=offs < n, other=0, cache_modifier=".cg")
-        tl.store(count_ptr, tl.load(count_ptr) + tl.sum(parts, axis=0))
+    if tl.atomic_add(cnt_ptr, 1, sem=SEM, scope="gpu") == n - 1:
+        if GATHER:
+            offs = tl.arange(0, P2)
+            total = tl.sum(tl.load(part_ptr + offs, mask=offs < n, other=0, cache_modifier=".cg"), axis=0)
+        else:
+            total = n * (n + 1) // 2
+        tl.store(count_ptr, tl.load(count_ptr) + total)
         tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")      # ready for the next launch
 
 
@@ -44,9 +50,9 @@ def launch_probe(count, programs: int, pdl: bool = False) -> None:
     _launch_probe[(programs,)](count, PDL=pdl, **({"launch_pdl": True} if pdl else {}), num_warps=4, num_stages=1)
 
 
-def ticket_probe(part, ticket, count, pdl: bool = False) -> None:
+def ticket_probe(part, ticket, count, pdl: bool = False, sem: str = "acq_rel", gather: bool = True) -> None:
     """One launch of part.numel() programs through a ticketed tail adding P (P + 1) / 2 to count; ticket: one zeroed
-    int32 the launch leaves at zero."""
+    int32 the launch leaves at zero. `sem`: the ticket's memory order; `gather` False: no load of the partials."""
     p = part.numel()
-    _ticket_probe[(p,)](part, ticket, count, P2=triton.next_power_of_2(p), PDL=pdl,
+    _ticket_probe[(p,)](part, ticket, count, P2=triton.next_power_of_2(p), PDL=pdl, SEM=sem, GATHER=gather,
                         **({"launch_pdl": True} if pdl else {}), num_warps=4, num_stages=1)

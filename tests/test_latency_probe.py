@@ -17,12 +17,13 @@ def test_launch_probe_counts_each_launch_once():
 
 
 @pytest.mark.parametrize("programs", (1, 6, 9))
-def test_ticket_probe_sums_every_partial_and_rearms(programs):
+@pytest.mark.parametrize("sem,gather", (("acq_rel", True), ("release", True), ("relaxed", False)))
+def test_ticket_probe_sums_every_partial_and_rearms(programs, sem, gather):
     part = torch.full((programs,), -3, dtype=torch.int32)           # poisoned: every program must overwrite its own
     ticket = torch.zeros(1, dtype=torch.int32)
     count = torch.zeros(1, dtype=torch.int32)
     for launch in range(1, 3):
-        probe.ticket_probe(part, ticket, count)
+        probe.ticket_probe(part, ticket, count, sem=sem, gather=gather)
         assert count.item() == launch * programs * (programs + 1) // 2
         assert ticket.item() == 0
     assert part.tolist() == list(range(1, programs + 1))

@@ -81,7 +81,7 @@ def fp8_matmul(n: int = 8192, max_time_s: float = 1.5) -> Ceiling:
 PROBE_LAUNCHES = 64          # launches per graph replay of the latency probes
 
 
-def _probe_graph_us(call, count, per_launch: int, max_time_s: float) -> timing.Summary:
+def probe_graph_us(call, count, per_launch: int, max_time_s: float) -> timing.Summary:
     """Per-launch time of a graph of PROBE_LAUNCHES calls, then one more replay from a zeroed count, which must
     come to PROBE_LAUNCHES x per_launch (every launch ran its work)."""
     s, _, launches = timing.time_graph([call], launches=PROBE_LAUNCHES, max_time_s=max_time_s, target_rse=0.005)
@@ -109,7 +109,7 @@ def launch_latency(max_time_s: float = 0.5, pdl: bool = False) -> Ceiling:
     if pdl and torch.cuda.get_device_capability(dev)[0] < 9:
         raise RuntimeError("programmatic dependent launch needs sm_90 or newer")
     programs, count = _probe_buffers(dev)
-    s = _probe_graph_us(lambda: launch_probe(count, programs, pdl), count, 1, max_time_s)
+    s = probe_graph_us(lambda: launch_probe(count, programs, pdl), count, 1, max_time_s)
     name = "launch_pdl_us" if pdl else "launch_us"
     return Ceiling(name, s.median_us, "us", s,
                    f"{PROBE_LAUNCHES} dependent launches of {programs} programs (one per SM) doing next to nothing"
@@ -127,7 +127,7 @@ def ticket_latency(max_time_s: float = 0.5) -> Ceiling:
     part = torch.zeros(programs, dtype=torch.int32, device=dev)
     ticket = torch.zeros(1, dtype=torch.int32, device=dev)
     base = launch_latency(max_time_s)
-    s = _probe_graph_us(lambda: ticket_probe(part, ticket, count), count, programs * (programs + 1) // 2,
+    s = probe_graph_us(lambda: ticket_probe(part, ticket, count), count, programs * (programs + 1) // 2,
                         max_time_s)
     extra = timing.summarize([v - base.value for v in s.samples])
     return Ceiling("ticket_us", extra.median_us, "us", extra,
