@@ -327,8 +327,12 @@ def test_held_only_select_at_every_level_count(levels):
     and without (RADIX False: the host's promise that no row exceeds ROW_REGS, `held_only`; rows of 500..4096),
     give the radix select's rows bit for bit on the skewed rows (ties, plateaus, all equal, all negative)."""
     g = torch.Generator().manual_seed(13)
-    n_rows = (500, 1000, 1500, 3000, 4096, 777, 5000)
-    scores = _skewed_rows(g, len(n_rows), 5000)
+    rows = ((3000, "random"), (4096, "ascending"), (2500, "descending"), (1500, "random"), (1000, "plateau"),
+            (500, "negative"), (4000, "equal"), (5000, "random"))       # every block size with an uneven row
+    n_rows = tuple(n for n, _ in rows)
+    scores = torch.randn(len(rows), 5000, generator=g).bfloat16().float()
+    for r, (n, kind) in enumerate(rows):
+        _skew(scores[r, :n], kind, slice(3, n - 3))
     radix = _topk_rows(scores, n_rows, 64, 0)
     both = _topk_rows(scores, n_rows, 64, 4096, ROWL=levels)
     assert torch.equal(both[0], radix[0]) and torch.equal(both[1], radix[1])
