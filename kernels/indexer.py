@@ -25,9 +25,9 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      bits with tl.histogram over the S4 scores), or with config ROW_REGS (`held_plan`; by default "auto":
      held-only in the one-program top-k when the cache holds no row past 32768 scores) a row (segment) of up
      to ROW_REGS scores read once into registers and its K-th key's high half found by a binary search on 16
-     block-wide counts (`_select_held`, in the smallest of ROW_LEVELS block sizes that holds it); then a compaction pass that keeps every
-     key above the threshold and the lowest-index keys equal to it, then one sort of the KP
-     survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
+     block-wide counts (`_select_held`, in the smallest of ROW_LEVELS block sizes that holds it); then a
+     compaction pass that keeps every key above the threshold and the lowest-index keys equal to it, then one
+     sort of the KP survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
      reference; the scores are decoded from the sorted keys. A row with S4 <= K skips the select (every
      key is kept): its scores are packed and sorted directly. -1 / -inf pad rows with fewer than K keys.
      Impl "triton_v1" is the first version (FAST=False: 4 passes over 32-bit keys, always the select,
@@ -651,12 +651,12 @@ def row_regs(value) -> int | str:
     from by counting (_select_held: one read of the row); longer rows take the radix passes. 0 (off: the radix
     passes always), "auto" (`held_plan`) or a power of two from 1024 to MAX_ROW_REGS; a config without it:
     ROW_REGS_DEFAULT."""
-    if value == "auto" and isinstance(value, str):
+    if isinstance(value, str) and value == "auto":
         return value
     if isinstance(value, bool) or not isinstance(value, int) or (
             value != 0 and (not 1024 <= value <= MAX_ROW_REGS or value & (value - 1))):
-        raise ValueError(f"indexer_topk: ROW_REGS must be 0, \"auto\" or a power of two from 1024 to {MAX_ROW_REGS}, "
-                         f"got {value!r}")
+        raise ValueError(f"indexer_topk: ROW_REGS must be 0, \"auto\" or a power of two from 1024 to "
+                         f"{MAX_ROW_REGS}, got {value!r}")
     return value
 
 

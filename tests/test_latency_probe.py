@@ -48,3 +48,19 @@ def test_gpu_latency_measures():
         assert c.unit == "us" and c.summary.n > 0
         low = -5.0 if c.measure == "ticket_us" else 0.0               # a difference of two medians
         assert low < c.value < 100.0, (c.measure, c.value)
+
+
+def test_calibrate_logs_latencies_to_the_nanosecond_and_skips_a_failed_measure(monkeypatch):
+    """A latency is logged with three decimals (its spread between captures is ~0.1 us); a measure that raises is
+    reported as not measured and the others still run."""
+    fake = calibrate.Ceiling("launch_us", 0.8036, "us", timing.summarize([0.80, 0.8036, 0.81]), "fake")
+
+    def broken():
+        raise RuntimeError("no PDL here")
+
+    monkeypatch.setattr(calibrate, "MEASURES", {"launch_us": lambda: fake, "launch_pdl_us": broken})
+    lines = []
+    got = calibrate.calibrate(["launch_pdl_us", "launch_us"], log=lines.append)
+    assert got == [fake]
+    assert lines == ["launch_pdl_us: not measured (RuntimeError: no PDL here)",
+                     "launch_us: 0.804 us (median of 3, IQR 0.005 us)"]

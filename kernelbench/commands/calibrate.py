@@ -1,5 +1,6 @@
-"""`kernelbench calibrate`: measure this GPU's ceilings (copy, L2, bf16 and fp8 matmul) and store them
-with the device fingerprint, beside the datasheet row when the device is known."""
+"""`kernelbench calibrate`: measure this GPU's ceilings (copy, L2, bf16 and fp8 matmul) and latency floors (a
+dependent launch, with and without PDL, and a ticketed split-K stage) and store them with the device fingerprint,
+beside the datasheet row when the device is known."""
 from __future__ import annotations
 
 import click
@@ -15,7 +16,8 @@ from kernelbench.harness import devices, timing
               help="measure only these (default: all)")
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 def command(measures, db):
-    """Measure copy bandwidth, L2 bandwidth and bf16/fp8 matmul rates; store them."""
+    """Measure copy bandwidth, L2 bandwidth, bf16/fp8 matmul rates and the launch / ticket latency floors; store
+    them."""
     try:
         timing.require_cuda()
     except timing.NoGPUError as e:
@@ -36,7 +38,7 @@ def command(measures, db):
         t.add_column(col)
     for c in ceilings:
         r = ref.get(c.measure)
-        t.add_row(c.measure, f"{c.value:.1f}", c.unit, "-" if not r else f"{r:.0f}",
+        t.add_row(c.measure, f"{c.value:.3f}" if c.unit == "us" else f"{c.value:.1f}", c.unit, "-" if not r else f"{r:.0f}",
                   "-" if not r else f"{100 * c.value / r:.0f}", f"{c.summary.iqr_us:.1f}", str(c.summary.n), c.method)
     console.print(t)
     console.print(f"stored in {store.where}")

@@ -151,7 +151,8 @@ def calibrate(measures: list[str] | None = None, log=print) -> list[Ceiling]:
         except Exception as e:  # noqa: BLE001 - e.g. no fp8 matmul on this GPU: say so, go on
             log(f"{name}: not measured ({type(e).__name__}: {e})")
             continue
-        log(f"{name}: {c.value:.1f} {c.unit} (median of {c.summary.n}, IQR {c.summary.iqr_us:.1f} us)")
+        digits = 3 if c.unit == "us" else 1
+        log(f"{name}: {c.value:.{digits}f} {c.unit} (median of {c.summary.n}, IQR {c.summary.iqr_us:.{digits}f} us)")
         out.append(c)
     return out
 
