@@ -52,7 +52,7 @@ for _name, _over in INDEX_SPLIT.items():
 CSA = {"triton_held4k": {"ROW_REGS": 4096}, "triton_held16k": {"ROW_REGS": 16384},
        "triton_held16k_l1": {"ROW_REGS": 16384, "ROW_LEVELS": 1},
        "triton_held32k_l1": {"ROW_REGS": 32768, "ROW_LEVELS": 1},
-       "triton_held32k_l2": {"ROW_REGS": 32768, "ROW_LEVELS": 2},
+       "triton_held32k_l2": {"ROW_REGS": 32768, "ROW_LEVELS": 2}, "triton_one": {"SEGMENTS": 1},
        "triton_held32k": {"ROW_REGS": 32768}, "triton_tw32": {"TOPK_WARPS": 32},
        "triton_held16k_tw32": {"ROW_REGS": 16384, "TOPK_WARPS": 32}, "triton_radix": {"ROW_REGS": 0},
        "triton_sc8k": {"SCAN": 8192}, "triton_tw8": {"TOPK_WARPS": 8, "SCAN": 2048}}
