@@ -650,6 +650,11 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                                             **({"SEG_P2": 64, "FILTER": K.split_filter(scan)}
                                                if kern == "_index_topk_split" else {})},
                              "num_warps": warps, "num_stages": 1})
+            # the default "auto" at its largest block (a cache of up to 32768 entries: held-only, one block)
+            jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk", "signature": TOPK_SIG,
+                         "constexprs": {"KP": kp, "SCAN": scan, "FAST": True,
+                                        **K.held_plan(K.indexer_default({}), K.MAX_ROW_REGS, False)},
+                         "num_warps": warps, "num_stages": 1})
     fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}
     for bs, warps, stages in sorted(fused):   # one launch: the widest scan of the space, the Pro top-k (KP 1024)
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_fused", "signature": FUSED_SIG,
