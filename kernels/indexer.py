@@ -258,7 +258,7 @@ def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
     compiled in. Same staged values either way."""
     if ROWB == 0:
         thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
-    elif not RADIX:
+    elif not RADIX:         # decided at compile time, apart from the runtime test below: no radix passes compiled in
         thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL)
     elif n <= ROWB:
         thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL)

@@ -294,22 +294,35 @@ def _skew(s: torch.Tensor, kind: str, plateau: slice) -> torch.Tensor:
     return s
 
 
-def _skewed_rows(g, rows: int, cap: int) -> torch.Tensor:
-    """bf16-valued score rows cycling through the six SKEWS (plateaus over all but 3 columns at each end)."""
-    s = torch.randn(rows, cap, generator=g).bfloat16().float()
-    for r in range(rows):
-        _skew(s[r], SKEWS[r % len(SKEWS)], slice(3, cap - 3))
+def _rows_of(g, rows, cap: int) -> torch.Tensor:
+    """bf16-valued score rows (len(rows), cap), row r's first n columns skewed as its kind ((n, kind) pairs; plateaus
+    over all but 3 columns at each end)."""
+    s = torch.randn(len(rows), cap, generator=g).bfloat16().float()
+    for r, (n, kind) in enumerate(rows):
+        _skew(s[r, :n], kind, slice(3, n - 3))
     return s
+
+
+def _skewed_rows(g, rows: int, cap: int) -> torch.Tensor:
+    """bf16-valued score rows cycling through the six SKEWS."""
+    return _rows_of(g, [(cap, SKEWS[r % len(SKEWS)]) for r in range(rows)], cap)
+
+
+# rows of every held block size of a 4096 ROW_REGS with uneven ones above half of it (a plateau or all-equal row
+# there cannot tell a half-size block from the right one) and a row past it; top-k 64 selects in each
+HELD_ROWS_4096 = ((3000, "random"), (4096, "ascending"), (2500, "descending"), (1500, "random"), (1000, "plateau"),
+                  (500, "negative"), (4000, "equal"), (5000, "random"))
 
 
 def test_held_row_select_equals_the_radix_select():
     """ROW_REGS: a row held in registers, its k-th key found by a binary search on counts (_select_held), gives the
     radix passes' result bit for bit and a stable descending sort's order (ties to the lower index). ROW_REGS 4096:
-    rows of 500 / 1000 / 1500 / 3000-4096 bf16 scores take the held blocks of 512 / 1024 / 2048 / 4096 (the padding
+    rows of 500 / 1000 / 1500 / 2500-4096 bf16 scores take the held blocks of 512 / 1024 / 2048 / 4096 (the padding
     never counts), a row of 5000 the radix passes; top-k 64 and 512 (the row of 500 then has no select)."""
     g = torch.Generator().manual_seed(11)
-    n_rows = (500, 1000, 1500, 3000, 4096, 777, 5000)
-    scores = _skewed_rows(g, len(n_rows), 5000)
+    rows = HELD_ROWS_4096 + ((777, "random"),)
+    n_rows = tuple(n for n, _ in rows)
+    scores = _rows_of(g, rows, 5000)
     for topk in (64, 512):
         held = _topk_rows(scores, n_rows, topk, 4096)
         radix = _topk_rows(scores, n_rows, topk, 0)
@@ -327,12 +340,8 @@ def test_held_only_select_at_every_level_count(levels):
     and without (RADIX False: the host's promise that no row exceeds ROW_REGS, `held_only`; rows of 500..4096),
     give the radix select's rows bit for bit on the skewed rows (ties, plateaus, all equal, all negative)."""
     g = torch.Generator().manual_seed(13)
-    rows = ((3000, "random"), (4096, "ascending"), (2500, "descending"), (1500, "random"), (1000, "plateau"),
-            (500, "negative"), (4000, "equal"), (5000, "random"))       # every block size with an uneven row
-    n_rows = tuple(n for n, _ in rows)
-    scores = torch.randn(len(rows), 5000, generator=g).bfloat16().float()
-    for r, (n, kind) in enumerate(rows):
-        _skew(scores[r, :n], kind, slice(3, n - 3))
+    n_rows = tuple(n for n, _ in HELD_ROWS_4096)          # the last (5000) is past ROW_REGS
+    scores = _rows_of(g, HELD_ROWS_4096, 5000)
     radix = _topk_rows(scores, n_rows, 64, 0)
     both = _topk_rows(scores, n_rows, 64, 4096, ROWL=levels)
     assert torch.equal(both[0], radix[0]) and torch.equal(both[1], radix[1])

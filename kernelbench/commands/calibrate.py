@@ -38,7 +38,7 @@ def command(measures, db):
         t.add_column(col)
     for c in ceilings:
         r = ref.get(c.measure)
-        t.add_row(c.measure, f"{c.value:.3f}" if c.unit == "us" else f"{c.value:.1f}", c.unit, "-" if not r else f"{r:.0f}",
-                  "-" if not r else f"{100 * c.value / r:.0f}", f"{c.summary.iqr_us:.1f}", str(c.summary.n), c.method)
+        t.add_row(c.measure, c.shown(c.value), c.unit, "-" if not r else f"{r:.0f}",
+                  "-" if not r else f"{100 * c.value / r:.0f}", c.shown(c.summary.iqr_us), str(c.summary.n), c.method)
     console.print(t)
     console.print(f"stored in {store.where}")

@@ -32,6 +32,11 @@ class Ceiling:
     summary: timing.Summary
     method: str
 
+    def shown(self, x: float) -> str:
+        """x (the value or a spread in us) as printed: latencies to the nanosecond (their spread between captures is
+        ~0.1 us), rates to one decimal."""
+        return f"{x:.3f}" if self.unit == "us" else f"{x:.1f}"
+
 
 def copy_bandwidth(nbytes: int = 2 ** 30, max_time_s: float = 1.0) -> Ceiling:
     dev = timing.require_cuda()
@@ -82,18 +87,18 @@ PROBE_LAUNCHES = 64          # launches per graph replay of the latency probes
 
 
 def probe_graph_us(call, count, per_launch: int, max_time_s: float) -> timing.Summary:
-    """Per-launch time of a graph of PROBE_LAUNCHES calls, then one more replay from a zeroed count, which must
-    come to PROBE_LAUNCHES x per_launch (every launch ran its work)."""
-    s, _, launches = timing.time_graph([call], launches=PROBE_LAUNCHES, max_time_s=max_time_s, target_rse=0.005)
-    graph, _ = timing.capture_graph([call], launches)
+    """Per-launch time of one captured graph of PROBE_LAUNCHES calls, after a first replay from a zeroed count that
+    must come to PROBE_LAUNCHES x per_launch (every launch ran its work)."""
+    timing.require_cuda()
+    graph, _ = timing.capture_graph([call], PROBE_LAUNCHES)
     count.zero_()
     graph.replay()
     torch.cuda.synchronize()
-    got, want = int(count.item()), launches * per_launch
+    got, want = int(count.item()), PROBE_LAUNCHES * per_launch
     if got != want:
-        raise RuntimeError(f"latency probe: the counter reads {got} after one replay of {launches} launches, "
+        raise RuntimeError(f"latency probe: the counter reads {got} after one replay of {PROBE_LAUNCHES} launches, "
                            f"expected {want}")
-    return s
+    return timing.time_replays(graph, PROBE_LAUNCHES, max_time_s=max_time_s, target_rse=0.005)
 
 
 def _probe_buffers(dev):
@@ -151,8 +156,7 @@ def calibrate(measures: list[str] | None = None, log=print) -> list[Ceiling]:
         except Exception as e:  # noqa: BLE001 - e.g. no fp8 matmul on this GPU: say so, go on
             log(f"{name}: not measured ({type(e).__name__}: {e})")
             continue
-        digits = 3 if c.unit == "us" else 1
-        log(f"{name}: {c.value:.{digits}f} {c.unit} (median of {c.summary.n}, IQR {c.summary.iqr_us:.{digits}f} us)")
+        log(f"{name}: {c.shown(c.value)} {c.unit} (median of {c.summary.n}, IQR {c.shown(c.summary.iqr_us)} us)")
         out.append(c)
     return out
 

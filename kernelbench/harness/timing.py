@@ -197,6 +197,11 @@ def time_graph(calls: Sequence[Callable[[], object]], *, launches: int | None = 
     require_cuda()
     launches = launches or max(GRAPH_MIN_LAUNCHES, len(calls))
     graph, outs = capture_graph(calls, launches)
+    return time_replays(graph, launches, **adaptive_kw), outs, launches
+
+
+def time_replays(graph: torch.cuda.CUDAGraph, launches: int, **adaptive_kw) -> Summary:
+    """Replays of a captured graph of `launches` launches (one untimed first); a sample is replay time / launches."""
     graph.replay()      # one untimed replay
     torch.cuda.synchronize()
 
@@ -211,8 +216,7 @@ def time_graph(calls: Sequence[Callable[[], object]], *, launches: int | None = 
         torch.cuda.synchronize()
         return [s.elapsed_time(e) * 1e3 / launches for s, e in pairs]
 
-    summary = adaptive(batch, **adaptive_kw)
-    return summary, outs, launches
+    return adaptive(batch, **adaptive_kw)
 
 
 # --- sanity against the hardware ----------------------------------------------------------------

@@ -7,7 +7,9 @@ For an implementation with a config space (`Impl.configs`), the paths are
   * a covering set of the config space: for each value of every categorical option (non-numeric
     values, e.g. DECODE "bf16" / "fp8" / "fp8_asm") and each end of every structural count
     (`STRUCTURAL`: split-K and top-k segment counts, sparse attention's combine column blocks, the indexer
-    top-k's held rows (ROW_REGS, 0 = the radix select): a kernel path each, whole or split, off or on), the
+    top-k's held rows (ROW_REGS: 0 the radix select, a count the held select beside it, "auto" held-only where the
+    cache allows; a space mixing words and counts covers every value): a kernel path each, whole or split, off or
+    on), the
     config of the space nearest the default that
     has it. Not the full product: one config per value.
 The default is evaluated at a representative problem (the op's first "tiny" shape case), the space is
