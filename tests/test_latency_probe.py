@@ -29,6 +29,31 @@ def test_ticket_probe_sums_every_partial_and_rearms(programs, sem, gather):
     assert part.tolist() == list(range(1, programs + 1))
 
 
+@pytest.mark.parametrize("programs,group,levels", ((9, 1, 1), (9, 4, 1), (16, 4, 1), (9, 4, 2), (16, 8, 2), (5, 8, 2)))
+@pytest.mark.parametrize("gather", (True, False))
+def test_grouped_ticket_probe_sums_each_group_once_and_rearms(programs, group, levels, gather):
+    """Tickets per group of programs (the last of each adds its group's partials) and the two-level tree (the last
+    group's last adds them all): the count is each partial once per launch, and every ticket is zero again."""
+    part = torch.full((programs,), -3, dtype=torch.int32)
+    tickets = torch.full((probe.ticket_count(programs, group, levels) + 1,), 0, dtype=torch.int32)
+    tickets[-1] = 7                                                 # one past the last ticket: never touched
+    count = torch.zeros(1, dtype=torch.int32)
+    for launch in range(1, 3):
+        probe.ticket_probe(part, tickets, count, gather=gather, group=group, levels=levels)
+        assert count.item() == launch * programs * (programs + 1) // 2
+        assert tickets[:-1].tolist() == [0] * (tickets.numel() - 1) and tickets[-1].item() == 7
+    assert part.tolist() == list(range(1, programs + 1))
+
+
+def test_ticket_probe_rejects_a_bad_tree():
+    part, count = torch.zeros(4, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    for group, levels in ((3, 1), (-1, 1), (0, 2), (4, 3)):
+        with pytest.raises(ValueError, match="ticket_probe"):
+            probe.ticket_probe(part, torch.zeros(8, dtype=torch.int32), count, group=group, levels=levels)
+    with pytest.raises(ValueError, match="1 tickets for 3 needed"):               # 2 groups of 2 and the top
+        probe.ticket_probe(part, torch.zeros(1, dtype=torch.int32), count, group=2, levels=2)
+
+
 def test_latency_measures_are_registered_and_need_a_gpu(monkeypatch):
     assert {"launch_us", "launch_pdl_us", "ticket_us"} <= set(calibrate.MEASURES)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
