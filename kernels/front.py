@@ -34,11 +34,12 @@ from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
 
-def _gemm_activation(x, M: int, unused_scales):
-    """The fused GEMMs' fp8 activation: at small M quantized in the kernel's prologue (x as is, rows
-    contiguous; `unused_scales` fills the scale argument the kernel then ignores), else by one
-    act_quant pass first (as fp8_linear). -> (activation, scales, quantized in the kernel)."""
-    if M <= KL.PROLOGUE_QUANT_MAX_M:
+def _gemm_activation(x, M: int, unused_scales, gemv: bool = False):
+    """The fused GEMMs' fp8 activation: at small M, and always for the BM 1 GEMV tile (`gemv`: it reads bf16 rows
+    and quantizes each itself, as fp8_linear's GEMV at any M), quantized in the kernel (x as is, rows contiguous;
+    `unused_scales` fills the scale argument the kernel then ignores), else by one act_quant pass first (as
+    fp8_linear). -> (activation, scales, quantized in the kernel)."""
+    if gemv or M <= KL.PROLOGUE_QUANT_MAX_M:
         return (x if x.stride(1) == 1 else x.contiguous()), unused_scales, True
     xq, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
     return xq, sx, False
@@ -201,7 +202,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     kv = torch.empty((M, DH), dtype=torch.bfloat16, device=dev)
     if M == 0:
         return qr, kv
-    xin, sx, quant_in_gemm = _gemm_activation(x, M, qr)
+    xin, sx, quant_in_gemm = _gemm_activation(x, M, qr, cfg["BM"] == 1)
     split, nb = _gemm_split(cfg, K, quant_in_gemm, "attention_front")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = ((NQ + DH) // bn, split, triton.cdiv(M, bm))
@@ -221,12 +222,11 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
 
 def _gemm_split(cfg: dict, K: int, quant_in_gemm: bool, op: str) -> tuple[int, int]:
     """(K splits, K blocks per GEMV step) of an epilogue GEMM's config; BM 1 (the GEMV) needs x quantized in the
-    kernel (M <= PROLOGUE_QUANT_MAX_M) and NB dividing each split's K blocks."""
+    kernel (_gemm_activation does so for it at every M) and NB dividing each split's K blocks."""
     split = KL._fit_split(cfg["SPLIT"], K // 128)
     nb = int(cfg.get("NB", 1))
     if cfg["BM"] == 1 and not quant_in_gemm:
-        raise ValueError(f"{op}: config BM 1 (the GEMV) is for M <= {KL.PROLOGUE_QUANT_MAX_M} tokens (x quantized in "
-                         f"the kernel)")
+        raise ValueError(f"{op}: config BM 1 (the GEMV) reads bf16 x rows: x must be quantized in the kernel")
     if nb < 1 or nb & (nb - 1) or (K // 128 // split) % nb:
         raise ValueError(f"{op}: config NB={nb} must be a power of two dividing the {K // 128 // split} K blocks of "
                          f"each of the {split} splits")
@@ -238,12 +238,13 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
                         M, N, K, sxm, HL, DH, R2, eps_q,
                         KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                         RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
-                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False):
+                        HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
+                        HEAD_SUM: tl.constexpr = False):
     # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row
-    # block, head) (kernels/linear.py fp8_tile_head_ticket)
+    # block, head) (kernels/linear.py fp8_tile_head_ticket; HEAD_SUM: the head's ticket only)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, DH, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB, PDL)
+                                                     NB, PDL, HEAD_SUM, BLOCK_D)
     if last:
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
             tok = pid_m * BM + r0 + tl.arange(0, RB)
@@ -255,7 +256,13 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
 
 
 def attention_q_configs(params: dict) -> list[dict]:
-    return _epilogue_configs(params)
+    return head_sum_configs(_epilogue_configs(params))
+
+
+def head_sum_configs(configs: list[dict]) -> list[dict]:
+    """A space of fp8_tile_head_ticket GEMMs, and each one-token GEMV tile with split K once more with SPLIT_SUM
+    "head" (one ticket stage: kernels/linear.py head_sum_option)."""
+    return configs + [{**c, "SPLIT_SUM": "head"} for c in configs if c["BM"] == 1 and c["SPLIT"] > 1]
 
 
 def attention_q_default(params: dict) -> dict:
@@ -286,7 +293,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
     KL._check_cfg(cfg)
     if M == 0:
         return out
-    xin, sx, quant_in_gemm = _gemm_activation(x, M, out)
+    xin, sx, quant_in_gemm = _gemm_activation(x, M, out, cfg["BM"] == 1)
     split, nb = _gemm_split(cfg, K, quant_in_gemm, "attention_q")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = (N // bn, split, triton.cdiv(M, bm))
@@ -297,8 +304,8 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), HL, head_dim, r // 2,
         _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
-        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **pdl_args(dev, M, weight))
+        HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, HEAD_SUM=KL.head_sum_option(cfg, "attention_q"),
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, weight))
     return out
 
 

@@ -778,20 +778,21 @@ def _indexer_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, po
                       R: tl.constexpr, KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                       SPLIT: tl.constexpr, RB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                       RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr, NB: tl.constexpr = 1,
-                      PDL: tl.constexpr = False):
+                      PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False):
     # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row block,
-    # head) (kernels/linear.py fp8_tile_head_ticket)
+    # head) (kernels/linear.py fp8_tile_head_ticket; HEAD_SUM: the head's ticket only)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, 128, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB, PDL)
+                                                     NB, PDL, HEAD_SUM, 128)
     if last:
         d = tl.arange(0, 128)
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
             tok = pid_m * BM + r0 + tl.arange(0, RB)
-            tmask = (tok < M)[:, None]
+            mine = (tok < M) & (tok < (pid_m + 1) * BM)   # RB >= 16 rows (the Hadamard's MMA) may pass the block
+            tmask = mine[:, None]
             row = y_ptr + (tok.to(tl.int64) * HL + head)[:, None] * 128 + d[None, :]
             q = tl.load(row, mask=tmask, other=0.0, cache_modifier=".cg").to(tl.float32)
-            ang = tl.load(pos_ptr + tok, mask=tok < M, other=0).to(tl.float32)
+            ang = tl.load(pos_ptr + tok, mask=mine, other=0).to(tl.float32)
             q = rope_rows(q, ang, f_ptr, 128, R, RNE_FIX)
             tl.store(row, hadamard_fp4_rows(q, RNE_FIX, DOT_UPCAST), mask=tmask)
         tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
@@ -832,7 +833,8 @@ def indexer_q_configs(params: dict) -> list[dict]:
     gemv = [base] if base["BM"] == 1 else []           # one token: the default's GEMV tile (fp8_configs has no BM 1)
     if gemv:   # and the GEMV shape that won in the step at one token four times (session 23: NB 1, the widest split,
         gemv.append({**base, "NB": 1, "SPLIT": max(1, k // 128), "num_warps": 4})              # 4 warps), one launch
-    return (fused + gemv + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
+    from kernelbench.kernels.front import head_sum_configs
+    return (fused + head_sum_configs(gemv) + [{**base, "PATH": "split", "EPI_WARPS": w} for w in EPILOGUE_WARPS]
             + [{**base, "PATH": "split", "EPI": "rows", "EPI_WARPS": 4}])
 
 
@@ -885,8 +887,8 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     out = torch.empty(M, hl, DI, dtype=torch.bfloat16, device=dev)
     if M == 0:
         return out
-    xin, sx, quant_in_gemm = _gemm_activation(qr, M, out)
-    split, nb = _gemm_split(cfg, K, quant_in_gemm, "indexer_q")      # the GEMV (BM 1) only at one token, as front's
+    xin, sx, quant_in_gemm = _gemm_activation(qr, M, out, cfg["BM"] == 1)
+    split, nb = _gemm_split(cfg, K, quant_in_gemm, "indexer_q")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = (N // bn, split, triton.cdiv(M, bm))
     part = out if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=dev)
@@ -895,8 +897,8 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         xin, sx, weight.contiguous(), weight_scale.contiguous().view(torch.uint8), out, part, tickets,
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
         BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **pdl_args(dev, M, weight))
+        RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, HEAD_SUM=KL.head_sum_option(cfg, "indexer_q"),
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, weight))
     return out
 
 

@@ -119,12 +119,14 @@ def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE
 def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, sxm, HL, HEAD_W,
                          KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                          QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1,
-                         PDL: tl.constexpr = False):
+                         PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False, HEAD_BLOCK: tl.constexpr = 1):
     """The prologue of the GEMMs with a per-head epilogue (attention_q, indexer_q): program (pid_n, pid_s, pid_m)
     computes its (BN, BM) fp8 tile of y (M, N = HL heads of HEAD_W) as _fp8_linear_kernel does (x bf16 quantized here
     when QUANT, else codes with sx; BM == 1: fp8_linear's GEMV, fp8_rows_tile), finishes it through splitk_store
     (tickets: ceil(M / BM) * N / BN tile tickets in cnt, then one per (row block, head)), and the program finishing a
-    tile takes its head's ticket.
+    tile takes its head's ticket. HEAD_SUM (config SPLIT_SUM "head", SPLIT > 1): one ticket stage instead of two;
+    every program stores its partial and takes the head's ticket, and the head's last sums the head's partials
+    (HEAD_BLOCK >= HEAD_W columns, a power of two; split order 0..S-1 as splitk_store: the same bf16 y) and stores y.
     -> (last, ticket, head, pid_m): last is true in the program that finished the head's last tile: it owns the
     head's epilogue over the row block and puts `ticket` back to zero after it."""
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -140,15 +142,46 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
     acc = fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
                         pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT)
     NT = tl.num_programs(0)
-    done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
-                        mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
     head = (pid_n * BN) // HEAD_W
     ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
     last = False
-    if done:
-        tl.debug_barrier()                            # the tile's bf16 stores before the release
-        last = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == HEAD_W // BN - 1
+    if HEAD_SUM and SPLIT > 1:
+        ooff = rm[None, :] * N + rn[:, None]
+        tl.store(part_ptr + ooff + pid_s * M * N, acc, mask=mmask[None, :] & (rn < N)[:, None])
+        tl.debug_barrier()                            # every thread's partial is stored before the release
+        last = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (HEAD_W // BN) * SPLIT - 1
+        if last:
+            hc = tl.arange(0, HEAD_BLOCK)
+            hoff = rm[None, :] * N + (head * HEAD_W + hc)[:, None]
+            hmask = mmask[None, :] & (hc < HEAD_W)[:, None]
+            tot = tl.zeros((HEAD_BLOCK, BM), dtype=tl.float32)
+            for s in tl.static_range(SPLIT):          # fixed order: the result does not depend on arrival
+                tot += tl.load(part_ptr + hoff + s * M * N, mask=hmask, other=0.0, cache_modifier=".cg")
+            tl.store(y_ptr + hoff, to_bf16(tot, RNE_FIX), mask=hmask)
+            tl.debug_barrier()                        # the head's y before the epilogue reloads it
+    else:
+        done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
+                            mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
+        if done:
+            tl.debug_barrier()                        # the tile's bf16 stores before the release
+            last = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == HEAD_W // BN - 1
     return last, ticket, head, pid_m
+
+
+SPLIT_SUMS = ("tile", "head")
+
+
+def head_sum_option(cfg: dict, op: str) -> bool:
+    """Config SPLIT_SUM of the GEMMs with a per-head epilogue (fp8_tile_head_ticket): "tile" (default) each output
+    tile's last split program sums its partials, then the tiles take the head's ticket (two ticket stages); "head"
+    every program takes the head's ticket and the head's last sums all its partials (one stage). "head" is for the
+    one-token GEMV tile (BM 1): a larger row block would hold BM x HEAD_W sums in the one program."""
+    mode = cfg.get("SPLIT_SUM", "tile")
+    if mode not in SPLIT_SUMS:
+        raise ValueError(f"{op}: config SPLIT_SUM={mode!r}: one of {SPLIT_SUMS}")
+    if mode == "head" and cfg["BM"] != 1:
+        raise ValueError(f"{op}: config SPLIT_SUM 'head' is for the one-token GEMV tile (BM 1), got BM {cfg['BM']}")
+    return mode == "head"
 
 
 @triton.jit

@@ -5,6 +5,7 @@ defaults, not part of the shipped registry. Load with `kernelbench bench --modul
 from __future__ import annotations
 
 from kernelbench.kernels import compressor as C
+from kernelbench.kernels import front as F
 from kernelbench.kernels import indexer as I
 from kernelbench.kernels import mhc as M
 from kernelbench.registry import register_impl
@@ -52,3 +53,24 @@ _variant("indexer_q", "triton_w4", I.indexer_q, _iq_default, {"num_warps": 4}, l
 _variant("indexer_q", "triton_bn32", I.indexer_q, _iq_default, {"BN": 32}, lambda: [I._indexer_q_kernel])
 _variant("mhc_post_pre_norm", "triton_bt16", M.mhc_post_pre_norm, _norm_default, {"BLOCK_T": 16, "num_warps": 4},
          lambda: [M._mhc_proj, M._mhc_mix])
+
+
+# session 28: one ticket stage instead of two in the GEMMs with a per-head epilogue (config SPLIT_SUM "head",
+# kernels/linear.py fp8_tile_head_ticket), on the config the step runs (the tuned entry, else the default)
+def _aq_config(kw):
+    from kernelbench.kernels.front import attention_q_default
+    from kernelbench.tuned_configs import lookup
+    key = {"M": kw["x"].shape[0], "N": kw["weight"].shape[0], "K": kw["x"].shape[1]}
+    return lookup("attention_q", key, attention_q_default(key))
+
+
+def _iq_gemv(kw):      # the fused one-token GEMV that won in the step in session 23 (NB 1, widest split, 4 warps)
+    base = _iq_default(kw)
+    return {**base, "PATH": "fused", "NB": 1, "SPLIT": kw["qr"].shape[1] // 128, "num_warps": 4}
+
+
+_variant("attention_q", "triton_headsum", F.attention_q, _aq_config, {"SPLIT_SUM": "head"},
+         lambda: [F._attention_q_kernel])
+_variant("indexer_q", "triton_gemv", I.indexer_q, _iq_gemv, {}, lambda: [I._indexer_q_kernel])
+_variant("indexer_q", "triton_gemv_headsum", I.indexer_q, _iq_gemv, {"SPLIT_SUM": "head"},
+         lambda: [I._indexer_q_kernel])

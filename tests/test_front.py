@@ -42,12 +42,14 @@ def _gemm_cfgs(m, split, gemv):
     return cfg, cfg
 
 
-@pytest.mark.parametrize("m,split,gemv", [(1, 2, False), (17, 2, False), (3, 1, False), (1, 2, True), (1, 1, True)])
+@pytest.mark.parametrize("m,split,gemv", [(1, 2, False), (17, 2, False), (3, 1, False), (1, 2, True), (1, 1, True),
+                                          (3, 2, True)])
 def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, gemv, monkeypatch):
     """With the same GEMM config the fused kernel's kv and window ring are the separate fp8_linear + kv_write
     kernels' bit for bit (same tiles or the same GEMV, same split order, same kv_write arithmetic) and qr is
     fp8_linear + rms_norm up to the norm's summation order; it reruns bit for bit, leaves every ticket at zero, and is
-    one launch when x is quantized in the GEMM (M <= PROLOGUE_QUANT_MAX_M), two otherwise."""
+    one launch when x is quantized in the GEMM (M <= PROLOGUE_QUANT_MAX_M, or the BM 1 GEMV at any M: it reads bf16
+    rows, as fp8_linear's), two otherwise."""
     monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
     cfg, lin_cfg = _gemm_cfgs(m, split, gemv)
     fused = registry.get_impl("attention_front", "triton").fn
@@ -66,7 +68,7 @@ def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, gemv, m
     with capture() as launches:
         fused(**_inputs(m), config=cfg)
     names = [l.name.split(":")[1] for l in launches]
-    assert names[-1] == "_attention_front_kernel" and len(names) == (1 if m == 1 else 2)
+    assert names[-1] == "_attention_front_kernel" and len(names) == (1 if m == 1 or gemv else 2)
 
 
 def test_attention_front_bad_inputs():
@@ -78,8 +80,6 @@ def test_attention_front_bad_inputs():
         fused(**{**a, "positions": a["positions"][:1]})
     with pytest.raises(ValueError, match="window_cache"):
         fused(**{**a, "window_cache": a["window_cache"][:, :, :64]})
-    with pytest.raises(ValueError, match="BM 1"):                 # the GEMV at 2 tokens: x is quantized before
-        fused(**a, config={**GEMV, "SPLIT": 1})
     with pytest.raises(ValueError, match="NB=4"):                 # 2 K blocks per split cannot take 4 a step
         fused(**_inputs(1), config={**GEMV, "SPLIT": 1, "NB": 4})
 
@@ -97,13 +97,16 @@ def test_attention_q_matches_reference(m, values):
     verify("attention_q", {**QSMALL, "M": m, "ragged": m > 1}, values, 5, "contiguous")
 
 
-@pytest.mark.parametrize("m,split,gemv", [(1, 2, False), (17, 2, False), (3, 1, False), (1, 2, True)])
-def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, monkeypatch):
+@pytest.mark.parametrize("m,split,gemv,split_sum", [(1, 2, False, "tile"), (17, 2, False, "tile"), (3, 1, False, "tile"),
+                                                   (1, 2, True, "tile"), (1, 2, True, "head"), (3, 2, True, "head")])
+def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, split_sum, monkeypatch):
     """Same GEMM config (tiles, or fp8_linear's GEMV at one token): bit for bit the separate fp8_linear +
-    head_rms_norm_rope kernels (the same loop, split order and head arithmetic); one launch at M <=
-    PROLOGUE_QUANT_MAX_M, two above; tickets back at zero."""
+    head_rms_norm_rope kernels (the same loop, split order and head arithmetic), whichever program sums a tile's
+    split-K partials (SPLIT_SUM "head": the head's last, one ticket stage); one launch at M <= PROLOGUE_QUANT_MAX_M
+    and for the GEMV at any M, two otherwise; tickets back at zero."""
     monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
     cfg, lin_cfg = _gemm_cfgs(m, split, gemv)
+    cfg = {**cfg, "SPLIT_SUM": split_sum}
     spec = registry.get_op("attention_q")
     a = spec.make_inputs({**QSMALL, "M": m, "ragged": m > 1}, torch.Generator().manual_seed(4), "cpu", "normal")
     fused = registry.get_impl("attention_q", "triton").fn
@@ -116,7 +119,7 @@ def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, monke
     with capture() as launches:
         fused(**a, config=cfg)
     names = [l.name.split(":")[1] for l in launches]
-    assert names[-1] == "_attention_q_kernel" and len(names) == (1 if m == 1 else 2)
+    assert names[-1] == "_attention_q_kernel" and len(names) == (1 if m == 1 or gemv else 2)
 
 
 def test_attention_q_bad_inputs():
@@ -127,6 +130,23 @@ def test_attention_q_bad_inputs():
         fused(**{**a, "head_dim": 96})
     with pytest.raises(TypeError, match="weight"):
         fused(**{**a, "weight": a["weight"].float()})
+    tile = {"BM": 16, "BN": 32, "SPLIT": 2, "num_warps": 4, "num_stages": 2, "RB": 4}
+    with pytest.raises(ValueError, match="SPLIT_SUM 'head' is for the one-token GEMV tile"):
+        fused(**a, config={**tile, "SPLIT_SUM": "head"})
+    with pytest.raises(ValueError, match="SPLIT_SUM='rows'"):
+        fused(**a, config={**tile, "SPLIT_SUM": "rows"})
+
+
+def test_attention_q_space_has_one_ticket_stage_beside_each_split_gemv():
+    """The config space holds SPLIT_SUM "head" exactly for the one-token GEMV tiles with split K (verify's covering
+    set then runs it: a categorical option)."""
+    from kernelbench.kernels.front import attention_q_configs
+    space = attention_q_configs({"M": 1, "N": 4096, "K": 1024})
+    head = [c for c in space if c.get("SPLIT_SUM") == "head"]
+    split_gemv = [c for c in space if c["BM"] == 1 and c["SPLIT"] > 1 and "SPLIT_SUM" not in c]
+    assert head and len(head) == len(split_gemv)
+    assert [{k: v for k, v in c.items() if k != "SPLIT_SUM"} for c in head] == split_gemv
+    assert not any(c.get("SPLIT_SUM") for c in attention_q_configs({"M": 16, "N": 4096, "K": 1024}))
 
 
 def test_attention_q_tolerance_admits_a_scale_flip_and_rejects_real_bugs():

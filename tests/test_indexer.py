@@ -5,6 +5,8 @@ hypothesis over ragged batches; the verify engine's check), bad inputs, and the 
 shipped configs."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from hypothesis import given
@@ -527,8 +529,9 @@ def test_indexer_q_one_launch_equals_two(gen, cfg):
 
 def test_indexer_q_one_token_gemv_and_its_limits(gen):
     """At one token the fused path's GEMM may be fp8_linear's BM 1 GEMV (the default tile there, front.py's
-    _epilogue_default): against the two-launch version as above; the GEMV is refused above one token (x is then
-    quantized before the GEMM) and an NB that does not divide a split's K blocks is refused (front.py _gemm_split)."""
+    _epilogue_default): against the two-launch version as above; above one token the GEMV quantizes each bf16 row
+    itself as well (a verify path of a one-token tuned entry draws several tokens) and matches too; an NB that does
+    not divide a split's K blocks is refused (front.py _gemm_split)."""
     hi, qr = 3, 512
     wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
     x = torch.randn(2, qr, generator=gen).bfloat16()
@@ -539,8 +542,10 @@ def test_indexer_q_one_token_gemv_and_its_limits(gen):
     out = K.indexer_q(x[:1], wq, ws, pos[:1], fr, config=gemv)
     assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
     assert (out != ref).float().mean() < 0.01
-    with pytest.raises(ValueError, match="BM 1"):
-        K.indexer_q(x, wq, ws, pos, fr, config=gemv)
+    two = K.indexer_q(x, wq, ws, pos, fr, config=gemv)
+    ref2 = K.indexer_q_v1(x, wq, ws, pos, fr)
+    assert_close(two, ref2, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
+    assert torch.equal(two[:1], out)                                  # row 0 does not depend on row 1
     with pytest.raises(ValueError, match="NB=4"):
         K.indexer_q(x[:1], wq, ws, pos[:1], fr, config={**gemv, "NB": 4})
 
@@ -557,11 +562,20 @@ def test_indexer_q_one_token_space_holds_the_widest_split_gemv(gen):
     assert any((c["BN"], c["NB"], c["SPLIT"], c["num_warps"], c["PATH"]) == (64, 1, qr // 128, 4, "fused")
                for c in space), space
     ref = K.indexer_q_v1(x, wq, ws, pos, fr)
+    outs = {}
     for cfg in space:
         for _ in range(2):
             out = K.indexer_q(x, wq, ws, pos, fr, config=cfg)
             assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
             assert (out != ref).float().mean() < 0.01, cfg
+        outs[json.dumps(cfg, sort_keys=True)] = out
+    # the fused GEMVs with split K once more with one ticket stage (SPLIT_SUM "head"): the same sums in the same
+    # split order, so the same bits as the two-stage form
+    heads = [c for c in space if c.get("SPLIT_SUM") == "head"]
+    assert heads and all(c["PATH"] == "fused" and c["SPLIT"] > 1 for c in heads)
+    for c in heads:
+        tile = {k: v for k, v in c.items() if k != "SPLIT_SUM"}
+        assert torch.equal(outs[json.dumps(c, sort_keys=True)], outs[json.dumps(tile, sort_keys=True)]), c
 
 
 @pytest.mark.parametrize("t, hi", [(1, 3), (7, 5)])
