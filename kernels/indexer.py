@@ -375,8 +375,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
-    follows the actual context, never the capacity). a = 1: program 0 runs the one-program top-k (_topk_row) and
-    the others exit. Else program j < a selects the TOPK largest of its segment (or keeps a segment of <= TOPK
+    follows the actual context, never the capacity), one when n <= TOPK. a = 1: program 0 runs the one-program
+    top-k (_topk_row: a row of <= TOPK scores padded with -1) and the others exit. Else program j < a selects the TOPK largest of its segment (or keeps a segment of <= TOPK
     whole) into its candidate slot (packed, unsorted, zero-padded) with its threshold key l_j and its m-th key
     u_j (m = ceil(TOPK / a)), and takes a ticket. The last to arrive merges: the k-th largest of the row is
     >= max_j l_j (segment j alone holds TOPK keys >= l_j) and >= min_j u_j (a x m >= TOPK keys are >= it), so only
@@ -390,7 +390,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     p = tl.load(pos_ptr + t)
     n = (p + 1) // RATIO
     a = tl.minimum(tl.maximum(n // SEG_MIN, 1), SEG)
-    sc_row = sc_ptr + t * s_st
+    a = tl.where(n <= TOPK, 1, a)             # a row of <= TOPK scores is packed and sorted whole by _topk_row: the
+    sc_row = sc_ptr + t * s_st                # merge below assumes >= TOPK survivors (else its tail is unwritten)
     if j == 0:
         _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W, WP)
     if a == 1:

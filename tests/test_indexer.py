@@ -225,6 +225,27 @@ def test_csa_indices_refuse_a_bad_window(gen):
             fn(qi=qi.float(), w=w, k_cache=keys, seq_ids=seq, positions=pos, topk=8, window=16)
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_split_topk_on_rows_shorter_than_the_top_k(gen, fast):
+    """A row long enough for several segments (SEG_MIN 4) but shorter than the top-k (25 and 18 scores against 64)
+    is the one-program top-k's: every score in order, then -1 padding. Session 28: the split kernel cut it into
+    segments and its merge, which assumes at least top-k survivors, left the tail of the list unwritten (CPU
+    `kernelbench verify csa_indices`, the covering path SEGMENTS 4 / SEG_MIN 4). indexer_topk and csa_indices, run
+    twice (the ticket re-armed)."""
+    from kernelbench.reference.indexer import csa_indices
+    qi, w, keys, seq, pos = _exact_case(gen, t=3, hi=20, cap=70, positions=(100, 71, 279), ties=False)
+    cfg = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": 4, "SEG_MIN": 4,
+           "FAST": fast}
+    ref = indexer_topk(qi, w, keys, seq, pos, 64)
+    assert (ref[0][0] == -1).sum() == 64 - 25 and (ref[0][1] == -1).sum() == 64 - 18
+    csa_ref = csa_indices(qi, w, keys, seq, pos, 64, 16)
+    for _ in range(2):
+        out = K.indexer_topk(qi, w, keys, seq, pos, 64, config=cfg)
+        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+        rows, lengths = K.csa_indices(qi, w, keys, seq, pos, 64, 16, config=cfg)
+        assert torch.equal(rows, csa_ref[0]) and torch.equal(lengths, csa_ref[1])
+
+
 def test_split_topk_ties_across_segments(gen):
     """Every score equal, 3 segments: each selects its lowest 5 indices, the bound keeps all 15 candidates and the
     merge must return indices 0..4 (ties to the lower index across segments), as the one-program top-k."""
