@@ -376,8 +376,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
     follows the actual context, never the capacity), one when n <= TOPK. a = 1: program 0 runs the one-program
-    top-k (_topk_row: a row of <= TOPK scores padded with -1) and the others exit. Else program j < a selects the TOPK largest of its segment (or keeps a segment of <= TOPK
-    whole) into its candidate slot (packed, unsorted, zero-padded) with its threshold key l_j and its m-th key
+    top-k (_topk_row: a row of <= TOPK scores padded with -1) and the others exit. Else program j < a selects the
+    TOPK largest of its segment (or keeps a segment of <= TOPK whole) into its candidate slot (packed, unsorted, zero-padded) with its threshold key l_j and its m-th key
     u_j (m = ceil(TOPK / a)), and takes a ticket. The last to arrive merges: the k-th largest of the row is
     >= max_j l_j (segment j alone holds TOPK keys >= l_j) and >= min_j u_j (a x m >= TOPK keys are >= it), so only
     candidates >= the larger bound can be in the top-k (at least TOPK of them); they are compacted in slot order
@@ -881,6 +881,9 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     if path not in INDEXER_Q_PATHS:
         raise ValueError(f"indexer_q: PATH={path!r} must be one of {', '.join(INDEXER_Q_PATHS)}")
     if path == "split":
+        if cfg.get("SPLIT_SUM", "tile") != "tile":
+            raise ValueError("indexer_q: config SPLIT_SUM is the fused path's (PATH 'fused'); PATH 'split' runs "
+                             "fp8_linear, then the epilogue launch")
         return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg.get("EPI_WARPS", 2),
                                 cfg.get("EPI", "row"))
     if DI % cfg["BN"]:

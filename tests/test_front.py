@@ -97,8 +97,9 @@ def test_attention_q_matches_reference(m, values):
     verify("attention_q", {**QSMALL, "M": m, "ragged": m > 1}, values, 5, "contiguous")
 
 
-@pytest.mark.parametrize("m,split,gemv,split_sum", [(1, 2, False, "tile"), (17, 2, False, "tile"), (3, 1, False, "tile"),
-                                                   (1, 2, True, "tile"), (1, 2, True, "head"), (3, 2, True, "head")])
+@pytest.mark.parametrize("m,split,gemv,split_sum", [(1, 2, False, "tile"), (17, 2, False, "tile"),
+                                                   (3, 1, False, "tile"), (1, 2, True, "tile"), (1, 2, True, "head"),
+                                                   (3, 2, True, "head")])
 def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, split_sum, monkeypatch):
     """Same GEMM config (tiles, or fp8_linear's GEMV at one token): bit for bit the separate fp8_linear +
     head_rms_norm_rope kernels (the same loop, split order and head arithmetic), whichever program sums a tile's

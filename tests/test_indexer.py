@@ -567,6 +567,8 @@ def test_indexer_q_one_token_gemv_and_its_limits(gen):
     ref2 = K.indexer_q_v1(x, wq, ws, pos, fr)
     assert_close(two, ref2, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
     assert torch.equal(two[:1], out)                                  # row 0 does not depend on row 1
+    with pytest.raises(ValueError, match="SPLIT_SUM is the fused path's"):
+        K.indexer_q(x, wq, ws, pos, fr, config={**gemv, "PATH": "split", "SPLIT_SUM": "head"})
     with pytest.raises(ValueError, match="NB=4"):
         K.indexer_q(x[:1], wq, ws, pos[:1], fr, config={**gemv, "NB": 4})
 

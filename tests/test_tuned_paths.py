@@ -1,8 +1,9 @@
-"""Every entry of the shipped tuned table (kernelbench/tuned/v1.json) is a verify path of the impl it was tuned for (verify_paths.select_paths:
-the entry's config over the default at the representative problem), and verify runs each path on examples of every
-size its op's strategy draws, not only at the key the entry was tuned for. So each path must compute its op at
-every "tiny" case of the op (one and several tokens): session 28 found `kernelbench verify attention_front
-attention_q` failing on the CPU because their one-token entries (the BM 1 GEMV) refused two tokens."""
+"""Every entry of the shipped tuned table (kernelbench/tuned/v1.json) is a verify path of the impl it was tuned
+for (verify_paths.select_paths: the entry's config over the default at the representative problem), and verify
+runs each path on examples of every size its op's strategy draws, not only at the key the entry was tuned for. So
+each path must compute its op at every "tiny" case of the op (one and several tokens): session 28 found
+`kernelbench verify attention_front attention_q` failing on the CPU because their one-token entries (the BM 1 GEMV)
+refused two tokens."""
 import pytest
 import torch
 
