@@ -1,6 +1,7 @@
 """The registry sweep (STYLE.md item 7): verify every registered (op, implementation) pair on the CPU
 (Triton kernels in the interpreter) with a few derandomized examples at the strategies' small
-shapes, plus one 'large'-values example at the shape of the pair's first drawn example. It fails if an
+shapes (PATH_EXAMPLES on each config path of impl triton, verify_paths.py), plus one 'large'-values example at
+the shape of the pair's first drawn example; one test item per op. It fails if an
 enabled implementation produced no result, or if one failed verification without being listed below.
 Skips, known failures and the pairs swept only with KB_SLOW=1 (old versions kept for comparison, verified
 by fast tests in their family's file) live here, each with its reason.
