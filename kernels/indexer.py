@@ -377,10 +377,11 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
     follows the actual context, never the capacity), one when n <= TOPK. a = 1: program 0 runs the one-program
     top-k (_topk_row: a row of <= TOPK scores padded with -1) and the others exit. Else program j < a selects the
-    TOPK largest of its segment (or keeps a segment of <= TOPK whole) into its candidate slot (packed, unsorted, zero-padded) with its threshold key l_j and its m-th key
-    u_j (m = ceil(TOPK / a)), and takes a ticket. The last to arrive merges: the k-th largest of the row is
-    >= max_j l_j (segment j alone holds TOPK keys >= l_j) and >= min_j u_j (a x m >= TOPK keys are >= it), so only
-    candidates >= the larger bound can be in the top-k (at least TOPK of them); they are compacted in slot order
+    TOPK largest of its segment (or keeps a segment of <= TOPK whole) into its candidate slot (packed, unsorted,
+    zero-padded) with its threshold key l_j and its m-th key u_j (m = ceil(TOPK / a)), and takes a ticket. The
+    last to arrive merges: the k-th largest of the row is >= max_j l_j (segment j alone holds TOPK keys >= l_j) and
+    >= min_j u_j (a x m >= TOPK keys are >= it), so only candidates >= the larger bound can be in the top-k (at
+    least TOPK of them, as n > TOPK); they are compacted in slot order
     (FILTER at a time), then selected and sorted as one row. Equal keys stay in index order through both steps
     (segments in row order; inside a slot the keys above l_j, then those equal to it, each in index order), so ties
     go to the lower index, as in the one-program select. ROW_W > 0 (csa_indices): program 0 writes the attention

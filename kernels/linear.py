@@ -85,6 +85,24 @@ def fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx
 
 
 @triton.jit
+def ticket_arrive(ticket, arrivals):
+    """After this program's stores: a CTA barrier (every thread's stores come before the release), then `ticket`
+    (int32, zero between launches) taken acq_rel -> whether this program is the last of `arrivals` to arrive (it then
+    sees every other arrival's stores)."""
+    tl.debug_barrier()
+    return tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == arrivals - 1
+
+
+@triton.jit
+def sum_partials(tot, part_ptr, off, mask, PART_STRIDE, SPLIT: tl.constexpr):
+    """tot + the SPLIT fp32 partials at part + off + s * PART_STRIDE, s = 0..SPLIT-1 in that order (the result does not
+    depend on which program arrived last: bit-identical reruns), loaded past L1 (other programs stored them)."""
+    for s in tl.static_range(SPLIT):
+        tot += tl.load(part_ptr + off + s * PART_STRIDE, mask=mask, other=0.0, cache_modifier=".cg")
+    return tot
+
+
+@triton.jit
 def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE, SPLIT: tl.constexpr,
                  REDUCE: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr):
     """Store a (BN, BM) fp32 tile at out + ooff (SPLIT == 1), or its split-K partial at part + ooff + pid_s *
@@ -101,12 +119,9 @@ def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE
         tl.store(part_ptr + ooff + pid_s * PART_STRIDE, acc, mask=omask)
         done = False
         if REDUCE:
-            tl.debug_barrier()                        # every thread's partial is stored before the release
-            done = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == SPLIT - 1
+            done = ticket_arrive(ticket, SPLIT)
             if done:
-                tot = tl.zeros(acc.shape, dtype=tl.float32)
-                for s in tl.static_range(SPLIT):      # fixed order: the result does not depend on arrival
-                    tot += tl.load(part_ptr + ooff + s * PART_STRIDE, mask=omask, other=0.0, cache_modifier=".cg")
+                tot = sum_partials(tl.zeros(acc.shape, dtype=tl.float32), part_ptr, ooff, omask, PART_STRIDE, SPLIT)
                 if OUT_BF16:
                     tl.store(out_ptr + ooff, to_bf16(tot, RNE_FIX), mask=omask)
                 else:
@@ -144,27 +159,24 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
     NT = tl.num_programs(0)
     head = (pid_n * BN) // HEAD_W
     ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
+    ooff = rm[None, :] * N + rn[:, None]
+    omask = mmask[None, :] & (rn < N)[:, None]
     last = False
     if HEAD_SUM and SPLIT > 1:
-        ooff = rm[None, :] * N + rn[:, None]
-        tl.store(part_ptr + ooff + pid_s * M * N, acc, mask=mmask[None, :] & (rn < N)[:, None])
-        tl.debug_barrier()                            # every thread's partial is stored before the release
-        last = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (HEAD_W // BN) * SPLIT - 1
+        tl.store(part_ptr + ooff + pid_s * M * N, acc, mask=omask)
+        last = ticket_arrive(ticket, (HEAD_W // BN) * SPLIT)
         if last:
             hc = tl.arange(0, HEAD_BLOCK)
             hoff = rm[None, :] * N + (head * HEAD_W + hc)[:, None]
             hmask = mmask[None, :] & (hc < HEAD_W)[:, None]
-            tot = tl.zeros((HEAD_BLOCK, BM), dtype=tl.float32)
-            for s in tl.static_range(SPLIT):          # fixed order: the result does not depend on arrival
-                tot += tl.load(part_ptr + hoff + s * M * N, mask=hmask, other=0.0, cache_modifier=".cg")
+            tot = sum_partials(tl.zeros((HEAD_BLOCK, BM), dtype=tl.float32), part_ptr, hoff, hmask, M * N, SPLIT)
             tl.store(y_ptr + hoff, to_bf16(tot, RNE_FIX), mask=hmask)
             tl.debug_barrier()                        # the head's y before the epilogue reloads it
     else:
-        done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, rm[None, :] * N + rn[:, None],
-                            mmask[None, :] & (rn < N)[:, None], pid_s, M * N, SPLIT, True, True, RNE_FIX)
-        if done:
-            tl.debug_barrier()                        # the tile's bf16 stores before the release
-            last = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == HEAD_W // BN - 1
+        done = splitk_store(acc, y_ptr, part_ptr, cnt_ptr + pid_m * NT + pid_n, ooff, omask, pid_s, M * N, SPLIT,
+                            True, True, RNE_FIX)
+        if done:                                      # the tile's bf16 stores, then the head's ticket
+            last = ticket_arrive(ticket, HEAD_W // BN)
     return last, ticket, head, pid_m
 
 
