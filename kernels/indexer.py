@@ -17,7 +17,7 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      times w, summed over heads -> scores[t, :S4] (bf16 values held in fp32). Rounded to bf16 where
      the reference (DeepSeek's torch arithmetic) rounds: each head's dot, each relu'd product with
      the bf16 weight, the fp32 sum over heads. Work and bytes are S4 * 256 per token.
-  2. `_index_topk` grid (T,) (or, with SEGMENTS "auto" (the default) on a cache that can hold a long row, or
+  2. `_index_topk` grid (T,) (or, with SEGMENTS "auto" (the default) on a cache whose rows outgrow the held select, or
      SEGMENTS > 1, `_index_topk_split` grid (T, SEG): a long row's top-k over up to SEG programs, each selecting
      its segment's top-k, the last to arrive merging the candidates that can still be in the row's top-k; a
      short row is one program's, as `_index_topk`): the K-th largest score on order-preserving keys (the
@@ -571,7 +571,7 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
     scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", "auto")
     fast = bool(cfg.get("FAST", True))
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
-    seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min)
+    seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min, fast and holds_row(cfg, k_cache.shape[1]))
     row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
     row.update(held_plan(cfg, k_cache.shape[1], seg > 1) if fast else {"ROWB": 0})
     if seg <= 1:
@@ -681,6 +681,12 @@ def held_only(rowb: int, capacity: int) -> bool:
     return 0 < capacity <= rowb
 
 
+def holds_row(cfg: dict, capacity: int) -> bool:
+    """Whether ROW_REGS "auto" (the default) lets the one-program top-k hold a whole row of a `capacity`-entry key
+    cache in registers (held-only, no radix passes): capacity <= MAX_ROW_REGS."""
+    return row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) == "auto" and 0 < capacity <= MAX_ROW_REGS
+
+
 def held_plan(cfg: dict, capacity: int, split: bool) -> dict:
     """The top-k launch's select constexprs from config ROW_REGS / ROW_LEVELS and the key cache's capacity: ROWB
     (0: the radix passes), ROWL (held block sizes) and RADIX (False: held-only). "auto" (the default): held-only in
@@ -689,7 +695,7 @@ def held_plan(cfg: dict, capacity: int, split: bool) -> dict:
     the whole block (at most MAX_ROW_REGS: a bounded cost, while rows of <= K scores skip the select)."""
     value = row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT))
     if value == "auto":
-        if split or not 0 < capacity <= MAX_ROW_REGS:
+        if split or not holds_row(cfg, capacity):
             return {"ROWB": 0}
         return {"ROWB": max(1024, triton.next_power_of_2(capacity)),
                 "ROWL": row_levels(cfg.get("ROW_LEVELS", 1)), "RADIX": False}
@@ -709,16 +715,21 @@ def seg_min_default(t: int) -> int:
     candidates, so a segment must save more than that: at T <= 4 tokens the launch is otherwise a few programs
     and 4096-score segments pay (H200, C=1: 64K tokens 47.2 -> 37.5 us, 1M 650 -> 99 us); with more tokens the
     tokens themselves fill the GPU and 4096-score segments lost at 64K (C=16 68.5 -> 73.2, C=64 134.6 -> 153.2
-    us), so only rows of 2 x 16K+ scores are split (docs/perf/attention.md, session 8)."""
+    us), so only rows of 2 x 16K+ scores are split (docs/perf/attention.md, session 8). Those were radix
+    one-program top-ks; a row the held select holds is no longer split at all (`topk_segments`)."""
     return 4096 if t <= 4 else 16384
 
 
-def topk_segments(segments: int | str, t: int, device: torch.device, capacity: int, seg_min: int) -> int:
-    """Programs per token of the top-k launch: config SEGMENTS, or "auto": about 4 programs per SM (a power of
-    two, at most MAX_SEGMENTS), and no more than a row of `capacity` scores can fill with seg_min each (a cache
-    that cannot hold a row long enough to split runs the one-program kernel, whose results are the same);
-    1 = the one-program top-k. How many of them work is decided on the device from the row's actual length
-    (`_index_topk_split`)."""
+def topk_segments(segments: int | str, t: int, device: torch.device, capacity: int, seg_min: int,
+                  held: bool = False) -> int:
+    """Programs per token of the top-k launch: config SEGMENTS, or "auto": 1 when the one-program top-k can hold
+    the whole row (`held`: the held-only select of ROW_REGS "auto", capacity <= MAX_ROW_REGS), else about 4
+    programs per SM (a power of two, at most MAX_SEGMENTS), and no more than a row of `capacity` scores can fill
+    with seg_min each (a cache that cannot hold a row long enough to split runs the one-program kernel, whose
+    results are the same); 1 = the one-program top-k. How many of them work is decided on the device from the
+    row's actual length (`_index_topk_split`). The held rule: at one token and 64K tokens (16,400 cached entries,
+    one 32768 block) the held-only one-program top-k beat the split one alone (34.63 against 37.09 us) and in the
+    43-layer step (4.330 against 4.610 ms, 40 pairs; H200, session 29 call 1)."""
     if segments != "auto" and (isinstance(segments, bool) or not isinstance(segments, int)
                                or not 1 <= segments <= MAX_SEGMENTS):
         raise ValueError(f"indexer_topk: SEGMENTS must be \"auto\" or 1 to {MAX_SEGMENTS}, got {segments!r}")
@@ -726,6 +737,8 @@ def topk_segments(segments: int | str, t: int, device: torch.device, capacity: i
         raise ValueError(f"indexer_topk: SEG_MIN must be >= 1, got {seg_min}")
     if segments != "auto":
         return segments
+    if held:
+        return 1
     per_token = min(4 * sm_count(device) // max(t, 1), capacity // seg_min)
     return min(MAX_SEGMENTS, 1 << max(per_token, 1).bit_length() - 1)
 

@@ -451,6 +451,11 @@ def test_topk_segments_choice():
     assert [K.topk_segments("auto", t, cpu, 1 << 20, 16) for t in (1, 3, 4, 16, 17)] == [16, 4, 4, 1, 1]
     assert [K.topk_segments("auto", 1, cpu, cap, 16) for cap in (15, 16, 47, 48, 64)] == [1, 1, 2, 2, 4]
     assert K.topk_segments(5, 64, cpu, 8, 16) == 5 and K.topk_segments(1, 1, cpu, 1 << 20, 16) == 1
+    # a row the one-program top-k holds (ROW_REGS "auto", capacity <= MAX_ROW_REGS) is not split by "auto"
+    assert K.topk_segments("auto", 1, cpu, 1 << 20, 16, held=True) == 1
+    assert K.topk_segments(4, 1, cpu, 1 << 20, 16, held=True) == 4
+    assert [K.holds_row({}, cap) for cap in (0, 1, K.MAX_ROW_REGS, K.MAX_ROW_REGS + 1)] == [False, True, True, False]
+    assert not K.holds_row({"ROW_REGS": 0}, 16) and not K.holds_row({"ROW_REGS": 1024}, 16)
     assert [K.seg_min_default(t) for t in (1, 4, 5, 64)] == [4096, 4096, 16384, 16384]
     for bad in (0, -1, K.MAX_SEGMENTS + 1, "8", True):
         with pytest.raises(ValueError, match="SEGMENTS"):
