@@ -69,8 +69,15 @@ def _iq_gemv(kw):      # the fused one-token GEMV that won in the step in sessio
     return {**base, "PATH": "fused", "NB": 1, "SPLIT": kw["qr"].shape[1] // 128, "num_warps": 4}
 
 
-_variant("attention_q", "triton_headsum", F.attention_q, _aq_config, {"SPLIT_SUM": "head"},
-         lambda: [F._attention_q_kernel])
+def _head_sum(config_of):
+    """SPLIT_SUM "head" on config_of's config where it is the one-token GEMV tile (BM 1), which alone takes it; other
+    cases run config_of's config as is (session 29 call 2: pinning it at every M made verify fail by refusal)."""
+    def config(kw):
+        cfg = config_of(kw)
+        return {**cfg, "SPLIT_SUM": "head"} if cfg.get("BM") == 1 else cfg
+    return config
+
+
+_variant("attention_q", "triton_headsum", F.attention_q, _head_sum(_aq_config), {}, lambda: [F._attention_q_kernel])
 _variant("indexer_q", "triton_gemv", I.indexer_q, _iq_gemv, {}, lambda: [I._indexer_q_kernel])
-_variant("indexer_q", "triton_gemv_headsum", I.indexer_q, _iq_gemv, {"SPLIT_SUM": "head"},
-         lambda: [I._indexer_q_kernel])
+_variant("indexer_q", "triton_gemv_headsum", I.indexer_q, _head_sum(_iq_gemv), {}, lambda: [I._indexer_q_kernel])
