@@ -204,7 +204,12 @@ def _select(src, n, k_eff, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr
 def _stage_top(src, n, k_eff, prefix, k_rem, stage, base, SCAN: tl.constexpr, PACKED: tl.constexpr,
                shift: tl.constexpr, CACHE: tl.constexpr):
     """Stage the k_eff largest keys at src given the k_eff-th (prefix, compared above bit `shift`) and how many keys
-    equal to it are among them (k_rem): those above it, then the lowest-position equal ones, in one pass."""
+    equal to it are among them (k_rem): those above it, then the lowest-position equal ones, in one pass. Each step
+    ranks its keys with one block-wide scan: the above / equal flags packed in one int32 (above << 16 | equal; a step
+    holds at most SCAN <= 16384 of each, so neither field carries into the other nor the sign), and its totals come
+    from one sum (two scans and two sums a step before session 29: the stage was ~47% of the one-program top-k's
+    instructions at 64K tokens, H200 Nsight Compute, data/h200-2026-12-05-session29/call3)."""
+    tl.static_assert(SCAN <= 16384, "_stage_top packs two per-step counts of up to SCAN in 16 bits each")
     c_gt = k_eff - k_rem                                                # keys strictly above the threshold
     n_gt = 0
     n_eq = 0
@@ -214,13 +219,16 @@ def _stage_top(src, n, k_eff, prefix, k_rem, stage, base, SCAN: tl.constexpr, PA
         key, packed = _load_keys(src, offs, m, base, PACKED, CACHE)
         gt = m & ((key >> shift) > (prefix >> shift))
         eq = m & ((key >> shift) == (prefix >> shift))
-        r_gt = n_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
-        r_eq = n_eq + tl.cumsum(eq.to(tl.int32), axis=0) - 1
+        flags = (gt.to(tl.int32) << 16) | eq.to(tl.int32)
+        ranks = tl.cumsum(flags, axis=0)                                # inclusive: (above, equal) up to here
+        r_gt = n_gt + (ranks >> 16) - 1
+        r_eq = n_eq + (ranks & 0xFFFF) - 1
         take = gt | (eq & (r_eq < k_rem))
         dst = tl.where(gt, r_gt, c_gt + r_eq)
         tl.store(stage + dst, packed.to(tl.int64, bitcast=True), mask=take)
-        n_gt += tl.sum(gt.to(tl.int32), axis=0)
-        n_eq += tl.sum(eq.to(tl.int32), axis=0)
+        total = tl.sum(flags, axis=0)
+        n_gt += total >> 16
+        n_eq += total & 0xFFFF
     tl.debug_barrier()                                                  # staged writes visible to the CTA
 
 
@@ -530,7 +538,7 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
         qi, w, k_cache, seq_ids.contiguous(), positions.contiguous(), scores, split_tickets(dev, t), stage, idx, val,
         hi, ratio, p, topk, float(w_scale), qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1),
         scores.stride(0), idx.stride(0),
-        DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], KP=kp, SCAN=cfg["SCAN"],
+        DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], KP=kp, SCAN=scan_width(cfg["SCAN"]),
         DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return idx, val
 
@@ -568,7 +576,7 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
         RNE_FIX=INTERPRET,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    scan, twarps, seg = cfg.get("SCAN", 4096), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", "auto")
+    scan, twarps, seg = scan_width(cfg.get("SCAN", 4096)), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", "auto")
     fast = bool(cfg.get("FAST", True))
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min, fast and holds_row(cfg, k_cache.shape[1]))
@@ -637,6 +645,7 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
 
 MAX_SEGMENTS = 64
 MAX_ROW_REGS = 32768
+MAX_SCAN = 16384
 # "auto": the held select WITHOUT the radix passes (held-only, one block of the smallest power of two >= the cache's
 # capacity, at least 1024) in the one-program top-k when the key cache holds no row longer than MAX_ROW_REGS; the
 # radix passes otherwise (longer caches, and the split top-k of few tokens, whose merge selects by radix anyway).
@@ -646,6 +655,14 @@ MAX_ROW_REGS = 32768
 # 16384 with four blocks -0.24, with one -0.13, ROW_REGS 1024, never run at 64K, -0.21 ms): the loss came with the
 # binary, not the select.
 ROW_REGS_DEFAULT = "auto"
+
+
+def scan_width(value) -> int:
+    """Config SCAN: scores per step of the top-k's passes, a power of two up to MAX_SCAN (`_stage_top` packs two
+    per-step counts in 16 bits each)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SCAN or value & (value - 1):
+        raise ValueError(f"indexer_topk: SCAN must be a power of two up to {MAX_SCAN}, got {value!r}")
+    return value
 
 
 def row_regs(value) -> int | str:

@@ -464,6 +464,19 @@ def test_topk_segments_choice():
         K.topk_segments("auto", 1, cpu, 1 << 20, 0)
 
 
+def test_scan_width_bounds():
+    """_stage_top packs two per-step counts of up to SCAN in 16 bits each: wider steps are refused on the host."""
+    assert [K.scan_width(v) for v in (1, 32, 4096, K.MAX_SCAN)] == [1, 32, 4096, 16384]
+    for bad in (0, 48, 2 * K.MAX_SCAN, True, "4096"):
+        with pytest.raises(ValueError, match="SCAN"):
+            K.scan_width(bad)
+    qi, w = torch.randn(1, 2, 128, dtype=torch.bfloat16), torch.randn(1, 2, dtype=torch.bfloat16)
+    keys = torch.randn(1, 64, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="SCAN"):
+        K.indexer_topk(qi, w, keys, torch.zeros(1, dtype=torch.int32), torch.tensor([255]), 8,
+                       config={**K.indexer_default({}), "SCAN": 32768})
+
+
 @pytest.mark.parametrize("impl", ["triton", "triton_fused"])
 def test_w_scale_inside_the_op_equals_the_scaled_weights(gen, impl):
     """w_scale (the decoder's 128^-0.5 * Hi^-0.5) applied in the op = DeepSeek's bf16 `w * scale` before it."""
