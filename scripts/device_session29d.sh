@@ -4,11 +4,13 @@
 # instructions at 64K tokens, call 3) against the stage before it ("b": HEAD~'s indexer.py, carried untracked as
 # scripts/ab/indexer_before.py). (1) GPU verify of the changed ops; (2) csa_indices alone at 64K, T = 1 / 16 / 64,
 # new / before / new; (3) the 43-layer step at 64K, new / before alternating (A B A B), with a SCAN 8192 trial in the
-# new runs (40 pairs against the A/A control).
-#   run(command="KB_TOTAL_S=420 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl"])
+# new runs (40 pairs against the A/A control). In the step the top-k took 43-44 us a call at every C (call 3: the
+# step's 16,400-entry cache holds rows in a 32768 block) against ~30 us alone (16384 entries): also trials of two
+# held blocks (ROW_LEVELS 2: a 16384-score row in the 16384 block) and of the split top-k with held segments.
+#   run(command="KB_TOTAL_S=520 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-420}
+TOTAL=${KB_TOTAL_S:-520}
 source scripts/device_lib.sh || exit 1
 IDX="$(installed kernels/indexer.py)"
 cp "$IDX" "$W/idx_new.py"
@@ -23,7 +25,9 @@ DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --con
 for r in 1 2; do
     cp "$W/idx_new.py" "$IDX"
     if [ $r = 1 ]; then
-        step n$r 110 $DB --batches 1,16,64 --steps 40 --try 'csa_indices={"SCAN": 8192}' --json "$W/n$r.json"
+        step n$r 150 $DB --batches 1,16,64 --steps 40 --try 'csa_indices={"SCAN": 8192}' \
+            --try 'csa_indices={"ROW_LEVELS": 2}' --try 'csa_indices={"SEGMENTS": 4, "ROW_REGS": 8192}' \
+            --json "$W/n$r.json"
     else
         step n$r 40 $DB --batches 1,16,64 --json "$W/n$r.json"
     fi
