@@ -3,24 +3,23 @@
 # flags in one int32, totals from one sum; was two scans and two sums a step, ~47% of the one-program top-k's
 # instructions at 64K tokens, call 3) against the stage before it ("b": HEAD~'s indexer.py, carried untracked as
 # scripts/ab/indexer_before.py). (1) GPU verify of the changed ops; (2) csa_indices alone at 64K, T = 1 / 16 / 64,
-# new / before / new; (3) the 43-layer step at 64K, new / before alternating (A B A B), with a SCAN 8192 trial in the
+# new / before; (3) the 43-layer step at 64K, new / before alternating (A B A B), with a SCAN 8192 trial in the
 # new runs (40 pairs against the A/A control). In the step the top-k took 43-44 us a call at every C (call 3: the
 # step's 16,400-entry cache holds rows in a 32768 block) against ~30 us alone (16384 entries): also trials of two
 # held blocks (ROW_LEVELS 2: a 16384-score row in the 16384 block) and of the split top-k with held segments.
-#   run(command="KB_TOTAL_S=520 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl"])
+#   run(command="KB_TOTAL_S=440 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-520}
+TOTAL=${KB_TOTAL_S:-440}
 source scripts/device_lib.sh || exit 1
 IDX="$(installed kernels/indexer.py)"
 cp "$IDX" "$W/idx_new.py"
-step verify 80 $KB verify csa_indices indexer_topk --impl triton --device cuda --shapes flash-tp8-long --examples 2 \
+step verify 70 $KB verify csa_indices indexer_topk --impl triton --device cuda --shapes flash-tp8-long --examples 2 \
     --time-budget 6
 ALONE="$KB bench csa_indices --impl triton --shapes flash-tp8-long --batch 1 --batch 16 --batch 64 --context 65536 \
     --where ragged=False --max-time 0.3"
-step alone_n1 40 $ALONE --json "$W/alone_n1.json"
-cp scripts/ab/indexer_before.py "$IDX"; step alone_b 40 $ALONE --json "$W/alone_b.json"
-cp "$W/idx_new.py" "$IDX"; step alone_n2 40 $ALONE --json "$W/alone_n2.json"
+step alone_n 35 $ALONE --json "$W/alone_n.json"
+cp scripts/ab/indexer_before.py "$IDX"; step alone_b 35 $ALONE --json "$W/alone_b.json"
 DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --context 65536"
 for r in 1 2; do
     cp "$W/idx_new.py" "$IDX"
