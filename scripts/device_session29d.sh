@@ -7,10 +7,10 @@
 # new runs (40 pairs against the A/A control). In the step the top-k took 43-44 us a call at every C (call 3: the
 # step's 16,400-entry cache holds rows in a 32768 block) against ~30 us alone (16384 entries): also trials of two
 # held blocks (ROW_LEVELS 2: a 16384-score row in the 16384 block) and of the split top-k with held segments.
-#   run(command="KB_TOTAL_S=400 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl"])
+#   run(command="KB_TOTAL_S=330 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-400}
+TOTAL=${KB_TOTAL_S:-330}
 source scripts/device_lib.sh || exit 1
 IDX="$(installed kernels/indexer.py)"
 cp "$IDX" "$W/idx_new.py"
