@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Session 29, call 4: the top-k's stage with one packed scan a step (kernels/indexer.py _stage_top: the above / equal
 # flags in one int32, totals from one sum; was two scans and two sums a step, ~47% of the one-program top-k's
-# instructions at 64K tokens, call 3) against the stage before it ("b": HEAD~'s indexer.py, carried untracked as
-# scripts/ab/indexer_before.py). (1) GPU verify of the changed ops; (2) csa_indices alone at 64K, T = 1 / 16 / 64,
+# instructions at 64K tokens, call 3) against the stage before it ("b": commit 80c7d68's indexer.py, made by
+# `mkdir -p scripts/ab && git show 80c7d68:kernels/indexer.py > scripts/ab/indexer_before.py`; git ignores scripts/ab,
+# the call carries it). (1) GPU verify of the changed ops; (2) csa_indices alone at 64K, T = 1 / 16 / 64,
 # new / before; (3) the 43-layer step at 64K, new / before alternating (A B A B), with a SCAN 8192 trial in the
 # new runs (40 pairs against the A/A control). In the step the top-k took 43-44 us a call at every C (call 3: the
 # step's 16,400-entry cache holds rows in a 32768 block) against ~30 us alone (16384 entries): also trials of two
 # held blocks (ROW_LEVELS 2: a 16384-score row in the 16384 block).
-#   run(command="KB_TOTAL_S=290 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl"])
+#   run(command="KB_TOTAL_S=290 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl", "scripts/ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-290}
 source scripts/device_lib.sh || exit 1
+[ -f scripts/ab/indexer_before.py ] || { echo "scripts/ab/indexer_before.py missing (carry scripts/ab)"; exit 1; }
 IDX="$(installed kernels/indexer.py)"
 cp "$IDX" "$W/idx_new.py"
 step verify 50 $KB verify csa_indices indexer_topk --impl triton --device cuda --shapes flash-tp8-long --examples 2 \
