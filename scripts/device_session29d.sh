@@ -8,15 +8,15 @@
 # new runs (40 pairs against the A/A control). In the step the top-k took 43-44 us a call at every C (call 3: the
 # step's 16,400-entry cache holds rows in a 32768 block) against ~30 us alone (16384 entries): also trials of two
 # held blocks (ROW_LEVELS 2: a 16384-score row in the 16384 block).
-#   run(command="KB_TOTAL_S=290 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl", "scripts/ab"])
+#   run(command="KB_TOTAL_S=210 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session29d.sh", carry=[".whl", "scripts/ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-290}
+TOTAL=${KB_TOTAL_S:-210}
 source scripts/device_lib.sh || exit 1
 [ -f scripts/ab/indexer_before.py ] || { echo "scripts/ab/indexer_before.py missing (carry scripts/ab)"; exit 1; }
 IDX="$(installed kernels/indexer.py)"
 cp "$IDX" "$W/idx_new.py"
-step verify 50 $KB verify csa_indices indexer_topk --impl triton --device cuda --shapes flash-tp8-long --examples 2 \
+step verify 40 $KB verify csa_indices indexer_topk --impl triton --device cuda --shapes flash-tp8-long --examples 2 \
     --time-budget 6
 ALONE="$KB bench csa_indices --impl triton --shapes flash-tp8-long --batch 1 --batch 16 --batch 64 --context 65536 \
     --where ragged=False --max-time 0.3"
@@ -26,7 +26,7 @@ DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --con
 for r in 1 2; do
     cp "$W/idx_new.py" "$IDX"
     if [ $r = 1 ]; then
-        step n$r 130 $DB --batches 1,16,64 --steps 40 --try 'csa_indices={"SCAN": 8192}' \
+        step n$r 105 $DB --batches 1,16,64 --steps 40 --try 'csa_indices={"SCAN": 8192}' \
             --try 'csa_indices={"ROW_LEVELS": 2}' --json "$W/n$r.json"
     else
         step n$r 40 $DB --batches 1,16,64 --json "$W/n$r.json"
