@@ -741,3 +741,16 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
         # the top-k kernels have no matrix product, nor indexer_q's one-token GEMV (BM 1: FMA by design, kernels/front.py)
         if job["kernel"] in ("_index_scores", "_index_fused", "_indexer_q_kernel") and job["constexprs"].get("BM") != 1:
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
+
+
+@pytest.mark.parametrize("row_regs", ["auto", 0])
+def test_all_equal_scores_over_several_stage_steps_take_the_lowest_indices(row_regs):
+    """Every score equal (each cached key the same vector): the stage ranks the equal keys across its steps (SCAN 32
+    over 64 scores: the equal count carried from one step's packed scan into the next) and keeps indices 0..K-1."""
+    gen = torch.Generator().manual_seed(5)
+    qi, w = torch.randn(1, 2, 128, generator=gen).bfloat16(), torch.rand(1, 2, generator=gen).bfloat16() + 0.5
+    keys = torch.randn(1, 1, 128, generator=gen).bfloat16().expand(1, 64, 128).contiguous()
+    cfg = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "ROW_REGS": row_regs}
+    idx, val = K.indexer_topk(qi, w, keys, torch.zeros(1, dtype=torch.int32), torch.tensor([255]), 8, config=cfg)
+    assert idx[0].tolist() == list(range(8))
+    assert torch.unique(val[0]).numel() == 1
