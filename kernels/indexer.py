@@ -702,7 +702,7 @@ def held_only(rowb: int, capacity: int) -> bool:
 def holds_row(cfg: dict, capacity: int) -> bool:
     """Whether ROW_REGS "auto" (the default) lets the one-program top-k hold a whole row of a `capacity`-entry key
     cache in registers (held-only, no radix passes): capacity <= MAX_ROW_REGS."""
-    return row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) == "auto" and 0 < capacity <= MAX_ROW_REGS
+    return row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) == "auto" and held_only(MAX_ROW_REGS, capacity)
 
 
 def held_plan(cfg: dict, capacity: int, split: bool) -> dict:

@@ -67,3 +67,9 @@ for name in sys.argv[2:]:
         print(name, " ".join(f"C={q['batch']}: {q['step_ms']:.3f} ms" for q in json.loads(p.read_text())["points"]))
 PY
 }
+ncu_path() {  # the Nsight Compute binary on the device (PATH, else the newest /opt/nvidia/nsight-compute), noted in
+    # environment.txt: NCU=$(ncu_path)
+    local ncu; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    echo "ncu: $ncu" >> "$W/environment.txt"
+    echo "$ncu"
+}

@@ -7,8 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-300}
 source scripts/device_lib.sh || exit 1
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-echo "ncu: $NCU" >> "$W/environment.txt"
+NCU=$(ncu_path)
 SRC="$NCU --profile-from-start off --clock-control none -k regex:_index_ --section SpeedOfLight --section SourceCounters
      --section WarpStateStats --page source --print-source sass --csv"
 for b in 1 64; do
