@@ -71,9 +71,11 @@ def indexer_configs(params: dict) -> list[dict]:
     # the split top-k's merge on any row of 8+ scores: `kernelbench verify` runs every value a space offers, so
     # this config makes it check the merge at small shapes (the default splits only rows of 8192+ scores); and the
     # held select beside the radix passes (ROW_REGS 16384) and the radix select alone (0): verify runs both kernels
-    # at every shape, where the default ("auto") compiles the held select only for caches of <= 32768 entries
+    # at every shape, where the default ("auto") compiles the held select only for caches of <= 32768 entries; and
+    # the held select staging by a pass over the row (STAGE_HELD false) beside the default's stage from registers
     return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
-                    {**indexer_default(params), "ROW_REGS": 16384}, {**indexer_default(params), "ROW_REGS": 0}]
+                    {**indexer_default(params), "ROW_REGS": 16384}, {**indexer_default(params), "ROW_REGS": 0},
+                    {**indexer_default(params), "STAGE_HELD": False}]
 
 
 def indexer_default(params: dict) -> dict:
@@ -233,43 +235,99 @@ def _stage_top(src, n, k_eff, prefix, k_rem, stage, base, SCAN: tl.constexpr, PA
 
 
 @triton.jit
-def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr):
-    """_select's result for a FAST row of n <= ROWB scores: the high halves of the row's order keys (bf16 scores:
-    the low half follows from the sign) are read once and stay in registers, and the k_eff-th key's high half is
-    found by a binary search on counts (16 block-wide sums, no histograms, no re-reads: the largest v with
-    #(half >= v) >= k_eff); then _stage_top's one pass stages the same packed values in the same places."""
-    offs = tl.arange(0, ROWB)
+def _held_half(src, offs, n, base, CACHE: tl.constexpr):
+    """The high halves of the order keys of the scores at offs < n (bf16 values: the low half follows from the
+    sign), 0 elsewhere: below every finite score's (>= 0x7F)."""
     m = offs < n
     key, _ = _load_keys(src, offs, m, base, False, CACHE)
-    half = tl.where(m, key >> 16, 0).to(tl.int32)    # 0: below every finite score's (>= 0x7F)
+    return tl.where(m, key >> 16, 0).to(tl.int32)
+
+
+@triton.jit
+def _count_from(half, half_t, v, TAIL: tl.constexpr):
+    """#(held halves >= v): the main block, and the tail block when TAIL > 0."""
+    c = tl.sum((half >= v).to(tl.int32), axis=0)
+    if TAIL > 0:
+        c += tl.sum((half_t >= v).to(tl.int32), axis=0)
+    return c
+
+
+@triton.jit
+def _stage_block(half, offs, thr, c_gt, k_rem, n_gt, n_eq, stage, base):
+    """_stage_top's step over held halves (offs: their positions in the row; padding holds 0, below thr >= 1):
+    the keys above thr at their rank among those above, the first k_rem keys equal to it after the c_gt above it,
+    from one block-wide scan of the packed flags (above << 16 | equal: fewer than K keys are above thr and a block
+    holds at most 32768 equal ones, so neither field carries). The packed value is rebuilt from the half (a
+    bf16 score's order key has low half 0xFFFF when negative, else 0) and the index: no second read of the row.
+    n_gt / n_eq: the above / equal keys of earlier blocks. -> the totals with this block's."""
+    gt = half > thr
+    eq = half == thr
+    flags = (gt.to(tl.int32) << 16) | eq.to(tl.int32)
+    ranks = tl.cumsum(flags, axis=0)
+    r_eq = n_eq + (ranks & 0xFFFF) - 1
+    take = gt | (eq & (r_eq < k_rem))
+    dst = tl.where(gt, n_gt + (ranks >> 16) - 1, c_gt + r_eq)
+    key = (half.to(tl.uint32) << 16) | tl.where(half < 0x8000, 0xFFFF, 0).to(tl.uint32)
+    packed = (key.to(tl.uint64) << 32) | _flip_index(base + offs).to(tl.uint64)
+    tl.store(stage + dst, packed.to(tl.int64, bitcast=True), mask=take)
+    total = tl.sum(flags, axis=0)
+    return n_gt + (total >> 16), n_eq + (total & 0xFFFF)
+
+
+@triton.jit
+def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
+                 TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False):
+    """_select's result for a FAST row of n <= ROWB + TAIL scores: the high halves of the row's order keys (bf16
+    scores: the low half follows from the sign) are read once and stay in registers, in a block of ROWB and (TAIL >
+    0) a tail block of TAIL after it (a row just past a power of two, as the decode step's 16,400-entry cache at
+    64K tokens, counts over 16384 + 32 instead of 32768), and the k_eff-th key's high half is found by a binary
+    search on counts (16 block-wide sums, no histograms, no re-reads: the largest v with #(half >= v) >= k_eff);
+    then the stage: STAGE_HELD from the held halves (_stage_block: one scan per block, no second read of the row),
+    else _stage_top's pass over the row. Same staged values in the same places either way."""
+    tl.static_assert(ROWB <= 32768, "_stage_block packs a block's equal count in 16 bits")
+    offs = tl.arange(0, ROWB)
+    half = _held_half(src, offs, n, base, CACHE)
+    if TAIL > 0:
+        offs_t = ROWB + tl.arange(0, TAIL)
+        half_t = _held_half(src, offs_t, n, base, CACHE)
+    else:                                            # no tail: never read (_count_from, the stage skip it)
+        offs_t = offs
+        half_t = half
     lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; #(half >= hi) < k_eff
     hi = lo + 65536
     for _ in range(16):                              # hi - lo halves: every mid >= 1, so the padding never counts
         mid = (lo + hi) // 2
-        enough = tl.sum((half >= mid).to(tl.int32), axis=0) >= k_eff
+        enough = _count_from(half, half_t, mid, TAIL) >= k_eff
         lo = tl.where(enough, mid, lo)
         hi = tl.where(enough, hi, mid)
-    prefix = lo.to(tl.uint32) << 16
-    _stage_top(src, n, k_eff, prefix, k_eff - tl.sum((half > lo).to(tl.int32), axis=0), stage, base, SCAN, False,
-               16, CACHE)
-    return prefix                                                       # the k_eff-th key's high half, as _select
+    c_gt = _count_from(half, half_t, lo + 1, TAIL)
+    if STAGE_HELD:
+        n_gt, n_eq = _stage_block(half, offs, lo, c_gt, k_eff - c_gt, 0, 0, stage, base)
+        if TAIL > 0:
+            _stage_block(half_t, offs_t, lo, c_gt, k_eff - c_gt, n_gt, n_eq, stage, base)
+        tl.debug_barrier()                                              # staged writes visible to the CTA
+    else:
+        _stage_top(src, n, k_eff, lo.to(tl.uint32) << 16, k_eff - c_gt, stage, base, SCAN, False, 16, CACHE)
+    return lo.to(tl.uint32) << 16                                       # the k_eff-th key's high half, as _select
 
 
 @triton.jit
 def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
-                 ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
-    """The FAST select of a row of n scores: held in registers when n <= ROWB (config ROW_REGS) in the smallest of
-    ROWL block sizes that holds it (ROWL 4: ROWB / 8, / 4, / 2 and ROWB; 2: ROWB / 2 and ROWB; 1: ROWB; config
-    ROW_LEVELS: the count work follows the row, not the block: a held select of a short row in a 16384-wide block
-    cost more than the radix passes, H200 session 26), else _select's radix passes over 16-bit keys. RADIX False:
-    the host guarantees n <= ROWB (the key cache holds no longer row, `held_only`) and the radix passes are not
-    compiled in. Same staged values either way."""
+                 ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True, TAIL: tl.constexpr = 0,
+                 STAGE_HELD: tl.constexpr = False):
+    """The FAST select of a row of n scores: held in registers when n <= ROWB + TAIL (config ROW_REGS; TAIL:
+    `held_plan`'s tail block) in the smallest of ROWL block sizes that holds it (ROWL 4: ROWB / 8, / 4, / 2 and
+    ROWB (+ TAIL); 2: ROWB / 2 and ROWB (+ TAIL); 1: ROWB (+ TAIL); config ROW_LEVELS: the count work follows the
+    row, not the block: a held select of a short row in a 16384-wide block cost more than the radix passes, H200
+    session 26), else _select's radix passes over 16-bit keys. RADIX False: the host guarantees n <= ROWB + TAIL
+    (the key cache holds no longer row, `held_only`) and the radix passes are not compiled in. STAGE_HELD: the
+    held select stages from its registers (_select_held). Same staged values either way."""
     if ROWB == 0:
         thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
     elif not RADIX:         # decided at compile time, apart from the runtime test below: no radix passes compiled in
-        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL)
-    elif n <= ROWB:
-        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL)
+        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL, TAIL, STAGE_HELD)
+    elif n <= ROWB + TAIL:
+        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL, TAIL, STAGE_HELD)
     else:
         thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
     return thr
@@ -277,24 +335,25 @@ def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
 
 @triton.jit
 def _select_levels(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
-                   ROWL: tl.constexpr):
-    """_select_held of a row of n <= ROWB scores in the smallest of ROWL (1, 2 or 4) blocks ROWB, ROWB / 2, ..."""
+                   ROWL: tl.constexpr, TAIL: tl.constexpr = 0, SH: tl.constexpr = False):
+    """_select_held of a row of n <= ROWB + TAIL scores in the smallest of ROWL (1, 2 or 4) blocks ROWB (+ TAIL),
+    ROWB / 2, ... (SH: STAGE_HELD)."""
     if ROWL == 1:
-        thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
+        thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH)
     elif ROWL == 2:
         if n <= ROWB // 2:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE, 0, SH)
         else:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH)
     else:
         if n <= ROWB // 8:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 8, CACHE)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 8, CACHE, 0, SH)
         elif n <= ROWB // 4:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 4, CACHE)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 4, CACHE, 0, SH)
         elif n <= ROWB // 2:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE, 0, SH)
         else:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH)
     return thr
 
 
@@ -335,13 +394,14 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
 
 @triton.jit
 def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
-              OFF: tl.constexpr, ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
+              OFF: tl.constexpr, ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True,
+              TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False):
     """One program selects, sorts and writes a token's row of n scores. FAST (impl "triton"): 16-bit select
     keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
     k_eff = tl.minimum(n, TOPK)
     if FAST:
         if n > TOPK:
-            _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "", ROWL, RADIX)
+            _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "", ROWL, RADIX, TAIL, STAGE_HELD)
     else:
         _select(sc_row, n, k_eff, stage, 0, SCAN, False, False, "")
     _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "", OFF)
@@ -363,7 +423,8 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
                 RATIO, TOPK, s_st, s_ot,
                 KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
                 len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1, ROWB: tl.constexpr = 0,
-                ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
+                ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True, TAIL: tl.constexpr = 0,
+                STAGE_HELD: tl.constexpr = False):
     """One program per token: select over its S4 scores, sort, write (ROW_W > 0, csa_indices: the attention row
     (T, W + K) and its length instead of the top-k (T, K); val (T, W + K) scratch)."""
     t = tl.program_id(0)
@@ -371,7 +432,7 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
     n = (p + 1) // RATIO
     _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W, WP)
     _topk_row(sc_ptr + t * s_st, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP,
-              SCAN, FAST, ROW_W, ROWB, ROWL, RADIX)
+              SCAN, FAST, ROW_W, ROWB, ROWL, RADIX, TAIL, STAGE_HELD)
 
 
 @triton.jit
@@ -379,7 +440,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
                       RATIO, TOPK, SEG, SEG_MIN, s_st, s_ot,
                       SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
                       FILTER: tl.constexpr = 2048, len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1,
-                      ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True):
+                      ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True,
+                      TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False):
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
@@ -406,7 +468,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     if a == 1:
         if j == 0:
             _topk_row(sc_row, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP, SCAN,
-                      FAST, ROW_W, ROWB, ROWL, RADIX)
+                      FAST, ROW_W, ROWB, ROWL, RADIX, TAIL, STAGE_HELD)
     elif j < a:
         seg = tl.cdiv(tl.cdiv(n, a), 32) * 32                            # 128-byte aligned segment starts
         start = j * seg
@@ -417,7 +479,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
         thr = tl.zeros([], tl.uint32)                                   # a segment kept whole: no bound
         if seg_n > TOPK:
             if FAST:
-                thr = _select_fast(sc_row + start, seg_n, TOPK, slot, start, SCAN, ROWB, "", ROWL, RADIX)
+                thr = _select_fast(sc_row + start, seg_n, TOPK, slot, start, SCAN, ROWB, "", ROWL, RADIX, TAIL,
+                                   STAGE_HELD)
             else:
                 thr = _select(sc_row + start, seg_n, TOPK, slot, start, SCAN, False, False, "")
             kept = tl.load(slot + offs_k, mask=offs_k < TOPK, other=0)
@@ -545,7 +608,7 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
 
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
-               default_config=indexer_default, options=frozenset({"ROW_LEVELS"}),
+               default_config=indexer_default, options=frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD"}),
                kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                     positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
@@ -582,7 +645,7 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min, fast and holds_row(cfg, k_cache.shape[1]))
     row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
-    row.update(held_plan(cfg, k_cache.shape[1], seg > 1) if fast else {"ROWB": 0})
+    row.update(held_plan(cfg, k_cache.shape[1], seg > 1, twarps) if fast else {"ROWB": 0})
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1, **row)
@@ -608,7 +671,8 @@ def csa_configs(params: dict) -> list[dict]:
 
 
 @register_impl("csa_indices", "triton", backend="triton", configs=csa_configs, default_config=indexer_default,
-               options=frozenset({"ROW_LEVELS"}), kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
+               options=frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD"}),
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                 positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
                 config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -656,6 +720,9 @@ MAX_SCAN = 16384
 # 16384 with four blocks -0.24, with one -0.13, ROW_REGS 1024, never run at 64K, -0.21 ms): the loss came with the
 # binary, not the select.
 ROW_REGS_DEFAULT = "auto"
+# The largest held block whose select stages from its registers (config STAGE_HELD): larger blocks stage by
+# _stage_top's pass over the row (one block-wide scan of a block's packed flags at a time).
+STAGE_HELD_MAX = 16384
 
 
 def scan_width(value) -> int:
@@ -705,22 +772,47 @@ def holds_row(cfg: dict, capacity: int) -> bool:
     return row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) == "auto" and held_only(MAX_ROW_REGS, capacity)
 
 
-def held_plan(cfg: dict, capacity: int, split: bool) -> dict:
-    """The top-k launch's select constexprs from config ROW_REGS / ROW_LEVELS and the key cache's capacity: ROWB
-    (0: the radix passes), ROWL (held block sizes) and RADIX (False: held-only). "auto" (the default): held-only in
-    one block of the smallest power of two >= capacity (at least 1024) when the one-program top-k runs (`split`
-    False) and capacity <= MAX_ROW_REGS, else the radix passes. A short row in a large cache is then counted over
-    the whole block (at most MAX_ROW_REGS: a bounded cost, while rows of <= K scores skip the select)."""
+def _flag(cfg: dict, key: str, default: bool) -> bool:
+    value = cfg.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"indexer_topk: {key} must be true or false, got {value!r}")
+    return value
+
+
+def held_block(capacity: int, warps: int, tail: bool = True) -> tuple[int, int]:
+    """ROW_REGS "auto"'s held blocks for a `capacity`-entry key cache: (ROWB, TAIL). One block of the smallest power
+    of two >= capacity (at least 1024), or with `tail` (config ROW_TAIL, default true), where it is smaller, half of
+    that and a tail block of the excess rounded up to a power of two and to one score per thread (`warps` x 32):
+    the decode step's cache at 64K tokens holds 16,400 entries, counted over 16384 + 512 instead of 32768."""
+    full = max(1024, triton.next_power_of_2(capacity))
+    main = full // 2
+    if tail and capacity > main:
+        rest = max(triton.next_power_of_2(capacity - main), 32 * warps)
+        if rest < main:
+            return main, rest
+    return full, 0
+
+
+def held_plan(cfg: dict, capacity: int, split: bool, warps: int = 16) -> dict:
+    """The top-k launch's select constexprs from config ROW_REGS / ROW_LEVELS / ROW_TAIL / STAGE_HELD and the key
+    cache's capacity: ROWB (0: the radix passes), ROWL (held block sizes), RADIX (False: held-only), TAIL (a tail
+    block after ROWB, `held_block`) and STAGE_HELD (the stage from the held registers, `_select_held`; config
+    STAGE_HELD, default true, and only for blocks of up to STAGE_HELD_MAX). "auto" (the default): held-only in
+    `held_block`'s blocks when the one-program top-k runs (`split` False) and capacity <= MAX_ROW_REGS, else the
+    radix passes. A short row in a large cache is then counted over the whole block (at most MAX_ROW_REGS: a
+    bounded cost, while rows of <= K scores skip the select). `warps`: the top-k launch's (TOPK_WARPS)."""
     value = row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT))
+    tail, stage = _flag(cfg, "ROW_TAIL", True), _flag(cfg, "STAGE_HELD", True)
     if value == "auto":
         if split or not holds_row(cfg, capacity):
             return {"ROWB": 0}
-        return {"ROWB": max(1024, triton.next_power_of_2(capacity)),
-                "ROWL": row_levels(cfg.get("ROW_LEVELS", 1)), "RADIX": False}
+        rowb, rest = held_block(capacity, warps, tail)
+        return {"ROWB": rowb, "TAIL": rest, "ROWL": row_levels(cfg.get("ROW_LEVELS", 1)), "RADIX": False,
+                "STAGE_HELD": stage and rowb <= STAGE_HELD_MAX}
     if value == 0:
         return {"ROWB": 0}
     return {"ROWB": value, "ROWL": row_levels(cfg.get("ROW_LEVELS", ROW_LEVELS_DEFAULT)),
-            "RADIX": not held_only(value, capacity)}
+            "RADIX": not held_only(value, capacity), "STAGE_HELD": stage and value <= STAGE_HELD_MAX}
 
 
 def split_filter(scan: int) -> int:

@@ -389,15 +389,56 @@ def test_held_plan_auto_and_explicit():
     split top-k. An explicit ROW_REGS keeps the radix passes beside the held blocks unless the cache fits it."""
     auto = K.indexer_default({})
     assert auto["ROW_REGS"] == "auto"
-    assert K.held_plan(auto, 16400, False) == {"ROWB": 32768, "ROWL": 1, "RADIX": False}    # decode-bench at 64K
-    assert K.held_plan(auto, 16384, False) == {"ROWB": 16384, "ROWL": 1, "RADIX": False}
-    assert K.held_plan(auto, 130, False) == {"ROWB": 1024, "ROWL": 1, "RADIX": False}
-    assert K.held_plan({**auto, "ROW_LEVELS": 2}, 5000, False) == {"ROWB": 8192, "ROWL": 2, "RADIX": False}
+
+    def plan(rowb, tail=0, levels=1, stage=True):
+        return {"ROWB": rowb, "TAIL": tail, "ROWL": levels, "RADIX": False, "STAGE_HELD": stage}
+    assert K.held_plan(auto, 16400, False) == plan(16384, 512)     # decode-bench at 64K: 16384 + a tail of 512
+    assert K.held_plan({**auto, "ROW_TAIL": False}, 16400, False) == plan(32768, stage=False)
+    assert K.held_plan(auto, 16400, False, warps=8) == plan(16384, 256)
+    assert K.held_plan({**auto, "STAGE_HELD": False}, 16400, False) == plan(16384, 512, stage=False)
+    assert K.held_plan(auto, 16384, False) == plan(16384)
+    assert K.held_plan(auto, 130, False) == plan(1024)
+    assert K.held_plan({**auto, "ROW_LEVELS": 2}, 5000, False) == plan(4096, 1024, levels=2)
+    assert K.held_plan(auto, 24000, False) == plan(16384, 8192)
+    assert K.held_plan(auto, 24577, False) == plan(32768, stage=False)          # a tail of 16384: one block
     assert K.held_plan(auto, 32769, False) == {"ROWB": 0} and K.held_plan(auto, 16384, True) == {"ROWB": 0}
     assert K.held_plan({**auto, "ROW_REGS": 0}, 100, False) == {"ROWB": 0}
-    assert K.held_plan({**auto, "ROW_REGS": 16384}, 16400, False) == {"ROWB": 16384, "ROWL": 4, "RADIX": True}
-    assert K.held_plan({**auto, "ROW_REGS": 16384}, 16384, True) == {"ROWB": 16384, "ROWL": 4, "RADIX": False}
+    assert K.held_plan({**auto, "ROW_REGS": 16384}, 16400, False) == {"ROWB": 16384, "ROWL": 4, "RADIX": True,
+                                                                        "STAGE_HELD": True}
+    assert K.held_plan({**auto, "ROW_REGS": 32768}, 100, False) == {"ROWB": 32768, "ROWL": 4, "RADIX": False,
+                                                                     "STAGE_HELD": False}
+    for key in ("ROW_TAIL", "STAGE_HELD"):
+        for bad in (1, "yes", None):
+            with pytest.raises(ValueError, match=key):
+                K.held_plan({**auto, key: bad}, 16400, False)
     assert {c["ROW_REGS"] for c in K.indexer_configs({})} == {"auto", 16384, 0}   # verify runs each select
+
+
+def test_held_block_sizes():
+    """ROW_REGS "auto"'s blocks: the capacity's power of two (>= 1024), or half of it and a tail of the excess (a
+    power of two, one score per thread at least) where that tail is smaller than the half."""
+    assert K.held_block(16400, 16) == (16384, 512) and K.held_block(16400, 16, tail=False) == (32768, 0)
+    assert K.held_block(16384, 16) == (16384, 0) and K.held_block(100, 16) == (1024, 0)
+    assert K.held_block(1030, 4) == (1024, 128) and K.held_block(1030, 16) == (1024, 512)  # one score a thread
+    assert K.held_block(1030, 32) == (2048, 0)                      # a tail of 1024 (1024 threads) is no smaller
+    assert K.held_block(20000, 16) == (16384, 4096) and K.held_block(24577, 16) == (32768, 0)
+
+
+@pytest.mark.parametrize("levels", (1, 4))
+def test_held_stage_and_tail_block_equal_the_radix_select(levels):
+    """The stage from the held registers (STAGE_HELD, _stage_block) and a tail block after the held block (TAIL: rows
+    of up to 4096 + 1024 held in a 4096 block and a 1024 tail) give the radix select's rows bit for bit on the skewed
+    rows (ties, plateaus, all equal, all negative), with and without the radix passes compiled in; top-k 64 and 512."""
+    g = torch.Generator().manual_seed(17)
+    rows = HELD_ROWS_4096 + ((4097, "equal"), (5120, "plateau"))
+    n_rows = tuple(n for n, _ in rows)
+    scores = _rows_of(g, rows, 5120)
+    for topk in (64, 512):
+        radix = _topk_rows(scores, n_rows, topk, 0)
+        for held in ({"STAGE_HELD": True, "RADIX": False, "TAIL": 1024}, {"STAGE_HELD": False, "RADIX": False,
+                     "TAIL": 1024}, {"STAGE_HELD": True, "RADIX": True}):
+            out = _topk_rows(scores, n_rows, topk, 4096, ROWL=levels, **held)
+            assert torch.equal(out[0], radix[0]) and torch.equal(out[1], radix[1]), (topk, held)
 
 
 def test_default_select_equals_the_radix_select_on_long_rows(gen):
@@ -429,18 +470,24 @@ def test_row_regs_config(gen):
 
 @pytest.mark.gpu
 def test_gpu_held_row_select_equals_the_radix_select():
-    """On the GPU at the long-context row length (64K tokens: 16384 scores a row) and the default top-k launch
-    (SCAN 4096, 16 warps): ROW_REGS 16384 and 32768 give the radix passes' rows bit for bit, and a stable sort's;
-    so do the held-only kernels (no radix passes compiled in) with 1, 2 and 4 held block sizes."""
+    """On the GPU at the long-context row length (64K tokens: 16384 scores a row; the decode step's cache: up to
+    16,400) and the default top-k launch (SCAN 4096, 16 warps): ROW_REGS 16384 and 32768 give the radix passes' rows
+    bit for bit, and a stable sort's; so do the held-only kernels (no radix passes compiled in) with 1, 2 and 4 held
+    block sizes, a 16384 block with a 512 tail (the default at 16,400 entries) and the stage from the held
+    registers (STAGE_HELD)."""
     g = torch.Generator().manual_seed(12)
-    n_rows = (16384, 16384, 16384, 16000, 16384, 9000)
-    scores = _skewed_rows(g, len(n_rows), 16384).cuda()
+    n_rows = (16384, 16384, 16384, 16000, 16384, 9000, 16400, 16390, 16399, 16385, 16400, 16400)
+    scores = _skewed_rows(g, len(n_rows), 16400).cuda()
     radix = _topk_rows(scores, n_rows, 512, 0, scan=4096, warps=16)
+    short = len(n_rows) - 6                                 # the first six rows fit a 16384 block
     for rowb, held_kw in ((16384, {}), (32768, {}), (16384, {"ROWL": 1, "RADIX": False}),
                           (32768, {"ROWL": 1, "RADIX": False}), (32768, {"ROWL": 2, "RADIX": False}),
-                          (32768, {"ROWL": 4, "RADIX": False})):
-        held = _topk_rows(scores, n_rows, 512, rowb, scan=4096, warps=16, **held_kw)
-        assert torch.equal(held[0], radix[0]) and torch.equal(held[1], radix[1]), (rowb, held_kw)
+                          (32768, {"ROWL": 4, "RADIX": False}), (16384, {"ROWL": 1, "RADIX": False, "TAIL": 512,
+                                                                         "STAGE_HELD": True}),
+                          (16384, {"ROWL": 1, "RADIX": False, "TAIL": 512}), (16384, {"STAGE_HELD": True})):
+        rows = slice(None) if held_kw.get("TAIL") or rowb == 32768 or held_kw.get("RADIX", True) else slice(short)
+        held = _topk_rows(scores[rows], n_rows[rows], 512, rowb, scan=4096, warps=16, **held_kw)
+        assert torch.equal(held[0], radix[0][rows]) and torch.equal(held[1], radix[1][rows]), (rowb, held_kw)
     for r, n in enumerate(n_rows):
         want = torch.sort(scores[r, :n].cpu(), descending=True, stable=True)
         assert radix[0][r].tolist() == want.indices[:512].tolist(), r
@@ -714,11 +761,13 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                                             **({"SEG_P2": 64, "FILTER": K.split_filter(scan)}
                                                if kern == "_index_topk_split" else {})},
                              "num_warps": warps, "num_stages": 1})
-            # the default "auto" at its largest block (a cache of up to 32768 entries: held-only, one block)
-            jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk", "signature": TOPK_SIG,
-                         "constexprs": {"KP": kp, "SCAN": scan, "FAST": True,
-                                        **K.held_plan(K.indexer_default({}), K.MAX_ROW_REGS, False)},
-                         "num_warps": warps, "num_stages": 1})
+            # the default "auto" at its largest block (a cache of up to 32768 entries: held-only, one block), and at
+            # the decode step's 64K cache (16,400 entries: a 16384 block and a tail, the stage from the registers)
+            for cap in (K.MAX_ROW_REGS, 16400):
+                jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk", "signature": TOPK_SIG,
+                             "constexprs": {"KP": kp, "SCAN": scan, "FAST": True,
+                                            **K.held_plan(K.indexer_default({}), cap, False, warps)},
+                             "num_warps": warps, "num_stages": 1})
     fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}
     for bs, warps, stages in sorted(fused):   # one launch: the widest scan of the space, the Pro top-k (KP 1024)
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_fused", "signature": FUSED_SIG,
