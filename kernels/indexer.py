@@ -256,34 +256,44 @@ def _count_from(half, half_t, v, TAIL: tl.constexpr):
 def _stage_block(half, offs, thr, c_gt, k_rem, n_gt, n_eq, stage, base):
     """_stage_top's step over held halves (offs: their positions in the row; padding holds 0, below thr >= 1):
     the keys above thr at their rank among those above, the first k_rem keys equal to it after the c_gt above it,
-    from one block-wide scan of the packed flags (above << 16 | equal: fewer than K keys are above thr and a block
-    holds at most 32768 equal ones, so neither field carries). The packed value is rebuilt from the half (a
-    bf16 score's order key has low half 0xFFFF when negative, else 0) and the index: no second read of the row.
-    n_gt / n_eq: the above / equal keys of earlier blocks. -> the totals with this block's."""
+    from a scan of the packed flags (above << 16 | equal: fewer than K keys are above thr and a block holds at most
+    32768 equal ones, so neither field carries) in rows of 32: a scan along each row and one over the row totals
+    (sm_90 SASS: ~630 fewer instructions than one scan over the flat block of 16384, and no spills). The packed
+    value is rebuilt from the half (a bf16 score's order key has low half 0xFFFF when negative, else 0) and the
+    index: no second read of the row. n_gt / n_eq: the above / equal keys of earlier blocks. -> the totals with
+    this block's."""
+    tl.static_assert(half.shape[0] % 32 == 0, "_stage_block scans held blocks in rows of 32")
+    R: tl.constexpr = half.shape[0] // 32
     gt = half > thr
     eq = half == thr
-    flags = (gt.to(tl.int32) << 16) | eq.to(tl.int32)
-    ranks = tl.cumsum(flags, axis=0)
+    flags = tl.reshape((gt.to(tl.int32) << 16) | eq.to(tl.int32), (R, 32))
+    row_tot = tl.sum(flags, axis=1)
+    ranks = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(flags, axis=1)
+    ranks = tl.reshape(ranks, (half.shape[0],))
     r_eq = n_eq + (ranks & 0xFFFF) - 1
     take = gt | (eq & (r_eq < k_rem))
     dst = tl.where(gt, n_gt + (ranks >> 16) - 1, c_gt + r_eq)
     key = (half.to(tl.uint32) << 16) | tl.where(half < 0x8000, 0xFFFF, 0).to(tl.uint32)
     packed = (key.to(tl.uint64) << 32) | _flip_index(base + offs).to(tl.uint64)
     tl.store(stage + dst, packed.to(tl.int64, bitcast=True), mask=take)
-    total = tl.sum(flags, axis=0)
+    total = tl.sum(row_tot, axis=0)
     return n_gt + (total >> 16), n_eq + (total & 0xFFFF)
 
 
 @triton.jit
 def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
-                 TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False):
+                 TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0):
     """_select's result for a FAST row of n <= ROWB + TAIL scores: the high halves of the row's order keys (bf16
     scores: the low half follows from the sign) are read once and stay in registers, in a block of ROWB and (TAIL >
     0) a tail block of TAIL after it (a row just past a power of two, as the decode step's 16,400-entry cache at
-    64K tokens, counts over 16384 + 32 instead of 32768), and the k_eff-th key's high half is found by a binary
-    search on counts (16 block-wide sums, no histograms, no re-reads: the largest v with #(half >= v) >= k_eff);
-    then the stage: STAGE_HELD from the held halves (_stage_block: one scan per block, no second read of the row),
-    else _stage_top's pass over the row. Same staged values in the same places either way."""
+    64K tokens, counts over 16384 + 512 instead of 32768), and the k_eff-th key's high half is found by a binary
+    search on counts (block-wide sums, no histograms, no re-reads: the largest v with #(half >= v) >= k_eff): over
+    all 65536 halves (16 counts), or with WINDOW > 0 first one count at WINDOW halves below the row's largest: when
+    k_eff keys are there (a top-k of a few percent of a row whose largest score is < 2^(WINDOW / 128) times the
+    k-th: four binades at 512) the search takes log2(WINDOW) counts, else the rest of the range below it (the bounds
+    hold either way: same result); then the stage: STAGE_HELD from the held halves (_stage_block: one scan per
+    block, no second read of the row), else _stage_top's pass over the row. Same staged values in the same places
+    either way."""
     tl.static_assert(ROWB <= 32768, "_stage_block packs a block's equal count in 16 bits")
     offs = tl.arange(0, ROWB)
     half = _held_half(src, offs, n, base, CACHE)
@@ -295,7 +305,15 @@ def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
         half_t = half
     lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; #(half >= hi) < k_eff
     hi = lo + 65536
-    for _ in range(16):                              # hi - lo halves: every mid >= 1, so the padding never counts
+    if WINDOW > 0:                                   # the WINDOW halves below the largest first: one count
+        top = tl.max(half, axis=0)
+        if TAIL > 0:
+            top = tl.maximum(top, tl.max(half_t, axis=0))
+        probe = tl.maximum(top + 1 - WINDOW, 1)
+        near = _count_from(half, half_t, probe, TAIL) >= k_eff
+        lo = tl.where(near, probe, lo)
+        hi = tl.where(near, top + 1, probe)
+    while hi - lo > 1:                               # every mid >= 1, so the padding never counts
         mid = (lo + hi) // 2
         enough = _count_from(half, half_t, mid, TAIL) >= k_eff
         lo = tl.where(enough, mid, lo)
@@ -314,7 +332,7 @@ def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
 @triton.jit
 def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
                  ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True, TAIL: tl.constexpr = 0,
-                 STAGE_HELD: tl.constexpr = False):
+                 STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0):
     """The FAST select of a row of n scores: held in registers when n <= ROWB + TAIL (config ROW_REGS; TAIL:
     `held_plan`'s tail block) in the smallest of ROWL block sizes that holds it (ROWL 4: ROWB / 8, / 4, / 2 and
     ROWB (+ TAIL); 2: ROWB / 2 and ROWB (+ TAIL); 1: ROWB (+ TAIL); config ROW_LEVELS: the count work follows the
@@ -325,9 +343,9 @@ def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
     if ROWB == 0:
         thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
     elif not RADIX:         # decided at compile time, apart from the runtime test below: no radix passes compiled in
-        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL, TAIL, STAGE_HELD)
+        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL, TAIL, STAGE_HELD, WINDOW)
     elif n <= ROWB + TAIL:
-        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL, TAIL, STAGE_HELD)
+        thr = _select_levels(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, ROWL, TAIL, STAGE_HELD, WINDOW)
     else:
         thr = _select(src, n, k_eff, stage, base, SCAN, False, True, CACHE)
     return thr
@@ -335,25 +353,25 @@ def _select_fast(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
 
 @triton.jit
 def _select_levels(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
-                   ROWL: tl.constexpr, TAIL: tl.constexpr = 0, SH: tl.constexpr = False):
+                   ROWL: tl.constexpr, TAIL: tl.constexpr = 0, SH: tl.constexpr = False, WIN: tl.constexpr = 0):
     """_select_held of a row of n <= ROWB + TAIL scores in the smallest of ROWL (1, 2 or 4) blocks ROWB (+ TAIL),
     ROWB / 2, ... (SH: STAGE_HELD)."""
     if ROWL == 1:
-        thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH)
+        thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH, WIN)
     elif ROWL == 2:
         if n <= ROWB // 2:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE, 0, SH)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE, 0, SH, WIN)
         else:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH, WIN)
     else:
         if n <= ROWB // 8:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 8, CACHE, 0, SH)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 8, CACHE, 0, SH, WIN)
         elif n <= ROWB // 4:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 4, CACHE, 0, SH)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 4, CACHE, 0, SH, WIN)
         elif n <= ROWB // 2:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE, 0, SH)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB // 2, CACHE, 0, SH, WIN)
         else:
-            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH)
+            thr = _select_held(src, n, k_eff, stage, base, SCAN, ROWB, CACHE, TAIL, SH, WIN)
     return thr
 
 
@@ -395,13 +413,13 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
 @triton.jit
 def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
               OFF: tl.constexpr, ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True,
-              TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False):
+              TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0):
     """One program selects, sorts and writes a token's row of n scores. FAST (impl "triton"): 16-bit select
     keys, and no select at all when the row has <= TOPK scores; not FAST: the first version (triton_v1)."""
     k_eff = tl.minimum(n, TOPK)
     if FAST:
         if n > TOPK:
-            _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "", ROWL, RADIX, TAIL, STAGE_HELD)
+            _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "", ROWL, RADIX, TAIL, STAGE_HELD, WINDOW)
     else:
         _select(sc_row, n, k_eff, stage, 0, SCAN, False, False, "")
     _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "", OFF)
@@ -424,7 +442,7 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
                 KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
                 len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1, ROWB: tl.constexpr = 0,
                 ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True, TAIL: tl.constexpr = 0,
-                STAGE_HELD: tl.constexpr = False):
+                STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0):
     """One program per token: select over its S4 scores, sort, write (ROW_W > 0, csa_indices: the attention row
     (T, W + K) and its length instead of the top-k (T, K); val (T, W + K) scratch)."""
     t = tl.program_id(0)
@@ -432,7 +450,7 @@ def _index_topk(sc_ptr, pos_ptr, stage_ptr, idx_ptr, val_ptr,       # stage (T, 
     n = (p + 1) // RATIO
     _row_head(idx_ptr, len_ptr, t, p, n, TOPK, s_ot, ROW_W, WP)
     _topk_row(sc_ptr + t * s_st, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP,
-              SCAN, FAST, ROW_W, ROWB, ROWL, RADIX, TAIL, STAGE_HELD)
+              SCAN, FAST, ROW_W, ROWB, ROWL, RADIX, TAIL, STAGE_HELD, WINDOW)
 
 
 @triton.jit
@@ -441,7 +459,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
                       SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
                       FILTER: tl.constexpr = 2048, len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1,
                       ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True,
-                      TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False):
+                      TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0):
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
@@ -468,7 +486,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     if a == 1:
         if j == 0:
             _topk_row(sc_row, n, stage_ptr + t * KP, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, KP, SCAN,
-                      FAST, ROW_W, ROWB, ROWL, RADIX, TAIL, STAGE_HELD)
+                      FAST, ROW_W, ROWB, ROWL, RADIX, TAIL, STAGE_HELD, WINDOW)
     elif j < a:
         seg = tl.cdiv(tl.cdiv(n, a), 32) * 32                            # 128-byte aligned segment starts
         start = j * seg
@@ -480,7 +498,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
         if seg_n > TOPK:
             if FAST:
                 thr = _select_fast(sc_row + start, seg_n, TOPK, slot, start, SCAN, ROWB, "", ROWL, RADIX, TAIL,
-                                   STAGE_HELD)
+                                   STAGE_HELD, WINDOW)
             else:
                 thr = _select(sc_row + start, seg_n, TOPK, slot, start, SCAN, False, False, "")
             kept = tl.load(slot + offs_k, mask=offs_k < TOPK, other=0)
@@ -607,8 +625,12 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
     return idx, val
 
 
+# the held select's config keys that neither the space nor the default show (`held_plan`)
+HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW"})
+
+
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
-               default_config=indexer_default, options=frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD"}),
+               default_config=indexer_default, options=HELD_OPTIONS,
                kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                     positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
@@ -671,7 +693,7 @@ def csa_configs(params: dict) -> list[dict]:
 
 
 @register_impl("csa_indices", "triton", backend="triton", configs=csa_configs, default_config=indexer_default,
-               options=frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD"}),
+               options=HELD_OPTIONS,
                kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                 positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
@@ -779,6 +801,18 @@ def _flag(cfg: dict, key: str, default: bool) -> bool:
     return value
 
 
+SEARCH_WINDOW_DEFAULT = 512
+
+
+def search_window(value) -> int:
+    """Config SEARCH_WINDOW: 0 (the held select's binary search over all 65536 key halves: 16 counts) or a power of
+    two from 2 to 32768: the halves below the row's largest that its first count tries (`_select_held`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or (
+            value != 0 and (not 2 <= value <= 32768 or value & (value - 1))):
+        raise ValueError(f"indexer_topk: SEARCH_WINDOW must be 0 or a power of two from 2 to 32768, got {value!r}")
+    return value
+
+
 def held_block(capacity: int, warps: int, tail: bool = True) -> tuple[int, int]:
     """ROW_REGS "auto"'s held blocks for a `capacity`-entry key cache: (ROWB, TAIL). One block of the smallest power
     of two >= capacity (at least 1024), or with `tail` (config ROW_TAIL, default true), where it is smaller, half of
@@ -794,25 +828,28 @@ def held_block(capacity: int, warps: int, tail: bool = True) -> tuple[int, int]:
 
 
 def held_plan(cfg: dict, capacity: int, split: bool, warps: int = 16) -> dict:
-    """The top-k launch's select constexprs from config ROW_REGS / ROW_LEVELS / ROW_TAIL / STAGE_HELD and the key
-    cache's capacity: ROWB (0: the radix passes), ROWL (held block sizes), RADIX (False: held-only), TAIL (a tail
-    block after ROWB, `held_block`) and STAGE_HELD (the stage from the held registers, `_select_held`; config
-    STAGE_HELD, default true, and only for blocks of up to STAGE_HELD_MAX). "auto" (the default): held-only in
+    """The top-k launch's select constexprs from config ROW_REGS / ROW_LEVELS / ROW_TAIL / STAGE_HELD /
+    SEARCH_WINDOW and the key cache's capacity: ROWB (0: the radix passes), ROWL (held block sizes), RADIX (False:
+    held-only), TAIL (a tail block after ROWB, `held_block`), STAGE_HELD (the stage from the held registers,
+    `_select_held`; config STAGE_HELD, default true, and only for blocks of up to STAGE_HELD_MAX) and WINDOW (the
+    held search's first count, `search_window`). "auto" (the default): held-only in
     `held_block`'s blocks when the one-program top-k runs (`split` False) and capacity <= MAX_ROW_REGS, else the
     radix passes. A short row in a large cache is then counted over the whole block (at most MAX_ROW_REGS: a
     bounded cost, while rows of <= K scores skip the select). `warps`: the top-k launch's (TOPK_WARPS)."""
     value = row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT))
     tail, stage = _flag(cfg, "ROW_TAIL", True), _flag(cfg, "STAGE_HELD", True)
+    window = search_window(cfg.get("SEARCH_WINDOW", SEARCH_WINDOW_DEFAULT))
     if value == "auto":
         if split or not holds_row(cfg, capacity):
             return {"ROWB": 0}
         rowb, rest = held_block(capacity, warps, tail)
         return {"ROWB": rowb, "TAIL": rest, "ROWL": row_levels(cfg.get("ROW_LEVELS", 1)), "RADIX": False,
-                "STAGE_HELD": stage and rowb <= STAGE_HELD_MAX}
+                "STAGE_HELD": stage and rowb <= STAGE_HELD_MAX, "WINDOW": window}
     if value == 0:
         return {"ROWB": 0}
     return {"ROWB": value, "ROWL": row_levels(cfg.get("ROW_LEVELS", ROW_LEVELS_DEFAULT)),
-            "RADIX": not held_only(value, capacity), "STAGE_HELD": stage and value <= STAGE_HELD_MAX}
+            "RADIX": not held_only(value, capacity), "STAGE_HELD": stage and value <= STAGE_HELD_MAX,
+            "WINDOW": window}
 
 
 def split_filter(scan: int) -> int:

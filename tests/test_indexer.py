@@ -390,8 +390,8 @@ def test_held_plan_auto_and_explicit():
     auto = K.indexer_default({})
     assert auto["ROW_REGS"] == "auto"
 
-    def plan(rowb, tail=0, levels=1, stage=True):
-        return {"ROWB": rowb, "TAIL": tail, "ROWL": levels, "RADIX": False, "STAGE_HELD": stage}
+    def plan(rowb, tail=0, levels=1, stage=True, window=512):
+        return {"ROWB": rowb, "TAIL": tail, "ROWL": levels, "RADIX": False, "STAGE_HELD": stage, "WINDOW": window}
     assert K.held_plan(auto, 16400, False) == plan(16384, 512)     # decode-bench at 64K: 16384 + a tail of 512
     assert K.held_plan({**auto, "ROW_TAIL": False}, 16400, False) == plan(32768, stage=False)
     assert K.held_plan(auto, 16400, False, warps=8) == plan(16384, 256)
@@ -403,12 +403,14 @@ def test_held_plan_auto_and_explicit():
     assert K.held_plan(auto, 24577, False) == plan(32768, stage=False)          # a tail of 16384: one block
     assert K.held_plan(auto, 32769, False) == {"ROWB": 0} and K.held_plan(auto, 16384, True) == {"ROWB": 0}
     assert K.held_plan({**auto, "ROW_REGS": 0}, 100, False) == {"ROWB": 0}
+    assert K.held_plan({**auto, "SEARCH_WINDOW": 0}, 16400, False) == plan(16384, 512, window=0)
     assert K.held_plan({**auto, "ROW_REGS": 16384}, 16400, False) == {"ROWB": 16384, "ROWL": 4, "RADIX": True,
-                                                                        "STAGE_HELD": True}
+                                                                        "STAGE_HELD": True, "WINDOW": 512}
     assert K.held_plan({**auto, "ROW_REGS": 32768}, 100, False) == {"ROWB": 32768, "ROWL": 4, "RADIX": False,
-                                                                     "STAGE_HELD": False}
-    for key in ("ROW_TAIL", "STAGE_HELD"):
-        for bad in (1, "yes", None):
+                                                                     "STAGE_HELD": False, "WINDOW": 512}
+    for key, bads in (("ROW_TAIL", (1, "yes", None)), ("STAGE_HELD", (1, "yes", None)),
+                      ("SEARCH_WINDOW", (1, 3, 65536, -512, True, 512.0, "512"))):
+        for bad in bads:
             with pytest.raises(ValueError, match=key):
                 K.held_plan({**auto, key: bad}, 16400, False)
     assert {c["ROW_REGS"] for c in K.indexer_configs({})} == {"auto", 16384, 0}   # verify runs each select
@@ -425,18 +427,22 @@ def test_held_block_sizes():
 
 
 @pytest.mark.parametrize("levels", (1, 4))
-def test_held_stage_and_tail_block_equal_the_radix_select(levels):
-    """The stage from the held registers (STAGE_HELD, _stage_block) and a tail block after the held block (TAIL: rows
-    of up to 4096 + 1024 held in a 4096 block and a 1024 tail) give the radix select's rows bit for bit on the skewed
-    rows (ties, plateaus, all equal, all negative), with and without the radix passes compiled in; top-k 64 and 512."""
+def test_held_stage_tail_block_and_window_equal_the_radix_select(levels):
+    """The stage from the held registers (STAGE_HELD, _stage_block), a tail block after the held block (TAIL: rows
+    of up to 4096 + 1024 held in a 4096 block and a 1024 tail) and the search's first count below the row's largest
+    (WINDOW 512, where the k-th key of these rows lies; WINDOW 2, where it does not: the rest of the range) give the
+    radix select's rows bit for bit on the skewed rows (ties, plateaus, all equal, all negative, one score far
+    above the rest), with and without the radix passes compiled in; top-k 64 and 512."""
     g = torch.Generator().manual_seed(17)
-    rows = HELD_ROWS_4096 + ((4097, "equal"), (5120, "plateau"))
+    rows = HELD_ROWS_4096 + ((4097, "equal"), (5120, "plateau"), (4500, "random"))
     n_rows = tuple(n for n, _ in rows)
     scores = _rows_of(g, rows, 5120)
+    scores[-1, 4321] = 2.0 ** 40                           # the k-th key lies far below the largest
     for topk in (64, 512):
         radix = _topk_rows(scores, n_rows, topk, 0)
-        for held in ({"STAGE_HELD": True, "RADIX": False, "TAIL": 1024}, {"STAGE_HELD": False, "RADIX": False,
-                     "TAIL": 1024}, {"STAGE_HELD": True, "RADIX": True}):
+        for held in ({"STAGE_HELD": True, "RADIX": False, "TAIL": 1024, "WINDOW": 512},
+                     {"STAGE_HELD": False, "RADIX": False, "TAIL": 1024, "WINDOW": 2},
+                     {"STAGE_HELD": True, "RADIX": True, "WINDOW": 0}):
             out = _topk_rows(scores, n_rows, topk, 4096, ROWL=levels, **held)
             assert torch.equal(out[0], radix[0]) and torch.equal(out[1], radix[1]), (topk, held)
 
@@ -473,8 +479,8 @@ def test_gpu_held_row_select_equals_the_radix_select():
     """On the GPU at the long-context row length (64K tokens: 16384 scores a row; the decode step's cache: up to
     16,400) and the default top-k launch (SCAN 4096, 16 warps): ROW_REGS 16384 and 32768 give the radix passes' rows
     bit for bit, and a stable sort's; so do the held-only kernels (no radix passes compiled in) with 1, 2 and 4 held
-    block sizes, a 16384 block with a 512 tail (the default at 16,400 entries) and the stage from the held
-    registers (STAGE_HELD)."""
+    block sizes, a 16384 block with a 512 tail (the default at 16,400 entries), the stage from the held registers
+    (STAGE_HELD) and the search's first count below the row's largest (WINDOW)."""
     g = torch.Generator().manual_seed(12)
     n_rows = (16384, 16384, 16384, 16000, 16384, 9000, 16400, 16390, 16399, 16385, 16400, 16400)
     scores = _skewed_rows(g, len(n_rows), 16400).cuda()
@@ -484,7 +490,9 @@ def test_gpu_held_row_select_equals_the_radix_select():
                           (32768, {"ROWL": 1, "RADIX": False}), (32768, {"ROWL": 2, "RADIX": False}),
                           (32768, {"ROWL": 4, "RADIX": False}), (16384, {"ROWL": 1, "RADIX": False, "TAIL": 512,
                                                                          "STAGE_HELD": True}),
-                          (16384, {"ROWL": 1, "RADIX": False, "TAIL": 512}), (16384, {"STAGE_HELD": True})):
+                          (16384, {"ROWL": 1, "RADIX": False, "TAIL": 512}), (16384, {"STAGE_HELD": True}),
+                          (16384, {"ROWL": 1, "RADIX": False, "TAIL": 512, "STAGE_HELD": True, "WINDOW": 512}),
+                          (16384, {"ROWL": 1, "RADIX": False, "TAIL": 512, "STAGE_HELD": True, "WINDOW": 2})):
         rows = slice(None) if held_kw.get("TAIL") or rowb == 32768 or held_kw.get("RADIX", True) else slice(short)
         held = _topk_rows(scores[rows], n_rows[rows], 512, rowb, scan=4096, warps=16, **held_kw)
         assert torch.equal(held[0], radix[0][rows]) and torch.equal(held[1], radix[1][rows]), (rowb, held_kw)
