@@ -260,7 +260,7 @@ class TuningError(ValueError):
 
 
 _INT_KEYS = {"num_stages", "maxnreg"}      # launch options that take a count, never a switch
-_OFF_AT_ZERO = {"ROW_REGS"}                 # counts whose 0 means off (the indexer top-k's held rows: the radix select)
+_OFF_AT_ZERO = {"ROW_REGS", "SEARCH_WINDOW"}   # counts whose 0 means off (the indexer top-k: its held rows, its window)
 
 
 def _is_pow2_key(key: str) -> bool:

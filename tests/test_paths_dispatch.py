@@ -209,6 +209,8 @@ def test_verify_covers_every_path_and_export_refuses_an_unreadable_config(tmp_pa
     # the indexer top-k's ROW_REGS 0 (the radix select: a config of its space) can be pinned, tried and exported
     assert config_problem({"ROW_REGS": 0, "SCAN": 4096}) is None
     assert "ROW_REGS=-1: must be positive" in config_problem({"ROW_REGS": -1})
+    assert config_problem({"SEARCH_WINDOW": 0, "ROW_TAIL": False}) is None      # its search over every key half
+    assert "SEARCH_WINDOW=-2: must be positive" in config_problem({"SEARCH_WINDOW": -2})
     assert "SCAN=0: must be positive" in config_problem({"SCAN": 0})
 
 
