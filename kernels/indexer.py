@@ -23,10 +23,12 @@ Launches of impl "triton" (graph-capturable: no host reads of device data; every
      short row is one program's, as `_index_topk`): the K-th largest score on order-preserving keys (the
      scores are bf16 values, so only the high 16 bits of the fp32 key vary): radix select (2 passes of 8
      bits with tl.histogram over the S4 scores), or with config ROW_REGS (`held_plan`; by default "auto":
-     held-only in the one-program top-k when the cache holds no row past 32768 scores) a row (segment) of up
-     to ROW_REGS scores read once into registers and its K-th key's high half found by a binary search on 16
-     block-wide counts (`_select_held`, in the smallest of ROW_LEVELS block sizes that holds it); then a
-     compaction pass that keeps every key above the threshold and the lowest-index keys equal to it, then one
+     held-only in the one-program top-k when the cache holds no row past 32768 scores, in a power of two and a
+     tail block for a cache just past one: `held_block`) a row (segment) of up to ROW_REGS scores read once into
+     registers and its K-th key's high half found by a binary search on block-wide counts (`_select_held`, in the
+     smallest of ROW_LEVELS block sizes that holds it; its first count SEARCH_WINDOW halves below the row's
+     largest); then a compaction (from the held registers, STAGE_HELD, or a pass over the row) that keeps every
+     key above the threshold and the lowest-index keys equal to it, then one
      sort of the KP survivors packed as (key << 32 | ~index): best first, ties toward the lower index, as the
      reference; the scores are decoded from the sorted keys. A row with S4 <= K skips the select (every
      key is kept): its scores are packed and sorted directly. -1 / -inf pad rows with fewer than K keys.
@@ -303,22 +305,27 @@ def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
     else:                                            # no tail: never read (_count_from, the stage skip it)
         offs_t = offs
         half_t = half
-    lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; #(half >= hi) < k_eff
+    lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; c_hi = #(half >= hi) < k_eff
     hi = lo + 65536
+    c_hi = tl.zeros([], tl.int32)
     if WINDOW > 0:                                   # the WINDOW halves below the largest first: one count
         top = tl.max(half, axis=0)
         if TAIL > 0:
             top = tl.maximum(top, tl.max(half_t, axis=0))
         probe = tl.maximum(top + 1 - WINDOW, 1)
-        near = _count_from(half, half_t, probe, TAIL) >= k_eff
+        c_probe = _count_from(half, half_t, probe, TAIL)
+        near = c_probe >= k_eff
         lo = tl.where(near, probe, lo)
         hi = tl.where(near, top + 1, probe)
+        c_hi = tl.where(near, c_hi, c_probe)         # near: nothing is >= top + 1
     while hi - lo > 1:                               # every mid >= 1, so the padding never counts
         mid = (lo + hi) // 2
-        enough = _count_from(half, half_t, mid, TAIL) >= k_eff
+        c_mid = _count_from(half, half_t, mid, TAIL)
+        enough = c_mid >= k_eff
         lo = tl.where(enough, mid, lo)
         hi = tl.where(enough, hi, mid)
-    c_gt = _count_from(half, half_t, lo + 1, TAIL)
+        c_hi = tl.where(enough, c_hi, c_mid)
+    c_gt = c_hi                                      # hi = lo + 1: the keys above the k_eff-th
     if STAGE_HELD:
         n_gt, n_eq = _stage_block(half, offs, lo, c_gt, k_eff - c_gt, 0, 0, stage, base)
         if TAIL > 0:
@@ -693,8 +700,7 @@ def csa_configs(params: dict) -> list[dict]:
 
 
 @register_impl("csa_indices", "triton", backend="triton", configs=csa_configs, default_config=indexer_default,
-               options=HELD_OPTIONS,
-               kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
+               options=HELD_OPTIONS, kernels=lambda: [_index_scores, _index_topk, _index_topk_split])
 def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                 positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
                 config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
