@@ -392,11 +392,14 @@ def _key_value(key):
 
 @triton.jit
 def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.constexpr, FAST: tl.constexpr,
-                 CACHE: tl.constexpr, OFF: tl.constexpr):
+                 CACHE: tl.constexpr, OFF: tl.constexpr, SORT32: tl.constexpr = False):
     """Sort the k_eff staged packed values (best first, ties to the lower index) and write the row, each index + OFF
     (-1 stays -1: csa_indices writes W + entry into the attention row).
     FAST: `direct` (k_eff is the whole row: the caller skipped the select) packs the row's scores here
-    instead of reading `stage`, and the scores come out of the packed keys (no gather of the row)."""
+    instead of reading `stage`, and the scores come out of the packed keys (no gather of the row).
+    SORT32 (FAST, a row of < 65536 scores: the held-only select): the sort runs on 32-bit values, the key's high
+    half << 16 | 0xFFFF - index (a bf16 score's key follows from its high half): the same order as the 64-bit
+    packed values, in half the sorting network's registers and compares."""
     offs_k = tl.arange(0, KP)
     valid = offs_k < k_eff
     if FAST:
@@ -406,12 +409,22 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
         packed = tl.where(valid, packed, 0)
     else:
         packed = tl.load(stage + offs_k, mask=valid, other=0).to(tl.uint64, bitcast=True)
-    packed = tl.sort(packed, descending=True)
-    idx = _flip_index(packed.to(tl.uint32)).to(tl.int32)
-    if FAST:                                                            # the score is in the packed key
-        val = tl.where(valid, _key_value((packed >> 32).to(tl.uint32)), float("-inf"))
+    if SORT32:
+        tl.static_assert(FAST, "SORT32 rebuilds keys from their high halves (bf16 scores: FAST)")
+        idx = _flip_index(packed.to(tl.uint32)).to(tl.int32)
+        short = ((packed >> 48).to(tl.uint32) << 16) | (0xFFFF - idx).to(tl.uint32)
+        short = tl.sort(tl.where(valid, short, 0), descending=True)
+        idx = (0xFFFF - (short & 0xFFFF)).to(tl.int32)
+        half = short >> 16
+        val = tl.where(valid, _key_value((half << 16) | tl.where(half < 0x8000, 0xFFFF, 0).to(tl.uint32)),
+                       float("-inf"))
     else:
-        val = tl.load(sc_row + tl.where(valid, idx, 0), mask=valid, other=float("-inf"))
+        packed = tl.sort(packed, descending=True)
+        idx = _flip_index(packed.to(tl.uint32)).to(tl.int32)
+        if FAST:                                                        # the score is in the packed key
+            val = tl.where(valid, _key_value((packed >> 32).to(tl.uint32)), float("-inf"))
+        else:
+            val = tl.load(sc_row + tl.where(valid, idx, 0), mask=valid, other=float("-inf"))
     omask = offs_k < TOPK
     tl.store(idx_out + offs_k, tl.where(valid, idx + OFF, -1), mask=omask)
     tl.store(val_out + offs_k, val, mask=omask)
@@ -429,7 +442,8 @@ def _topk_row(sc_row, n, stage, idx_out, val_out, TOPK, KP: tl.constexpr, SCAN: 
             _select_fast(sc_row, n, k_eff, stage, 0, SCAN, ROWB, "", ROWL, RADIX, TAIL, STAGE_HELD, WINDOW)
     else:
         _select(sc_row, n, k_eff, stage, 0, SCAN, False, False, "")
-    _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "", OFF)
+    _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, n <= TOPK, KP, FAST, "", OFF,
+                 FAST and ROWB > 0 and not RADIX)
 
 
 @triton.jit
