@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# Session 30, call 2: what call 1 (device_session30b.sh, commit 7a5ff41) could not finish. (1) GPU verify of
-# csa_indices (the decode step's op; indexer_topk runs the same kernels) with the held top-k's new defaults and
-# every config path of its space (STAGE_HELD false among them): call 1's verify was cut at 150 s while compiling;
-# (2) the 43-layer step at 64K with paired trials of the previous select (ROW_TAIL, STAGE_HELD and SEARCH_WINDOW
-# off: one 32768 block, _stage_top's pass, 16 counts) and of each change off alone (call 1's trial was refused:
-# SEARCH_WINDOW 0 needed kernelbench/tuned_configs.py's _OFF_AT_ZERO).
-#   run(command="KB_TOTAL_S=580 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session30c.sh", carry=[".whl"])
+# Session 30's held top-k in the 43-layer step at 64K tokens (not timed in session 30: its trial was refused, then
+# the device was paused). The changes (kernels/indexer.py), each on by default: ROW_TAIL (the step's 16,400-entry
+# cache held in 16384 + a 512 tail, not a 32768 block), STAGE_HELD (the stage from the held registers),
+# SEARCH_WINDOW 512 (~9 counts instead of 16), and two without a config: the count above the threshold carried by
+# the search, and SORT32 (the final sort on 32-bit values). sm_90 static SASS per warp, run: ~9,291 -> ~4,552 at
+# 16,400 entries. (1) The step with paired trials of the three configs off together and one at a time (40 pairs
+# each); (2) the step with the session's starting indexer.py ("b": `mkdir -p scripts/ab && git show
+# 1fd0a27:kernels/indexer.py > scripts/ab/indexer_before.py`, carried) and the new one, B A; (3) csa_indices alone
+# at 64K (16,384 entries), new / before.
+#   run(command="KB_TOTAL_S=450 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session30c.sh", carry=[".whl", "scripts/ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-580}
+TOTAL=${KB_TOTAL_S:-450}
 source scripts/device_lib.sh || exit 1
-DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash"
-step trial 250 $DB --context 65536 --batches 1,16,64 --steps 40 \
+[ -f scripts/ab/indexer_before.py ] || { echo "scripts/ab/indexer_before.py missing (carry scripts/ab)"; exit 1; }
+IDX="$(installed kernels/indexer.py)"
+cp "$IDX" "$W/idx_new.py"
+DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --context 65536"
+step trial 250 $DB --batches 1,16,64 --steps 40 \
     --try 'csa_indices={"ROW_TAIL": false, "STAGE_HELD": false, "SEARCH_WINDOW": 0}' \
     --try 'csa_indices={"ROW_TAIL": false}' --try 'csa_indices={"STAGE_HELD": false}' \
     --try 'csa_indices={"SEARCH_WINDOW": 0}' --json "$W/trial.json"
-step_times trial
-step verify 320 $KB verify csa_indices --impl triton --device cuda --shapes flash-tp8-long --examples 2 \
-    --time-budget 6
+cp scripts/ab/indexer_before.py "$IDX"; step b1 45 $DB --batches 1,16,64 --json "$W/b1.json"
+cp "$W/idx_new.py" "$IDX"; step n1 45 $DB --batches 1,16,64 --json "$W/n1.json"
+step_times trial b1 n1
+ALONE="$KB bench csa_indices --impl triton --shapes flash-tp8-long --batch 1 --batch 16 --batch 64 --context 65536 \
+    --where ragged=False --max-time 0.3"
+step alone_n 30 $ALONE --json "$W/alone_n.json"
+cp scripts/ab/indexer_before.py "$IDX"; step alone_b 30 $ALONE --json "$W/alone_b.json"
+cp "$W/idx_new.py" "$IDX"
+rm -f "$W/idx_new.py"
 finish
