@@ -73,3 +73,17 @@ ncu_path() {  # the Nsight Compute binary on the device (PATH, else the newest /
     echo "ncu: $ncu" >> "$W/environment.txt"
     echo "$ncu"
 }
+ab_setup() {  # ab_setup REL_PATH BEFORE_FILE: same-call A/B of one package file (kernels/x.py) against a carried
+    # older version (scripts/ab/...): saves the installed (new) copy as $W/ab_new.py; then `ab_use before` / `ab_use
+    # new` puts one or the other in place. Ends with `ab_use new` before `finish`.
+    AB_REL=$1 AB_BEFORE=$2
+    [ -f "$AB_BEFORE" ] || { echo "$AB_BEFORE missing (carry its folder)"; return 1; }
+    cp "$(installed "$AB_REL")" "$W/ab_new.py"
+}
+ab_use() {  # ab_use before|new (after ab_setup)
+    case "$1" in
+        before) cp "$AB_BEFORE" "$(installed "$AB_REL")" ;;
+        new) cp "$W/ab_new.py" "$(installed "$AB_REL")" ;;
+        *) echo "ab_use: before or new, got $1" >&2; return 1 ;;
+    esac
+}

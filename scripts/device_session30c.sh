@@ -8,26 +8,24 @@
 # each); (2) the step with the session's starting indexer.py ("b": `mkdir -p scripts/ab && git show
 # 1fd0a27:kernels/indexer.py > scripts/ab/indexer_before.py`, carried) and the new one, B A; (3) csa_indices alone
 # at 64K (16,384 entries), new / before.
-#   run(command="KB_TOTAL_S=450 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session30c.sh", carry=[".whl", "scripts/ab"])
+#   run(command="KB_TOTAL_S=450 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session30c.sh",
+#       carry=[".whl", "scripts/ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-450}
 source scripts/device_lib.sh || exit 1
-[ -f scripts/ab/indexer_before.py ] || { echo "scripts/ab/indexer_before.py missing (carry scripts/ab)"; exit 1; }
-IDX="$(installed kernels/indexer.py)"
-cp "$IDX" "$W/idx_new.py"
+ab_setup kernels/indexer.py scripts/ab/indexer_before.py || exit 1
 DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --context 65536"
 step trial 250 $DB --batches 1,16,64 --steps 40 \
     --try 'csa_indices={"ROW_TAIL": false, "STAGE_HELD": false, "SEARCH_WINDOW": 0}' \
     --try 'csa_indices={"ROW_TAIL": false}' --try 'csa_indices={"STAGE_HELD": false}' \
     --try 'csa_indices={"SEARCH_WINDOW": 0}' --json "$W/trial.json"
-cp scripts/ab/indexer_before.py "$IDX"; step b1 45 $DB --batches 1,16,64 --json "$W/b1.json"
-cp "$W/idx_new.py" "$IDX"; step n1 45 $DB --batches 1,16,64 --json "$W/n1.json"
+ab_use before; step b1 45 $DB --batches 1,16,64 --json "$W/b1.json"
+ab_use new; step n1 45 $DB --batches 1,16,64 --json "$W/n1.json"
 step_times trial b1 n1
 ALONE="$KB bench csa_indices --impl triton --shapes flash-tp8-long --batch 1 --batch 16 --batch 64 --context 65536 \
     --where ragged=False --max-time 0.3"
 step alone_n 30 $ALONE --json "$W/alone_n.json"
-cp scripts/ab/indexer_before.py "$IDX"; step alone_b 30 $ALONE --json "$W/alone_b.json"
-cp "$W/idx_new.py" "$IDX"
-rm -f "$W/idx_new.py"
+ab_use before; step alone_b 30 $ALONE --json "$W/alone_b.json"
+ab_use new; rm -f "$W/ab_new.py"
 finish
