@@ -4,22 +4,23 @@
 # cache held in 16384 + a 512 tail, not a 32768 block), STAGE_HELD (the stage from the held registers),
 # SEARCH_WINDOW 512 (~9 counts instead of 16), and two without a config: the count above the threshold carried by
 # the search, and SORT32 (the final sort on 32-bit values). sm_90 static SASS per warp, run: ~9,291 -> ~4,552 at
-# 16,400 entries. (1) The step with paired trials of the three configs off together and one at a time (40 pairs
-# each); (2) the step with the session's starting indexer.py ("b": `mkdir -p scripts/ab && git show
+# 16,400 entries. (1) The step with paired trials of the three configs off together and one at a time, and of
+# window widths 256 / 2048 (40 pairs each); (2) the step with the session's starting indexer.py ("b": `mkdir -p scripts/ab && git show
 # 1fd0a27:kernels/indexer.py > scripts/ab/indexer_before.py`, carried) and the new one, B A; (3) csa_indices alone
 # at 64K (16,384 entries), new / before.
-#   run(command="KB_TOTAL_S=450 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session30c.sh",
+#   run(command="KB_TOTAL_S=530 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session30c.sh",
 #       carry=[".whl", "scripts/ab"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-450}
+TOTAL=${KB_TOTAL_S:-530}
 source scripts/device_lib.sh || exit 1
 ab_setup kernels/indexer.py scripts/ab/indexer_before.py || exit 1
 DB="$KB decode-bench --device cuda --impl triton --graph on --layers flash --context 65536"
-step trial 250 $DB --batches 1,16,64 --steps 40 \
+step trial 320 $DB --batches 1,16,64 --steps 40 \
     --try 'csa_indices={"ROW_TAIL": false, "STAGE_HELD": false, "SEARCH_WINDOW": 0}' \
     --try 'csa_indices={"ROW_TAIL": false}' --try 'csa_indices={"STAGE_HELD": false}' \
-    --try 'csa_indices={"SEARCH_WINDOW": 0}' --json "$W/trial.json"
+    --try 'csa_indices={"SEARCH_WINDOW": 0}' --try 'csa_indices={"SEARCH_WINDOW": 256}' \
+    --try 'csa_indices={"SEARCH_WINDOW": 2048}' --json "$W/trial.json"
 ab_use before; step b1 45 $DB --batches 1,16,64 --json "$W/b1.json"
 ab_use new; step n1 45 $DB --batches 1,16,64 --json "$W/n1.json"
 step_times trial b1 n1
