@@ -5,9 +5,9 @@
 # SEARCH_WINDOW 512 (~9 counts instead of 16), and two without a config: the count above the threshold carried by
 # the search, and SORT32 (the final sort on 32-bit values). sm_90 static SASS per warp, run: ~9,291 -> ~4,552 at
 # 16,400 entries. (1) The step with paired trials of the three configs off together and one at a time, and of
-# window widths 256 / 2048 (40 pairs each); (2) the step with the session's starting indexer.py ("b": `mkdir -p scripts/ab && git show
-# 1fd0a27:kernels/indexer.py > scripts/ab/indexer_before.py`, carried) and the new one, B A; (3) csa_indices alone
-# at 64K (16,384 entries), new / before.
+# window widths 256 / 2048 (40 pairs each); (2) the step with the session's starting indexer.py ("b": `mkdir -p
+# scripts/ab && git show 1fd0a27:kernels/indexer.py > scripts/ab/indexer_before.py`, carried) and the new one, B A;
+# (3) csa_indices alone at 64K (16,384 entries), new / before.
 #   run(command="KB_TOTAL_S=530 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session30c.sh",
 #       carry=[".whl", "scripts/ab"])
 set -uo pipefail
