@@ -73,9 +73,11 @@ def indexer_configs(params: dict) -> list[dict]:
     # the split top-k's merge on any row of 8+ scores: `kernelbench verify` runs every value a space offers, so
     # this config makes it check the merge at small shapes (the default splits only rows of 8192+ scores); and the
     # held select beside the radix passes (ROW_REGS 16384) and the radix select alone (0): verify runs both kernels
-    # at every shape, where the default ("auto") compiles the held select only for caches of <= 32768 entries; and
-    # the held select staging by a pass over the row (STAGE_HELD false) beside the default's stage from registers
+    # at every shape, where the default ("auto") compiles the held select only for caches of <= 32768 entries; the
+    # held select staging by a pass over the row (STAGE_HELD false) beside the default's stage from registers; and
+    # the split top-k with held segments and a held merge (SPLIT_HELD, opt-in)
     return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
+                    {**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4, "SPLIT_HELD": True},
                     {**indexer_default(params), "ROW_REGS": 16384}, {**indexer_default(params), "ROW_REGS": 0},
                     {**indexer_default(params), "STAGE_HELD": False}]
 
@@ -283,6 +285,47 @@ def _stage_block(half, offs, thr, c_gt, k_rem, n_gt, n_eq, stage, base):
 
 
 @triton.jit
+def _held_search(half, half_t, k_eff, TAIL: tl.constexpr, WINDOW: tl.constexpr):
+    """The k_eff-th largest of the held halves (the main block, and the tail block when TAIL > 0; padding holds 0,
+    below every key's, and at least k_eff halves are >= 1) and how many halves are above it: a binary search on
+    counts, the largest v with #(half >= v) >= k_eff, over all 65536 halves or first WINDOW below the largest
+    (`_select_held`). The count at the upper bound is carried, so the last one is the count above the k-th."""
+    lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; c_hi = #(half >= hi) < k_eff
+    hi = lo + 65536
+    c_hi = tl.zeros([], tl.int32)
+    if WINDOW > 0:                                   # the WINDOW halves below the largest first: one count
+        top = tl.max(half, axis=0)
+        if TAIL > 0:
+            top = tl.maximum(top, tl.max(half_t, axis=0))
+        probe = tl.maximum(top + 1 - WINDOW, 1)
+        c_probe = _count_from(half, half_t, probe, TAIL)
+        near = c_probe >= k_eff
+        lo = tl.where(near, probe, lo)
+        hi = tl.where(near, top + 1, probe)
+        c_hi = tl.where(near, c_hi, c_probe)         # near: nothing is >= top + 1
+    while hi - lo > 1:                               # every mid >= 1, so the padding never counts
+        mid = (lo + hi) // 2
+        c_mid = _count_from(half, half_t, mid, TAIL)
+        enough = c_mid >= k_eff
+        lo = tl.where(enough, mid, lo)
+        hi = tl.where(enough, hi, mid)
+        c_hi = tl.where(enough, c_hi, c_mid)
+    return lo, c_hi                                  # hi = lo + 1: c_hi counts the keys above lo
+
+
+@triton.jit
+def _packed_threshold(src, n, k, NB: tl.constexpr, CACHE: tl.constexpr, WINDOW: tl.constexpr):
+    """The k-th largest key's high half among n <= NB packed candidates at src (key << 32 | ~index, bf16 scores;
+    zero padding never counts) and how many are above it: the held search over NB values, for the split top-k's
+    bounds and merge (MERGE_HELD) in place of the radix passes over packed keys."""
+    offs = tl.arange(0, NB)
+    m = offs < n
+    key, _ = _load_keys(src, offs, m, 0, True, CACHE)
+    half = tl.where(m, key >> 16, 0).to(tl.int32)
+    return _held_search(half, half, k, 0, WINDOW)
+
+
+@triton.jit
 def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.constexpr, CACHE: tl.constexpr,
                  TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0):
     """_select's result for a FAST row of n <= ROWB + TAIL scores: the high halves of the row's order keys (bf16
@@ -305,27 +348,7 @@ def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
     else:                                            # no tail: never read (_count_from, the stage skip it)
         offs_t = offs
         half_t = half
-    lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; c_hi = #(half >= hi) < k_eff
-    hi = lo + 65536
-    c_hi = tl.zeros([], tl.int32)
-    if WINDOW > 0:                                   # the WINDOW halves below the largest first: one count
-        top = tl.max(half, axis=0)
-        if TAIL > 0:
-            top = tl.maximum(top, tl.max(half_t, axis=0))
-        probe = tl.maximum(top + 1 - WINDOW, 1)
-        c_probe = _count_from(half, half_t, probe, TAIL)
-        near = c_probe >= k_eff
-        lo = tl.where(near, probe, lo)
-        hi = tl.where(near, top + 1, probe)
-        c_hi = tl.where(near, c_hi, c_probe)         # near: nothing is >= top + 1
-    while hi - lo > 1:                               # every mid >= 1, so the padding never counts
-        mid = (lo + hi) // 2
-        c_mid = _count_from(half, half_t, mid, TAIL)
-        enough = c_mid >= k_eff
-        lo = tl.where(enough, mid, lo)
-        hi = tl.where(enough, hi, mid)
-        c_hi = tl.where(enough, c_hi, c_mid)
-    c_gt = c_hi                                      # hi = lo + 1: the keys above the k_eff-th
+    lo, c_gt = _held_search(half, half_t, k_eff, TAIL, WINDOW)
     if STAGE_HELD:
         n_gt, n_eq = _stage_block(half, offs, lo, c_gt, k_eff - c_gt, 0, 0, stage, base)
         if TAIL > 0:
@@ -480,7 +503,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
                       SEG_P2: tl.constexpr, KP: tl.constexpr, SCAN: tl.constexpr, FAST: tl.constexpr,
                       FILTER: tl.constexpr = 2048, len_ptr=None, ROW_W: tl.constexpr = 0, WP: tl.constexpr = 1,
                       ROWB: tl.constexpr = 0, ROWL: tl.constexpr = 4, RADIX: tl.constexpr = True,
-                      TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0):
+                      TAIL: tl.constexpr = 0, STAGE_HELD: tl.constexpr = False, WINDOW: tl.constexpr = 0,
+                      MERGE_HELD: tl.constexpr = False):
     """The top-k of a long row over up to SEG programs, one launch, grid (T, SEG); cand (T, 2 SEG KP) int64, thr
     (T, 2 SEG) int64, cnt (T,) int32 zero between launches (`split_tickets`).
     The token's row of n scores is cut into a = min(SEG, n // SEG_MIN) segments (read on the device: the work
@@ -494,7 +518,9 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     (FILTER at a time), then selected and sorted as one row. Equal keys stay in index order through both steps
     (segments in row order; inside a slot the keys above l_j, then those equal to it, each in index order), so ties
     go to the lower index, as in the one-program select. ROW_W > 0 (csa_indices): program 0 writes the attention
-    row's window part and length (_row_head), the top-k goes after it as W + entry."""
+    row's window part and length (_row_head), the top-k goes after it as W + entry. MERGE_HELD (config SPLIT_HELD,
+    with held segments): each segment's m-th key and the merge's threshold by the held search over the packed
+    candidates (`_packed_threshold`), not the radix passes."""
     t = tl.program_id(0)
     j = tl.program_id(1)
     p = tl.load(pos_ptr + t)
@@ -534,7 +560,11 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
         tl.debug_barrier()
         thr_m = tl.zeros([], tl.uint32)
         if held >= m_j:
-            thr_m, _ = _kth_key(slot, held, m_j, KP, True, FAST, "")
+            if MERGE_HELD:
+                lo_m, _ = _packed_threshold(slot, held, m_j, KP, "", WINDOW)
+                thr_m = lo_m.to(tl.uint32) << 16
+            else:
+                thr_m, _ = _kth_key(slot, held, m_j, KP, True, FAST, "")
         tl.store(thr_ptr + t * (2 * SEG) + j, thr.to(tl.int64))
         tl.store(thr_ptr + t * (2 * SEG) + SEG + j, thr_m.to(tl.int64))
         tl.debug_barrier()                                              # every thread's stores before the release
@@ -554,7 +584,12 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
                 tl.store(comp + dst, packed.to(tl.int64, bitcast=True), mask=keep)
                 m += tl.sum(keep.to(tl.int32), axis=0)
             tl.debug_barrier()                                          # the survivors visible to the CTA
-            _select(comp, m, TOPK, stage_ptr + t * KP, 0, SCAN, True, FAST, "")
+            if MERGE_HELD:
+                lo, c_gt = _packed_threshold(comp, m, TOPK, SEG_P2 * KP, "", WINDOW)
+                _stage_top(comp, m, TOPK, lo.to(tl.uint32) << 16, TOPK - c_gt, stage_ptr + t * KP, 0, SCAN, True, 16,
+                           "")
+            else:
+                _select(comp, m, TOPK, stage_ptr + t * KP, 0, SCAN, True, FAST, "")
             _emit_sorted(stage_ptr + t * KP, TOPK, sc_row, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, 0,
                          KP, FAST, ".cg", ROW_W)
             tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
@@ -647,7 +682,7 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
 
 
 # the held select's config keys that neither the space nor the default show (`held_plan`)
-HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW"})
+HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW", "SPLIT_HELD"})
 
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
@@ -688,7 +723,12 @@ def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, 
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))
     seg = topk_segments(seg, t, dev, k_cache.shape[1], seg_min, fast and holds_row(cfg, k_cache.shape[1]))
     row = {"len_ptr": lengths, "ROW_W": window, "WP": triton.next_power_of_2(window)} if window else {}
-    row.update(held_plan(cfg, k_cache.shape[1], seg > 1, twarps) if fast else {"ROWB": 0})
+    if not fast:
+        row["ROWB"] = 0
+    elif seg > 1 and _flag(cfg, "SPLIT_HELD", False):
+        row.update(split_held_plan(cfg, k_cache.shape[1], seg, seg_min, kp, twarps))
+    else:
+        row.update(held_plan(cfg, k_cache.shape[1], seg > 1, twarps))
     if seg <= 1:
         _index_topk[(t,)](scores, pos, stage, idx, val, ratio, topk, scores.stride(0), idx.stride(0),
                           KP=kp, SCAN=scan, FAST=fast, num_warps=twarps, num_stages=1, **row)
@@ -870,6 +910,35 @@ def held_plan(cfg: dict, capacity: int, split: bool, warps: int = 16) -> dict:
     return {"ROWB": value, "ROWL": row_levels(cfg.get("ROW_LEVELS", ROW_LEVELS_DEFAULT)),
             "RADIX": not held_only(value, capacity), "STAGE_HELD": stage and value <= STAGE_HELD_MAX,
             "WINDOW": window}
+
+
+def split_longest(capacity: int, seg: int, seg_min: int) -> int:
+    """The most scores one program of `_index_topk_split` selects over in a cache of `capacity` entries: a row of
+    n splits into a = min(seg, max(n // seg_min, 1)) segments of ceil(n / a) rounded up to 32 (a = 1: the whole
+    row, `_topk_row`)."""
+    longest = min(capacity, 2 * seg_min - 1)                             # a = 1
+    for a in range(2, seg + 1):
+        if capacity < a * seg_min:
+            break
+        n = capacity if a == seg else min(capacity, (a + 1) * seg_min - 1)
+        longest = max(longest, -(-(-(-n // a)) // 32) * 32)
+    return longest
+
+
+def split_held_plan(cfg: dict, capacity: int, seg: int, seg_min: int, kp: int, warps: int = 16) -> dict:
+    """Config SPLIT_HELD (default false; ROW_REGS "auto"): the split top-k's segments by the held select (held-only,
+    `held_block` of `split_longest`) and its bounds and merge by the held search over the packed candidates
+    (MERGE_HELD), where the longest segment and the merge's SEG x KP candidates fit MAX_ROW_REGS; else the radix
+    passes, as without it."""
+    if row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) != "auto":
+        raise ValueError("indexer_topk: SPLIT_HELD takes ROW_REGS \"auto\"")
+    longest = split_longest(capacity, seg, seg_min)
+    if longest > MAX_ROW_REGS or triton.next_power_of_2(seg) * kp > MAX_ROW_REGS:
+        return {"ROWB": 0}
+    rowb, rest = held_block(longest, warps, _flag(cfg, "ROW_TAIL", True))
+    return {"ROWB": rowb, "TAIL": rest, "ROWL": 1, "RADIX": False,
+            "STAGE_HELD": _flag(cfg, "STAGE_HELD", True) and rowb <= STAGE_HELD_MAX,
+            "WINDOW": search_window(cfg.get("SEARCH_WINDOW", SEARCH_WINDOW_DEFAULT)), "MERGE_HELD": True}
 
 
 def split_filter(scan: int) -> int:

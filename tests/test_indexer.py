@@ -246,6 +246,31 @@ def test_split_topk_on_rows_shorter_than_the_top_k(gen, fast):
         assert torch.equal(rows, csa_ref[0]) and torch.equal(lengths, csa_ref[1])
 
 
+def test_split_held_through_the_wrapper(gen):
+    """Config SPLIT_HELD (held-only segments, held bounds and merge) through indexer_topk and csa_indices equals the
+    reference on exact scores with ties (rows of 100 to 279 scores in 4 segments of SEG_MIN 8), run twice (the
+    ticket re-armed); its plan falls back to the radix passes where the merge's candidates outgrow MAX_ROW_REGS, and
+    it takes ROW_REGS "auto" only."""
+    from kernelbench.reference.indexer import csa_indices
+    qi, w, keys, seq, pos = _exact_case(gen, t=3, hi=20, cap=300, positions=(1119, 400, 799), ties=True)
+    cfg = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": 4, "SEG_MIN": 8,
+           "SPLIT_HELD": True}
+    plan = K.split_held_plan(cfg, 300, 4, 8, 16, 4)
+    assert plan["MERGE_HELD"] and not plan["RADIX"] and plan["ROWB"] + plan["TAIL"] >= K.split_longest(300, 4, 8)
+    ref = indexer_topk(qi, w, keys, seq, pos, 16)
+    csa_ref = csa_indices(qi, w, keys, seq, pos, 16, 8)
+    for _ in range(2):
+        out = K.indexer_topk(qi, w, keys, seq, pos, 16, config=cfg)
+        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+        rows, lengths = K.csa_indices(qi, w, keys, seq, pos, 16, 8, config=cfg)
+        assert torch.equal(rows, csa_ref[0]) and torch.equal(lengths, csa_ref[1])
+    assert K.split_held_plan(cfg, 300, 64, 8, 1024, 4) == {"ROWB": 0}           # 64 x 1024 candidates
+    with pytest.raises(ValueError, match="SPLIT_HELD"):
+        K.split_held_plan({**cfg, "ROW_REGS": 1024}, 300, 4, 8, 16, 4)
+    with pytest.raises(ValueError, match="SPLIT_HELD"):
+        K.indexer_topk(qi, w, keys, seq, pos, 16, config={**cfg, "SPLIT_HELD": 1})
+
+
 def test_split_topk_ties_across_segments(gen):
     """Every score equal, 3 segments: each selects its lowest 5 indices, the bound keeps all 15 candidates and the
     merge must return indices 0..4 (ties to the lower index across segments), as the one-program top-k."""
@@ -258,14 +283,23 @@ def test_split_topk_ties_across_segments(gen):
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
 
 
-@pytest.mark.parametrize("rowb", [0, 1024])
+SPLIT_SELECTS = {"radix": {"ROWB": 0}, "held": {"ROWB": 1024},
+                 "held_merge": {"ROWB": 1024, "RADIX": False, "STAGE_HELD": True, "WINDOW": 512, "MERGE_HELD": True},
+                 "held_merge_w2": {"ROWB": 128, "RADIX": False, "STAGE_HELD": True, "WINDOW": 2, "MERGE_HELD": True}}
+
+
+@pytest.mark.parametrize("select", sorted(SPLIT_SELECTS))
 @pytest.mark.parametrize("order", ["random", "ascending", "descending", "plateau"])
-def test_split_topk_bounds_on_skewed_rows(order, rowb):
+def test_split_topk_bounds_on_skewed_rows(order, select):
     """The split kernel on given bf16 score rows (its merge bounds depend on where the top-k lies): the whole top-k
     in the last segment (ascending), the first (descending), spread (random), or a plateau of equal scores across
     the k-th position; 4 segments of a 300-score row (SEG_MIN 16, top-k 20, FILTER 32: several filter chunks), and
-    a row of 40 (one program). Against a stable descending sort: ties to the lower index. rowb 1024: the segments'
-    select holds its scores in registers and counts (config ROW_REGS, _select_held)."""
+    a row of 40 (one program). Against a stable descending sort: ties to the lower index. "held": the segments'
+    select holds its scores in registers and counts (config ROW_REGS, _select_held); "held_merge": held-only
+    segments (96 scores at most, `split_longest`) and the bounds and merge by the held search over the packed
+    candidates (config SPLIT_HELD: MERGE_HELD), with the window and without it (2)."""
+    held = SPLIT_SELECTS[select]
+    assert K.split_longest(320, 4, 16) == 96
     g = torch.Generator().manual_seed(5)
     n_rows, cap, topk, seg = (300, 40), 320, 20, 4
     scores = _skew(torch.randn(2, cap, generator=g).bfloat16().float(), order, slice(5, 200))
@@ -277,7 +311,7 @@ def test_split_topk_bounds_on_skewed_rows(order, rowb):
         K._index_topk_split[(2, seg)](scores, pos, torch.zeros(2, 2 * seg * kp, dtype=torch.int64),
                                       torch.zeros(2, 2 * seg, dtype=torch.int64), torch.zeros(2, dtype=torch.int32),
                                       torch.zeros(2, kp, dtype=torch.int64), idx, val, 4, topk, seg, 16, cap, topk,
-                                      SEG_P2=seg, KP=kp, SCAN=32, FAST=True, FILTER=32, ROWB=rowb)
+                                      SEG_P2=seg, KP=kp, SCAN=32, FAST=True, FILTER=32, **held)
         for r, n in enumerate(n_rows):
             want = torch.sort(scores[r, :n], descending=True, stable=True)
             assert idx[r].tolist() == want.indices[:topk].tolist(), (order, r)
@@ -414,6 +448,7 @@ def test_held_plan_auto_and_explicit():
             with pytest.raises(ValueError, match=key):
                 K.held_plan({**auto, key: bad}, 16400, False)
     assert {c["ROW_REGS"] for c in K.indexer_configs({})} == {"auto", 16384, 0}   # verify runs each select
+    assert any(c.get("SPLIT_HELD") for c in K.indexer_configs({}))
 
 
 def test_held_block_sizes():
@@ -776,6 +811,12 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
                              "constexprs": {"KP": kp, "SCAN": scan, "FAST": True,
                                             **K.held_plan(K.indexer_default({}), cap, False, warps)},
                              "num_warps": warps, "num_stages": 1})
+            # the opt-in split top-k with held segments and merge (SPLIT_HELD) at 64K, 4 segments of SEG_MIN 1024
+            held = K.split_held_plan({"ROW_REGS": "auto"}, 16400, 4, 1024, kp, warps)
+            jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_topk_split", "signature": SPLIT_SIG,
+                         "constexprs": {"KP": kp, "SCAN": scan, "FAST": True, "SEG_P2": 4,
+                                        "FILTER": K.split_filter(scan), **held},
+                         "num_warps": warps, "num_stages": 1})
     fused = {(c["BLOCK_S"], c["num_warps"], c["num_stages"]) for c in K.fused_configs({}) + [K.fused_default({})]}
     for bs, warps, stages in sorted(fused):   # one launch: the widest scan of the space, the Pro top-k (KP 1024)
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_fused", "signature": FUSED_SIG,
