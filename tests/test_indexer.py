@@ -232,17 +232,24 @@ def test_split_topk_on_rows_shorter_than_the_top_k(gen, fast):
     segments and its merge, which assumes at least top-k survivors, left the tail of the list unwritten (CPU
     `kernelbench verify csa_indices`, the covering path SEGMENTS 4 / SEG_MIN 4). indexer_topk and csa_indices, run
     twice (the ticket re-armed)."""
-    from kernelbench.reference.indexer import csa_indices
     qi, w, keys, seq, pos = _exact_case(gen, t=3, hi=20, cap=70, positions=(100, 71, 279), ties=False)
     cfg = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": 4, "SEG_MIN": 4,
            "FAST": fast}
     ref = indexer_topk(qi, w, keys, seq, pos, 64)
     assert (ref[0][0] == -1).sum() == 64 - 25 and (ref[0][1] == -1).sum() == 64 - 18
-    csa_ref = csa_indices(qi, w, keys, seq, pos, 64, 16)
+    _both_ops_twice_equal_the_reference(qi, w, keys, seq, pos, 64, 16, cfg)
+
+
+def _both_ops_twice_equal_the_reference(qi, w, keys, seq, pos, topk, window, cfg):
+    """indexer_topk and csa_indices with `cfg`, each run twice (a split top-k's tickets are re-armed), equal the
+    reference ops bit for bit."""
+    from kernelbench.reference.indexer import csa_indices
+    ref = indexer_topk(qi, w, keys, seq, pos, topk)
+    csa_ref = csa_indices(qi, w, keys, seq, pos, topk, window)
     for _ in range(2):
-        out = K.indexer_topk(qi, w, keys, seq, pos, 64, config=cfg)
+        out = K.indexer_topk(qi, w, keys, seq, pos, topk, config=cfg)
         assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
-        rows, lengths = K.csa_indices(qi, w, keys, seq, pos, 64, 16, config=cfg)
+        rows, lengths = K.csa_indices(qi, w, keys, seq, pos, topk, window, config=cfg)
         assert torch.equal(rows, csa_ref[0]) and torch.equal(lengths, csa_ref[1])
 
 
@@ -251,19 +258,12 @@ def test_split_held_through_the_wrapper(gen):
     reference on exact scores with ties (rows of 100 to 279 scores in 4 segments of SEG_MIN 8), run twice (the
     ticket re-armed); its plan falls back to the radix passes where the merge's candidates outgrow MAX_ROW_REGS, and
     it takes ROW_REGS "auto" only."""
-    from kernelbench.reference.indexer import csa_indices
     qi, w, keys, seq, pos = _exact_case(gen, t=3, hi=20, cap=300, positions=(1119, 400, 799), ties=True)
     cfg = {**K.indexer_default({}), "BLOCK_S": 64, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": 4, "SEG_MIN": 8,
            "SPLIT_HELD": True}
     plan = K.split_held_plan(cfg, 300, 4, 8, 16, 4)
     assert plan["MERGE_HELD"] and not plan["RADIX"] and plan["ROWB"] + plan["TAIL"] >= K.split_longest(300, 4, 8)
-    ref = indexer_topk(qi, w, keys, seq, pos, 16)
-    csa_ref = csa_indices(qi, w, keys, seq, pos, 16, 8)
-    for _ in range(2):
-        out = K.indexer_topk(qi, w, keys, seq, pos, 16, config=cfg)
-        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
-        rows, lengths = K.csa_indices(qi, w, keys, seq, pos, 16, 8, config=cfg)
-        assert torch.equal(rows, csa_ref[0]) and torch.equal(lengths, csa_ref[1])
+    _both_ops_twice_equal_the_reference(qi, w, keys, seq, pos, 16, 8, cfg)
     assert K.split_held_plan(cfg, 300, 64, 8, 1024, 4) == {"ROWB": 0}           # 64 x 1024 candidates
     with pytest.raises(ValueError, match="SPLIT_HELD"):
         K.split_held_plan({**cfg, "ROW_REGS": 1024}, 300, 4, 8, 16, 4)
