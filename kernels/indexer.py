@@ -239,12 +239,19 @@ def _stage_top(src, n, k_eff, prefix, k_rem, stage, base, SCAN: tl.constexpr, PA
 
 
 @triton.jit
-def _held_half(src, offs, n, base, CACHE: tl.constexpr):
-    """The high halves of the order keys of the scores at offs < n (bf16 values: the low half follows from the
-    sign), 0 elsewhere: below every finite score's (>= 0x7F)."""
+def _held_half(src, offs, n, base, CACHE: tl.constexpr, PACKED: tl.constexpr = False):
+    """The high halves of the order keys at offs < n (bf16 scores: the low half follows from the sign; PACKED:
+    packed candidates, _load_keys), 0 elsewhere: below every finite score's (>= 0x7F)."""
     m = offs < n
-    key, _ = _load_keys(src, offs, m, base, False, CACHE)
+    key, _ = _load_keys(src, offs, m, base, PACKED, CACHE)
     return tl.where(m, key >> 16, 0).to(tl.int32)
+
+
+@triton.jit
+def _half_key(half):
+    """A bf16 score's whole order key from its high half: the low half is 0xFFFF for a negative score, else 0."""
+    half = half.to(tl.uint32)
+    return (half << 16) | tl.where(half < 0x8000, 0xFFFF, 0).to(tl.uint32)
 
 
 @triton.jit
@@ -277,8 +284,7 @@ def _stage_block(half, offs, thr, c_gt, k_rem, n_gt, n_eq, stage, base):
     r_eq = n_eq + (ranks & 0xFFFF) - 1
     take = gt | (eq & (r_eq < k_rem))
     dst = tl.where(gt, n_gt + (ranks >> 16) - 1, c_gt + r_eq)
-    key = (half.to(tl.uint32) << 16) | tl.where(half < 0x8000, 0xFFFF, 0).to(tl.uint32)
-    packed = (key.to(tl.uint64) << 32) | _flip_index(base + offs).to(tl.uint64)
+    packed = (_half_key(half).to(tl.uint64) << 32) | _flip_index(base + offs).to(tl.uint64)
     tl.store(stage + dst, packed.to(tl.int64, bitcast=True), mask=take)
     total = tl.sum(row_tot, axis=0)
     return n_gt + (total >> 16), n_eq + (total & 0xFFFF)
@@ -286,10 +292,11 @@ def _stage_block(half, offs, thr, c_gt, k_rem, n_gt, n_eq, stage, base):
 
 @triton.jit
 def _held_search(half, half_t, k_eff, TAIL: tl.constexpr, WINDOW: tl.constexpr):
-    """The k_eff-th largest of the held halves (the main block, and the tail block when TAIL > 0; padding holds 0,
-    below every key's, and at least k_eff halves are >= 1) and how many halves are above it: a binary search on
-    counts, the largest v with #(half >= v) >= k_eff, over all 65536 halves or first WINDOW below the largest
-    (`_select_held`). The count at the upper bound is carried, so the last one is the count above the k-th."""
+    """The k_eff-th largest of the held halves (the main block, and the tail block half_t when TAIL > 0, unread
+    otherwise; padding holds 0, below every key's, and at least k_eff halves are >= 1) and how many halves are above
+    it: a binary search on counts, the largest v with #(half >= v) >= k_eff, over all 65536 halves or first WINDOW
+    below the largest (`_select_held`). The count at the upper bound is carried, so the last one is the count above
+    the k-th."""
     lo = tl.zeros([], tl.int32)                      # #(half >= lo) >= k_eff; c_hi = #(half >= hi) < k_eff
     hi = lo + 65536
     c_hi = tl.zeros([], tl.int32)
@@ -314,15 +321,19 @@ def _held_search(half, half_t, k_eff, TAIL: tl.constexpr, WINDOW: tl.constexpr):
 
 
 @triton.jit
-def _packed_threshold(src, n, k, NB: tl.constexpr, CACHE: tl.constexpr, WINDOW: tl.constexpr):
-    """The k-th largest key's high half among n <= NB packed candidates at src (key << 32 | ~index, bf16 scores;
-    zero padding never counts) and how many are above it: the held search over NB values, for the split top-k's
-    bounds and merge (MERGE_HELD) in place of the radix passes over packed keys."""
-    offs = tl.arange(0, NB)
-    m = offs < n
-    key, _ = _load_keys(src, offs, m, 0, True, CACHE)
-    half = tl.where(m, key >> 16, 0).to(tl.int32)
-    return _held_search(half, half, k, 0, WINDOW)
+def _kth_candidate(src, n, k, SCAN: tl.constexpr, NB: tl.constexpr, FAST: tl.constexpr, HELD: tl.constexpr,
+                   CACHE: tl.constexpr, WINDOW: tl.constexpr):
+    """_kth_key over n <= NB packed candidates at src (key << 32 | ~index; zero padding never counts): the k-th key
+    (FAST: its high half) and how many keys equal to it are among the k largest. HELD (the split top-k's MERGE_HELD;
+    FAST only): by the held search over the NB candidates' halves (_held_search), else the radix passes."""
+    if HELD:
+        tl.static_assert(FAST, "the held search takes 16-bit keys (FAST)")
+        lo, c_gt = _held_search(_held_half(src, tl.arange(0, NB), n, 0, CACHE, True), 0, k, 0, WINDOW)
+        prefix = lo.to(tl.uint32) << 16
+        k_rem = k - c_gt
+    else:
+        prefix, k_rem = _kth_key(src, n, k, SCAN, True, FAST, CACHE)
+    return prefix, k_rem
 
 
 @triton.jit
@@ -438,9 +449,7 @@ def _emit_sorted(stage, k_eff, sc_row, idx_out, val_out, TOPK, direct, KP: tl.co
         short = ((packed >> 48).to(tl.uint32) << 16) | (0xFFFF - idx).to(tl.uint32)
         short = tl.sort(tl.where(valid, short, 0), descending=True)
         idx = (0xFFFF - (short & 0xFFFF)).to(tl.int32)
-        half = short >> 16
-        val = tl.where(valid, _key_value((half << 16) | tl.where(half < 0x8000, 0xFFFF, 0).to(tl.uint32)),
-                       float("-inf"))
+        val = tl.where(valid, _key_value(_half_key(short >> 16)), float("-inf"))
     else:
         packed = tl.sort(packed, descending=True)
         idx = _flip_index(packed.to(tl.uint32)).to(tl.int32)
@@ -520,7 +529,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
     go to the lower index, as in the one-program select. ROW_W > 0 (csa_indices): program 0 writes the attention
     row's window part and length (_row_head), the top-k goes after it as W + entry. MERGE_HELD (config SPLIT_HELD,
     with held segments): each segment's m-th key and the merge's threshold by the held search over the packed
-    candidates (`_packed_threshold`), not the radix passes."""
+    candidates (`_kth_candidate`), not the radix passes."""
     t = tl.program_id(0)
     j = tl.program_id(1)
     p = tl.load(pos_ptr + t)
@@ -560,11 +569,7 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
         tl.debug_barrier()
         thr_m = tl.zeros([], tl.uint32)
         if held >= m_j:
-            if MERGE_HELD:
-                lo_m, _ = _packed_threshold(slot, held, m_j, KP, "", WINDOW)
-                thr_m = lo_m.to(tl.uint32) << 16
-            else:
-                thr_m, _ = _kth_key(slot, held, m_j, KP, True, FAST, "")
+            thr_m, _ = _kth_candidate(slot, held, m_j, KP, KP, FAST, MERGE_HELD, "", WINDOW)
         tl.store(thr_ptr + t * (2 * SEG) + j, thr.to(tl.int64))
         tl.store(thr_ptr + t * (2 * SEG) + SEG + j, thr_m.to(tl.int64))
         tl.debug_barrier()                                              # every thread's stores before the release
@@ -584,12 +589,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
                 tl.store(comp + dst, packed.to(tl.int64, bitcast=True), mask=keep)
                 m += tl.sum(keep.to(tl.int32), axis=0)
             tl.debug_barrier()                                          # the survivors visible to the CTA
-            if MERGE_HELD:
-                lo, c_gt = _packed_threshold(comp, m, TOPK, SEG_P2 * KP, "", WINDOW)
-                _stage_top(comp, m, TOPK, lo.to(tl.uint32) << 16, TOPK - c_gt, stage_ptr + t * KP, 0, SCAN, True, 16,
-                           "")
-            else:
-                _select(comp, m, TOPK, stage_ptr + t * KP, 0, SCAN, True, FAST, "")
+            prefix, k_rem = _kth_candidate(comp, m, TOPK, SCAN, SEG_P2 * KP, FAST, MERGE_HELD, "", WINDOW)
+            _stage_top(comp, m, TOPK, prefix, k_rem, stage_ptr + t * KP, 0, SCAN, True, 16 if FAST else 0, "")
             _emit_sorted(stage_ptr + t * KP, TOPK, sc_row, idx_ptr + t * s_ot + ROW_W, val_ptr + t * s_ot, TOPK, 0,
                          KP, FAST, ".cg", ROW_W)
             tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
@@ -926,19 +927,16 @@ def split_longest(capacity: int, seg: int, seg_min: int) -> int:
 
 
 def split_held_plan(cfg: dict, capacity: int, seg: int, seg_min: int, kp: int, warps: int = 16) -> dict:
-    """Config SPLIT_HELD (default false; ROW_REGS "auto"): the split top-k's segments by the held select (held-only,
-    `held_block` of `split_longest`) and its bounds and merge by the held search over the packed candidates
-    (MERGE_HELD), where the longest segment and the merge's SEG x KP candidates fit MAX_ROW_REGS; else the radix
-    passes, as without it."""
+    """Config SPLIT_HELD (default false; ROW_REGS "auto"): the split top-k's segments by the held select (`held_plan`
+    of the longest segment, `split_longest`: held-only) and its bounds and merge by the held search over the packed
+    candidates (MERGE_HELD), where the longest segment and the merge's SEG x KP candidates fit MAX_ROW_REGS; else
+    the radix passes, as without it."""
     if row_regs(cfg.get("ROW_REGS", ROW_REGS_DEFAULT)) != "auto":
         raise ValueError("indexer_topk: SPLIT_HELD takes ROW_REGS \"auto\"")
-    longest = split_longest(capacity, seg, seg_min)
-    if longest > MAX_ROW_REGS or triton.next_power_of_2(seg) * kp > MAX_ROW_REGS:
+    if triton.next_power_of_2(seg) * kp > MAX_ROW_REGS:
         return {"ROWB": 0}
-    rowb, rest = held_block(longest, warps, _flag(cfg, "ROW_TAIL", True))
-    return {"ROWB": rowb, "TAIL": rest, "ROWL": 1, "RADIX": False,
-            "STAGE_HELD": _flag(cfg, "STAGE_HELD", True) and rowb <= STAGE_HELD_MAX,
-            "WINDOW": search_window(cfg.get("SEARCH_WINDOW", SEARCH_WINDOW_DEFAULT)), "MERGE_HELD": True}
+    plan = held_plan(cfg, split_longest(capacity, seg, seg_min), False, warps)   # the one-program plan of a segment
+    return {**plan, "MERGE_HELD": True} if plan["ROWB"] else plan
 
 
 def split_filter(scan: int) -> int:

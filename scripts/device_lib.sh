@@ -74,16 +74,15 @@ ncu_path() {  # the Nsight Compute binary on the device (PATH, else the newest /
     echo "$ncu"
 }
 ab_setup() {  # ab_setup REL_PATH BEFORE_FILE: same-call A/B of one package file (kernels/x.py) against a carried
-    # older version (scripts/ab/...): saves the installed (new) copy as $W/ab_new.py; then `ab_use before` / `ab_use
-    # new` puts one or the other in place. Ends with `ab_use new` before `finish`.
-    AB_REL=$1 AB_BEFORE=$2
-    [ -f "$AB_BEFORE" ] || { echo "$AB_BEFORE missing (carry its folder)"; return 1; }
-    cp "$(installed "$AB_REL")" "$W/ab_new.py"
+    # older version (scripts/ab/...): $W/ab_new.py (the installed copy) and $W/ab_before.py, for `use_variant`;
+    # then `ab_use before` / `ab_use new`. Ends with `ab_use new` before `finish`.
+    AB_REL=$1
+    [ -f "$2" ] || { echo "$2 missing (carry its folder)"; return 1; }
+    cp "$(installed "$AB_REL")" "$W/ab_new.py" && cp "$2" "$W/ab_before.py"
 }
 ab_use() {  # ab_use before|new (after ab_setup)
     case "$1" in
-        before) cp "$AB_BEFORE" "$(installed "$AB_REL")" ;;
-        new) cp "$W/ab_new.py" "$(installed "$AB_REL")" ;;
+        before|new) use_variant "$AB_REL" "ab_$1" ;;
         *) echo "ab_use: before or new, got $1" >&2; return 1 ;;
     esac
 }

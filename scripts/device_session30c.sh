@@ -28,5 +28,5 @@ ALONE="$KB bench csa_indices --impl triton --shapes flash-tp8-long --batch 1 --b
     --where ragged=False --max-time 0.3"
 step alone_n 30 $ALONE --json "$W/alone_n.json"
 ab_use before; step alone_b 30 $ALONE --json "$W/alone_b.json"
-ab_use new; rm -f "$W/ab_new.py"
+ab_use new; rm -f "$W/ab_new.py" "$W/ab_before.py"
 finish
