@@ -45,7 +45,7 @@ import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
-                                       hadamard128_rows, pdl_args, pdl_enter, sincos, to_bf16)
+                                       hadamard128_rows, pdl_args, pdl_enter, relu_scale_bf16, sincos, to_bf16)
 from kernelbench.kernels.kv import _attention_indices_kernel, attention_indices, window_slots
 from kernelbench.kernels.linear import fp8_tile_head_ticket, split_tickets
 from kernelbench.kernels.quant import fp4_simulate_rows
@@ -75,11 +75,12 @@ def indexer_configs(params: dict) -> list[dict]:
     # held select beside the radix passes (ROW_REGS 16384) and the radix select alone (0): verify runs both kernels
     # at every shape, where the default ("auto") compiles the held select only for caches of <= 32768 entries; the
     # held select staging by a pass over the row (STAGE_HELD false) beside the default's stage from registers; and
-    # the split top-k with held segments and a held merge (SPLIT_HELD, opt-in)
+    # the split top-k with held segments and a held merge (SPLIT_HELD, opt-in); and the score launch's head terms on
+    # the fp32 path (BF16X2 false; the same code as the default under the interpreter)
     return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
                     {**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4, "SPLIT_HELD": True},
                     {**indexer_default(params), "ROW_REGS": 16384}, {**indexer_default(params), "ROW_REGS": 0},
-                    {**indexer_default(params), "STAGE_HELD": False}]
+                    {**indexer_default(params), "STAGE_HELD": False}, {**indexer_default(params), "BF16X2": False}]
 
 
 def indexer_default(params: dict) -> dict:
@@ -88,43 +89,58 @@ def indexer_default(params: dict) -> dict:
 
 
 @triton.jit
+def _score_tile(keys, qt, w, out, smask, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr):
+    """One block of keys (BS, 128) -> its scores at `out` (where smask; None: every row)."""
+    sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)                      # (BS, BHi) fp32
+    terms = relu_scale_bf16(sc, w[None, :], ASM, RNE_FIX)               # bf16(relu(the bf16 matmul output) * w)
+    tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
+    tot = tl.where(tot == 0.0, 0.0, tot)                                # -0.0 -> +0.0: ties as the reference
+    tl.store(out, tot, mask=smask)
+
+
+@triton.jit
 def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn,
                   s_st, DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  RNE_FIX: tl.constexpr):
+                  RNE_FIX: tl.constexpr, ASM: tl.constexpr):
     """Scores of token t's key blocks j, j+P, ... below n (the caller checks j * BLOCK_S < n). The head weights
-    are w * w_scale rounded to bf16 (exact for w_scale 1)."""
+    are w * w_scale rounded to bf16 (exact for w_scale 1). ASM: the head terms two at a time in bf16x2 PTX
+    (`relu_scale_bf16`; compiled runs only). The blocks that lie wholly below n load and store without masks,
+    through pointers that step by P blocks; the one block that n cuts, if any, comes after them, masked."""
     offs_h = tl.arange(0, BLOCK_HI)
     offs_d = tl.arange(0, DI)
+    rows = tl.arange(0, BLOCK_S)
     hmask = offs_h < HI
     qi = tl.load(qi_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
     qt = dot_operand(tl.trans(qi), DOT_UPCAST)                          # (128, BHi)
     w = tl.load(w_ptr + t * s_wt + offs_h, mask=hmask, other=0.0).to(tl.float32)
-    w = to_bf16(w * w_scale, RNE_FIX).to(tl.float32)                   # torch's bf16 * scalar (fp32 product)
-    k_base = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
-    for s0 in range(j * BLOCK_S, n, P * BLOCK_S):
-        offs_s = s0 + tl.arange(0, BLOCK_S)
-        smask = offs_s < n
-        keys = tl.load(k_base + offs_s[:, None].to(tl.int64) * s_kn + offs_d[None, :], mask=smask[:, None],
-                       other=0.0)
-        sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)                  # (BS, BHi) fp32
-        sc = to_bf16(sc, RNE_FIX).to(tl.float32)                        # the bf16 matmul output
-        terms = to_bf16(tl.maximum(sc, 0.0) * w[None, :], RNE_FIX).to(tl.float32)
-        tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
-        tot = tl.where(tot == 0.0, 0.0, tot)                            # -0.0 -> +0.0: ties as the reference
-        tl.store(sc_ptr + t * s_st + offs_s, tot, mask=smask)
+    w = to_bf16(w * w_scale, RNE_FIX)                                  # torch's bf16 * scalar (fp32 product)
+    s0 = j * BLOCK_S
+    step = P * BLOCK_S
+    k_seq = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
+    tile = rows[:, None].to(tl.int64) * s_kn + offs_d[None, :]          # a block's offsets, the same in every block
+    out_at = sc_ptr + t * s_st + rows
+    full = tl.maximum(n - s0 - BLOCK_S + step, 0) // step               # blocks s0 + i * step + BS <= n
+    for i in range(0, full):
+        b = s0 + i * step
+        _score_tile(tl.load(k_seq + b.to(tl.int64) * s_kn + tile), qt, w, out_at + b, None, DOT_UPCAST, RNE_FIX, ASM)
+    b = s0 + full * step
+    if b < n:
+        smask = b + rows < n
+        keys = tl.load(k_seq + b.to(tl.int64) * s_kn + tile, mask=smask[:, None], other=0.0)
+        _score_tile(keys, qt, w, out_at + b, smask, DOT_UPCAST, RNE_FIX, ASM)
 
 
 @triton.jit
 def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi, 128) bf16; w (T, Hi) bf16
                   HI, RATIO, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
                   DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  RNE_FIX: tl.constexpr):
+                  RNE_FIX: tl.constexpr, ASM: tl.constexpr = False):
     t = tl.program_id(0)
     j = tl.program_id(1)
-    n = (tl.load(pos_ptr + t) + 1) // RATIO                             # the ACTUAL number of keys
+    n = ((tl.load(pos_ptr + t) + 1) // RATIO).to(tl.int32)              # the ACTUAL number of keys (32-bit tests)
     if j * BLOCK_S < n:                                                 # idle programs read nothing
         _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
-                      DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX)
+                      DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM)
 
 
 @triton.jit
@@ -600,19 +616,19 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
 def _index_fused(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
                  HI, RATIO, P, TOPK, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st, s_ot,
                  DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, KP: tl.constexpr,
-                 SCAN: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr):
+                 SCAN: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr = False):
     """Scores and top-k in one launch, grid (T, P): the token's first min(P, ceil(S4 / BS)) programs (at least
     one) score their blocks as _index_scores, store them, take a ticket from the token's counter (cnt, zero
     between launches); the last to arrive runs _index_topk's FAST select and sort over the row (loads
     bypassing L1: the other programs wrote it) and re-arms the counter. Programs past them exit at once."""
     t = tl.program_id(0)
     j = tl.program_id(1)
-    n = (tl.load(pos_ptr + t) + 1) // RATIO
+    n = ((tl.load(pos_ptr + t) + 1) // RATIO).to(tl.int32)
     active = tl.maximum(tl.minimum(P, tl.cdiv(n, BLOCK_S)), 1)
     if j < active:
         if j * BLOCK_S < n:
             _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
-                          DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX)
+                          DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM)
         tl.debug_barrier()                                              # every thread's scores before the release
         if tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu") == active - 1:
             k_eff = tl.minimum(n, TOPK)
@@ -677,13 +693,20 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
         hi, ratio, p, topk, float(w_scale), qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1),
         scores.stride(0), idx.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], KP=kp,
-        SCAN=scan_width(cfg["SCAN"]), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"])
+        SCAN=scan_width(cfg["SCAN"]), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, ASM=packed_terms(cfg),
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return idx, val
 
 
-# the held select's config keys that neither the space nor the default show (`held_plan`)
-HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW", "SPLIT_HELD"})
+# the held select's config keys that neither the space nor the default show (`held_plan`), and the score launch's
+# BF16X2 (`packed_terms`)
+HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW", "SPLIT_HELD", "BF16X2"})
+
+
+def packed_terms(cfg: dict) -> bool:
+    """The score launch's head terms in bf16x2 PTX (`relu_scale_bf16`): config BF16X2, default True; never under the
+    interpreter (no PTX there). docs/perf/attention.md, session 31."""
+    return _flag(cfg, "BF16X2", True) and not INTERPRET
 
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
@@ -701,24 +724,31 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
     return idx, val
 
 
+def index_scores(qi, w, k_cache, seq_ids, positions, ratio, w_scale, cfg, dev) -> torch.Tensor:
+    """The score launch alone -> scores (T, Ncap) fp32, written below each token's (p + 1) // ratio keys (the rest
+    is unwritten memory)."""
+    t, hi = qi.shape[0], qi.shape[1]
+    scores = torch.empty(t, k_cache.shape[1], dtype=torch.float32, device=dev)   # allocation only
+    w = w.contiguous()                                                   # the kernel reads w rows unit-stride
+    p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
+    _index_scores[(t, p)](
+        qi, w, k_cache, seq_ids.contiguous(), positions.contiguous(), scores, hi, ratio, p, float(w_scale),
+        qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
+        DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
+        RNE_FIX=INTERPRET, ASM=packed_terms(cfg), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return scores
+
+
 def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, idx, val,
                       window: int = 0, lengths: torch.Tensor | None = None) -> None:
     """indexer_topk's two launches into idx / val (window 0), or csa_indices' (window W: idx the attention rows
     (T, W + K), val a scratch of the same shape, lengths (T,))."""
-    t, hi = qi.shape[0], qi.shape[1]
+    t = qi.shape[0]
     if t == 0:
         return
-    scores = torch.empty(t, k_cache.shape[1], dtype=torch.float32, device=dev)   # allocation only
-    stage = torch.empty(t, kp, dtype=torch.int64, device=dev)
     pos = positions.contiguous()
-    w = w.contiguous()                                                   # the kernel reads w rows unit-stride
-    p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
-    _index_scores[(t, p)](
-        qi, w, k_cache, seq_ids.contiguous(), pos, scores, hi, ratio, p, float(w_scale),
-        qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
-        DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
-        RNE_FIX=INTERPRET,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    scores = index_scores(qi, w, k_cache, seq_ids, pos, ratio, w_scale, cfg, dev)
+    stage = torch.empty(t, kp, dtype=torch.int64, device=dev)
     scan, twarps, seg = scan_width(cfg.get("SCAN", 4096)), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", "auto")
     fast = bool(cfg.get("FAST", True))
     seg_min = int(cfg.get("SEG_MIN") or seg_min_default(t))

@@ -13,7 +13,7 @@ from hypothesis import given
 
 from kernelbench import registry
 from kernelbench.kernels import indexer as K
-from kernelbench.ops.indexer import fp4_rows
+from kernelbench.ops.indexer import TOPK_TOL, fp4_rows
 from kernelbench.reference.indexer import indexer_q, indexer_topk
 from kernelbench.reference.precision import compute_dtype
 from kernelbench.reference.quant import quant_fp8_weight
@@ -187,6 +187,25 @@ def test_kernel_exact_on_exact_scores(gen, ties, segments, fast):
                     "SEG_MIN": 8, "FAST": fast})
             assert torch.equal(out[0], ref[0]), (topk, out[0], ref[0])
             assert torch.equal(out[1], ref[1])
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_score_blocks_whole_and_cut_give_every_score(gen, fused):
+    """The score launch's programs walk blocks j, j + P, ...: the whole ones unmasked, then the one that the row's
+    length cuts. Rows of 64, 65 and 47 keys in blocks of 16 with P = 2 programs a token (waves 1 on the CPU's 4
+    "SMs", 3 tokens): 2 whole blocks each and none cut; 2 whole and a cut one of 1 key on program 0; 1 whole and a
+    cut one of 15 keys on program 0, 1 whole on program 1. top-k 80 returns every score, sorted: indices and
+    scores exact against the reference."""
+    qi, w, keys, seq, pos = _exact_case(gen, hi=20, cap=70, positions=(255, 259, 187))
+    ref = indexer_topk(qi, w, keys, seq, pos, 80)
+    if fused:
+        out = K.indexer_topk_fused(qi, w, keys, seq, pos, 80, config={
+            **K.fused_default({}), "BLOCK_S": 16, "SCAN": 32, "num_warps": 4, "waves": 1})
+    else:
+        out = K.indexer_topk(qi, w, keys, seq, pos, 80, config={
+            **K.indexer_default({}), "BLOCK_S": 16, "SCAN": 32, "TOPK_WARPS": 4, "SEGMENTS": 1, "waves": 1})
+    assert (ref[0] >= 0).sum(dim=1).tolist() == [64, 65, 47]
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
 
 
 @pytest.mark.parametrize("ties,segments,window", [(False, 1, 16), (True, 1, 6), (True, 3, 16), (False, 3, 128),
@@ -534,6 +553,33 @@ def test_gpu_held_row_select_equals_the_radix_select():
     for r, n in enumerate(n_rows):
         want = torch.sort(scores[r, :n].cpu(), descending=True, stable=True)
         assert radix[0][r].tolist() == want.indices[:512].tolist(), r
+
+
+@pytest.mark.gpu
+def test_gpu_packed_head_terms_equal_the_fp32_path():
+    """On the GPU the score launch's head terms in bf16x2 PTX (BF16X2, the default) give the fp32 path's scores bit
+    for bit, at the Flash rank's 64 heads and a 64K-token cache (16,400 entries) for rows that end on a block, just
+    past one and mid-block, in blocks of 64 and 128; and equal the reference's scores to its tolerance (its fp64
+    head sum may move a score by one bf16 ulp)."""
+    g = torch.Generator().manual_seed(21)
+    t, hi, cap = 6, 64, 16400
+    qi = torch.randn(t, hi, 128, generator=g).bfloat16().cuda()
+    w = (torch.randn(t, hi, generator=g) / 8).bfloat16().cuda()
+    keys = torch.randn(t + 1, cap, 128, generator=g).bfloat16().cuda()
+    seq = torch.randperm(t + 1, generator=g)[:t].cuda()
+    n_rows = (16384, 16385, 16400, 16327, 128, 1)
+    pos = torch.tensor([4 * n + 3 for n in n_rows]).cuda()
+    for bs in (64, 128):
+        cfg = {**K.indexer_default({}), "BLOCK_S": bs}
+        packed = K.index_scores(qi, w, keys, seq, pos, 4, 1.0, cfg, qi.device)
+        plain = K.index_scores(qi, w, keys, seq, pos, 4, 1.0, {**cfg, "BF16X2": False}, qi.device)
+        for r, n in enumerate(n_rows):
+            assert torch.equal(packed[r, :n], plain[r, :n]), (bs, r)
+            assert torch.isfinite(packed[r, :n]).all()
+    ref = indexer_topk(qi.cpu(), w.cpu(), keys.cpu(), seq.cpu(), pos.cpu(), 16400)[1]
+    for r, n in enumerate(n_rows):
+        mine = torch.sort(packed[r, :n].cpu(), descending=True).values
+        assert_close(mine, ref[r, :n], TOPK_TOL["scores"], f"row {r}")
 
 
 def test_topk_segments_choice():
