@@ -271,9 +271,13 @@ def _half_key(half):
 
 
 @triton.jit
-def _count_from(half, half_t, v, TAIL: tl.constexpr):
-    """#(held halves >= v): the main block, and the tail block when TAIL > 0."""
-    c = tl.sum((half >= v).to(tl.int32), axis=0)
+def _count_from(half, half_b, half_t, v, PAIR: tl.constexpr, TAIL: tl.constexpr):
+    """#(held halves >= v): the main block (PAIR: held as two halves, half and half_b, summed per thread before the
+    one block-wide sum), and the tail block when TAIL > 0."""
+    hits = (half >= v).to(tl.int32)
+    if PAIR:
+        hits += (half_b >= v).to(tl.int32)
+    c = tl.sum(hits, axis=0)
     if TAIL > 0:
         c += tl.sum((half_t >= v).to(tl.int32), axis=0)
     return c
@@ -285,7 +289,7 @@ def _stage_block(half, offs, thr, c_gt, k_rem, n_gt, n_eq, stage, base):
     the keys above thr at their rank among those above, the first k_rem keys equal to it after the c_gt above it,
     from a scan of the packed flags (above << 16 | equal: fewer than K keys are above thr and a block holds at most
     32768 equal ones, so neither field carries) in rows of 32: a scan along each row and one over the row totals
-    (sm_90 SASS: ~630 fewer instructions than one scan over the flat block of 16384, and no spills). The packed
+    (sm_90 SASS: ~630 fewer instructions than one scan over the flat block of 16384). The packed
     value is rebuilt from the half (a bf16 score's order key has low half 0xFFFF when negative, else 0) and the
     index: no second read of the row. n_gt / n_eq: the above / equal keys of earlier blocks. -> the totals with
     this block's."""
@@ -307,9 +311,10 @@ def _stage_block(half, offs, thr, c_gt, k_rem, n_gt, n_eq, stage, base):
 
 
 @triton.jit
-def _held_search(half, half_t, k_eff, TAIL: tl.constexpr, WINDOW: tl.constexpr):
-    """The k_eff-th largest of the held halves (the main block, and the tail block half_t when TAIL > 0, unread
-    otherwise; padding holds 0, below every key's, and at least k_eff halves are >= 1) and how many halves are above
+def _held_search(half, half_b, half_t, k_eff, PAIR: tl.constexpr, TAIL: tl.constexpr, WINDOW: tl.constexpr):
+    """The k_eff-th largest of the held halves (the main block, with PAIR as half and half_b (unread otherwise), and
+    the tail block half_t when TAIL > 0, unread otherwise; padding holds 0, below every key's, and at least k_eff
+    halves are >= 1) and how many halves are above
     it: a binary search on counts, the largest v with #(half >= v) >= k_eff, over all 65536 halves or first WINDOW
     below the largest (`_select_held`). The count at the upper bound is carried, so the last one is the count above
     the k-th."""
@@ -317,18 +322,21 @@ def _held_search(half, half_t, k_eff, TAIL: tl.constexpr, WINDOW: tl.constexpr):
     hi = lo + 65536
     c_hi = tl.zeros([], tl.int32)
     if WINDOW > 0:                                   # the WINDOW halves below the largest first: one count
-        top = tl.max(half, axis=0)
+        if PAIR:
+            top = tl.max(tl.maximum(half, half_b), axis=0)
+        else:
+            top = tl.max(half, axis=0)
         if TAIL > 0:
             top = tl.maximum(top, tl.max(half_t, axis=0))
         probe = tl.maximum(top + 1 - WINDOW, 1)
-        c_probe = _count_from(half, half_t, probe, TAIL)
+        c_probe = _count_from(half, half_b, half_t, probe, PAIR, TAIL)
         near = c_probe >= k_eff
         lo = tl.where(near, probe, lo)
         hi = tl.where(near, top + 1, probe)
         c_hi = tl.where(near, c_hi, c_probe)         # near: nothing is >= top + 1
     while hi - lo > 1:                               # every mid >= 1, so the padding never counts
         mid = (lo + hi) // 2
-        c_mid = _count_from(half, half_t, mid, TAIL)
+        c_mid = _count_from(half, half_b, half_t, mid, PAIR, TAIL)
         enough = c_mid >= k_eff
         lo = tl.where(enough, mid, lo)
         hi = tl.where(enough, hi, mid)
@@ -344,7 +352,7 @@ def _kth_candidate(src, n, k, SCAN: tl.constexpr, NB: tl.constexpr, FAST: tl.con
     FAST only): by the held search over the NB candidates' halves (_held_search), else the radix passes."""
     if HELD:
         tl.static_assert(FAST, "the held search takes 16-bit keys (FAST)")
-        lo, c_gt = _held_search(_held_half(src, tl.arange(0, NB), n, 0, CACHE, True), 0, k, 0, WINDOW)
+        lo, c_gt = _held_search(_held_half(src, tl.arange(0, NB), n, 0, CACHE, True), 0, 0, k, False, 0, WINDOW)
         prefix = lo.to(tl.uint32) << 16
         k_rem = k - c_gt
     else:
@@ -367,17 +375,30 @@ def _select_held(src, n, k_eff, stage, base, SCAN: tl.constexpr, ROWB: tl.conste
     block, no second read of the row), else _stage_top's pass over the row. Same staged values in the same places
     either way."""
     tl.static_assert(ROWB <= 32768, "_stage_block packs a block's equal count in 16 bits")
-    offs = tl.arange(0, ROWB)
-    half = _held_half(src, offs, n, base, CACHE)
+    # STAGE_HELD: the block held as two halves, so the stage's scan holds half the values at once (one block of 16384
+    # at 16 warps staged whole peaked past 128 registers: 84-196 bytes of spills on sm_90 / sm_120)
+    PAIR: tl.constexpr = STAGE_HELD and ROWB >= 64
+    if PAIR:
+        offs = tl.arange(0, ROWB // 2)
+        offs_b = ROWB // 2 + offs
+        half = _held_half(src, offs, n, base, CACHE)
+        half_b = _held_half(src, offs_b, n, base, CACHE)
+    else:
+        offs = tl.arange(0, ROWB)
+        half = _held_half(src, offs, n, base, CACHE)
+        offs_b = offs                                # unread
+        half_b = half
     if TAIL > 0:
         offs_t = ROWB + tl.arange(0, TAIL)
         half_t = _held_half(src, offs_t, n, base, CACHE)
     else:                                            # no tail: never read (_count_from, the stage skip it)
         offs_t = offs
         half_t = half
-    lo, c_gt = _held_search(half, half_t, k_eff, TAIL, WINDOW)
+    lo, c_gt = _held_search(half, half_b, half_t, k_eff, PAIR, TAIL, WINDOW)
     if STAGE_HELD:
         n_gt, n_eq = _stage_block(half, offs, lo, c_gt, k_eff - c_gt, 0, 0, stage, base)
+        if PAIR:
+            n_gt, n_eq = _stage_block(half_b, offs_b, lo, c_gt, k_eff - c_gt, n_gt, n_eq, stage, base)
         if TAIL > 0:
             _stage_block(half_t, offs_t, lo, c_gt, k_eff - c_gt, n_gt, n_eq, stage, base)
         tl.debug_barrier()                                              # staged writes visible to the CTA
