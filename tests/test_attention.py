@@ -398,6 +398,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 jobs = json.loads(sys.stdin.read())
 from kernelbench.harness.inspector import binary_facts
+ODD = {"T", "M", "HL", "HI", "RATIO", "OFF", "NSPLIT", "P", "SEG", "SEG_MIN", "TOPK", "W", "K", "N_MAX", "EL", "El",
+       "NUMEL", "ROWS", "TK"}   # token counts, heads per rank, ratios, offsets, splits: not multiples of 16 at Flash
 out = []
 for j in jobs:
     fn = getattr(importlib.import_module(j["module"]), j["kernel"])
@@ -406,10 +408,12 @@ for j in jobs:
         if p.name not in sig and (p.name in cx or p.has_default):
             sig[p.name] = "constexpr"
             cx.setdefault(p.name, p.default)
-    # a launch's specialization at the Flash shapes: 16-byte aligned tensors and strides that are multiples of 16
-    # (without it no load is vectorized or asynchronous, and the kernel compiled is not the one that runs)
+    # a launch's specialization at the Flash shapes: 16-byte aligned tensors, and integers that are multiples of 16
+    # (dims, strides, chunks) but for the counts that are not (the job's "odd", by default ODD): without it no load is
+    # vectorized or asynchronous, and the kernel compiled is not the one that runs
+    odd = set(j.get("odd", ODD))
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(fn.params)
-             if sig.get(p.name, "").startswith("*") or (p.name.startswith("s_") and sig.get(p.name) in ("i32", "i64"))}
+             if sig.get(p.name, "").startswith("*") or (sig.get(p.name) in ("i32", "i64") and p.name not in odd)}
     k = triton.compile(ASTSource(fn, sig, constexprs=cx, attrs=attrs), target=GPUTarget("cuda", 120, 32),
                        options={"num_warps": j["num_warps"], "num_stages": j["num_stages"]})
     facts = binary_facts(k.asm["cubin"], k.asm["ptx"], 120)   # the inspector's reading: cuobjdump, then ptxas -v
@@ -501,12 +505,13 @@ def _shipped_split_configs():
     return seen
 
 
-# Configs of this space unfit for sm_120 as launched (register spills, ptxas -v, or shared memory past the limit;
-# session 31, when this check first counted spills, which it had read as cuobjdump's LOCAL, always 0 for them,
-# and first compiled with the launch's alignment). The tuner's sm_120 check records each invalid_spill /
-# invalid_smem, so none ships in a tuned table: BLOCK_N 64 at one stage needs 114,688 B of shared memory once its
-# loads are asynchronous (they were not in this check's compile before), and the TP1 tile (32 heads a block) spills
-# 16 B. `stale_spills` fails the test when one fits again: drop it here.
+# Configs of this space unfit for sm_120 as compiled here (register spills, ptxas -v, or shared memory past the limit;
+# session 31, when this check first counted spills, which it had read as cuobjdump's LOCAL, always 0 for them, and
+# first compiled with a launch's alignment: `compile_sm120`; BLOCK_N 64's shared memory also in the inspector's
+# capture of a real launch). The tuner's sm_120 check records each invalid_spill / invalid_smem, so none ships in a
+# tuned table: BLOCK_N 64 at one stage needs 114,688 B of shared memory once its loads are asynchronous (they were not
+# in this check's compile before), and the TP1 tile (32 heads a block) spills 16 B. `stale_spills` fails the test when
+# one fits again: drop it here.
 SM120_KNOWN_UNFIT = frozenset({
     ('_attn_split', (('BLOCK_H', 16), ('BLOCK_N', 64), ('DH', 512), ('HAS_LEN', False), ('PREFETCH', False)),
      4, 1),   # 114,688 B shared

@@ -827,32 +827,40 @@ QEPI_SIG = {"q_ptr": "*bf16", "pos_ptr": "*i64", "f_ptr": "*fp32", "out_ptr": "*
 HELD_ROWS = max(c["ROW_REGS"] for c in K.indexer_configs({}) if isinstance(c["ROW_REGS"], int))   # 16384
 
 
-# Configs of this space unfit for sm_120 as launched (register spills, ptxas -v, or shared memory past the limit;
-# session 31, when this check first counted spills, which it had read as cuobjdump's LOCAL, always 0 for them,
-# and first compiled with the launch's alignment). The tuner's sm_120 check records each invalid_spill /
-# invalid_smem, so none ships in a tuned table; the radix top-k (ROW_REGS 0 /
-# 16384 beside the held select) at SCAN 8192 and 16 warps, the split top-k at 64 segments, and the held-only 32768
-# block staging by a pass (STAGE_HELD false) spill 16-644 B. The default held select at 64K (16384 (+ 512) held as
-# two halves, `_select_held`) does not.
-# `stale_spills` fails the test when one fits again: drop it here.
+# Configs of this space unfit for sm_120 as compiled here (register spills, ptxas -v, or shared memory past the limit;
+# session 31, when this check first counted spills, which it had read as cuobjdump's LOCAL, always 0 for them, and
+# first compiled with a launch's alignment: `compile_sm120`; the radix and split top-k at SCAN 8192, 16 warps also in
+# the inspector's capture of a real launch). The tuner's sm_120 check records each invalid_spill / invalid_smem, so
+# none ships in a tuned table; the radix top-k (ROW_REGS 0 / 16384 beside the held select) at SCAN 8192 and 16 warps,
+# the split top-k at 64 segments, and the held-only 32768 block staging by a pass (STAGE_HELD false) spill 16-644 B.
+# The default held select at 64K (16384 (+ 512) held as two halves, `_select_held`) does not. `stale_spills` fails the
+# test when one fits again: drop it here.
 SM120_KNOWN_UNFIT = frozenset({
-    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 512), ('ROWB', 16384), ('SCAN', 2048), ('SEG_P2', 64)),
+    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 512), ('ROWB', 16384), ('SCAN', 2048),
+                           ('SEG_P2', 64)),
      8, 1),   # 100 B of spills
     ('_index_topk', (('FAST', True), ('KP', 512), ('ROWB', 16384), ('SCAN', 8192)),
      16, 1),   # 324 B of spills
-    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 512), ('ROWB', 16384), ('SCAN', 8192), ('SEG_P2', 64)),
+    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 512), ('ROWB', 16384), ('SCAN', 8192),
+                           ('SEG_P2', 64)),
      16, 1),   # 600 B of spills
-    ('_index_topk', (('FAST', True), ('KP', 512), ('RADIX', False), ('ROWB', 32768), ('ROWL', 1), ('SCAN', 8192), ('STAGE_HELD', False), ('TAIL', 0), ('WINDOW', 512)),
+    ('_index_topk', (('FAST', True), ('KP', 512), ('RADIX', False), ('ROWB', 32768), ('ROWL', 1), ('SCAN', 8192),
+                     ('STAGE_HELD', False), ('TAIL', 0), ('WINDOW', 512)),
      16, 1),   # 52 B of spills
-    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 1024), ('ROWB', 16384), ('SCAN', 2048), ('SEG_P2', 64)),
+    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 1024), ('ROWB', 16384), ('SCAN', 2048),
+                           ('SEG_P2', 64)),
      8, 1),   # 60 B of spills
-    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 1024), ('MERGE_HELD', True), ('RADIX', False), ('ROWB', 4096), ('ROWL', 1), ('SCAN', 2048), ('SEG_P2', 4), ('STAGE_HELD', True), ('TAIL', 256), ('WINDOW', 512)),
+    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 1024), ('MERGE_HELD', True), ('RADIX', False),
+                           ('ROWB', 4096), ('ROWL', 1), ('SCAN', 2048), ('SEG_P2', 4), ('STAGE_HELD', True),
+                           ('TAIL', 256), ('WINDOW', 512)),
      8, 1),   # 16 B of spills
     ('_index_topk', (('FAST', True), ('KP', 1024), ('ROWB', 16384), ('SCAN', 8192)),
      16, 1),   # 324 B of spills
-    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 1024), ('ROWB', 16384), ('SCAN', 8192), ('SEG_P2', 64)),
+    ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 1024), ('ROWB', 16384), ('SCAN', 8192),
+                           ('SEG_P2', 64)),
      16, 1),   # 644 B of spills
-    ('_index_topk', (('FAST', True), ('KP', 1024), ('RADIX', False), ('ROWB', 32768), ('ROWL', 1), ('SCAN', 8192), ('STAGE_HELD', False), ('TAIL', 0), ('WINDOW', 512)),
+    ('_index_topk', (('FAST', True), ('KP', 1024), ('RADIX', False), ('ROWB', 32768), ('ROWL', 1), ('SCAN', 8192),
+                     ('STAGE_HELD', False), ('TAIL', 0), ('WINDOW', 512)),
      16, 1),   # 32 B of spills
 })
 
