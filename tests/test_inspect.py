@@ -127,3 +127,21 @@ def test_compile_error_is_reported_not_raised(toy):
     (rep,) = inspector.inspect_jobs([("toy_mm", "triton", PARAMS, bad)], modules=(TOY,))
     assert rep["kernels"][0]["error"]
     assert any("compile failed" in p for p in rep["problems"])
+
+
+def test_capture_for_a_target_sizes_grids_by_its_sm_count():
+    """Wrappers size grids by `sm_count`, which says 4 for CPU tensors: a capture for a target sees the card's count
+    (inspector.TARGET_SMS) and leaves the wrappers' own afterwards. csa_indices' score launch at 64 tokens, waves 4:
+    ceil(4 * SMs / 64) programs a token."""
+    from kernelbench.kernels import indexer as KI
+    spec, impl = registry.get_op("csa_indices"), registry.get_impl("csa_indices", "triton")
+    params = {"T": 64, "Hi": 64, "topk": 512, "ctx": 512, "cap": 128, "ragged": False, "W": 128}
+    cfg = {**KI.indexer_default({}), "waves": 4}
+
+    def scores_grid(sms):
+        (launch,) = [l for l in inspector.capture_impl(impl, spec, params, cfg, sms) if l.name.endswith(":_index_scores")]
+        return tuple(launch.grid)
+    assert scores_grid(inspector.TARGET_SMS["sm_120"]) == (64, 12)        # 188 SMs
+    assert scores_grid(inspector.TARGET_SMS["sm_90"]) == (64, 9)          # 132 SMs
+    assert scores_grid(None) == (64, 1)                                   # the CPU's 4
+    assert KI.sm_count(torch.device("cpu")) == 4

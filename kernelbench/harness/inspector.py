@@ -142,9 +142,15 @@ def _permissive_check_device(*tensors):
     return devs.pop() if len(devs) == 1 else torch.device("cpu")
 
 
+# SMs of the card each target stands for: the wrappers size grids and splits by `sm_count` (kernels/attention.py), which
+# on a CPU tensor says 4 (the interpreter's small grids); a capture for a target sizes them as that card would
+TARGET_SMS = {"sm_120": 188, "sm_90": 132, "sm_100": 148}   # RTX PRO 6000 Blackwell, H100 / H200 SXM, B200
+
+
 @contextlib.contextmanager
-def capture() -> Iterator[list[Launch]]:
-    """Record Triton launches instead of running them (compiled and interpreted launchers both)."""
+def capture(sms: int | None = None) -> Iterator[list[Launch]]:
+    """Record Triton launches instead of running them (compiled and interpreted launchers both). `sms`: the SM count
+    the kernel wrappers see for CPU tensors while capturing (default: theirs, 4)."""
     from triton.runtime.jit import JITFunction
 
     from kernelbench.upstream import require_launcher_run
@@ -173,8 +179,14 @@ def capture() -> Iterator[list[Launch]]:
         for mod in list(sys.modules.values()):
             if getattr(mod, "check_device", None) is common.check_device:
                 patches.append((mod, "check_device", common.check_device))
+    attention = sys.modules.get("kernelbench.kernels.attention")
+    if sms is not None and attention is not None:
+        for mod in list(sys.modules.values()):
+            if getattr(mod, "sm_count", None) is attention.sm_count:
+                patches.append((mod, "sm_count", attention.sm_count))
+    own = {"check_device": _permissive_check_device, "sm_count": lambda device: sms}
     for owner, attr, _ in patches:
-        setattr(owner, attr, _permissive_check_device if attr == "check_device" else record)
+        setattr(owner, attr, own.get(attr, record))
     try:
         yield launches
     finally:
@@ -231,13 +243,14 @@ def cheap_random() -> Iterator[None]:
             setattr(torch, n, f)
 
 
-def capture_impl(impl: registry.Impl, spec: registry.OpSpec, params: dict, config: dict | None) -> list[Launch]:
+def capture_impl(impl: registry.Impl, spec: registry.OpSpec, params: dict, config: dict | None,
+                 sms: int | None = None) -> list[Launch]:
     gen = torch.Generator().manual_seed(0)
     with cheap_random():
         inputs = spec.make_inputs(params, gen, "cpu", "normal")
     kw = {"config": config} if config is not None else {}
     inputs = impl.prepared(inputs)          # the load-time weight layout the implementation runs on
-    with capture() as launches, torch.no_grad():
+    with capture(sms) as launches, torch.no_grad():
         impl.fn(**inputs, **kw)
     return launches
 
@@ -369,7 +382,7 @@ def inspect_impl(spec: registry.OpSpec, impl: registry.Impl, params: dict, confi
     arch = TARGETS[target]
     rep = ImplReport(op=spec.name, impl=impl.name, target=target, params=dict(params), config=dict(config or {}))
     try:
-        launches = capture_impl(impl, spec, params, config)
+        launches = capture_impl(impl, spec, params, config, TARGET_SMS.get(target))
     except Exception as e:  # noqa: BLE001 - reported, and fatal for the sm_120 test
         rep.error = f"capture failed: {type(e).__name__}: {e}"[:500]
         return rep
