@@ -938,3 +938,20 @@ def test_all_equal_scores_over_several_stage_steps_take_the_lowest_indices(row_r
     idx, val = K.indexer_topk(qi, w, keys, torch.zeros(1, dtype=torch.int32), torch.tensor([255]), 8, config=cfg)
     assert idx[0].tolist() == list(range(8))
     assert torch.unique(val[0]).numel() == 1
+
+
+def test_the_64k_default_fits_sm90_and_sm120_without_spills():
+    """ci/baseline inspects the Flash TP8 shapes at 512 tokens, where the top-k holds no long row; at 64K tokens the
+    default holds 16384 scores (+ a 512 tail at the decode step's 16,400-entry cache) in a 16-warp program at the
+    128-register cap, and its stage from registers spilled 84-316 B (session 31). The whole default csa_indices
+    launch pair, captured as the card would size it and compiled for both targets: no spills, shared memory within
+    sm_120's limit."""
+    from kernelbench.harness import inspector
+    spec, impl = registry.get_op("csa_indices"), registry.get_impl("csa_indices", "triton")
+    for cap in (16384, 16400):
+        params = {"T": 64, "Hi": 64, "topk": 512, "ctx": 65536, "cap": cap, "ragged": False, "W": 128}
+        for target in ("sm_90", "sm_120"):
+            rep = inspector.inspect_jobs([("csa_indices", "triton", params, None)], target=target)[0]
+            assert rep["problems"] == [], (cap, target, rep["problems"])
+            assert {k["kernel"].split(":")[-1] for k in rep["kernels"]} == {"_index_scores", "_index_topk"}
+            assert all(not k["spills"] for k in rep["kernels"]), (cap, target, rep["kernels"])
