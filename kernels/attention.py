@@ -370,10 +370,22 @@ def _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths):
 FIN_ELEMS = 128      # partial values per thread that the join loads at once (registers, after the loop's are free)
 
 
-def combine_cols(cfg: dict, dh: int) -> int:
+COMBINE_MAX_ELEMS = 8 * 32 * FIN_ELEMS      # partial values one `_attn_combine` program loads at once, at most
+
+
+def combine_cols(cfg: dict, dh: int, s_p2: int = 2) -> int:
     """Config COMBINE_COLS: the Dh columns of one head that a `_attn_combine` program joins (default all of them: one
-    program a (token, head)); a power of two from 16 dividing Dh, so that more, shorter programs share a small T."""
-    dc = cfg.get("COMBINE_COLS", dh)
+    program a (token, head), unless S_P2 splits of them would pass COMBINE_MAX_ELEMS, FIN_ELEMS a thread at 8 warps
+    (at 16 warps a thread has 128 registers, fewer than it needs for them): then the widest power of two that keeps
+    within it; one token at 1M tokens joined 512 splits of 512 columns in one program of 16 warps, 3,800 bytes of
+    spills on sm_120); a power of two from 16 dividing Dh, so that more, shorter programs
+    share a small T."""
+    if "COMBINE_COLS" not in cfg:
+        dc = dh
+        while dc > 16 and dh % (dc // 2) == 0 and s_p2 * dc > COMBINE_MAX_ELEMS:
+            dc //= 2
+        return dc
+    dc = cfg["COMBINE_COLS"]
     if not isinstance(dc, int) or dc < 16 or dc & (dc - 1) or dh % dc:
         raise ValueError(f"sparse_attention: COMBINE_COLS={dc!r} must be a power of two >= 16 dividing Dh={dh}")
     return dc
@@ -485,7 +497,7 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2
     s_p2 = max(2, triton.next_power_of_2(nsplit))
-    dc = combine_cols(cfg, dh)
+    dc = combine_cols(cfg, dh, s_p2)
     _attn_combine[(t, hl, dh // dc)](
         po, pml, sink.contiguous(), positions.contiguous() if rope_on else seq_ids,
         freqs.contiguous() if rope_on else sink, o, hl, nsplit, o.stride(0), o.stride(1),

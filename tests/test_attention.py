@@ -714,3 +714,29 @@ def test_gpu_combine_over_column_blocks_matches_and_replays():
         cfg = {**K.attention_default(c), "COMBINE_COLS": 64}
         want = _gpu_close_and_replayable(SPEC, K.sparse_attention, inp, cfg, tol)
         assert_close(want, K.sparse_attention(**inp, config=K.attention_default(c)), tol)
+
+
+def test_combine_columns_default_bounds_the_partials_a_program_loads():
+    """COMBINE_COLS unset: a head's Dh columns in one program while S_P2 x Dh partials fit COMBINE_MAX_ELEMS, else the
+    widest power of two that does (one token at 1M tokens: 512 splits, 64 columns a program); set: as given."""
+    assert K.combine_cols({}, 512, 32) == 512
+    assert K.combine_cols({}, 512, 64) == 512
+    assert K.combine_cols({}, 512, 128) == 256
+    assert K.combine_cols({}, 512, 512) == 64
+    assert K.combine_cols({}, 512, 1 << 14) == 16
+    assert K.combine_cols({"COMBINE_COLS": 512}, 512, 512) == 512
+    with pytest.raises(ValueError, match="COMBINE_COLS"):
+        K.combine_cols({"COMBINE_COLS": 48}, 512, 2)
+
+
+def test_one_token_at_1m_tokens_fits_sm120_without_spills():
+    """The hca layer at one token and 1M tokens, as the RTX PRO 6000 (188 SMs) would size it: 512 splits a head. Its
+    combine joined them over all 512 columns in one program of 16 warps, 3,800 bytes of spills (session 31); now 64
+    columns a program, 8 warps, none."""
+    from kernelbench.harness import inspector
+    params = {"T": 1, "Hl": 8, "Dh": 512, "R": 64, "W": 128, "kind": "hca", "ratio": 128, "topk": 512,
+              "ctx": 1048576, "ragged": False, "rope": True, "lengths": True}
+    rep = inspector.inspect_jobs([("sparse_attention", "triton", params, None)], target="sm_120")[0]
+    assert rep["problems"] == [], rep["problems"]
+    (comb,) = [k for k in rep["kernels"] if k["kernel"].endswith(":_attn_combine")]
+    assert comb["constexprs"]["S_P2"] == 512 and comb["constexprs"]["DC"] == 64 and not comb["spills"]
