@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Session 31's score launch (kernels/indexer.py `_score_blocks`, kernels/common.py `relu_scale_bf16`), built without a
 # device: the head terms two at a time in bf16x2 PTX (config BF16X2, default true) and the whole key blocks loaded
-# and stored without masks. sm_90 static SASS of the score loop 688 -> 367 instructions a warp and block.
+# and stored without masks. sm_90 static SASS of the score loop 688 -> 367 instructions a warp and block. The new
+# indexer.py also holds the top-k's 16384 block as two halves when it stages from registers (no spills; session 30's
+# default spilled 84-316 B at 64K tokens), so the A/B below times both changes against session 30's code.
 # (1) the GPU tests of the indexer, with the new bit-equality test (packed terms against the fp32 path); (2)
 # csa_indices alone at 64K, C = 1 / 16 / 64, new against session 30's indexer.py ("before": `mkdir -p scripts/ab &&
 # git show 064ced1:kernels/indexer.py > scripts/ab/indexer_s30.py`, carried; it runs on the same common.py); (3)
