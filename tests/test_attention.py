@@ -441,8 +441,8 @@ def compile_sm120(jobs: list[dict]) -> list[dict]:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def spill_key(job: dict) -> tuple:
-    """A compile job's identity in a test's known-spills table: kernel, its named constexprs, warps, stages."""
+def unfit_key(job: dict) -> tuple:
+    """A compile job's identity in a test's SM120_KNOWN_UNFIT table: kernel, its named constexprs, warps, stages."""
     cx = tuple(sorted((k, v) for k, v in job["constexprs"].items() if k not in ("DOT_UPCAST", "RNE_FIX")))
     return job["kernel"], cx, job["num_warps"], job["num_stages"]
 
@@ -450,10 +450,10 @@ def spill_key(job: dict) -> tuple:
 def sm120_problems(rep: dict, job: dict | None = None, known_unfit: frozenset = frozenset()) -> list[str]:
     """Why a compiled job does not fit sm_120: shared memory past the limit, local memory, register spills (ptxas -v,
     into the stack frame; before session 31 these tests read cuobjdump's LOCAL only, which is 0 for them, so spills
-    went unseen). A job whose `spill_key` is in known_unfit may spill or exceed the shared memory: each such table
+    went unseen). A job whose `unfit_key` is in known_unfit may spill or exceed the shared memory: each such table
     names configs of a space that the tuner's sm_120 check (`kernelbench tune`, on by default) records invalid_spill /
     invalid_smem, so they never ship in a tuned table."""
-    listed = job is not None and spill_key(job) in known_unfit
+    listed = job is not None and unfit_key(job) in known_unfit
     out = []
     if rep["shared"] > SM120_SHARED and not listed:
         out.append(f"shared memory {rep['shared']} > {SM120_SHARED}")
@@ -464,10 +464,10 @@ def sm120_problems(rep: dict, job: dict | None = None, known_unfit: frozenset = 
     return out
 
 
-def stale_spills(jobs: list[dict], reps: list[dict], known_unfit: frozenset) -> set:
+def stale_unfit(jobs: list[dict], reps: list[dict], known_unfit: frozenset) -> set:
     """The known_unfit entries that now fit sm_120 (no spills, shared memory within the limit), or that no job
     compiled: each must be dropped from its table."""
-    unfit = {spill_key(j) for j, r in zip(jobs, reps) if r["spills"] or r["shared"] > SM120_SHARED}
+    unfit = {unfit_key(j) for j, r in zip(jobs, reps) if r["spills"] or r["shared"] > SM120_SHARED}
     return set(known_unfit) - unfit
 
 
@@ -510,7 +510,7 @@ def _shipped_split_configs():
 # first compiled with a launch's alignment: `compile_sm120`; BLOCK_N 64's shared memory also in the inspector's
 # capture of a real launch). The tuner's sm_120 check records each invalid_spill / invalid_smem, so none ships in a
 # tuned table: BLOCK_N 64 at one stage needs 114,688 B of shared memory once its loads are asynchronous (they were not
-# in this check's compile before), and the TP1 tile (32 heads a block) spills 16 B. `stale_spills` fails the test when
+# in this check's compile before), and the TP1 tile (32 heads a block) spills 16 B. `stale_unfit` fails the test when
 # one fits again: drop it here.
 SM120_KNOWN_UNFIT = frozenset({
     ('_attn_split', (('BLOCK_H', 16), ('BLOCK_N', 64), ('DH', 512), ('HAS_LEN', False), ('PREFETCH', False)),
@@ -559,7 +559,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
         assert not sm120_problems(rep, job, SM120_KNOWN_UNFIT), (job["kernel"], job["constexprs"], job["num_warps"], rep)
         if job["kernel"] in ("_attn_split", "_attn_fused"):
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
-    assert not stale_spills(jobs, reps, SM120_KNOWN_UNFIT)
+    assert not stale_unfit(jobs, reps, SM120_KNOWN_UNFIT)
 
 
 def test_split_plan_fills_machine_and_covers_every_entry():

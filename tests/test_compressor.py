@@ -306,7 +306,7 @@ STEP_SIG = {"x_ptr": "*bf16", "wkv_ptr": "*bf16", "wg_ptr": "*bf16", "ape_ptr": 
 # and first compiled with a launch's alignment: `compile_sm120`). The tuner's sm_120 check records such configs
 # invalid_spill / invalid_smem. Here: 8-56 B of spills in one projection tile and three of the four tile plans of
 # the one-launch step below; the inspector's captures of the step's default at the Flash TP8 shapes (ci/baseline,
-# 188 SMs' split counts) do not spill. `stale_spills` fails the test when one fits again: drop it here.
+# 188 SMs' split counts) do not spill. `stale_unfit` fails the test when one fits again: drop it here.
 SM120_KNOWN_UNFIT = frozenset({
     ('_comp_project', (('BLOCK_K', 64), ('BLOCK_M', 32), ('BLOCK_N', 64), ('SPLIT', 16)),
      4, 3),   # 8 B of spills
@@ -328,7 +328,7 @@ SM120_KNOWN_UNFIT = frozenset({
 # every config of the space: `kernelbench inspect compressor_step --target sm_120 --all-configs`.
 @pytest.mark.slow
 def test_shipped_configs_fit_sm120():
-    from test_attention import compile_sm120, sm120_problems, stale_spills
+    from test_attention import compile_sm120, sm120_problems, stale_unfit
     cfgs = KC.compressor_configs({}) + [KC.compressor_default({})]
     jobs = [{"module": "kernelbench.kernels.compressor", "kernel": "_comp_project", "signature": PROJECT_SIG,
              "constexprs": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": sp, "DOT_UPCAST": False},
@@ -356,4 +356,4 @@ def test_shipped_configs_fit_sm120():
         assert not sm120_problems(rep, job, SM120_KNOWN_UNFIT), (job["kernel"], job["constexprs"], rep)
         if job["kernel"] in ("_comp_project", "_comp_step"):
             assert rep["mma"] > 0, job["constexprs"]
-    assert not stale_spills(jobs, reps, SM120_KNOWN_UNFIT)
+    assert not stale_unfit(jobs, reps, SM120_KNOWN_UNFIT)

@@ -20,7 +20,7 @@ from kernelbench.reference.quant import quant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.config import FLASH
 from kernelbench.harness.testing import assert_close
-from test_attention import compile_sm120, sm120_problems, stale_spills
+from test_attention import compile_sm120, sm120_problems, stale_unfit
 from _kernel_check import needs_triton, run_impl, verify
 
 registry.load_builtin()
@@ -833,7 +833,7 @@ HELD_ROWS = max(c["ROW_REGS"] for c in K.indexer_configs({}) if isinstance(c["RO
 # the inspector's capture of a real launch). The tuner's sm_120 check records each invalid_spill / invalid_smem, so
 # none ships in a tuned table; the radix top-k (ROW_REGS 0 / 16384 beside the held select) at SCAN 8192 and 16 warps,
 # the split top-k at 64 segments, and the held-only 32768 block staging by a pass (STAGE_HELD false) spill 16-644 B.
-# The default held select at 64K (16384 (+ 512) held as two halves, `_select_held`) does not. `stale_spills` fails the
+# The default held select at 64K (16384 (+ 512) held as two halves, `_select_held`) does not. `stale_unfit` fails the
 # test when one fits again: drop it here.
 SM120_KNOWN_UNFIT = frozenset({
     ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 512), ('ROWB', 16384), ('SCAN', 2048),
@@ -924,7 +924,7 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
         # the top-k kernels have no matrix product, nor indexer_q's one-token GEMV (BM 1: FMA by design, kernels/front.py)
         if job["kernel"] in ("_index_scores", "_index_fused", "_indexer_q_kernel") and job["constexprs"].get("BM") != 1:
             assert rep["mma"] > 0, ("no tensor-core mma in the sm_120 PTX", job["constexprs"])
-    assert not stale_spills(jobs, reps, SM120_KNOWN_UNFIT)
+    assert not stale_unfit(jobs, reps, SM120_KNOWN_UNFIT)
 
 
 @pytest.mark.parametrize("row_regs", ["auto", 0])
