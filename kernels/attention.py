@@ -374,12 +374,13 @@ COMBINE_MAX_ELEMS = 8 * 32 * FIN_ELEMS      # partial values one `_attn_combine`
 
 
 def combine_cols(cfg: dict, dh: int, s_p2: int = 2) -> int:
-    """Config COMBINE_COLS: the Dh columns of one head that a `_attn_combine` program joins (default all of them: one
-    program a (token, head), unless S_P2 splits of them would pass COMBINE_MAX_ELEMS, FIN_ELEMS a thread at 8 warps
-    (at 16 warps a thread has 128 registers, fewer than it needs for them): then the widest power of two that keeps
-    within it; one token at 1M tokens joined 512 splits of 512 columns in one program of 16 warps, 3,800 bytes of
-    spills on sm_120); a power of two from 16 dividing Dh, so that more, shorter programs
-    share a small T."""
+    """Config COMBINE_COLS: the Dh columns of one head that a `_attn_combine` program joins, a power of two from 16
+    dividing Dh (more, shorter programs share a small T).
+
+    Default: all of them (one program a (token, head)), unless S_P2 splits of them would pass COMBINE_MAX_ELEMS
+    (FIN_ELEMS a thread at 8 warps; at 16 warps a thread has 128 registers, fewer than it needs): then the widest
+    power of two within it. One token at 1M tokens joined 512 splits of 512 columns in one program of 16 warps:
+    3,800 bytes of spills on sm_120."""
     if "COMBINE_COLS" not in cfg:
         dc = dh
         while dc > 16 and dh % (dc // 2) == 0 and s_p2 * dc > COMBINE_MAX_ELEMS:

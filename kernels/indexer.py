@@ -117,16 +117,16 @@ def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale
     s0 = j * BLOCK_S
     step = P * BLOCK_S
     k_seq = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
-    tile = rows[:, None].to(tl.int64) * s_kn + offs_d[None, :]          # a block's offsets, the same in every block
+    keys_at = k_seq + rows[:, None].to(tl.int64) * s_kn + offs_d[None, :]  # block 0's keys; block b's: + b * s_kn
     out_at = sc_ptr + t * s_st + rows
     full = tl.maximum(n - s0 - BLOCK_S + step, 0) // step               # blocks s0 + i * step + BS <= n
     for i in range(0, full):
         b = s0 + i * step
-        _score_tile(tl.load(k_seq + b.to(tl.int64) * s_kn + tile), qt, w, out_at + b, None, DOT_UPCAST, RNE_FIX, ASM)
+        _score_tile(tl.load(keys_at + b.to(tl.int64) * s_kn), qt, w, out_at + b, None, DOT_UPCAST, RNE_FIX, ASM)
     b = s0 + full * step
     if b < n:
         smask = b + rows < n
-        keys = tl.load(k_seq + b.to(tl.int64) * s_kn + tile, mask=smask[:, None], other=0.0)
+        keys = tl.load(keys_at + b.to(tl.int64) * s_kn, mask=smask[:, None], other=0.0)
         _score_tile(keys, qt, w, out_at + b, smask, DOT_UPCAST, RNE_FIX, ASM)
 
 
