@@ -301,22 +301,33 @@ def to_bf16(x, RNE_FIX: tl.constexpr):
 
 
 @triton.jit
-def relu_scale_bf16(s, w, ASM: tl.constexpr, RNE_FIX: tl.constexpr):
+def relu_scale_bf16(s, w, ASM: tl.constexpr, RNE_FIX: tl.constexpr, BF16_OUT: tl.constexpr = False):
     """bf16(relu(bf16(s)) * w) as fp32, for fp32 s and bf16 w of s's shape (the lightning indexer's head terms:
     the bf16 matmul output, its ReLU, the product with the head weight rounded to bf16). With ASM (compiled runs
     only: the interpreter has no PTX) two values per instruction: cvt.rn.bf16x2.f32, max.bf16x2 against zero and
     fma.rn.bf16x2 with -0 (RN of the exact product of two bf16 values, which is RN of their fp32 product), then
     the two halves back to fp32 by a shift and a mask: 5 instructions a pair where the fp32 path takes 6 a value
     (two F2F conversions on the slower conversion pipe among them). Equal values either way; a -0 product may
-    come out +0 (the indexer maps a zero head sum to +0 anyway)."""
+    come out +0 (the indexer maps a zero head sum to +0 anyway). BF16_OUT: the terms as bf16 (a pair 3 instructions
+    with ASM), for a tensor-core sum."""
+    wb = tl.broadcast_to(w, s.shape)
     if ASM:
-        wb = tl.broadcast_to(w, s.shape)
-        return tl.inline_asm_elementwise(      # a pair: s in $2 (low half) and $3, w's two bf16 in $4
-            "{.reg .b32 p, z, nz; cvt.rn.bf16x2.f32 p, $3, $2; mov.b32 z, 0; mov.b32 nz, 0x80008000; "
-            "max.bf16x2 p, p, z; fma.rn.bf16x2 p, p, $4, nz; shl.b32 $0, p, 16; and.b32 $1, p, 0xFFFF0000;}",
-            "=r,=r,r,r,r", [s, wb], dtype=tl.float32, is_pure=True, pack=2)
-    sb = to_bf16(s, RNE_FIX).to(tl.float32)
-    return to_bf16(tl.maximum(sb, 0.0) * w.to(tl.float32), RNE_FIX).to(tl.float32)
+        if BF16_OUT:
+            t = tl.inline_asm_elementwise(      # a pair: s in $1 (low half) and $2, w's two bf16 in $3
+                "{.reg .b32 z, nz; cvt.rn.bf16x2.f32 $0, $2, $1; mov.b32 z, 0; mov.b32 nz, 0x80008000; "
+                "max.bf16x2 $0, $0, z; fma.rn.bf16x2 $0, $0, $3, nz;}",
+                "=r,r,r,r", [s, wb], dtype=tl.bfloat16, is_pure=True, pack=2)
+        else:
+            t = tl.inline_asm_elementwise(      # a pair: s in $2 (low half) and $3, w's two bf16 in $4
+                "{.reg .b32 p, z, nz; cvt.rn.bf16x2.f32 p, $3, $2; mov.b32 z, 0; mov.b32 nz, 0x80008000; "
+                "max.bf16x2 p, p, z; fma.rn.bf16x2 p, p, $4, nz; shl.b32 $0, p, 16; and.b32 $1, p, 0xFFFF0000;}",
+                "=r,=r,r,r,r", [s, wb], dtype=tl.float32, is_pure=True, pack=2)
+    else:
+        sb = to_bf16(s, RNE_FIX).to(tl.float32)
+        t = to_bf16(tl.maximum(sb, 0.0) * wb.to(tl.float32), RNE_FIX)
+        if not BF16_OUT:
+            t = t.to(tl.float32)
+    return t
 
 
 @triton.jit

@@ -75,12 +75,15 @@ def indexer_configs(params: dict) -> list[dict]:
     # held select beside the radix passes (ROW_REGS 16384) and the radix select alone (0): verify runs both kernels
     # at every shape, where the default ("auto") compiles the held select only for caches of <= 32768 entries; the
     # held select staging by a pass over the row (STAGE_HELD false) beside the default's stage from registers; and
-    # the split top-k with held segments and a held merge (SPLIT_HELD, opt-in); and the score launch's head terms on
-    # the fp32 path (BF16X2 false; the same code as the default under the interpreter)
+    # the split top-k with held segments and a held merge (SPLIT_HELD, opt-in); the score launch's head terms on
+    # the fp32 path (BF16X2 false; the same code as the default under the interpreter); and their sum on the tensor
+    # cores (HEAD_MMA, opt-in; at 4 warps its 128-key blocks spill on sm_120, at 8 they fit both targets)
     return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
                     {**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4, "SPLIT_HELD": True},
                     {**indexer_default(params), "ROW_REGS": 16384}, {**indexer_default(params), "ROW_REGS": 0},
-                    {**indexer_default(params), "STAGE_HELD": False}, {**indexer_default(params), "BF16X2": False}]
+                    {**indexer_default(params), "STAGE_HELD": False}, {**indexer_default(params), "BF16X2": False},
+                    {**indexer_default(params), "HEAD_MMA": True},
+                    {**indexer_default(params), "HEAD_MMA": True, "num_warps": 8}]
 
 
 def indexer_default(params: dict) -> dict:
@@ -89,11 +92,23 @@ def indexer_default(params: dict) -> dict:
 
 
 @triton.jit
-def _score_tile(keys, qt, w, out, smask, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr):
-    """One block of keys (BS, 128) -> its scores at `out` (where smask; None: every row)."""
+def _score_tile(keys, qt, w, out, smask, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr,
+                HEAD_MMA: tl.constexpr):
+    """One block of keys (BS, 128) -> its scores at `out` (where smask; None: every row). The head sum of the bf16
+    terms in fp32: by the CUDA cores (tl.sum: on sm_90 two instructions a pair to unpack them, an FADD each and the
+    shuffles), or with HEAD_MMA (config, opt-in) on the tensor cores, terms (BS, BHi) @ ones (BHi, 16), the terms
+    straight from registers as the MMA's A operand (sm_90 static SASS of the loop at 64K, T = 64: 367 -> 265
+    instructions; sm_120 625 -> 467). Its fp32 sum may differ from the CUDA cores' order in the last fp32 bit, which
+    the bf16 rounding after it almost always absorbs (the indexer's tolerance: one bf16 ulp where it does not)."""
     sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)                      # (BS, BHi) fp32
-    terms = relu_scale_bf16(sc, w[None, :], ASM, RNE_FIX)               # bf16(relu(the bf16 matmul output) * w)
-    tot = to_bf16(tl.sum(terms, axis=1), RNE_FIX).to(tl.float32)
+    if HEAD_MMA:
+        terms = relu_scale_bf16(sc, w[None, :], ASM, RNE_FIX, True)     # bf16 (BS, BHi)
+        ones = tl.full((terms.shape[1], 16), 1.0, tl.float32).to(tl.bfloat16)   # 16 columns: the narrowest dot
+        tot = tl.max(tl.dot(dot_operand(terms, DOT_UPCAST), dot_operand(ones, DOT_UPCAST)), axis=1)  # equal columns
+    else:
+        terms = relu_scale_bf16(sc, w[None, :], ASM, RNE_FIX)           # bf16(relu(the bf16 matmul output) * w)
+        tot = tl.sum(terms, axis=1)
+    tot = to_bf16(tot, RNE_FIX).to(tl.float32)
     tot = tl.where(tot == 0.0, 0.0, tot)                                # -0.0 -> +0.0: ties as the reference
     tl.store(out, tot, mask=smask)
 
@@ -101,7 +116,7 @@ def _score_tile(keys, qt, w, out, smask, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.c
 @triton.jit
 def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn,
                   s_st, DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  RNE_FIX: tl.constexpr, ASM: tl.constexpr):
+                  RNE_FIX: tl.constexpr, ASM: tl.constexpr, HEAD_MMA: tl.constexpr):
     """Scores of token t's key blocks j, j+P, ... below n (the caller checks j * BLOCK_S < n). The head weights
     are w * w_scale rounded to bf16 (exact for w_scale 1). ASM: the head terms two at a time in bf16x2 PTX
     (`relu_scale_bf16`; compiled runs only). The blocks that lie wholly below n load and store without masks,
@@ -122,25 +137,26 @@ def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale
     full = tl.maximum(n - s0 - BLOCK_S + step, 0) // step               # blocks s0 + i * step + BS <= n
     for i in range(0, full):
         b = s0 + i * step
-        _score_tile(tl.load(keys_at + b.to(tl.int64) * s_kn), qt, w, out_at + b, None, DOT_UPCAST, RNE_FIX, ASM)
+        _score_tile(tl.load(keys_at + b.to(tl.int64) * s_kn), qt, w, out_at + b, None, DOT_UPCAST, RNE_FIX, ASM,
+                    HEAD_MMA)
     b = s0 + full * step
     if b < n:
         smask = b + rows < n
         keys = tl.load(keys_at + b.to(tl.int64) * s_kn, mask=smask[:, None], other=0.0)
-        _score_tile(keys, qt, w, out_at + b, smask, DOT_UPCAST, RNE_FIX, ASM)
+        _score_tile(keys, qt, w, out_at + b, smask, DOT_UPCAST, RNE_FIX, ASM, HEAD_MMA)
 
 
 @triton.jit
 def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi, 128) bf16; w (T, Hi) bf16
                   HI, RATIO, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
                   DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  RNE_FIX: tl.constexpr, ASM: tl.constexpr = False):
+                  RNE_FIX: tl.constexpr, ASM: tl.constexpr = False, HEAD_MMA: tl.constexpr = False):
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = ((tl.load(pos_ptr + t) + 1) // RATIO).to(tl.int32)              # the ACTUAL number of keys (32-bit tests)
     if j * BLOCK_S < n:                                                 # idle programs read nothing
         _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
-                      DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM)
+                      DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM, HEAD_MMA)
 
 
 @triton.jit
@@ -637,7 +653,8 @@ def _index_topk_split(sc_ptr, pos_ptr, cand_ptr, thr_ptr, cnt_ptr, stage_ptr, id
 def _index_fused(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr, cnt_ptr, stage_ptr, idx_ptr, val_ptr,
                  HI, RATIO, P, TOPK, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st, s_ot,
                  DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, KP: tl.constexpr,
-                 SCAN: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr = False):
+                 SCAN: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr, ASM: tl.constexpr = False,
+                 HEAD_MMA: tl.constexpr = False):
     """Scores and top-k in one launch, grid (T, P): the token's first min(P, ceil(S4 / BS)) programs (at least
     one) score their blocks as _index_scores, store them, take a ticket from the token's counter (cnt, zero
     between launches); the last to arrive runs _index_topk's FAST select and sort over the row (loads
@@ -649,7 +666,7 @@ def _index_fused(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr, cnt_ptr, stage_
     if j < active:
         if j * BLOCK_S < n:
             _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
-                          DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM)
+                          DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM, HEAD_MMA)
         tl.debug_barrier()                                              # every thread's scores before the release
         if tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu") == active - 1:
             k_eff = tl.minimum(n, TOPK)
@@ -693,7 +710,7 @@ def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
 
 
 @register_impl("indexer_topk", "triton_fused", backend="triton", configs=fused_configs, default_config=fused_default,
-               kernels=lambda: [_index_fused])
+               options=frozenset({"BF16X2", "HEAD_MMA"}), kernels=lambda: [_index_fused])
 def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                  positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                  config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -715,13 +732,15 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
         scores.stride(0), idx.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], KP=kp,
         SCAN=scan_width(cfg["SCAN"]), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, ASM=packed_terms(cfg),
+        HEAD_MMA=_flag(cfg, "HEAD_MMA", False),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return idx, val
 
 
 # the held select's config keys that neither the space nor the default show (`held_plan`), and the score launch's
-# BF16X2 (`packed_terms`)
-HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW", "SPLIT_HELD", "BF16X2"})
+# BF16X2 (`packed_terms`) and HEAD_MMA (`_score_tile`)
+HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW", "SPLIT_HELD", "BF16X2",
+                          "HEAD_MMA"})
 
 
 def packed_terms(cfg: dict) -> bool:
@@ -756,7 +775,8 @@ def index_scores(qi, w, k_cache, seq_ids, positions, ratio, w_scale, cfg, dev) -
         qi, w, k_cache, seq_ids.contiguous(), positions.contiguous(), scores, hi, ratio, p, float(w_scale),
         qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
-        RNE_FIX=INTERPRET, ASM=packed_terms(cfg), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, ASM=packed_terms(cfg), HEAD_MMA=_flag(cfg, "HEAD_MMA", False), num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"])
     return scores
 
 
