@@ -145,3 +145,34 @@ def test_capture_for_a_target_sizes_grids_by_its_sm_count():
     assert scores_grid(inspector.TARGET_SMS["sm_90"]) == (64, 9)          # 132 SMs
     assert scores_grid(None) == (64, 1)                                   # the CPU's 4
     assert KI.sm_count(torch.device("cpu")) == 4
+
+
+def test_programs_per_sm_take_the_scarcest_resource():
+    """SMLimits.programs: the programs one SM holds at once, by shared memory (with the runtime's 1 KB a block),
+    registers (a warp's in units of 256), warps and the block cap. The numbers of session 32: csa_indices' score
+    launch at 64K tokens holds two programs of 4 warps on sm_90 and one on sm_120; 64-key blocks at 8 warps and 2
+    stages four on sm_90."""
+    from kernelbench.harness.devices import SM_LIMITS
+    sm90, sm120 = SM_LIMITS[90], SM_LIMITS[120]
+    assert sm90.programs(4, 121, 114_944) == 2                   # shared: 2 x 115,968 <= 233,472 < 3 x
+    assert sm120.programs(4, 236, 82_944) == 1                   # shared: 100 KB an SM
+    assert sm90.programs(8, 58, 49_664) == 4                     # shared again
+    assert sm90.programs(8, 255, 0) == 1                         # registers: 256 x 32 x 8 = the whole file
+    assert sm90.programs(4, 129, 0) == 3                         # 129 -> 136 a thread: 17,408 a program
+    assert sm120.programs(16, 32, 0) == 3                        # warps: 48 an SM on sm_120
+    assert sm90.programs(16, 32, 0) == 4                         # 64 on sm_90
+    assert sm90.programs(1, 16, 0) == 32                         # the block cap
+    assert sm120.programs(4, 64, 101_376) == 1 and sm120.programs(4, 64, 102_000) == 0   # past the SM: none
+    assert sm90.programs(0, 64, 0) == 0
+
+
+def test_reports_give_programs_per_sm_for_their_target(reports):
+    """inspect's reports carry each kernel's programs per SM for the report's target, from its own registers,
+    warps and shared memory; none for the MID toy tile on sm_120 (past its shared memory)."""
+    from kernelbench.harness.devices import SM_LIMITS
+    sm120, sm90 = reports
+    for rep, arch in ((sm120[0], 120), (sm90[0], 90), (sm90[1], 90)):
+        (k,) = rep["kernels"]
+        assert k["programs_per_sm"] == SM_LIMITS[arch].programs(k["num_warps"], k["registers"], k["shared_bytes"])
+        assert k["programs_per_sm"] >= 1
+    assert sm120[1]["kernels"][0]["shared_bytes"] > 101_376 and sm120[1]["kernels"][0]["programs_per_sm"] == 0

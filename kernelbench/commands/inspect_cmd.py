@@ -1,7 +1,8 @@
 """`kernelbench inspect [OP ...] --target sm_120|sm_90`: compile every Triton implementation (and, with
 --all-configs, every config of its space) for the target without a GPU, and report shared memory,
-registers, spills, tensor-core instructions and the SASS's size in instructions (a kernel's code, not what one
-thread runs: loops run theirs many times). Exit status 1 when any kernel does not fit."""
+registers, the programs (and warps) one SM of the target holds at once, spills, tensor-core instructions and the SASS's
+size in instructions (a kernel's code, not what one thread runs: loops run theirs many times). Exit status 1 when any
+kernel does not fit."""
 from __future__ import annotations
 
 import json
@@ -35,8 +36,8 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
         raise click.ClickException(str(e)) from None
     limit = inspector.SMEM_LIMIT[inspector.TARGETS[target]]
     t = Table(title=f"Triton kernels compiled for {target} (shared memory limit {limit} bytes)")
-    for col in ("op", "impl", "shape", "config", "kernel", "smem B", "regs", "SASS", "spill", "tensor cores",
-                "problems"):
+    for col in ("op", "impl", "shape", "config", "kernel", "smem B", "regs", "per SM", "SASS", "spill",
+                "tensor cores", "problems"):
         t.add_column(col)
     bad = 0
     for r in reports:
@@ -48,6 +49,7 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
             t.add_row(r["op"] if first else "", r["impl"] if first else "", r["label"][:40] if first else "",
                       cfg[:50] if first else "", "-" if k is None else k["kernel"].split(":")[-1],
                       "-" if k is None else str(k["shared_bytes"]), "-" if k is None else str(k["registers"]),
+                      "-" if k is None else _per_sm(k),
                       "-" if k is None else str(k.get("sass_instructions", "")),
                       "-" if k is None else ("yes" if k["spills"] else "no"),
                       "-" if k is None else (",".join(k["sass_mma"] or k["ptx_mma"])[:40] or "none (SIMT)"),
@@ -62,3 +64,9 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
                    "ops, or no case at these --batch sizes)", err=True)
         sys.exit(1)
     sys.exit(1 if bad else 0)
+
+
+def _per_sm(k: dict) -> str:
+    """Programs one SM holds at once and their warps ("2 x 4w"); "-" when unknown."""
+    n = k.get("programs_per_sm", 0)
+    return f"{n} x {k['num_warps']}w" if n else "-"

@@ -18,6 +18,36 @@ SM120_SMEM_PER_BLOCK = 101_376   # bytes; sm_120 opt-in maximum (CUDA C Programm
 SM90_SMEM_PER_BLOCK = 232_448    # bytes; sm_90 / sm_100 opt-in maximum (same table, 9.0: 227 KB)
 
 
+
+@dataclass(frozen=True)
+class SMLimits:
+    """What one SM holds at once (CUDA C Programming Guide, "Technical Specifications per Compute Capability"):
+    shared memory per SM, of which the runtime reserves 1 KB per resident block; 32-bit registers, allocated to a warp
+    in units of 256 (a thread's count rounded up to a multiple of 8); resident warps; resident blocks."""
+    smem_bytes: int
+    registers: int
+    warps: int
+    blocks: int
+    reserved_smem: int = 1024
+    reg_unit: int = 256
+
+    def programs(self, num_warps: int, registers: int, shared_bytes: int) -> int:
+        """Programs (CTAs) of a kernel resident on one SM at once: the least that shared memory, registers, warps
+        and the block cap allow. 0 for a kernel that cannot launch (no warps, or a block past the SM's shared
+        memory); a kernel's per-block limit (99 KB on sm_120) is the inspector's separate check."""
+        if num_warps <= 0 or shared_bytes + self.reserved_smem > self.smem_bytes:
+            return 0
+        warp_regs = -(-max(registers, 1) * 32 // self.reg_unit) * self.reg_unit
+        return min(self.blocks, self.warps // num_warps, self.registers // (warp_regs * num_warps),
+                   self.smem_bytes // (shared_bytes + self.reserved_smem))
+
+
+# by compute capability x 10: sm_90 / sm_100 228 KB of shared memory and 64 warps an SM; sm_120 (like sm_86 / sm_89)
+# 100 KB and 48 warps
+SM_LIMITS = {90: SMLimits(233_472, 65_536, 64, 32), 100: SMLimits(233_472, 65_536, 64, 32),
+             120: SMLimits(102_400, 65_536, 48, 32)}
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     name: str

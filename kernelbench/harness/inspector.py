@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import torch
 
 from kernelbench import registry
-from kernelbench.harness.devices import SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
+from kernelbench.harness.devices import SM_LIMITS, SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
 
 TARGETS = {"sm_120": 120, "sm_90": 90, "sm_100": 100}
 SMEM_LIMIT = {120: SM120_SMEM_PER_BLOCK, 90: SM90_SMEM_PER_BLOCK, 100: SM90_SMEM_PER_BLOCK}
@@ -130,8 +130,13 @@ class ImplReport:
         d = asdict(self)
         d["max_shared"] = self.max_shared
         d["tensor_cores"] = self.tensor_cores
+        limits = SM_LIMITS.get(TARGETS.get(self.target, 0))
         for k, kd in zip(self.kernels, d["kernels"]):
             kd["spills"], kd["tensor_cores"] = k.spills, k.tensor_cores
+            # programs resident on one SM of the target (0: unknown target or not compiled): with num_warps, how
+            # many warps an SM has to hide latencies with
+            kd["programs_per_sm"] = (limits.programs(k.num_warps, k.registers, k.shared_bytes)
+                                     if limits and not k.error and k.registers else 0)
         return d
 
 
