@@ -77,6 +77,22 @@ def test_shared_memory_growth_compares_launch_by_launch():
     assert kinds(f, False) == ["smem_growth"] and "20480 -> 24576" in f[0].detail
 
 
+def test_fewer_programs_an_sm_are_reported_launch_by_launch():
+    """A launch that holds fewer programs an SM than in the baseline (more shared memory or registers: less to
+    hide latencies with on the card) is reported, not fatal; equal or more is not; a baseline row from before the
+    inspector gave the count (no programs_per_sm) compares nothing; a launch that no longer fits (0) is left to its
+    sm_120 problem."""
+    def rep(*per_sm):
+        return [{"op": "sparse_attention", "impl": "triton", "label": "T=1", "params": {"T": 1}, "config": {},
+                 "kernels": [{"kernel": "k:split", "tensor_cores": True, "shared_bytes": 50304, **(
+                     {"programs_per_sm": n} if n is not None else {})} for n in per_sm], "problems": []}]
+    assert g.compare_inspect(rep(2, 1), rep(2, 1)) == [] and g.compare_inspect(rep(2, 2), rep(2, 1)) == []
+    f = g.compare_inspect(rep(2, 1), rep(2, 2))
+    assert kinds(f, False) == ["occupancy"] and kinds(f) == [] and "programs an SM 2 -> 1" in f[0].detail
+    assert g.compare_inspect(rep(1, 1), rep(None, None)) == []
+    assert g.compare_inspect(rep(0, 1), rep(2, 1)) == []
+
+
 def test_cli_exit_codes_and_markdown(tmp_path):
     base = write(tmp_path / "base.json", [row(10.0, 9.8, 10.2)])
     good = write(tmp_path / "good.json", [row(10.1, 9.9, 10.3)])

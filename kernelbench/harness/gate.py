@@ -165,7 +165,8 @@ def _by_launch(report: dict) -> dict[tuple[str, int], dict]:
 
 def compare_inspect(current: list[dict], baseline: list[dict] | None = None) -> list[Finding]:
     """Problems of the current inspection (sm_120 limits, required tensor cores), plus kernels that
-    lost tensor-core instructions or grew in shared memory since the baseline inspection."""
+    lost tensor-core instructions since the baseline inspection (fatal), and that grew in shared memory or hold
+    fewer programs an SM (reported)."""
     out = []
     base = {_inspect_key(r): r for r in baseline or []}
     for r in current:
@@ -187,6 +188,13 @@ def compare_inspect(current: list[dict], baseline: list[dict] | None = None) -> 
                  if key in now_by_launch and now_by_launch[key]["shared_bytes"] > k["shared_bytes"]]
         for name, was, now in grown:
             out.append(Finding("smem_growth", r["op"], r["impl"], label, f"{name}: shared memory {was} -> {now} B",
+                               False))
+        # fewer programs an SM than the baseline's (a kernel that no longer fits at all is already a problem)
+        per_sm = {key: k.get("programs_per_sm", 0) for key, k in now_by_launch.items()}
+        fewer = [(key[0], k["programs_per_sm"], per_sm[key]) for key, k in _by_launch(b).items()
+                 if 0 < per_sm.get(key, 0) < k.get("programs_per_sm", 0)]
+        for name, was, now in fewer:
+            out.append(Finding("occupancy", r["op"], r["impl"], label, f"{name}: programs an SM {was} -> {now}",
                                False))
     return out
 
