@@ -561,9 +561,10 @@ def test_gpu_held_row_select_equals_the_radix_select():
 def test_gpu_packed_head_terms_equal_the_fp32_path():
     """On the GPU the score launch's head terms in bf16x2 PTX (BF16X2, the default) give the fp32 path's scores bit
     for bit, at the Flash rank's 64 heads and a 64K-token cache (16,400 entries) for rows that end on a block, just
-    past one and mid-block, in blocks of 64 and 128; and equal the reference's scores key by key within one bf16
-    ulp (its fp64 head sum may move a score by one; 1e-4 where a sum cancels), differing in under 1% of the keys.
-    (Sorted lists are not compared: a score moved by one ulp changes rank where neighbours are several ulps apart.)"""
+    past one and mid-block, in blocks of 64 and 128; and equal the reference's scores key by key within what a
+    head's dot rounded the other way can move, differing in under 1% of the keys. (Sorted lists are not compared:
+    a moved score changes rank where neighbours are several ulps apart; session 32's H200 run of that form found 4
+    of 16,385 ranks at ~0.1 apart by 1-3 bf16 ulps.)"""
     g = torch.Generator().manual_seed(21)
     t, hi, cap = 6, 64, 16400
     qi = torch.randn(t, hi, 128, generator=g).bfloat16().cuda()
@@ -584,7 +585,12 @@ def test_gpu_packed_head_terms_equal_the_fp32_path():
         by_key = torch.full((n,), float("nan"))
         by_key[ref_idx[r, :n].long()] = ref_val[r, :n]                     # every key's score, by key
         mine = packed[r, :n].cpu()
-        assert ((mine - by_key).abs() <= by_key.abs() * 2.0 ** -7 + 1e-4).all(), f"row {r}"
+        # a head's dot that the tensor cores' fp32 sum rounds to the neighbouring bf16 value moves its term by a
+        # bf16 ulp: the score by up to 2^-7 of the sum of the terms' sizes (where the terms cancel, far more than
+        # a ulp of the score), plus a ulp of the score's own rounding
+        dots = keys[int(seq[r]), :n].cpu().float() @ qi[r].cpu().float().T            # (n, Hi)
+        size = (dots.clamp_min(0) * w[r].cpu().float().abs()).sum(dim=1)
+        assert ((mine - by_key).abs() <= (size + by_key.abs()) * 2.0 ** -7 + 1e-6).all(), f"row {r}"
         assert (mine != by_key).float().mean() < 0.01, f"row {r}"
 
 
