@@ -98,8 +98,10 @@ def _score_tile(keys, qt, w, out, smask, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.c
     terms in fp32: by the CUDA cores (tl.sum: on sm_90 two instructions a pair to unpack them, an FADD each and the
     shuffles), or with HEAD_MMA (config, opt-in) on the tensor cores, terms (BS, BHi) @ ones (BHi, 16), the terms
     straight from registers as the MMA's A operand (sm_90 static SASS of the loop at 64K, T = 64: 367 -> 265
-    instructions; sm_120 625 -> 467). Its fp32 sum may differ from the CUDA cores' order in the last fp32 bit, which
-    the bf16 rounding after it almost always absorbs (the indexer's tolerance: one bf16 ulp where it does not)."""
+    instructions; sm_120 625 -> 467), yet slower in the H200's 64K step (session 32: the loop is latency-bound and
+    the second product adds a dependent round trip a block). Its fp32 sum may differ from the CUDA cores' order in
+    the last fp32 bit, which the bf16 rounding after it almost always absorbs (the indexer's tolerance: one bf16 ulp
+    where it does not)."""
     sc = tl.dot(dot_operand(keys, DOT_UPCAST), qt)                      # (BS, BHi) fp32
     if HEAD_MMA:
         terms = relu_scale_bf16(sc, w[None, :], ASM, RNE_FIX, True)     # bf16 (BS, BHi)

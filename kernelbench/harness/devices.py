@@ -18,7 +18,6 @@ SM120_SMEM_PER_BLOCK = 101_376   # bytes; sm_120 opt-in maximum (CUDA C Programm
 SM90_SMEM_PER_BLOCK = 232_448    # bytes; sm_90 / sm_100 opt-in maximum (same table, 9.0: 227 KB)
 
 
-
 @dataclass(frozen=True)
 class SMLimits:
     """What one SM holds at once (CUDA C Programming Guide, "Technical Specifications per Compute Capability"):
