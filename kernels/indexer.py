@@ -733,22 +733,22 @@ def indexer_topk_fused(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor,
         hi, ratio, p, topk, float(w_scale), qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1),
         scores.stride(0), idx.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], KP=kp,
-        SCAN=scan_width(cfg["SCAN"]), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, ASM=packed_terms(cfg),
-        HEAD_MMA=_flag(cfg, "HEAD_MMA", False),
+        SCAN=scan_width(cfg["SCAN"]), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET, **score_options(cfg),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return idx, val
 
 
 # the held select's config keys that neither the space nor the default show (`held_plan`), and the score launch's
-# BF16X2 (`packed_terms`) and HEAD_MMA (`_score_tile`)
+# BF16X2 and HEAD_MMA (`score_options`)
 HELD_OPTIONS = frozenset({"ROW_LEVELS", "ROW_TAIL", "STAGE_HELD", "SEARCH_WINDOW", "SPLIT_HELD", "BF16X2",
                           "HEAD_MMA"})
 
 
-def packed_terms(cfg: dict) -> bool:
-    """The score launch's head terms in bf16x2 PTX (`relu_scale_bf16`): config BF16X2, default True; never under the
-    interpreter (no PTX there). docs/perf/attention.md, session 31."""
-    return _flag(cfg, "BF16X2", True) and not INTERPRET
+def score_options(cfg: dict, interpret: bool = INTERPRET) -> dict:
+    """The score launch's constexprs from its config: ASM, the head terms in bf16x2 PTX (`relu_scale_bf16`; config
+    BF16X2, default True; never under the interpreter, which has no PTX: docs/perf/attention.md, session 31), and
+    HEAD_MMA, their sum on the tensor cores (`_score_tile`; config HEAD_MMA, default False: session 32)."""
+    return {"ASM": _flag(cfg, "BF16X2", True) and not interpret, "HEAD_MMA": _flag(cfg, "HEAD_MMA", False)}
 
 
 @register_impl("indexer_topk", "triton", backend="triton", configs=indexer_configs,
@@ -777,8 +777,7 @@ def index_scores(qi, w, k_cache, seq_ids, positions, ratio, w_scale, cfg, dev) -
         qi, w, k_cache, seq_ids.contiguous(), positions.contiguous(), scores, hi, ratio, p, float(w_scale),
         qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
-        RNE_FIX=INTERPRET, ASM=packed_terms(cfg), HEAD_MMA=_flag(cfg, "HEAD_MMA", False), num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, **score_options(cfg), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return scores
 
 

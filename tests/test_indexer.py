@@ -842,7 +842,7 @@ FUSED_SIG = {"qi_ptr": "*bf16", "w_ptr": "*bf16", "k_ptr": "*bf16", "seq_ptr": "
              "P": "i32", "TOPK": "i32", "w_scale": "fp32", "s_qt": "i32", "s_qh": "i32", "s_wt": "i32", "s_kb": "i64",
              "s_kn": "i32", "s_st": "i32", "s_ot": "i32", "DI": "constexpr", "BLOCK_HI": "constexpr",
              "BLOCK_S": "constexpr", "KP": "constexpr", "SCAN": "constexpr", "DOT_UPCAST": "constexpr",
-             "RNE_FIX": "constexpr", "ASM": "constexpr"}
+             "RNE_FIX": "constexpr", "ASM": "constexpr", "HEAD_MMA": "constexpr"}
 TOPK_SIG = {"sc_ptr": "*fp32", "pos_ptr": "*i64", "stage_ptr": "*i64", "idx_ptr": "*i32", "val_ptr": "*fp32",
             "RATIO": "i32", "TOPK": "i32", "s_st": "i32", "s_ot": "i32", "KP": "constexpr", "SCAN": "constexpr",
             "FAST": "constexpr"}
@@ -881,7 +881,8 @@ HELD_ROWS = max(c["ROW_REGS"] for c in K.indexer_configs({}) if isinstance(c["RO
 SM120_KNOWN_UNFIT = frozenset({
     ('_index_scores', (('ASM', True), ('BLOCK_HI', 64), ('BLOCK_S', 128), ('DI', 128), ('HEAD_MMA', True)), 4, 3),
     # 224 B of spills (the config at 8 warps fits)
-    ('_index_fused', (('ASM', True), ('BLOCK_HI', 64), ('BLOCK_S', 64), ('DI', 128), ('KP', 1024), ('SCAN', 4096)),
+    ('_index_fused', (('ASM', True), ('BLOCK_HI', 64), ('BLOCK_S', 64), ('DI', 128), ('HEAD_MMA', False), ('KP', 1024),
+                      ('SCAN', 4096)),
      4, 3),   # 20 B of spills (impl triton_fused's packed head terms; unseen before: the job compiled without them)
     ('_index_topk_split', (('FAST', True), ('FILTER', 2048), ('KP', 512), ('ROWB', 16384), ('SCAN', 2048),
                            ('SEG_P2', 64)),
@@ -918,13 +919,14 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
     for c in K.indexer_configs({}) + [K.indexer_default({})]:
         # the score launch as a compiled run builds it: the head terms in bf16x2 PTX unless BF16X2 is off, their sum
         # on the tensor cores with HEAD_MMA
-        key = (c["BLOCK_S"], c["num_warps"], c["num_stages"], K._flag(c, "BF16X2", True), K._flag(c, "HEAD_MMA", False))
+        opts = K.score_options(c, interpret=False)
+        key = (c["BLOCK_S"], c["num_warps"], c["num_stages"], opts["ASM"], opts["HEAD_MMA"])
         if key in seen:
             continue
         seen.add(key)
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_scores", "signature": SCORES_SIG,
                      "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": key[0], "DOT_UPCAST": False,
-                                    "RNE_FIX": False, "ASM": key[3], "HEAD_MMA": key[4]},
+                                    "RNE_FIX": False, **opts},
                      "num_warps": key[1], "num_stages": key[2]})
     scans = sorted({(c["SCAN"], c["TOPK_WARPS"]) for c in K.indexer_configs({}) + [K.indexer_default({})]})
     for kp in (512, 1024):   # Flash and Pro top-k
@@ -955,7 +957,8 @@ def test_shipped_configs_fit_sm120_with_tensor_cores():
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_index_fused", "signature": FUSED_SIG,
                      "constexprs": {"DI": 128, "BLOCK_HI": 64, "BLOCK_S": bs, "KP": 1024,
                                     "SCAN": max(c["SCAN"] for c in K.fused_configs({})), "DOT_UPCAST": False,
-                                    "RNE_FIX": False, "ASM": True}, "num_warps": warps, "num_stages": stages})
+                                    "RNE_FIX": False, **K.score_options({}, interpret=False)},
+                     "num_warps": warps, "num_stages": stages})
     for w in (1, 2, 4):
         jobs.append({"module": "kernelbench.kernels.indexer", "kernel": "_indexer_q_epilogue", "signature": QEPI_SIG,
                      "constexprs": {"R": 64, "RNE_FIX": False}, "num_warps": w, "num_stages": 1})
