@@ -82,10 +82,27 @@ class OpSpec:
     batch_key: str | None = None
     # name of the input dict key order for printing reproducible commands; informational
     label: Callable[[Params], str] = field(default=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
+    # (params, inputs in the official layout) -> the Cost of these very inputs, for an op whose work depends on the
+    # values and not only on the shape (the MoE ops read the experts their tokens route to; `cost` counts the
+    # expected number). Bench and tune time real inputs, so their roofline uses it (timed_cost); list, roofline and
+    # scaling, which have no inputs, use `cost`
+    instance_cost: Callable[[Params, Inputs], Cost] | None = None
 
     def shape_cases(self, shape_set: str | ShapeSet) -> list[Params]:
         ss = get_shape_set(shape_set) if isinstance(shape_set, str) else shape_set
         return self.cases(ss)
+
+    def timed_cost(self, params: Params, input_sets: list[Inputs], weights: list[int] | None = None) -> Cost:
+        """The Cost of a run that rotates over `input_sets` (set i timed `weights[i]` times, default once each):
+        the weighted mean of their instance costs, or the shape's `cost` for an op whose cost does not depend on
+        the values."""
+        if self.instance_cost is None or not input_sets:
+            return self.cost(params)
+        weights = weights or [1] * len(input_sets)
+        costs = [self.instance_cost(params, s) for s in input_sets]
+        n = sum(weights)
+        return Cost(flops=sum(w * c.flops for w, c in zip(weights, costs)) / n,
+                    bytes=sum(w * c.bytes for w, c in zip(weights, costs)) / n)
 
     def batch(self, params: Params) -> int | None:
         """The batch of a case (params[batch_key]); None when the op declares no batch key."""

@@ -172,6 +172,12 @@ def test_call_bytes_counts_what_is_read_sparsely():
     y = torch.zeros(2, 64)
     assert db.call_bytes("moe_experts", kw, y) == pytest.approx(
         db._nbytes(kw["x"]) + db._nbytes(kw["indices"]) + db._nbytes(y) + 3 * w.numel() * 2 / 8)
+    # the gate inside (moe_routed / moe_layer): the experts the gate routes to, here by a hash table to 3 and 9
+    kw = dict(x=torch.zeros(2, 64, dtype=torch.bfloat16), weight=torch.zeros(16, 64, dtype=torch.bfloat16),
+              bias=None, tid2eid=torch.tensor([[3, 9], [9, 3]], dtype=torch.int32), token_ids=torch.tensor([0, 1]),
+              topk=2, route_scale=1.0, w1=w, w2=w, w3=w, expert_offset=2)      # local experts 2..9
+    dense = sum(db._nbytes(v) for k, v in kw.items() if k not in ("w1", "w2", "w3", "tid2eid")) + db._nbytes(y)
+    assert db.call_bytes("moe_routed", kw, y) == pytest.approx(dense + 3 * w.numel() * 2 / 8 + 2 * 2 * 4)  # + rows
 
 
 # ---- the command -------------------------------------------------------------------------------

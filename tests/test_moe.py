@@ -108,6 +108,34 @@ def test_layer_is_gate_experts_shared():
     assert torch.equal(y, (routed + shared.float()).bfloat16())
 
 
+# ---- the bytes a timed run must read -------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed", "moe_experts"])
+def test_instance_cost_counts_the_local_experts_the_inputs_route_to(op):
+    """The roofline of a timed run counts the experts its tokens route to, not the shape's expectation: at one token
+    of the Flash TP8 shapes the expectation is 0.75 of 32 local experts, a draw reads 0 or 1 or more."""
+    from kernelbench.ops.moe import local_experts_routed, routing_of, touched_experts
+    spec, _ = spec_and_impl(op)
+    p = {**SMALL, "T": 1, "hash": True, "K": 2}            # hash routing: the table says which experts a token reads
+    inp = _inputs(op, p)
+    expert = 3 * p["F"] * p["D"] // 2 + 3 * p["F"] * p["D"] // 32
+    for row, local in (([0, 1], 0), ([0, 5], 1), ([6, 5], 2)):       # local experts: 4..7
+        if op == "moe_experts":
+            inp["indices"] = torch.tensor([row])
+        else:
+            inp["tid2eid"][inp["token_ids"][0]] = torch.tensor(row, dtype=torch.int32)
+        assert local_experts_routed(routing_of(inp), p["offset"], p["El"]) == local
+        got = spec.instance_cost(p, inp)
+        assert got.bytes == pytest.approx(spec.cost(p).bytes + (local - touched_experts(p)) * expert)
+        assert got.flops == spec.cost(p).flops          # the FLOPs of a dense-routed expectation stay the shape's
+    # score routing: the reference gate's choice
+    p = {**SMALL, "T": 3}
+    inp = _inputs(op, p)
+    idx = inp["indices"] if op == "moe_experts" else R.moe_gate(
+        inp["x"], inp["weight"], inp["bias"], None, inp["token_ids"], p["K"], p["rs"])[1]
+    local = len({int(e) for e in idx.flatten() if 4 <= e < 8})
+    assert spec.instance_cost(p, inp).bytes == pytest.approx(spec.cost(p).bytes + (local - touched_experts(p)) * expert)
+
+
 # ---- kernels == reference --------------------------------------------------------------------------------------
 GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3},    # T <= 4: GATE "fused"
               {**SMALL, "T": 1, "hash": True}]

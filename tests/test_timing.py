@@ -75,6 +75,28 @@ def test_rotating_sets_are_fresh_and_cover_three_times_l2(toy):
     assert len(sets) == 4 and not cold       # the cap is reported, not hidden
 
 
+def test_draws_of_gives_each_fresh_draw_its_share_of_the_rotation(toy):
+    params = {"M": 16, "N": 64, "K": 128}
+    per = timing.tensor_bytes(toy.make_inputs(params, torch.Generator().manual_seed(0), "cpu", "normal"))
+    sets, _, _ = timing.make_sets(toy, params, "cpu", seed=1, l2=10 * per // 3 + 1)      # 11 sets of 4 draws
+    draws, weights = timing.draws_of(sets)
+    assert len(sets) == 11 and len(draws) == 4 and weights == [3, 3, 3, 2]
+    for j, s in enumerate(sets):                # set j holds draw j % 4's values
+        assert torch.equal(s["x"], draws[j % 4]["x"])
+    assert timing.draws_of(sets[:2]) == (sets[:2], [1, 1])
+
+
+def test_timed_cost_is_the_rotation_weighted_mean_of_the_instance_costs(toy):
+    import dataclasses
+    params = {"M": 3, "N": 64, "K": 128}
+    sets = [{"x": torch.full((1,), v)} for v in (1.0, 4.0)]
+    assert toy.timed_cost(params, sets) == toy.cost(params)        # no instance cost: the shape's
+    valued = dataclasses.replace(toy, instance_cost=lambda p, s: registry.Cost(flops=2.0, bytes=float(s["x"])))
+    assert valued.timed_cost(params, sets).bytes == pytest.approx(2.5)
+    assert valued.timed_cost(params, sets, [3, 1]).bytes == pytest.approx(7.0 / 4)
+    assert valued.timed_cost(params, []) == toy.cost(params)
+
+
 def test_recheck_compares_with_the_reference(toy):
     params = {"M": 3, "N": 64, "K": 128}
     inputs = toy.make_inputs(params, torch.Generator().manual_seed(2), "cpu", "normal")
@@ -113,3 +135,18 @@ def test_measure_toy_on_gpu(toy, method):
     assert m.verified and m.roofline_error is None and m.method == method
     assert m.summary.n >= 10 and m.summary.q1_us <= m.summary.median_us <= m.summary.q3_us
     assert len(m.summary.samples) == m.summary.n
+
+
+@pytest.mark.gpu
+def test_measure_counts_the_experts_its_inputs_route_to_on_gpu():
+    """A timed MoE run's bytes are its own inputs' (the experts their tokens route to), not the shape's expectation:
+    a hash-routed token that reads no local expert costs the shared expert and gate only."""
+    registry.load_builtin()
+    spec, impl = registry.get_op("moe_layer"), registry.get_impl("moe_layer", "triton")
+    p = {"T": 1, "D": 256, "E": 8, "El": 4, "offset": 4, "F": 128, "K": 2, "V": 64, "hash": True, "rs": 1.5}
+    m = timing.measure_impl(spec, impl, p, max_time_s=0.2)
+    sets, _, _ = timing.make_sets(spec, p, "cpu", 0, timing.l2_bytes(torch.device("cuda")))
+    want = spec.timed_cost(p, *timing.draws_of(sets))
+    assert m.verified and m.bytes == pytest.approx(want.bytes)
+    if want.bytes != pytest.approx(spec.cost(p).bytes):     # these draws route off the expectation: say so
+        assert any(n.startswith("bytes of these inputs") for n in m.notes)

@@ -42,7 +42,7 @@ from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.lanes import SITES, Lanes
-from kernelbench.ops.moe import touched_experts
+from kernelbench.ops.moe import local_experts_routed, routing_of
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
 from kernelbench.decoder.trials import paired_cells, pinned_keys, print_trials
 
@@ -420,12 +420,8 @@ def call_bytes(op: str, kw: dict, out) -> float:
     elif op in ("moe_experts", "moe_layer", "moe_routed"):
         w = [kw[k] for k in ("w1", "w2", "w3", "s1", "s2", "s3") if isinstance(kw.get(k), torch.Tensor)]
         n_local = w[0].shape[0] if w else 1
-        ind, offset = kw.get("indices"), kw.get("expert_offset", 0)
-        if isinstance(ind, torch.Tensor):
-            touched = int(torch.unique(ind[(ind >= offset) & (ind < offset + n_local)]).numel())
-        else:                      # the gate runs inside: the ops' cost model's expected count of touched experts
-            touched = touched_experts({"El": n_local, "E": int(kw["weight"].shape[0]), "K": int(kw["topk"]),
-                                       "T": int(kw["x"].shape[0])})
+        # the experts this call routes to (the gate inside moe_routed / moe_layer: the reference gate's choice)
+        touched = local_experts_routed(routing_of(kw), kw.get("expert_offset", 0), n_local)
         total += sum(_nbytes(t) for t in w) * touched / max(1, n_local)
     if isinstance(kw.get("tid2eid"), torch.Tensor):      # hash routing reads the rows of the step's tokens
         t = kw["tid2eid"]

@@ -29,6 +29,7 @@ import torch
 
 GRAPH_MIN_LAUNCHES = 32
 L2_ROTATE_FACTOR = 3      # rotating input sets cover >= 3 x L2
+DISTINCT_DRAWS = 4        # fresh random draws among them (make_sets); the rest are copies at new addresses
 L2_FLUSH_FACTOR = 2       # the events-mode flush writes >= 2 x L2
 
 
@@ -280,7 +281,7 @@ def tensor_bytes(inputs: dict) -> int:
 
 
 def make_sets(spec, params: dict, device, seed: int, l2: int, *, max_sets: int = 256,
-              budget_bytes: float = 8e9, distinct: int = 4) -> tuple[list[dict], int, bool]:
+              budget_bytes: float = 8e9, distinct: int = DISTINCT_DRAWS) -> tuple[list[dict], int, bool]:
     """Input sets whose total covers >= 3 x L2 where the caps allow. The first `distinct` are fresh
     random draws (never zeros); the rest are device copies of those at new addresses: what keeps the
     L2 cold is the addresses, and drawing hundreds of real-size sets on the CPU would cost minutes."""
@@ -292,6 +293,13 @@ def make_sets(spec, params: dict, device, seed: int, l2: int, *, max_sets: int =
     sets = [first] + [spec.make_inputs(params, gen, device, "normal") for _ in range(min(n, distinct) - 1)]
     sets += [clone(sets[i % len(sets)]) for i in range(n - len(sets))]
     return sets, n * per, n * per >= L2_ROTATE_FACTOR * l2
+
+
+def draws_of(sets: list[dict], distinct: int = DISTINCT_DRAWS) -> tuple[list[dict], list[int]]:
+    """The fresh draws of a make_sets rotation and how many of its sets each one is: set i is a copy of draw
+    i % d (d = min(len(sets), distinct))."""
+    d = min(len(sets), distinct)
+    return sets[:d], [len(sets) // d + (i < len(sets) % d) for i in range(d)]
 
 
 def as_outputs(spec, result, inputs: dict) -> dict:
@@ -327,6 +335,7 @@ def measure_impl(spec, impl, params: dict, *, config: dict | None = None, method
     notes: list[str] = []
     sets, rotated, cold = make_sets(spec, params, device, seed, l2_bytes(device), max_sets=max_sets)
     official = sets[0]                      # the reference recheck reads the official layout
+    official_sets = sets
     sets = [impl.prepared(s) for s in sets]  # the load-time weight layout, outside the timed region
     if not cold:
         notes.append(f"rotating sets cover {rotated / 2 ** 20:.1f} MiB < 3 x L2: partly L2-warm")
@@ -355,7 +364,11 @@ def measure_impl(spec, impl, params: dict, *, config: dict | None = None, method
         detail = "fresh call (in-place op): " + detail
     else:
         ok, detail = recheck(spec, params, as_outputs(spec, outs[0], official), official)
-    cost = spec.cost(params)
+    cost = spec.timed_cost(params, *draws_of(official_sets))
+    expected = spec.cost(params)
+    if abs(cost.bytes - expected.bytes) > 0.005 * expected.bytes:
+        notes.append(f"bytes of these inputs: {cost.bytes / 1e6:.1f} MB (the shape's expectation "
+                     f"{expected.bytes / 1e6:.1f} MB)")
     rerr = check_roofline(summary.median_us, cost.flops, cost.bytes, *peaks) if peaks else None
     return Measurement(op=spec.name, impl=impl.name, params=dict(params), label=spec.label(params),
                        config=dict(config or {}), method=method, summary=summary, flops=cost.flops,

@@ -5,6 +5,8 @@ F moe_inter_dim, K top-k, V vocab (hash routing table rows), hash (route by toke
 The hash table is drawn with V = min(vocab, 8192) rows (the op reads only the rows of the batch's token
 ids; drawing 129280 random rows costs seconds). Cost counts the bytes of the experts a batch touches: with
 K distinct uniform picks of E per token, each expert is untouched with probability (1 - K/E)^T, so El * (1 - (1 - K/E)^T) local experts are read.
+That expectation is the shape's cost (list, roofline, scaling). A timed run counts the local experts its own inputs
+route to (instance_cost): at one token the expectation is 0.75 of 32 experts, while one draw reads 0, 1 or more.
 """
 from __future__ import annotations
 
@@ -76,6 +78,30 @@ def _with_shared(strategy, always: bool = False):
 def touched_experts(p) -> float:
     """Expected number of distinct local experts a batch of T tokens reads."""
     return p["El"] * (1.0 - (1.0 - p["K"] / p["E"]) ** p["T"])
+
+
+def local_experts_routed(indices: torch.Tensor, offset: int, El: int) -> int:
+    """How many distinct local experts (offset .. offset + El - 1) `indices` (T, K) route to: the experts whose
+    weights a call on these inputs must read."""
+    local = indices[(indices >= offset) & (indices < offset + El)]
+    return int(torch.unique(local).numel())
+
+
+def routing_of(inputs: dict) -> torch.Tensor:
+    """The (T, K) expert indices of an MoE op's inputs: given (moe_experts), or the reference gate's (moe_routed,
+    moe_layer: the kernel's own gate may swap experts at a near tie, see moe_gate's tolerance)."""
+    if isinstance(inputs.get("indices"), torch.Tensor):
+        return inputs["indices"]
+    return R.moe_gate(inputs["x"], inputs["weight"], inputs["bias"], inputs["tid2eid"], inputs["token_ids"],
+                      inputs["topk"], inputs["route_scale"])[1]
+
+
+def _routed_instance(cost):
+    """An MoE op's instance cost: `cost` with the local experts these inputs route to instead of the expectation
+    (at one token the expectation is 0.75 experts of 32, while a draw touches 0 or 1 or more)."""
+    def of_inputs(p, inputs):
+        return cost(p, local_experts_routed(routing_of(inputs), p["offset"], p["El"]))
+    return of_inputs
 
 
 def _gate_inputs(p, gen, values):
@@ -166,11 +192,13 @@ def _expert_bytes(p):
     return 3 * p["F"] * p["D"] // 2 + 3 * p["F"] * p["D"] // 32
 
 
-def _experts_cost(p):
+def _experts_cost(p, touched: float | None = None):
+    """`touched`: the local experts read (default: the expectation, touched_experts)."""
     frac = p["El"] / p["E"]
     sh = bool(p.get("shared"))              # + the shared expert (whole or a TP slice) when the case carries it
+    touched = touched_experts(p) if touched is None else touched
     return Cost(flops=2.0 * p["T"] * p["K"] * frac * 3 * p["F"] * p["D"] + sh * 6.0 * p["T"] * shared_dim(p) * p["D"],
-                bytes=touched_experts(p) * _expert_bytes(p) + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"]
+                bytes=touched * _expert_bytes(p) + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"]
                 + 4 * p["T"] * p["D"] + sh * _shared_bytes(p))
 
 
@@ -199,6 +227,7 @@ register_op(OpSpec(
     name="moe_experts", family="moe", reference=R.moe_experts, make_inputs=_experts_make,
     batch_key="T",
     cases=lambda ss: _cases(ss, hash_too=False), strategy=lambda: _with_shared(_strategy()), cost=_experts_cost,
+    instance_cost=_routed_instance(_experts_cost),
     tolerance=_experts_tol,
     outputs=("y",), value_modes=("normal", "outliers", "large", "boundary"),
     doc="Routed FP4 experts of this rank: W1/W3, clamp, SwiGLU, routing weight, W2, fp32 combine."))
@@ -246,8 +275,8 @@ def _routed_make(p, gen, device, values):
     return _to(d, device)
 
 
-def _routed_cost(p):
-    e = _experts_cost(p)
+def _routed_cost(p, touched: float | None = None):
+    e = _experts_cost(p, touched)
     return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"], bytes=e.bytes + 2 * p["E"] * p["D"])
 
 
@@ -266,7 +295,8 @@ def _routed_tol(p):
 register_op(OpSpec(
     name="moe_routed", family="moe", reference=R.moe_routed, make_inputs=_routed_make,
     cases=lambda ss: _cases(ss, shared_slice=True), batch_key="T",
-    strategy=lambda: _with_shared(_strategy()), cost=_routed_cost, tolerance=_routed_tol, outputs=("y",),
+    strategy=lambda: _with_shared(_strategy()), cost=_routed_cost,
+    instance_cost=_routed_instance(_routed_cost), tolerance=_routed_tol, outputs=("y",),
     value_modes=("normal", "outliers"),
     doc="Gate + this rank's routed experts (+ the shared expert, optional), fp32 partial: the TP decoder's MoE."))
 
@@ -276,10 +306,11 @@ def _layer_make(p, gen, device, values):
     return _routed_make({**p, "shared": True}, gen, device, values)
 
 
-def _layer_cost(p):
+def _layer_cost(p, touched: float | None = None):
     e = _experts_cost({**p, "shared": False})
+    touched = touched_experts(p) if touched is None else touched
     return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"] + 6.0 * p["T"] * shared_dim(p) * p["D"],
-                bytes=touched_experts(p) * _expert_bytes(p) + 3 * shared_dim(p) * p["D"] + 2 * p["E"] * p["D"]
+                bytes=touched * _expert_bytes(p) + 3 * shared_dim(p) * p["D"] + 2 * p["E"] * p["D"]
                 + 4 * p["T"] * p["D"])
 
 
@@ -293,6 +324,7 @@ def _layer_tol(p):
 register_op(OpSpec(
     name="moe_layer", family="moe", reference=R.moe_layer, make_inputs=_layer_make, cases=_cases,
     batch_key="T",
-    strategy=lambda: _with_shared(_strategy(), always=True), cost=_layer_cost, tolerance=_layer_tol, outputs=("y",),
+    strategy=lambda: _with_shared(_strategy(), always=True), cost=_layer_cost,
+    instance_cost=_routed_instance(_layer_cost), tolerance=_layer_tol, outputs=("y",),
     value_modes=("normal", "outliers"),
     doc="Gate + routed experts of this rank + shared expert, bf16 out: the MoE performance goal's op."))
