@@ -92,7 +92,7 @@ def routing_of(inputs: dict) -> torch.Tensor:
     moe_layer: the kernel's own gate may swap experts at a near tie, see moe_gate's tolerance)."""
     if isinstance(inputs.get("indices"), torch.Tensor):
         return inputs["indices"]
-    return R.moe_gate(inputs["x"], inputs["weight"], inputs["bias"], inputs["tid2eid"], inputs["token_ids"],
+    return R.moe_gate(inputs["x"], inputs["weight"], inputs.get("bias"), inputs.get("tid2eid"), inputs["token_ids"],
                       inputs["topk"], inputs["route_scale"])[1]
 
 
