@@ -84,8 +84,8 @@ class OpSpec:
     label: Callable[[Params], str] = field(default=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
     # (params, inputs in the official layout) -> the Cost of these very inputs, for an op whose work depends on the
     # values and not only on the shape (the MoE ops read the experts their tokens route to; `cost` counts the
-    # expected number). Bench and tune time real inputs, so their roofline uses it (timed_cost); list, roofline and
-    # scaling, which have no inputs, use `cost`
+    # expected number). Bench times real inputs, so its roofline uses it (timed_cost); list, roofline and scaling,
+    # which have no inputs, use `cost`
     instance_cost: Callable[[Params, Inputs], Cost] | None = None
 
     def shape_cases(self, shape_set: str | ShapeSet) -> list[Params]:
