@@ -136,6 +136,27 @@ def test_instance_cost_counts_the_local_experts_the_inputs_route_to(op):
     assert spec.instance_cost(p, inp).bytes == pytest.approx(spec.cost(p).bytes + (local - touched_experts(p)) * expert)
 
 
+def test_hash_routing_needs_only_the_gate_rows_of_the_experts_it_routes_to():
+    """A hash layer's weights are the softmax of the K scores its table names: the fewest bytes read only those
+    experts' gate rows (at one token of the Flash shapes 6 of 256: 48 KB, not 2 MB); score routing needs all."""
+    from kernelbench.ops.moe import Routing, expected_routing, routing_read
+    p = {**SMALL, "T": 3, "hash": True, "K": 2}
+    idx = torch.tensor([[0, 5], [5, 6], [6, 0]])                    # experts 0, 5, 6: 3 gate rows; 5, 6 local
+    assert routing_read(p, idx) == Routing(local=2, gate_rows=3)
+    assert routing_read({**p, "hash": False}, idx) == Routing(local=2, gate_rows=p["E"])
+    assert expected_routing(p).gate_rows == pytest.approx(8 * (1 - 0.75 ** 3))
+    spec, _ = spec_and_impl("moe_gate")
+    inp = _inputs("moe_gate", p)
+    inp["tid2eid"][inp["token_ids"]] = idx.to(torch.int32)          # the batch's table rows
+    rows = 3 if len(set(inp["token_ids"].tolist())) == 3 else None
+    assert rows, "the draw repeated a token id: pick another seed"
+    got, shape = spec.instance_cost(p, inp), spec.cost(p)
+    assert got.bytes == pytest.approx(shape.bytes + (3 - expected_routing(p).gate_rows) * 2 * p["D"])
+    assert got.flops == shape.flops == 2.0 * 3 * 2 * p["D"] + 8 * 3 * 2     # K scores a token, not E
+    score = spec.cost({**p, "hash": False})
+    assert score.bytes - 4 * p["E"] == pytest.approx(2 * p["E"] * p["D"] + 2 * 3 * p["D"] + 12 * 3 * 2)
+
+
 # ---- kernels == reference --------------------------------------------------------------------------------------
 GATE_CASES = [dict(SMALL), {**SMALL, "hash": True}, {**SMALL, "E": 16, "K": 3, "T": 3},    # T <= 4: GATE "fused"
               {**SMALL, "T": 1, "hash": True}]

@@ -42,7 +42,7 @@ from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.lanes import SITES, Lanes
-from kernelbench.ops.moe import local_experts_routed, routing_of
+from kernelbench.ops.moe import routing_of, routing_read
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
 from kernelbench.decoder.trials import paired_cells, pinned_keys, print_trials
 
@@ -394,16 +394,17 @@ def _out_bytes(out) -> float:
 
 SPARSE_ARGS = {"sparse_attention": ("kv",), "sparse_attention_wo_a": ("kv",), "indexer_topk": ("k_cache",),
                "embedding": ("weight",),
-               "moe_gate": ("tid2eid",), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
-               "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid"),
-               "moe_routed": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid")}
+               "moe_gate": ("tid2eid", "weight"), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
+               "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid", "weight"),
+               "moe_routed": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid", "weight")}
 STATE_ARGS = ("window_cache", "cache", "state_kv", "state_score")     # per-sequence rows of caches and states
 
 
 def call_bytes(op: str, kw: dict, out) -> float:
     """An estimate of the bytes one call must move: every tensor argument read once and every output
     written once, except what is read sparsely: the attended KV rows (sparse_attention), the scored
-    key rows (indexer_topk), the chosen experts' weights (MoE), and one row per sequence of the step's
+    key rows (indexer_topk), the chosen experts' weights and, in hash layers, their gate rows (MoE: ops/moe.py
+    Routing), and one row per sequence of the step's
     caches and compressor states (read and written). Reads values on the host: eager steps only."""
     skip = set(SPARSE_ARGS.get(op, ())) | set(STATE_ARGS)
     total = sum(_nbytes(v) for k, v in kw.items() if k not in skip) + _out_bytes(out)
@@ -417,12 +418,17 @@ def call_bytes(op: str, kw: dict, out) -> float:
     elif op == "embedding":        # the rows of the step's ids
         w = kw["weight"]
         total += kw["ids"].numel() * w.shape[-1] * w.element_size()
-    elif op in ("moe_experts", "moe_layer", "moe_routed"):
+    elif op in ("moe_gate", "moe_experts", "moe_layer", "moe_routed"):
         w = [kw[k] for k in ("w1", "w2", "w3", "s1", "s2", "s3") if isinstance(kw.get(k), torch.Tensor)]
         n_local = w[0].shape[0] if w else 1
-        # the experts this call routes to (the gate inside moe_routed / moe_layer: the reference gate's choice)
-        touched = local_experts_routed(routing_of(kw), kw.get("expert_offset", 0), n_local)
-        total += sum(_nbytes(t) for t in w) * touched / max(1, n_local)
+        # what this call routes to (the gate inside moe_routed / moe_layer: the reference gate's choice)
+        r = routing_read({"offset": kw.get("expert_offset", 0), "El": n_local,
+                          "hash": isinstance(kw.get("tid2eid"), torch.Tensor),
+                          "E": kw["weight"].shape[0] if isinstance(kw.get("weight"), torch.Tensor) else 0},
+                         routing_of(kw))
+        total += sum(_nbytes(t) for t in w) * r.local / max(1, n_local)
+        if isinstance(kw.get("weight"), torch.Tensor):     # the gate rows the scores need
+            total += r.gate_rows * kw["weight"].shape[1] * kw["weight"].element_size()
     if isinstance(kw.get("tid2eid"), torch.Tensor):      # hash routing reads the rows of the step's tokens
         t = kw["tid2eid"]
         total += kw["token_ids"].numel() * t.shape[-1] * t.element_size()

@@ -10,6 +10,8 @@ route to (instance_cost): at one token the expectation is 0.75 of 32 experts, wh
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from hypothesis import strategies as st
 
@@ -80,6 +82,22 @@ def touched_experts(p) -> float:
     return p["El"] * (1.0 - (1.0 - p["K"] / p["E"]) ** p["T"])
 
 
+@dataclass(frozen=True)
+class Routing:
+    """What a batch's routing makes an MoE op read: `local`, the distinct local experts its tokens route to (their
+    FP4 weights), and `gate_rows`, the rows of the gate weight its scores need: every expert's for score routing
+    (the top-k looks at all of them), only the routed experts' for hash routing (the table picks them; the weights
+    are the softmax of those K scores)."""
+    local: float
+    gate_rows: float
+
+
+def expected_routing(p) -> Routing:
+    """The expectation over uniform routing (the shape's cost: list, roofline, scaling)."""
+    every = p["E"] * (1.0 - (1.0 - p["K"] / p["E"]) ** p["T"])
+    return Routing(local=touched_experts(p), gate_rows=every if p.get("hash") else p["E"])
+
+
 def local_experts_routed(indices: torch.Tensor, offset: int, El: int) -> int:
     """How many distinct local experts (offset .. offset + El - 1) `indices` (T, K) route to: the experts whose
     weights a call on these inputs must read."""
@@ -96,12 +114,32 @@ def routing_of(inputs: dict) -> torch.Tensor:
                       inputs["topk"], inputs["route_scale"])[1]
 
 
+def routing_read(p, indices: torch.Tensor) -> Routing:
+    """The Routing of these (T, K) indices."""
+    every = int(torch.unique(indices).numel())
+    return Routing(local=local_experts_routed(indices, p["offset"], p["El"]), gate_rows=every if p.get("hash") else p["E"])
+
+
 def _routed_instance(cost):
-    """An MoE op's instance cost: `cost` with the local experts these inputs route to instead of the expectation
-    (at one token the expectation is 0.75 experts of 32, while a draw touches 0 or 1 or more)."""
+    """An MoE op's instance cost: `cost` with what these inputs route to instead of the expectation (at one token
+    the expectation is 0.75 local experts of 32, while a draw touches 0 or 1 or more)."""
     def of_inputs(p, inputs):
-        return cost(p, local_experts_routed(routing_of(inputs), p["offset"], p["El"]))
+        return cost(p, routing_read(p, routing_of(inputs)))
     return of_inputs
+
+
+def _gate_work(p, r: Routing) -> Cost:
+    """The gate's own work inside any MoE op: the scores (a D-long dot each, then sqrt-softplus, bias, top-k: ~8
+    flops) of every expert (score routing) or of the K the table names (hash), and the reads beyond x: the gate rows
+    and the bias, or the gate rows and the batch's table rows."""
+    scores = p["T"] * (p["K"] if p.get("hash") else p["E"])
+    return Cost(flops=2.0 * scores * p["D"] + 8 * scores,
+                bytes=2 * r.gate_rows * p["D"] + (4 * p["T"] * p["K"] if p.get("hash") else 4 * p["E"]))
+
+
+def _gate_cost(p, r: Routing | None = None) -> Cost:
+    g = _gate_work(p, r or expected_routing(p))
+    return Cost(flops=g.flops, bytes=g.bytes + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"])     # + x, w and idx
 
 
 def _gate_inputs(p, gen, values):
@@ -171,8 +209,7 @@ register_op(OpSpec(
     name="moe_gate", family="moe", reference=R.moe_gate, make_inputs=_gate_make, cases=_cases,
     batch_key="T",
     strategy=_strategy,
-    cost=lambda p: Cost(flops=2.0 * p["T"] * p["E"] * p["D"] + 8 * p["T"] * p["E"],
-                        bytes=2 * p["E"] * p["D"] + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"] + 4 * p["E"]),
+    cost=_gate_cost, instance_cost=_routed_instance(_gate_cost),
     tolerance=_gate_tol, outputs=("weights", "indices"), value_modes=("normal", "outliers", "ties"),
     doc="sqrtsoftplus scores, top-k of score + bias (or tid2eid for hash layers), weights normalized * route_scale."))
 
@@ -192,11 +229,11 @@ def _expert_bytes(p):
     return 3 * p["F"] * p["D"] // 2 + 3 * p["F"] * p["D"] // 32
 
 
-def _experts_cost(p, touched: float | None = None):
-    """`touched`: the local experts read (default: the expectation, touched_experts)."""
+def _experts_cost(p, r: Routing | None = None):
+    """`r`: what the batch routes to (default: the expectation)."""
     frac = p["El"] / p["E"]
     sh = bool(p.get("shared"))              # + the shared expert (whole or a TP slice) when the case carries it
-    touched = touched_experts(p) if touched is None else touched
+    touched = (r or expected_routing(p)).local
     return Cost(flops=2.0 * p["T"] * p["K"] * frac * 3 * p["F"] * p["D"] + sh * 6.0 * p["T"] * shared_dim(p) * p["D"],
                 bytes=touched * _expert_bytes(p) + 2 * p["T"] * p["D"] + 12 * p["T"] * p["K"]
                 + 4 * p["T"] * p["D"] + sh * _shared_bytes(p))
@@ -275,9 +312,10 @@ def _routed_make(p, gen, device, values):
     return _to(d, device)
 
 
-def _routed_cost(p, touched: float | None = None):
-    e = _experts_cost(p, touched)
-    return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"], bytes=e.bytes + 2 * p["E"] * p["D"])
+def _routed_cost(p, r: Routing | None = None):
+    r = r or expected_routing(p)
+    e, g = _experts_cost(p, r), _gate_work(p, r)
+    return Cost(flops=e.flops + g.flops, bytes=e.bytes + g.bytes)
 
 
 def _routed_tol(p):
@@ -306,12 +344,11 @@ def _layer_make(p, gen, device, values):
     return _routed_make({**p, "shared": True}, gen, device, values)
 
 
-def _layer_cost(p, touched: float | None = None):
-    e = _experts_cost({**p, "shared": False})
-    touched = touched_experts(p) if touched is None else touched
-    return Cost(flops=e.flops + 2.0 * p["T"] * p["E"] * p["D"] + 6.0 * p["T"] * shared_dim(p) * p["D"],
-                bytes=touched * _expert_bytes(p) + 3 * shared_dim(p) * p["D"] + 2 * p["E"] * p["D"]
-                + 4 * p["T"] * p["D"])
+def _layer_cost(p, r: Routing | None = None):
+    r = r or expected_routing(p)
+    e, g = _experts_cost({**p, "shared": False}, r), _gate_work(p, r)
+    return Cost(flops=e.flops + g.flops + 6.0 * p["T"] * shared_dim(p) * p["D"],
+                bytes=r.local * _expert_bytes(p) + 3 * shared_dim(p) * p["D"] + g.bytes + 4 * p["T"] * p["D"])
 
 
 def _layer_tol(p):
