@@ -176,7 +176,8 @@ def test_call_bytes_counts_what_is_read_sparsely():
     kw = dict(x=torch.zeros(2, 64, dtype=torch.bfloat16), weight=torch.zeros(16, 64, dtype=torch.bfloat16),
               bias=None, tid2eid=torch.tensor([[3, 9], [9, 3]], dtype=torch.int32), token_ids=torch.tensor([0, 1]),
               topk=2, route_scale=1.0, w1=w, w2=w, w3=w, expert_offset=2)      # local experts 2..9
-    dense = sum(db._nbytes(v) for k, v in kw.items() if k not in ("w1", "w2", "w3", "tid2eid", "weight")) + db._nbytes(y)
+    sparse = ("w1", "w2", "w3", "tid2eid", "weight")
+    dense = sum(db._nbytes(v) for k, v in kw.items() if k not in sparse) + db._nbytes(y)
     gate_rows = 2 * 64 * 2                # hash routing: the two routed experts' gate rows, not all 16
     assert db.call_bytes("moe_routed", kw, y) == pytest.approx(dense + 3 * w.numel() * 2 / 8 + 2 * 2 * 4 + gate_rows)
     assert db.call_bytes("moe_gate", {k: kw[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids", "topk",

@@ -5,8 +5,9 @@ F moe_inter_dim, K top-k, V vocab (hash routing table rows), hash (route by toke
 The hash table is drawn with V = min(vocab, 8192) rows (the op reads only the rows of the batch's token
 ids; drawing 129280 random rows costs seconds). Cost counts the bytes of the experts a batch touches: with
 K distinct uniform picks of E per token, each expert is untouched with probability (1 - K/E)^T, so El * (1 - (1 - K/E)^T) local experts are read.
-That expectation is the shape's cost (list, roofline, scaling). A timed run counts the local experts its own inputs
-route to (instance_cost): at one token the expectation is 0.75 of 32 experts, while one draw reads 0, 1 or more.
+A hash layer's scores need only the gate rows of the experts its table names (score routing: all E; Routing).
+That expectation is the shape's cost (list, roofline, scaling). A timed run counts what its own inputs route to
+(instance_cost): at one token the expectation is 0.75 of 32 local experts, while one draw reads 0, 1 or more.
 """
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ def routing_of(inputs: dict) -> torch.Tensor:
 def routing_read(p, indices: torch.Tensor) -> Routing:
     """The Routing of these (T, K) indices."""
     every = int(torch.unique(indices).numel())
-    return Routing(local=local_experts_routed(indices, p["offset"], p["El"]), gate_rows=every if p.get("hash") else p["E"])
+    return Routing(local=local_experts_routed(indices, p["offset"], p["El"]),
+                   gate_rows=every if p.get("hash") else p["E"])
 
 
 def _routed_instance(cost):
