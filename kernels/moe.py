@@ -166,6 +166,22 @@ def _store_topk_slots(ls, ids, slot, t, tm, w_ptr, i_ptr, route_scale, K: tl.con
     tl.store(i_ptr + out, tl.broadcast_to(ids, slot.shape).to(tl.int64), mask=om)
 
 
+@triton.jit
+def _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, route_scale, K: tl.constexpr, KP: tl.constexpr,
+                    TP: tl.constexpr):
+    """_topk_rows' hash branch for logits stored (T, K) in table order (ROWS_ROUTED: only the routed experts were
+    scored): tokens 0 .. TP - 1 (those < T), written by other programs of this launch."""
+    t = tl.arange(0, TP)
+    tm = t < T
+    kk = tl.arange(0, KP)
+    m = tm[:, None] & (kk < K)[None, :]
+    lg = tl.load(logit_ptr + t[:, None] * K + kk[None, :], mask=m, other=0.0, cache_modifier=".cg")
+    tok = tl.load(ids_ptr + t, mask=tm, other=0)
+    iv = tl.load(tid_ptr + tok[:, None] * K + kk[None, :], mask=m, other=0)
+    _, ls = _gate_scores(lg, kk, kk < K, logit_ptr, False)
+    _store_topk(ls, iv, t, tm, w_ptr, i_ptr, route_scale, K, KP)
+
+
 # ---- routed experts ------------------------------------------------------------------------------------------
 @triton.jit
 def _moe_up_kernel(x_ptr, sx_ptr, rw_ptr, sorted_ptr, start_ptr, w1_ptr, s1_ptr, w3_ptr, s3_ptr, a_ptr, limit,
@@ -381,6 +397,16 @@ def _warps_option(cfg, key: str, default: int, op: str) -> int:
     return w
 
 
+def _gate_rows_option(cfg) -> str:
+    """Config GATE_ROWS: which gate rows the one-launch gate scores in hash layers: "all" (every expert's, as score
+    routing; the default) or "routed" (only the K its table names a token: their softmax is the weights, so 6 rows
+    of 256 at one token, 48 KB of 2 MB). Built in session 33 without a GPU: not yet timed, so not the default."""
+    rows = (cfg or {}).get("GATE_ROWS", "all")
+    if rows not in ("all", "routed"):
+        raise ValueError(f"moe_gate: config GATE_ROWS={rows!r}: 'all' or 'routed'")
+    return rows
+
+
 def _gate_warps(cfg) -> int:
     """Config GATE_WARPS: warps per program of the one-launch gate (default 4). Fewer warps make the last program's
     top-k and slot sort (a chain of row reductions) warp shuffles instead of shared-memory rounds."""
@@ -388,11 +414,11 @@ def _gate_warps(cfg) -> int:
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS,
-                sort: str = "chunk"):
+                sort: str = "chunk", rows: str = "all"):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
-    layers' gate keeps "chunk")."""
+    layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option)."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
@@ -403,7 +429,8 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     # 128 GEMV programs for E = 256, each 2 rows of the gate weight in D / BD chunks (2 at 4 warps: BD 2048, 16
     # fp32 products per thread and row)
     EB, BD = 2, min(D, 512 * warps)
-    ngp = triton.cdiv(E, EB)
+    routed_rows = rows == "routed" and meta["HASH"]
+    ngp = T * topk if routed_rows else triton.cdiv(E, EB)
     x = x.contiguous()
     El, offset = route if route is not None else (1, 0)
     buf = _route_buffers(T, topk, D, El, x.device) if route is not None else None
@@ -413,18 +440,19 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
         SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
-        num_stages=1, **pdl_args(x.device, T, weight))
+        num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight))
     return (w, idx, buf) if route is not None else (w, idx)
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
-               kernels=lambda: [_topk_kernel, _gate_fused_kernel], options=frozenset({"GATE_WARPS"}))
+               kernels=lambda: [_topk_kernel, _gate_fused_kernel], options=frozenset({"GATE_WARPS", "GATE_ROWS"}))
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
     mode = _gate_mode(config, x.shape[0])
     if mode == "mma":
         raise ValueError("moe_gate: config GATE 'mma' is moe_layer's and moe_routed's (its launch sorts the slots)")
     if mode == "fused":
-        return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, warps=_gate_warps(config))
+        return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, warps=_gate_warps(config),
+                           rows=_gate_rows_option(config))
     return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
 
 
@@ -986,7 +1014,8 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False,
-                       TS: tl.constexpr = 0, KW: tl.constexpr = 2, SLOTS: tl.constexpr = False):
+                       TS: tl.constexpr = 0, KW: tl.constexpr = 2, SLOTS: tl.constexpr = False,
+                       ROWS_ROUTED: tl.constexpr = False):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -994,22 +1023,34 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # groups the slots by local expert (_sort_slots; SLOTS, score routing: from the top-k's places in registers,
     # _route_from_slots) and resets the ticket. Programs NGP.. act-quantize x as _gate_route_kernel's (SORT only).
     # Replaces the gate GEMM + _gate_route_kernel (or + _topk_kernel) launches.
+    # ROWS_ROUTED (hash routing, config GATE_ROWS "routed"): NGP = T * K programs, program (t, k) scores only the
+    # expert token t's table row names into logits[t * K + k] (the weights are the softmax of those K scores): K
+    # gate rows a token instead of all E.
     pid = tl.program_id(0)
-    if pid < NGP:        # PDL: the program's EB gate rows (contiguous) into L2 first, one bulk prefetch
+    if pid < NGP and not ROWS_ROUTED:  # PDL: the program's EB gate rows (contiguous) into L2 first, one prefetch
         one = pid + tl.arange(0, 1)                                # (a prefetch per row spilled on sm_90)
         l2_prefetch_rows(gw_ptr, one, one < NGP, EB * 2 * D, 0, tl.minimum(EB, E - pid * EB) * 2 * D, PDL)
     pdl_enter(PDL)
     if pid < NGP:
-        e = pid * EB + tl.arange(0, EB)
-        em = e < E
         d = tl.arange(0, BD)
-        for t in range(T):
-            acc = tl.zeros((EB, BD), dtype=tl.float32)
+        if ROWS_ROUTED:
+            t = pid // K
+            row = tl.load(tid_ptr + tl.load(ids_ptr + t) * K + pid % K).to(tl.int64)
+            acc1 = tl.zeros((BD,), dtype=tl.float32)
             for d0 in tl.static_range(0, D, BD):
-                w = tl.load(gw_ptr + e[:, None].to(tl.int64) * D + d0 + d[None, :], mask=em[:, None], other=0.0)
-                xv = tl.load(x_ptr + t * D + d0 + d)
-                acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
-            tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
+                acc1 += tl.load(gw_ptr + row * D + d0 + d).to(tl.float32) * tl.load(x_ptr + t * D + d0 + d).to(
+                    tl.float32)
+            tl.store(logit_ptr + pid, tl.sum(acc1, axis=0))
+        else:
+            e = pid * EB + tl.arange(0, EB)
+            em = e < E
+            for t in range(T):
+                acc = tl.zeros((EB, BD), dtype=tl.float32)
+                for d0 in tl.static_range(0, D, BD):
+                    w = tl.load(gw_ptr + e[:, None].to(tl.int64) * D + d0 + d[None, :], mask=em[:, None], other=0.0)
+                    xv = tl.load(x_ptr + t * D + d0 + d)
+                    acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
+                tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
         tl.debug_barrier()                                         # every thread's stores before the release
         if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
             if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
@@ -1018,8 +1059,11 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                 _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
                 _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
             else:
-                _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP, EP,
-                           HAS_BIAS, HASH, TP, True)
+                if ROWS_ROUTED:
+                    _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, route_scale, K, KP, TP)
+                else:
+                    _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP,
+                               EP, HAS_BIAS, HASH, TP, True)
                 if SORT:
                     tl.debug_barrier()                             # idx stores of every thread before the sort
                     _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
@@ -2024,9 +2068,8 @@ XOWN_TICKETS = 64      # the up launch's ticket range starts here when its share
 # fused), the X_ONCE / ITEM_TABLE / EPILOGUE variants, the glue (GLUE: "v4" finishes inside the GEMM launches, the
 # default up to FIN_MAX_T tokens; "v3" in launches of their own above)
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
-                             "GLUE",
-                             "GATE_WARPS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X", "GATE_SPLIT_D",
-                             "GATE_MMA_WARPS"})
+                             "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
+                             "GATE_SPLIT_D", "GATE_MMA_WARPS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 
@@ -2144,7 +2187,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
         mode = _gate_mode(cfg, T)
         if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, (El, expert_offset),
-                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True))
+                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg))
         elif mode == "mma":     # one launch: tensor-core logits, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg)
         else:                   # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
