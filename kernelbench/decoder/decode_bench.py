@@ -403,9 +403,9 @@ STATE_ARGS = ("window_cache", "cache", "state_kv", "state_score")     # per-sequ
 def call_bytes(op: str, kw: dict, out) -> float:
     """An estimate of the bytes one call must move: every tensor argument read once and every output
     written once, except what is read sparsely: the attended KV rows (sparse_attention), the scored
-    key rows (indexer_topk), the chosen experts' weights and, in hash layers, their gate rows (MoE: ops/moe.py
-    Routing), and one row per sequence of the step's
-    caches and compressor states (read and written). Reads values on the host: eager steps only."""
+    key rows (indexer_topk), the chosen experts' weights and, in hash layers, their gate rows (MoE:
+    ops/moe.py Routing), and one row per sequence of the step's caches and compressor states (read and
+    written). Reads values on the host: eager steps only."""
     skip = set(SPARSE_ARGS.get(op, ())) | set(STATE_ARGS)
     total = sum(_nbytes(v) for k, v in kw.items() if k not in skip) + _out_bytes(out)
     if op in ("sparse_attention", "sparse_attention_wo_a"):

@@ -78,9 +78,14 @@ def _with_shared(strategy, always: bool = False):
     return draw()
 
 
+def _reached(p) -> float:
+    """The chance that a batch of T tokens, each picking K distinct of E experts uniformly, routes to a given expert."""
+    return 1.0 - (1.0 - p["K"] / p["E"]) ** p["T"]
+
+
 def touched_experts(p) -> float:
     """Expected number of distinct local experts a batch of T tokens reads."""
-    return p["El"] * (1.0 - (1.0 - p["K"] / p["E"]) ** p["T"])
+    return p["El"] * _reached(p)
 
 
 @dataclass(frozen=True)
@@ -95,8 +100,7 @@ class Routing:
 
 def expected_routing(p) -> Routing:
     """The expectation over uniform routing (the shape's cost: list, roofline, scaling)."""
-    every = p["E"] * (1.0 - (1.0 - p["K"] / p["E"]) ** p["T"])
-    return Routing(local=touched_experts(p), gate_rows=every if p.get("hash") else p["E"])
+    return Routing(local=touched_experts(p), gate_rows=p["E"] * _reached(p) if p.get("hash") else p["E"])
 
 
 def local_experts_routed(indices: torch.Tensor, offset: int, El: int) -> int:
