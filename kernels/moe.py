@@ -397,11 +397,17 @@ def _warps_option(cfg, key: str, default: int, op: str) -> int:
     return w
 
 
+# Config GATE_ROWS' default. "routed" since session 34 (H100, graph replay, Flash TP8, one token, hash routing, the
+# same inputs): moe_gate 3.03 vs 5.87 us with "all", moe_layer 16.62 vs 21.11 us; the 43-layer step at C = 1 (three
+# hash layers) within noise of the A/A control (data/h100-2026-12-05-session34).
+GATE_ROWS_DEFAULT = "routed"
+
+
 def _gate_rows_option(cfg) -> str:
-    """Config GATE_ROWS: which gate rows the one-launch gate scores in hash layers: "all" (every expert's, as score
-    routing; the default) or "routed" (only the K its table names a token: their softmax is the weights, so 6 rows
-    of 256 at one token, 48 KB of 2 MB). Built in session 33 without a GPU: not yet timed, so not the default."""
-    rows = (cfg or {}).get("GATE_ROWS", "all")
+    """Config GATE_ROWS: which gate rows the one-launch gate scores in hash layers: "routed" (the default: only the K
+    experts its table names a token, whose softmax is the weights: 6 rows of 256 at one token, 48 KB of 2 MB) or
+    "all" (every expert's, as score routing does; the default before session 34)."""
+    rows = (cfg or {}).get("GATE_ROWS", GATE_ROWS_DEFAULT)
     if rows not in ("all", "routed"):
         raise ValueError(f"moe_gate: config GATE_ROWS={rows!r}: 'all' or 'routed'")
     return rows
@@ -414,7 +420,7 @@ def _gate_warps(cfg) -> int:
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS,
-                sort: str = "chunk", rows: str = "all"):
+                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed

@@ -3,7 +3,9 @@ impl "triton" (the default config) on the same inputs: a measurement aid for cho
 shipped registry. Load with `kernelbench bench moe_gate moe_layer --module scripts/gate_variants.py`.
 
     triton_gw8     GATE_WARPS 8 (the one-launch gate's programs at 8 warps; 1 and 2 were slower, session 11)
-    triton_rows    GATE_ROWS "routed" (hash layers score only the routed experts' gate rows; session 33)
+    triton_rows    GATE_ROWS "routed" (hash layers score only the routed experts' gate rows; session 33; the default
+                   since session 34)
+    triton_allrows GATE_ROWS "all" (every gate row in hash layers too: the default before session 34)
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from kernelbench.kernels import moe as M
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
-VARIANTS = {"triton_gw8": {"GATE_WARPS": 8}, "triton_rows": {"GATE_ROWS": "routed"}}
+VARIANTS = {"triton_gw8": {"GATE_WARPS": 8}, "triton_rows": {"GATE_ROWS": "routed"},
+            "triton_allrows": {"GATE_ROWS": "all"}}
 
 
 def _gate_variant(name: str, overrides: dict) -> None:

@@ -876,50 +876,53 @@ def test_fused_gate_warps_per_program(warps, monkeypatch):
 
 @pytest.mark.parametrize("T", [1, 3])
 def test_hash_gate_scoring_only_the_routed_rows(T, monkeypatch):
-    """GATE_ROWS "routed" (hash layers: the one-launch gate scores only the K experts a token's table row names):
-    the same ids and weights as the GEMM gate (w within fp32 rounding), every other logit left unwritten (poisoned
-    scratch never read), in moe_gate and inside moe_layer against its reference; score routing ignores it; other
-    values refused."""
+    """GATE_ROWS "routed" (the default; hash layers: the one-launch gate scores only the K experts a token's table
+    row names): the same ids and weights as the GEMM gate (w within fp32 rounding), every other logit left unwritten
+    (poisoned scratch never read), in moe_gate and inside moe_layer against its reference; "all" (every row, the
+    default before session 34) agrees as well; score routing ignores it; other values refused."""
+    from kernelbench.kernels import moe as KM
+    assert KM._gate_rows_option(None) == KM._gate_rows_option({"GATE": "fused"}) == "routed"
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": T, "E": 16, "K": 3, "El": 8, "offset": 4, "D": 1024, "hash": True}
     spec, impl = spec_and_impl("moe_gate")
     inp = spec.make_inputs(p, torch.Generator().manual_seed(5), "cpu", "normal")
     w0, i0 = impl.fn(**inp, config={"GATE": "gemm"})
-    w1, i1 = impl.fn(**inp, config={"GATE": "fused", "GATE_ROWS": "routed"})
-    assert torch.equal(i1, i0)
-    torch.testing.assert_close(w1, w0, rtol=1e-5, atol=1e-6)
+    for rows in ("routed", "all"):
+        w1, i1 = impl.fn(**inp, config={"GATE": "fused", "GATE_ROWS": rows})
+        assert torch.equal(i1, i0), rows
+        torch.testing.assert_close(w1, w0, rtol=1e-5, atol=1e-6)
     score = spec.make_inputs({**p, "hash": False}, torch.Generator().manual_seed(5), "cpu", "normal")
     _, is_ = impl.fn(**score, config={"GATE": "fused", "GATE_ROWS": "routed"})
     assert torch.equal(is_, R.moe_gate(**score)[1])
-    from kernelbench.kernels import moe as KM
-    cfg = {**KM.layer_default({"T": T}), "GATE_ROWS": "routed"}
-    check_against_reference("moe_layer", {**SMALL, "T": T, "hash": True}, "normal", config=cfg)
+    check_against_reference("moe_layer", {**SMALL, "T": T, "hash": True}, "normal", config=KM.layer_default({"T": T}))
     with pytest.raises(ValueError, match="GATE_ROWS"):
         impl.fn(**inp, config={"GATE": "fused", "GATE_ROWS": "some"})
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session34a.sh)")
+                    "(scripts/device_session34d.sh)")
 def test_hash_gate_scoring_only_the_routed_rows_on_the_gpu():
-    """GATE_ROWS "routed" compiled at the Flash TP8 shapes of one token (6 gate programs instead of 128): the GEMM
-    gate's ids and weights, and moe_layer with it within the reference's tolerance."""
+    """GATE_ROWS "routed" (the default) compiled at the Flash TP8 shapes of one token (6 gate programs instead of
+    128): the GEMM gate's ids and weights, and moe_layer with it within the reference's tolerance. Passed on the H100
+    in session 34 (call 1), when it was still opt-in."""
     from kernelbench.kernels import moe as KM
     p = {"T": 1, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": True, "rs": 1.5}
     cpu = _inputs("moe_routed", p, "normal")
     inp = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in cpu.items()}
     gate_in = [inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")] + [p["K"], p["rs"]]
     w0, i0 = KM._gate(*gate_in)
-    w, idx = KM._gate_fused(*gate_in, rows="routed")
-    assert torch.equal(idx, i0)
-    torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
+    for rows in ("routed", "all"):
+        w, idx = KM._gate_fused(*gate_in, rows=rows)
+        assert torch.equal(idx, i0), rows
+        torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
     from kernelbench.harness.testing import error_stats, passes
     spec, impl = spec_and_impl("moe_layer")
     official = _inputs("moe_layer", p, "normal")
     with compute_dtype(torch.float64):
         ref = spec.reference(**official)
     run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in impl.prepared(official).items()}
-    y = impl.fn(**run, config={**KM.layer_default(p), "GATE_ROWS": "routed"})
+    y = impl.fn(**run, config=KM.layer_default(p))
     tol = spec.tolerance(p)["y"]
     assert passes(error_stats(y.cpu(), ref, tol), tol)
 
