@@ -927,6 +927,83 @@ def test_hash_gate_scoring_only_the_routed_rows_on_the_gpu():
     assert passes(error_stats(y.cpu(), ref, tol), tol)
 
 
+def test_prefetch_experts_is_a_hint_beside_the_gate(monkeypatch):
+    """Config PREFETCH_EXPERTS (the first n local experts' W1 / W3 bulk-prefetched into L2 from a side stream while
+    the gate runs): a hint, so moe_layer and moe_routed (with and without the shared expert, whose side stream it
+    then opens itself) give the default's output bit for bit; the interpreter has no bulk prefetch and launches
+    nothing; a negative count is refused. (Its compiled launch: test_prefetch_experts_compiles_to_bulk_prefetches.)"""
+    from kernelbench.kernels import moe as KM
+    launched = []
+    monkeypatch.setattr(KM, "_prefetch_spans_kernel", _Recorder(launched))
+    p = {**SMALL, "T": 16, "El": 4, "offset": 0, "E": 8}
+    for op in ("moe_layer", "moe_routed"):
+        spec, impl = spec_and_impl(op)
+        inp = impl.prepared(_inputs(op, p, seed=3))
+        cfg = KM.grouped_default({"T": 16, "D": p["D"], "El": 4, "F": p["F"], "K": p["K"], "kernel": "grouped",
+                                  "shared": op == "moe_layer"})
+        want = impl.fn(**inp, config=cfg)
+        got = impl.fn(**inp, config={**cfg, "PREFETCH_EXPERTS": 2})
+        assert torch.equal(got, want), op
+        with pytest.raises(ValueError, match="PREFETCH_EXPERTS"):
+            impl.fn(**inp, config={**cfg, "PREFETCH_EXPERTS": -1})
+    assert launched == []
+
+
+class _Recorder:
+    """Stands in for a Triton kernel: records launches (kernel[grid](...)) instead of running them."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.log.append((grid, args, kwargs))
+
+
+def test_prefetch_experts_compiles_to_bulk_prefetches():
+    """PREFETCH_EXPERTS' launch as kernelbench inspect compiles it (a subprocess outside the interpreter): at the
+    Flash TP8 rank shapes of 64 tokens, 4 experts' W1 / W3 spans (4 x 4 MiB of codes each) in 128 KiB a one-warp
+    program = 128 programs, for sm_120 and sm_90, without spills or shared memory."""
+    from kernelbench.harness import inspector
+    from kernelbench.kernels import moe as KM
+    p = {"T": 64, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": False, "rs": 1.5}
+    key = {"T": 64, "D": 4096, "El": 32, "F": 2048, "K": 6, "kernel": "grouped", "shared": True, "Fs": 2048}
+    cfg = {**KM.grouped_default(key), "PREFETCH_EXPERTS": 4}
+    for target in ("sm_120", "sm_90"):
+        (rep,) = inspector.inspect_jobs([("moe_layer", "triton", p, cfg)], target=target)
+        assert rep["problems"] == [], target
+        (k,) = [k for k in rep["kernels"] if k["kernel"].endswith("_prefetch_spans_kernel")]
+        assert k["grid"] == [128] and not k["spills"] and k["shared_bytes"] == 0, (target, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session34f.sh)")
+def test_prefetch_experts_leaves_the_output_bit_for_bit_on_the_gpu():
+    """PREFETCH_EXPERTS on the GPU (bulk prefetches really issued, on the side stream beside the gate): moe_layer
+    (shared expert beside) and moe_routed (no shared expert: the prefetch alone opens the side stream) at the Flash
+    TP8 rank shapes of 64 tokens equal the default bit for bit, eagerly and replayed from a CUDA graph."""
+    from kernelbench.kernels import moe as KM
+    p = {"T": 64, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": False, "rs": 1.5}
+    for op in ("moe_layer", "moe_routed"):
+        spec, impl = spec_and_impl(op)
+        run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in impl.prepared(_inputs(op, p)).items()}
+        key = {"T": 64, "D": 4096, "El": 32, "F": 2048, "K": 6, "kernel": "grouped", "shared": op == "moe_layer",
+               **({"Fs": 2048} if op == "moe_layer" else {})}
+        cfg = KM.grouped_default(key)
+        want = impl.fn(**run, config=cfg)
+        pf = {**cfg, "PREFETCH_EXPERTS": 4}
+        assert torch.equal(impl.fn(**run, config=pf), want), op
+        impl.fn(**run, config=pf)                                     # warm the graph's allocations
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = impl.fn(**run, config=pf)
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want), op
+
+
 def test_slot_sort_default_follows_the_measurements():
     """ROUTE_SORT's default: by token in the routing launch after the gate GEMM while (tokens x local experts) fits,
     chunked in the one-launch gate (<= GATE_FUSE_MAX_T tokens), above the size limit and for moe_layer's whole shared
