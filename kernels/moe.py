@@ -2209,7 +2209,8 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=gated_configs, default_config=layer_default,
-               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, _prefetch_spans_kernel,
+                                *_GROUPED_KERNELS],
                prepare=prepare_experts,
                options=GROUPED_OPTIONS)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
@@ -2262,7 +2263,8 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
 
 
 @register_impl("moe_routed", "triton", backend="triton", configs=gated_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, _prefetch_spans_kernel,
+                                *_GROUPED_KERNELS],
                prepare=prepare_experts, options=GROUPED_OPTIONS)
 def moe_routed(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                swiglu_limit, shared_w1=None, shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None,
