@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, Beside, check_device, check_dtype, check_shape, dot_operand,
-                                       l2_prefetch, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
+                                       l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -2075,7 +2075,7 @@ XOWN_TICKETS = 64      # the up launch's ticket range starts here when its share
 # default up to FIN_MAX_T tokens; "v3" in launches of their own above)
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
                              "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
-                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "PREFETCH_EXPERTS"})
+                             "GATE_SPLIT_D", "GATE_MMA_WARPS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 
@@ -2109,55 +2109,6 @@ def _experts_grouped(fixed, x, weights, indices, w1, s1, w3, s3, w2, s2, expert_
                                   torch.float32, pair, y_side=y_side, join=side and side.join)
 
 
-@triton.jit
-def _prefetch_spans_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, NA, NS, CH: tl.constexpr, LANES: tl.constexpr):
-    # Bytes [0, NA) of a and b and [0, NS) of sa and sb into L2 (cp.async.bulk.prefetch: no registers, no wait, no
-    # store): lane i of program p the CH-byte piece p * LANES + i of each span (the last one shorter), lanes past a
-    # span's end fetch its first 16 bytes again. NA, NS, CH multiples of 16 on 16-byte aligned pointers.
-    off = (tl.program_id(0) * LANES + tl.arange(0, LANES)).to(tl.int64) * CH
-    _prefetch_span(a_ptr, NA, off, CH)
-    _prefetch_span(b_ptr, NA, off, CH)
-    _prefetch_span(sa_ptr, NS, off, CH)
-    _prefetch_span(sb_ptr, NS, off, CH)
-
-
-@triton.jit
-def _prefetch_span(ptr, n, off, CH: tl.constexpr):
-    live = off < n
-    l2_prefetch(ptr + tl.where(live, off, 0), tl.where(live, tl.minimum(n - off, CH), 16).to(tl.int32))
-
-
-PREFETCH_CHUNK, PREFETCH_LANES = 4096, 32     # 128 KB of each code span a one-warp program
-
-
-def _prefetch_experts_option(cfg) -> int:
-    """Config PREFETCH_EXPERTS: how many local experts (from local id 0, the order the W1/W3 launch's work list
-    takes the active ones in) have their W1 / W3 codes and scales bulk-prefetched into L2 from a side stream
-    while the gate runs (0: none, the default). The routing is not known yet, so an expert the batch does not route
-    to is fetched for nothing: for large batches only (at 64 tokens a local expert is active with p = 0.78 at Flash
-    TP8)."""
-    n = int((cfg or {}).get("PREFETCH_EXPERTS", 0))
-    if n < 0:
-        raise ValueError(f"moe_layer: config PREFETCH_EXPERTS={n}: a count of local experts, >= 0")
-    return n
-
-
-def _prefetch_experts(w1, s1, w3, s3, n: int) -> None:
-    """Launch _prefetch_spans_kernel over local experts [0, n) of W1 / W3 (contiguous [El, ...] spans): a hint, so
-    not in the interpreter (no bulk prefetch there) and only for contiguous 16-byte aligned spans. On CPU tensors
-    outside the interpreter only the inspector's capture reaches it (kernelbench inspect compiles it)."""
-    n = min(n, w1.shape[0])
-    if n == 0 or INTERPRET or w1.device.type not in ("cuda", "cpu") or not all(
-            t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (w1, s1, w3, s3)):
-        return
-    na, ns = n * w1[0].numel() * w1.element_size(), n * s1[0].numel() * s1.element_size()
-    if na % 16 or ns % 16:
-        return
-    grid = triton.cdiv(max(na, ns), PREFETCH_CHUNK * PREFETCH_LANES)
-    byte = [t.view(torch.uint8) for t in (w1, w3, s1, s3)]              # the scales are e8m0 (no Triton pointer)
-    _prefetch_spans_kernel[(grid,)](*byte, na, ns, CH=PREFETCH_CHUNK, LANES=PREFETCH_LANES, num_warps=1)
-
-
 def _shared_mode(cfg) -> str:
     mode = cfg.get("SHARED", "fused")
     if mode not in SHARED_MODES:
@@ -2165,25 +2116,18 @@ def _shared_mode(cfg) -> str:
     return mode
 
 
-def _start_shared_side(x, hw, swiglu_limit, cfg, experts=None):
-    """Side work started now on a side stream (kernels/common.py Beside), beside the gate and the routed launches:
-    with config PREFETCH_EXPERTS and `experts` = (w1, s1, w3, s3), first the L2 prefetch of those experts' W1 / W3
-    (_prefetch_experts); with config SHARED "side", the shared expert's own launches -> (the shared expert's bf16
-    output or None, the Beside to join before the first launch that reads it, or None when nothing went beside)."""
-    side_shared = hw is not None and _shared_mode(cfg) == "side"
-    npf = _prefetch_experts_option(cfg) if experts is not None else 0
-    if not side_shared and npf == 0:
+def _start_shared_side(x, hw, swiglu_limit, cfg):
+    """Config SHARED "side": the shared expert's own launches start now on a side stream (kernels/common.py Beside),
+    beside the gate and the routed launches -> (its bf16 output, the Beside to join before the first launch that
+    reads it); (None, None) for the other modes or without a shared expert."""
+    if hw is None or _shared_mode(cfg) != "side":
         return None, None
-    if side_shared and (hw["w2"].dim() != 2 or hw["w2"].shape[0] != x.shape[1]):
+    if hw["w2"].dim() != 2 or hw["w2"].shape[0] != x.shape[1]:
         raise ValueError(f"moe_experts: the shared expert's W2 must have D = {x.shape[1]} rows, got "
                          f"{tuple(hw['w2'].shape)}")
     side = Beside(x.device)
-    y = None
     with side.run():
-        if npf:
-            _prefetch_experts(*experts, npf)
-        if side_shared:
-            y = _shared(x, **hw, swiglu_limit=swiglu_limit)
+        y = _shared(x, **hw, swiglu_limit=swiglu_limit)
     return y, side
 
 
@@ -2209,8 +2153,7 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=gated_configs, default_config=layer_default,
-               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, _prefetch_spans_kernel,
-                                *_GROUPED_KERNELS],
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
                prepare=prepare_experts,
                options=GROUPED_OPTIONS)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
@@ -2232,7 +2175,7 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
     cfg = config or (fixed(params) if fixed else
                      lookup(op, key, lookup("moe_experts", key, grouped_default(params))))
-    y_side, side = _start_shared_side(x, hw, swiglu_limit, cfg, (w1, s1, w3, s3))   # beside the gate and W1 / W3
+    y_side, side = _start_shared_side(x, hw, swiglu_limit, cfg)     # SHARED "side": beside the gate and W1 / W3
     with side or contextlib.nullcontext():          # joined on the way out, an error included
         return _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
                                   expert_offset, swiglu_limit, cfg, hw, pair, op, y_side, side and side.join)
@@ -2263,8 +2206,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
 
 
 @register_impl("moe_routed", "triton", backend="triton", configs=gated_configs, default_config=grouped_default,
-               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, _prefetch_spans_kernel,
-                                *_GROUPED_KERNELS],
+               deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
                prepare=prepare_experts, options=GROUPED_OPTIONS)
 def moe_routed(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                swiglu_limit, shared_w1=None, shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None,

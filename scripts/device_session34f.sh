@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 34, call 6: config PREFETCH_EXPERTS (kernels/moe.py: local experts 0 .. n-1's W1 / W3 bulk-prefetched into
+# Session 34, call 6 (tree 24d3dc1; PREFETCH_EXPERTS and the triton_pfN variants were removed after it: measured
+# slower, docs/perf/h100-2026-12-05-session34.md): config PREFETCH_EXPERTS (kernels/moe.py: local experts 0 .. n-1's W1 / W3 bulk-prefetched into
 # L2 from a side stream while the gate runs; built this session, compiled clean for sm_90 / sm_120). Its GPU test (bit
 # for bit, eager and graph); moe_layer / moe_routed at C = 64 beside n = 2, 3, 4, 6 on the same inputs; paired step
 # trials at C = 64.
