@@ -398,8 +398,9 @@ def _warps_option(cfg, key: str, default: int, op: str) -> int:
 
 
 # Config GATE_ROWS' default. "routed" since session 34 (H100, graph replay, Flash TP8, one token, hash routing, the
-# same inputs): moe_gate 3.03 vs 5.87 us with "all", moe_layer 16.62 vs 21.11 us; the 43-layer step at C = 1 (three
-# hash layers) within noise of the A/A control (data/h100-2026-12-05-session34).
+# same inputs): moe_gate 3.03 vs 5.87 us with "all", moe_layer 16.62 vs 21.11 us (call 3; call 4: 3.13 vs 5.96 and
+# 16.67 vs 20.49); the 43-layer step at C = 1 (three hash layers) within noise of the A/A control in both calls
+# (data/h100-2026-12-05-session34).
 GATE_ROWS_DEFAULT = "routed"
 
 

@@ -905,7 +905,7 @@ def test_hash_gate_scoring_only_the_routed_rows(T, monkeypatch):
 def test_hash_gate_scoring_only_the_routed_rows_on_the_gpu():
     """GATE_ROWS "routed" (the default) compiled at the Flash TP8 shapes of one token (6 gate programs instead of
     128): the GEMM gate's ids and weights, and moe_layer with it within the reference's tolerance. Passed on the H100
-    in session 34 (call 1), when it was still opt-in."""
+    in session 34: call 1 (still opt-in) and call 4 (the default)."""
     from kernelbench.kernels import moe as KM
     p = {"T": 1, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": True, "rs": 1.5}
     cpu = _inputs("moe_routed", p, "normal")
