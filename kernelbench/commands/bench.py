@@ -16,7 +16,7 @@ from rich.table import Table
 from kernelbench import registry
 from kernelbench.commands._common import open_store, require_match, where_option
 from kernelbench.harness import timing
-from kernelbench.harness.bench import BenchRun, bench_work, free_memory
+from kernelbench.harness.bench import BenchRun, bench_work, free_memory, measure_trial
 
 
 @click.command("bench")
@@ -36,17 +36,23 @@ from kernelbench.harness.bench import BenchRun, bench_work, free_memory
 @click.option("--db", default=None, help="database URL (default $KERNELBENCH_DB or the user data dir)")
 @click.option("--run-tag", default=None, help="tag of this run (default: the start time)")
 @click.option("--json", "json_out", default=None, help="also write the results as JSON (for kernelbench gate)")
+@click.option("--try", "tries", multiple=True, metavar="TRIAL",
+              help="also time each case with these configs, on the same inputs, as a row of its own: "
+                   "OP[@KEY=V[,V...]...]=JSON as decode-bench --try (e.g. 'moe_layer@T=1={\"GATE_WARPS\": 8}'), "
+                   "pinned at the op's tuned-config lookups (or over the impl's default_config where it looks none "
+                   "up); repeatable, row 'IMPL tryN' for the N-th (kernelbench/harness/bench.py measure_trial)")
 def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_time_s, target_rse, max_sets, modules, db,
-            run_tag, json_out):
+            run_tag, json_out, tries):
     """Time every implementation of OPS (all ops when none are named) at the shapes of the shape sets."""
+    for m in modules:
+        registry.load_module(m)
+    trials = _parse_trials(tries)          # a misspelt trial fails here, on any machine
     try:
         timing.require_cuda()
     except timing.NoGPUError as e:
         raise click.ClickException(f"{e}. `kernelbench bench` measures on a GPU only.") from None
     from kernelbench.usage import check_settings
     check_settings()
-    for m in modules:
-        registry.load_module(m)
     run = BenchRun.start(open_store(db), run_tag)
     console = Console(width=220)
     table = Table(title=f"bench on {run.device} ({method}; run {run.run_tag})")
@@ -74,23 +80,58 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                     sys.exit(2)
                 free_memory()
                 continue
-            run.keep(impl, m)
-            if json_out:   # after every result: a run cut short still leaves what it measured
-                run.write(json_out)
-            pt = run.roofline_point(m)
-            ok = "yes" if m.ok else ("WRONG" if not m.verified else "ROOFLINE")
-            failures += 0 if m.ok else 1
-            table.add_row(m.op, m.impl, m.label[:60], f"{m.summary.median_us:.2f}", f"{m.summary.iqr_us:.2f}",
-                          str(m.summary.n), f"{m.gbps:.0f}", f"{m.tflops:.2f}",
-                          "-" if pt is None else f"{100 * pt.fraction:.1f}", ok,
-                          "; ".join(m.notes + ([m.roofline_error] if m.roofline_error else [])
-                                    + ([m.verify_detail] if not m.verified else []))[:120])
-            console.print(f"{m.op}/{m.impl} {m.label[:70]}: {m.summary.median_us:.2f} us "
-                          f"(IQR {m.summary.iqr_us:.2f}, n={m.summary.n}) {ok}")
+            failures += _show(run, table, console, impl, m, m.impl, json_out)
             free_memory()
+            for i, trial in enumerate(trials, 1):
+                try:
+                    mt, why = measure_trial(run.measure, spec, impl, params, trial, method=method,
+                                            max_time_s=max_time_s, target_rse=target_rse, max_sets=max_sets)
+                except Exception as e:  # noqa: BLE001 - a config a kernel refuses is the trial's finding
+                    failures += 1
+                    console.print(f"[red]{spec.name}/{impl.name} try{i} {spec.label(params)}: {type(e).__name__}: "
+                                  f"{str(e).splitlines()[0][:160]}[/red]")
+                    free_memory()
+                    continue
+                if mt is None:
+                    if spec.name in {p.op for p in trial.pins}:
+                        console.print(f"{spec.name}/{impl.name} try{i} {spec.label(params)[:60]}: {why}")
+                    continue
+                failures += _show(run, table, console, impl, mt, f"{impl.name} try{i}", json_out)
+                free_memory()
     console.print(table)
+    for i, trial in enumerate(trials, 1):
+        console.print(f"try{i}: {trial.text}")
     if json_out:
         run.write(json_out)
     console.print(f"{len(run.rows)} results stored in {run.store.where} (run tag {run.run_tag}); {failures} failed "
                   f"or flagged")
     sys.exit(1 if failures else 0)
+
+
+def _parse_trials(tries) -> list:
+    """--try values -> Trials (decode-bench's spelling and checks: known ops, the config keys their kernels take)."""
+    from kernelbench.decoder.trials import parse_trial
+    from kernelbench.usage import config_keys
+    known_ops = {o.name for o in registry.ops()}
+    try:
+        return [parse_trial(t, known_ops, config_keys) for t in tries]
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--try") from None
+
+
+def _show(run, table, console, impl, m, shown_as: str, json_out) -> int:
+    """Store a measurement, write the --json file so far, add its table row (impl column `shown_as`) and a line;
+    -> 1 when it failed its recheck or the roofline check, else 0."""
+    run.keep(impl, m)
+    if json_out:   # after every result: a run cut short still leaves what it measured
+        run.write(json_out)
+    pt = run.roofline_point(m)
+    ok = "yes" if m.ok else ("WRONG" if not m.verified else "ROOFLINE")
+    table.add_row(m.op, shown_as, m.label[:60], f"{m.summary.median_us:.2f}", f"{m.summary.iqr_us:.2f}",
+                  str(m.summary.n), f"{m.gbps:.0f}", f"{m.tflops:.2f}",
+                  "-" if pt is None else f"{100 * pt.fraction:.1f}", ok,
+                  "; ".join(m.notes + ([m.roofline_error] if m.roofline_error else [])
+                            + ([m.verify_detail] if not m.verified else []))[:120])
+    console.print(f"{m.op}/{shown_as} {m.label[:70]}: {m.summary.median_us:.2f} us "
+                  f"(IQR {m.summary.iqr_us:.2f}, n={m.summary.n}) {ok}")
+    return 0 if m.ok else 1

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelbench import registry, tuned_configs
+from kernelbench.db.values import canonical_json
 from kernelbench.harness import timing
 
 
@@ -107,6 +108,38 @@ def bench_work(ops, impl_names, shape_sets, batches, contexts, where=None) -> li
             for impl in sorted(registry.impls(spec.name).values(), key=lambda i: i.name)
             if not impl_names or impl.name in impl_names
             for params in select_cases(spec, shape_sets, batches, contexts, where)]
+
+
+def measure_trial(measure, spec, impl, params: dict, trial, **timing_kw) -> tuple[timing.Measurement | None, str]:
+    """bench --try: `impl` at `params` with a trial's configs (kernelbench.decoder.trials.Trial), on the inputs the
+    plain row timed (measure_impl draws them from the same seed). `measure`(spec, impl, params, **kw) times (a
+    BenchRun's). -> (the measurement, how the config got in) or (None, why not).
+
+    The trial's pins are applied to the op's tuned-config lookups (tuned_configs.pins_applied, as decode-bench
+    --try), so the config that runs is the one the impl would look up, with the pin's keys over it: the row keeps
+    that config (`config`), a series of its own in history and gate. An impl that consults no lookup (its own
+    default_config decides, e.g. moe_gate) is timed again with the pin's keys over `default_config(params)`; without
+    either nothing is timed. Pins of other ops, or whose filters exclude this case, leave the case untimed."""
+    pins = [p for p in trial.pins if p.op == spec.name]
+    if not pins:
+        return None, f"the trial names no pin of {spec.name}"
+    with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins):
+        m = measure(spec, impl, params, **timing_kw)
+    resolved = [r for r in seen if r.op == spec.name and r.source == "trial"]
+    if resolved:
+        configs = {canonical_json(r.config): dict(r.config) for r in resolved}
+        m.config = next(iter(configs.values())) if len(configs) == 1 else {"lookups": list(configs.values())}
+        m.notes.append(f"try {trial.text}: pinned at {len(resolved)} lookup(s) of {spec.name}")
+        return m, "lookup"
+    pin = next((p for p in pins if tuned_configs.key_matches(params, p.where)), None)
+    if pin is None or impl.default_config is None:
+        why = ("its filters exclude this case" if pin is None else
+               f"{impl.name} looks up no config and declares no default_config")
+        return None, f"the trial matched no lookup of {spec.name}/{impl.name} here ({why}): not timed"
+    config = {**impl.default_config(params), **pin.config}
+    m = measure(spec, impl, params, config=config, **timing_kw)
+    m.notes.append(f"try {trial.text}: over {impl.name}'s default_config (it looks up no config)")
+    return m, "default_config"
 
 
 @dataclass
