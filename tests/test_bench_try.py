@@ -37,8 +37,8 @@ def toy():
 
 
 def _measure(ran):
-    """measure(spec, impl, params, config=None, **timing_kw) stand-in: one call on the inputs of seed 0 (as
-    measure_impl draws them), checked against the reference; the measurement carries the config it was given."""
+    """measure(spec, impl, params, config=None, **timing_kw) stand-in: one call on the inputs of seed 0, checked
+    against the reference; the measurement carries the config it was given."""
     def measure(spec, impl, params, config=None, **_):
         inputs = spec.make_inputs(params, torch.Generator().manual_seed(0), "cpu", "normal")
         with tuned_configs.record_resolutions() as seen:
@@ -52,7 +52,7 @@ def _measure(ran):
 def test_a_trial_is_pinned_at_the_ops_lookup_and_the_row_keeps_the_config_that_ran(toy):
     kb_toy, ran = toy
     spec, impl = registry.get_op(kb_toy.OP), registry.get_impl(kb_toy.OP, "triton")
-    m, how = measure_trial(_measure(ran), spec, impl, PARAMS, parse_trial('toy_mm={"BLOCK_N": 16}'))
+    m, how = measure_trial(_measure(ran), spec, impl, PARAMS, parse_trial('toy_mm={"BLOCK_N": 16}'), "cpu")
     want = {**kb_toy.default_config({}), "BLOCK_N": 16}
     assert how == "lookup" and m.config == want
     assert ran == [("measure", None, [("trial", want)])]               # timed once, the lookup answered the pin
@@ -62,13 +62,11 @@ def test_a_trial_is_pinned_at_the_ops_lookup_and_the_row_keeps_the_config_that_r
 def test_an_impl_without_lookups_gets_the_pin_over_its_default_config(toy):
     kb_toy, ran = toy
     spec, impl = registry.get_op(kb_toy.OP), registry.get_impl(kb_toy.OP, "triton_nolookup")
-    m, how = measure_trial(_measure(ran), spec, impl, PARAMS, parse_trial('toy_mm@M=1={"BLOCK_K": 64}'))
+    m, how = measure_trial(_measure(ran), spec, impl, PARAMS, parse_trial('toy_mm@M=1={"BLOCK_K": 64}'), "cpu")
     want = {**kb_toy.default_config({}), "BLOCK_K": 64}
     assert how == "default_config" and m.config == want
-    # the first timing saw no trial resolution (the impl asked no lookup) and is dropped; the second ran the pin
-    measured = [r for r in ran if r[0] == "measure"]
-    assert [c for _, c, _ in measured] == [None, want]
-    assert ("no_lookup", want) in ran
+    # the untimed probe ran the impl's own default (no lookup answered the pin); the one timing ran the pin
+    assert ran == [("no_lookup", kb_toy.default_config({})), ("no_lookup", want), ("measure", want, [])]
     assert "over triton_nolookup's default_config" in m.notes[0]
 
 
@@ -76,10 +74,11 @@ def test_trials_that_do_not_apply_time_nothing_and_say_why(toy):
     kb_toy, ran = toy
     spec = registry.get_op(kb_toy.OP)
     lookup_impl, plain = registry.get_impl(kb_toy.OP, "triton"), registry.get_impl(kb_toy.OP, "triton_nolookup")
-    m, why = measure_trial(_measure(ran), spec, lookup_impl, PARAMS, parse_trial('rms_norm={"num_warps": 2}'))
+    m, why = measure_trial(_measure(ran), spec, lookup_impl, PARAMS, parse_trial('rms_norm={"num_warps": 2}'), "cpu")
     assert m is None and "names no pin of toy_mm" in why and ran == []
-    m, why = measure_trial(_measure(ran), spec, plain, PARAMS, parse_trial('toy_mm@M=16={"BLOCK_K": 64}'))
+    m, why = measure_trial(_measure(ran), spec, plain, PARAMS, parse_trial('toy_mm@M=16={"BLOCK_K": 64}'), "cpu")
     assert m is None and "its filters exclude this case" in why
+    assert not [r for r in ran if r[0] == "measure"]                    # nothing timed
 
 
 def test_cli_checks_the_trial_before_anything_else():

@@ -110,23 +110,25 @@ def bench_work(ops, impl_names, shape_sets, batches, contexts, where=None) -> li
             for params in select_cases(spec, shape_sets, batches, contexts, where)]
 
 
-def measure_trial(measure, spec, impl, params: dict, trial, **timing_kw) -> tuple[timing.Measurement | None, str]:
+def measure_trial(measure, spec, impl, params: dict, trial, device: str = "cuda",
+                  **timing_kw) -> tuple[timing.Measurement | None, str]:
     """bench --try: `impl` at `params` with a trial's configs (kernelbench.decoder.trials.Trial), on the inputs the
     plain row timed (measure_impl draws them from the same seed). `measure`(spec, impl, params, **kw) times (a
-    BenchRun's). -> (the measurement, how the config got in) or (None, why not).
+    BenchRun's). -> (the measurement, how the config got in: "lookup" or "default_config") or (None, why not).
 
     The trial's pins are applied to the op's tuned-config lookups (tuned_configs.pins_applied, as decode-bench
     --try), so the config that runs is the one the impl would look up, with the pin's keys over it: the row keeps
-    that config (`config`), a series of its own in history and gate. An impl that consults no lookup (its own
-    default_config decides, e.g. moe_gate) is timed again with the pin's keys over `default_config(params)`; without
-    either nothing is timed. Pins of other ops, or whose filters exclude this case, leave the case untimed."""
+    that config (`config`), a series of its own in history and gate. One untimed call on one input set (on
+    `device`) first shows whether the impl asks a lookup the trial answers; one that asks none (its own
+    default_config decides, e.g. moe_gate) is timed with the pin's keys over `default_config(params)`; without
+    either nothing is timed. A trial without a pin of this op, or whose filters exclude this case, times nothing."""
     pins = [p for p in trial.pins if p.op == spec.name]
     if not pins:
         return None, f"the trial names no pin of {spec.name}"
-    with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins):
-        m = measure(spec, impl, params, **timing_kw)
-    resolved = [r for r in seen if r.op == spec.name and r.source == "trial"]
-    if resolved:
+    if _answers_a_lookup(spec, impl, params, trial, device):
+        with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins):
+            m = measure(spec, impl, params, **timing_kw)
+        resolved = [r for r in seen if r.op == spec.name and r.source == "trial"]
         configs = {canonical_json(r.config): dict(r.config) for r in resolved}
         m.config = next(iter(configs.values())) if len(configs) == 1 else {"lookups": list(configs.values())}
         m.notes.append(f"try {trial.text}: pinned at {len(resolved)} lookup(s) of {spec.name}")
@@ -140,6 +142,16 @@ def measure_trial(measure, spec, impl, params: dict, trial, **timing_kw) -> tupl
     m = measure(spec, impl, params, config=config, **timing_kw)
     m.notes.append(f"try {trial.text}: over {impl.name}'s default_config (it looks up no config)")
     return m, "default_config"
+
+
+def _answers_a_lookup(spec, impl, params: dict, trial, device: str) -> bool:
+    """Whether a call of `impl` at `params` (one input set, untimed) asks a lookup of its op that the trial pins."""
+    import torch
+    inputs = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(0), device, "normal"))
+    with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins), torch.no_grad():
+        impl.fn(**inputs)
+    del inputs
+    return any(r.op == spec.name and r.source == "trial" for r in seen)
 
 
 @dataclass
