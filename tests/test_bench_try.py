@@ -87,3 +87,24 @@ def test_cli_checks_the_trial_before_anything_else():
     assert r.exit_code == 2 and "unknown op 'nosuchop'" in r.output
     r = CliRunner().invoke(main, ["bench", "rms_norm", "--try", 'rms_norm={"NOPE": 2}'])
     assert r.exit_code == 2 and "unknown key 'NOPE'" in r.output
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session35a.sh)")
+def test_bench_times_a_trial_row_beside_the_plain_one_on_the_gpu(tmp_path):
+    """`kernelbench bench toy_mm --try ...` on a GPU: each case gives the plain row and a 'triton try1' row, both
+    rechecked against the reference; the trial row is stored with the config that ran (BLOCK_N 16 over the
+    default), a series of its own for history and gate; a trial of another op times nothing."""
+    import json
+    out = tmp_path / "rows.json"
+    r = CliRunner().invoke(main, ["bench", "toy_mm", "--module", TOY, "--impl", "triton", "--max-time", "0.05",
+                                  "--db", f"sqlite:///{tmp_path / 'kb.sqlite'}", "--json", str(out),
+                                  "--try", 'toy_mm={"BLOCK_N": 16}', "--try", 'rms_norm={"num_warps": 2}'])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())["results"]
+    plain = [x for x in rows if x["config"] is None]
+    tried = [x for x in rows if x["config"] is not None]
+    assert len(plain) == len(tried) == 2 and all(x["verified"] for x in rows)
+    assert all(x["config"]["BLOCK_N"] == 16 and x["config"]["BLOCK_K"] == 32 for x in tried)
+    assert "triton try1" in r.output and "try2" not in r.output.replace("try2: rms_norm", "")
