@@ -71,13 +71,7 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
             except Exception as e:  # noqa: BLE001 - one failing case must not end the run
                 failures += 1
                 console.print(f"[red]{spec.name}/{impl.name} {spec.label(params)}: {type(e).__name__}: {e}[/red]")
-                from kernelbench.harness.tune import cuda_fault
-                if cuda_fault(e):
-                    console.print("[red]the CUDA context is unusable after this fault: stopping; results so far "
-                                  "are stored. Re-run from the next op (`kernelbench bench OP ...`).[/red]")
-                    if json_out:
-                        run.write(json_out)
-                    sys.exit(2)
+                _stop_on_fault(e, console, run, json_out)
                 free_memory()
                 continue
             failures += _show(run, table, console, impl, m, m.impl, json_out)
@@ -90,6 +84,7 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                     failures += 1
                     console.print(f"[red]{spec.name}/{impl.name} try{i} {spec.label(params)}: {type(e).__name__}: "
                                   f"{str(e).splitlines()[0][:160]}[/red]")
+                    _stop_on_fault(e, console, run, json_out)
                     free_memory()
                     continue
                 if mt is None:
@@ -117,6 +112,17 @@ def _parse_trials(tries) -> list:
         return [parse_trial(t, known_ops, config_keys) for t in tries]
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--try") from None
+
+
+def _stop_on_fault(e: Exception, console, run, json_out) -> None:
+    """After a CUDA fault the context is unusable: keep what was measured and stop (exit 2)."""
+    from kernelbench.harness.tune import cuda_fault
+    if cuda_fault(e):
+        console.print("[red]the CUDA context is unusable after this fault: stopping; results so far are stored. "
+                      "Re-run from the next op (`kernelbench bench OP ...`).[/red]")
+        if json_out:
+            run.write(json_out)
+        sys.exit(2)
 
 
 def _show(run, table, console, impl, m, shown_as: str, json_out) -> int:
