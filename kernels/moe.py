@@ -2173,13 +2173,22 @@ def _layer_grouped(fixed, x, weight, bias, tid2eid, token_ids, topk, route_scale
     hw = _shared_inputs(shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2)
     key = {"T": x.shape[0], "D": x.shape[1], "El": w1.shape[0], "F": w1.shape[1], "K": topk, "kernel": "grouped"}
     params = {**key, **_shared_params(hw)}
-    # the same grouped kernels as moe_experts: its tuned tiles apply when the op has none of its own
-    cfg = config or (fixed(params) if fixed else
-                     lookup(op, key, lookup("moe_experts", key, grouped_default(params))))
+    cfg = config or (fixed(params) if fixed else layer_config(op, params))
     y_side, side = _start_shared_side(x, hw, swiglu_limit, cfg)     # SHARED "side": beside the gate and W1 / W3
     with side or contextlib.nullcontext():          # joined on the way out, an error included
         return _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
                                   expert_offset, swiglu_limit, cfg, hw, pair, op, y_side, side and side.join)
+
+
+LAYER_KEY = ("T", "D", "El", "F", "K", "kernel")      # moe_layer's / moe_routed's tuned-config key
+
+
+def layer_config(op: str, params: dict) -> dict:
+    """The config moe_layer / moe_routed (`op`) run with none given: the op's tuned entry, else moe_experts' (the same
+    grouped kernels: its tuned tiles apply when the op has none of its own), else grouped_default. `params`: the key
+    (LAYER_KEY) and the shared expert's (_shared_params)."""
+    key = {k: params[k] for k in LAYER_KEY}
+    return lookup(op, key, lookup("moe_experts", key, grouped_default(params)))
 
 
 def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from kernelbench.kernels import moe as M
 from kernelbench.registry import register_impl
-from kernelbench.tuned_configs import lookup
 
 VARIANTS = {"triton_gw8": {"GATE_WARPS": 8}, "triton_rows": {"GATE_ROWS": "routed"},
             "triton_allrows": {"GATE_ROWS": "all"}}
@@ -26,9 +25,8 @@ def _gate_variant(name: str, overrides: dict) -> None:
 
 
 def _layer_variant(name: str, overrides: dict) -> None:
-    def fixed(params: dict) -> dict:      # the config impl "triton" runs (moe_layer's lookup chain), then overrides
-        key = {k: params[k] for k in ("T", "D", "El", "F", "K", "kernel")}
-        return {**lookup("moe_layer", key, lookup("moe_experts", key, M.grouped_default(params))), **overrides}
+    def fixed(params: dict) -> dict:      # the config impl "triton" runs, then overrides
+        return {**M.layer_config("moe_layer", params), **overrides}
 
     def run(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
             swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):

@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from kernelbench import registry, tuned_configs
 from kernelbench.db.values import canonical_json
 from kernelbench.harness import timing
@@ -128,7 +130,7 @@ def measure_trial(measure, spec, impl, params: dict, trial, device: str = "cuda"
     if _answers_a_lookup(spec, impl, params, trial, device):
         with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins):
             m = measure(spec, impl, params, **timing_kw)
-        resolved = [r for r in seen if r.op == spec.name and r.source == "trial"]
+        resolved = _trial_resolutions(seen, spec.name)
         configs = {canonical_json(r.config): dict(r.config) for r in resolved}
         m.config = next(iter(configs.values())) if len(configs) == 1 else {"lookups": list(configs.values())}
         m.notes.append(f"try {trial.text}: pinned at {len(resolved)} lookup(s) of {spec.name}")
@@ -146,12 +148,16 @@ def measure_trial(measure, spec, impl, params: dict, trial, device: str = "cuda"
 
 def _answers_a_lookup(spec, impl, params: dict, trial, device: str) -> bool:
     """Whether a call of `impl` at `params` (one input set, untimed) asks a lookup of its op that the trial pins."""
-    import torch
     inputs = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(0), device, "normal"))
     with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins), torch.no_grad():
         impl.fn(**inputs)
     del inputs
-    return any(r.op == spec.name and r.source == "trial" for r in seen)
+    return bool(_trial_resolutions(seen, spec.name))
+
+
+def _trial_resolutions(seen, op: str) -> list:
+    """The lookups of `op` among `seen` (tuned_configs.Resolution) that a trial's pin answered."""
+    return [r for r in seen if r.op == op and r.source == "trial"]
 
 
 @dataclass
