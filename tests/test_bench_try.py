@@ -103,8 +103,9 @@ def test_bench_times_a_trial_row_beside_the_plain_one_on_the_gpu(tmp_path):
                                   "--try", 'toy_mm={"BLOCK_N": 16}', "--try", 'rms_norm={"num_warps": 2}'])
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())["results"]
-    plain = [x for x in rows if x["config"] is None]
-    tried = [x for x in rows if x["config"] is not None]
+    plain = [x for x in rows if x["trial"] is None]       # a plain row keeps the config it resolved, too
+    tried = [x for x in rows if x["trial"] == 'toy_mm={"BLOCK_N": 16}']
     assert len(plain) == len(tried) == 2 and all(x["verified"] for x in rows)
     assert all(x["config"]["BLOCK_N"] == 16 and x["config"]["BLOCK_K"] == 32 for x in tried)
+    assert all((x["config"] or {}).get("BLOCK_N") != 16 for x in plain)
     assert "triton try1" in r.output and "try2" not in r.output.replace("try2: rms_norm", "")

@@ -74,7 +74,7 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                 _stop_on_fault(e, console, run, json_out)
                 free_memory()
                 continue
-            failures += _show(run, table, console, impl, m, m.impl, json_out)
+            failures += _show(run, table, console, impl, m, m.impl, json_out, None)
             free_memory()
             for i, trial in enumerate(trials, 1):
                 try:
@@ -91,7 +91,7 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                     if spec.name in {p.op for p in trial.pins}:
                         console.print(f"{spec.name}/{impl.name} try{i} {spec.label(params)[:60]}: {why}")
                     continue
-                failures += _show(run, table, console, impl, mt, f"{impl.name} try{i}", json_out)
+                failures += _show(run, table, console, impl, mt, f"{impl.name} try{i}", json_out, trial.text)
                 free_memory()
     console.print(table)
     for i, trial in enumerate(trials, 1):
@@ -125,10 +125,11 @@ def _stop_on_fault(e: Exception, console, run, json_out) -> None:
         sys.exit(2)
 
 
-def _show(run, table, console, impl, m, shown_as: str, json_out) -> int:
-    """Store a measurement, write the --json file so far, add its table row (impl column `shown_as`) and a line;
-    -> 1 when it failed its recheck or the roofline check, else 0."""
-    run.keep(impl, m)
+def _show(run, table, console, impl, m, shown_as: str, json_out, trial: str | None) -> int:
+    """Store a measurement (`trial`: the --try text of a trial row, None for a plain one), write the --json file so
+    far, add its table row (impl column `shown_as`) and a line; -> 1 when it failed its recheck or the roofline
+    check, else 0."""
+    run.keep(impl, m, trial)
     if json_out:   # after every result: a run cut short still leaves what it measured
         run.write(json_out)
     pt = run.roofline_point(m)

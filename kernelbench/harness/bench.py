@@ -191,10 +191,11 @@ class BenchRun:
         """Time one case (timing.measure_impl with this GPU's peaks); nothing is stored."""
         return timing.measure_impl(spec, impl, params, peaks=self.peaks, **timing_kw)
 
-    def keep(self, impl, m: timing.Measurement) -> None:
-        """Store a measurement (bench_result row) and add it to the run's rows."""
+    def keep(self, impl, m: timing.Measurement, trial: str | None = None) -> None:
+        """Store a measurement (bench_result row) and add it to the run's rows; `trial`: the --try text a trial row
+        ran (its JSON row's "trial"; None for a plain row)."""
         record(self.store, self.env_id, impl, m, self.ceilings, self.run_tag, self.git)
-        self.rows.append(as_row(self.device, m, self.git))
+        self.rows.append({**as_row(self.device, m, self.git), "trial": trial})
 
     def roofline_point(self, m: timing.Measurement):
         """Where m stands against the ceilings (roofline.point), or None without ceilings."""
