@@ -386,7 +386,15 @@ def _gate_mode(cfg, T: int) -> str:
     return mode
 
 
-GATE_WARPS = 4      # the one-launch gate's warps per program (config GATE_WARPS; 1 and 2 measured slower, H200)
+# The one-launch gate's warps per program (config GATE_WARPS). 8 since session 35: its GEMV then reads D = 4096 in one
+# chunk. Same inputs, graph replay, one token, score routing, 8 vs 4 warps:
+# - H200 (data/h200-2026-12-05-session35/call1): moe_gate 6.28 vs 6.82 us (hash 2.76 vs 2.92), moe_layer 28.24 vs
+#   28.43 (hash 15.39 vs 15.59); the 43-layer step at C = 1 +0.015 ms faster (95% CI +0.006 .. +0.020, 60 pairs),
+#   inside the A/A control's move (-0.006 .. +0.012);
+# - H100 (data/h100-2026-12-05-session34, calls 3 and 4): the gate 6.70 / 6.61 vs 7.11 / 7.12 us, moe_layer
+#   30.77 / 30.08 vs 31.23 / 31.34; the step +0.007 / +0.005 ms, within noise.
+# 1 and 2 warps measured slower (H200, session 11).
+GATE_WARPS = 8
 
 
 def _warps_option(cfg, key: str, default: int, op: str) -> int:
@@ -415,7 +423,7 @@ def _gate_rows_option(cfg) -> str:
 
 
 def _gate_warps(cfg) -> int:
-    """Config GATE_WARPS: warps per program of the one-launch gate (default 4). Fewer warps make the last program's
+    """Config GATE_WARPS: warps per program of the one-launch gate (default GATE_WARPS, 8). Fewer warps make the last program's
     top-k and slot sort (a chain of row reductions) warp shuffles instead of shared-memory rounds."""
     return _warps_option(cfg, "GATE_WARPS", GATE_WARPS, "moe_gate")
 

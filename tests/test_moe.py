@@ -854,7 +854,7 @@ def test_routed_slice_at_the_side_threshold_matches_the_reference(monkeypatch):
     check_against_reference("moe_routed", p, "normal", seed=8)
 
 
-@pytest.mark.parametrize("warps", [1, 2])
+@pytest.mark.parametrize("warps", [1, 2, 4])     # 8 is the default, which every other gate test runs
 def test_fused_gate_warps_per_program(warps, monkeypatch):
     """GATE_WARPS (the one-launch gate's warps per program; its GEMV then reads D in 512 x warps chunks): the same
     routing as the GEMM gate (w within fp32 rounding: another summation order), in moe_gate and inside moe_layer,
