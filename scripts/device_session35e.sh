@@ -11,6 +11,7 @@ step fp8_v1 60 $KB bench fp8_linear --impl triton --shapes flash-tp8 --where M=6
     --try 'fp8_linear@M=64={"PATH": "v1", "BM": 64, "BN": 64, "SPLIT": 8, "num_warps": 8, "num_stages": 3}' \
     --try 'fp8_linear@M=64={"PATH": "v2", "NB": 1, "X_OPERAND": "B", "BM": 64, "BN": 128, "SPLIT": 4, "num_warps": 8, "num_stages": 4}' \
     --try 'fp8_linear@M=64={"PATH": "v2", "NB": 1, "X_OPERAND": "B", "BM": 32, "BN": 128, "SPLIT": 2, "num_warps": 8, "num_stages": 4}'
-KERNELBENCH_PDL=0 step kernels64 100 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 64 \
+export KERNELBENCH_PDL=0
+step kernels64 100 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 64 \
     --overlap none --kernels --json "$W/kernels64.json"
 finish
