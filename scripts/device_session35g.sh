@@ -8,9 +8,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-150}
 source scripts/device_lib.sh || exit 1
-export KERNELBENCH_TUNED="$PWD/scripts/session35_tuned_candidate.json"
+export KERNELBENCH_TUNED="$PWD/data/h200-2026-12-05-session35/call8/tuned_candidate.json"
 step verify_fp8 50 $KB verify fp8_linear --impl triton --device cuda --shapes flash-tp8 --examples 2 --time-budget 5
 unset KERNELBENCH_TUNED
 step trial_step 70 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
-    --try-entries scripts/session35_k256_entries.json --keep-faster "$W/k256_keep.json" --json "$W/trial_step.json"
+    --try-entries data/h200-2026-12-05-session35/call8/k256_entries.json --keep-faster "$W/k256_keep.json" --json "$W/trial_step.json"
 finish
