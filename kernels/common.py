@@ -217,8 +217,17 @@ def pdl_on(device, tokens: int) -> bool:
     the interpreter only the inspector's capture passes (kernelbench inspect then compiles the PDL builds for its
     sm_90 / sm_120 target)."""
     mode = pdl_mode()
+    if mode == "0" or (mode == "auto" and tokens > PDL_MAX_TOKENS):
+        return False
+    return sm90_compiled(device)
+
+
+def sm90_compiled(device) -> bool:
+    """Whether a launch on `device` runs compiled sm_90+ code (griddepcontrol, cp.async.bulk.prefetch): CUDA sm_90+,
+    or CPU tensors outside the interpreter (only the inspector's capture passes those, compiling for its sm_90 /
+    sm_120 target); never in the interpreter."""
     device = torch.device(device)
-    if mode == "0" or (mode == "auto" and tokens > PDL_MAX_TOKENS) or INTERPRET or device.type not in ("cuda", "cpu"):
+    if INTERPRET or device.type not in ("cuda", "cpu"):
         return False
     return device.type == "cpu" or _capability_major(torch.cuda.current_device() if device.index is None
                                                        else device.index) >= 9

@@ -36,8 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand,
-                                       l2_prefetch_rows, pdl_args, pdl_enter, to_bf16, zeroed_scratch)
+from kernelbench.kernels.common import (INTERPRET, bulk_rows_ok, check_device, check_dtype, check_shape, dot_operand,
+                                       l2_prefetch_rows, pdl_args, pdl_enter, sm90_compiled, to_bf16, zeroed_scratch)
 from kernelbench.kernels.quant import (_fp8_quant_kernel, _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3,
                                        fp4_lo_e4m3, pow2)
 from kernelbench.registry import register_impl
@@ -570,12 +570,64 @@ def fp8_gemv_span(x_ptr, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, ITERS: tl.constex
 
 
 @triton.jit
-def fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr):
+def _x_block(ptrs, mask, XQ: tl.constexpr):
+    """One (BM, 128) block of x: bf16 values, or with XQ e4m3 codes that other programs of the launch stored (past L1)."""
+    if XQ:
+        return tl.load(ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+    return tl.load(ptrs, mask=mask, other=0.0)
+
+
+@triton.jit
+def quantize_x_once(x_ptr, sxm, xq_ptr, sx_ptr, q_ptr, M, K, GQ: tl.constexpr, HW_CVT: tl.constexpr):
+    """fp8_linear's XQ "once": the launch's programs quantize x (M, K) bf16 (rows sxm apart) together, once, into
+    e4m3 codes xq (M, K) and UE8M0 scales sx (M, K/128) fp32, instead of each program re-quantizing the x slice it
+    reads (once per N tile). Each program claims chunks of GQ (row, 128-block) groups from the counter q[0] until none
+    is left, counts each finished chunk in q[1], then waits until every chunk is counted. No deadlock: a program
+    waits only once every chunk is claimed, and a claimed chunk belongs to a running program that finishes it
+    without waiting. The groups quantize with act_quant_e4m3, as the per-tile path does: the same codes."""
+    rk = tl.arange(0, 128)
+    KB = K // 128
+    NG = M * KB
+    NQ = (NG + GQ - 1) // GQ
+    c = tl.atomic_add(q_ptr, 1, sem="relaxed", scope="gpu")
+    while c < NQ:
+        g = c * GQ + tl.arange(0, GQ)
+        gm = g < NG
+        row = (g // KB).to(tl.int64)
+        col = (g % KB)[:, None] * 128 + rk[None, :]
+        v = tl.load(x_ptr + row[:, None] * sxm + col, mask=gm[:, None], other=0.0).to(tl.float32)
+        xq, s = act_quant_e4m3(v, HW_CVT)
+        tl.store(xq_ptr + row[:, None] * K + col, xq, mask=gm[:, None])
+        tl.store(sx_ptr + g, s, mask=gm)
+        tl.debug_barrier()                                           # every thread's stores before the release
+        tl.atomic_add(q_ptr + 1, 1, sem="release", scope="gpu")
+        c = tl.atomic_add(q_ptr, 1, sem="relaxed", scope="gpu")
+    done = tl.atomic_add(q_ptr + 1, 0, sem="acquire", scope="gpu")
+    while done < NQ:
+        done = tl.atomic_add(q_ptr + 1, 0, sem="acquire", scope="gpu")
+
+
+@triton.jit
+def quantize_x_release(q_ptr):
+    """After quantize_x_once and this program's last use of the codes: the launch's last program to arrive (q[2])
+    puts the three counters back to zero for the next launch (every program has made its last claim by then)."""
+    tl.debug_barrier()
+    total = tl.num_programs(0) * tl.num_programs(1) * tl.num_programs(2)
+    if tl.atomic_add(q_ptr + 2, 1, sem="acq_rel", scope="gpu") == total - 1:
+        tl.atomic_xchg(q_ptr, 0, sem="relaxed", scope="gpu")
+        tl.atomic_xchg(q_ptr + 1, 0, sem="relaxed", scope="gpu")
+        tl.atomic_xchg(q_ptr + 2, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr, XQ: tl.constexpr = False):
     """X[rm, 128 kb0 : +128 KB_SPLIT] . W[rn, same]^T on tensor cores, x bf16 quantized per (row, 128-block) in
-    registers, both block scales applied to each 128-deep partial. XA: x is the MMA's A operand straight from
-    registers, -> (BM, BN); else W . x^T (x through shared memory; sm_90 QGMMA 64 x BM), -> (BN, BM). The next
-    block's x is loaded one step ahead (its L2 latency hides behind this block's quantization and MMA)."""
+    registers, both block scales applied to each 128-deep partial. XQ: x is already e4m3 codes (rows ldx apart) with
+    their scales sx (M, K/128) fp32, written by other programs of this launch (quantize_x_once): loaded past L1.
+    XA: x is the MMA's A operand straight from registers, -> (BM, BN); else W . x^T (x through shared memory; sm_90
+    QGMMA 64 x BM), -> (BN, BM). The next block's x is loaded one step ahead (its L2 latency hides behind this
+    block's quantization and MMA)."""
     rk = tl.arange(0, 128)
     KB = K // 128
     if XA:
@@ -583,12 +635,16 @@ def fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB
     else:
         acc = tl.zeros((BN, BM), dtype=tl.float32)
     xrow = x_ptr + rm[:, None] * ldx + rk[None, :]
-    xv = tl.load(xrow + kb0 * 128, mask=mmask[:, None], other=0.0)
+    xv = _x_block(xrow + kb0 * 128, mmask[:, None], XQ)
     for i in tl.range(0, KB_SPLIT):
         kb = kb0 + i
-        xn = tl.load(xrow + (kb + 1) * 128, mask=mmask[:, None] & (i + 1 < KB_SPLIT), other=0.0)
+        xn = _x_block(xrow + (kb + 1) * 128, mmask[:, None] & (i + 1 < KB_SPLIT), XQ)
         w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
-        xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                        # (BM, 128), (BM,)
+        if XQ:
+            xq = xv
+            sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0, cache_modifier=".cg")
+        else:
+            xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                    # (BM, 128), (BM,)
         sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         if XA:
             acc += tl.dot(xq, tl.trans(w)) * (sx * sw)[:, None]
@@ -602,18 +658,27 @@ def fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB
 def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
                           KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
                           XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr,
-                          PDL: tl.constexpr = False):
+                          PDL: tl.constexpr = False, xq_ptr=None, sx_ptr=None, q_ptr=None, XQ: tl.constexpr = False,
+                          GQ: tl.constexpr = 16, WPREF: tl.constexpr = False):
     # x (M, K) bf16 rows sxm apart; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16;
     # part (S, M, N) fp32 split-K partials, cnt one int32 ticket per output tile (zero between launches).
     # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, one (BN, NB, 128) weight tile a step); else tl.dot
     # on e4m3 codes (fp8_mma_span) with the quantized x as the MMA's A operand (X_OPERAND "A", (BM, BN) tile) or
     # "B" (W . x^T, (BN, BM) tile: on sm_90 BM = 16 still runs on QGMMA 64 x 16, x going through shared memory).
+    # XQ (config XQ "once", BM > 1): x quantized once by the launch's programs together (quantize_x_once: codes xq,
+    # scales sx, counters q, three int32 zero between launches) before the tiles read it; WPREF: each program first
+    # bulk-prefetches its weight span into L2, so the weight stream runs while x is quantized.
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
     nmask = rn < N
     nb = (pid_n * BN) // 128
-    l2_prefetch_rows(w_ptr, rn, nmask, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL)   # the program's weights
+    if WPREF:
+        l2_prefetch_rows(w_ptr, rn, nmask, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, True)
+    else:
+        l2_prefetch_rows(w_ptr, rn, nmask, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL)   # the program's weights
     pdl_enter(PDL)
+    if XQ:
+        quantize_x_once(x_ptr, sxm, xq_ptr, sx_ptr, q_ptr, M, K, GQ, HW_CVT)
     if BM == 1:
         acc = fp8_gemv_span(x_ptr + pid_m * sxm, w_ptr, ws_ptr, rn, nmask, nb, K, pid_s * KB_SPLIT,
                             KB_SPLIT // NB, NB, BN, HW_CVT)
@@ -622,8 +687,12 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
     else:
         rm = pid_m * BM + tl.arange(0, BM)
         mmask = rm < M
-        acc = fp8_mma_span(x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT, KB_SPLIT,
-                           BM, BN, XA, HW_CVT)
+        if XQ:
+            acc = fp8_mma_span(xq_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, K, pid_s * KB_SPLIT,
+                               KB_SPLIT, BM, BN, XA, HW_CVT, True)
+        else:
+            acc = fp8_mma_span(x_ptr, x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT,
+                               KB_SPLIT, BM, BN, XA, HW_CVT)
         if XA:
             ooff = rm[:, None] * N + rn[None, :]
             omask = mmask[:, None] & nmask[None, :]
@@ -632,6 +701,8 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
             omask = nmask[:, None] & mmask[None, :]
     splitk_store(acc, out_ptr, part_ptr, cnt_ptr + pid_m * tl.num_programs(0) + pid_n, ooff, omask, pid_s, M * N,
                  SPLIT, True, True, RNE_FIX)
+    if XQ:
+        quantize_x_release(q_ptr)
 
 
 # (BM, BN, num_warps): BM = 1 is the FMA GEMV (one row per program, M <= GEMV_MAX_M), BM >= 16 the tl.dot tile.
@@ -701,6 +772,9 @@ def fp8_v2_configs(params: dict) -> list[dict]:
                 if (kb // s) % nb == 0:
                     out += [{"BM": bm, "BN": bn, "NB": nb, "X_OPERAND": xo, "SPLIT": s, "num_warps": w,
                              "num_stages": st} for xo in (("B",) if bm == 1 else ("A", "B")) for st in ((1,) if bm == 1 else (2, 3, 4))]
+                    if bm > 1:      # x quantized once by the launch (config XQ): at 3 stages only, for the tuner to weigh
+                        out += [{"BM": bm, "BN": bn, "NB": 1, "X_OPERAND": xo, "SPLIT": s, "num_warps": w,
+                                 "num_stages": 3, "XQ": "once"} for xo in ("A", "B")]
     return out
 
 
@@ -740,11 +814,35 @@ def fp8_linear(x, weight, weight_scale, config=None):
         nb //= 2
     grid = (triton.cdiv(N, cfg["BN"]), split, M if bm == 1 else triton.cdiv(M, bm))
     part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
-    tickets = split_tickets(x.device, grid[0] * grid[2]) if split > 1 else part
+    once = _x_quant_option(cfg) == "once"
+    nt = grid[0] * grid[2]                                  # split-K tickets, then XQ "once"'s three counters
+    tickets = split_tickets(x.device, nt + (3 if once else 0)) if split > 1 or once else part
+    xq_args = {}
+    if once:
+        xq_args = dict(xq_ptr=torch.empty((M, K), dtype=torch.float8_e4m3fn, device=x.device),
+                       sx_ptr=torch.empty((M, kb), dtype=torch.float32, device=x.device), q_ptr=tickets[nt:],
+                       XQ=True, GQ=XQ_GROUPS, WPREF=sm90_compiled(x.device) and bulk_rows_ok(weight))
     _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
                                 BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
-                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M, weight))
+                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M, weight),
+                                **xq_args)
     return y
+
+
+XQ_GROUPS = 16      # XQ "once": (row, 128-block) groups a program quantizes per claimed chunk (4 KB of bf16 x)
+
+
+def _x_quant_option(cfg: dict) -> str:
+    """Config XQ of the v2 MMA tiles (BM > 1): "tile" (the default: each program quantizes the x slice it reads, in
+    its K loop) or "once" (the launch quantizes x once, quantize_x_once, and the tiles read codes; each program first
+    prefetches its weight span into L2 on sm_90+). Not for the BM = 1 GEMV, whose one row quantizes once anyway."""
+    mode = cfg.get("XQ", "tile")
+    if mode not in ("tile", "once"):
+        raise ValueError(f"fp8_linear: config XQ={mode!r}: 'tile' or 'once'")
+    if mode == "once" and cfg["BM"] == 1:
+        raise ValueError("fp8_linear: config XQ 'once' is for the MMA tiles (BM >= 16); the BM = 1 GEMV quantizes "
+                         "its row once already")
+    return mode
 
 
 @register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp4_default,
