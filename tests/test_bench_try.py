@@ -89,6 +89,19 @@ def test_cli_checks_the_trial_before_anything_else():
     assert r.exit_code == 2 and "unknown key 'NOPE'" in r.output
 
 
+def test_a_trial_that_runs_a_config_already_timed_for_the_case_is_named_not_stored_twice():
+    """Two trials resolving to one config (or a trial pinning what the plain row ran) would be a duplicate row of the
+    store (the same impl, params, config, commit and run): repeated_config names the row that ran it first."""
+    from kernelbench.harness.bench import repeated_config
+    seen = {}
+    row = lambda cfg: SimpleNamespace(config=cfg)  # noqa: E731
+    assert repeated_config(seen, row({"BLOCK_N": 32, "BLOCK_K": 32}), "triton") is None
+    assert repeated_config(seen, row({"BLOCK_N": 16, "BLOCK_K": 32}), "triton try1") is None
+    assert repeated_config(seen, row({"BLOCK_K": 32, "BLOCK_N": 16}), "triton try2") == "triton try1"
+    assert repeated_config(seen, row({"BLOCK_N": 32, "BLOCK_K": 32}), "triton try3") == "triton"
+    assert repeated_config(seen, row({"BLOCK_N": 64, "BLOCK_K": 32}), "triton try4") is None
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
                     "(scripts/device_session35a.sh)")
@@ -100,7 +113,8 @@ def test_bench_times_a_trial_row_beside_the_plain_one_on_the_gpu(tmp_path):
     out = tmp_path / "rows.json"
     r = CliRunner().invoke(main, ["bench", "toy_mm", "--module", TOY, "--impl", "triton", "--max-time", "0.05",
                                   "--db", f"sqlite:///{tmp_path / 'kb.sqlite'}", "--json", str(out),
-                                  "--try", 'toy_mm={"BLOCK_N": 16}', "--try", 'rms_norm={"num_warps": 2}'])
+                                  "--try", 'toy_mm={"BLOCK_N": 16}', "--try", 'rms_norm={"num_warps": 2}',
+                                  "--try", 'toy_mm@M=1,16={"BLOCK_N": 16}'])
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())["results"]
     plain = [x for x in rows if x["trial"] is None]       # a plain row keeps the config it resolved, too
@@ -109,3 +123,6 @@ def test_bench_times_a_trial_row_beside_the_plain_one_on_the_gpu(tmp_path):
     assert all(x["config"]["BLOCK_N"] == 16 and x["config"]["BLOCK_K"] == 32 for x in tried)
     assert all((x["config"] or {}).get("BLOCK_N") != 16 for x in plain)
     assert "triton try1" in r.output and "try2" not in r.output.replace("try2: rms_norm", "")
+    # try3 repeats try1 at both cases: named (rich wraps long lines: compare with the whitespace folded), not stored
+    assert " ".join(r.output.split()).count("ran the config of row 'triton try1'") == 2
+    assert not [x for x in rows if (x["trial"] or "").startswith("toy_mm@")]

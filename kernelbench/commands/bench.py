@@ -16,7 +16,7 @@ from rich.table import Table
 from kernelbench import registry
 from kernelbench.commands._common import open_store, require_match, where_option
 from kernelbench.harness import timing
-from kernelbench.harness.bench import BenchRun, bench_work, free_memory, measure_trial
+from kernelbench.harness.bench import BenchRun, bench_work, free_memory, measure_trial, repeated_config
 
 
 @click.command("bench")
@@ -76,6 +76,8 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                 continue
             failures += _show(run, table, console, impl, m, m.impl, json_out, None)
             free_memory()
+            seen = {}
+            repeated_config(seen, m, impl.name)
             for i, trial in enumerate(trials, 1):
                 try:
                     mt, why = measure_trial(run.measure, spec, impl, params, trial, method=method,
@@ -90,6 +92,12 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                 if mt is None:
                     if spec.name in {p.op for p in trial.pins}:
                         console.print(f"{spec.name}/{impl.name} try{i} {spec.label(params)[:60]}: {why}")
+                    continue
+                same = repeated_config(seen, mt, f"{impl.name} try{i}")
+                if same is not None:
+                    console.print(f"{spec.name}/{impl.name} try{i} {spec.label(params)[:60]}: ran the config of row "
+                                  f"'{same}' ({mt.summary.median_us:.2f} us this time): stored once, not again")
+                    free_memory()
                     continue
                 failures += _show(run, table, console, impl, mt, f"{impl.name} try{i}", json_out, trial.text)
                 free_memory()

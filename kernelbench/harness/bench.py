@@ -146,6 +146,17 @@ def measure_trial(measure, spec, impl, params: dict, trial, device: str = "cuda"
     return m, "default_config"
 
 
+def repeated_config(seen: dict[str, str], m, shown_as: str) -> str | None:
+    """bench --try: the row of this case (`seen`: canonical config -> the row that ran it, plain or trial) whose config
+    measurement `m` ran again, or None (then m's config is noted in `seen` as `shown_as`'s). Two trials that resolve
+    to one config (e.g. a pin of what the tuned entry already holds) are one series: the store keeps it once."""
+    key = canonical_json(m.config)
+    if key in seen:
+        return seen[key]
+    seen[key] = shown_as
+    return None
+
+
 def _answers_a_lookup(spec, impl, params: dict, trial, device: str) -> bool:
     """Whether a call of `impl` at `params` (one input set, untimed) asks a lookup of its op that the trial pins."""
     inputs = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(0), device, "normal"))
