@@ -830,6 +830,11 @@ def fp8_linear(x, weight, weight_scale, config=None):
 
 
 XQ_GROUPS = 16      # XQ "once": (row, 128-block) groups a program quantizes per claimed chunk (4 KB of bf16 x)
+# XQ "once" measured (H100, session 35 call 10, same inputs, over each key's tuned config; data/h200-2026-12-05-
+# session35/call10): slower at M = 16 (8.57 -> 15.85, 8.22 -> 20.94, 11.49 -> 23.63 us at N x K = 2048 x 4096,
+# 4096 x 2048, 4096 x 4096) and at M = 64 for the 8 MB weights (12.48 -> 13.02, 12.08 -> 15.18), faster at M = 64
+# for 4096 x 4096 (17.67 -> 15.99). Every program waits for the last chunk, spinning on an atomic counter. Opt-in, in
+# the config space for the tuner to weigh per key; not a default.
 
 
 def _x_quant_option(cfg: dict) -> str:
