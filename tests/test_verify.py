@@ -293,6 +293,23 @@ def test_cli_clear_errors(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "not JSON" in res.output
 
 
+def test_cli_where_filters_the_shape_sets_cases(tmp_path):
+    """`verify --where KEY=V` (bench's and tune's filter) runs only the shape set's cases whose params match; a
+    filter that matches none of the named ops' cases, or one without a shape set, is a usage error before anything
+    runs."""
+    url = f"sqlite:///{tmp_path / 'kb.sqlite'}"
+    runner = CliRunner()
+    base = ["rms_norm", "--impl", "reference", "--device", "cpu", "--examples", "0", "--db", url]
+    res = runner.invoke(command, [*base, "--shapes", "tiny", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["pairs"][0]["examples"] == 4
+    res = runner.invoke(command, [*base, "--shapes", "tiny", "--where", "M=3", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["pairs"][0]["examples"] == 2
+    res = runner.invoke(command, [*base, "--shapes", "tiny", "--where", "M=7"])
+    assert res.exit_code == 2 and "no tiny case of rms_norm matches --where M=7" in res.output
+    res = runner.invoke(command, [*base[:-4], "--examples", "1", "--db", url, "--where", "M=3"])
+    assert res.exit_code == 2 and "name one with --shapes" in res.output
+
+
 def test_copies_keep_the_spec_layout_and_strided_views_hide_poison():
     from kernelbench.harness.verify_check import materialize
     base = torch.arange(24.0).view(4, 6)

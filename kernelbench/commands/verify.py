@@ -16,6 +16,8 @@ import sys
 
 import click
 
+from kernelbench.commands._common import where_option
+
 
 def _print_human(doc: dict, console) -> None:
     from rich.markup import escape
@@ -112,8 +114,9 @@ def _json_object(text: str | None, hint: str) -> dict | None:
               help="replay: the input layout")
 @click.option("--config", "config_json", default=None,
               help="replay: the config the implementation is called with (JSON)")
+@where_option
 def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, profile, case_values, time_budget,
-            params_json, values, seed, layout, config_json):
+            params_json, values, seed, layout, config_json, where):
     """Prove implementations compute their op's reference function, on drawn and real inputs."""
     from rich.console import Console
     from kernelbench.db.store import StoreError
@@ -133,7 +136,7 @@ def command(ops, impls, examples, device, shapes, kernel_modules, db, as_json, p
                              kernel_modules=kernel_modules, db=db, case_values=case_values, params=params,
                              values=values, seed=seed, layout=layout, time_budget=time_budget,
                              progress=progress_cb, command=shlex.join(["kernelbench", "verify", *sys.argv[2:]]),
-                             config=config)
+                             config=config, where=where)
     except UsageProblem as e:
         raise click.UsageError(str(e)) from None
     except (DeviceError, StoreError, RegistryError, LookupError, FileNotFoundError) as e:

@@ -95,6 +95,7 @@ class Options:
     path_examples: int | None = None      # per config path (verify_paths.py) and edge mode; None: examples // 4, >= 1
     explicit_default: bool = True         # the default given as a config runs what no config runs, bit for bit, at
                                           # the shape set's cases, else the op's "tiny" ones (explicit_default_verdict)
+    where: dict | None = None             # --where: only the shape set's cases whose params match (bench's parse_where)
 
 
 @dataclass
@@ -215,6 +216,9 @@ def verify_pair(spec, impl, opts: Options, on_result: Callable[[ExampleResult], 
             cases = []
             emit(ExampleResult(Example(spec.name, impl.name, {}, modes[0], 0, "contiguous", "case"), passed=False,
                                failure=f"OpSpec.cases({opts.shape_set!r}) raised {type(e).__name__}: {e}"))
+        if opts.where:
+            from kernelbench.harness.bench import matches_where
+            cases = [c for c in cases if matches_where(c, opts.where)]
         for params in cases:
             for values in modes:
                 emit(check_example(spec, impl, Example(spec.name, impl.name, params, values, 0, "contiguous", "case"),

@@ -44,7 +44,7 @@ def _paths_doc(r) -> list[dict]:
 
 def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore", shapes=None, kernel_modules=(),
                db=None, case_values="normal", params=None, values=None, seed=None, layout="contiguous",
-               time_budget=None, progress=None, command="", config=None) -> dict:
+               time_budget=None, progress=None, command="", config=None, where=None) -> dict:
     """The command as a function: verify, record, and return the JSON document (see `_doc`)."""
     from kernelbench.harness.verify import INTERPRETER_NOTE, Options, prepare_device, select_pairs, verify_pair, \
         interpreter_active
@@ -66,9 +66,10 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
     all_values = case_values == "all"
     opts = Options(device=device, examples=examples, profile=profile, shape_set=shapes,
                    case_values=() if all_values else tuple(v for v in case_values.split(",") if v),
-                   kernel_modules=tuple(kernel_modules), time_budget_s=time_budget)
+                   kernel_modules=tuple(kernel_modules), time_budget_s=time_budget, where=where or None)
     pairs = select_pairs(ops, impls)
     _check_usage(pairs, shapes, examples, time_budget, case_values, params, values)
+    _check_where(pairs, shapes, where)
     notes = []
     if device == "cpu" and any(i.backend == "triton" for _, i in pairs):
         notes.append(INTERPRETER_NOTE if interpreter_active() else
@@ -118,6 +119,22 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
         rec.finish(status)
         store.dispose()   # closes the connections: SQLite folds the WAL back into the one file
     return _doc(reports, rec.run_id, store.where, opts, notes)
+
+
+def _check_where(pairs, shapes, where) -> None:
+    """--where filters the shape set's real cases: it needs a shape set, and a filter that selects no case of the
+    named ops is a typo or a key they lack (said before anything runs, as bench and tune do)."""
+    if not where:
+        return
+    from kernelbench import usage
+    from kernelbench.harness.bench import describe_where, matches_where
+    from kernelbench.registry import get_shape_set
+    if not shapes:
+        raise usage.UsageProblem(f"{describe_where(where)} filters the shape set's cases: name one with --shapes")
+    cases = [c for spec in {s.name: s for s, _ in pairs}.values() for c in spec.shape_cases(get_shape_set(shapes))]
+    if not any(matches_where(c, where) for c in cases):
+        ops = " ".join(sorted({s.name for s, _ in pairs}))
+        raise usage.UsageProblem(f"no {shapes} case of {ops} matches {describe_where(where)}")
 
 
 def _check_usage(pairs, shapes, examples, time_budget, case_values, params, values) -> None:
