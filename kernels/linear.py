@@ -672,10 +672,7 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
     rn = pid_n * BN + tl.arange(0, BN)
     nmask = rn < N
     nb = (pid_n * BN) // 128
-    if WPREF:
-        l2_prefetch_rows(w_ptr, rn, nmask, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, True)
-    else:
-        l2_prefetch_rows(w_ptr, rn, nmask, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL)   # the program's weights
+    l2_prefetch_rows(w_ptr, rn, nmask, K, pid_s * KB_SPLIT * 128, KB_SPLIT * 128, PDL or WPREF)   # its weights
     pdl_enter(PDL)
     if XQ:
         quantize_x_once(x_ptr, sxm, xq_ptr, sx_ptr, q_ptr, M, K, GQ, HW_CVT)
@@ -795,6 +792,9 @@ def fp8_linear(x, weight, weight_scale, config=None):
     if path not in FP8_PATHS:
         raise ValueError(f"fp8_linear: PATH={path!r} must be one of {', '.join(FP8_PATHS)}")
     if path == "v1":
+        if cfg.get("XQ", "tile") != "tile":       # v1 quantizes x in a pre-pass: a pin of XQ would be ignored
+            raise ValueError(f"fp8_linear: config XQ={cfg['XQ']!r} is the v2 tiles' (PATH 'v2'); PATH 'v1' "
+                             f"quantizes x in its own pre-pass")
         return _fp8_linear(x, weight, weight_scale, cfg, fused=True)
     _check_cfg(cfg)
     bm = cfg["BM"]

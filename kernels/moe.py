@@ -441,8 +441,8 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
     slots = sort == "slots" and route is not None and not meta["HASH"]     # hashed ids come from the table: chunk
     sort = "chunk" if sort == "slots" else sort
-    # 128 GEMV programs for E = 256, each 2 rows of the gate weight in D / BD chunks (2 at 4 warps: BD 2048, 16
-    # fp32 products per thread and row)
+    # 128 GEMV programs for E = 256, each 2 rows of the gate weight in D / BD chunks (BD = 512 x warps: one 4096 chunk
+    # at the default 8 warps, 16 fp32 products per thread and row)
     EB, BD = 2, min(D, 512 * warps)
     routed_rows = rows == "routed" and meta["HASH"]
     ngp = T * topk if routed_rows else triton.cdiv(E, EB)

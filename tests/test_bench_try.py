@@ -94,17 +94,16 @@ def test_a_trial_that_runs_a_config_already_timed_for_the_case_is_named_not_stor
     store (the same impl, params, config, commit and run): repeated_config names the row that ran it first."""
     from kernelbench.harness.bench import repeated_config
     seen = {}
-    row = lambda cfg: SimpleNamespace(config=cfg)  # noqa: E731
-    assert repeated_config(seen, row({"BLOCK_N": 32, "BLOCK_K": 32}), "triton") is None
-    assert repeated_config(seen, row({"BLOCK_N": 16, "BLOCK_K": 32}), "triton try1") is None
-    assert repeated_config(seen, row({"BLOCK_K": 32, "BLOCK_N": 16}), "triton try2") == "triton try1"
-    assert repeated_config(seen, row({"BLOCK_N": 32, "BLOCK_K": 32}), "triton try3") == "triton"
-    assert repeated_config(seen, row({"BLOCK_N": 64, "BLOCK_K": 32}), "triton try4") is None
+    assert repeated_config(seen, {"BLOCK_N": 32, "BLOCK_K": 32}, "triton") is None
+    assert repeated_config(seen, {"BLOCK_N": 16, "BLOCK_K": 32}, "triton try1") is None
+    assert repeated_config(seen, {"BLOCK_K": 32, "BLOCK_N": 16}, "triton try2") == "triton try1"
+    assert repeated_config(seen, {"BLOCK_N": 32, "BLOCK_K": 32}, "triton try3") == "triton"
+    assert repeated_config(seen, {"BLOCK_N": 64, "BLOCK_K": 32}, "triton try4") is None
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session35a.sh)")
+                    "(scripts/device_session36a.sh)")
 def test_bench_times_a_trial_row_beside_the_plain_one_on_the_gpu(tmp_path):
     """`kernelbench bench toy_mm --try ...` on a GPU: each case gives the plain row and a 'triton try1' row, both
     rechecked against the reference; the trial row is stored with the config that ran (BLOCK_N 16 over the

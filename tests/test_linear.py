@@ -196,7 +196,7 @@ def test_fp8_linear_x_quantized_once_equals_per_tile(params, cfg, monkeypatch):
     """Config XQ "once" (the launch's programs quantize x once into codes and scales, the tiles read them): the
     reference's result and bit for bit the per-tile quantization's (the same act_quant_e4m3 codes into the same
     MMA), one launch, a bit-identical rerun, the split-K tickets and the three XQ counters back at zero. XQ is
-    refused for the BM = 1 GEMV and for an unknown value."""
+    refused for the BM = 1 GEMV, for an unknown value and with PATH "v1" (which would ignore it)."""
     from kernelbench.kernels import linear as KL
     poisoned_empty(monkeypatch)
     once = {**cfg, "XQ": "once"}
@@ -211,6 +211,8 @@ def test_fp8_linear_x_quantized_once_equals_per_tile(params, cfg, monkeypatch):
         impl.fn(inp["x"][:1], inp["weight"], inp["weight_scale"], config=gemv)
     with pytest.raises(ValueError, match="XQ='twice'"):
         impl.fn(**inp, config={**cfg, "XQ": "twice"})
+    with pytest.raises(ValueError, match="PATH 'v1' quantizes x in its own pre-pass"):
+        impl.fn(**inp, config={**cfg, "PATH": "v1", "XQ": "once"})
 
 
 @pytest.mark.parametrize("op,params,cfg", [

@@ -76,12 +76,13 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                 continue
             failures += _show(run, table, console, impl, m, m.impl, json_out, None)
             free_memory()
-            seen = {}
-            repeated_config(seen, m, impl.name)
+            stored = {}                     # this case's rows by config: a trial that repeats one is not run
+            repeated_config(stored, m.config, impl.name)
             for i, trial in enumerate(trials, 1):
                 try:
-                    mt, why = measure_trial(run.measure, spec, impl, params, trial, method=method,
-                                            max_time_s=max_time_s, target_rse=target_rse, max_sets=max_sets)
+                    mt, why = measure_trial(run.measure, spec, impl, params, trial, stored=stored,
+                                            row=f"{impl.name} try{i}", method=method, max_time_s=max_time_s,
+                                            target_rse=target_rse, max_sets=max_sets)
                 except Exception as e:  # noqa: BLE001 - a config a kernel refuses is the trial's finding
                     failures += 1
                     console.print(f"[red]{spec.name}/{impl.name} try{i} {spec.label(params)}: {type(e).__name__}: "
@@ -92,12 +93,6 @@ def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_t
                 if mt is None:
                     if spec.name in {p.op for p in trial.pins}:
                         console.print(f"{spec.name}/{impl.name} try{i} {spec.label(params)[:60]}: {why}")
-                    continue
-                same = repeated_config(seen, mt, f"{impl.name} try{i}")
-                if same is not None:
-                    console.print(f"{spec.name}/{impl.name} try{i} {spec.label(params)[:60]}: ran the config of row "
-                                  f"'{same}' ({mt.summary.median_us:.2f} us this time): stored once, not again")
-                    free_memory()
                     continue
                 failures += _show(run, table, console, impl, mt, f"{impl.name} try{i}", json_out, trial.text)
                 free_memory()

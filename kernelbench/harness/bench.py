@@ -112,8 +112,8 @@ def bench_work(ops, impl_names, shape_sets, batches, contexts, where=None) -> li
             for params in select_cases(spec, shape_sets, batches, contexts, where)]
 
 
-def measure_trial(measure, spec, impl, params: dict, trial, device: str = "cuda",
-                  **timing_kw) -> tuple[timing.Measurement | None, str]:
+def measure_trial(measure, spec, impl, params: dict, trial, device: str = "cuda", stored: dict | None = None,
+                  row: str = "", **timing_kw) -> tuple[timing.Measurement | None, str]:
     """bench --try: `impl` at `params` with a trial's configs (kernelbench.decoder.trials.Trial), on the inputs the
     plain row timed (measure_impl draws them from the same seed). `measure`(spec, impl, params, **kw) times (a
     BenchRun's). -> (the measurement, how the config got in: "lookup" or "default_config") or (None, why not).
@@ -121,54 +121,56 @@ def measure_trial(measure, spec, impl, params: dict, trial, device: str = "cuda"
     The trial's pins are applied to the op's tuned-config lookups (tuned_configs.pins_applied, as decode-bench
     --try), so the config that runs is the one the impl would look up, with the pin's keys over it: the row keeps
     that config (`config`), a series of its own in history and gate. One untimed call on one input set (on
-    `device`) first shows whether the impl asks a lookup the trial answers; one that asks none (its own
+    `device`) first shows which lookups of the op the trial answers, and with what; an impl that asks none (its own
     default_config decides, e.g. moe_gate) is timed with the pin's keys over `default_config(params)`; without
-    either nothing is timed. A trial without a pin of this op, or whose filters exclude this case, times nothing."""
+    either nothing is timed. A trial without a pin of this op, or whose filters exclude this case, times nothing.
+    `stored` (repeated_config's map of this case's rows): a config already run for the case is not timed again;
+    otherwise it is noted there as `row`'s."""
     pins = [p for p in trial.pins if p.op == spec.name]
     if not pins:
         return None, f"the trial names no pin of {spec.name}"
-    if _answers_a_lookup(spec, impl, params, trial, device):
-        with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins):
-            m = measure(spec, impl, params, **timing_kw)
-        resolved = _trial_resolutions(seen, spec.name)
+    resolved = _trial_lookups(spec, impl, params, trial, device)
+    if resolved:
         configs = {canonical_json(r.config): dict(r.config) for r in resolved}
-        m.config = next(iter(configs.values())) if len(configs) == 1 else {"lookups": list(configs.values())}
-        m.notes.append(f"try {trial.text}: pinned at {len(resolved)} lookup(s) of {spec.name}")
-        return m, "lookup"
-    pin = next((p for p in pins if tuned_configs.key_matches(params, p.where)), None)
-    if pin is None or impl.default_config is None:
-        why = ("its filters exclude this case" if pin is None else
-               f"{impl.name} looks up no config and declares no default_config")
-        return None, f"the trial matched no lookup of {spec.name}/{impl.name} here ({why}): not timed"
-    config = {**impl.default_config(params), **pin.config}
-    m = measure(spec, impl, params, config=config, **timing_kw)
-    m.notes.append(f"try {trial.text}: over {impl.name}'s default_config (it looks up no config)")
-    return m, "default_config"
+        config = next(iter(configs.values())) if len(configs) == 1 else {"lookups": list(configs.values())}
+        how, note, given = "lookup", f"pinned at {len(resolved)} lookup(s) of {spec.name}", None
+    else:
+        pin = next((p for p in pins if tuned_configs.key_matches(params, p.where)), None)
+        if pin is None or impl.default_config is None:
+            why = ("its filters exclude this case" if pin is None else
+                   f"{impl.name} looks up no config and declares no default_config")
+            return None, f"the trial matched no lookup of {spec.name}/{impl.name} here ({why}): not timed"
+        config = given = {**impl.default_config(params), **pin.config}
+        how, note = "default_config", f"over {impl.name}'s default_config (it looks up no config)"
+    same = repeated_config(stored, config, row) if stored is not None else None
+    if same is not None:
+        return None, f"ran the config of row '{same}': not timed again, stored once"
+    with tuned_configs.pins_applied(trial.pins):
+        m = measure(spec, impl, params, **({"config": given} if given is not None else {}), **timing_kw)
+    m.config = config
+    m.notes.append(f"try {trial.text}: {note}")
+    return m, how
 
 
-def repeated_config(seen: dict[str, str], m, shown_as: str) -> str | None:
-    """bench --try: the row of this case (`seen`: canonical config -> the row that ran it, plain or trial) whose config
-    measurement `m` ran again, or None (then m's config is noted in `seen` as `shown_as`'s). Two trials that resolve
-    to one config (e.g. a pin of what the tuned entry already holds) are one series: the store keeps it once."""
-    key = canonical_json(m.config)
+def repeated_config(seen: dict[str, str], config, shown_as: str) -> str | None:
+    """bench --try: the row of this case (`seen`: canonical config -> the row that ran it, plain or trial) that ran
+    `config` already, or None (then `config` is noted in `seen` as `shown_as`'s). Two trials that resolve to one
+    config (e.g. a pin of what the tuned entry already holds) are one series: the store keeps it once."""
+    key = canonical_json(config)
     if key in seen:
         return seen[key]
     seen[key] = shown_as
     return None
 
 
-def _answers_a_lookup(spec, impl, params: dict, trial, device: str) -> bool:
-    """Whether a call of `impl` at `params` (one input set, untimed) asks a lookup of its op that the trial pins."""
+def _trial_lookups(spec, impl, params: dict, trial, device: str) -> list:
+    """The lookups of its op (tuned_configs.Resolution) that one untimed call of `impl` at `params` (one input set)
+    asks and the trial's pins answer."""
     inputs = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(0), device, "normal"))
     with tuned_configs.record_resolutions() as seen, tuned_configs.pins_applied(trial.pins), torch.no_grad():
         impl.fn(**inputs)
     del inputs
-    return bool(_trial_resolutions(seen, spec.name))
-
-
-def _trial_resolutions(seen, op: str) -> list:
-    """The lookups of `op` among `seen` (tuned_configs.Resolution) that a trial's pin answered."""
-    return [r for r in seen if r.op == op and r.source == "trial"]
+    return [r for r in seen if r.op == spec.name and r.source == "trial"]
 
 
 @dataclass
