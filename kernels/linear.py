@@ -48,25 +48,45 @@ NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned t
 
 @triton.jit
 def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
-                  BM: tl.constexpr, BN: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr):
+                  BM: tl.constexpr, BN: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
+                  STAGED: tl.constexpr = False):
     """(BN, BM) fp32: W[rn, K blocks kb0 .. kb0 + KB_SPLIT) . X[rm, same]^T with both block scales. QUANT: x is bf16
     (rows ldx apart) quantized here per (row, 128-block); else e4m3 codes (rows ldx apart) with sx (M, K/128).
-    nb: the tile's weight-scale row (BN divides 128)."""
+    nb: the tile's weight-scale row (BN divides 128). The compiler's pipeline carries the x and weight tiles; the
+    scales (the weight's byte, x's sx row) are loaded in their own step (sm_90 SASS: plain loads waited on at the
+    scale multiply). STAGED (config PREFETCH "staged"): the scales one step ahead. The same result."""
     rk = tl.arange(0, 128)
     KB = K // 128
     acc = tl.zeros((BN, BM), dtype=tl.float32)
+    if STAGED:
+        wsrow = ws_ptr + nb * KB
+        swb = tl.load(wsrow + kb0)
+        if not QUANT:
+            sxb = tl.load(sx_ptr + rm * KB + kb0, mask=mmask, other=0.0)
     for i in tl.range(0, KB_SPLIT):                   # the wrapper makes S divide the K blocks
         kb = kb0 + i
         xv = tl.load(x_ptr + rm[:, None] * ldx + kb * 128 + rk[None, :], mask=mmask[:, None], other=0.0)
         w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
+        if STAGED:
+            swn = tl.load(wsrow + kb + 1, mask=i + 1 < KB_SPLIT, other=127)
+            sw = pow2(swb.to(tl.int32) - 127)
         if QUANT:
             xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                     # (BM, 128) e4m3, (BM,)
         else:
             xq = xv
-            sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0)
-        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
+            if STAGED:
+                sxn = tl.load(sx_ptr + rm * KB + kb + 1, mask=mmask & (i + 1 < KB_SPLIT), other=0.0)
+                sx = sxb
+            else:
+                sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0)
+        if not STAGED:
+            sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
         acc += d * (sx * sw)[None, :]
+        if STAGED:
+            swb = swn
+            if not QUANT:
+                sxb = sxn
     return acc
 
 
@@ -199,7 +219,8 @@ def head_sum_option(cfg: dict, op: str) -> bool:
 @triton.jit
 def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
                        KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
-                       QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr):
+                       QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr,
+                       STAGED: tl.constexpr = False):
     # QUANT: x (M, K) bf16 rows sxm apart, quantized here per (row, 128-block) as the GEMM reads it (sx unused);
     #   else x = e4m3 codes (M, K) and sx (M, K/128) fp32 UE8M0 scales from act_quant_fp8.
     # w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16.
@@ -216,7 +237,7 @@ def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr,
     else:
         ldx = K                                       # codes from act_quant_fp8 are contiguous
     acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, (pid_n * BN) // 128, K, ldx,
-                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT)
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT, STAGED)
     ticket = cnt_ptr + pid_m * tl.num_programs(0) + pid_n
     splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * N + rn[:, None], nmask[:, None] & mmask[None, :],
                  pid_s, M * N, SPLIT, REDUCE, True, RNE_FIX)
@@ -528,7 +549,7 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     _fp8_linear_kernel[grid](x, sx, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=K // 128 // split,
                              BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, QUANT=quant_in_gemm, REDUCE=fused,
                              HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
-                             num_stages=cfg["num_stages"])
+                             num_stages=cfg["num_stages"], STAGED=_prefetch_option(cfg) == "staged")
     return y if split == 1 or fused else _finish(part, y, split, True)
 
 
@@ -621,13 +642,17 @@ def quantize_x_release(q_ptr):
 
 @triton.jit
 def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr, XQ: tl.constexpr = False):
+                 BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr, XQ: tl.constexpr = False,
+                 STAGED: tl.constexpr = False):
     """X[rm, 128 kb0 : +128 KB_SPLIT] . W[rn, same]^T on tensor cores, x bf16 quantized per (row, 128-block) in
     registers, both block scales applied to each 128-deep partial. XQ: x is already e4m3 codes (rows ldx apart) with
     their scales sx (M, K/128) fp32, written by other programs of this launch (quantize_x_once): loaded past L1.
     XA: x is the MMA's A operand straight from registers, -> (BM, BN); else W . x^T (x through shared memory; sm_90
-    QGMMA 64 x BM), -> (BN, BM). The next block's x is loaded one step ahead (its L2 latency hides behind this
-    block's quantization and MMA)."""
+    QGMMA 64 x BM), -> (BN, BM). The next block's x is loaded one step ahead into registers (its L2 latency hides
+    behind this block's quantization and MMA), and the weight-scale byte in its own step.
+    STAGED (config PREFETCH "staged"): x is loaded in its own step, so the compiler's pipeline carries it beside the
+    weight tile (sm_90: cp.async into shared memory, num_stages - 1 blocks ahead), and the scale byte is loaded one
+    step ahead. The same values in the same arithmetic order: the same result."""
     rk = tl.arange(0, 128)
     KB = K // 128
     if XA:
@@ -635,22 +660,35 @@ def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx,
     else:
         acc = tl.zeros((BN, BM), dtype=tl.float32)
     xrow = x_ptr + rm[:, None] * ldx + rk[None, :]
-    xv = _x_block(xrow + kb0 * 128, mmask[:, None], XQ)
+    if STAGED:
+        wsrow = ws_ptr + nb * KB
+        swb = tl.load(wsrow + kb0)
+    else:
+        xv = _x_block(xrow + kb0 * 128, mmask[:, None], XQ)
     for i in tl.range(0, KB_SPLIT):
         kb = kb0 + i
-        xn = _x_block(xrow + (kb + 1) * 128, mmask[:, None] & (i + 1 < KB_SPLIT), XQ)
+        if STAGED:
+            xv = _x_block(xrow + kb * 128, mmask[:, None], XQ)
+            swn = tl.load(wsrow + kb + 1, mask=i + 1 < KB_SPLIT, other=127)
+            sw = pow2(swb.to(tl.int32) - 127)
+        else:
+            xn = _x_block(xrow + (kb + 1) * 128, mmask[:, None] & (i + 1 < KB_SPLIT), XQ)
         w = tl.load(w_ptr + rn[:, None] * K + kb * 128 + rk[None, :], mask=nmask[:, None], other=0.0)
         if XQ:
             xq = xv
             sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0, cache_modifier=".cg")
         else:
             xq, sx = act_quant_e4m3(xv.to(tl.float32), HW_CVT)                    # (BM, 128), (BM,)
-        sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
+        if not STAGED:
+            sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         if XA:
             acc += tl.dot(xq, tl.trans(w)) * (sx * sw)[:, None]
         else:
             acc += tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
-        xv = xn
+        if STAGED:
+            swb = swn
+        else:
+            xv = xn
     return acc
 
 
@@ -659,7 +697,7 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
                           KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
                           XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr,
                           PDL: tl.constexpr = False, xq_ptr=None, sx_ptr=None, q_ptr=None, XQ: tl.constexpr = False,
-                          GQ: tl.constexpr = 16, WPREF: tl.constexpr = False):
+                          GQ: tl.constexpr = 16, WPREF: tl.constexpr = False, STAGED: tl.constexpr = False):
     # x (M, K) bf16 rows sxm apart; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16;
     # part (S, M, N) fp32 split-K partials, cnt one int32 ticket per output tile (zero between launches).
     # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, one (BN, NB, 128) weight tile a step); else tl.dot
@@ -667,7 +705,8 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
     # "B" (W . x^T, (BN, BM) tile: on sm_90 BM = 16 still runs on QGMMA 64 x 16, x going through shared memory).
     # XQ (config XQ "once", BM > 1): x quantized once by the launch's programs together (quantize_x_once: codes xq,
     # scales sx, counters q, three int32 zero between launches) before the tiles read it; WPREF: each program first
-    # bulk-prefetches its weight span into L2, so the weight stream runs while x is quantized.
+    # bulk-prefetches its weight span into L2, so the weight stream runs while x is quantized. STAGED (config PREFETCH
+    # "staged", BM > 1): x rides the compiler's load pipeline beside the weights, the scale byte one step ahead.
     pid_n, pid_s, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BN + tl.arange(0, BN)
     nmask = rn < N
@@ -686,10 +725,10 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
         mmask = rm < M
         if XQ:
             acc = fp8_mma_span(xq_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, K, pid_s * KB_SPLIT,
-                               KB_SPLIT, BM, BN, XA, HW_CVT, True)
+                               KB_SPLIT, BM, BN, XA, HW_CVT, True, STAGED)
         else:
             acc = fp8_mma_span(x_ptr, x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT,
-                               KB_SPLIT, BM, BN, XA, HW_CVT)
+                               KB_SPLIT, BM, BN, XA, HW_CVT, False, STAGED)
         if XA:
             ooff = rm[:, None] * N + rn[None, :]
             omask = mmask[:, None] & nmask[None, :]
@@ -750,9 +789,12 @@ def fp8_v2_default(params: dict, per_sm: int = V2_PROGRAMS_PER_SM) -> dict:
 
 
 def fp8_path_configs(params: dict) -> list[dict]:
-    """The `triton` space: the v2 family's tiles (fp8_v2_configs) and the v1 family's (fp8_configs), by PATH."""
+    """The `triton` space: the v2 family's tiles (fp8_v2_configs) and the v1 family's (fp8_configs), by PATH; the v1
+    tiles at 3 stages also with their scales a step ahead (PREFETCH "staged"), for the tuner to weigh."""
+    v1 = fp8_configs(params)
     return ([{**c, "PATH": "v2"} for c in fp8_v2_configs(params)]
-            + [{**c, "PATH": "v1"} for c in fp8_configs(params)])
+            + [{**c, "PATH": "v1"} for c in v1]
+            + [{**c, "PATH": "v1", "PREFETCH": "staged"} for c in v1 if c["num_stages"] == 3])
 
 
 def fp8_v2_configs(params: dict) -> list[dict]:
@@ -769,9 +811,11 @@ def fp8_v2_configs(params: dict) -> list[dict]:
                 if (kb // s) % nb == 0:
                     out += [{"BM": bm, "BN": bn, "NB": nb, "X_OPERAND": xo, "SPLIT": s, "num_warps": w,
                              "num_stages": st} for xo in (("B",) if bm == 1 else ("A", "B")) for st in ((1,) if bm == 1 else (2, 3, 4))]
-                    if bm > 1:      # x quantized once by the launch (config XQ): at 3 stages only, for the tuner to weigh
+                    if bm > 1:      # x quantized once by the launch (config XQ), and x staged with the weights (config
+                        # PREFETCH): at 3 stages only, for the tuner to weigh
                         out += [{"BM": bm, "BN": bn, "NB": 1, "X_OPERAND": xo, "SPLIT": s, "num_warps": w,
-                                 "num_stages": 3, "XQ": "once"} for xo in ("A", "B")]
+                                 "num_stages": 3, **opt} for xo in ("A", "B")
+                                for opt in ({"XQ": "once"}, {"PREFETCH": "staged"})]
     return out
 
 
@@ -815,6 +859,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     grid = (triton.cdiv(N, cfg["BN"]), split, M if bm == 1 else triton.cdiv(M, bm))
     part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     once = _x_quant_option(cfg) == "once"
+    staged = _prefetch_option(cfg) == "staged"
     nt = grid[0] * grid[2]                                  # split-K tickets, then XQ "once"'s three counters
     tickets = split_tickets(x.device, nt + (3 if once else 0)) if split > 1 or once else part
     xq_args = {}
@@ -825,7 +870,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
                                 BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
                                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M, weight),
-                                **xq_args)
+                                STAGED=staged, **xq_args)
     return y
 
 
@@ -847,6 +892,24 @@ def _x_quant_option(cfg: dict) -> str:
     if mode == "once" and cfg["BM"] == 1:
         raise ValueError("fp8_linear: config XQ 'once' is for the MMA tiles (BM >= 16); the BM = 1 GEMV quantizes "
                          "its row once already")
+    return mode
+
+
+PREFETCH_MODES = ("next", "staged")
+
+
+def _prefetch_option(cfg: dict) -> str:
+    """Config PREFETCH of the v2 MMA tiles (BM > 1): "next" (the default: x one 128-block ahead in registers, the
+    weight-scale byte loaded in its own step) or "staged" (x through the compiler's load pipeline, num_stages - 1
+    blocks ahead, the scale byte one step ahead: fp8_mma_span STAGED). Session 35's Nsight of the 8 MB key at 64
+    tokens (data/h200-2026-12-05-session35/call4) stalled on both loads in the K loop. Not for the BM = 1 GEMV, whose
+    one step loads its whole K span at once."""
+    mode = cfg.get("PREFETCH", "next")
+    if mode not in PREFETCH_MODES:
+        raise ValueError(f"fp8_linear: config PREFETCH={mode!r}: one of {PREFETCH_MODES}")
+    if mode == "staged" and cfg["BM"] == 1:
+        raise ValueError("fp8_linear: config PREFETCH 'staged' is for the MMA tiles (BM >= 16); the BM = 1 GEMV loads "
+                         "its whole K span in one step")
     return mode
 
 

@@ -187,32 +187,49 @@ def test_fp8_linear_one_launch_at_every_m(params, cfg, monkeypatch):
     assert _launch_names(lambda: impl.fn(**inp, **kw)) == ["_fp8_linear_v2_kernel"]
 
 
+# The MMA tiles' options that change how x and its scales reach the MMA, not the arithmetic: (option, the GEMV's
+# refusal, a bad value, the v1 path's refusal: None where v1 takes the option too).
+X_PATH_OPTIONS = [({"XQ": "once"}, "XQ 'once' is for the MMA tiles", "XQ='twice'", "PATH 'v1' quantizes x in its own"),
+                  ({"PREFETCH": "staged"}, "PREFETCH 'staged' is for the MMA tiles", "PREFETCH='twice'", None),
+                  ({"XQ": "once", "PREFETCH": "staged"}, "is for the MMA tiles", None, "is the v2 tiles'")]
+
+
 @pytest.mark.parametrize("params,cfg", [
     ({"M": 17, "N": 200, "K": 384}, {"BM": 16, "BN": 64, "X_OPERAND": "A", "SPLIT": 3, "num_warps": 4,
                                      "num_stages": 3}),
     ({"M": 40, "N": 128, "K": 512}, {"BM": 32, "BN": 32, "X_OPERAND": "B", "SPLIT": 1, "num_warps": 4,
                                      "num_stages": 3})])
-def test_fp8_linear_x_quantized_once_equals_per_tile(params, cfg, monkeypatch):
-    """Config XQ "once" (the launch's programs quantize x once into codes and scales, the tiles read them): the
-    reference's result and bit for bit the per-tile quantization's (the same act_quant_e4m3 codes into the same
-    MMA), one launch, a bit-identical rerun, the split-K tickets and the three XQ counters back at zero. XQ is
-    refused for the BM = 1 GEMV, for an unknown value and with PATH "v1" (which would ignore it)."""
+@pytest.mark.parametrize("option,gemv_refusal,bad,v1_refusal", X_PATH_OPTIONS)
+def test_fp8_linear_x_paths_equal_per_tile(params, cfg, option, gemv_refusal, bad, v1_refusal, monkeypatch):
+    """Config XQ "once" (the launch's programs quantize x once into codes and scales, the tiles read them) and
+    PREFETCH "staged" (x through the compiler's load pipeline, the weight-scale byte a step ahead), alone and together:
+    the reference's result and bit for bit the default path's (the same act_quant_e4m3 codes into the same MMA in the
+    same order), one launch, a bit-identical rerun, the split-K tickets and the three XQ counters back at zero. Each
+    is refused for the BM = 1 GEMV and for an unknown value; XQ with PATH "v1" (which would ignore it), where PREFETCH
+    "staged" (the v1 tile's scales a step ahead) is v1's own result bit for bit, its codes quantized by the pre-pass
+    (M 17, 40 > PROLOGUE_QUANT_MAX_M)."""
     from kernelbench.kernels import linear as KL
     poisoned_empty(monkeypatch)
-    once = {**cfg, "XQ": "once"}
-    inp, out, _ = check_against_reference("fp8_linear", params, "outliers", config=once, impl_name="triton")
+    other = {**cfg, **option}
+    inp, out, _ = check_against_reference("fp8_linear", params, "outliers", config=other, impl_name="triton")
     impl = registry_impl("fp8_linear", "triton")
     assert torch.equal(out[0], impl.fn(**inp, config=cfg))
-    assert torch.equal(impl.fn(**inp, config=once), out[0])
+    assert torch.equal(impl.fn(**inp, config=other), out[0])
     assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
-    assert _launch_names(lambda: impl.fn(**inp, config=once)) == ["_fp8_linear_v2_kernel"]
-    gemv = {"BM": 1, "BN": 32, "NB": 1, "SPLIT": 1, "num_warps": 4, "num_stages": 1, "XQ": "once"}
-    with pytest.raises(ValueError, match="XQ 'once' is for the MMA tiles"):
+    assert _launch_names(lambda: impl.fn(**inp, config=other)) == ["_fp8_linear_v2_kernel"]
+    gemv = {"BM": 1, "BN": 32, "NB": 1, "SPLIT": 1, "num_warps": 4, "num_stages": 1, **option}
+    with pytest.raises(ValueError, match=gemv_refusal):
         impl.fn(inp["x"][:1], inp["weight"], inp["weight_scale"], config=gemv)
-    with pytest.raises(ValueError, match="XQ='twice'"):
-        impl.fn(**inp, config={**cfg, "XQ": "twice"})
-    with pytest.raises(ValueError, match="PATH 'v1' quantizes x in its own pre-pass"):
-        impl.fn(**inp, config={**cfg, "PATH": "v1", "XQ": "once"})
+    if bad:
+        key = next(iter(option))
+        with pytest.raises(ValueError, match=bad):
+            impl.fn(**inp, config={**cfg, key: "twice"})
+    if v1_refusal:
+        with pytest.raises(ValueError, match=v1_refusal):
+            impl.fn(**inp, config={**other, "PATH": "v1"})
+    else:
+        v1 = {k: v for k, v in cfg.items() if k != "X_OPERAND"} | {"PATH": "v1"}
+        assert torch.equal(impl.fn(**inp, config={**v1, **option}), impl.fn(**inp, config=v1))
 
 
 @pytest.mark.parametrize("op,params,cfg", [
@@ -393,7 +410,8 @@ def test_fp4_to_e4m3_decode_is_exact_for_every_byte():
 def test_fp8_linear_on_gpu_deterministic_and_in_a_cuda_graph():
     """fp8_linear (v2) on real hardware: GEMV (M = 1) and tensor-core (M = 16, 64) paths with many splits, eager reruns
     and CUDA-graph replays bit-identical, close to the reference, every ticket back at zero; at M = 16 and 64 config XQ
-    "once" (x quantized once by the racing programs) bit-equal to the per-tile quantization, rerun five times."""
+    "once" (x quantized once by the racing programs) and PREFETCH "staged", alone and together, bit-equal to the default
+    path, rerun five times."""
     from kernelbench.kernels import linear as KL
     impl = registry_impl("fp8_linear", "triton")
     gen = torch.Generator().manual_seed(11)
@@ -403,11 +421,14 @@ def test_fp8_linear_on_gpu_deterministic_and_in_a_cuda_graph():
         x = (torch.randn(M, 4096, generator=gen) * 2).bfloat16().cuda()
         want = impl.fn(x, w, s)
         if M > 1:       # x quantized once by the launch (config XQ "once", many programs racing for its chunks)
+            # and x staged with the weights (PREFETCH "staged"), alone and together
             for cfg in ({"BM": 16, "BN": 64, "X_OPERAND": "B", "SPLIT": 8, "num_warps": 4, "num_stages": 3},
-                        {"BM": 32, "BN": 128, "X_OPERAND": "B", "SPLIT": 4, "num_warps": 8, "num_stages": 4}):
+                        {"BM": 32, "BN": 128, "X_OPERAND": "B", "SPLIT": 4, "num_warps": 8, "num_stages": 4},
+                        {"BM": 64, "BN": 64, "X_OPERAND": "A", "SPLIT": 4, "num_warps": 8, "num_stages": 3}):
                 tile = impl.fn(x, w, s, config=cfg)
-                for _ in range(5):
-                    assert torch.equal(impl.fn(x, w, s, config={**cfg, "XQ": "once"}), tile)
+                for option, _, _, _ in X_PATH_OPTIONS:
+                    for _ in range(5):
+                        assert torch.equal(impl.fn(x, w, s, config={**cfg, **option}), tile)
         ref = L.fp8_linear(x.cpu(), w.cpu(), s.cpu()).float()
         assert (want.float().cpu() - ref).abs().max() <= 2 ** -7 * ref.abs().max()
         for _ in range(5):
