@@ -83,13 +83,24 @@ def entries_without(op: str):
         _excluded_op = None
 
 
+PIN_BASES = ("default", "lookup")
+
+
 @dataclass(frozen=True)
 class Pin:
     """A config for `op`'s lookups whose key matches `where` ((KEY, accepted values as text), ...; empty: every
-    key), set in-process by `pins_applied` (decode-bench --try)."""
+    key), set in-process by `pins_applied` (decode-bench and bench --try). `over`: what the pin's keys go over,
+    "default" (the lookup's default: a complete config, e.g. an exported entry, or verify's empty pin that forces
+    the default) or "lookup" (the config the lookup finds without the pin, a tuned entry or the default: a partial
+    pin changes only the keys it names in the step as it runs)."""
     op: str
     config: dict
     where: tuple = ()
+    over: str = "default"
+
+    def __post_init__(self):
+        if self.over not in PIN_BASES:
+            raise ValueError(f"Pin.over={self.over!r}: one of {PIN_BASES}")
 
     def matches(self, op: str, key: dict) -> bool:
         return op == self.op and key_matches(key, self.where)
@@ -106,14 +117,27 @@ _pins: list[Pin] = []      # pins_applied's, first match wins
 
 @contextlib.contextmanager
 def pins_applied(pins):
-    """Inside the block, a lookup that one of `pins` matches returns that pin's config over the default (source
-    "trial"), before KERNELBENCH_PIN_CONFIG and every tuned entry; the first matching pin wins, inner blocks first."""
+    """Inside the block, a lookup that one of `pins` matches returns that pin's config (source "trial") over the default
+    or over the lookup without it (Pin.over), before KERNELBENCH_PIN_CONFIG and every tuned entry; the first matching
+    pin wins, inner blocks first."""
     pins = list(pins)
     _pins[:0] = pins
     try:
         yield pins
     finally:
         del _pins[:len(pins)]
+
+
+@contextlib.contextmanager
+def _pins_set_aside(n: int):
+    """Inside the block the first `n` pins (a matching pin and the inner ones before it) answer nothing: the lookup a
+    Pin.over "lookup" pin goes over."""
+    aside = _pins[:n]
+    del _pins[:n]
+    try:
+        yield
+    finally:
+        _pins[:0] = aside
 
 
 def summarize(resolutions) -> list[Resolution]:
@@ -360,10 +384,17 @@ class Resolution:
 
 def resolve(op: str, key: dict[str, Any], default: dict, device: str | None = None,
             exact: tuple[str, ...] = ()) -> Resolution:
-    """`lookup` without its side effects (no observers, no warning): the config and where it came from."""
-    for pin in _pins:
+    """`lookup` without its side effects (no observers, no warning): the config and where it came from. A trial pin
+    (`pins_applied`) answers first: over the default, or (Pin.over "lookup") over what the lookup finds without it,
+    whose entry the resolution still names (tuned_key, tuned_device, tuned_us)."""
+    for i, pin in enumerate(_pins):
         if pin.matches(op, key):
-            return Resolution(op, dict(key), "trial", {**default, **pin.config})
+            if pin.over == "default":
+                return Resolution(op, dict(key), "trial", {**default, **pin.config})
+            with _pins_set_aside(i + 1):
+                base = resolve(op, key, default, device, exact)
+            return Resolution(op, dict(key), "trial", {**base.config, **pin.config}, base.tuned_key,
+                              base.tuned_device, base.tuned_us)
     pinned = _pinned(op)
     if pinned is not None:
         return Resolution(op, dict(key), "pinned", {**default, **pinned})

@@ -72,7 +72,8 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr,
                             KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
-                            RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False):
+                            RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
+                            STAGED: tl.constexpr = False):
     # x (M, K) bf16 rows sxm apart (QUANT) or e4m3 codes (M, K) + sx (M, K/128) fp32; wq (NQ, K), wkv (DH, K) e4m3
     # with e8m0 scales (N/128, K/128) as uint8; qr (M, NQ), kv (M, DH) bf16; part (S, M, NQ + DH) fp32;
     # cnt: tile tickets (ceil(M/BM) * n_tiles), then per row block a q ticket and a kv ticket
@@ -97,7 +98,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
     if is_q:
         rn = pid_n * BN + tl.arange(0, BN)
         acc = fp8_rows_tile(x_ptr, sx_ptr, wq_ptr, wqs_ptr, rn, rm, mmask, rn < NQ, (pid_n * BN) // 128, K, ldx,
-                            pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT)
+                            pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED)
         out_ptr = qr_ptr
         ooff = rm[None, :] * NQ + rn[:, None]
         row_ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m
@@ -105,7 +106,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
     else:
         rn = (pid_n - NT_Q) * BN + tl.arange(0, BN)
         acc = fp8_rows_tile(x_ptr, sx_ptr, wkv_ptr, wkvs_ptr, rn, rm, mmask, rn < DH, ((pid_n - NT_Q) * BN) // 128,
-                            K, ldx, pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT)
+                            K, ldx, pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED)
         out_ptr = kv_ptr
         ooff = rm[None, :] * DH + rn[:, None]
         row_ticket = cnt_ptr + tl.num_programs(2) * (NT + 1) + pid_m
@@ -134,10 +135,12 @@ def _gemv_rows(m: int) -> bool:
 
 
 def _epilogue_configs(params: dict) -> list[dict]:
-    """The tensor-core tiles of fp8_linear's v1 family with RB rows per tail step, and at one token (x quantized in
-    the GEMM) its BM = 1 FMA GEMV tiles (fp8_v2_configs: BN, NB K blocks a step, SPLIT, warps)."""
+    """The tensor-core tiles of fp8_linear's v1 family with RB rows per tail step (those at 3 stages also with their
+    scales a step ahead: PREFETCH "staged"), and at one token (x quantized in the GEMM) its BM = 1 FMA GEMV tiles
+    (fp8_v2_configs: BN, NB K blocks a step, SPLIT, warps)."""
     k = params.get("K", 128)
     out = [{**c, "RB": rb} for c in KL.fp8_configs({"K": k}) for rb in (1, 4, 16) if rb <= c["BM"]]
+    out += [{**c, "PREFETCH": "staged"} for c in out if c["num_stages"] == 3]
     if _gemv_rows(params.get("M", 1)):
         out += [{key: v for key, v in c.items() if key != "X_OPERAND"} | {"RB": 1}
                 for c in KL.fp8_v2_configs({"M": 1, "K": k}) if c["BM"] == 1]
@@ -216,7 +219,8 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
         DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
         SPLIT=split, RB=rb, QB=min(256, triton.next_power_of_2(NQ)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
+        RNE_FIX=INTERPRET, NB=nb, STAGED=KL.prefetch_staged(cfg, "attention_front"), num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
     return qr, kv
 
 
@@ -239,12 +243,12 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
                         KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                         RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
                         HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
-                        HEAD_SUM: tl.constexpr = False):
+                        HEAD_SUM: tl.constexpr = False, STAGED: tl.constexpr = False):
     # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row
     # block, head) (kernels/linear.py fp8_tile_head_ticket; HEAD_SUM: the head's ticket only)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, DH, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB, PDL, HEAD_SUM, BLOCK_D)
+                                                     NB, PDL, HEAD_SUM, BLOCK_D, STAGED)
     if last:
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
             tok = pid_m * BM + r0 + tl.arange(0, RB)
@@ -305,7 +309,8 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
         HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, HEAD_SUM=KL.head_sum_option(cfg, "attention_q"),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, weight))
+        STAGED=KL.prefetch_staged(cfg, "attention_q"), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        **pdl_args(dev, M, weight))
     return out
 
 

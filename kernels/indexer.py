@@ -1099,12 +1099,12 @@ def _indexer_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, po
                       R: tl.constexpr, KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                       SPLIT: tl.constexpr, RB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                       RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr, NB: tl.constexpr = 1,
-                      PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False):
+                      PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False, STAGED: tl.constexpr = False):
     # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row block,
     # head) (kernels/linear.py fp8_tile_head_ticket; HEAD_SUM: the head's ticket only)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, 128, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB, PDL, HEAD_SUM, 128)
+                                                     NB, PDL, HEAD_SUM, 128, STAGED)
     if last:
         d = tl.arange(0, 128)
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
@@ -1150,6 +1150,7 @@ def indexer_q_configs(params: dict) -> list[dict]:
     k = params.get("Qr", params.get("K", 128))
     fused = [{**c, "RB": 16, "PATH": "fused", "EPI_WARPS": 2}
              for c in KL.fp8_configs({"K": k}) if DI % c["BN"] == 0]
+    fused += [{**c, "PREFETCH": "staged"} for c in fused if c["num_stages"] == 3]      # scales a step ahead
     base = _fused_default(params)
     gemv = [base] if base["BM"] == 1 else []           # one token: the default's GEMV tile (fp8_configs has no BM 1)
     if gemv:   # and the GEMV shape that won in the step at one token four times (session 23: NB 1, the widest split,
@@ -1201,9 +1202,10 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     if path not in INDEXER_Q_PATHS:
         raise ValueError(f"indexer_q: PATH={path!r} must be one of {', '.join(INDEXER_Q_PATHS)}")
     if path == "split":
-        if cfg.get("SPLIT_SUM", "tile") != "tile":
-            raise ValueError("indexer_q: config SPLIT_SUM is the fused path's (PATH 'fused'); PATH 'split' runs "
-                             "fp8_linear, then the epilogue launch")
+        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next")):
+            if cfg.get(opt, plain) != plain:
+                raise ValueError(f"indexer_q: config {opt} is the fused path's (PATH 'fused'); PATH 'split' runs "
+                                 "fp8_linear, then the epilogue launch")
         return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg.get("EPI_WARPS", 2),
                                 cfg.get("EPI", "row"))
     if DI % cfg["BN"]:
@@ -1222,7 +1224,8 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
         BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
         RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, HEAD_SUM=KL.head_sum_option(cfg, "indexer_q"),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, weight))
+        STAGED=KL.prefetch_staged(cfg, "indexer_q"), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        **pdl_args(dev, M, weight))
     return out
 
 

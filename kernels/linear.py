@@ -92,16 +92,17 @@ def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx
 
 @triton.jit
 def fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
-                  BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr):
-    """fp8_gemm_tile, or with BM == 1 (one row per program, x bf16: QUANT) fp8_linear's FMA GEMV (fp8_gemv_span, NB
-    K blocks a step, the same arithmetic as fp8_linear's BM = 1 path) as a (BN, 1) tile: the GEMMs with a fused
-    epilogue (attention_front, attention_q, indexer_q) at one token."""
+                  BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
+                  STAGED: tl.constexpr = False):
+    """fp8_gemm_tile (STAGED: its scales a step ahead), or with BM == 1 (one row per program, x bf16: QUANT)
+    fp8_linear's FMA GEMV (fp8_gemv_span, NB K blocks a step, the same arithmetic as fp8_linear's BM = 1 path) as a
+    (BN, 1) tile: the GEMMs with a fused epilogue (attention_front, attention_q, indexer_q) at one token."""
     if BM == 1:
         tl.static_assert(QUANT, "the BM = 1 GEMV quantizes a bf16 x row itself")
         return fp8_gemv_span(x_ptr + rm * ldx, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, KB_SPLIT // NB, NB, BN,
                              HW_CVT)[:, None]
     return fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT, BM, BN, QUANT,
-                         HW_CVT)
+                         HW_CVT, STAGED)
 
 
 @triton.jit
@@ -154,7 +155,8 @@ def splitk_store(acc, out_ptr, part_ptr, ticket, ooff, omask, pid_s, PART_STRIDE
 def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, sxm, HL, HEAD_W,
                          KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                          QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1,
-                         PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False, HEAD_BLOCK: tl.constexpr = 1):
+                         PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False, HEAD_BLOCK: tl.constexpr = 1,
+                         STAGED: tl.constexpr = False):
     """The prologue of the GEMMs with a per-head epilogue (attention_q, indexer_q): program (pid_n, pid_s, pid_m)
     computes its (BN, BM) fp8 tile of y (M, N = HL heads of HEAD_W) as _fp8_linear_kernel does (x bf16 quantized here
     when QUANT, else codes with sx; BM == 1: fp8_linear's GEMV, fp8_rows_tile), finishes it through splitk_store
@@ -175,7 +177,7 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
     else:
         ldx = K                                       # codes from act_quant_fp8 are contiguous
     acc = fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
-                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT)
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED)
     NT = tl.num_programs(0)
     head = (pid_n * BN) // HEAD_W
     ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
@@ -875,11 +877,11 @@ def fp8_linear(x, weight, weight_scale, config=None):
 
 
 XQ_GROUPS = 16      # XQ "once": (row, 128-block) groups a program quantizes per claimed chunk (4 KB of bf16 x)
-# XQ "once" measured (H100, session 35 call 10, same inputs, over each key's tuned config; data/h200-2026-12-05-
-# session35/call10): slower at M = 16 (8.57 -> 15.85, 8.22 -> 20.94, 11.49 -> 23.63 us at N x K = 2048 x 4096,
-# 4096 x 2048, 4096 x 4096) and at M = 64 for the 8 MB weights (12.48 -> 13.02, 12.08 -> 15.18), faster at M = 64
-# for 4096 x 4096 (17.67 -> 15.99). Every program waits for the last chunk, spinning on an atomic counter. Opt-in, in
-# the config space for the tuner to weigh per key; not a default.
+# XQ "once" measured (H100, session 35 call 10, same inputs and tile; data/h200-2026-12-05-session35/call10): slower
+# at M = 16 (8.57 -> 15.85, 8.22 -> 20.94, 11.49 -> 23.63 us at N x K = 2048 x 4096, 4096 x 2048, 4096 x 4096) and at
+# M = 64, 4096 x 2048 (12.08 -> 15.18); its two M = 64, K = 4096 rows ran PATH v1's default without XQ (a --try pin
+# went over the default then: corrected in session 36). Every program waits for the last chunk, spinning on an atomic
+# counter. Opt-in, in the config space for the tuner to weigh per key; not a default.
 
 
 def _x_quant_option(cfg: dict) -> str:
@@ -898,19 +900,25 @@ def _x_quant_option(cfg: dict) -> str:
 PREFETCH_MODES = ("next", "staged")
 
 
-def _prefetch_option(cfg: dict) -> str:
+def _prefetch_option(cfg: dict, op: str = "fp8_linear") -> str:
     """Config PREFETCH of the v2 MMA tiles (BM > 1): "next" (the default: x one 128-block ahead in registers, the
     weight-scale byte loaded in its own step) or "staged" (x through the compiler's load pipeline, num_stages - 1
     blocks ahead, the scale byte one step ahead: fp8_mma_span STAGED). Session 35's Nsight of the 8 MB key at 64
     tokens (data/h200-2026-12-05-session35/call4) stalled on both loads in the K loop. Not for the BM = 1 GEMV, whose
-    one step loads its whole K span at once."""
+    one step loads its whole K span at once. The GEMMs with a fused epilogue (attention_front, attention_q,
+    indexer_q: fp8_rows_tile) take it too, naming themselves as `op`."""
     mode = cfg.get("PREFETCH", "next")
     if mode not in PREFETCH_MODES:
-        raise ValueError(f"fp8_linear: config PREFETCH={mode!r}: one of {PREFETCH_MODES}")
+        raise ValueError(f"{op}: config PREFETCH={mode!r}: one of {PREFETCH_MODES}")
     if mode == "staged" and cfg["BM"] == 1:
-        raise ValueError("fp8_linear: config PREFETCH 'staged' is for the MMA tiles (BM >= 16); the BM = 1 GEMV loads "
+        raise ValueError(f"{op}: config PREFETCH 'staged' is for the MMA tiles (BM >= 16); the BM = 1 GEMV loads "
                          "its whole K span in one step")
     return mode
+
+
+def prefetch_staged(cfg: dict, op: str) -> bool:
+    """Whether `op`'s config asks for PREFETCH "staged" (_prefetch_option: checked)."""
+    return _prefetch_option(cfg, op) == "staged"
 
 
 @register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp4_default,

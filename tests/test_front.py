@@ -49,7 +49,8 @@ def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, gemv, m
     kernels' bit for bit (same tiles or the same GEMV, same split order, same kv_write arithmetic) and qr is
     fp8_linear + rms_norm up to the norm's summation order; it reruns bit for bit, leaves every ticket at zero, and is
     one launch when x is quantized in the GEMM (M <= PROLOGUE_QUANT_MAX_M, or the BM 1 GEMV at any M: it reads bf16
-    rows, as fp8_linear's), two otherwise."""
+    rows, as fp8_linear's), two otherwise. The tensor-core tile with PREFETCH "staged" (its scales a step ahead) is
+    the same result bit for bit."""
     monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
     cfg, lin_cfg = _gemm_cfgs(m, split, gemv)
     fused = registry.get_impl("attention_front", "triton").fn
@@ -65,6 +66,9 @@ def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, gemv, m
     assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
     qr2, kv2 = fused(**_inputs(m), config=cfg)
     assert torch.equal(qr2, qr) and torch.equal(kv2, kv)
+    if not gemv:
+        qr3, kv3 = fused(**_inputs(m), config={**cfg, "PREFETCH": "staged"})
+        assert torch.equal(qr3, qr) and torch.equal(kv3, kv)
     with capture() as launches:
         fused(**_inputs(m), config=cfg)
     names = [l.name.split(":")[1] for l in launches]
@@ -104,7 +108,8 @@ def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, split
     """Same GEMM config (tiles, or fp8_linear's GEMV at one token): bit for bit the separate fp8_linear +
     head_rms_norm_rope kernels (the same loop, split order and head arithmetic), whichever program sums a tile's
     split-K partials (SPLIT_SUM "head": the head's last, one ticket stage); one launch at M <= PROLOGUE_QUANT_MAX_M
-    and for the GEMV at any M, two otherwise; tickets back at zero."""
+    and for the GEMV at any M, two otherwise; tickets back at zero. The tensor-core tile with PREFETCH "staged" (its
+    scales a step ahead) is the same result bit for bit."""
     monkeypatch.setattr(KL, "PROLOGUE_QUANT_MAX_M", 1)
     cfg, lin_cfg = _gemm_cfgs(m, split, gemv)
     cfg = {**cfg, "SPLIT_SUM": split_sum}
@@ -117,6 +122,8 @@ def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, split
     assert torch.equal(q, head(y, a["positions"], a["freqs"], a["eps"]))
     assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
     assert torch.equal(fused(**a, config=cfg), q)
+    if not gemv:
+        assert torch.equal(fused(**a, config={**cfg, "PREFETCH": "staged"}), q)
     with capture() as launches:
         fused(**a, config=cfg)
     names = [l.name.split(":")[1] for l in launches]
@@ -136,6 +143,11 @@ def test_attention_q_bad_inputs():
         fused(**a, config={**tile, "SPLIT_SUM": "head"})
     with pytest.raises(ValueError, match="SPLIT_SUM='rows'"):
         fused(**a, config={**tile, "SPLIT_SUM": "rows"})
+    with pytest.raises(ValueError, match="attention_q: config PREFETCH='ahead'"):
+        fused(**a, config={**tile, "PREFETCH": "ahead"})
+    gemv = {"BM": 1, "BN": 32, "NB": 1, "SPLIT": 2, "num_warps": 4, "num_stages": 1, "RB": 1}
+    with pytest.raises(ValueError, match="attention_q: config PREFETCH 'staged' is for the MMA tiles"):
+        fused(**a, config={**gemv, "PREFETCH": "staged"})
 
 
 def test_attention_q_space_has_one_ticket_stage_beside_each_split_gemv():

@@ -731,7 +731,8 @@ def test_indexer_q_kernel_matches_reference(gen):
 def test_indexer_q_one_launch_equals_two(gen, cfg):
     """The fused kernel (GEMM, split-K ticket, per-head ticket, RoPE + Hadamard on tensor cores + FP4 in registers)
     against the two-launch version: 2 row blocks (T = 20), 2 or 4 tiles per head, run twice (tickets are reset by
-    the kernel); the Hadamard sums differ only in fp32 order, so at most rare last-bit moves."""
+    the kernel); the Hadamard sums differ only in fp32 order, so at most rare last-bit moves. PREFETCH "staged" (the
+    GEMM's scales a step ahead) is the same result bit for bit; PATH "split" refuses it (it would ignore it)."""
     t, hi, qr = 20, 3, 256
     wq, ws = quant_fp8_weight(torch.randn(hi * 128, qr, generator=gen) * qr ** -0.5)
     x = torch.randn(t, qr, generator=gen).bfloat16()
@@ -742,6 +743,10 @@ def test_indexer_q_one_launch_equals_two(gen, cfg):
         out = K.indexer_q(x, wq, ws, pos, fr, config=full)
         assert_close(out, ref, registry.get_op("indexer_q").tolerance({})["qi"], "qi")
         assert (out != ref).float().mean() < 0.01
+    assert torch.equal(K.indexer_q(x, wq, ws, pos, fr, config={**full, "num_stages": 3, "PREFETCH": "staged"}),
+                       K.indexer_q(x, wq, ws, pos, fr, config={**full, "num_stages": 3}))
+    with pytest.raises(ValueError, match="PREFETCH is the fused path's"):
+        K.indexer_q(x, wq, ws, pos, fr, config={**full, "PATH": "split", "PREFETCH": "staged"})
 
 
 def test_indexer_q_one_token_gemv_and_its_limits(gen):

@@ -59,6 +59,36 @@ def test_pins_answer_only_their_keys_first_and_only_inside_the_block(monkeypatch
     assert tuned_configs.resolve("opx", {"M": 1}, DEFAULT).source == "pinned"
 
 
+def test_a_trial_pin_goes_over_the_tuned_entry_and_an_exported_entry_over_the_default(tmp_path, monkeypatch):
+    """--try's pins change only the keys they name in the config the lookup finds without them (a tuned entry here:
+    its tile stays, the resolution still names the entry); --try-entries' complete configs go over the default, as
+    exported; an empty pin is the default at its keys (session 24's spelling of a per-key ablation); a pin of another
+    key falls through to the entry; Pin refuses an unknown base. (Until session 36 every pin went over the default,
+    which at a tuned key also dropped the entry's tile.)"""
+    from kernelbench.decoder.trials import trials_from_entries
+    tuned = tmp_path / "tuned.json"
+    entry = {"device": "cpu", "op": "opx", "key": {"M": 1}, "config": {"BLOCK": 16, "num_warps": 8}, "us": 3.0}
+    tuned.write_text(json.dumps({"version": 1, "entries": [entry]}))
+    monkeypatch.setenv("KERNELBENCH_TUNED", str(tuned))
+    monkeypatch.delenv("KERNELBENCH_PIN_CONFIG", raising=False)
+    assert tuned_configs.resolve("opx", {"M": 1}, DEFAULT, "cpu").config == {"BLOCK": 16, "num_warps": 8}
+    with tuned_configs.pins_applied(parse_trial('opx={"num_warps": 2}').pins):
+        r = tuned_configs.resolve("opx", {"M": 1}, DEFAULT, "cpu")
+        assert (r.source, r.config, r.tuned_key, r.tuned_us) == ("trial", {"BLOCK": 16, "num_warps": 2}, {"M": 1}, 3.0)
+        assert tuned_configs.resolve("opx", {"M": 2}, DEFAULT, "cpu").config == {"BLOCK": 16, "num_warps": 2}
+    with tuned_configs.pins_applied(parse_trial('opx@M=1={"num_warps": 2}').pins):     # M = 2: the entry, nearest
+        assert tuned_configs.resolve("opx", {"M": 2}, DEFAULT, "cpu").source == "nearest"
+    exported = tmp_path / "export.json"
+    exported.write_text(json.dumps({"version": 1, "entries": [{**entry, "config": {"num_warps": 2}}]}))
+    trial, = trials_from_entries(exported)
+    with tuned_configs.pins_applied(trial.pins):
+        assert tuned_configs.resolve("opx", {"M": 1}, DEFAULT, "cpu").config == {"BLOCK": 4, "num_warps": 2}
+    with tuned_configs.pins_applied(parse_trial('opx@M=1={}').pins):       # {}: the default here, not the entry
+        assert tuned_configs.resolve("opx", {"M": 1}, DEFAULT, "cpu").config == DEFAULT
+    with pytest.raises(ValueError, match="Pin.over='tuned'"):
+        tuned_configs.Pin("opx", {}, (), "tuned")
+
+
 class _Step:
     """A stand-in for a point's step: each run looks up `op`'s config at `key` (as a kernel launch does) and logs
     its BLOCK; `refuse`: a BLOCK the 'kernel' rejects with a ValueError."""
@@ -232,14 +262,15 @@ def test_gpu_try_captures_each_trial(tmp_path):
 
 def test_try_entries_pins_each_entry_of_a_tuned_file_at_exactly_its_key(tmp_path):
     """--try-entries: one trial per entry, every key field a filter, spelled as a --try value that parses back to
-    the same pins; a file that is not a tuned-config file is an error naming it."""
+    the same pins over the default (the entry's complete config, as exported); a file that is not a tuned-config
+    file is an error naming it."""
     from kernelbench.decoder.trials import trials_from_entries
     path = tmp_path / "tuned.json"
     path.write_text(json.dumps({"version": 1, "entries": [
         {"device": "NVIDIA H200", "op": "opx", "key": {"M": 16, "N": 256}, "config": {"BLOCK": 8}, "us": 1.0},
         {"device": "NVIDIA H200", "op": "opx", "key": {"M": 64, "N": 256}, "config": {"BLOCK": 16}, "us": 2.0}]}))
     a, b = trials_from_entries(path)
-    assert a.text == 'opx@M=16@N=256={"BLOCK": 8}' and parse_trial(a.text) == a
+    assert a.text == 'opx@M=16@N=256={"BLOCK": 8}' and parse_trial(a.text, over="default") == a
     with tuned_configs.pins_applied(a.pins + b.pins):
         assert tuned_configs.resolve("opx", {"M": 16, "N": 256}, DEFAULT).config["BLOCK"] == 8
         assert tuned_configs.resolve("opx", {"M": 64, "N": 256}, DEFAULT).config["BLOCK"] == 16

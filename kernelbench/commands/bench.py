@@ -39,8 +39,9 @@ from kernelbench.harness.bench import BenchRun, bench_work, free_memory, measure
 @click.option("--try", "tries", multiple=True, metavar="TRIAL",
               help="also time each case with these configs, on the same inputs, as a row of its own: "
                    "OP[@KEY=V[,V...]...]=JSON as decode-bench --try (e.g. 'moe_layer@T=1={\"GATE_WARPS\": 8}'), "
-                   "pinned at the op's tuned-config lookups (or over the impl's default_config where it looks none "
-                   "up); repeatable, row 'IMPL tryN' for the N-th (kernelbench/harness/bench.py measure_trial)")
+                   "its keys over the config each of the op's lookups finds (a tuned entry or the default; {} the "
+                   "default instead of the entry), or over the impl's default_config where it looks none up; "
+                   "repeatable, row 'IMPL tryN' for the N-th (kernelbench/harness/bench.py measure_trial)")
 def command(ops, shape_sets, impl_names, batches, contexts, where, method, max_time_s, target_rse, max_sets, modules, db,
             run_tag, json_out, tries):
     """Time every implementation of OPS (all ops when none are named) at the shapes of the shape sets."""

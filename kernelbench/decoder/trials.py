@@ -10,7 +10,13 @@ Spelling, one trial: OP[@KEY=V[,V...]]...=JSON, several ops joined by ";", e.g.
     moe_routed@T=16,64={"GLUE": "v4"}
     fp8_linear@N=256@K=4096={"BN": 128};fp8_linear@N=4096@K=256={"SPLIT": 8}
 The @ filters select lookup keys as `--where` selects cases (values compared as text); without one the config
-applies at every key of the op. The JSON object is merged over the kernel's default, as KERNELBENCH_PIN_CONFIG's.
+applies at every key of the op. The JSON object is merged over the config the lookup finds without the trial (a
+tuned entry, or the kernel's default: tuned_configs.Pin over "lookup"), so a partial config changes only the keys it
+names in the step as it runs. Until session 36 it went over the kernel's default, as KERNELBENCH_PIN_CONFIG's does,
+which at a key with a tuned entry also dropped that entry's tile (session 35's XQ "once" rows at 64 tokens compared
+the default's tile, PATH v1 at K = 4096, against the tuned one). An empty object, OP@KEY=V={}, times the kernel's
+default at those keys instead of their tuned entries (over the default: nothing to merge). --try-entries' configs are
+complete: over the default, as exported.
 Before the trials of a C, an A/A control (`decode_bench.control_trial`: the step captured again, nothing changed)
 shows what a second capture alone does to the paired delta; a trial is judged faster or slower only when its interval
 clears that move, of either sign (`controlled_verdict`; `--no-try-control` turns it off).
@@ -35,9 +41,10 @@ class Trial:
     pins: tuple[tuned_configs.Pin, ...]
 
 
-def parse_trial(text: str, known_ops=None, known_keys=None) -> Trial:
+def parse_trial(text: str, known_ops=None, known_keys=None, over: str = "lookup") -> Trial:
     """One --try value -> Trial. `known_ops`: the registered op names (None: unchecked); `known_keys(op)`: the
-    config keys the op's kernels take (None: unchecked). Raises ValueError naming the part that is wrong."""
+    config keys the op's kernels take (None: unchecked); `over`: what each pin's keys go over (tuned_configs.Pin).
+    Raises ValueError naming the part that is wrong."""
     pins = []
     for part in filter(None, (p.strip() for p in text.split(";"))):
         head, brace, body = part.partition("={")
@@ -57,7 +64,7 @@ def parse_trial(text: str, known_ops=None, known_keys=None) -> Trial:
         problem = tuned_configs.config_problem(config, known_keys(op) if known_keys else None)
         if problem:
             raise ValueError(f"--try {part!r}: {problem}")
-        pins.append(tuned_configs.Pin(op, config, tuple(sorted(where.items()))))
+        pins.append(tuned_configs.Pin(op, config, tuple(sorted(where.items())), over if config else "default"))
     if not pins:
         raise ValueError(f"--try {text!r}: no config given, e.g. {EXAMPLE}")
     return Trial(text, tuple(pins))
@@ -79,7 +86,8 @@ def trials_from_entries(path, known_ops=None, known_keys=None) -> list[Trial]:
         raise ValueError(str(e)) from None
     if not entries:
         raise ValueError(f"--try-entries {path}: the file has no entries")
-    return [parse_trial(trial_text(e["op"], e["key"], e["config"]), known_ops, known_keys) for e in entries]
+    return [parse_trial(trial_text(e["op"], e["key"], e["config"]), known_ops, known_keys, over="default")
+            for e in entries]
 
 
 def faster_entries(path, points, command: str) -> tuple[list[dict], list[str]]:
