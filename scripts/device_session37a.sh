@@ -4,8 +4,10 @@
 # not yet run on a GPU): its GPU tests and verify on every op that takes it, then the op rows at the tensor-core keys
 # beside the tuned configs (bench --try: same inputs), then the step judged in interleaved pairs at C = 16 / 64
 # (indexer_q runs PATH "split" at the step's 8 heads a rank, its GEMM fp8_linear's, which the fp8_linear pin covers).
-# Beside: fp8_linear at 64 tokens, 4096 x 4096 on its default (PATH v1) instead of the tile borrowed from the 2048 x 4096
-# entry (no entry of its own; session 35's confounded XQ row on an H100 had v1's default 15.99 vs the borrowed 17.67 us). Then
+# Beside, in the op rows only (the step at 64 tokens never looks this key up: its fp8_linear keys are 4096 x 1024,
+# 256 x 4096 and 4096 x 256): fp8_linear at 4096 x 4096 on its default (PATH v1) instead of the tile borrowed from the
+# 4096 x 2048 entry (no entry of its own; session 35's confounded XQ row on an H100 had v1's default 15.99 vs a
+# borrowed tile's 17.67 us). Then
 # what session 35 left for session 36's first call (scripts/device_session36a.sh, never run): bench --try's repeated
 # trial on a GPU, the step's attribution at C = 1 / 16 / 64 (non-MoE time per layer, issue 17), and the copy ceiling.
 # The card that comes is recorded (environment.txt).
@@ -24,7 +26,7 @@ step ops_staged 110 $KB bench fp8_linear attention_front attention_q --impl trit
     --try "attention_q@M=16,64=$STAGED" --try 'fp8_linear@M=64@N=4096@K=4096={}' --json "$W/ops_staged.json"
 step step_staged 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 \
     --steps 30 --try "fp8_linear@M=16,64=$STAGED;attention_front@M=16,64=$STAGED;attention_q@M=16,64=$STAGED" \
-    --try 'fp8_linear@M=64@N=4096@K=4096={}' --json "$W/step_staged.json"
+    --json "$W/step_staged.json"
 step step_attr 100 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 \
     --json "$W/step_attr.json"
 finish
