@@ -774,13 +774,16 @@ def fold_halves(acc2, BN: tl.constexpr, BM: tl.constexpr):
 
 
 @triton.jit
-def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq, sx):
+def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq, sx, swbyte=None):
     """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . xq^T * sw * sx, W e4m3 rows of LDW
     values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), xq (BM, 128) e4m3 codes
-    of the rows' K block kb with fp32 scales sx (BM,) (the arithmetic of kernels/linear.py _fp8_gemm_kernel)."""
+    of the rows' K block kb with fp32 scales sx (BM,) (the arithmetic of kernels/linear.py _fp8_gemm_kernel).
+    swbyte: the block's scale byte loaded already (config SHARED_SCALES "ahead"), else loaded here."""
     rk = tl.arange(0, 128)
     w = tl.load(w_ptr + rn[:, None] * LDW + kb * 128 + rk[None, :])
-    sw = pow2(tl.load(ws_ptr + (n0 // 128) * (LDW // 128) + kb).to(tl.int32) - 127)             # rn = n0 + 0..BN-1
+    if swbyte is None:
+        swbyte = tl.load(ws_ptr + (n0 // 128) * (LDW // 128) + kb)                                # rn = n0 + 0..BN-1
+    sw = pow2(swbyte.to(tl.int32) - 127)
     return acc + tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
 
 
@@ -1178,7 +1181,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1201,6 +1204,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   shared items read only x and weights and write only this call's new partials, activations and tickets (cnt:
     #   a range the routing launch does not use). They stream the shared expert's W1 / W3 beside the gate; the
     #   routed items wait for its routing lists.
+    # SH_AHEAD (SHARED; config SHARED_SCALES "ahead"): the shared items load their weights' scale bytes a K block
+    #   ahead (else in the block's step: sm_90 SASS, two plain byte loads a step in the gated loop, each waited on at
+    #   its scale multiply). The same values in the same order: the same result.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1236,15 +1242,30 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             src = tok if GATED else TK + tok                 # x rows by token, SwiGLU rows TK + t
             acca = tl.zeros((BN, BMS), dtype=tl.float32)
             accb = tl.zeros((BN, BMS), dtype=tl.float32)
+            if SH_AHEAD:       # the scale rows of this N tile, and their first K block's bytes
+                srow = (n0 // 128) * (ldw // 128) + s * KBS
+                swa = tl.load(hsa_ptr + srow, mask=nkb > 0, other=127)
+                if GATED:
+                    swb = tl.load(hsb_ptr + srow, mask=nkb > 0, other=127)
             for i in range(nkb):
                 kb = s * KBS + i
                 if XOWN:
                     xq, sxq = x_tile_own(xr_ptr, src, pm, kb, KD)
                 else:
                     xq, sxq = x_tile(in_ptr, sin_ptr, src, pm, kb, KD)
-                acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq)
-                if GATED:
-                    accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq)
+                if SH_AHEAD:
+                    more = i + 1 < nkb
+                    swa_n = tl.load(hsa_ptr + srow + i + 1, mask=more, other=127)
+                    acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq, swa)
+                    swa = swa_n
+                    if GATED:
+                        swb_n = tl.load(hsb_ptr + srow + i + 1, mask=more, other=127)
+                        accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq, swb)
+                        swb = swb_n
+                else:
+                    acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq)
+                    if GATED:
+                        accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq)
             if SWIGLU:
                 _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BMS,), 1.0, tl.float32), limit,
                               N, BN, RNE_FIX)
@@ -1581,7 +1602,17 @@ def grouped_configs(params: dict) -> list[dict]:
             out.append({"BM": 8, "BM_SHARED": 16, "BN_UP": 64, "BN_DOWN": 64, "SPLIT_UP": su, "SPLIT_DOWN": sd,
                         "num_warps": 4, "num_stages": 3, "DECODE": "fp8_asm", "SHARED": shared, "SCALES": "ahead",
                         "SHARED_ITEMS": "per_tile", "BDIAG": True})
+    if params.get("shared"):     # moe_experts given the shared expert: SHARED_SCALES (shared_scales_configs)
+        out += shared_scales_configs(out)
     return out
+
+
+def shared_scales_configs(space: list[dict]) -> list[dict]:
+    """The fused shared items' scale bytes a K block ahead (config SHARED_SCALES "ahead"; session 36, not timed) on
+    the space's BDIAG (4, 2) entry with the shared expert fused: the one-token default's tiles and splits."""
+    return [{**c, "SHARED_SCALES": "ahead"} for c in space
+            if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
+            and "GATE" not in c]
 
 
 def gated_configs(params: dict) -> list[dict]:
@@ -1595,10 +1626,12 @@ def gated_configs(params: dict) -> list[dict]:
     base = next(c for c in out if c.get("BDIAG") and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
                 and c["SHARED"] == "fused")
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
-    return out + [{**base, "GATE": "mma"}] + slots
+    ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
+    return out + [{**base, "GATE": "mma"}] + slots + ahead
 
 
 SHARED_MODES = ("fused", "side", "beside")
+SHARED_SCALES = ("step", "ahead")    # the fused shared items' weight-scale bytes: in their K block's step, or one ahead
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
 # gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices: with the shared
 # items compiled in, the sm_90 up kernel takes 146 registers and 55 KB of shared memory against 116 and 22.5 KB
@@ -1997,6 +2030,10 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if bms not in (8, 16, 32, 64):
         raise ValueError(f"moe_experts: config BM_SHARED={bms}: 8, 16, 32 or 64")
     launch.update(BMS=bms)
+    sh_scales = cfg.get("SHARED_SCALES", "step")
+    if sh_scales not in SHARED_SCALES:
+        raise ValueError(f"moe_experts: config SHARED_SCALES={sh_scales!r}: one of {SHARED_SCALES}")
+    launch.update(SH_AHEAD=sh_scales == "ahead")     # as SHARED "fused": nothing to act on in a call without one
     nsh = (triton.cdiv(T, bms) if mode == "per_tile" else 1) if fused else 0    # shared expert items
     if fused:
         hw = {k: v.contiguous() for k, v in hw.items()}

@@ -431,22 +431,27 @@ def test_experts_kernel_with_a_tp_slice_of_the_shared_expert(cfg, monkeypatch):
     assert inp["shared_w1"].shape == (128, SMALL["D"]) and inp["shared_w2"].shape == (SMALL["D"], 128)
 
 
+@pytest.mark.parametrize("option,value,other,bad", [("SHARED_X", "own", "gate", "mine"),
+                                                    ("SHARED_SCALES", "ahead", "step", "early")])
 @pytest.mark.parametrize("op,fs", [("moe_layer", None), ("moe_routed", 128)])
-def test_shared_items_quantizing_x_themselves_change_nothing(op, fs, monkeypatch):
-    """SHARED_X "own" (the default under PDL after a score gate: the shared expert's W1 / W3 items act-quantize their x blocks in
-    registers and need not wait for the routing launch, their tickets past its range) is bit-equal to "gate" (the
-    routing launch's codes and scales), whole or sliced, the up launch split and finishing; a bad value is refused."""
+def test_shared_item_options_change_nothing(op, fs, option, value, other, bad, monkeypatch):
+    """The fused shared items' options that move work, not arithmetic, are bit-equal to the other value, whole or
+    sliced (Fs 128 of F 256: W2's second K split holds no block of the slice), the up launch split and finishing; a
+    bad value is refused. SHARED_X "own" (the default under PDL after a score gate): the W1 / W3 items act-quantize
+    their x blocks in registers and need not wait for the routing launch (their tickets past its range), against
+    "gate" (the routing launch's codes and scales). SHARED_SCALES "ahead": the items' weight-scale bytes a K block
+    ahead, against "step" (in the block's own step)."""
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 3, "F": 256, "shared": True, **({"Fs": fs} if fs else {})}
     spec, impl = spec_and_impl(op)
     run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(1), "cpu", "outliers"))
     cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "SPLIT_UP": 2, "SPLIT_DOWN": 2, "DECODE": "fp8",
-           "GLUE": "v4"}
-    own = impl.fn(**run, config={**cfg, "SHARED_X": "own"})
-    assert torch.isfinite(own.float()).all()
-    assert torch.equal(own, impl.fn(**run, config={**cfg, "SHARED_X": "gate"}))
-    with pytest.raises(ValueError, match="SHARED_X"):
-        impl.fn(**run, config={**cfg, "SHARED_X": "mine"})
+           "GLUE": "v4", "SHARED": "fused"}
+    got = impl.fn(**run, config={**cfg, option: value})
+    assert torch.isfinite(got.float()).all()
+    assert torch.equal(got, impl.fn(**run, config={**cfg, option: other}))
+    with pytest.raises(ValueError, match=option):
+        impl.fn(**run, config={**cfg, option: bad})
 
 
 @pytest.mark.parametrize("op,fs,glue", [("moe_layer", None, "v4"), ("moe_routed", 128, "v3")])
@@ -494,7 +499,8 @@ def test_the_default_runs_the_shared_expert_beside_from_eight_tokens():
     """Below SHARED_SIDE_MIN_T tokens the routed launches carry the shared expert (whole or a slice); from it the
     shared expert runs on the side lane and the routed launches take the routed-only choices (moe_routed without the
     shared expert: the same tiles and splits; the whole expert beside also keeps the chunked slot sort, session 18).
-    The tune space offers "side" only with a shared expert."""
+    The tune space offers "side", and SHARED_SCALES "ahead" (the fused shared items' scale bytes a block ahead),
+    only with a shared expert."""
     from kernelbench.kernels import moe as KM
     flash = {"D": 4096, "El": 32, "F": 2048, "K": 6, "kernel": "grouped"}
     assert KM.SHARED_SIDE_MIN_T == 8
@@ -511,7 +517,9 @@ def test_the_default_runs_the_shared_expert_beside_from_eight_tokens():
     with_shared = KM.grouped_configs({**flash, "T": 16, "shared": True})
     alone = KM.grouped_configs({**flash, "T": 16})
     assert {c["SHARED"] for c in with_shared} == {"fused", "side"} and {c["SHARED"] for c in alone} == {"fused"}
-    assert len(with_shared) == len(alone) + sum(c["SHARED"] == "side" for c in with_shared)
+    assert len(with_shared) == len(alone) + sum(c["SHARED"] == "side" or "SHARED_SCALES" in c for c in with_shared)
+    ahead, = [c for c in with_shared if "SHARED_SCALES" in c]
+    assert ahead["SHARED"] == "fused" and not any("SHARED_SCALES" in c for c in alone)
 
 
 def test_beside_runs_in_program_order_on_its_own_lane_without_a_gpu():
