@@ -1,8 +1,9 @@
 """`kernelbench inspect [OP ...] --target sm_120|sm_90`: compile every Triton implementation (and, with
 --all-configs, every config of its space) for the target without a GPU, and report shared memory,
 registers, the programs (and warps) one SM of the target holds at once, spills, tensor-core instructions and the SASS's
-size in instructions (a kernel's code, not what one thread runs: loops run theirs many times). Exit status 1 when any
-kernel does not fit."""
+size in instructions (a kernel's code, not what one thread runs: loops run theirs many times); with --loop-loads, the
+plain global loads inside each kernel's loops that are read in their own iteration (harness/sass_loops.py). Exit
+status 1 when any kernel does not fit."""
 from __future__ import annotations
 
 import json
@@ -25,7 +26,10 @@ from kernelbench.usage import shape_set_option
 @click.option("--impl", "impl_names", multiple=True, help="only these implementations")
 @click.option("--module", "modules", multiple=True, help="a user kernel module (path or dotted name) to load")
 @click.option("--json", "json_out", default=None, help="write the reports as JSON (kernelbench gate --inspect)")
-def command(ops, target, shape_set, batches, all_configs, impl_names, modules, json_out):
+@click.option("--loop-loads", is_flag=True,
+              help="also list, per kernel, the plain global loads inside its loops read in their own iteration "
+                   "(instructions to the first reader, from the SASS) and how many are read a step later")
+def command(ops, target, shape_set, batches, all_configs, impl_names, modules, json_out, loop_loads):
     """Compile Triton kernels for sm_120 (or sm_90) and report resources and tensor-core use."""
     try:
         reports = inspector.inspect_impls(list(ops) or None, shape_set=shape_set, target=target,
@@ -55,6 +59,8 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
                       "-" if k is None else (",".join(k["sass_mma"] or k["ptx_mma"])[:40] or "none (SIMT)"),
                       "; ".join(r["problems"])[:90] if first else "")
     Console(width=240).print(t)
+    if loop_loads:
+        Console(width=240).print(_loop_load_table(reports, target))
     if json_out:
         with open(json_out, "w") as f:
             json.dump({"target": target, "shape_set": shape_set, "reports": reports}, f, indent=1, default=str)
@@ -64,6 +70,27 @@ def command(ops, target, shape_set, batches, all_configs, impl_names, modules, j
                    "ops, or no case at these --batch sizes)", err=True)
         sys.exit(1)
     sys.exit(1 if bad else 0)
+
+
+def _loop_load_table(reports: list[dict], target: str) -> Table:
+    """One row per compiled kernel with loads in its loops: those read in their own iteration (nearest reader first,
+    "opcode@address+distance"), and the count read in the next."""
+    t = Table(title=f"Plain global loads inside loops ({target} SASS): read in their own iteration, instructions to "
+                    f"the first reader (a copy at the loop's end counts: it waits too)")
+    for col in ("op", "impl", "shape", "kernel", "in step", "nearest", "loads read in step (opcode@addr+distance)",
+                "a step ahead"):
+        t.add_column(col)
+    for r in reports:
+        for k in r["kernels"]:
+            found = k.get("loop_loads") or {}
+            step = found.get("in_step", [])
+            if not step and not found.get("ahead"):
+                continue
+            t.add_row(r["op"], r["impl"], r["label"][:40], k["kernel"].split(":")[-1], str(len(step)),
+                      str(step[0][2]) if step else "-",
+                      " ".join(f"{op}@{addr}+{d}" for addr, op, d in step[:4]) + (" ..." if len(step) > 4 else ""),
+                      str(found.get("ahead", 0)))
+    return t
 
 
 def _per_sm(k: dict) -> str:

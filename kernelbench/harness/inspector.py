@@ -13,7 +13,9 @@ What is read: shared memory (Triton's dynamic allocation, the number a launch mu
 101,376 bytes of sm_120), registers, stack frame and local-memory traffic (spills) from
 `cuobjdump -res-usage` / `-sass` of the cubin, and the tensor-core instructions in PTX (mma.sync,
 wgmma, tcgen05.mma) and SASS (HMMA, QMMA, OMMA, IMMA, HGMMA, ...). A kernel on CUDA cores where it
-should be on tensor cores is how our users lost 77% of a decode step without noticing.
+should be on tensor cores is how our users lost 77% of a decode step without noticing. And the plain global loads
+inside loops that are read in their own iteration (`sass_loops`: the latency a warp waits out there unless the
+compiler's pipeline or a load a step ahead hides it; `kernelbench inspect --loop-loads` lists them).
 
 Compiling needs real `JITFunction`s: under TRITON_INTERPRET=1 `triton.jit` returns interpreter
 objects that the compiler rejects, so `inspect_impls` then re-runs itself in a subprocess with the
@@ -35,6 +37,7 @@ from typing import Any, Iterator
 import torch
 
 from kernelbench import registry
+from kernelbench.harness import sass_loops
 from kernelbench.harness.devices import SM_LIMITS, SM120_SMEM_PER_BLOCK, SM90_SMEM_PER_BLOCK
 
 TARGETS = {"sm_120": 120, "sm_90": 90, "sm_100": 100}
@@ -78,6 +81,9 @@ class KernelReport:
     pdl: str = ""                # a PDL build (KERNELBENCH_PDL=1): "wait", or "prefetch+wait" with L2 prefetches
     error: str = ""
     sass_instructions: int = 0   # instructions in the cubin's SASS, NOPs left out: code size, not instructions run
+    # plain global loads inside loops (sass_loops.summary): those read in their own iteration (address, opcode,
+    # instructions to the first reader, nearest first) and how many are read in the next
+    loop_loads: dict = field(default_factory=dict)
 
     @property
     def spills(self) -> bool:
@@ -320,7 +326,7 @@ def binary_facts(cubin: bytes, ptx: str, arch: int) -> dict:
     ptxas -v on the PTX settles spills only when the stack or local memory is non-zero (a stack
     frame alone is not a spill)."""
     digest = hashlib.sha256(cubin).hexdigest()
-    cached = _cache_dir() / f"{digest}.v2.json"          # v2: with sass_instructions
+    cached = _cache_dir() / f"{digest}.v3.json"          # v2: with sass_instructions; v3: with loop_loads
     if cached.exists():
         try:
             return json.loads(cached.read_text())
@@ -331,7 +337,8 @@ def binary_facts(cubin: bytes, ptx: str, arch: int) -> dict:
         usage = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}
         facts = {"usage": usage, "sass_mma": sorted(set(SASS_MMA.findall(text))),
                  "local_ops": len(SASS_LOCAL.findall(text)), "spill_stores": 0, "spill_loads": 0,
-                 "sass_instructions": len(SASS_INSTRUCTION.findall(text))}
+                 "sass_instructions": len(SASS_INSTRUCTION.findall(text)),
+                 "loop_loads": sass_loops.summary(sass_loops.loop_loads(text))}
         if usage.get("STACK", 0) or usage.get("LOCAL", 0):
             from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
             ptx_path = os.path.join(tmp, "k.ptx")
@@ -374,6 +381,7 @@ def compile_launch(launch: Launch, arch: int) -> KernelReport:
     report.ptx_mma = sorted(set(PTX_MMA.findall(ck.asm["ptx"])))
     report.sass_mma = facts["sass_mma"]
     report.sass_instructions = facts["sass_instructions"]
+    report.loop_loads = facts["loop_loads"]
     ptx = ck.asm["ptx"]
     if "griddepcontrol.wait" in ptx:
         report.pdl = ("prefetch+" if "cp.async.bulk.prefetch.L2" in ptx else "") + "wait"
