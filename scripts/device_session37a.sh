@@ -20,15 +20,16 @@ source scripts/device_lib.sh || exit 1
 STAGED='{"PREFETCH": "staged"}'
 AHEAD='{"SHARED_SCALES": "ahead"}'
 step copy 30 $KB calibrate --measure copy_gbps
-step verify 130 $KB verify fp8_linear attention_front attention_q indexer_q moe_layer moe_routed --impl triton \
+step verify 110 $KB verify fp8_linear attention_front attention_q indexer_q moe_layer moe_routed --impl triton \
     --device cuda --shapes flash-tp8 --examples 1 --time-budget 3
-step ops_fp8 130 $KB bench fp8_linear attention_front attention_q --impl triton --shapes flash-tp8 \
+step ops_fp8 120 $KB bench fp8_linear attention_front attention_q --impl triton --shapes flash-tp8 \
     --where M=16,64 --max-time 0.2 --try "fp8_linear@M=16,64=$STAGED" --try "attention_front@M=16,64=$STAGED" \
     --try "attention_q@M=16,64=$STAGED" --try 'fp8_linear@M=64@N=4096@K=4096={}' --json "$W/ops_fp8.json"
 step ops_moe 40 $KB bench moe_layer --impl triton --shapes flash-tp8 --where T=1 --max-time 0.3 \
     --try "moe_layer@T=1=$AHEAD" --json "$W/ops_moe.json"
-step step_trials 200 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 \
-    --steps 30 --try "moe_routed@T=1=$AHEAD" \
-    --try "fp8_linear@M=16,64=$STAGED;attention_front@M=16,64=$STAGED;attention_q@M=16,64=$STAGED" \
-    --json "$W/step_trials.json"
+step step_moe 80 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
+    --try "moe_routed@T=1=$AHEAD" --json "$W/step_moe.json"
+step step_staged 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 \
+    --steps 30 --try "fp8_linear@M=16,64=$STAGED;attention_front@M=16,64=$STAGED;attention_q@M=16,64=$STAGED" \
+    --json "$W/step_staged.json"
 finish
