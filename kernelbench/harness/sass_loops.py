@@ -16,7 +16,7 @@ by name only (predicates and the other path of a branch are not), so this is a r
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 _INSTR = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
 _REG = re.compile(r"(?<![A-Z0-9_])R(\d+)(\.64)?(?![0-9])")
@@ -30,9 +30,6 @@ class LoopLoad:
     opcode: str
     distance: int | None       # instructions to the first reader (None: no reader in the loop)
     ahead: bool                # the first reader is in the next iteration (the search wrapped)
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "addr": f"0x{self.addr:04x}"}
 
 
 @dataclass
