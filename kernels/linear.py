@@ -551,7 +551,7 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     _fp8_linear_kernel[grid](x, sx, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=K // 128 // split,
                              BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, QUANT=quant_in_gemm, REDUCE=fused,
                              HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
-                             num_stages=cfg["num_stages"], STAGED=_prefetch_option(cfg) == "staged")
+                             num_stages=cfg["num_stages"], STAGED=prefetch_staged(cfg))
     return y if split == 1 or fused else _finish(part, y, split, True)
 
 
@@ -861,7 +861,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     grid = (triton.cdiv(N, cfg["BN"]), split, M if bm == 1 else triton.cdiv(M, bm))
     part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     once = _x_quant_option(cfg) == "once"
-    staged = _prefetch_option(cfg) == "staged"
+    staged = prefetch_staged(cfg)
     nt = grid[0] * grid[2]                                  # split-K tickets, then XQ "once"'s three counters
     tickets = split_tickets(x.device, nt + (3 if once else 0)) if split > 1 or once else part
     xq_args = {}
@@ -900,25 +900,21 @@ def _x_quant_option(cfg: dict) -> str:
 PREFETCH_MODES = ("next", "staged")
 
 
-def _prefetch_option(cfg: dict, op: str = "fp8_linear") -> str:
-    """Config PREFETCH of the v2 MMA tiles (BM > 1): "next" (the default: x one 128-block ahead in registers, the
-    weight-scale byte loaded in its own step) or "staged" (x through the compiler's load pipeline, num_stages - 1
-    blocks ahead, the scale byte one step ahead: fp8_mma_span STAGED). Session 35's Nsight of the 8 MB key at 64
-    tokens (data/h200-2026-12-05-session35/call4) stalled on both loads in the K loop. Not for the BM = 1 GEMV, whose
-    one step loads its whole K span at once. The GEMMs with a fused epilogue (attention_front, attention_q,
-    indexer_q: fp8_rows_tile) take it too, naming themselves as `op`."""
+def prefetch_staged(cfg: dict, op: str = "fp8_linear") -> bool:
+    """Config PREFETCH of the MMA tiles (BM > 1) -> whether it is "staged". "next" (the default): v2 loads x one
+    128-block ahead in registers, and every tile loads its scales in their own step. "staged": v2's x through the
+    compiler's load pipeline (num_stages - 1 blocks ahead) and the scales one step ahead (fp8_mma_span,
+    fp8_gemm_tile STAGED), in fp8_linear's v2 and v1 tiles and the fused-epilogue GEMMs (attention_front,
+    attention_q, indexer_q: fp8_rows_tile), each naming itself as `op`. Session 35's Nsight of the 8 MB key at 64
+    tokens (data/h200-2026-12-05-session35/call4) stalled on both loads in the K loop; session 36 measured it on an
+    H100 (docs/perf/h100-2026-12-05-session36.md). Not for the BM = 1 GEMV, whose one step loads its whole K span."""
     mode = cfg.get("PREFETCH", "next")
     if mode not in PREFETCH_MODES:
         raise ValueError(f"{op}: config PREFETCH={mode!r}: one of {PREFETCH_MODES}")
     if mode == "staged" and cfg["BM"] == 1:
         raise ValueError(f"{op}: config PREFETCH 'staged' is for the MMA tiles (BM >= 16); the BM = 1 GEMV loads "
                          "its whole K span in one step")
-    return mode
-
-
-def prefetch_staged(cfg: dict, op: str) -> bool:
-    """Whether `op`'s config asks for PREFETCH "staged" (_prefetch_option: checked)."""
-    return _prefetch_option(cfg, op) == "staged"
+    return mode == "staged"
 
 
 @register_impl("fp4_linear", "triton", backend="triton", configs=fp4_configs, default_config=fp4_default,

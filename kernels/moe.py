@@ -1608,8 +1608,9 @@ def grouped_configs(params: dict) -> list[dict]:
 
 
 def shared_scales_configs(space: list[dict]) -> list[dict]:
-    """The fused shared items' scale bytes a K block ahead (config SHARED_SCALES "ahead"; session 36, not timed) on
-    the space's BDIAG (4, 2) entry with the shared expert fused: the one-token default's tiles and splits."""
+    """The fused shared items' scale bytes a K block ahead (config SHARED_SCALES "ahead"; session 36: level at one
+    token on an H100, docs/perf/h100-2026-12-05-session36.md) on the space's BDIAG (4, 2) entry with the shared expert
+    fused: the one-token default's tiles and splits."""
     return [{**c, "SHARED_SCALES": "ahead"} for c in space
             if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
             and "GATE" not in c]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Next session's first call (written in session 36, which had no device: new loans were paused). Two opt-in configs
-# built in session 36, bit-equal to the defaults and compiled clean for sm_90 / sm_120, never run on a GPU:
+# Written for the next session; it ran as session 36's call 1 (KB_TOTAL_S=480, an H100: data/h100-2026-12-05-session36/
+# call1), the device having come at the end of session 36 after all. Two opt-in configs
+# built in session 36, bit-equal to the defaults and compiled clean for sm_90 / sm_120, not yet run on a GPU then:
 #  - PREFETCH "staged" (the fp8 GEMM loops: x through the compiler's load pipeline, the scales a step ahead) in
 #    fp8_linear, attention_front, attention_q and indexer_q's fused path;
 #  - SHARED_SCALES "ahead" (the fused shared expert items of the grouped MoE launches, one token: their weight-scale
