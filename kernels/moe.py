@@ -23,8 +23,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, Beside, check_device, check_dtype, check_shape, dot_operand,
-                                       l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
+from kernelbench.kernels.common import (INTERPRET, PDL_MAX_TOKENS, Beside, bulk_rows_ok, check_device, check_dtype,
+                                       check_shape, dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release,
+                                       to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -1181,7 +1182,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, PF_ROUTED: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1207,6 +1208,11 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     # SH_AHEAD (SHARED; config SHARED_SCALES "ahead"): the shared items load their weights' scale bytes a K block
     #   ahead (else in the block's step: sm_90 SASS, two plain byte loads a step in the gated loop, each waited on at
     #   its scale multiply). The same values in the same order: the same result.
+    # PF_ROUTED (PDL, not GATED; config W2_PREFETCH "routed"): the routed items of the W2 launch also bulk-prefetch
+    #   their expert's weight span into L2 before the wait, so it streams while the W1/W3 launch still runs. They read
+    #   the routing lists for it: written by the routing launch, which had completed when this launch started (the
+    #   W1/W3 launch's routed programs wait for it before they let this launch start; `.cg`, past L1). Only a
+    #   prefetch precedes the wait, as for the shared span: the result is the same.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1222,6 +1228,17 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 l2_prefetch_rows(hwb_ptr, rn, rn < NS, KD, s * KBS * 128, KBS * 128, PDL)
         elif s * KBS * 128 < NS:
             l2_prefetch_rows(hwa_ptr, rn, rn < N, NS, s * KBS * 128, tl.minimum(KBS * 128, NS - s * KBS * 128), PDL)
+    if PDL and PF_ROUTED and not GATED and (not SHARED or a >= NSH):
+        pitem = a - NSH if SHARED else a
+        if ITEMS:
+            ptb = act_ptr + it0 + 4 * pitem
+            pe = tl.load(ptb, cache_modifier=".cg").to(tl.int64)
+            plive = tl.load(ptb + 2, cache_modifier=".cg") > tl.load(ptb + 1, cache_modifier=".cg")
+        else:
+            plive = pitem < tl.load(act_ptr, cache_modifier=".cg")
+            pe = tl.load(act_ptr + 1 + pitem, mask=plive, other=0, cache_modifier=".cg").to(tl.int64)
+        if plive:      # PAIR64 / official rows alike: KD / 2 bytes, this split's K span
+            l2_prefetch_rows(wa_ptr + pe * (N * (KD // 2)), rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
     if XOWN and a < NSH:       # the shared items touch nothing the routing launch writes (above): no wait
         pdl_release(PDL)
     else:
@@ -1604,7 +1621,18 @@ def grouped_configs(params: dict) -> list[dict]:
                         "SHARED_ITEMS": "per_tile", "BDIAG": True})
     if params.get("shared"):     # moe_experts given the shared expert: SHARED_SCALES (shared_scales_configs)
         out += shared_scales_configs(out)
-    return out
+    return out + w2_prefetch_configs(out, params)
+
+
+def w2_prefetch_configs(space: list[dict], params: dict) -> list[dict]:
+    """At the token counts that run under PDL by default (one token): the W2 launch's routed items also prefetch their
+    expert's span before the wait (config W2_PREFETCH "routed"), on the space's BDIAG (4, 2) fused entry: the
+    one-token default's tiles and splits."""
+    if params.get("T", 1) > PDL_MAX_TOKENS:
+        return []
+    return [{**c, "W2_PREFETCH": "routed"} for c in space
+            if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
+            and "GATE" not in c and "SHARED_SCALES" not in c]
 
 
 def shared_scales_configs(space: list[dict]) -> list[dict]:
@@ -1613,7 +1641,7 @@ def shared_scales_configs(space: list[dict]) -> list[dict]:
     fused: the one-token default's tiles and splits."""
     return [{**c, "SHARED_SCALES": "ahead"} for c in space
             if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
-            and "GATE" not in c]
+            and "GATE" not in c and "W2_PREFETCH" not in c]
 
 
 def gated_configs(params: dict) -> list[dict]:
@@ -1633,6 +1661,9 @@ def gated_configs(params: dict) -> list[dict]:
 
 SHARED_MODES = ("fused", "side", "beside")
 SHARED_SCALES = ("step", "ahead")    # the fused shared items' weight-scale bytes: in their K block's step, or one ahead
+# the W2 launch's weight prefetch into L2 before its PDL wait (one token): the shared expert's span only, or also each
+# routed item's span of its expert (_grouped_gemm_kernel PF_ROUTED). Without PDL neither prefetches.
+W2_PREFETCH = ("shared", "routed")
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
 # gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices: with the shared
 # items compiled in, the sm_90 up kernel takes 146 registers and 55 KB of shared memory against 116 and 22.5 KB
@@ -2035,6 +2066,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if sh_scales not in SHARED_SCALES:
         raise ValueError(f"moe_experts: config SHARED_SCALES={sh_scales!r}: one of {SHARED_SCALES}")
     launch.update(SH_AHEAD=sh_scales == "ahead")     # as SHARED "fused": nothing to act on in a call without one
+    w2_pf = cfg.get("W2_PREFETCH", "shared")
+    if w2_pf not in W2_PREFETCH:
+        raise ValueError(f"moe_experts: config W2_PREFETCH={w2_pf!r}: one of {W2_PREFETCH}")
     nsh = (triton.cdiv(T, bms) if mode == "per_tile" else 1) if fused else 0    # shared expert items
     if fused:
         hw = {k: v.contiguous() for k, v in hw.items()}
@@ -2092,12 +2126,14 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
             RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
+    pdl_down = pdl_args(dev, T, *((h2,) if fused else ()))
+    pf_routed = bool(pdl_down) and w2_pf == "routed" and bulk_rows_ok(w2)
     if fin_down and join is not None:       # the down launch's finish adds the shared output made beside
         join()
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
-        **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
+        **_regs(cfg, "MAXNREG_DOWN"), **pdl_down, **({"PF_ROUTED": True} if pf_routed else {}),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))

@@ -1015,3 +1015,57 @@ def test_topk_slots_follow_the_official_order(seed):
         want = torch.full((C,), K, dtype=torch.int32)
         want[torch.tensor(key[:K])] = torch.arange(K, dtype=torch.int32)
         assert torch.equal(slot[row], want), (row, b[row], ids, slot[row])
+
+
+def test_w2_prefetch_option_space_and_refusal(monkeypatch):
+    """W2_PREFETCH (the W2 launch's L2 prefetch before its PDL wait): "routed" is offered at one token only (the
+    token counts that run under PDL by default), on the one-token default's tiles and splits, never combined with
+    SHARED_SCALES; in the interpreter (no PDL) it computes the default's bits; an unknown value is refused."""
+    from kernelbench.kernels import common as C
+    from kernelbench.kernels import moe as KM
+    for p in ({"T": 1}, {"T": 1, "shared": True}):
+        routed = [c for c in KM.gated_configs(p) if "W2_PREFETCH" in c]
+        assert len(routed) == 1 and routed[0]["W2_PREFETCH"] == "routed", p
+        assert routed[0]["SHARED"] == "fused" and (routed[0]["SPLIT_UP"], routed[0]["SPLIT_DOWN"]) == (4, 2)
+        assert "SHARED_SCALES" not in routed[0]
+    assert not any("W2_PREFETCH" in c for c in KM.gated_configs({"T": C.PDL_MAX_TOKENS + 1}))
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 1, "F": 256}
+    spec, impl = spec_and_impl("moe_routed")
+    run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(3), "cpu", "outliers"))
+    cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "DECODE": "fp8"}
+    got = impl.fn(**run, config={**cfg, "W2_PREFETCH": "routed"})
+    assert torch.isfinite(got.float()).all() and torch.equal(got, impl.fn(**run, config=cfg))
+    with pytest.raises(ValueError, match="W2_PREFETCH"):
+        impl.fn(**run, config={**cfg, "W2_PREFETCH": "all"})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session38c.sh)")
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
+def test_w2_prefetch_of_the_routed_experts_changes_no_bit_on_the_gpu(op, monkeypatch):
+    """W2_PREFETCH "routed" under PDL at the Flash TP8 one-token case (the W2 launch's routed items read the routing
+    lists and prefetch before their wait): bit-equal to the default, eager and replayed from a CUDA graph, over six
+    seeded draws."""
+    from kernelbench.kernels import common as C
+    monkeypatch.setenv(C.PDL_ENV, "1")
+    spec, impl = spec_and_impl(op)
+    params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
+    cfg = impl.default_config(params)
+    assert C.pdl_on(torch.device("cuda"), 1)
+    for seed in range(6):
+        run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v)
+               for k, v in impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cpu",
+                                                          "normal")).items()}
+        want = impl.fn(**run, config=cfg)
+        got = impl.fn(**run, config={**cfg, "W2_PREFETCH": "routed"})
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            replayed = impl.fn(**run, config={**cfg, "W2_PREFETCH": "routed"})
+        g.replay()
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.isfinite(want.float()).all()
+        assert torch.equal(got, want) and torch.equal(replayed, want), (op, seed)

@@ -181,3 +181,32 @@ def test_gpu_pdl_changes_no_bit(c, monkeypatch):
     for a, b, g in zip(off, eager, graph):
         assert torch.equal(a, b) and torch.equal(a, g)
     assert torch.isfinite(off[0]).all()
+
+
+@pytest.mark.timeout(900)
+def test_w2_prefetch_of_the_routed_experts_builds_for_sm120(monkeypatch):
+    """Config W2_PREFETCH "routed" (one token, under PDL): the W2 launch's routed items bulk-prefetch their expert's
+    span before the wait. moe_routed at the step's one-token Flash TP8 case (no shared items: its default W2 build
+    only waits) compiled for sm_120: the W2 kernel takes PF_ROUTED and now prefetches, without spills, in the default
+    build's shared memory; the W1/W3 kernel is untouched. Without PDL the option builds nothing different."""
+    from kernelbench import registry
+    from kernelbench.harness import inspector
+    spec, impl = registry.get_op("moe_routed"), registry.get_impl("moe_routed", "triton")
+    params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
+    cfg = {**impl.default_config(params), "W2_PREFETCH": "routed"}
+
+    def grouped(config):
+        rep, = inspector.inspect_jobs([("moe_routed", "triton", params, config)], target="sm_120",
+                                      tensor_core_ops=())
+        assert not rep.get("error") and not rep["problems"], (rep.get("error"), rep["problems"])
+        return [k for k in rep["kernels"] if k["kernel"].endswith("_grouped_gemm_kernel")]
+
+    monkeypatch.setenv(common.PDL_ENV, "1")
+    (up0, down0), (up1, down1) = grouped(None), grouped(cfg)
+    assert not down0["constexprs"]["PF_ROUTED"] and down0["pdl"] == "wait"
+    assert down1["constexprs"]["PF_ROUTED"] and down1["pdl"] == "prefetch+wait"
+    assert down1["spill_bytes"] == 0 and down1["shared_bytes"] == down0["shared_bytes"]
+    assert not up1["constexprs"]["PF_ROUTED"] and up1["sass_instructions"] == up0["sass_instructions"]
+    monkeypatch.setenv(common.PDL_ENV, "0")
+    _, down_off = grouped(cfg)
+    assert not down_off["constexprs"]["PF_ROUTED"] and down_off["pdl"] == ""
