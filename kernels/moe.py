@@ -2126,14 +2126,13 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
             RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
-    pdl_down = pdl_args(dev, T, *((h2,) if fused else ()))
-    pf_routed = bool(pdl_down) and w2_pf == "routed" and bulk_rows_ok(w2)
     if fin_down and join is not None:       # the down launch's finish adds the shared output made beside
         join()
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
-        **_regs(cfg, "MAXNREG_DOWN"), **pdl_down, **({"PF_ROUTED": True} if pf_routed else {}),
+        **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
+        **({"PF_ROUTED": True} if w2_pf == "routed" and bulk_rows_ok(w2) else {}),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))
