@@ -24,8 +24,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, PDL_MAX_TOKENS, Beside, bulk_rows_ok, check_device, check_dtype,
-                                       check_shape, dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release,
-                                       to_bf16)
+                                       check_shape, dot_operand, l2_prefetch_rows, l2_prefetch_where, pdl_args,
+                                       pdl_enter, pdl_release, to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -430,11 +430,12 @@ def _gate_warps(cfg) -> int:
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS,
-                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT):
+                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT, experts=None):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
-    layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option)."""
+    layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option); `experts`: (w1, s1, w3, s3) whose chosen
+    local experts the launch prefetches into L2 (config GATE_PREFETCH "experts", _expert_prefetch_args)."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
@@ -456,8 +457,40 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
         SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
-        num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight))
+        num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight),
+        **(_expert_prefetch_args(experts, T * topk) if route is not None and not slots and experts else {}))
     return (w, idx, buf) if route is not None else (w, idx)
+
+
+GATE_PREFETCH = ("none", "experts")
+GATE_PREFETCH_CHUNKS = 64      # prefetches per expert and array (W1 / W3 codes: 64 KB each at Flash TP8)
+GATE_PREFETCH_MAX_SLOTS = 64   # the most slots (tokens x K) whose experts it prefetches: one (slots, chunks) tile
+
+
+def _gate_prefetch_option(cfg) -> str:
+    """Config GATE_PREFETCH: "none" (the default) or "experts": the one-launch gate (GATE "fused", its slot sort in
+    chunks) prefetches the W1 / W3 codes and scales of the local experts its top-k chose into L2 (_gate_fused_kernel
+    PFX), before the W1/W3 launch starts."""
+    mode = (cfg or {}).get("GATE_PREFETCH", "none")
+    if mode not in GATE_PREFETCH:
+        raise ValueError(f"moe_layer: config GATE_PREFETCH={mode!r}: one of {GATE_PREFETCH}")
+    return mode
+
+
+def _expert_prefetch_args(experts, tk: int) -> dict:
+    """_gate_fused_kernel's prefetch arguments for (w1, s1, w3, s3) (El experts each, contiguous) and tk slots: {}
+    where the interpreter runs (no bulk prefetch there), past GATE_PREFETCH_MAX_SLOTS slots, or where the arrays do
+    not split into GATE_PREFETCH_CHUNKS 16-byte aligned chunks an expert."""
+    w1, s1, w3, s3 = (t.view(torch.uint8) if t.dtype != torch.uint8 else t for t in experts)
+    arrays = (w1, s1, w3, s3)
+    pw, ps = w1[0].numel(), s1[0].numel()
+    ok = (not INTERPRET and tk <= GATE_PREFETCH_MAX_SLOTS and w1.shape == w3.shape and s1.shape == s3.shape
+          and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in arrays)
+          and pw % (16 * GATE_PREFETCH_CHUNKS) == 0 and ps % (16 * GATE_PREFETCH_CHUNKS) == 0)
+    if not ok:
+        return {}
+    return dict(w1_ptr=w1, s1_ptr=s1, w3_ptr=w3, s3_ptr=s3, PFX=GATE_PREFETCH_CHUNKS, PFX_W=pw, PFX_S=ps,
+                PFX_T=max(2, triton.next_power_of_2(tk)))
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
@@ -1034,7 +1067,9 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False,
                        TS: tl.constexpr = 0, KW: tl.constexpr = 2, SLOTS: tl.constexpr = False,
-                       ROWS_ROUTED: tl.constexpr = False):
+                       ROWS_ROUTED: tl.constexpr = False, w1_ptr=0, s1_ptr=0, w3_ptr=0, s3_ptr=0,
+                       PFX: tl.constexpr = 0, PFX_W: tl.constexpr = 0, PFX_S: tl.constexpr = 0,
+                       PFX_T: tl.constexpr = 2):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -1045,6 +1080,10 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # ROWS_ROUTED (hash routing, config GATE_ROWS "routed"): NGP = T * K programs, program (t, k) scores only the
     # expert token t's table row names into logits[t * K + k] (the weights are the softmax of those K scores): K
     # gate rows a token instead of all E.
+    # PFX > 0 (SORT, config GATE_PREFETCH "experts"): once the last program has stored the top-k, it bulk-prefetches
+    #   into L2 the W1 / W3 codes (PFX_W bytes an expert) and scales (PFX_S bytes) of every local expert a slot chose,
+    #   in PFX chunks each, so the W1/W3 launch's routed items find them there: their stream starts before that
+    #   launch does. A prefetch only: the routing and every output are the same.
     pid = tl.program_id(0)
     if pid < NGP and not ROWS_ROUTED:  # PDL: the program's EB gate rows (contiguous) into L2 first, one prefetch
         one = pid + tl.arange(0, 1)                                # (a prefetch per row spilled on sm_90)
@@ -1085,11 +1124,32 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                                EP, HAS_BIAS, HASH, TP, True)
                 if SORT:
                     tl.debug_barrier()                             # idx stores of every thread before the sort
+                    if PFX > 0:
+                        _prefetch_chosen_experts(idx_ptr, T * K, offset, El, w1_ptr, s1_ptr, w3_ptr, s3_ptr, PFX_T,
+                                                 PFX, PFX_W, PFX_S)
                     _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
                                  KW)
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
+
+
+@triton.jit
+def _prefetch_chosen_experts(idx_ptr, TK, offset, El, w1_ptr, s1_ptr, w3_ptr, s3_ptr, TKP: tl.constexpr,
+                             PFX: tl.constexpr, PFX_W: tl.constexpr, PFX_S: tl.constexpr):
+    """Bulk-prefetch into L2 the W1 / W3 codes and scales of the local experts of slots 0 .. TK - 1 (TK <= TKP; a
+    slot whose expert is not on this rank fetches nothing): each expert's PFX_W code bytes and PFX_S scale bytes
+    (contiguous per expert) in PFX chunks, one (CH, PFX) tensor of predicated prefetches per array."""
+    key = _local_keys(idx_ptr, tl.arange(0, TKP), TK, offset, El)
+    on = (key >= 0)[:, None] & (tl.arange(0, PFX) >= 0)[None, :]
+    e = tl.maximum(key, 0).to(tl.int64)[:, None]
+    c = tl.arange(0, PFX).to(tl.int64)[None, :]
+    CW: tl.constexpr = PFX_W // PFX
+    CS: tl.constexpr = PFX_S // PFX
+    l2_prefetch_where(w1_ptr + e * PFX_W + c * CW, CW, on)
+    l2_prefetch_where(w3_ptr + e * PFX_W + c * CW, CW, on)
+    l2_prefetch_where(s1_ptr + e * PFX_S + c * CS, CS, on)
+    l2_prefetch_where(s3_ptr + e * PFX_S + c * CS, CS, on)
 
 
 @triton.jit
@@ -1654,7 +1714,9 @@ def gated_configs(params: dict) -> list[dict]:
     out = grouped_configs(params)
     base = next(c for c in out if c.get("BDIAG") and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
                 and c["SHARED"] == "fused")
-    slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
+    few = params.get("T", 1) <= GATE_FUSE_MAX_T
+    slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if few else []
+    slots += [{**base, "GATE": "fused", "GATE_PREFETCH": "experts"}] if few else []
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     return out + [{**base, "GATE": "mma"}] + slots + ahead
 
@@ -2282,9 +2344,14 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     else:
         mode = _gate_mode(cfg, T)
+        prefetch = _gate_prefetch_option(cfg) == "experts"
+        if prefetch and mode != "fused":
+            raise ValueError(f"moe_layer: config GATE_PREFETCH 'experts' is the one-launch gate's (GATE 'fused'), "
+                             f"not GATE {mode!r}'s")
         if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, (El, expert_offset),
-                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg))
+                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg),
+                                         (w1, s1, w3, s3) if prefetch else None)
         elif mode == "mma":     # one launch: tensor-core logits, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg)
         else:                   # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization

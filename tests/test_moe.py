@@ -1040,30 +1040,63 @@ def test_w2_prefetch_option_space_and_refusal(monkeypatch):
         impl.fn(**run, config={**cfg, "W2_PREFETCH": "all"})
 
 
+def test_gate_prefetch_option_space_and_refusal(monkeypatch):
+    """GATE_PREFETCH "experts" (the one-launch gate prefetches its chosen local experts' W1 / W3 into L2): offered
+    with GATE "fused" up to GATE_FUSE_MAX_T tokens; refused with another gate and for an unknown value; in the
+    interpreter (no bulk prefetch) the default's bits; its kernel arguments only for whole 16-byte chunks."""
+    from kernelbench.kernels import moe as KM
+    for p in ({"T": 1}, {"T": KM.GATE_FUSE_MAX_T, "shared": True}):
+        pf = [c for c in KM.gated_configs(p) if "GATE_PREFETCH" in c]
+        assert [(c["GATE"], c["GATE_PREFETCH"]) for c in pf] == [("fused", "experts")], p
+    assert not any("GATE_PREFETCH" in c for c in KM.gated_configs({"T": KM.GATE_FUSE_MAX_T + 1}))
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 2, "F": 256}
+    spec, impl = spec_and_impl("moe_routed")
+    run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(4), "cpu", "outliers"))
+    cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "DECODE": "fp8", "GATE": "fused"}
+    got = impl.fn(**run, config={**cfg, "GATE_PREFETCH": "experts"})
+    assert torch.isfinite(got.float()).all() and torch.equal(got, impl.fn(**run, config=cfg))
+    with pytest.raises(ValueError, match="GATE_PREFETCH"):
+        impl.fn(**run, config={**cfg, "GATE_PREFETCH": "all"})
+    with pytest.raises(ValueError, match="GATE_PREFETCH 'experts' is the one-launch gate's"):
+        impl.fn(**run, config={**cfg, "GATE": "gemm", "GATE_PREFETCH": "experts"})
+    monkeypatch.setattr(KM, "INTERPRET", False)
+    w = torch.zeros((4, 256, 512), dtype=torch.uint8)
+    sc = torch.zeros((4, 256, 32), dtype=torch.uint8)
+    args = KM._expert_prefetch_args((w, sc, w, sc), 6)
+    assert (args["PFX"], args["PFX_W"], args["PFX_S"], args["PFX_T"]) == (KM.GATE_PREFETCH_CHUNKS, 256 * 512,
+                                                                          256 * 32, 8)
+    assert KM._expert_prefetch_args((w, sc[:, :, :16], w, sc[:, :, :16]), 6) == {}     # 64-byte scale chunks: no
+    assert KM._expert_prefetch_args((w, sc, w, sc), KM.GATE_PREFETCH_MAX_SLOTS + 1) == {}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
                     "(scripts/device_session38c.sh)")
 @pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
-def test_w2_prefetch_of_the_routed_experts_changes_no_bit_on_the_gpu(op, monkeypatch):
-    """W2_PREFETCH "routed" under PDL at the Flash TP8 one-token case (the W2 launch's routed items read the routing
-    lists and prefetch before their wait): bit-equal to the default, eager and replayed from a CUDA graph, over six
-    seeded draws."""
+@pytest.mark.parametrize("option", [{"W2_PREFETCH": "routed"}, {"GATE_PREFETCH": "experts"},
+                                    {"W2_PREFETCH": "routed", "GATE_PREFETCH": "experts"}])
+def test_routed_expert_prefetches_change_no_bit_on_the_gpu(op, option, monkeypatch):
+    """W2_PREFETCH "routed" (the W2 launch's routed items read the routing lists and prefetch before their PDL wait)
+    and GATE_PREFETCH "experts" (the one-launch gate's last program prefetches the chosen local experts' W1 / W3)
+    under PDL at the Flash TP8 one-token case: bit-equal to the default, eager and replayed from a CUDA graph, over
+    six seeded draws."""
     from kernelbench.kernels import common as C
     monkeypatch.setenv(C.PDL_ENV, "1")
     spec, impl = spec_and_impl(op)
     params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
     cfg = impl.default_config(params)
-    assert C.pdl_on(torch.device("cuda"), 1)
+    assert C.pdl_on(torch.device("cuda"), 1) and cfg.get("GATE", "fused") == "fused"
     for seed in range(6):
         run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v)
                for k, v in impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cpu",
                                                           "normal")).items()}
         want = impl.fn(**run, config=cfg)
-        got = impl.fn(**run, config={**cfg, "W2_PREFETCH": "routed"})
+        got = impl.fn(**run, config={**cfg, **option})
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            replayed = impl.fn(**run, config={**cfg, "W2_PREFETCH": "routed"})
+            replayed = impl.fn(**run, config={**cfg, **option})
         g.replay()
         g.replay()
         torch.cuda.synchronize()

@@ -184,24 +184,33 @@ def test_gpu_pdl_changes_no_bit(c, monkeypatch):
 
 
 @pytest.mark.timeout(900)
-def test_w2_prefetch_of_the_routed_experts_builds_for_sm120(monkeypatch):
+def test_routed_expert_prefetches_build_for_sm120(monkeypatch):
     """Config W2_PREFETCH "routed" (one token, under PDL): the W2 launch's routed items bulk-prefetch their expert's
-    span before the wait. moe_routed at the step's one-token Flash TP8 case (no shared items: its default W2 build
-    only waits) compiled for sm_120: the W2 kernel takes PF_ROUTED and now prefetches, without spills, in the default
-    build's shared memory; the W1/W3 kernel is untouched. Without PDL the option's build is the default's."""
+    span before the wait; GATE_PREFETCH "experts": the one-launch gate's last program prefetches the chosen local
+    experts' W1 / W3. moe_routed at the step's one-token Flash TP8 case (no shared items: its default W2 build only
+    waits) compiled for sm_120 with both: the W2 kernel takes PF_ROUTED and now prefetches, the gate kernel its 64
+    chunks an array, both without spills, in the default builds' shared memory; the W1/W3 kernel is untouched.
+    Without PDL W2_PREFETCH's build is the default's."""
     from kernelbench import registry
     from kernelbench.harness import inspector
     spec, impl = registry.get_op("moe_routed"), registry.get_impl("moe_routed", "triton")
     params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
-    cfg = {**impl.default_config(params), "W2_PREFETCH": "routed"}
+    cfg = {**impl.default_config(params), "W2_PREFETCH": "routed", "GATE_PREFETCH": "experts"}
 
-    def grouped(config):
+    def kernels(config):
         rep, = inspector.inspect_jobs([("moe_routed", "triton", params, config)], target="sm_120",
                                       tensor_core_ops=())
         assert not rep.get("error") and not rep["problems"], (rep.get("error"), rep["problems"])
-        return [k for k in rep["kernels"] if k["kernel"].endswith("_grouped_gemm_kernel")]
+        return rep["kernels"]
+
+    def grouped(config):
+        return [k for k in kernels(config) if k["kernel"].endswith("_grouped_gemm_kernel")]
 
     monkeypatch.setenv(common.PDL_ENV, "1")
+    gate0, gate1 = ([k for k in kernels(c) if k["kernel"].endswith("_gate_fused_kernel")][0] for c in (None, cfg))
+    assert gate0["constexprs"]["PFX"] == 0 and gate1["constexprs"]["PFX"] == 64
+    assert gate1["spill_bytes"] == 0 and gate1["shared_bytes"] == gate0["shared_bytes"]
+    assert gate1["sass_instructions"] > gate0["sass_instructions"]
     (up0, down0), (up1, down1) = grouped(None), grouped(cfg)
     assert not down0["constexprs"]["PF_ROUTED"] and down0["pdl"] == "wait"
     assert down1["constexprs"]["PF_ROUTED"] and down1["pdl"] == "prefetch+wait"
