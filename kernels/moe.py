@@ -1242,7 +1242,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, PF_ROUTED: tl.constexpr = False):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, PF_ROUTED: tl.constexpr = False,
+                         PF_SPAN: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1273,6 +1274,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   the routing lists for it: written by the routing launch, which had completed when this launch started (the
     #   W1/W3 launch's routed programs wait for it before they let this launch start; `.cg`, past L1). Only a
     #   prefetch precedes the wait, as for the shared span: the result is the same.
+    # PF_SPAN (GATED; config UP_PREFETCH "span"): a live routed item first bulk-prefetches its whole K span of W1 and W3
+    #   rows into L2 (one prefetch per row and matrix), so all of its weight bytes are requested at once instead of
+    #   the load pipeline's few stages at a time. A prefetch only: the result is the same.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1368,6 +1372,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             wb = wb_ptr + e * (N * (KD // 2))
             sa = sa_ptr + e * (N * (KD // 32))
             sb = sb_ptr + e * (N * (KD // 32))
+            if GATED and PF_SPAN:
+                l2_prefetch_rows(wa, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PF_SPAN)
+                l2_prefetch_rows(wb, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PF_SPAN)
             c = start
             while c < end:
                 pos = c + tl.arange(0, BM)
@@ -1685,14 +1692,15 @@ def grouped_configs(params: dict) -> list[dict]:
 
 
 def w2_prefetch_configs(space: list[dict], params: dict) -> list[dict]:
-    """At the token counts that run under PDL by default (one token): the W2 launch's routed items also prefetch their
-    expert's span before the wait (config W2_PREFETCH "routed"), on the space's BDIAG (4, 2) fused entry: the
-    one-token default's tiles and splits."""
+    """At the token counts that run under PDL by default (one token), on the space's BDIAG (4, 2) fused entry (the
+    one-token default's tiles and splits): the W2 launch's routed items also prefetch their expert's span before the
+    wait (config W2_PREFETCH "routed"), and the W1/W3 launch's routed items request their whole K span first
+    (UP_PREFETCH "span")."""
     if params.get("T", 1) > PDL_MAX_TOKENS:
         return []
-    return [{**c, "W2_PREFETCH": "routed"} for c in space
-            if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
+    base = [c for c in space if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
             and "GATE" not in c and "SHARED_SCALES" not in c]
+    return [{**c, **opt} for c in base for opt in ({"W2_PREFETCH": "routed"}, {"UP_PREFETCH": "span"})]
 
 
 def shared_scales_configs(space: list[dict]) -> list[dict]:
@@ -1701,7 +1709,7 @@ def shared_scales_configs(space: list[dict]) -> list[dict]:
     fused: the one-token default's tiles and splits."""
     return [{**c, "SHARED_SCALES": "ahead"} for c in space
             if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
-            and "GATE" not in c and "W2_PREFETCH" not in c]
+            and "GATE" not in c and "W2_PREFETCH" not in c and "UP_PREFETCH" not in c]
 
 
 def gated_configs(params: dict) -> list[dict]:
@@ -1726,6 +1734,9 @@ SHARED_SCALES = ("step", "ahead")    # the fused shared items' weight-scale byte
 # the W2 launch's weight prefetch into L2 before its PDL wait (one token): the shared expert's span only, or also each
 # routed item's span of its expert (_grouped_gemm_kernel PF_ROUTED). Without PDL neither prefetches.
 W2_PREFETCH = ("shared", "routed")
+# the W1/W3 launch's routed items: no prefetch (their loads' pipeline stages only), or their whole K span of W1 / W3
+# requested into L2 first (_grouped_gemm_kernel PF_SPAN; with or without PDL)
+UP_PREFETCH = ("none", "span")
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
 # gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices: with the shared
 # items compiled in, the sm_90 up kernel takes 146 registers and 55 KB of shared memory against 116 and 22.5 KB
@@ -2128,6 +2139,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if sh_scales not in SHARED_SCALES:
         raise ValueError(f"moe_experts: config SHARED_SCALES={sh_scales!r}: one of {SHARED_SCALES}")
     launch.update(SH_AHEAD=sh_scales == "ahead")     # as SHARED "fused": nothing to act on in a call without one
+    up_pf = cfg.get("UP_PREFETCH", "none")
+    if up_pf not in UP_PREFETCH:
+        raise ValueError(f"moe_experts: config UP_PREFETCH={up_pf!r}: one of {UP_PREFETCH}")
     w2_pf = cfg.get("W2_PREFETCH", "shared")
     if w2_pf not in W2_PREFETCH:
         raise ValueError(f"moe_experts: config W2_PREFETCH={w2_pf!r}: one of {W2_PREFETCH}")
@@ -2178,6 +2192,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_up,
+        **({"PF_SPAN": True} if up_pf == "span" and not INTERPRET and bulk_rows_ok(w1) and bulk_rows_ok(w3) else {}),
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128

@@ -6,16 +6,18 @@
 #     entries (moe_routed's covering set, and moe_layer's at one token);
 #  2. the GPU tests of bench --try, fp8_linear, the MoE (the new prefetches bit-equal, eager and graph-replayed) and
 #     PDL;
-#  3. W2_PREFETCH "routed" and GATE_PREFETCH "experts" (scripts/device_session38c.sh says what they do): the op rows
-#     beside the default on the same inputs (bench --try), and the 43-layer step at C = 1 in interleaved pairs.
-#   run(command="KB_TOTAL_S=585 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session38d.sh", carry=[".whl"])
+#  3. W2_PREFETCH "routed", GATE_PREFETCH "experts" (scripts/device_session38c.sh says what they do) and UP_PREFETCH
+#     "span" (the W1/W3 launch's routed items request their whole K span of W1 / W3 into L2 first): the op rows beside
+#     the default on the same inputs (bench --try), and the 43-layer step at C = 1 in interleaved pairs.
+#   run(command="KB_TOTAL_S=570 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session38d.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-585}
+TOTAL=${KB_TOTAL_S:-570}
 source scripts/device_lib.sh || exit 1
 W2='{"W2_PREFETCH": "routed"}'
 GP='{"GATE_PREFETCH": "experts"}'
-BOTH='{"W2_PREFETCH": "routed", "GATE_PREFETCH": "experts"}'
+SPAN='{"UP_PREFETCH": "span"}'
+ALL='{"W2_PREFETCH": "routed", "GATE_PREFETCH": "experts", "UP_PREFETCH": "span"}'
 step copy 25 $KB calibrate --measure copy_gbps
 step verify 130 $KB verify attention_front indexer_q moe_routed --impl triton --device cuda --shapes flash-tp8 \
     --examples 1 --time-budget 3
@@ -23,9 +25,10 @@ step verify_layer 40 $KB verify moe_layer --impl triton --device cuda --shapes f
     --time-budget 3
 step gpu_tests 130 python3 -m pytest -q -m gpu tests/test_bench_try.py tests/test_linear.py tests/test_moe.py \
     tests/test_pdl.py
-step ops 70 $KB bench moe_layer moe_routed --impl triton --shapes flash-tp8 --where T=1 --max-time 0.3 \
-    --try "moe_layer@T=1=$W2" --try "moe_layer@T=1=$GP" --try "moe_layer@T=1=$BOTH" \
-    --try "moe_routed@T=1=$W2" --try "moe_routed@T=1=$GP" --try "moe_routed@T=1=$BOTH" --json "$W/ops.json"
-step step_pf 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 40 \
-    --try "moe_routed@T=1=$W2" --try "moe_routed@T=1=$GP" --try "moe_routed@T=1=$BOTH" --json "$W/step_pf.json"
+step ops 75 $KB bench moe_layer moe_routed --impl triton --shapes flash-tp8 --where T=1 --max-time 0.3 \
+    --try "moe_layer@T=1=$W2" --try "moe_layer@T=1=$GP" --try "moe_layer@T=1=$SPAN" --try "moe_layer@T=1=$ALL" \
+    --try "moe_routed@T=1=$W2" --try "moe_routed@T=1=$GP" --try "moe_routed@T=1=$SPAN" --try "moe_routed@T=1=$ALL" \
+    --json "$W/ops.json"
+step step_pf 160 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
+    --try "moe_routed@T=1=$GP" --try "moe_routed@T=1=$SPAN" --try "moe_routed@T=1=$ALL" --json "$W/step_pf.json"
 finish

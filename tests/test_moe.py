@@ -1017,27 +1017,29 @@ def test_topk_slots_follow_the_official_order(seed):
         assert torch.equal(slot[row], want), (row, b[row], ids, slot[row])
 
 
-def test_w2_prefetch_option_space_and_refusal(monkeypatch):
-    """W2_PREFETCH (the W2 launch's L2 prefetch before its PDL wait): "routed" is offered at one token only (the
-    token counts that run under PDL by default), on the one-token default's tiles and splits, never combined with
-    SHARED_SCALES; in the interpreter (no PDL) it computes the default's bits; an unknown value is refused."""
+@pytest.mark.parametrize("option,value,bad", [("W2_PREFETCH", "routed", "all"), ("UP_PREFETCH", "span", "half")])
+def test_routed_prefetch_options_space_and_refusal(option, value, bad, monkeypatch):
+    """W2_PREFETCH (the W2 launch's L2 prefetch before its PDL wait) and UP_PREFETCH (the W1/W3 launch's routed items
+    request their whole K span first): offered at one token only (the token counts that run under PDL by default),
+    on the one-token default's tiles and splits, never combined with SHARED_SCALES; in the interpreter (no bulk
+    prefetch) the default's bits; an unknown value is refused."""
     from kernelbench.kernels import common as C
     from kernelbench.kernels import moe as KM
     for p in ({"T": 1}, {"T": 1, "shared": True}):
-        routed = [c for c in KM.gated_configs(p) if "W2_PREFETCH" in c]
-        assert len(routed) == 1 and routed[0]["W2_PREFETCH"] == "routed", p
+        routed = [c for c in KM.gated_configs(p) if option in c]
+        assert len(routed) == 1 and routed[0][option] == value, p
         assert routed[0]["SHARED"] == "fused" and (routed[0]["SPLIT_UP"], routed[0]["SPLIT_DOWN"]) == (4, 2)
         assert "SHARED_SCALES" not in routed[0]
-    assert not any("W2_PREFETCH" in c for c in KM.gated_configs({"T": C.PDL_MAX_TOKENS + 1}))
+    assert not any(option in c for c in KM.gated_configs({"T": C.PDL_MAX_TOKENS + 1}))
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 1, "F": 256}
     spec, impl = spec_and_impl("moe_routed")
     run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(3), "cpu", "outliers"))
     cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "DECODE": "fp8"}
-    got = impl.fn(**run, config={**cfg, "W2_PREFETCH": "routed"})
+    got = impl.fn(**run, config={**cfg, option: value})
     assert torch.isfinite(got.float()).all() and torch.equal(got, impl.fn(**run, config=cfg))
-    with pytest.raises(ValueError, match="W2_PREFETCH"):
-        impl.fn(**run, config={**cfg, "W2_PREFETCH": "all"})
+    with pytest.raises(ValueError, match=option):
+        impl.fn(**run, config={**cfg, option: bad})
 
 
 def test_gate_prefetch_option_space_and_refusal(monkeypatch):
@@ -1074,12 +1076,12 @@ def test_gate_prefetch_option_space_and_refusal(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
                     "(scripts/device_session38c.sh)")
 @pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
-@pytest.mark.parametrize("option", [{"W2_PREFETCH": "routed"}, {"GATE_PREFETCH": "experts"},
-                                    {"W2_PREFETCH": "routed", "GATE_PREFETCH": "experts"}])
+@pytest.mark.parametrize("option", [{"W2_PREFETCH": "routed"}, {"GATE_PREFETCH": "experts"}, {"UP_PREFETCH": "span"},
+                                    {"W2_PREFETCH": "routed", "GATE_PREFETCH": "experts", "UP_PREFETCH": "span"}])
 def test_routed_expert_prefetches_change_no_bit_on_the_gpu(op, option, monkeypatch):
-    """W2_PREFETCH "routed" (the W2 launch's routed items read the routing lists and prefetch before their PDL wait)
-    and GATE_PREFETCH "experts" (the one-launch gate's last program prefetches the chosen local experts' W1 / W3)
-    under PDL at the Flash TP8 one-token case: bit-equal to the default, eager and replayed from a CUDA graph, over
+    """W2_PREFETCH "routed" (the W2 launch's routed items read the routing lists and prefetch before their PDL wait),
+    GATE_PREFETCH "experts" (the one-launch gate's last program prefetches the chosen local experts' W1 / W3) and
+    UP_PREFETCH "span" (the W1/W3 launch's routed items request their whole K span first) under PDL at the Flash TP8 one-token case: bit-equal to the default, eager and replayed from a CUDA graph, over
     six seeded draws."""
     from kernelbench.kernels import common as C
     monkeypatch.setenv(C.PDL_ENV, "1")

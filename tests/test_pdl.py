@@ -189,13 +189,13 @@ def test_routed_expert_prefetches_build_for_sm120(monkeypatch):
     span before the wait; GATE_PREFETCH "experts": the one-launch gate's last program prefetches the chosen local
     experts' W1 / W3. moe_routed at the step's one-token Flash TP8 case (no shared items: its default W2 build only
     waits) compiled for sm_120 with both: the W2 kernel takes PF_ROUTED and now prefetches, the gate kernel its 64
-    chunks an array, both without spills, in the default builds' shared memory; the W1/W3 kernel is untouched.
-    Without PDL W2_PREFETCH's build is the default's."""
+    chunks an array; UP_PREFETCH "span": the W1/W3 launch's routed items request their whole K span first. Each
+    without spills, in the default builds' shared memory. Without PDL W2_PREFETCH's build is the default's."""
     from kernelbench import registry
     from kernelbench.harness import inspector
     spec, impl = registry.get_op("moe_routed"), registry.get_impl("moe_routed", "triton")
     params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
-    cfg = {**impl.default_config(params), "W2_PREFETCH": "routed", "GATE_PREFETCH": "experts"}
+    cfg = {**impl.default_config(params), "W2_PREFETCH": "routed", "GATE_PREFETCH": "experts", "UP_PREFETCH": "span"}
 
     def kernels(config):
         rep, = inspector.inspect_jobs([("moe_routed", "triton", params, config)], target="sm_120",
@@ -215,7 +215,9 @@ def test_routed_expert_prefetches_build_for_sm120(monkeypatch):
     assert not down0["constexprs"]["PF_ROUTED"] and down0["pdl"] == "wait"
     assert down1["constexprs"]["PF_ROUTED"] and down1["pdl"] == "prefetch+wait"
     assert down1["spill_bytes"] == 0 and down1["shared_bytes"] == down0["shared_bytes"]
-    assert not up1["constexprs"]["PF_ROUTED"] and up1["sass_instructions"] == up0["sass_instructions"]
+    assert not up1["constexprs"]["PF_ROUTED"] and up1["constexprs"]["PF_SPAN"] and not up0["constexprs"]["PF_SPAN"]
+    assert up1["spill_bytes"] == 0 and up1["shared_bytes"] == up0["shared_bytes"]
+    assert up1["sass_instructions"] > up0["sass_instructions"]
     monkeypatch.setenv(common.PDL_ENV, "0")
-    (_, down_off), (_, down_off1) = grouped(None), grouped(cfg)
+    (_, down_off), (_, down_off1) = grouped(None), grouped({**cfg, "UP_PREFETCH": "none"})
     assert down_off1["pdl"] == "" and down_off1["sass_instructions"] == down_off["sass_instructions"]
