@@ -263,16 +263,6 @@ def l2_prefetch(ptrs, nbytes):
 
 
 @triton.jit
-def l2_prefetch_where(ptrs, nbytes, mask):
-    """l2_prefetch of `nbytes` at the addresses of `ptrs` where `mask` holds (a predicated prefetch: lanes outside
-    it issue nothing and their address is never formed into a request)."""
-    size = tl.zeros(ptrs.shape, tl.int32) + nbytes
-    on = mask.to(tl.int32)
-    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $3, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; } "
-                              "// $0", "=r,l,r,r", [ptrs, size, on], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def l2_prefetch_rows(w_ptr, rn, nmask, row_bytes, byte0, nbytes, PDL: tl.constexpr):
     """With PDL: prefetch bytes [byte0, byte0 + nbytes) of rows rn (row_bytes apart from w_ptr; rows outside nmask
     fetch the smallest row of rn instead, never out of bounds) of a weight viewed as bytes. byte0, nbytes and

@@ -23,9 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, PDL_MAX_TOKENS, Beside, bulk_rows_ok, check_device, check_dtype,
-                                       check_shape, dot_operand, l2_prefetch_rows, l2_prefetch_where, pdl_args,
-                                       pdl_enter, pdl_release, to_bf16)
+from kernelbench.kernels.common import (INTERPRET, Beside, check_device, check_dtype, check_shape, dot_operand,
+                                       l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -430,12 +429,11 @@ def _gate_warps(cfg) -> int:
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS,
-                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT, experts=None):
+                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
-    layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option); `experts`: (w1, s1, w3, s3) whose chosen
-    local experts the launch prefetches into L2 (config GATE_PREFETCH "experts", _expert_prefetch_args)."""
+    layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option)."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
@@ -457,40 +455,8 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
         SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
-        num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight),
-        **(_expert_prefetch_args(experts, T * topk) if route is not None and not slots and experts else {}))
+        num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight))
     return (w, idx, buf) if route is not None else (w, idx)
-
-
-GATE_PREFETCH = ("none", "experts")
-GATE_PREFETCH_CHUNKS = 64      # prefetches per expert and array (W1 / W3 codes: 64 KB each at Flash TP8)
-GATE_PREFETCH_MAX_SLOTS = 64   # the most slots (tokens x K) whose experts it prefetches: one (slots, chunks) tile
-
-
-def _gate_prefetch_option(cfg) -> str:
-    """Config GATE_PREFETCH: "none" (the default) or "experts": the one-launch gate (GATE "fused", its slot sort in
-    chunks) prefetches the W1 / W3 codes and scales of the local experts its top-k chose into L2 (_gate_fused_kernel
-    PFX), before the W1/W3 launch starts."""
-    mode = (cfg or {}).get("GATE_PREFETCH", "none")
-    if mode not in GATE_PREFETCH:
-        raise ValueError(f"moe_layer: config GATE_PREFETCH={mode!r}: one of {GATE_PREFETCH}")
-    return mode
-
-
-def _expert_prefetch_args(experts, tk: int) -> dict:
-    """_gate_fused_kernel's prefetch arguments for (w1, s1, w3, s3) (El experts each, contiguous) and tk slots: {}
-    where the interpreter runs (no bulk prefetch there), past GATE_PREFETCH_MAX_SLOTS slots, or where the arrays do
-    not split into GATE_PREFETCH_CHUNKS 16-byte aligned chunks an expert."""
-    w1, s1, w3, s3 = (t.view(torch.uint8) if t.dtype != torch.uint8 else t for t in experts)
-    arrays = (w1, s1, w3, s3)
-    pw, ps = w1[0].numel(), s1[0].numel()
-    ok = (not INTERPRET and tk <= GATE_PREFETCH_MAX_SLOTS and w1.shape == w3.shape and s1.shape == s3.shape
-          and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in arrays)
-          and pw % (16 * GATE_PREFETCH_CHUNKS) == 0 and ps % (16 * GATE_PREFETCH_CHUNKS) == 0)
-    if not ok:
-        return {}
-    return dict(w1_ptr=w1, s1_ptr=s1, w3_ptr=w3, s3_ptr=s3, PFX=GATE_PREFETCH_CHUNKS, PFX_W=pw, PFX_S=ps,
-                PFX_T=max(2, triton.next_power_of_2(tk)))
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
@@ -1067,9 +1033,7 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False,
                        TS: tl.constexpr = 0, KW: tl.constexpr = 2, SLOTS: tl.constexpr = False,
-                       ROWS_ROUTED: tl.constexpr = False, w1_ptr=0, s1_ptr=0, w3_ptr=0, s3_ptr=0,
-                       PFX: tl.constexpr = 0, PFX_W: tl.constexpr = 0, PFX_S: tl.constexpr = 0,
-                       PFX_T: tl.constexpr = 2):
+                       ROWS_ROUTED: tl.constexpr = False):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -1080,10 +1044,6 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # ROWS_ROUTED (hash routing, config GATE_ROWS "routed"): NGP = T * K programs, program (t, k) scores only the
     # expert token t's table row names into logits[t * K + k] (the weights are the softmax of those K scores): K
     # gate rows a token instead of all E.
-    # PFX > 0 (SORT, config GATE_PREFETCH "experts"): once the last program has stored the top-k, it bulk-prefetches
-    #   into L2 the W1 / W3 codes (PFX_W bytes an expert) and scales (PFX_S bytes) of every local expert a slot chose,
-    #   in PFX chunks each, so the W1/W3 launch's routed items find them there: their stream starts before that
-    #   launch does. A prefetch only: the routing and every output are the same.
     pid = tl.program_id(0)
     if pid < NGP and not ROWS_ROUTED:  # PDL: the program's EB gate rows (contiguous) into L2 first, one prefetch
         one = pid + tl.arange(0, 1)                                # (a prefetch per row spilled on sm_90)
@@ -1124,32 +1084,11 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                                EP, HAS_BIAS, HASH, TP, True)
                 if SORT:
                     tl.debug_barrier()                             # idx stores of every thread before the sort
-                    if PFX > 0:
-                        _prefetch_chosen_experts(idx_ptr, T * K, offset, El, w1_ptr, s1_ptr, w3_ptr, s3_ptr, PFX_T,
-                                                 PFX, PFX_W, PFX_S)
                     _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
                                  KW)
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
-
-
-@triton.jit
-def _prefetch_chosen_experts(idx_ptr, TK, offset, El, w1_ptr, s1_ptr, w3_ptr, s3_ptr, TKP: tl.constexpr,
-                             PFX: tl.constexpr, PFX_W: tl.constexpr, PFX_S: tl.constexpr):
-    """Bulk-prefetch into L2 the W1 / W3 codes and scales of the local experts of slots 0 .. TK - 1 (TK <= TKP; a
-    slot whose expert is not on this rank fetches nothing): each expert's PFX_W code bytes and PFX_S scale bytes
-    (contiguous per expert) in PFX chunks, one (CH, PFX) tensor of predicated prefetches per array."""
-    key = _local_keys(idx_ptr, tl.arange(0, TKP), TK, offset, El)
-    on = (key >= 0)[:, None] & (tl.arange(0, PFX) >= 0)[None, :]
-    e = tl.maximum(key, 0).to(tl.int64)[:, None]
-    c = tl.arange(0, PFX).to(tl.int64)[None, :]
-    CW: tl.constexpr = PFX_W // PFX
-    CS: tl.constexpr = PFX_S // PFX
-    l2_prefetch_where(w1_ptr + e * PFX_W + c * CW, CW, on)
-    l2_prefetch_where(w3_ptr + e * PFX_W + c * CW, CW, on)
-    l2_prefetch_where(s1_ptr + e * PFX_S + c * CS, CS, on)
-    l2_prefetch_where(s3_ptr + e * PFX_S + c * CS, CS, on)
 
 
 @triton.jit
@@ -1242,8 +1181,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, PF_ROUTED: tl.constexpr = False,
-                         PF_SPAN: tl.constexpr = False):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1269,14 +1207,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     # SH_AHEAD (SHARED; config SHARED_SCALES "ahead"): the shared items load their weights' scale bytes a K block
     #   ahead (else in the block's step: sm_90 SASS, two plain byte loads a step in the gated loop, each waited on at
     #   its scale multiply). The same values in the same order: the same result.
-    # PF_ROUTED (PDL, not GATED; config W2_PREFETCH "routed"): the routed items of the W2 launch also bulk-prefetch
-    #   their expert's weight span into L2 before the wait, so it streams while the W1/W3 launch still runs. They read
-    #   the routing lists for it: written by the routing launch, which had completed when this launch started (the
-    #   W1/W3 launch's routed programs wait for it before they let this launch start; `.cg`, past L1). Only a
-    #   prefetch precedes the wait, as for the shared span: the result is the same.
-    # PF_SPAN (GATED; config UP_PREFETCH "span"): a live routed item first bulk-prefetches its whole K span of W1 and W3
-    #   rows into L2 (one prefetch per row and matrix), so all of its weight bytes are requested at once instead of
-    #   the load pipeline's few stages at a time. A prefetch only: the result is the same.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1292,17 +1222,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 l2_prefetch_rows(hwb_ptr, rn, rn < NS, KD, s * KBS * 128, KBS * 128, PDL)
         elif s * KBS * 128 < NS:
             l2_prefetch_rows(hwa_ptr, rn, rn < N, NS, s * KBS * 128, tl.minimum(KBS * 128, NS - s * KBS * 128), PDL)
-    if PDL and PF_ROUTED and not GATED and (not SHARED or a >= NSH):
-        pitem = a - NSH if SHARED else a
-        if ITEMS:
-            ptb = act_ptr + it0 + 4 * pitem
-            pe = tl.load(ptb, cache_modifier=".cg").to(tl.int64)
-            plive = tl.load(ptb + 2, cache_modifier=".cg") > tl.load(ptb + 1, cache_modifier=".cg")
-        else:
-            plive = pitem < tl.load(act_ptr, cache_modifier=".cg")
-            pe = tl.load(act_ptr + 1 + pitem, mask=plive, other=0, cache_modifier=".cg").to(tl.int64)
-        if plive:      # PAIR64 / official rows alike: KD / 2 bytes, this split's K span
-            l2_prefetch_rows(wa_ptr + pe * (N * (KD // 2)), rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
     if XOWN and a < NSH:       # the shared items touch nothing the routing launch writes (above): no wait
         pdl_release(PDL)
     else:
@@ -1372,9 +1291,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             wb = wb_ptr + e * (N * (KD // 2))
             sa = sa_ptr + e * (N * (KD // 32))
             sb = sb_ptr + e * (N * (KD // 32))
-            if GATED and PF_SPAN:
-                l2_prefetch_rows(wa, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PF_SPAN)
-                l2_prefetch_rows(wb, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PF_SPAN)
             c = start
             while c < end:
                 pos = c + tl.arange(0, BM)
@@ -1688,19 +1604,7 @@ def grouped_configs(params: dict) -> list[dict]:
                         "SHARED_ITEMS": "per_tile", "BDIAG": True})
     if params.get("shared"):     # moe_experts given the shared expert: SHARED_SCALES (shared_scales_configs)
         out += shared_scales_configs(out)
-    return out + w2_prefetch_configs(out, params)
-
-
-def w2_prefetch_configs(space: list[dict], params: dict) -> list[dict]:
-    """At the token counts that run under PDL by default (one token), on the space's BDIAG (4, 2) fused entry (the
-    one-token default's tiles and splits): the W2 launch's routed items also prefetch their expert's span before the
-    wait (config W2_PREFETCH "routed"), and the W1/W3 launch's routed items request their whole K span first
-    (UP_PREFETCH "span")."""
-    if params.get("T", 1) > PDL_MAX_TOKENS:
-        return []
-    base = [c for c in space if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
-            and "GATE" not in c and "SHARED_SCALES" not in c]
-    return [{**c, **opt} for c in base for opt in ({"W2_PREFETCH": "routed"}, {"UP_PREFETCH": "span"})]
+    return out
 
 
 def shared_scales_configs(space: list[dict]) -> list[dict]:
@@ -1709,7 +1613,7 @@ def shared_scales_configs(space: list[dict]) -> list[dict]:
     fused: the one-token default's tiles and splits."""
     return [{**c, "SHARED_SCALES": "ahead"} for c in space
             if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
-            and "GATE" not in c and "W2_PREFETCH" not in c and "UP_PREFETCH" not in c]
+            and "GATE" not in c]
 
 
 def gated_configs(params: dict) -> list[dict]:
@@ -1722,21 +1626,13 @@ def gated_configs(params: dict) -> list[dict]:
     out = grouped_configs(params)
     base = next(c for c in out if c.get("BDIAG") and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
                 and c["SHARED"] == "fused")
-    few = params.get("T", 1) <= GATE_FUSE_MAX_T
-    slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if few else []
-    slots += [{**base, "GATE": "fused", "GATE_PREFETCH": "experts"}] if few else []
+    slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     return out + [{**base, "GATE": "mma"}] + slots + ahead
 
 
 SHARED_MODES = ("fused", "side", "beside")
 SHARED_SCALES = ("step", "ahead")    # the fused shared items' weight-scale bytes: in their K block's step, or one ahead
-# the W2 launch's weight prefetch into L2 before its PDL wait (one token): the shared expert's span only, or also each
-# routed item's span of its expert (_grouped_gemm_kernel PF_ROUTED). Without PDL neither prefetches.
-W2_PREFETCH = ("shared", "routed")
-# the W1/W3 launch's routed items: no prefetch (their loads' pipeline stages only), or their whole K span of W1 / W3
-# requested into L2 first (_grouped_gemm_kernel PF_SPAN; with or without PDL)
-UP_PREFETCH = ("none", "span")
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
 # gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices: with the shared
 # items compiled in, the sm_90 up kernel takes 146 registers and 55 KB of shared memory against 116 and 22.5 KB
@@ -2139,12 +2035,6 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if sh_scales not in SHARED_SCALES:
         raise ValueError(f"moe_experts: config SHARED_SCALES={sh_scales!r}: one of {SHARED_SCALES}")
     launch.update(SH_AHEAD=sh_scales == "ahead")     # as SHARED "fused": nothing to act on in a call without one
-    up_pf = cfg.get("UP_PREFETCH", "none")
-    if up_pf not in UP_PREFETCH:
-        raise ValueError(f"moe_experts: config UP_PREFETCH={up_pf!r}: one of {UP_PREFETCH}")
-    w2_pf = cfg.get("W2_PREFETCH", "shared")
-    if w2_pf not in W2_PREFETCH:
-        raise ValueError(f"moe_experts: config W2_PREFETCH={w2_pf!r}: one of {W2_PREFETCH}")
     nsh = (triton.cdiv(T, bms) if mode == "per_tile" else 1) if fused else 0    # shared expert items
     if fused:
         hw = {k: v.contiguous() for k, v in hw.items()}
@@ -2192,7 +2082,6 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_up,
-        **({"PF_SPAN": True} if up_pf == "span" and not INTERPRET and bulk_rows_ok(w1) and bulk_rows_ok(w3) else {}),
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
@@ -2209,7 +2098,6 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
         **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
-        **({"PF_ROUTED": True} if w2_pf == "routed" and bulk_rows_ok(w2) else {}),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))
@@ -2359,14 +2247,9 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     else:
         mode = _gate_mode(cfg, T)
-        prefetch = _gate_prefetch_option(cfg) == "experts"
-        if prefetch and mode != "fused":
-            raise ValueError(f"moe_layer: config GATE_PREFETCH 'experts' is the one-launch gate's (GATE 'fused'), "
-                             f"not GATE {mode!r}'s")
         if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, (El, expert_offset),
-                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg),
-                                         (w1, s1, w3, s3) if prefetch else None)
+                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg))
         elif mode == "mma":     # one launch: tensor-core logits, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg)
         else:                   # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 38, first call (device time was short: the starts kept failing): what must be true before anything else,
+# Ran as session 38's call 1 on an H100 (data/h100-2026-12-06-session38/call1, tree 572fcf6). The three prefetch configs
+# it times were removed afterwards, all slower in the step (docs/perf/h100-2026-12-06-session38.md): at HEAD their
+# --try pins are refused as unknown keys. Session 38, first call (device time was short: the starts kept failing): what must be true before anything else,
 # then this session's two one-token MoE prefetch configs timed.
 #  1. GPU verify of the config paths session 36 could not verify on a device (attention_front's PREFETCH "staged",
 #     indexer_q's fused path with it, moe_routed's SHARED_SCALES "ahead") and of the new W2_PREFETCH / GATE_PREFETCH
