@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 38's last device budget (~390 s), meant for an H200: the 43-layer step with its attribution at C = 1 / 16 /
+# Not run: no H200 came before session 38's device time ran out (next session's). Written for its last ~390 s, meant for an H200: the 43-layer step with its attribution at C = 1 / 16 /
 # 64 (issue 17's non-MoE time a layer, last measured on an H200 in session 25: 42.4 us at C = 1), then fp8_linear's
 # PREFETCH "staged" over the step's own fp8_linear keys at 16 / 64 tokens (over each key's tuned entry) in
 # interleaved pairs: on an H100 (session 36) 0.018 ms slower at C = 16, within noise at 64, never timed on an H200.
