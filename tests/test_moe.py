@@ -1015,3 +1015,78 @@ def test_topk_slots_follow_the_official_order(seed):
         want = torch.full((C,), K, dtype=torch.int32)
         want[torch.tensor(key[:K])] = torch.arange(K, dtype=torch.int32)
         assert torch.equal(slot[row], want), (row, b[row], ids, slot[row])
+
+
+def test_scale_prefetch_option_space_and_refusal(monkeypatch):
+    """SCALE_PREFETCH "span" (the routed items request their split's span of the weight-scale words into L2 first):
+    one entry in every token count's space, on the BDIAG (4, 2) fused tiles and never with SHARED_SCALES; in the
+    interpreter (no bulk prefetch) the default's bits; an unknown value is refused; the spans must be whole 16-byte
+    pieces (4 K blocks a split)."""
+    from kernelbench.kernels import moe as KM
+    for p in ({"T": 1}, {"T": 64, "shared": True}):
+        pf = [c for c in KM.gated_configs(p) if "SCALE_PREFETCH" in c]
+        assert len(pf) == 1 and pf[0]["SCALE_PREFETCH"] == "span" and "SHARED_SCALES" not in pf[0], p
+        assert pf[0]["SHARED"] == "fused" and (pf[0]["SPLIT_UP"], pf[0]["SPLIT_DOWN"]) == (4, 2)
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 2, "F": 256}
+    spec, impl = spec_and_impl("moe_routed")
+    run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(5), "cpu", "outliers"))
+    cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "DECODE": "fp8"}
+    got = impl.fn(**run, config={**cfg, "SCALE_PREFETCH": "span"})
+    assert torch.isfinite(got.float()).all() and torch.equal(got, impl.fn(**run, config=cfg))
+    with pytest.raises(ValueError, match="SCALE_PREFETCH"):
+        impl.fn(**run, config={**cfg, "SCALE_PREFETCH": "all"})
+    rows = torch.zeros((4, 64, 128), dtype=torch.uint8)
+    assert KM._scale_spans_ok(8, 8, rows) and not KM._scale_spans_ok(8, 2, rows)
+    assert not KM._scale_spans_ok(8, 8, torch.zeros((4, 64, 136), dtype=torch.uint8)[:, :, :128])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session39a.sh)")
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
+@pytest.mark.parametrize("T", [1, 64])
+def test_scale_prefetch_changes_no_bit_on_the_gpu(op, T):
+    """SCALE_PREFETCH "span" at the Flash TP8 cases of 1 and 64 tokens: bit-equal to the default, eager and replayed
+    from a CUDA graph, over three seeded draws."""
+    spec, impl = spec_and_impl(op)
+    params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == T)
+    cfg = impl.default_config(params)
+    for seed in range(3):
+        run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v)
+               for k, v in impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cpu",
+                                                          "normal")).items()}
+        want = impl.fn(**run, config=cfg)
+        got = impl.fn(**run, config={**cfg, "SCALE_PREFETCH": "span"})
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            replayed = impl.fn(**run, config={**cfg, "SCALE_PREFETCH": "span"})
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.isfinite(want.float()).all()
+        assert torch.equal(got, want) and torch.equal(replayed, want), (op, T, seed)
+
+
+@pytest.mark.timeout(900)
+def test_scale_prefetch_builds_for_sm120():
+    """Config SCALE_PREFETCH "span" (the routed items request their split's span of the weight-scale words into L2
+    before their K loop) at moe_routed's one-token Flash TP8 case, compiled for sm_120: both grouped kernels take
+    PF_SCALES, without spills and in the default builds' registers and shared memory."""
+    from kernelbench import registry
+    from kernelbench.harness import inspector
+    spec, impl = registry.get_op("moe_routed"), registry.get_impl("moe_routed", "triton")
+    params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 1)
+
+    def grouped(config):
+        rep, = inspector.inspect_jobs([("moe_routed", "triton", params, config)], target="sm_120",
+                                      tensor_core_ops=())
+        assert not rep.get("error") and not rep["problems"], (rep.get("error"), rep["problems"])
+        return [k for k in rep["kernels"] if k["kernel"].endswith("_grouped_gemm_kernel")]
+
+    base, span = grouped(None), grouped({**impl.default_config(params), "SCALE_PREFETCH": "span"})
+    assert len(base) == len(span) == 2
+    for a, b in zip(base, span):
+        assert not a["constexprs"]["PF_SCALES"] and b["constexprs"]["PF_SCALES"]
+        assert b["spill_bytes"] == 0 and b["shared_bytes"] == a["shared_bytes"] and b["registers"] <= a["registers"]
+        assert b["sass_instructions"] > a["sass_instructions"]
