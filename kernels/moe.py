@@ -24,7 +24,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_device, check_dtype, check_shape,
-                                       dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
+                                       dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, sm90_compiled,
+                                       to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -1651,7 +1652,8 @@ def gated_configs(params: dict) -> list[dict]:
 
 SHARED_MODES = ("fused", "side", "beside")
 # the routed items' weight-scale words: loaded a K block ahead only ("none"), or their split's span of every scale row
-# first requested into L2 ("span"; _grouped_gemm_kernel PF_SCALES), with or without PDL
+# first requested into L2 ("span"; _grouped_gemm_kernel PF_SCALES), with or without PDL, where the code is compiled
+# for sm_90+ (cp.async.bulk.prefetch; elsewhere "span" runs the default build)
 SCALE_PREFETCH = ("none", "span")
 SHARED_SCALES = ("step", "ahead")    # the fused shared items' weight-scale bytes: in their K block's step, or one ahead
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
@@ -2038,7 +2040,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     scale_pf = cfg.get("SCALE_PREFETCH", "none")
     if scale_pf not in SCALE_PREFETCH:
         raise ValueError(f"moe_experts: config SCALE_PREFETCH={scale_pf!r}: one of {SCALE_PREFETCH}")
-    if scale_pf == "span" and not INTERPRET and _scale_spans_ok(D // 128 // su, F // 128 // sd, s1, s3, s2):
+    if scale_pf == "span" and sm90_compiled(dev) and _scale_spans_ok(D // 128 // su, F // 128 // sd, s1, s3, s2):
         launch.update(PF_SCALES=True)
     # ITEM_TABLE: each program reads its (expert, start, end) from the table the v3 / v4 sort writes (one memory
     # round trip instead of three dependent ones before its first weight load; glue v2's sort does not write it)
