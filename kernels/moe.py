@@ -1617,22 +1617,27 @@ def grouped_configs(params: dict) -> list[dict]:
     return out + scale_prefetch_configs(out)
 
 
+# config keys that the spaces add to a plain tile entry (one_token_tiles leaves entries carrying them out)
+_ADDED_OPTIONS = ("GATE", "SHARED_SCALES", "SCALE_PREFETCH")
+
+
+def one_token_tiles(space: list[dict]) -> list[dict]:
+    """The space's plain BDIAG entries at the (4, 2) split with the shared expert fused (the one-token default's
+    tiles and splits), which the options below are added to."""
+    return [c for c in space if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
+            and not any(k in c for k in _ADDED_OPTIONS)]
+
+
 def scale_prefetch_configs(space: list[dict]) -> list[dict]:
-    """The routed items' weight-scale spans requested into L2 first (config SCALE_PREFETCH "span"), on the space's
-    BDIAG (4, 2) fused entry (the one-token default's tiles and splits), so that verify covers the path and the tuner
-    times it."""
-    return [{**c, "SCALE_PREFETCH": "span"} for c in space
-            if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
-            and "GATE" not in c and "SHARED_SCALES" not in c]
+    """The routed items' weight-scale spans requested into L2 first (config SCALE_PREFETCH "span") on one_token_tiles,
+    so that verify covers the path and the tuner times it."""
+    return [{**c, "SCALE_PREFETCH": "span"} for c in one_token_tiles(space)]
 
 
 def shared_scales_configs(space: list[dict]) -> list[dict]:
     """The fused shared items' scale bytes a K block ahead (config SHARED_SCALES "ahead"; session 36: level at one
-    token on an H100, docs/perf/h100-2026-12-05-session36.md) on the space's BDIAG (4, 2) entry with the shared expert
-    fused: the one-token default's tiles and splits."""
-    return [{**c, "SHARED_SCALES": "ahead"} for c in space
-            if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
-            and "GATE" not in c and "SCALE_PREFETCH" not in c]
+    token on an H100, docs/perf/h100-2026-12-05-session36.md) on one_token_tiles."""
+    return [{**c, "SHARED_SCALES": "ahead"} for c in one_token_tiles(space)]
 
 
 def gated_configs(params: dict) -> list[dict]:
@@ -1643,8 +1648,7 @@ def gated_configs(params: dict) -> list[dict]:
     moe_routed T = 1 0.3 us slower, moe_layer and the C = 1 step level), so that `kernelbench verify` covers those
     paths and `kernelbench tune` times them beside the default gates."""
     out = grouped_configs(params)
-    base = next(c for c in out if c.get("BDIAG") and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
-                and c["SHARED"] == "fused")
+    base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     return out + [{**base, "GATE": "mma"}] + slots + ahead

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Not run in session 38 (no H200 came; the H100 call's budget did not hold it). Written as session 38's second call: fp8_linear's space now holds PREFETCH "staged" (session 36; faster alone at most keys on an
-# H100, not a default). Tune the three keys the 43-layer step looks up at 16 and 64 tokens (wo_b N = 4096, K = 1024;
-# the shared expert slice's W1 / W3 N = 256, K = 4096 and W2 N = 4096, K = 256) on an H200, after a verify of
-# fp8_linear into the same database (the export needs it), then judge the entries in the step (--try-entries,
-# --keep-faster: only entries that make the step faster are kept).
+# Not run in session 38 (no H200 came; the H100 call's budget did not hold it). Written as session 38's second call:
+# fp8_linear's space now holds PREFETCH "staged" (session 36; faster alone at most keys on an H100, not a default). Tune
+# the three keys the 43-layer step looks up at 16 and 64 tokens (wo_b N = 4096, K = 1024; the shared expert slice's W1 /
+# W3 N = 256, K = 4096 and W2 N = 4096, K = 256) on an H200, after a verify of fp8_linear into the same database (the
+# export needs it), then judge the entries in the step (--try-entries, --keep-faster: only entries that make the step
+# faster are kept).
 #   run(command="KB_TOTAL_S=430 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session38b.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Ran as session 38's call 1 on an H100 (data/h100-2026-12-06-session38/call1, tree 572fcf6). The three prefetch configs
 # it times were removed afterwards, all slower in the step (docs/perf/h100-2026-12-06-session38.md): at HEAD their
-# --try pins are refused as unknown keys. Session 38, first call (device time was short: the starts kept failing): what must be true before anything else,
-# then this session's two one-token MoE prefetch configs timed.
+# --try pins are refused as unknown keys. Session 38, first call (device time was short: the starts kept failing):
+# what must be true before anything else, then this session's one-token MoE prefetch configs timed.
 #  1. GPU verify of the config paths session 36 could not verify on a device (attention_front's PREFETCH "staged",
 #     indexer_q's fused path with it, moe_routed's SHARED_SCALES "ahead") and of the new W2_PREFETCH / GATE_PREFETCH
 #     entries (moe_routed's covering set, and moe_layer's at one token);
 #  2. the GPU tests of bench --try, fp8_linear, the MoE (the new prefetches bit-equal, eager and graph-replayed) and
 #     PDL;
-#  3. W2_PREFETCH "routed", GATE_PREFETCH "experts" (scripts/device_session38c.sh says what they do) and UP_PREFETCH
-#     "span" (the W1/W3 launch's routed items request their whole K span of W1 / W3 into L2 first): the op rows beside
-#     the default on the same inputs (bench --try), and the 43-layer step at C = 1 in interleaved pairs.
+#  3. W2_PREFETCH "routed", GATE_PREFETCH "experts" and UP_PREFETCH "span" (docs/perf/h100-2026-12-06-session38.md
+#     says what they did): the op rows beside the default on the same inputs (bench --try), and the 43-layer step at
+#     C = 1 in interleaved pairs.
 #   run(command="KB_TOTAL_S=570 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session38d.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
