@@ -23,9 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_device, check_dtype, check_shape,
-                                       dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, sm90_compiled,
-                                       to_bf16)
+from kernelbench.kernels.common import (INTERPRET, Beside, check_device, check_dtype, check_shape, dot_operand,
+                                       l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -1182,7 +1181,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, PF_SCALES: tl.constexpr = False):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1208,11 +1207,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     # SH_AHEAD (SHARED; config SHARED_SCALES "ahead"): the shared items load their weights' scale bytes a K block
     #   ahead (else in the block's step: sm_90 SASS, two plain byte loads a step in the gated loop, each waited on at
     #   its scale multiply). The same values in the same order: the same result.
-    # PF_SCALES (config SCALE_PREFETCH "span"): a live routed item first bulk-prefetches its K span of the weight-scale
-    #   words (wa's and, GATED, wb's) into L2. The K loop loads each block's words one block ahead into registers,
-    #   and the copy into the loop-carried register at the loop's end waits for them (sm_90 SASS at one token: the
-    #   W1/W3 loop's 8 word loads waited on ~300 of its 332 instructions later, the W2 loop's 6 at 132-169 of 206):
-    #   from L2 instead of HBM that wait is shorter. A prefetch only: the result is the same.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1297,10 +1291,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             wb = wb_ptr + e * (N * (KD // 2))
             sa = sa_ptr + e * (N * (KD // 32))
             sb = sb_ptr + e * (N * (KD // 32))
-            if PF_SCALES:       # this split's K blocks: 4 bytes each a row
-                l2_prefetch_rows(sa, rn, rn < N, KD // 32, s * KBS * 4, KBS * 4, PF_SCALES)
-                if GATED:
-                    l2_prefetch_rows(sb, rn, rn < N, KD // 32, s * KBS * 4, KBS * 4, PF_SCALES)
             c = start
             while c < end:
                 pos = c + tl.arange(0, BM)
@@ -1614,11 +1604,11 @@ def grouped_configs(params: dict) -> list[dict]:
                         "SHARED_ITEMS": "per_tile", "BDIAG": True})
     if params.get("shared"):     # moe_experts given the shared expert: SHARED_SCALES (shared_scales_configs)
         out += shared_scales_configs(out)
-    return out + scale_prefetch_configs(out)
+    return out
 
 
 # config keys that the spaces add to a plain tile entry (one_token_tiles leaves entries carrying them out)
-_ADDED_OPTIONS = ("GATE", "SHARED_SCALES", "SCALE_PREFETCH")
+_ADDED_OPTIONS = ("GATE", "SHARED_SCALES")
 
 
 def one_token_tiles(space: list[dict]) -> list[dict]:
@@ -1626,12 +1616,6 @@ def one_token_tiles(space: list[dict]) -> list[dict]:
     tiles and splits), which the options below are added to."""
     return [c for c in space if c.get("BDIAG") and c["SHARED"] == "fused" and (c["SPLIT_UP"], c["SPLIT_DOWN"]) == (4, 2)
             and not any(k in c for k in _ADDED_OPTIONS)]
-
-
-def scale_prefetch_configs(space: list[dict]) -> list[dict]:
-    """The routed items' weight-scale spans requested into L2 first (config SCALE_PREFETCH "span") on one_token_tiles,
-    so that verify covers the path and the tuner times it."""
-    return [{**c, "SCALE_PREFETCH": "span"} for c in one_token_tiles(space)]
 
 
 def shared_scales_configs(space: list[dict]) -> list[dict]:
@@ -1655,10 +1639,6 @@ def gated_configs(params: dict) -> list[dict]:
 
 
 SHARED_MODES = ("fused", "side", "beside")
-# the routed items' weight-scale words: loaded a K block ahead only ("none"), or their split's span of every scale row
-# first requested into L2 ("span"; _grouped_gemm_kernel PF_SCALES), with or without PDL, where the code is compiled
-# for sm_90+ (cp.async.bulk.prefetch; elsewhere "span" runs the default build)
-SCALE_PREFETCH = ("none", "span")
 SHARED_SCALES = ("step", "ahead")    # the fused shared items' weight-scale bytes: in their K block's step, or one ahead
 # From this many tokens the default runs the shared expert (whole, or a TP rank's slice) on a side stream beside the
 # gate and the routed launches (SHARED "side"), and the routed launches take the routed-only choices: with the shared
@@ -2041,11 +2021,6 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         if pair:                  # the official layout (weights not prepared) keeps one group per dot
             pf = 3
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PF=pf)
-    scale_pf = cfg.get("SCALE_PREFETCH", "none")
-    if scale_pf not in SCALE_PREFETCH:
-        raise ValueError(f"moe_experts: config SCALE_PREFETCH={scale_pf!r}: one of {SCALE_PREFETCH}")
-    if scale_pf == "span" and sm90_compiled(dev) and _scale_spans_ok(D // 128 // su, F // 128 // sd, s1, s3, s2):
-        launch.update(PF_SCALES=True)
     # ITEM_TABLE: each program reads its (expert, start, end) from the table the v3 / v4 sort writes (one memory
     # round trip instead of three dependent ones before its first weight load; glue v2's sort does not write it)
     if cfg.get("ITEM_TABLE") and glue != "v2":
@@ -2144,12 +2119,6 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
             HAS_SHARED=shared is not None, SHARED_ROWS=fused, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET,
             num_warps=4, num_stages=1)
     return out
-
-
-def _scale_spans_ok(kbs_up: int, kbs_down: int, *scales: torch.Tensor) -> bool:
-    """Whether each split's span of a scale row (4 bytes a K block: kbs blocks) can be bulk-prefetched: whole 16-byte
-    pieces at 16-byte offsets, from 16-byte aligned rows (bulk_rows_ok)."""
-    return kbs_up % 4 == 0 and kbs_down % 4 == 0 and all(bulk_rows_ok(t) for t in scales)
 
 
 XOWN_TICKETS = 64      # the up launch's ticket range starts here when its shared items run beside the routing launch

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Written in session 38 for the next session's first call (no device time was left to run it). Config SCALE_PREFETCH
+# Ran as session 39's call 1 (H100, tree 8f1975c; data/h100-2026-12-06-session39/call1): slower in the step at every C,
+# so the option was removed (code at 8f1975c); the script stays as the call's record. Written in session 38.
+# Config SCALE_PREFETCH
 # "span" (opt-in): the MoE grouped launches' routed items request their split's span of the weight-scale words into
 # L2 before their K loop. The sm_90 SASS at one token (`kernelbench inspect moe_routed --target sm_90 --batch 1
 # --loop-loads`) has the loop's scale words, loaded a K block ahead into registers, waited on at the copy into the
