@@ -66,6 +66,18 @@ def rms_norm_rows(ptr, s_row, rows, rmask, w_ptr, N, eps, QB: tl.constexpr, RNE_
 
 
 @triton.jit
+def rms_norm_rows_once(ptr, s_row, rows, rmask, w, N, eps, QB: tl.constexpr, RNE_FIX: tl.constexpr):
+    """rms_norm_rows with the whole row in registers (QB >= N) and the weight w (QB,) fp32 already loaded: one load
+    of each row (bypassing L1) instead of two passes of N / QB dependent chunk loads."""
+    cols = tl.arange(0, QB)
+    m = rmask[:, None] & (cols < N)[None, :]
+    ptrs = ptr + rows[:, None].to(tl.int64) * s_row + cols[None, :]
+    x = tl.load(ptrs, mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
+    r = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+    tl.store(ptrs, to_bf16(w[None, :] * (x * r[:, None]), RNE_FIX), mask=m)
+
+
+@triton.jit
 def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, qr_ptr, kv_ptr, part_ptr, cnt_ptr,
                             qn_ptr, kvn_ptr, pos_ptr, seq_ptr, f_ptr, cache_ptr,
                             M, NQ, K, sxm, eps, W, s_cb, s_cw,
@@ -73,7 +85,11 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                             RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
-                            STAGED: tl.constexpr = False):
+                            STAGED: tl.constexpr = False, Q_ROW: tl.constexpr = False):
+    # Q_ROW (config Q_NORM "row"; QB >= NQ): the q tail holds each row whole (rms_norm_rows_once), and every program
+    #   that finishes a q tile loads q_norm's weight before its row ticket, so the last one's tail is one dependent
+    #   load of the row. Else ("chunks") rms_norm_rows: two passes of NQ / QB chunk loads, each waited on before the
+    #   next (sm_90 SASS at one token; with the weight's chunks loaded in the second pass).
     # x (M, K) bf16 rows sxm apart (QUANT) or e4m3 codes (M, K) + sx (M, K/128) fp32; wq (NQ, K), wkv (DH, K) e4m3
     # with e8m0 scales (N/128, K/128) as uint8; qr (M, NQ), kv (M, DH) bf16; part (S, M, NQ + DH) fp32;
     # cnt: tile tickets (ceil(M/BM) * n_tiles), then per row block a q ticket and a kv ticket
@@ -117,11 +133,17 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                         mmask[None, :] & (rn >= 0)[:, None], pid_s, M * (NQ + DH), SPLIT, True, True, RNE_FIX)
     if done:
         tl.debug_barrier()                            # the tile's bf16 stores before the release
+        if Q_ROW:                                     # q_norm's weight (a kv tile's program loads nothing)
+            qc = tl.arange(0, QB)
+            wq_row = tl.load(qn_ptr + qc, mask=(qc < NQ) & is_q, other=0.0).to(tl.float32)
         if tl.atomic_add(row_ticket, 1, sem="acq_rel", scope="gpu") == n_half - 1:
             for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
                 rows = pid_m * BM + r0 + tl.arange(0, RB)
                 if is_q:
-                    rms_norm_rows(qr_ptr, NQ, rows, rows < M, qn_ptr, NQ, eps, QB, RNE_FIX)
+                    if Q_ROW:
+                        rms_norm_rows_once(qr_ptr, NQ, rows, rows < M, wq_row, NQ, eps, QB, RNE_FIX)
+                    else:
+                        rms_norm_rows(qr_ptr, NQ, rows, rows < M, qn_ptr, NQ, eps, QB, RNE_FIX)
                 else:
                     kv_write_rows(kv_ptr, DH, rows, rows < M, kvn_ptr, pos_ptr, seq_ptr, f_ptr, kv_ptr, DH, cache_ptr,
                                   eps, W, s_cb, s_cw, DH, R, NG_P2, RNE_FIX, ".cg")
@@ -148,7 +170,32 @@ def _epilogue_configs(params: dict) -> list[dict]:
 
 
 def attention_front_configs(params: dict) -> list[dict]:
-    return _epilogue_configs(params)
+    """_epilogue_configs; at one token also the default's GEMV tile with the q tail in one pass (Q_NORM "row")."""
+    out = _epilogue_configs(params)
+    base = attention_front_default(params)
+    if base["BM"] == 1:
+        out.append({**base, "Q_NORM": "row"})
+    return out
+
+
+# the q tail's row norm: "chunks" (rms_norm_rows, two passes of QB = 256-column chunk loads) or "row" (the whole row
+# in registers, one load; at most Q_ROW_MAX values a program: RB rows x NQ rounded up to a power of two)
+Q_NORMS = ("chunks", "row")
+Q_ROW_MAX = 4096
+
+
+def _q_tail(cfg: dict, rb: int, nq: int) -> tuple[bool, int]:
+    """(one-pass q tail, QB) of an attention_front config; refuses Q_NORM "row" over Q_ROW_MAX values a program."""
+    mode = cfg.get("Q_NORM", "chunks")
+    if mode not in Q_NORMS:
+        raise ValueError(f"attention_front: config Q_NORM={mode!r} must be one of {', '.join(Q_NORMS)}")
+    if mode == "chunks":
+        return False, min(256, triton.next_power_of_2(nq))
+    qb = triton.next_power_of_2(nq)
+    if rb * qb > Q_ROW_MAX:
+        raise ValueError(f"attention_front: config Q_NORM 'row' holds RB x NQ = {rb} x {qb} values a program, more "
+                         f"than {Q_ROW_MAX}: use 'chunks' or a smaller RB")
+    return True, qb
 
 
 def _epilogue_default(m: int, n: int, k: int) -> dict:
@@ -201,6 +248,8 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     key = {"M": M, "NQ": NQ, "DH": DH, "K": K}
     cfg = config or lookup("attention_front", key, attention_front_default(key))
     KL._check_cfg(cfg)
+    rb = min(cfg.get("RB", 1), cfg["BM"])
+    q_row, qb = _q_tail(cfg, rb, NQ)
     qr = torch.empty((M, NQ), dtype=torch.bfloat16, device=dev)
     kv = torch.empty((M, DH), dtype=torch.bfloat16, device=dev)
     if M == 0:
@@ -211,15 +260,14 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     grid = ((NQ + DH) // bn, split, triton.cdiv(M, bm))
     part = qr if split == 1 else torch.empty((split, M, NQ + DH), dtype=torch.float32, device=dev)
     tickets = KL.split_tickets(dev, grid[0] * grid[2] + 2 * grid[2])
-    rb = min(cfg.get("RB", 1), bm)
     _attention_front_kernel[grid](
         xin, sx, wq_a.contiguous(), wq_a_scale.contiguous().view(torch.uint8), wkv.contiguous(),
         wkv_scale.contiguous().view(torch.uint8), qr, kv, part, tickets, q_norm.contiguous(), kv_norm.contiguous(),
         positions.contiguous(), seq_ids.contiguous(), freqs.contiguous(), window_cache,
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
         DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
-        SPLIT=split, RB=rb, QB=min(256, triton.next_power_of_2(NQ)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
-        RNE_FIX=INTERPRET, NB=nb, STAGED=KL.prefetch_staged(cfg, "attention_front"), num_warps=cfg["num_warps"],
+        SPLIT=split, RB=rb, QB=qb, QUANT=quant_in_gemm, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb,
+        STAGED=KL.prefetch_staged(cfg, "attention_front"), Q_ROW=q_row, num_warps=cfg["num_warps"],
         num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
     return qr, kv
 
