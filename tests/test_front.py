@@ -78,9 +78,10 @@ def test_attention_front_is_the_separate_kernels_in_one_launch(m, split, gemv, m
 @pytest.mark.parametrize("m,gemv,nq", [(1, True, 256), (1, True, 512), (3, True, 512), (17, False, 512)])
 def test_attention_front_q_tail_in_one_pass(m, gemv, nq):
     """Config Q_NORM "row" (the q tail's rows whole in registers, q_norm's weight loaded before the row ticket): kv
-    and the window ring are the default's bit for bit, qr matches the reference (check_example with the config) and
-    the chunked tail's up to the norm's summation order (NQ = 512: two 256-column chunks there); tickets end at zero.
-    Unknown modes and rows over Q_ROW_MAX values are refused before any launch."""
+    and the window ring are the chunked tail's bit for bit, qr matches the reference (check_example with the config)
+    and the chunked tail's up to the norm's summation order (NQ = 512: two 256-column chunks there); tickets end at
+    zero. Without the key a tile with RB 1 takes "row" (bit-equal to it), RB 4 "chunks". Unknown modes and rows over
+    Q_ROW_VALUES values a thread are refused before any launch."""
     from kernelbench.harness.verify_check import Example, check_example
     from kernelbench.kernels import front as KF
     cfg = _gemm_cfgs(m, 2, gemv)[0]
@@ -91,8 +92,10 @@ def test_attention_front_q_tail_in_one_pass(m, gemv, nq):
         return registry.get_op("attention_front").make_inputs(params, torch.Generator().manual_seed(3), "cpu",
                                                               "outliers")
     a, b = inputs(), inputs()
-    qr, kv = fused.fn(**a, config=cfg)
+    qr, kv = fused.fn(**a, config={**cfg, "Q_NORM": "chunks"})
     qr1, kv1 = fused.fn(**b, config={**cfg, "Q_NORM": "row"})
+    qr2, kv2 = fused.fn(**inputs(), config=cfg)
+    assert torch.equal(qr2, qr1 if cfg["RB"] == 1 else qr) and torch.equal(kv2, kv)
     assert torch.equal(kv1, kv) and torch.equal(b["window_cache"], a["window_cache"])
     assert ((qr1.float() - qr.float()).abs() <= 2 ** -7 * qr.float().abs() + 1e-6).all()
     assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
@@ -101,9 +104,10 @@ def test_attention_front_q_tail_in_one_pass(m, gemv, nq):
     assert res.passed, res.failure
     with pytest.raises(ValueError, match="Q_NORM"):
         fused.fn(**inputs(), config={**cfg, "Q_NORM": "rows"})
-    assert KF._q_tail({"Q_NORM": "row"}, 4, 1024) == (True, 1024)
-    with pytest.raises(ValueError, match="Q_ROW_MAX|more than"):
-        KF._q_tail({"Q_NORM": "row"}, 16, 1024)
+    assert KF._q_tail({"Q_NORM": "row", "num_warps": 8}, 16, 1024) == (True, 1024)
+    assert KF._q_tail({"num_warps": 8}, 16, 1024) == (False, 256) and KF._q_tail({"num_warps": 4}, 1, 1024)[0]
+    with pytest.raises(ValueError, match="a thread"):
+        KF._q_tail({"Q_NORM": "row", "num_warps": 4}, 16, 1024)
 
 
 def test_attention_front_bad_inputs():
