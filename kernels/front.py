@@ -183,8 +183,9 @@ def attention_front_configs(params: dict) -> list[dict]:
 # The q tail's row norm (config Q_NORM): "chunks" (rms_norm_rows, two passes of QB = 256-column chunk loads) or "row"
 # (the whole rows in registers, one load; at most Q_ROW_VALUES fp32 values a thread: RB rows x NQ rounded up to a
 # power of two over the program's threads). Without the key: "row" where a program's tail step is one row (RB 1: the
-# one-token GEMV tiles) and fits, else "chunks". H200, session 39 (data/h200-2026-12-06-session39/call2): attention_front at one token 8.85 -> 7.90 us,
-# the 43-layer step at C = 1 0.031 ms faster (30 pairs, 95% interval +0.022 .. +0.038; A/A control -0.008 .. +0.010).
+# one-token GEMV tiles) and fits, else "chunks". H200, session 39 (data/h200-2026-12-06-session39/call3):
+# attention_front at one token 8.85 -> 7.90 us, the 43-layer step at C = 1 0.031 ms faster (30 pairs, 95% interval
+# +0.022 .. +0.038; A/A control -0.008 .. +0.010).
 Q_NORMS = ("chunks", "row")
 Q_ROW_VALUES = 64
 
