@@ -419,6 +419,14 @@ def _fit_split(split: int, kblocks: int) -> int:
     return split
 
 
+def _fit_nb(nb: int, kblocks: int) -> int:
+    """NB (K blocks a GEMV step) halved until it divides a split's kblocks: as SPLIT, a config tuned for a longer K (a
+    borrowed or nearest-key entry) still runs."""
+    while nb > 1 and kblocks % nb:
+        nb //= 2
+    return max(1, nb)
+
+
 # (BM, BN, num_warps) tiles that compile for sm_120 without spills (triton 3.6, cuobjdump -res-usage, K = 4096:
 # REG <= 255 and STACK 0); BN = 128 and BM = 64 with 4 warps spill in the fp8 / bf16 kernels.
 FP8_TILES = ((16, 32, 4), (16, 32, 8), (16, 64, 8), (32, 32, 4), (32, 32, 8), (32, 64, 8), (64, 32, 8), (64, 64, 8))
@@ -855,9 +863,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     ws = weight_scale.contiguous().view(torch.uint8)
     kb = K // 128
     split = _fit_split(cfg["SPLIT"], kb)
-    nb = cfg.get("NB", 1) if bm == 1 else 1
-    while nb > 1 and (kb // split) % nb:      # as SPLIT: a config tuned for a longer K (a borrowed entry) still runs
-        nb //= 2
+    nb = _fit_nb(cfg.get("NB", 1), kb // split) if bm == 1 else 1
     grid = (triton.cdiv(N, cfg["BN"]), split, M if bm == 1 else triton.cdiv(M, bm))
     part = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     once = _x_quant_option(cfg) == "once"
@@ -958,9 +964,7 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
     split = _fit_split(cfg["SPLIT"], triton.cdiv(K, BK))
     kb_split = triton.cdiv(K, BK) // split
     part = y3 if split == 1 else torch.empty((split,) + tuple(y3.shape), dtype=torch.float32, device=y3.device)
-    nb = cfg.get("NB", 1) if cfg["BM"] == 1 else 1
-    if kb_split % nb:
-        raise ValueError(f"bf16 GEMM: NB={nb} must divide the {kb_split} K blocks of each split")
+    nb = _fit_nb(cfg.get("NB", 1), kb_split) if cfg["BM"] == 1 else 1
     grid = (triton.cdiv(N, cfg["BN"]), split, triton.cdiv(M, cfg["BM"]) * G)
     tickets = split_tickets(y3.device, grid[0] * grid[2]) if split > 1 else part
     _bf16_gemm_kernel[grid](x3, w3, y3, part, tickets, M, N, K, G, x3.stride(0), x3.stride(1), w3.stride(0),

@@ -273,6 +273,14 @@ def test_v2_defaults_and_bad_configs():
     # is fitted: the same result as the fitted config
     cfg = {"BM": 1, "BN": 64, "SPLIT": 2, "num_warps": 4, "num_stages": 1}
     assert torch.equal(impl.fn(x[:1], w, s, config={**cfg, "NB": 4}), impl.fn(x[:1], w, s, config={**cfg, "NB": 2}))
+    # the bf16 GEMV too (session 39: the H200's lm_head entry, NB 4 x SPLIT 8 for 32 K blocks, found by the nearest-key
+    # lookup at D = 256 had raised): 2 K blocks over 2 splits run NB 1
+    head = registry_impl("lm_head", "triton")
+    wb = torch.randn(96, 256).bfloat16()
+    got = head.fn(x[:1, :256], wb, config={"BM": 1, "BN": 64, "NB": 4, "SPLIT": 8, "num_warps": 4, "num_stages": 1})
+    assert torch.equal(got, head.fn(x[:1, :256], wb, config={"BM": 1, "BN": 64, "NB": 1, "SPLIT": 2, "num_warps": 4,
+                                                              "num_stages": 1}))
+    assert [KL._fit_nb(n, k) for n, k in ((4, 2), (4, 1), (2, 6), (4, 8), (1, 3))] == [2, 1, 2, 4, 1]
 
 
 @pytest.mark.gpu
