@@ -86,7 +86,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                             RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
                             STAGED: tl.constexpr = False, Q_ROW: tl.constexpr = False):
-    # Q_ROW (config Q_NORM "row"; QB >= NQ): the q tail holds each row whole (rms_norm_rows_once), and every program
+    # Q_ROW (config Q_NORM "row", the default at RB 1; QB >= NQ): the q tail holds each row whole (rms_norm_rows_once), and every program
     #   that finishes a q tile loads q_norm's weight before its row ticket, so the last one's tail is one dependent
     #   load of the row. Else ("chunks") rms_norm_rows: two passes of NQ / QB chunk loads, each waited on before the
     #   next (sm_90 SASS at one token; with the weight's chunks loaded in the second pass).
@@ -171,12 +171,12 @@ def _epilogue_configs(params: dict) -> list[dict]:
 
 def attention_front_configs(params: dict) -> list[dict]:
     """_epilogue_configs and the default's tile with the other q tail (Q_NORM): at one token "chunks" (the tail
-    before session 39), above it "row" (RB 16 rows whole: 64 values a thread at 8 warps)."""
+    before session 39), above it "row" (RB 16 rows whole, 64 values a thread at 8 warps: level with "chunks" on the
+    H200, session 39 call 7)."""
     out = _epilogue_configs(params)
     base = attention_front_default(params)
-    other = "chunks" if base["BM"] == 1 else "row"
-    if base["RB"] * triton.next_power_of_2(params.get("NQ", 1024)) <= Q_ROW_VALUES * 32 * base["num_warps"]:
-        out.append({**base, "Q_NORM": other})
+    if _q_row_fits(base["RB"], params.get("NQ", 1024), base["num_warps"]):
+        out.append({**base, "Q_NORM": "chunks" if base["BM"] == 1 else "row"})
     return out
 
 
@@ -190,10 +190,15 @@ Q_NORMS = ("chunks", "row")
 Q_ROW_VALUES = 64
 
 
+def _q_row_fits(rb: int, nq: int, num_warps: int) -> bool:
+    """Whether RB whole rows of NQ (rounded up to a power of two) take at most Q_ROW_VALUES values a thread."""
+    return rb * triton.next_power_of_2(nq) <= Q_ROW_VALUES * 32 * num_warps
+
+
 def _q_tail(cfg: dict, rb: int, nq: int) -> tuple[bool, int]:
     """(one-pass q tail, QB) of an attention_front config; refuses Q_NORM "row" over Q_ROW_VALUES values a thread."""
     qb = triton.next_power_of_2(nq)
-    fits = rb * qb <= Q_ROW_VALUES * 32 * cfg["num_warps"]
+    fits = _q_row_fits(rb, nq, cfg["num_warps"])
     mode = cfg.get("Q_NORM") or ("row" if rb == 1 and fits else "chunks")
     if mode not in Q_NORMS:
         raise ValueError(f"attention_front: config Q_NORM={mode!r} must be one of {', '.join(Q_NORMS)}")
