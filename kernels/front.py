@@ -86,10 +86,10 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                             RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
                             STAGED: tl.constexpr = False, Q_ROW: tl.constexpr = False):
-    # Q_ROW (config Q_NORM "row", the default at RB 1; QB >= NQ): the q tail holds each row whole (rms_norm_rows_once), and every program
-    #   that finishes a q tile loads q_norm's weight before its row ticket, so the last one's tail is one dependent
-    #   load of the row. Else ("chunks") rms_norm_rows: two passes of NQ / QB chunk loads, each waited on before the
-    #   next (sm_90 SASS at one token; with the weight's chunks loaded in the second pass).
+    # Q_ROW (config Q_NORM "row", the default at RB 1; QB >= NQ): the q tail holds each row whole
+    #   (rms_norm_rows_once), and every program that finishes a q tile loads q_norm's weight before its row ticket, so
+    #   the last one's tail is one dependent load of the row. Else ("chunks") rms_norm_rows: two passes of NQ / QB
+    #   chunk loads, each waited on before the next (sm_90 SASS at one token; the weight's chunks in the second pass).
     # x (M, K) bf16 rows sxm apart (QUANT) or e4m3 codes (M, K) + sx (M, K/128) fp32; wq (NQ, K), wkv (DH, K) e4m3
     # with e8m0 scales (N/128, K/128) as uint8; qr (M, NQ), kv (M, DH) bf16; part (S, M, NQ + DH) fp32;
     # cnt: tile tickets (ceil(M/BM) * n_tiles), then per row block a q ticket and a kv ticket

@@ -420,11 +420,13 @@ def _fit_split(split: int, kblocks: int) -> int:
 
 
 def _fit_nb(nb: int, kblocks: int) -> int:
-    """NB (K blocks a GEMV step) halved until it divides a split's kblocks: as SPLIT, a config tuned for a longer K (a
-    borrowed or nearest-key entry) still runs."""
-    while nb > 1 and kblocks % nb:
+    """NB (K blocks a GEMV step, a power of two) halved until it divides a split's kblocks: as SPLIT, a config tuned
+    for a longer K (a borrowed or nearest-key entry) still runs. Refuses an NB that is no power of two."""
+    if nb < 1 or nb & (nb - 1):
+        raise ValueError(f"config NB={nb} (K blocks a GEMV step) must be a power of two")
+    while kblocks % nb:
         nb //= 2
-    return max(1, nb)
+    return nb
 
 
 # (BM, BN, num_warps) tiles that compile for sm_120 without spills (triton 3.6, cuobjdump -res-usage, K = 4096:

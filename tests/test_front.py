@@ -96,6 +96,9 @@ def test_attention_front_q_tail_in_one_pass(m, gemv, nq):
     qr1, kv1 = fused.fn(**b, config={**cfg, "Q_NORM": "row"})
     qr2, kv2 = fused.fn(**inputs(), config=cfg)
     assert torch.equal(qr2, qr1 if cfg["RB"] == 1 else qr) and torch.equal(kv2, kv)
+    with capture() as launches:          # the interpreter's sums give "row" and "chunks" the same bits: read the launch
+        fused.fn(**inputs(), config=cfg)
+    assert launches[-1].kwargs["Q_ROW"] == (cfg["RB"] == 1)
     assert torch.equal(kv1, kv) and torch.equal(b["window_cache"], a["window_cache"])
     assert ((qr1.float() - qr.float()).abs() <= 2 ** -7 * qr.float().abs() + 1e-6).all()
     assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())

@@ -281,6 +281,10 @@ def test_v2_defaults_and_bad_configs():
     assert torch.equal(got, head.fn(x[:1, :256], wb, config={"BM": 1, "BN": 64, "NB": 1, "SPLIT": 2, "num_warps": 4,
                                                               "num_stages": 1}))
     assert [KL._fit_nb(n, k) for n, k in ((4, 2), (4, 1), (2, 6), (4, 8), (1, 3))] == [2, 1, 2, 4, 1]
+    for bad in (0, 3):
+        with pytest.raises(ValueError, match=f"NB={bad}"):
+            head.fn(x[:1, :256], wb, config={"BM": 1, "BN": 64, "NB": bad, "SPLIT": 1, "num_warps": 4,
+                                               "num_stages": 1})
 
 
 @pytest.mark.gpu
