@@ -23,8 +23,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, Beside, check_device, check_dtype, check_shape, dot_operand,
-                                       l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, to_bf16)
+from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_device, check_dtype, check_shape,
+                                       dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, sm90_compiled,
+                                       to_bf16)
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -984,11 +985,15 @@ def _gate_route_kernel(logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, x_
                        start_ptr, sorted_ptr, inv_ptr, cnt_ptr, T, E, route_scale, offset, El,
                        D: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr,
                        HASH: tl.constexpr, TOPK: tl.constexpr, ELP: tl.constexpr, CH: tl.constexpr,
-                       GB: tl.constexpr, TS: tl.constexpr = 0, KW: tl.constexpr = 2):
+                       GB: tl.constexpr, TS: tl.constexpr = 0, KW: tl.constexpr = 2, PDL: tl.constexpr = False):
     # TOPK (moe_layer): programs 0..T-1 are _topk_kernel's (logits (T, E) -> w (T, K) fp32, idx (T, K) int64); each
     #   takes a ticket (cnt: one int32, zero between launches) after its stores, and the last to arrive sorts the
     #   slots (_sort_slots) and resets the ticket. Not TOPK (moe_experts): idx is given, program 0 sorts.
     # The other programs act-quantize x (T, D) bf16 -> xq (T, D) e4m3 codes, sx (T, D/128) fp32, GB groups each.
+    # PDL (config UP_EARLY "spec"): every program lets the W1 / W3 launch after it start at once (a PDL launch whose
+    # programs wait for this launch's completion before they read anything it writes); this launch itself waits for
+    # nothing: it is not launched early.
+    pdl_release(PDL)
     pid = tl.program_id(0)
     if TOPK:
         NTOP = T
@@ -1181,7 +1186,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1207,6 +1212,10 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     # SH_AHEAD (SHARED; config SHARED_SCALES "ahead"): the shared items load their weights' scale bytes a K block
     #   ahead (else in the block's step: sm_90 SASS, two plain byte loads a step in the gated loop, each waited on at
     #   its scale multiply). The same values in the same order: the same result.
+    # SPEC (GATED, PDL; config UP_EARLY "spec", above one token): the launch starts beside the routing launch before
+    #   it (which lets it start at once) and each routed item, before its wait, brings into L2 its split's span of
+    #   W1 / W3 for the expert it takes when every local expert is active (item i: local expert i). A guess: it reads
+    #   nothing the routing launch writes, and a wrong one costs only the bytes.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1222,6 +1231,10 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 l2_prefetch_rows(hwb_ptr, rn, rn < NS, KD, s * KBS * 128, KBS * 128, PDL)
         elif s * KBS * 128 < NS:
             l2_prefetch_rows(hwa_ptr, rn, rn < N, NS, s * KBS * 128, tl.minimum(KBS * 128, NS - s * KBS * 128), PDL)
+    if SPEC and GATED and a >= NSH:
+        guess = (a - NSH).to(tl.int64) * (N * (KD // 2))      # the item's expert if every local one is active
+        l2_prefetch_rows(wa_ptr + guess, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
+        l2_prefetch_rows(wb_ptr + guess, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
     if XOWN and a < NSH:       # the shared items touch nothing the routing launch writes (above): no wait
         pdl_release(PDL)
     else:
@@ -1608,7 +1621,7 @@ def grouped_configs(params: dict) -> list[dict]:
 
 
 # config keys that the spaces add to a plain tile entry (one_token_tiles leaves entries carrying them out)
-_ADDED_OPTIONS = ("GATE", "SHARED_SCALES")
+_ADDED_OPTIONS = ("GATE", "SHARED_SCALES", "UP_EARLY")
 
 
 def one_token_tiles(space: list[dict]) -> list[dict]:
@@ -1635,7 +1648,10 @@ def gated_configs(params: dict) -> list[dict]:
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
-    return out + [{**base, "GATE": "mma"}] + slots + ahead
+    # above GATE_FUSE_MAX_T tokens (the routing launch after the gate GEMM): the W1 / W3 launch started beside it
+    # (UP_EARLY "spec", up_early), with the shared expert beside as the defaults there run it
+    early = [{**base, "SHARED": "side", "UP_EARLY": "spec"}] if params.get("T", 1) > GATE_FUSE_MAX_T else []
+    return out + [{**base, "GATE": "mma"}] + slots + ahead + early
 
 
 SHARED_MODES = ("fused", "side", "beside")
@@ -1901,9 +1917,10 @@ def _route_options(cfg) -> tuple[int, int]:
     return ch, _warps_option(cfg, "ROUTE_WARPS", 4, "moe_layer")
 
 
-def _route(x, indices, El, expert_offset, glue, sort: str = "chunk"):
+def _route(x, indices, El, expert_offset, glue, sort: str = "chunk", early: bool = False):
     """Group the slots by local expert and act-quantize x, one launch: glue v3 / v4 _gate_route_kernel (sort in one
-    program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row)."""
+    program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row).
+    early (config UP_EARLY "spec"): the launch lets the W1 / W3 launch after it start at once (_gate_route_kernel)."""
     T, D = x.shape
     K = indices.shape[1]
     buf = _route_buffers(T, K, D, El, x.device)
@@ -1916,7 +1933,7 @@ def _route(x, indices, El, expert_offset, glue, sort: str = "chunk"):
     _gate_route_kernel[(1 + _xquant_programs(T, D),)](
         x, x, x, x, x, idx, x, xq, sx, act, start, order, inv, act, T, 1, 1.0, int(expert_offset), El, D=D, K=K,
         KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T, K, El, sort=sort), GB=XQ_GROUPS,
-        num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1, PDL=early)
     return buf
 
 
@@ -1932,7 +1949,7 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
     _gate_route_kernel[(T + _xquant_programs(T, D),)](
         *args[:6], x.contiguous(), xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, *args[6:],
         int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T, topk, El, ch, _sort_mode(cfg, T, El)),
-        GB=XQ_GROUPS, num_warps=warps, num_stages=1)
+        GB=XQ_GROUPS, num_warps=warps, num_stages=1, PDL=up_early(cfg, x.device))
     return w, idx, buf
 
 
@@ -2026,8 +2043,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if cfg.get("ITEM_TABLE") and glue != "v2":
         launch.update(ITEMS=True, it0=item_table_offset(El))
     # 1. routing lists + act-quant of x
+    early = up_early(cfg, dev)
     act, start, order, inv, xq, sx = routed if routed is not None else _route(
-        x, indices, El, expert_offset, glue, _sort_mode(cfg, T, El))
+        x, indices, El, expert_offset, glue, _sort_mode(cfg, T, El), early)
     xq = xq.view(torch.float8_e4m3fn)
     n_items = min(El, TK)                      # the most experts a batch can activate: the grid, no host sync
     fused = hw is not None
@@ -2074,6 +2092,10 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if sxm not in ("gate", "own"):
         raise ValueError(f"moe_experts: config SHARED_X={sxm!r}: 'gate' or 'own'")
     xown = fused and sxm == "own"
+    spec = (early and not pdl_up and bulk_rows_ok(w1) and bulk_rows_ok(w3)
+            and (not fused or (bulk_rows_ok(h1) and bulk_rows_ok(h3))))
+    if spec:                    # config UP_EARLY "spec": a PDL launch beside the routing launch (_grouped_gemm_kernel)
+        pdl_up = {"PDL": True, "launch_pdl": True, "SPEC": True}
     # with xown the up launch's tickets start past the routing launch's (split_tickets(dev, 1)): its shared items
     # may run beside it
     t0 = XOWN_TICKETS if xown else 0
@@ -2122,6 +2144,19 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 
 
 XOWN_TICKETS = 64      # the up launch's ticket range starts here when its shared items run beside the routing launch
+UP_EARLY_MODES = ("off", "spec")
+
+
+def up_early(cfg, device) -> bool:
+    """Config UP_EARLY: "off" (the default) or "spec": where the W1 / W3 launch follows a routing launch without PDL
+    (above one token: kernels/common.py PDL_MAX_TOKENS), it starts beside it as a PDL launch, and its routed items
+    prefetch a guessed span of W1 / W3 into L2 before they wait (_grouped_gemm_kernel SPEC): the weights stream
+    while the top-k and the slot sort run. Compiled sm_90+ only (griddepcontrol, bulk prefetch); elsewhere "spec"
+    runs the default's launches. The same arithmetic: the same result."""
+    mode = (cfg or {}).get("UP_EARLY", "off")
+    if mode not in UP_EARLY_MODES:
+        raise ValueError(f"moe_experts: config UP_EARLY={mode!r}: one of {', '.join(UP_EARLY_MODES)}")
+    return mode == "spec" and sm90_compiled(device)
 
 # config keys of the grouped kernels that no space or default shows at the ops' cases (Impl.options: a pin or tuned
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert

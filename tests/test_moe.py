@@ -1015,3 +1015,84 @@ def test_topk_slots_follow_the_official_order(seed):
         want = torch.full((C,), K, dtype=torch.int32)
         want[torch.tensor(key[:K])] = torch.arange(K, dtype=torch.int32)
         assert torch.equal(slot[row], want), (row, b[row], ids, slot[row])
+
+
+def test_up_early_option_space_and_refusal(monkeypatch):
+    """UP_EARLY "spec" (the W1 / W3 launch started beside the routing launch under PDL, its routed items prefetching
+    a guessed span of W1 / W3): one entry in the spaces above GATE_FUSE_MAX_T tokens (the routing launch after the gate
+    GEMM), none below; in the interpreter (no PDL, no bulk prefetch) the default's launches and bits; an unknown value
+    is refused."""
+    from kernelbench.kernels import moe as KM
+    for op_params in ({"T": 16}, {"T": 64, "shared": True}):
+        early = [c for c in KM.gated_configs(op_params) if "UP_EARLY" in c]
+        assert len(early) == 1 and early[0]["UP_EARLY"] == "spec" and early[0]["SHARED"] == "side", op_params
+        assert "GATE" not in early[0]           # the token count's gate: the GEMM and the routing launch above 4
+    assert not [c for c in KM.gated_configs({"T": KM.GATE_FUSE_MAX_T}) if "UP_EARLY" in c]
+    assert not KM.up_early({"UP_EARLY": "spec"}, "cpu")               # the interpreter: never
+    poisoned_empty(monkeypatch)
+    p = {**SMALL, "T": 6, "F": 256}
+    spec, impl = spec_and_impl("moe_routed")
+    run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(5), "cpu", "outliers"))
+    cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "DECODE": "fp8", "GATE": "gemm"}
+    got = impl.fn(**run, config={**cfg, "UP_EARLY": "spec"})
+    assert torch.isfinite(got.float()).all() and torch.equal(got, impl.fn(**run, config=cfg))
+    with pytest.raises(ValueError, match="UP_EARLY"):
+        impl.fn(**run, config={**cfg, "UP_EARLY": "all"})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_session40b.sh)")
+@pytest.mark.parametrize("op,shared", [("moe_layer", False), ("moe_routed", False), ("moe_routed", True)])
+@pytest.mark.parametrize("T", [16, 64])
+def test_up_early_changes_no_bit_on_the_gpu(op, shared, T):
+    """UP_EARLY "spec" over the default at the Flash TP8 cases of 16 and 64 tokens (moe_routed with and without its
+    TP slice of the shared expert): bit-equal to the default, eager and replayed from a CUDA graph, over three seeded
+    draws; the up launch really is the PDL build with the guessed prefetch there (kernels.moe.up_early)."""
+    from kernelbench.kernels import moe as KM
+    spec, impl = spec_and_impl(op)
+    params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == T and not p["hash"]
+                  and bool(p.get("shared")) == shared)
+    cfg = impl.default_config(params)
+    early = {**cfg, "UP_EARLY": "spec"}
+    assert KM.up_early(early, "cuda") == (torch.cuda.get_device_capability()[0] >= 9)
+    for seed in range(3):
+        run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v)
+               for k, v in impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cpu",
+                                                          "normal")).items()}
+        want = impl.fn(**run, config=cfg)
+        got = impl.fn(**run, config=early)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            replayed = impl.fn(**run, config=early)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.isfinite(want.float()).all()
+        assert torch.equal(got, want) and torch.equal(replayed, want), (op, T, seed)
+
+
+@pytest.mark.timeout(900)
+def test_up_early_builds_for_sm120():
+    """UP_EARLY "spec" at moe_routed's 64-token Flash TP8 case, compiled for sm_120: the routing launch is the PDL
+    build (its trigger), the W1 / W3 launch the PDL build with the guessed prefetch (SPEC), without spills and in the
+    default build's registers and shared memory; the W2 launch unchanged."""
+    from kernelbench import registry
+    from kernelbench.harness import inspector
+    spec, impl = registry.get_op("moe_routed"), registry.get_impl("moe_routed", "triton")
+    params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == 64 and not p["hash"]
+                  and not p.get("shared"))
+
+    def kernels(config):
+        rep, = inspector.inspect_jobs([("moe_routed", "triton", params, config)], target="sm_120",
+                                      tensor_core_ops=())
+        assert not rep.get("error") and not rep["problems"], (rep.get("error"), rep["problems"])
+        return [k for k in rep["kernels"] if k["kernel"].endswith(("_grouped_gemm_kernel", "_gate_route_kernel"))]
+
+    cfg = impl.default_config(params)
+    (r0, up0, down0), (r1, up1, down1) = kernels(cfg), kernels({**cfg, "UP_EARLY": "spec"})
+    assert not r0["constexprs"].get("PDL") and r1["constexprs"]["PDL"]
+    assert not up0["constexprs"]["SPEC"] and up1["constexprs"]["SPEC"] and up1["constexprs"]["PDL"]
+    assert up1["spill_bytes"] == 0 and up1["shared_bytes"] == up0["shared_bytes"]
+    assert up1["registers"] <= up0["registers"] and up1["sass_instructions"] > up0["sass_instructions"]
+    assert down1["sass_instructions"] == down0["sass_instructions"] and not down1["constexprs"]["SPEC"]
