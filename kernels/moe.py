@@ -26,8 +26,8 @@ import triton.language as tl
 from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_device, check_dtype, check_shape,
                                        dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, sm90_compiled,
                                        to_bf16)
-from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
-                                       split_tickets)
+from kernelbench.kernels.linear import (NUM_SMS_TARGET, _bf16_gemm, _default, _fit_split, fp4_tile_dot,
+                                       fp4_tile_dot_fp8, fp8_linear, split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -1186,7 +1186,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1214,8 +1214,10 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   its scale multiply). The same values in the same order: the same result.
     # SPEC (GATED, PDL; config UP_EARLY "spec", above one token): the launch starts beside the routing launch before
     #   it (which lets it start at once) and each routed item, before its wait, brings into L2 its split's span of
-    #   W1 / W3 for the expert it takes when every local expert is active (item i: local expert i). A guess: it reads
-    #   nothing the routing launch writes, and a wrong one costs only the bytes.
+    #   W1 / W3 for the expert it takes when every local expert is active (item i: local expert i), in the first
+    #   spec_n programs only (the ones resident while the routing launch runs). A guess: it reads nothing the routing
+    #   launch writes, and a wrong one costs only the bytes. (Every program guessing, session 40 call 2 on an H100:
+    #   moe_routed 80 -> 124 us at 16 tokens, 168 -> 205 at 64: the inactive experts' spans doubled the bytes.)
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1231,7 +1233,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 l2_prefetch_rows(hwb_ptr, rn, rn < NS, KD, s * KBS * 128, KBS * 128, PDL)
         elif s * KBS * 128 < NS:
             l2_prefetch_rows(hwa_ptr, rn, rn < N, NS, s * KBS * 128, tl.minimum(KBS * 128, NS - s * KBS * 128), PDL)
-    if SPEC and GATED and a >= NSH:
+    if SPEC and GATED and a >= NSH and pid < spec_n:
         guess = (a - NSH).to(tl.int64) * (N * (KD // 2))      # the item's expert if every local one is active
         l2_prefetch_rows(wa_ptr + guess, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
         l2_prefetch_rows(wb_ptr + guess, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
@@ -1917,7 +1919,7 @@ def _route_options(cfg) -> tuple[int, int]:
     return ch, _warps_option(cfg, "ROUTE_WARPS", 4, "moe_layer")
 
 
-def _route(x, indices, El, expert_offset, glue, sort: str = "chunk", early: bool = False):
+def _route(x, indices, El, expert_offset, glue, sort: str = "chunk", early: str | None = None):
     """Group the slots by local expert and act-quantize x, one launch: glue v3 / v4 _gate_route_kernel (sort in one
     program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row).
     early (config UP_EARLY "spec"): the launch lets the W1 / W3 launch after it start at once (_gate_route_kernel)."""
@@ -1933,7 +1935,7 @@ def _route(x, indices, El, expert_offset, glue, sort: str = "chunk", early: bool
     _gate_route_kernel[(1 + _xquant_programs(T, D),)](
         x, x, x, x, x, idx, x, xq, sx, act, start, order, inv, act, T, 1, 1.0, int(expert_offset), El, D=D, K=K,
         KP=1, EP=1, HAS_BIAS=False, HASH=False, TOPK=False, **_sort_meta(T, K, El, sort=sort), GB=XQ_GROUPS,
-        num_warps=4, num_stages=1, PDL=early)
+        num_warps=4, num_stages=1, PDL=early is not None)
     return buf
 
 
@@ -1949,7 +1951,7 @@ def _gate_route(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expe
     _gate_route_kernel[(T + _xquant_programs(T, D),)](
         *args[:6], x.contiguous(), xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, *args[6:],
         int(expert_offset), El, D=D, **meta, TOPK=True, **_sort_meta(T, topk, El, ch, _sort_mode(cfg, T, El)),
-        GB=XQ_GROUPS, num_warps=warps, num_stages=1, PDL=up_early(cfg, x.device))
+        GB=XQ_GROUPS, num_warps=warps, num_stages=1, PDL=up_early(cfg, x.device) is not None)
     return w, idx, buf
 
 
@@ -2043,7 +2045,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if cfg.get("ITEM_TABLE") and glue != "v2":
         launch.update(ITEMS=True, it0=item_table_offset(El))
     # 1. routing lists + act-quant of x
-    early = up_early(cfg, dev)
+    early = up_early(cfg, dev)                  # config UP_EARLY: None (off, or not compiled sm_90+), "launch", "spec"
     act, start, order, inv, xq, sx = routed if routed is not None else _route(
         x, indices, El, expert_offset, glue, _sort_mode(cfg, T, El), early)
     xq = xq.view(torch.float8_e4m3fn)
@@ -2095,7 +2097,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     spec = (early and not pdl_up and bulk_rows_ok(w1) and bulk_rows_ok(w3)
             and (not fused or (bulk_rows_ok(h1) and bulk_rows_ok(h3))))
     if spec:                    # config UP_EARLY "spec": a PDL launch beside the routing launch (_grouped_gemm_kernel)
-        pdl_up = {"PDL": True, "launch_pdl": True, "SPEC": True}
+        pdl_up = {"PDL": True, "launch_pdl": True, "SPEC": early == "spec",
+                  "spec_n": UP_EARLY_PER_SM * NUM_SMS_TARGET}
     # with xown the up launch's tickets start past the routing launch's (split_tickets(dev, 1)): its shared items
     # may run beside it
     t0 = XOWN_TICKETS if xown else 0
@@ -2144,19 +2147,21 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 
 
 XOWN_TICKETS = 64      # the up launch's ticket range starts here when its shared items run beside the routing launch
-UP_EARLY_MODES = ("off", "spec")
+UP_EARLY_MODES = ("off", "launch", "spec")
+UP_EARLY_PER_SM = 4    # "spec": the up launch's programs resident at once per SM (sm_90: 116 registers x 128 threads)
 
 
-def up_early(cfg, device) -> bool:
-    """Config UP_EARLY: "off" (the default) or "spec": where the W1 / W3 launch follows a routing launch without PDL
-    (above one token: kernels/common.py PDL_MAX_TOKENS), it starts beside it as a PDL launch, and its routed items
-    prefetch a guessed span of W1 / W3 into L2 before they wait (_grouped_gemm_kernel SPEC): the weights stream
-    while the top-k and the slot sort run. Compiled sm_90+ only (griddepcontrol, bulk prefetch); elsewhere "spec"
-    runs the default's launches. The same arithmetic: the same result."""
+def up_early(cfg, device) -> str | None:
+    """Config UP_EARLY: "off" (the default), "launch" or "spec": where the W1 / W3 launch follows a routing launch
+    without PDL (above one token: kernels/common.py PDL_MAX_TOKENS), it starts beside it as a PDL launch whose
+    programs wait for it ("launch"), and with "spec" its routed items first prefetch a guessed span of W1 / W3 into
+    L2 (_grouped_gemm_kernel SPEC), so that weights stream while the top-k and the slot sort run. Compiled sm_90+
+    only (griddepcontrol, bulk prefetch); elsewhere both run the default's launches. The same arithmetic: the same
+    result. -> the mode where it applies, else None."""
     mode = (cfg or {}).get("UP_EARLY", "off")
     if mode not in UP_EARLY_MODES:
         raise ValueError(f"moe_experts: config UP_EARLY={mode!r}: one of {', '.join(UP_EARLY_MODES)}")
-    return mode == "spec" and sm90_compiled(device)
+    return mode if mode != "off" and sm90_compiled(device) else None
 
 # config keys of the grouped kernels that no space or default shows at the ops' cases (Impl.options: a pin or tuned
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert

@@ -1028,34 +1028,37 @@ def test_up_early_option_space_and_refusal(monkeypatch):
         assert len(early) == 1 and early[0]["UP_EARLY"] == "spec" and early[0]["SHARED"] == "side", op_params
         assert "GATE" not in early[0]           # the token count's gate: the GEMM and the routing launch above 4
     assert not [c for c in KM.gated_configs({"T": KM.GATE_FUSE_MAX_T}) if "UP_EARLY" in c]
-    assert not KM.up_early({"UP_EARLY": "spec"}, "cpu")               # the interpreter: never
+    assert KM.up_early({"UP_EARLY": "spec"}, "cpu") is None            # the interpreter: never
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 6, "F": 256}
     spec, impl = spec_and_impl("moe_routed")
     run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(5), "cpu", "outliers"))
     cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "DECODE": "fp8", "GATE": "gemm"}
-    got = impl.fn(**run, config={**cfg, "UP_EARLY": "spec"})
-    assert torch.isfinite(got.float()).all() and torch.equal(got, impl.fn(**run, config=cfg))
+    want = impl.fn(**run, config=cfg)
+    for mode in ("launch", "spec"):
+        got = impl.fn(**run, config={**cfg, "UP_EARLY": mode})
+        assert torch.isfinite(got.float()).all() and torch.equal(got, want), mode
     with pytest.raises(ValueError, match="UP_EARLY"):
         impl.fn(**run, config={**cfg, "UP_EARLY": "all"})
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session40b.sh)")
+                    "(scripts/device_session40c.sh)")
 @pytest.mark.parametrize("op,shared", [("moe_layer", False), ("moe_routed", False), ("moe_routed", True)])
 @pytest.mark.parametrize("T", [16, 64])
-def test_up_early_changes_no_bit_on_the_gpu(op, shared, T):
-    """UP_EARLY "spec" over the default at the Flash TP8 cases of 16 and 64 tokens (moe_routed with and without its
-    TP slice of the shared expert): bit-equal to the default, eager and replayed from a CUDA graph, over three seeded
-    draws; the up launch really is the PDL build with the guessed prefetch there (kernels.moe.up_early)."""
+@pytest.mark.parametrize("mode", ["launch", "spec"])
+def test_up_early_changes_no_bit_on_the_gpu(op, shared, T, mode):
+    """UP_EARLY "launch" / "spec" over the default at the Flash TP8 cases of 16 and 64 tokens (moe_routed with and
+    without its TP slice of the shared expert): bit-equal to the default, eager and replayed from a CUDA graph, over
+    three seeded draws; on sm_90+ the mode applies there (kernels.moe.up_early)."""
     from kernelbench.kernels import moe as KM
     spec, impl = spec_and_impl(op)
     params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == T and not p["hash"]
                   and bool(p.get("shared")) == shared)
     cfg = impl.default_config(params)
-    early = {**cfg, "UP_EARLY": "spec"}
-    assert KM.up_early(early, "cuda") == (torch.cuda.get_device_capability()[0] >= 9)
+    early = {**cfg, "UP_EARLY": mode}
+    assert KM.up_early(early, "cuda") == (mode if torch.cuda.get_device_capability()[0] >= 9 else None)
     for seed in range(3):
         run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v)
                for k, v in impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cpu",
