@@ -1650,9 +1650,10 @@ def gated_configs(params: dict) -> list[dict]:
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
-    # above GATE_FUSE_MAX_T tokens (the routing launch after the gate GEMM): the W1 / W3 launch started beside it
-    # (UP_EARLY "spec", up_early), with the shared expert beside as the defaults there run it
-    early = [{**base, "SHARED": "side", "UP_EARLY": "spec"}] if params.get("T", 1) > GATE_FUSE_MAX_T else []
+    # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
+    # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the
+    # defaults there run it
+    early = [{**base, "GATE": "gemm", "SHARED": "side", "UP_EARLY": "spec"}] if params.get("T", 1) > 1 else []
     return out + [{**base, "GATE": "mma"}] + slots + ahead + early
 
 
@@ -2098,7 +2099,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
             and (not fused or (bulk_rows_ok(h1) and bulk_rows_ok(h3))))
     if spec:                    # config UP_EARLY "spec": a PDL launch beside the routing launch (_grouped_gemm_kernel)
         pdl_up = {"PDL": True, "launch_pdl": True, "SPEC": early == "spec",
-                  "spec_n": UP_EARLY_PER_SM * NUM_SMS_TARGET}
+                  "spec_n": _up_early_per_sm(cfg) * NUM_SMS_TARGET}
     # with xown the up launch's tickets start past the routing launch's (split_tickets(dev, 1)): its shared items
     # may run beside it
     t0 = XOWN_TICKETS if xown else 0
@@ -2151,6 +2152,28 @@ UP_EARLY_MODES = ("off", "launch", "spec")
 UP_EARLY_PER_SM = 4    # "spec": the up launch's programs resident at once per SM (sm_90: 116 registers x 128 threads)
 
 
+def _up_early_per_sm(cfg) -> int:
+    """Config UP_EARLY_PER_SM (1..16, default UP_EARLY_PER_SM): with UP_EARLY "spec", the programs per SM (of
+    NUM_SMS_TARGET) that prefetch their guessed span: the first ones, resident while the routing launch runs."""
+    n = int((cfg or {}).get("UP_EARLY_PER_SM", UP_EARLY_PER_SM))
+    if not 1 <= n <= 16:
+        raise ValueError(f"moe_experts: config UP_EARLY_PER_SM={n}: 1..16")
+    return n
+
+
+def grouped_compiled_only(config: dict) -> str | None:
+    """Why a config of the grouped MoE impls runs compiled only (the interpreter substitutes another path): inline
+    PTX (DECODE "fp8_asm"), or UP_EARLY's PDL launch and bulk prefetch (the interpreter runs the default's launches:
+    the same arithmetic, but not that path)."""
+    for k, v in (config or {}).items():
+        if isinstance(v, str) and v.endswith("_asm"):
+            return f"{k}={v} is inline PTX: it runs compiled only (the interpreter substitutes another path)"
+    if (config or {}).get("UP_EARLY", "off") != "off":
+        return (f"UP_EARLY={config['UP_EARLY']} is a PDL launch with bulk L2 prefetches: it runs compiled only (sm_90+; "
+                f"the interpreter runs the default's launches)")
+    return None
+
+
 def up_early(cfg, device) -> str | None:
     """Config UP_EARLY: "off" (the default), "launch" or "spec": where the W1 / W3 launch follows a routing launch
     without PDL (above one token: kernels/common.py PDL_MAX_TOKENS), it starts beside it as a PDL launch whose
@@ -2169,7 +2192,7 @@ def up_early(cfg, device) -> str | None:
 # default up to FIN_MAX_T tokens; "v3" in launches of their own above)
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
                              "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
-                             "GATE_SPLIT_D", "GATE_MMA_WARPS"})
+                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 
@@ -2180,7 +2203,7 @@ def _grouped_key(x, indices, w1):
 
 @register_impl("moe_experts", "triton", backend="triton", configs=grouped_configs, default_config=grouped_default,
                deterministic=True, kernels=lambda: list(_GROUPED_KERNELS), prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
+               options=GROUPED_OPTIONS, compiled_only=grouped_compiled_only)
 def moe_experts(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, shared_w1=None,
                 shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None, shared_s2=None, config=None):
     # shared_*: the TP rank that carries the replicated shared expert adds it here (the decoder, kernelbench/decoder/model.py),
@@ -2248,8 +2271,7 @@ def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offse
 
 @register_impl("moe_layer", "triton", backend="triton", configs=gated_configs, default_config=layer_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
-               prepare=prepare_experts,
-               options=GROUPED_OPTIONS)
+               prepare=prepare_experts, options=GROUPED_OPTIONS, compiled_only=grouped_compiled_only)
 def moe_layer(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
               swiglu_limit, shared_w1, shared_s1, shared_w3, shared_s3, shared_w2, shared_s2, config=None):
     return _layer_grouped(None, x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2,
@@ -2310,7 +2332,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
 
 @register_impl("moe_routed", "triton", backend="triton", configs=gated_configs, default_config=grouped_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
-               prepare=prepare_experts, options=GROUPED_OPTIONS)
+               prepare=prepare_experts, options=GROUPED_OPTIONS, compiled_only=grouped_compiled_only)
 def moe_routed(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
                swiglu_limit, shared_w1=None, shared_s1=None, shared_w3=None, shared_s3=None, shared_w2=None,
                shared_s2=None, config=None):

@@ -1018,16 +1018,19 @@ def test_topk_slots_follow_the_official_order(seed):
 
 
 def test_up_early_option_space_and_refusal(monkeypatch):
-    """UP_EARLY "spec" (the W1 / W3 launch started beside the routing launch under PDL, its routed items prefetching
-    a guessed span of W1 / W3): one entry in the spaces above GATE_FUSE_MAX_T tokens (the routing launch after the gate
-    GEMM), none below; in the interpreter (no PDL, no bulk prefetch) the default's launches and bits; an unknown value
-    is refused."""
+    """UP_EARLY "spec" (the W1 / W3 launch started beside the routing launch under PDL, its first routed items
+    prefetching a guessed span of W1 / W3): one entry in the spaces above one token, with the gate GEMM and its
+    routing launch (so the tiny verify cases at 3 tokens cover it), none at one token; compiled only (verify says so
+    on a CPU); in the interpreter (no PDL, no bulk prefetch) the default's launches and bits; an unknown value and a
+    per-SM count out of 1..16 are refused."""
     from kernelbench.kernels import moe as KM
-    for op_params in ({"T": 16}, {"T": 64, "shared": True}):
+    for op_params in ({"T": 3}, {"T": 16}, {"T": 64, "shared": True}):
         early = [c for c in KM.gated_configs(op_params) if "UP_EARLY" in c]
         assert len(early) == 1 and early[0]["UP_EARLY"] == "spec" and early[0]["SHARED"] == "side", op_params
-        assert "GATE" not in early[0]           # the token count's gate: the GEMM and the routing launch above 4
-    assert not [c for c in KM.gated_configs({"T": KM.GATE_FUSE_MAX_T}) if "UP_EARLY" in c]
+        assert early[0]["GATE"] == "gemm"
+        assert "UP_EARLY" in KM.grouped_compiled_only({**early[0], "DECODE": "fp8"})
+    assert not [c for c in KM.gated_configs({"T": 1}) if "UP_EARLY" in c]
+    assert KM.grouped_compiled_only({"UP_EARLY": "off", "DECODE": "fp8"}) is None
     assert KM.up_early({"UP_EARLY": "spec"}, "cpu") is None            # the interpreter: never
     poisoned_empty(monkeypatch)
     p = {**SMALL, "T": 6, "F": 256}
@@ -1040,11 +1043,14 @@ def test_up_early_option_space_and_refusal(monkeypatch):
         assert torch.isfinite(got.float()).all() and torch.equal(got, want), mode
     with pytest.raises(ValueError, match="UP_EARLY"):
         impl.fn(**run, config={**cfg, "UP_EARLY": "all"})
+    for n in (0, 17):
+        with pytest.raises(ValueError, match="UP_EARLY_PER_SM"):
+            KM._up_early_per_sm({"UP_EARLY": "spec", "UP_EARLY_PER_SM": n})
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session40c.sh)")
+                    "(scripts/device_session40d.sh)")
 @pytest.mark.parametrize("op,shared", [("moe_layer", False), ("moe_routed", False), ("moe_routed", True)])
 @pytest.mark.parametrize("T", [16, 64])
 @pytest.mark.parametrize("mode", ["launch", "spec"])
