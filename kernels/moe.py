@@ -1698,6 +1698,27 @@ def grouped_default(params: dict) -> dict:
     return _grouped_default(params, SHARED_SIDE_MIN_T)
 
 
+# moe_routed (the decode step's MoE) from this many tokens: the W1 / W3 launch started beside the routing launch with
+# the first UP_EARLY_PER_SM programs of each SM guessing their span (UP_EARLY "spec", up_early), 1 per SM below 64
+# tokens and 2 from 64. Session 40 on an H100 80GB HBM3 (data/h100-2026-12-06-session40, the 43-layer step, 30
+# interleaved pairs, delta = step - trial with its 95% interval; the A/A controls within +-0.02 ms):
+# - C = 64: 2 per SM +0.080 (+0.055 .. +0.095) ms, 4 +0.067 / +0.078, 8 -0.124 (slower), "launch" (no guess) -0.013
+#   (within noise), every program guessing -1.90 ms (the inactive experts' spans: twice the bytes);
+# - C = 32: 1 per SM +0.032 (+0.015 .. +0.042, inside the control's shift), 4 level;
+# - C = 16: 1 per SM +0.027 (+0.015 .. +0.035), 4 -0.088 / -0.085 (slower), "launch" +0.008 (within noise).
+# moe_layer keeps it off: with the whole shared expert beside, 4 per SM made it slower alone (H100, call 3: 88.3 ->
+# 94.9 us at 16 tokens, 182.1 -> 191.9 at 64): the early programs hold SMs the shared expert's launches need.
+UP_EARLY_MIN_T = 16
+
+
+def routed_default(params: dict) -> dict:
+    """moe_routed's default: grouped_default, and from UP_EARLY_MIN_T tokens UP_EARLY "spec" (above)."""
+    cfg = grouped_default(params)
+    if params["T"] >= UP_EARLY_MIN_T:
+        cfg.update(UP_EARLY="spec", UP_EARLY_PER_SM=1 if params["T"] < 64 else 2)
+    return cfg
+
+
 def grouped_default_v5(params: dict) -> dict:
     """The session-15 choices (impl triton_v5): the shared expert inside the routed launches at every token count."""
     return _grouped_default(params, None)
@@ -2301,9 +2322,10 @@ LAYER_KEY = ("T", "D", "El", "F", "K", "kernel")      # moe_layer's / moe_routed
 def layer_config(op: str, params: dict) -> dict:
     """The config moe_layer / moe_routed (`op`) run with none given: the op's tuned entry, else moe_experts' (the same
     grouped kernels: its tuned tiles apply when the op has none of its own), else grouped_default. `params`: the key
-    (LAYER_KEY) and the shared expert's (_shared_params)."""
+    (LAYER_KEY) and the shared expert's (_shared_params). moe_routed's default adds UP_EARLY (routed_default)."""
     key = {k: params[k] for k in LAYER_KEY}
-    return lookup(op, key, lookup("moe_experts", key, grouped_default(params)))
+    default = routed_default(params) if op == "moe_routed" else grouped_default(params)
+    return lookup(op, key, lookup("moe_experts", key, default))
 
 
 def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
@@ -2330,7 +2352,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
                               score_gate=tid2eid is None, y_side=y_side, join=join)
 
 
-@register_impl("moe_routed", "triton", backend="triton", configs=gated_configs, default_config=grouped_default,
+@register_impl("moe_routed", "triton", backend="triton", configs=gated_configs, default_config=routed_default,
                deterministic=True, kernels=lambda: [_topk_kernel, _swiglu_kernel, _gate_fused_kernel, *_GROUPED_KERNELS],
                prepare=prepare_experts, options=GROUPED_OPTIONS, compiled_only=grouped_compiled_only)
 def moe_routed(x, weight, bias, tid2eid, token_ids, topk, route_scale, w1, s1, w3, s3, w2, s2, expert_offset,
