@@ -1186,8 +1186,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0,
-                         EXACT: tl.constexpr = False):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1219,10 +1218,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   spec_n programs only (the ones resident while the routing launch runs). A guess: it reads nothing the routing
     #   launch writes, and a wrong one costs only the bytes. (Every program guessing, session 40 call 2 on an H100:
     #   moe_routed 80 -> 124 us at 16 tokens, 168 -> 205 at 64: the inactive experts' spans doubled the bytes.)
-    # EXACT (not GATED, PDL; config DOWN_EARLY "exact", above one token with the SwiGLU-quant launch of its own): the
-    #   W2 launch starts beside that launch, and its first spec_n routed items bring their split's span of W2 into L2
-    #   before they wait: their expert is known (the routing launch completed before the W1 / W3 launch passed its
-    #   wait, and that launch completed before the SwiGLU-quant launch began), so no guess.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1242,11 +1237,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
         guess = (a - NSH).to(tl.int64) * (N * (KD // 2))      # the item's expert if every local one is active
         l2_prefetch_rows(wa_ptr + guess, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
         l2_prefetch_rows(wb_ptr + guess, rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
-    if EXACT and (not GATED) and a >= NSH and pid < spec_n:
-        live_e = a - NSH < tl.load(act_ptr)
-        e_x = tl.load(act_ptr + 1 + a - NSH, mask=live_e, other=0).to(tl.int64)
-        if live_e:
-            l2_prefetch_rows(wa_ptr + e_x * (N * (KD // 2)), rn, rn < N, KD // 2, s * KBS * 64, KBS * 64, PDL)
     if XOWN and a < NSH:       # the shared items touch nothing the routing launch writes (above): no wait
         pdl_release(PDL)
     else:
@@ -1537,13 +1527,10 @@ def _store_partial(part_ptr, s, ROWS, rows, pm, rn, acca, accb, N: tl.constexpr,
 @triton.jit
 def _swiglu_quant_kernel(part_ptr, rw_ptr, sorted_ptr, start_ptr, aq_ptr, sa_ptr, TK, ROWS, El, limit,
                          F: tl.constexpr, SPLIT: tl.constexpr, GB: tl.constexpr, GPP: tl.constexpr,
-                         RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
+                         RNE_FIX: tl.constexpr):
     # part (SPLIT, ROWS, 2F) fp32; rw (TK,) fp32 by slot -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32 by row;
     # rows: the local slots by position, then (rows TK.., when the shared expert is fused) one per token, weight 1.
     # Grid (ROWS, F / 128 / GPP): program (p, q) does row p's 128-groups q * GPP .. + GPP - 1, GB at a time
-    # PDL (config DOWN_EARLY "exact"): every program lets the W2 launch after it start at once (its programs wait
-    # for this launch's completion before they read anything it writes); this launch is not launched early.
-    pdl_release(PDL)
     p = tl.program_id(0)
     if (p < tl.load(start_ptr + El)) | (p >= TK):
         rw = tl.load(rw_ptr + tl.load(sorted_ptr + p, mask=p < TK, other=0), mask=p < TK, other=1.0)
@@ -1663,12 +1650,10 @@ def gated_configs(params: dict) -> list[dict]:
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
-    # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T) and
-    # the SwiGLU-quant launch of its own (GLUE "v3", the default above FIN_MAX_T): the W1 / W3 launch started beside
-    # the routing launch (UP_EARLY "spec", up_early) and W2 beside the SwiGLU-quant (DOWN_EARLY "exact",
-    # down_early), the shared expert beside as the defaults there run it
-    early = [{**base, "GATE": "gemm", "GLUE": "v3", "SHARED": "side", "UP_EARLY": "spec", "DOWN_EARLY": "exact"}
-             ] if params.get("T", 1) > 1 else []
+    # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
+    # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the
+    # defaults there run it
+    early = [{**base, "GATE": "gemm", "SHARED": "side", "UP_EARLY": "spec"}] if params.get("T", 1) > 1 else []
     return out + [{**base, "GATE": "mma"}] + slots + ahead + early
 
 
@@ -1721,6 +1706,9 @@ def grouped_default(params: dict) -> dict:
 #   (within noise), every program guessing -1.90 ms (the inactive experts' spans: twice the bytes);
 # - C = 32: 1 per SM +0.032 (+0.015 .. +0.042, inside the control's shift), 4 level;
 # - C = 16: 1 per SM +0.027 (+0.015 .. +0.035), 4 -0.088 / -0.085 (slower), "launch" +0.008 (within noise).
+# As shipped (call 5): UP_EARLY "off" over this default made the step 0.019 ms slower at C = 16 and 0.092 at C = 64.
+# The same for W2 (built at 9126f60, removed: the W2 launch beside the SwiGLU-quant launch, its first 4 / 2 programs
+# per SM prefetching their known W2 span) made the step slower: -0.167 / -0.100 ms at C = 16, -0.147 / -0.069 at 64.
 # moe_layer keeps it off: with the whole shared expert beside, 4 per SM made it slower alone (H100, call 3: 88.3 ->
 # 94.9 us at 16 tokens, 182.1 -> 191.9 at 64): the early programs hold SMs the shared expert's launches need.
 UP_EARLY_MIN_T = 16
@@ -2135,7 +2123,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
             and (not fused or (bulk_rows_ok(h1) and bulk_rows_ok(h3))))
     if spec:                    # config UP_EARLY "spec": a PDL launch beside the routing launch (_grouped_gemm_kernel)
         pdl_up = {"PDL": True, "launch_pdl": True, "SPEC": early == "spec",
-                  "spec_n": _early_per_sm(cfg) * NUM_SMS_TARGET}
+                  "spec_n": _up_early_per_sm(cfg) * NUM_SMS_TARGET}
     # with xown the up launch's tickets start past the routing launch's (split_tickets(dev, 1)): its shared items
     # may run beside it
     t0 = XOWN_TICKETS if xown else 0
@@ -2154,16 +2142,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
-    pdl_down = pdl_args(dev, T, *((h2,) if fused else ()))
-    if (down_early(cfg, dev) and not pdl_down and not fuse and not fin_up and bulk_rows_ok(w2)
-            and (not fused or bulk_rows_ok(h2))):     # config DOWN_EARLY "exact": W2 beside the SwiGLU-quant launch
-        pdl_down = {"PDL": True, "launch_pdl": True, "EXACT": True,
-                    "spec_n": _early_per_sm(cfg, "DOWN_EARLY_PER_SM") * NUM_SMS_TARGET}
     if not fuse and not fin_up:
         gpp = NG if glue == "v2" else (1 if ROWS * NG <= 4096 else min(4, NG))     # 128-groups per program
         _swiglu_quant_kernel[(ROWS, triton.cdiv(NG, gpp))](
             gu, rw, order, start, aq, sa, TK, ROWS, El, float(swiglu_limit), F=F, SPLIT=su, GB=min(4, gpp), GPP=gpp,
-            RNE_FIX=INTERPRET, num_warps=4, num_stages=1, PDL=bool(pdl_down.get("EXACT")))
+            RNE_FIX=INTERPRET, num_warps=4, num_stages=1)
     # 4. W2 partials
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
     if fin_down and join is not None:       # the down launch's finish adds the shared output made beside
@@ -2171,7 +2154,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
-        **_regs(cfg, "MAXNREG_DOWN"), **pdl_down,
+        **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))
@@ -2193,28 +2176,13 @@ UP_EARLY_MODES = ("off", "launch", "spec")
 UP_EARLY_PER_SM = 4    # "spec": the up launch's programs resident at once per SM (sm_90: 116 registers x 128 threads)
 
 
-def _early_per_sm(cfg, key: str = "UP_EARLY_PER_SM") -> int:
-    """Config UP_EARLY_PER_SM / DOWN_EARLY_PER_SM (1..16, default UP_EARLY_PER_SM): with UP_EARLY "spec" / DOWN_EARLY
-    "exact", the programs per SM (of NUM_SMS_TARGET) that prefetch their span before they wait: the first ones,
-    resident while the launch before them runs."""
-    n = int((cfg or {}).get(key, UP_EARLY_PER_SM))
+def _up_early_per_sm(cfg) -> int:
+    """Config UP_EARLY_PER_SM (1..16, default UP_EARLY_PER_SM): with UP_EARLY "spec", the programs per SM (of
+    NUM_SMS_TARGET) that prefetch their guessed span: the first ones, resident while the routing launch runs."""
+    n = int((cfg or {}).get("UP_EARLY_PER_SM", UP_EARLY_PER_SM))
     if not 1 <= n <= 16:
-        raise ValueError(f"moe_experts: config {key}={n}: 1..16")
+        raise ValueError(f"moe_experts: config UP_EARLY_PER_SM={n}: 1..16")
     return n
-
-
-DOWN_EARLY_MODES = ("off", "exact")
-
-
-def down_early(cfg, device) -> bool:
-    """Config DOWN_EARLY: "off" (the default) or "exact": where the W2 launch follows a SwiGLU-quant launch of its
-    own (GLUE "v3", the default above FIN_MAX_T tokens) without PDL, it starts beside it as a PDL launch and its first
-    routed items prefetch their span of W2 (their expert known: _grouped_gemm_kernel EXACT). Compiled sm_90+ only;
-    elsewhere the default's launches. The same arithmetic: the same result."""
-    mode = (cfg or {}).get("DOWN_EARLY", "off")
-    if mode not in DOWN_EARLY_MODES:
-        raise ValueError(f"moe_experts: config DOWN_EARLY={mode!r}: one of {', '.join(DOWN_EARLY_MODES)}")
-    return mode == "exact" and sm90_compiled(device)
 
 
 def grouped_compiled_only(config: dict) -> str | None:
@@ -2224,10 +2192,9 @@ def grouped_compiled_only(config: dict) -> str | None:
     for k, v in (config or {}).items():
         if isinstance(v, str) and v.endswith("_asm"):
             return f"{k}={v} is inline PTX: it runs compiled only (the interpreter substitutes another path)"
-    for k in ("UP_EARLY", "DOWN_EARLY"):
-        if (config or {}).get(k, "off") != "off":
-            return (f"{k}={config[k]} is a PDL launch with bulk L2 prefetches: it runs compiled only (sm_90+; the "
-                    f"interpreter runs the default's launches)")
+    if (config or {}).get("UP_EARLY", "off") != "off":
+        return (f"UP_EARLY={config['UP_EARLY']} is a PDL launch with bulk L2 prefetches: it runs compiled only (sm_90+; "
+                f"the interpreter runs the default's launches)")
     return None
 
 
@@ -2249,8 +2216,7 @@ def up_early(cfg, device) -> str | None:
 # default up to FIN_MAX_T tokens; "v3" in launches of their own above)
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
                              "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
-                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM", "DOWN_EARLY",
-                             "DOWN_EARLY_PER_SM"})
+                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 

@@ -1027,9 +1027,8 @@ def test_up_early_option_space_and_refusal(monkeypatch):
     for op_params in ({"T": 3}, {"T": 16}, {"T": 64, "shared": True}):
         early = [c for c in KM.gated_configs(op_params) if "UP_EARLY" in c]
         assert len(early) == 1 and early[0]["UP_EARLY"] == "spec" and early[0]["SHARED"] == "side", op_params
-        assert early[0]["GATE"] == "gemm" and early[0]["GLUE"] == "v3" and early[0]["DOWN_EARLY"] == "exact"
+        assert early[0]["GATE"] == "gemm"
         assert "UP_EARLY" in KM.grouped_compiled_only({**early[0], "DECODE": "fp8"})
-        assert "DOWN_EARLY" in KM.grouped_compiled_only({"DOWN_EARLY": "exact"})
     assert not [c for c in KM.gated_configs({"T": 1}) if "UP_EARLY" in c]
     assert KM.grouped_compiled_only({"UP_EARLY": "off", "DECODE": "fp8"}) is None
     assert KM.up_early({"UP_EARLY": "spec"}, "cpu") is None            # the interpreter: never
@@ -1039,43 +1038,33 @@ def test_up_early_option_space_and_refusal(monkeypatch):
     run = impl.prepared(spec.make_inputs(p, torch.Generator().manual_seed(5), "cpu", "outliers"))
     cfg = {**impl.default_config(p), "BN_UP": 32, "BN_DOWN": 32, "DECODE": "fp8", "GATE": "gemm"}
     want = impl.fn(**run, config=cfg)
-    for extra in ({"UP_EARLY": "launch"}, {"UP_EARLY": "spec"}, {"GLUE": "v3", "DOWN_EARLY": "exact"}):
-        got = impl.fn(**run, config={**cfg, **extra})
-        assert torch.isfinite(got.float()).all() and torch.equal(got, want), extra
+    for mode in ("launch", "spec"):
+        got = impl.fn(**run, config={**cfg, "UP_EARLY": mode})
+        assert torch.isfinite(got.float()).all() and torch.equal(got, want), mode
     with pytest.raises(ValueError, match="UP_EARLY"):
         impl.fn(**run, config={**cfg, "UP_EARLY": "all"})
-    with pytest.raises(ValueError, match="DOWN_EARLY"):
-        impl.fn(**run, config={**cfg, "GLUE": "v3", "DOWN_EARLY": "guess"})
     for n in (0, 17):
         with pytest.raises(ValueError, match="UP_EARLY_PER_SM"):
-            KM._early_per_sm({"UP_EARLY": "spec", "UP_EARLY_PER_SM": n})
-        with pytest.raises(ValueError, match="DOWN_EARLY_PER_SM"):
-            KM._early_per_sm({"DOWN_EARLY": "exact", "DOWN_EARLY_PER_SM": n}, "DOWN_EARLY_PER_SM")
+            KM._up_early_per_sm({"UP_EARLY": "spec", "UP_EARLY_PER_SM": n})
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session40f.sh)")
+                    "(scripts/device_session40c.sh)")
 @pytest.mark.parametrize("op,shared", [("moe_layer", False), ("moe_routed", False), ("moe_routed", True)])
 @pytest.mark.parametrize("T", [16, 64])
-@pytest.mark.parametrize("mode", ["launch", "spec", "down"])
+@pytest.mark.parametrize("mode", ["launch", "spec"])
 def test_up_early_changes_no_bit_on_the_gpu(op, shared, T, mode):
-    """UP_EARLY "launch" / "spec" and DOWN_EARLY "exact" over the default at the Flash TP8 cases of 16 and 64 tokens
-    (moe_routed with and without its TP slice of the shared expert): bit-equal to the default, eager and replayed
-    from a CUDA graph, over three seeded draws; on sm_90+ the mode applies there (kernels.moe.up_early /
-    down_early)."""
+    """UP_EARLY "launch" / "spec" over the default at the Flash TP8 cases of 16 and 64 tokens (moe_routed with and
+    without its TP slice of the shared expert): bit-equal to the default, eager and replayed from a CUDA graph, over
+    three seeded draws; on sm_90+ the mode applies there (kernels.moe.up_early)."""
     from kernelbench.kernels import moe as KM
     spec, impl = spec_and_impl(op)
     params = next(p for p in spec.shape_cases("flash-tp8") if spec.batch(p) == T and not p["hash"]
                   and bool(p.get("shared")) == shared)
     cfg = impl.default_config(params)
-    sm90 = torch.cuda.get_device_capability()[0] >= 9
-    if mode == "down":          # W2 beside the SwiGLU-quant launch (glue v3, the default at 16 and 64 tokens)
-        early = {**cfg, "UP_EARLY": "off", "DOWN_EARLY": "exact"}
-        assert KM.down_early(early, "cuda") == sm90 and KM._glue(early, T) == "v3"
-    else:
-        early = {**cfg, "UP_EARLY": mode}
-        assert KM.up_early(early, "cuda") == (mode if sm90 else None)
+    early = {**cfg, "UP_EARLY": mode}
+    assert KM.up_early(early, "cuda") == (mode if torch.cuda.get_device_capability()[0] >= 9 else None)
     for seed in range(3):
         run = {k: (v.cuda() if isinstance(v, torch.Tensor) else v)
                for k, v in impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cpu",
@@ -1094,10 +1083,9 @@ def test_up_early_changes_no_bit_on_the_gpu(op, shared, T, mode):
 
 @pytest.mark.timeout(900)
 def test_up_early_builds_for_sm120():
-    """UP_EARLY "spec" and DOWN_EARLY "exact" at moe_routed's 64-token Flash TP8 case, compiled for sm_120 against
-    both off: the routing and SwiGLU-quant launches are the PDL builds (their triggers), the W1 / W3 launch the PDL
-    build with the guessed prefetch (SPEC) and W2 with the exact one (EXACT), without spills and in the off builds'
-    registers and shared memory."""
+    """UP_EARLY "spec" at moe_routed's 64-token Flash TP8 case (its default there) against "off", compiled for sm_120:
+    the routing launch is the PDL build (its trigger), the W1 / W3 launch the PDL build with the guessed prefetch
+    (SPEC), without spills and in the off build's registers and shared memory; the W2 launch unchanged."""
     from kernelbench import registry
     from kernelbench.harness import inspector
     spec, impl = registry.get_op("moe_routed"), registry.get_impl("moe_routed", "triton")
@@ -1108,17 +1096,13 @@ def test_up_early_builds_for_sm120():
         rep, = inspector.inspect_jobs([("moe_routed", "triton", params, config)], target="sm_120",
                                       tensor_core_ops=())
         assert not rep.get("error") and not rep["problems"], (rep.get("error"), rep["problems"])
-        return [k for k in rep["kernels"]
-                if k["kernel"].endswith(("_grouped_gemm_kernel", "_gate_route_kernel", "_swiglu_quant_kernel"))]
+        return [k for k in rep["kernels"] if k["kernel"].endswith(("_grouped_gemm_kernel", "_gate_route_kernel"))]
 
     cfg = impl.default_config(params)
-    off = kernels({**cfg, "UP_EARLY": "off", "DOWN_EARLY": "off"})
-    on = kernels({**cfg, "UP_EARLY": "spec", "DOWN_EARLY": "exact"})
-    (r0, up0, sq0, down0), (r1, up1, sq1, down1) = off, on
+    assert cfg["UP_EARLY"] == "spec"
+    (r0, up0, down0), (r1, up1, down1) = kernels({**cfg, "UP_EARLY": "off"}), kernels(cfg)
     assert not r0["constexprs"].get("PDL") and r1["constexprs"]["PDL"]
-    assert not sq0["constexprs"].get("PDL") and sq1["constexprs"]["PDL"]
     assert not up0["constexprs"]["SPEC"] and up1["constexprs"]["SPEC"] and up1["constexprs"]["PDL"]
-    assert not down0["constexprs"]["EXACT"] and down1["constexprs"]["EXACT"] and down1["constexprs"]["PDL"]
-    for a, b in ((up0, up1), (down0, down1)):
-        assert b["spill_bytes"] == 0 and b["shared_bytes"] == a["shared_bytes"]
-        assert b["registers"] <= a["registers"] and b["sass_instructions"] > a["sass_instructions"]
+    assert up1["spill_bytes"] == 0 and up1["shared_bytes"] == up0["shared_bytes"]
+    assert up1["registers"] <= up0["registers"] and up1["sass_instructions"] > up0["sass_instructions"]
+    assert down1["sass_instructions"] == down0["sass_instructions"] and not down1["constexprs"]["SPEC"]
