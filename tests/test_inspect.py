@@ -176,3 +176,27 @@ def test_reports_give_programs_per_sm_for_their_target(reports):
         assert k["programs_per_sm"] == SM_LIMITS[arch].programs(k["num_warps"], k["registers"], k["shared_bytes"])
         assert k["programs_per_sm"] >= 1
     assert sm120[1]["kernels"][0]["shared_bytes"] > 101_376 and sm120[1]["kernels"][0]["programs_per_sm"] == 0
+
+
+def test_workers_split_the_jobs_and_keep_their_order(reports, monkeypatch):
+    """Several workers compile contiguous slices side by side and the reports come back in job order, the same as
+    one worker's (`reports` above ran with the default count); KERNELBENCH_INSPECT_WORKERS sets the count, never
+    above the jobs, and anything but a positive integer is refused."""
+    assert [list(r) for r in inspector._slices(5, 2)] == [[0, 1, 2], [3, 4]]
+    assert [list(r) for r in inspector._slices(2, 4)] == [[0], [1]]
+    jobs = [("toy_mm", "triton", PARAMS, SMALL), ("toy_mm", "triton", PARAMS, HUGE),
+            ("toy_mm", "simt", PARAMS, SMALL)]
+    one = inspector.inspect_jobs(jobs, target="sm_120", modules=(TOY,), tensor_core_ops=("toy_mm",), workers=1)
+    three = inspector.inspect_jobs(jobs, target="sm_120", modules=(TOY,), tensor_core_ops=("toy_mm",), workers=3)
+    keys = ("impl", "config", "problems")
+    assert [{k: r[k] for k in keys} for r in three] == [{k: r[k] for k in keys} for r in one]
+    assert [k["registers"] for r in three for k in r["kernels"]] == [k["registers"] for r in one for k in r["kernels"]]
+    assert one[1]["problems"] and not one[0]["problems"]       # HUGE does not fit sm_120's shared memory
+    monkeypatch.setenv("KERNELBENCH_INSPECT_WORKERS", "3")
+    assert inspector.inspect_workers(10) == 3 and inspector.inspect_workers(2) == 2
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("KERNELBENCH_INSPECT_WORKERS", bad)
+        with pytest.raises(inspector.InspectorError, match="KERNELBENCH_INSPECT_WORKERS"):
+            inspector.inspect_workers(4)
+    monkeypatch.delenv("KERNELBENCH_INSPECT_WORKERS")
+    assert 1 <= inspector.inspect_workers(100) <= inspector.MAX_WORKERS

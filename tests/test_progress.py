@@ -102,16 +102,23 @@ def test_verify_announces_every_pair(tmp_path):
         res.output
 
 
-def test_inspect_announces_every_job(capsys):
-    """Both paths (in-process, and the subprocess used under the interpreter) report each finished job;
-    implementations that launch no kernel keep this test free of compiles."""
+def test_inspect_announces_every_job(capsys, monkeypatch):
+    """Both paths (in-process, and the subprocesses used under the interpreter or with several workers) report
+    each finished job; implementations that launch no kernel keep this test free of compiles. One worker: in job
+    order; two: each job once, in whichever order they finish."""
     from pathlib import Path
     from kernelbench.harness import inspector
     toy = str(Path(__file__).with_name("kb_toy.py"))
     registry.load_module(toy)
     jobs = [("toy_mm", "torch_only", {"M": m, "N": 64, "K": 128}, None) for m in (1, 16)]
+    labels = ["toy_mm/torch_only M=1,N=64,K=128", "toy_mm/torch_only M=16,N=64,K=128"]
+    monkeypatch.setenv("KERNELBENCH_INSPECT_WORKERS", "1")
     reps = inspector.inspect_jobs(jobs, target="sm_120", modules=(toy,), progress=True)
     assert len(reps) == 2
     lines = _progress_lines(capsys.readouterr().err, "inspect (sm_120)")
     assert [(i, t) for i, t, _ in lines] == [(1, 2), (2, 2)]
-    assert [label for _, _, label in lines] == ["toy_mm/torch_only M=1,N=64,K=128", "toy_mm/torch_only M=16,N=64,K=128"]
+    assert [label for _, _, label in lines] == labels
+    reps = inspector.inspect_jobs(jobs, target="sm_120", modules=(toy,), progress=True, workers=2)
+    assert [r["label"] for r in reps] == ["M=1,N=64,K=128", "M=16,N=64,K=128"]
+    lines = _progress_lines(capsys.readouterr().err, "inspect (sm_120)")
+    assert [(i, t) for i, t, _ in lines] == [(1, 2), (2, 2)] and sorted(lb for _, _, lb in lines) == sorted(labels)

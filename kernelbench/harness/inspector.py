@@ -478,13 +478,37 @@ def inspect_impls(op_names: list[str] | None = None, *, shape_set: str = "flash-
     return inspect_jobs(jobs, target=target, modules=modules, tensor_core_ops=tensor_core_ops, progress=progress)
 
 
+MAX_WORKERS = 16
+
+
+def inspect_workers(n_jobs: int) -> int:
+    """How many processes compile `n_jobs` jobs side by side: KERNELBENCH_INSPECT_WORKERS, else the CPU count (at
+    most MAX_WORKERS), never more than the jobs. Compiling is CPU-bound and single-threaded per kernel: on the
+    16-core GPU machine `kernelbench tune`'s sm_120 pre-check of 16 candidates ran past a 25 s limit one at a time
+    (session 40, call 1)."""
+    raw = os.environ.get("KERNELBENCH_INSPECT_WORKERS", "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InspectorError(f"KERNELBENCH_INSPECT_WORKERS={raw!r}: a positive number of processes expected")
+    else:
+        n = min(MAX_WORKERS, os.cpu_count() or 1)
+    return max(1, min(n, n_jobs))
+
+
 def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[str, ...] = (),
                  tensor_core_ops: tuple[str, ...] = TENSOR_CORE_OPS, progress: bool = False,
-                 on_done=None) -> list[dict]:
-    """Inspect (op, impl, params, config[, fn_ref]) jobs. Under the interpreter the work runs in a subprocess
-    with it off (the compiler needs real JITFunctions). `progress`: a bar (or log lines) on stderr."""
-    if os.environ.get("TRITON_INTERPRET", "0") == "1":
-        return _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress)
+                 on_done=None, workers: int | None = None) -> list[dict]:
+    """Inspect (op, impl, params, config[, fn_ref]) jobs, in job order. With more than one worker
+    (`inspect_workers`) contiguous slices of the jobs compile in subprocesses side by side; under the interpreter
+    the work always runs in subprocesses with it off (the compiler needs real JITFunctions). `progress`: a bar (or
+    log lines) on stderr."""
+    n = inspect_workers(len(jobs)) if workers is None else max(1, min(workers, len(jobs)))
+    if os.environ.get("TRITON_INTERPRET", "0") == "1" or n > 1:
+        return _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress, n)
     from kernelbench.progress import steps
     for m in modules:
         registry.load_module(m)
@@ -541,27 +565,65 @@ def _user_module_files(jobs) -> list[str]:
     return files
 
 
-def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool = False) -> list[dict]:
+def _slices(n_items: int, parts: int) -> list[range]:
+    """`parts` contiguous ranges covering 0 .. n_items - 1, sizes differing by at most one (none empty)."""
+    parts = max(1, min(parts, n_items))
+    q, r = divmod(n_items, parts)
+    out, lo = [], 0
+    for i in range(parts):
+        hi = lo + q + (1 if i < r else 0)
+        out.append(range(lo, hi))
+        lo = hi
+    return out
+
+
+def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool = False,
+                        workers: int = 1) -> list[dict]:
+    """The jobs in `workers` subprocesses (interpreter off, each compiling one contiguous slice in order, one
+    worker apiece so none fans out again); their reports concatenated in job order. A failed subprocess is an
+    InspectorError with its stderr's tail."""
+    import threading
     from kernelbench.progress import steps
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     modules = list(modules) + [f for f in _user_module_files(jobs) if f not in modules]
-    with tempfile.TemporaryDirectory() as tmp:
-        req, out, err = (os.path.join(tmp, n) for n in ("request.json", "out.json", "stderr.txt"))
-        with open(req, "w") as f:
-            json.dump({"jobs": jobs, "target": target, "modules": list(modules),
-                       "tensor_core_ops": list(tensor_core_ops)}, f)
-        cmd = [sys.executable, "-m", "kernelbench.harness.inspector", req, out]
-        with open(err, "w") as errf, steps(f"inspect ({target})", len(jobs), progress) as advance:
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errf, text=True)
-            for line in proc.stdout:          # one line per finished job: the progress
+    slices = _slices(len(jobs), workers)
+    lock = threading.Lock()
+    with tempfile.TemporaryDirectory() as tmp, steps(f"inspect ({target})", len(jobs), progress) as advance:
+        procs = []
+        for i, rng in enumerate(slices):
+            req, out, err = (os.path.join(tmp, f"{n}{i}") for n in ("request.json.", "out.json.", "stderr.txt."))
+            with open(req, "w") as f:
+                json.dump({"jobs": [jobs[j] for j in rng], "target": target, "modules": list(modules),
+                           "tensor_core_ops": list(tensor_core_ops)}, f)
+            cmd = [sys.executable, "-m", "kernelbench.harness.inspector", req, out]
+            errf = open(err, "w")
+            procs.append((subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errf, text=True), errf,
+                          out, err))
+
+        def follow(proc):                     # one line per finished job: the progress
+            for line in proc.stdout:
                 if line.startswith(_DONE):
-                    advance(line[len(_DONE):].strip())
+                    with lock:
+                        advance(line[len(_DONE):].strip())
+
+        readers = [threading.Thread(target=follow, args=(p,), daemon=True) for p, *_ in procs]
+        for t in readers:
+            t.start()
+        failed = []
+        for (proc, errf, _, err), t in zip(procs, readers):
             rc = proc.wait(timeout=3600)
-        if rc != 0:
-            with open(err) as f:
-                raise InspectorError(f"inspector subprocess failed ({rc}):\n{f.read()[-4000:]}")
-        with open(out) as f:
-            return json.load(f)
+            t.join()
+            errf.close()
+            if rc != 0:
+                with open(err) as f:
+                    failed.append(f"inspector subprocess failed ({rc}):\n{f.read()[-4000:]}")
+        if failed:
+            raise InspectorError("\n".join(failed))
+        reports = []
+        for _, _, out, _ in procs:
+            with open(out) as f:
+                reports += json.load(f)
+        return reports
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -571,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         req = json.load(f)
     reports = inspect_jobs([tuple(j) for j in req["jobs"]], target=req["target"], modules=tuple(req["modules"]),
                            tensor_core_ops=tuple(req["tensor_core_ops"]),
-                           on_done=lambda label: print(_DONE + label, flush=True))
+                           on_done=lambda label: print(_DONE + label, flush=True), workers=1)
     with open(out_path, "w") as f:
         json.dump(reports, f, default=str)
     return 0
