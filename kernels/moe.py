@@ -1947,7 +1947,8 @@ def _route_options(cfg) -> tuple[int, int]:
 def _route(x, indices, El, expert_offset, glue, sort: str = "chunk", early: str | None = None):
     """Group the slots by local expert and act-quantize x, one launch: glue v3 / v4 _gate_route_kernel (sort in one
     program, vectorized; x in (row, 4-group) programs), "v2" _route_kernel (the serial sort; one program per row).
-    early (config UP_EARLY "spec"): the launch lets the W1 / W3 launch after it start at once (_gate_route_kernel)."""
+    early (config UP_EARLY, up_early: "launch" or "spec"): the launch lets the W1 / W3 launch after it start at once
+    (_gate_route_kernel PDL)."""
     T, D = x.shape
     K = indices.shape[1]
     buf = _route_buffers(T, K, D, El, x.device)
@@ -2119,9 +2120,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if sxm not in ("gate", "own"):
         raise ValueError(f"moe_experts: config SHARED_X={sxm!r}: 'gate' or 'own'")
     xown = fused and sxm == "own"
-    spec = (early and not pdl_up and bulk_rows_ok(w1) and bulk_rows_ok(w3)
-            and (not fused or (bulk_rows_ok(h1) and bulk_rows_ok(h3))))
-    if spec:                    # config UP_EARLY "spec": a PDL launch beside the routing launch (_grouped_gemm_kernel)
+    early_pdl = (early and not pdl_up and bulk_rows_ok(w1) and bulk_rows_ok(w3)
+                 and (not fused or (bulk_rows_ok(h1) and bulk_rows_ok(h3))))
+    if early_pdl:               # config UP_EARLY: a PDL launch beside the routing launch (_grouped_gemm_kernel SPEC)
         pdl_up = {"PDL": True, "launch_pdl": True, "SPEC": early == "spec",
                   "spec_n": _up_early_per_sm(cfg) * NUM_SMS_TARGET}
     # with xown the up launch's tickets start past the routing launch's (split_tickets(dev, 1)): its shared items
@@ -2173,7 +2174,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
 
 XOWN_TICKETS = 64      # the up launch's ticket range starts here when its shared items run beside the routing launch
 UP_EARLY_MODES = ("off", "launch", "spec")
-UP_EARLY_PER_SM = 4    # "spec": the up launch's programs resident at once per SM (sm_90: 116 registers x 128 threads)
+# "spec" without UP_EARLY_PER_SM: the up launch's programs resident at once per SM (sm_90: 116 registers x 128
+# threads); moe_routed's default names its own count (routed_default)
+UP_EARLY_PER_SM = 4
 
 
 def _up_early_per_sm(cfg) -> int:
@@ -2193,8 +2196,8 @@ def grouped_compiled_only(config: dict) -> str | None:
         if isinstance(v, str) and v.endswith("_asm"):
             return f"{k}={v} is inline PTX: it runs compiled only (the interpreter substitutes another path)"
     if (config or {}).get("UP_EARLY", "off") != "off":
-        return (f"UP_EARLY={config['UP_EARLY']} is a PDL launch with bulk L2 prefetches: it runs compiled only (sm_90+; "
-                f"the interpreter runs the default's launches)")
+        return (f"UP_EARLY={config['UP_EARLY']} is a PDL launch with bulk L2 prefetches: it runs compiled only "
+                f"(sm_90+; the interpreter runs the default's launches)")
     return None
 
 
@@ -2209,6 +2212,7 @@ def up_early(cfg, device) -> str | None:
     if mode not in UP_EARLY_MODES:
         raise ValueError(f"moe_experts: config UP_EARLY={mode!r}: one of {', '.join(UP_EARLY_MODES)}")
     return mode if mode != "off" and sm90_compiled(device) else None
+
 
 # config keys of the grouped kernels that no space or default shows at the ops' cases (Impl.options: a pin or tuned
 # entry may name them): register caps and finishing blocks (the defaults set them only with the shared expert
