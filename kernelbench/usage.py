@@ -20,6 +20,21 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def env_positive_int(name: str) -> int | None:
+    """Environment switch `name`: None when unset or empty, else a positive integer; anything else a UsageProblem
+    naming the variable and its value."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageProblem(f"{name} must be a positive integer, got {name}={raw!r}")
+    return n
+
+
 @lru_cache(maxsize=None)
 def smallest_params(op: str) -> tuple:
     """The op strategy's minimal example (hypothesis shrinks to it; deterministic), as sorted items."""
@@ -85,14 +100,18 @@ def _some_params(op: str) -> dict:
 
 
 def check_environment() -> None:
-    """The switches read from the environment while kernels and the decoder run (KERNELBENCH_PDL,
-    KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_SHARED_SPLIT, KERNELBENCH_KV_LANE), so that a bad value stops the
-    command before any work instead of deep inside it."""
+    """The switches read from the environment while kernels, the decoder and the inspector run (KERNELBENCH_PDL,
+    KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_SHARED_SPLIT, KERNELBENCH_KV_LANE, KERNELBENCH_INSPECT_WORKERS), so that
+    a bad value stops the command before any work instead of deep inside it."""
     from kernelbench.decoder.lanes import kv_lane_from_env
     from kernelbench.decoder.model import shared_split_from_env
     from kernelbench.kernels.common import high_priority_kinds, pdl_mode
-    for check in (pdl_mode, high_priority_kinds, shared_split_from_env, kv_lane_from_env):
+    for check in (pdl_mode, high_priority_kinds, shared_split_from_env, kv_lane_from_env,
+                  lambda: env_positive_int(INSPECT_WORKERS_ENV)):
         check()
+
+
+INSPECT_WORKERS_ENV = "KERNELBENCH_INSPECT_WORKERS"
 
 
 def check_settings() -> None:

@@ -8,6 +8,7 @@ import torch
 
 from kernelbench.harness import inspector
 from kernelbench import registry
+from kernelbench.usage import UsageProblem
 
 TOY = str(Path(__file__).with_name("kb_toy.py"))
 PARAMS = {"M": 16, "N": 64, "K": 128}
@@ -181,7 +182,8 @@ def test_reports_give_programs_per_sm_for_their_target(reports):
 def test_workers_split_the_jobs_and_keep_their_order(reports, monkeypatch):
     """Several workers compile contiguous slices side by side and the reports come back in job order, the same as
     one worker's (`reports` above ran with the default count); KERNELBENCH_INSPECT_WORKERS sets the count, never
-    above the jobs, and anything but a positive integer is refused."""
+    above the jobs, and anything but a positive integer is refused; by default the CPUs are shared among
+    pytest-xdist's workers, at most MAX_WORKERS."""
     assert [list(r) for r in inspector._slices(5, 2)] == [[0, 1, 2], [3, 4]]
     assert [list(r) for r in inspector._slices(2, 4)] == [[0], [1]]
     jobs = [("toy_mm", "triton", PARAMS, SMALL), ("toy_mm", "triton", PARAMS, HUGE),
@@ -196,7 +198,13 @@ def test_workers_split_the_jobs_and_keep_their_order(reports, monkeypatch):
     assert inspector.inspect_workers(10) == 3 and inspector.inspect_workers(2) == 2
     for bad in ("0", "-2", "many"):
         monkeypatch.setenv("KERNELBENCH_INSPECT_WORKERS", bad)
-        with pytest.raises(inspector.InspectorError, match="KERNELBENCH_INSPECT_WORKERS"):
+        with pytest.raises(UsageProblem, match="KERNELBENCH_INSPECT_WORKERS must be a positive integer"):
             inspector.inspect_workers(4)
     monkeypatch.delenv("KERNELBENCH_INSPECT_WORKERS")
-    assert 1 <= inspector.inspect_workers(100) <= inspector.MAX_WORKERS
+    monkeypatch.setattr(inspector.os, "cpu_count", lambda: 64)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "8")
+    assert inspector.inspect_workers(100) == 8 and inspector.inspect_workers(3) == 3
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "128")
+    assert inspector.inspect_workers(100) == 1
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    assert inspector.inspect_workers(100) == inspector.MAX_WORKERS

@@ -91,10 +91,18 @@ def test_every_pdl_launch_runs_a_kernel_that_waits_first():
     launched = {k for _, k in launches}
     takes_pdl = {name for name, fn in defs.items() if "PDL" in [a.arg for a in fn.args.args]}
     helpers = {name for name in takes_pdl if name not in launched}
-    assert helpers == {"fp8_tile_head_ticket", "l2_prefetch_rows", "pdl_enter", "pdl_release"}, helpers
+    # _gate_route_kernel takes PDL only to trigger its successor (config UP_EARLY): it is never launched early
+    # itself (no launch_pdl at any of its launches: it is not in `launched`), so it needs no wait
+    assert helpers == {"fp8_tile_head_ticket", "l2_prefetch_rows", "pdl_enter", "pdl_release",
+                       "_gate_route_kernel"}, helpers
     # launching the successor without the wait is an argued exception (pdl_release's doc): the MoE up launch's
-    # shared items with SHARED_X "own" (kernels/moe.py _grouped_gemm_kernel XOWN) and nothing else
-    assert {name for name, fn in defs.items() if "pdl_release" in _calls(fn)} == {"_grouped_gemm_kernel"}
+    # shared items with SHARED_X "own" (kernels/moe.py _grouped_gemm_kernel XOWN), and the routing launch that is
+    # not launched early (its first statement), and nothing else
+    assert {name for name, fn in defs.items() if "pdl_release" in _calls(fn)} == {"_grouped_gemm_kernel",
+                                                                                   "_gate_route_kernel"}
+    first = next(st for st in defs["_gate_route_kernel"].body if not isinstance(st, ast.Expr)
+                 or not isinstance(st.value, ast.Constant))
+    assert ast.unparse(first) == "pdl_release(PDL)"
 
 
 def test_pdl_enter_comes_before_any_store_or_atomic():

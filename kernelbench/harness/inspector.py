@@ -482,21 +482,24 @@ MAX_WORKERS = 16
 
 
 def inspect_workers(n_jobs: int) -> int:
-    """How many processes compile `n_jobs` jobs side by side: KERNELBENCH_INSPECT_WORKERS, else the CPU count (at
-    most MAX_WORKERS), never more than the jobs. Compiling is CPU-bound and single-threaded per kernel: on the
+    """How many processes compile `n_jobs` jobs side by side: KERNELBENCH_INSPECT_WORKERS, else default_workers(),
+    never more than the jobs. Compiling is CPU-bound and single-threaded per kernel: on the
     16-core GPU machine `kernelbench tune`'s sm_120 pre-check of 16 candidates ran past a 25 s limit one at a time
-    (session 40, call 1)."""
-    raw = os.environ.get("KERNELBENCH_INSPECT_WORKERS", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise InspectorError(f"KERNELBENCH_INSPECT_WORKERS={raw!r}: a positive number of processes expected")
-    else:
-        n = min(MAX_WORKERS, os.cpu_count() or 1)
+    (session 40, call 1). A value that is not a positive integer is a kernelbench.usage.UsageProblem."""
+    from kernelbench.usage import INSPECT_WORKERS_ENV, env_positive_int
+    n = env_positive_int(INSPECT_WORKERS_ENV) or default_workers()
     return max(1, min(n, n_jobs))
+
+
+def default_workers() -> int:
+    """The CPU count (at most MAX_WORKERS) shared among the processes already running side by side: pytest-xdist's
+    workers (PYTEST_XDIST_WORKER_COUNT) each get their share, so the test suite's compile checks do not oversubscribe
+    the cores."""
+    try:
+        siblings = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        siblings = 1
+    return max(1, min(MAX_WORKERS, (os.cpu_count() or 1) // siblings))
 
 
 def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[str, ...] = (),
