@@ -26,8 +26,9 @@ import triton.language as tl
 from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_device, check_dtype, check_shape,
                                        dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, sm90_compiled,
                                        to_bf16)
-from kernelbench.kernels.linear import (NUM_SMS_TARGET, _bf16_gemm, _default, _fit_split, fp4_tile_dot,
-                                       fp4_tile_dot_fp8, fp8_linear, split_tickets)
+from kernelbench.kernels.attention import sm_count
+from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
+                                       split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -2124,7 +2125,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
                  and (not fused or (bulk_rows_ok(h1) and bulk_rows_ok(h3))))
     if early_pdl:               # config UP_EARLY: a PDL launch beside the routing launch (_grouped_gemm_kernel SPEC)
         pdl_up = {"PDL": True, "launch_pdl": True, "SPEC": early == "spec",
-                  "spec_n": _up_early_per_sm(cfg) * NUM_SMS_TARGET}
+                  "spec_n": _up_early_per_sm(cfg) * sm_count(dev)}
     # with xown the up launch's tickets start past the routing launch's (split_tickets(dev, 1)): its shared items
     # may run beside it
     t0 = XOWN_TICKETS if xown else 0
@@ -2180,8 +2181,9 @@ UP_EARLY_PER_SM = 4
 
 
 def _up_early_per_sm(cfg) -> int:
-    """Config UP_EARLY_PER_SM (1..16, default UP_EARLY_PER_SM): with UP_EARLY "spec", the programs per SM (of
-    NUM_SMS_TARGET) that prefetch their guessed span: the first ones, resident while the routing launch runs."""
+    """Config UP_EARLY_PER_SM (1..16, default UP_EARLY_PER_SM): with UP_EARLY "spec", the programs per SM of the
+    device (kernels/attention.py sm_count) that prefetch their guessed span: the first ones, resident while the
+    routing launch runs."""
     n = int((cfg or {}).get("UP_EARLY_PER_SM", UP_EARLY_PER_SM))
     if not 1 <= n <= 16:
         raise ValueError(f"moe_experts: config UP_EARLY_PER_SM={n}: 1..16")
