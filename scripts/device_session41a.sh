@@ -4,15 +4,21 @@
 # off and with other guessing counts per SM, in interleaved pairs; then session 39's unrun tuning of the step's
 # untuned 16 / 64-token keys, whose sm_120 pre-check now compiles on every core (KERNELBENCH_INSPECT_WORKERS), each
 # op verified first into the same database (the export needs a passing verification of the chosen path) and the
-# entries judged in the step (--try-entries, --keep-faster).
-#   run(command="KB_TOTAL_S=480 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session41a.sh", carry=[".whl"])
+# entries judged in the step (--try-entries, --keep-faster). moe_layer's rows with 1 and 2 guessing programs a SM.
+#   run(command="KB_TOTAL_S=590 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session41a.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-480}
+TOTAL=${KB_TOTAL_S:-590}
 source scripts/device_lib.sh || exit 1
 step early 110 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
     --try 'moe_routed={"UP_EARLY": "off"}' --try 'moe_routed@T=16={"UP_EARLY_PER_SM": 2}' \
     --try 'moe_routed@T=64={"UP_EARLY_PER_SM": 4}' --json "$W/early.json"
+# moe_layer (issue 9's rows, the whole shared expert beside) with fewer guessing programs than session 40 tried (4 a
+# SM: slower alone on the H100); copy first, for the fractions
+step copy 30 $KB calibrate --measure copy_gbps
+step layer_early 80 $KB bench moe_layer --impl triton --shapes flash-tp8 --batch 16 --batch 64 --where hash=False \
+    --max-time 0.3 --try 'moe_layer={"UP_EARLY": "spec", "UP_EARLY_PER_SM": 1}' \
+    --try 'moe_layer={"UP_EARLY": "spec", "UP_EARLY_PER_SM": 2}' --json "$W/layer_early.json"
 V="--impl triton --device cuda --shapes flash-tp8 --examples 1 --time-budget 3"
 T="--impl triton --shapes flash-tp8 --max-trials 16 --export $W/tuned.json"
 step verify_lin 45 $KB verify fp8_linear $V --where M=16,64 --where K=256,4096
