@@ -394,6 +394,9 @@ def test_gpu_graph_attribution_adds_up_to_the_step(tmp_path):
         assert 0 < busy <= 1.05 * p["step_ms"] and busy + idle == pytest.approx(max(p["step_ms"], busy))
         assert p["kernels_per_layer"] > 0 and p["roofline_ms"] > 0
         assert (db.PDL_NOTE in p["attribution_note"]) == pdl_on(torch.device("cuda"), p["batch"])   # C = 1: PDL
+        early = db.moe_starts_early(p["configs"], torch.device("cuda"))   # C = 16: moe_routed's UP_EARLY default
+        assert (db.EARLY_NOTE in p["attribution_note"]) == (early and not pdl_on(torch.device("cuda"), p["batch"]))
+        assert early == (p["batch"] >= 16 and torch.cuda.get_device_capability()[0] >= 9)
         lanes = p["lanes"]                                  # the side stream ran: the lanes split the kernels' time
         # main and the decoder's side lane however many streams the replayed graph's branches ran on (one GPU: no
         # NCCL), + from SHARED_SIDE_MIN_T tokens the MoE op's own side stream (its rank's slice of the shared expert:
@@ -661,3 +664,19 @@ def test_rest_per_layer_is_the_step_less_the_moe_kernels():
     moe, rest = db.rest_per_layer(pt, 43)
     assert moe == pytest.approx(1075 / 43) and rest == pytest.approx((4300 - 1075) / 43)
     assert db.rest_per_layer(db.BenchPoint(1, 512.0, 4.3, 4.3, 4.3, 4.3, 4.3, 232.0), 43) is None
+
+
+def test_moe_early_start_is_named_in_the_attribution_note(monkeypatch):
+    """A point whose MoE config starts the W1 / W3 launch early (kernels/moe.py UP_EARLY, compiled sm_90+) gets
+    EARLY_NOTE (its span includes its wait); "off", other ops' configs and an uncompiled device do not."""
+    from kernelbench.kernels import moe
+    routed = {"op": "moe_routed", "key": {"T": 16}, "source": "default", "config": {"UP_EARLY": "spec"}}
+    off = {**routed, "config": {"UP_EARLY": "off"}}
+    other = {"op": "fp8_linear", "key": {"M": 16}, "source": "default", "config": {"UP_EARLY": "spec"}}
+    monkeypatch.setattr(moe, "sm90_compiled", lambda device: True)
+    assert db.moe_starts_early([other, routed], torch.device("cpu"))
+    assert not db.moe_starts_early([other, off], torch.device("cpu"))
+    assert not db.moe_starts_early([{**routed, "config": None}], torch.device("cpu"))
+    monkeypatch.setattr(moe, "sm90_compiled", lambda device: False)
+    assert not db.moe_starts_early([routed], torch.device("cpu"))
+    assert "UP_EARLY" in db.EARLY_NOTE

@@ -1123,6 +1123,19 @@ PDL_NOTE = ("PDL at this C (KERNELBENCH_PDL): each kernel's span starts at its e
             "without it")
 
 
+# above PDL_MAX_TOKENS only the MoE's W1 / W3 launch may start early (kernels/moe.py config UP_EARLY)
+EARLY_NOTE = ("the MoE's W1 / W3 launch starts beside its routing launch (config UP_EARLY): its span includes its "
+              "wait, so the MoE rows overlap each other and the side lane's (the overlap is in the beside-other-"
+              "kernels row); pin UP_EARLY \"off\" (--try) for per-op times without it")
+
+
+def moe_starts_early(configs: list[dict], dev: torch.device) -> bool:
+    """Whether a point's looked-up configs (BenchPoint.configs) start the MoE's W1 / W3 launch early on `dev`."""
+    from kernelbench.kernels.moe import up_early
+    return any(c["op"] in ("moe_routed", "moe_layer", "moe_experts") and up_early(c.get("config"), dev)
+               for c in configs)
+
+
 def _profile_point(model: Transformer, res: BenchResult, pt: BenchPoint, lengths: list[int], cap: int, lo: int,
                    hi: int, warmup: int, graph: str, seed: int, dev: torch.device) -> None:
     """The per-op attribution of a timed point: the same step (cache, ids, positions) rebuilt, warmed and captured
@@ -1132,6 +1145,8 @@ def _profile_point(model: Transformer, res: BenchResult, pt: BenchPoint, lengths
                                                                                    step.reset, dev, pt.step_ms, op_bytes)
     if dev.type == "cuda" and pdl_on(dev, pt.batch):
         pt.attribution_note = "; ".join(filter(None, [pt.attribution_note, PDL_NOTE]))
+    elif dev.type == "cuda" and moe_starts_early(pt.configs, dev):
+        pt.attribution_note = "; ".join(filter(None, [pt.attribution_note, EARLY_NOTE]))
     pt.attribution = [r.as_json() for r in rows]
     pt.kernels_per_step = kps
     pt.kernels_per_layer = kps / max(1, res.layers)
