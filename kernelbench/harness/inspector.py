@@ -613,13 +613,20 @@ def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool =
         for t in readers:
             t.start()
         failed = []
-        for (proc, errf, _, err), t in zip(procs, readers):
-            rc = proc.wait(timeout=3600)
-            t.join()
-            errf.close()
-            if rc != 0:
-                with open(err) as f:
-                    failed.append(f"inspector subprocess failed ({rc}):\n{f.read()[-4000:]}")
+        try:
+            for (proc, errf, _, err), t in zip(procs, readers):
+                rc = proc.wait(timeout=3600)
+                t.join()
+                errf.close()
+                if rc != 0:
+                    with open(err) as f:
+                        failed.append(f"inspector subprocess failed ({rc}):\n{f.read()[-4000:]}")
+        finally:                              # a hang or an interrupt leaves no compiling process behind
+            for proc, errf, _, _ in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                errf.close()
         if failed:
             raise InspectorError("\n".join(failed))
         reports = []
