@@ -118,7 +118,9 @@ def test_inspect_announces_every_job(capsys, monkeypatch):
     lines = _progress_lines(capsys.readouterr().err, "inspect (sm_120)")
     assert [(i, t) for i, t, _ in lines] == [(1, 2), (2, 2)]
     assert [label for _, _, label in lines] == labels
-    reps = inspector.inspect_jobs(jobs, target="sm_120", modules=(toy,), progress=True, workers=2)
-    assert [r["label"] for r in reps] == ["M=1,N=64,K=128", "M=16,N=64,K=128"]
+    done = []
+    reps = inspector.inspect_jobs(jobs, target="sm_120", modules=(toy,), progress=True, workers=2,
+                                  on_done=done.append)
+    assert [r["label"] for r in reps] == ["M=1,N=64,K=128", "M=16,N=64,K=128"] and sorted(done) == sorted(labels)
     lines = _progress_lines(capsys.readouterr().err, "inspect (sm_120)")
     assert [(i, t) for i, t, _ in lines] == [(1, 2), (2, 2)] and sorted(lb for _, _, lb in lines) == sorted(labels)

@@ -511,7 +511,7 @@ def inspect_jobs(jobs: list[tuple], *, target: str = "sm_120", modules: tuple[st
     log lines) on stderr."""
     n = inspect_workers(len(jobs)) if workers is None else max(1, min(workers, len(jobs)))
     if os.environ.get("TRITON_INTERPRET", "0") == "1" or n > 1:
-        return _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress, n)
+        return _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress, n, on_done)
     from kernelbench.progress import steps
     for m in modules:
         registry.load_module(m)
@@ -581,10 +581,10 @@ def _slices(n_items: int, parts: int) -> list[range]:
 
 
 def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool = False,
-                        workers: int = 1) -> list[dict]:
+                        workers: int = 1, on_done=None) -> list[dict]:
     """The jobs in `workers` subprocesses (interpreter off, each compiling one contiguous slice in order, one
-    worker apiece so none fans out again); their reports concatenated in job order. A failed subprocess is an
-    InspectorError with its stderr's tail."""
+    worker apiece so none fans out again); their reports concatenated in job order; `on_done(label)` after each job
+    as it finishes. A failed subprocess is an InspectorError with its stderr's tail."""
     import threading
     from kernelbench.progress import steps
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -607,7 +607,10 @@ def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool =
             for line in proc.stdout:
                 if line.startswith(_DONE):
                     with lock:
-                        advance(line[len(_DONE):].strip())
+                        label = line[len(_DONE):].strip()
+                        advance(label)
+                        if on_done:
+                            on_done(label)
 
         readers = [threading.Thread(target=follow, args=(p,), daemon=True) for p, *_ in procs]
         for t in readers:
