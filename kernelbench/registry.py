@@ -121,7 +121,8 @@ class Impl:
     backend: str = "torch"          # "torch" (runs anywhere) or "triton" (GPU, or the interpreter on CPU)
     source: str = ""                # module the implementation came from
     kernels: Callable[[], list] | None = None  # the @triton.jit functions, for the sm_120 inspector
-    # config -> why it cannot run in the interpreter (compiled-only paths), or None; see verify_paths.py
+    # config -> why it cannot run in the interpreter (compiled-only paths) beyond the inline-PTX "_asm" values that
+    # verify_paths.compiled_only recognises by itself, or None
     compiled_only: Callable[[dict], str | None] | None = None
     # (config, shape params) -> why its kernels run without tensor cores by design (e.g. an FMA GEMV at one row), or
     # None: the sm_120 inspector then does not require tensor-core instructions for that case of a TENSOR_CORE_OPS op

@@ -99,6 +99,9 @@ def _some_params(op: str) -> dict:
     return dict(_cases_tiny(op) or smallest_params(op))
 
 
+INSPECT_WORKERS_ENV = "KERNELBENCH_INSPECT_WORKERS"
+
+
 def check_environment() -> None:
     """The switches read from the environment while kernels, the decoder and the inspector run (KERNELBENCH_PDL,
     KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_SHARED_SPLIT, KERNELBENCH_KV_LANE, KERNELBENCH_INSPECT_WORKERS), so that
@@ -109,9 +112,6 @@ def check_environment() -> None:
     for check in (pdl_mode, high_priority_kinds, shared_split_from_env, kv_lane_from_env,
                   lambda: env_positive_int(INSPECT_WORKERS_ENV)):
         check()
-
-
-INSPECT_WORKERS_ENV = "KERNELBENCH_INSPECT_WORKERS"
 
 
 def check_settings() -> None:

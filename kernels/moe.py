@@ -2191,12 +2191,9 @@ def _up_early_per_sm(cfg) -> int:
 
 
 def grouped_compiled_only(config: dict) -> str | None:
-    """Why a config of the grouped MoE impls runs compiled only (the interpreter substitutes another path): inline
-    PTX (DECODE "fp8_asm"), or UP_EARLY's PDL launch and bulk prefetch (the interpreter runs the default's launches:
-    the same arithmetic, but not that path)."""
-    for k, v in (config or {}).items():
-        if isinstance(v, str) and v.endswith("_asm"):
-            return f"{k}={v} is inline PTX: it runs compiled only (the interpreter substitutes another path)"
+    """Why a config of the grouped MoE impls runs compiled only beyond inline PTX (verify_paths.compiled_only
+    recognises DECODE "fp8_asm" itself): UP_EARLY's PDL launch and bulk prefetch (the interpreter runs the default's
+    launches: the same arithmetic, but not that path)."""
     if (config or {}).get("UP_EARLY", "off") != "off":
         return (f"UP_EARLY={config['UP_EARLY']} is a PDL launch with bulk L2 prefetches: it runs compiled only "
                 f"(sm_90+; the interpreter runs the default's launches)")

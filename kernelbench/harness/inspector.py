@@ -571,13 +571,8 @@ def _user_module_files(jobs) -> list[str]:
 def _slices(n_items: int, parts: int) -> list[range]:
     """`parts` contiguous ranges covering 0 .. n_items - 1, sizes differing by at most one (none empty)."""
     parts = max(1, min(parts, n_items))
-    q, r = divmod(n_items, parts)
-    out, lo = [], 0
-    for i in range(parts):
-        hi = lo + q + (1 if i < r else 0)
-        out.append(range(lo, hi))
-        lo = hi
-    return out
+    q, r = divmod(n_items, parts)                       # the first r slices one longer
+    return [range(i * q + min(i, r), (i + 1) * q + min(i + 1, r)) for i in range(parts)]
 
 
 def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool = False,
@@ -620,7 +615,6 @@ def _inspect_subprocess(jobs, target, modules, tensor_core_ops, progress: bool =
             for (proc, errf, _, err), t in zip(procs, readers):
                 rc = proc.wait(timeout=3600)
                 t.join()
-                errf.close()
                 if rc != 0:
                     with open(err) as f:
                         failed.append(f"inspector subprocess failed ({rc}):\n{f.read()[-4000:]}")

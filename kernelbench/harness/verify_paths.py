@@ -77,12 +77,13 @@ def path_key(impl, config: dict, params: dict | None = None) -> dict:
 
 
 def compiled_only(impl, config: dict) -> str:
+    """Why `config` runs compiled only ("" when the interpreter runs it): a categorical value ending in "_asm"
+    (inline PTX), and the implementation's own reasons (`Impl.compiled_only`), joined."""
+    why = [f"{k}={v} is inline PTX: it runs compiled only (the interpreter substitutes another path)"
+           for k, v in config.items() if isinstance(v, str) and v.endswith("_asm")][:1]
     if impl.compiled_only is not None:
-        return impl.compiled_only(config) or ""
-    for k, v in config.items():
-        if isinstance(v, str) and v.endswith("_asm"):
-            return f"{k}={v} is inline PTX: it runs compiled only (the interpreter substitutes another path)"
-    return ""
+        why.append(impl.compiled_only(config) or "")
+    return "; ".join(w for w in why if w)
 
 
 def representative_params(impl) -> dict:
