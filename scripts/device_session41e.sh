@@ -10,8 +10,8 @@ source scripts/device_lib.sh || exit 1
 step verify_front 30 $KB verify attention_front --impl triton --device cuda --shapes flash-tp8 --examples 1 \
     --time-budget 3 --where M=16,64
 T="--impl triton --shapes flash-tp8 --max-trials 24 --export $W/tuned.json"
-step tune_front64 50 $KB tune attention_front $T --where M=64 --budget 40
-step tune_front16 45 $KB tune attention_front $T --where M=16 --budget 35
+step tune_front64 50 $KB tune attention_front $T --where M=64 --where compressed=False --budget 40
+step tune_front16 45 $KB tune attention_front $T --where M=16 --where compressed=False --budget 35
 entries=()
 if [ -s "$W/tuned.json" ]; then entries=(--try-entries "$W/tuned.json" --keep-faster "$W/keep.json"); fi
 step trial_step 70 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 20 \
