@@ -155,16 +155,97 @@ def test_export_drives_the_kernel_and_falls_back(toy, store, tmp_path, monkeypat
         tune.export([res], bad)
 
 
-def test_sampled_search_keeps_the_default_and_is_deterministic(toy):
-    space = [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": 2}
+TOY_SPACE = [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": 2}
              for bn in (16, 32, 64) for bk in (32, 64) for w in (2, 4, 8)]
-    impl = impl_with(space, "sample_test")
-    a, left_a = tune.candidate_configs(impl, {"M": 16}, max_trials=5)
-    b, _ = tune.candidate_configs(impl, {"M": 16}, max_trials=5)
-    assert a == b and len(a) == 5 and left_a == len(space) - 5
-    assert space[0] in a
+
+
+def test_sampled_search_keeps_the_default_and_is_deterministic(toy):
+    impl = impl_with(TOY_SPACE, "sample_test")
+    a, left_a = tune.candidate_configs(impl, {"M": 16}, max_trials=8)
+    b, _ = tune.candidate_configs(impl, {"M": 16}, max_trials=8)
+    # a quarter of the places is kept for the second phase (tune_one)
+    assert tune.refine_slots(len(TOY_SPACE), 8) == 2
+    assert a == b and len(a) == 6 and left_a == len(TOY_SPACE) - 6
+    assert a[0] == TOY_SPACE[0]
+    # half of the places after the default go to its neighbours (one option changed), the rest to the sample
+    near = tune.neighbours(TOY_SPACE, TOY_SPACE[0])
+    assert len(near) == 2 + 1 + 2 and all(c in near for c in a[1:3])
     full, left = tune.candidate_configs(impl, {"M": 16}, max_trials=64)
-    assert full == space and left == 0
+    assert full == TOY_SPACE and left == 0 and tune.refine_slots(len(TOY_SPACE), 64) == 0
+
+
+def test_neighbours_differ_in_exactly_one_option():
+    c = {"BM": 16, "BN": 64, "RB": 16}
+    space = [c, {"BM": 32, "BN": 64, "RB": 16}, {"BM": 32, "BN": 32, "RB": 16}, {"BM": 16, "BN": 64},
+             {"BM": 16, "BN": 64, "RB": 16, "Q_NORM": "row"}, {"BM": 16, "BN": 64, "RB": 4}]
+    assert tune.neighbours(space, c) == [space[1], space[3], space[4], space[5]]
+
+
+class TableTimer:
+    """Samples from a table of medians by config (50 us for a config it does not name)."""
+    def __init__(self, table):
+        self.table, self.calls = {tune.canon(k): v for k, v in table}, []
+
+    def __call__(self, calls, config):
+        self.calls.append(tune.canon(config))
+        calls[0]()
+        return [self.table.get(tune.canon(config), 50.0)] * 3
+
+
+# a chain: config i differs from i - 1 and i + 1 in one option (a or b), from every other in both (the toy kernel
+# ignores keys it does not read)
+CHAIN = [{**GOOD_SMALL, "a": i // 2, "b": (i + 1) // 2} for i in range(32)]
+
+
+def test_the_chain_has_two_neighbours_a_link():
+    assert tune.neighbours(CHAIN, CHAIN[5]) == [CHAIN[4], CHAIN[6]] and tune.neighbours(CHAIN, CHAIN[0]) == [CHAIN[1]]
+
+
+def _tune_chain(toy, store, name, table, max_trials=8):
+    s, env = store
+    impl = impl_with(CHAIN, name)
+    params = {"M": 16, "N": 64, "K": 128}
+    first, _ = tune.candidate_configs(impl, params, max_trials=max_trials)
+    return first, lambda timer: tune.tune_one(toy, impl, params, store=s, env_id=env, device="cpu", timer=timer,
+                                              sm120_check=False, max_trials=max_trials, top_k=1)
+
+
+def test_second_phase_finds_the_better_neighbour_the_sample_missed(toy, store):
+    """Phase 1 draws 6 of 32 (the default, its one neighbour, 4 at random); the fastest of them (q) has a neighbour p
+    it did not draw, faster still: phase 2 (2 places) tries q's untried neighbours and chooses p."""
+    first, run = _tune_chain(toy, store, "climb_test", [])
+    drawn = [CHAIN.index(c) for c in first]
+    assert drawn[:2] == [0, 1] and len(drawn) == 6
+    q, p = next((q, p) for q in drawn[2:] for p in (q - 1, q + 1) if 0 <= p < len(CHAIN) and p not in drawn)
+    res = run(TableTimer([(CHAIN[q], 10.0), (CHAIN[p], 5.0)]))
+    extra = [CHAIN.index(t.config) for t in res.trials[6:]]
+    assert len(res.trials) <= 8 and p in extra and set(extra) <= {q - 1, q + 1}
+    assert res.chosen == CHAIN[p] and res.untried == len(CHAIN) - len(res.trials)
+
+
+def test_second_phase_climbs_along_the_chain(toy, store):
+    """Faster towards a link P in the middle of the widest gap of phase 1's draw: every trial of phase 2 is a
+    neighbour of a best config before it, and the search ends nearer P than anything phase 1 drew."""
+    first, run = _tune_chain(toy, store, "chain_test", [], max_trials=16)
+    drawn = sorted(CHAIN.index(c) for c in first)
+    a, b = max(zip(drawn, drawn[1:]), key=lambda ab: ab[1] - ab[0])
+    assert len(first) == 12 and b - a >= 3
+    peak = (a + b) // 2
+    res = run(TableTimer([(c, 10.0 + abs(i - peak)) for i, c in enumerate(CHAIN)]))
+    assert 12 < len(res.trials) <= 16
+    for j in range(len(first), len(res.trials)):
+        # a round holds the best's untried neighbours (two at most on a chain): the best before it or one trial earlier
+        bests = {tune.canon(min(res.trials[:i], key=lambda t: t.median_us).config) for i in (j - 1, j)}
+        assert any(res.trials[j].config in tune.neighbours(CHAIN, json.loads(b)) for b in bests)
+    assert abs(CHAIN.index(res.chosen) - peak) < min(abs(i - peak) for i in drawn)
+
+
+def test_second_phase_stops_at_a_local_best(toy, store):
+    """The default is the fastest and its one neighbour was drawn in phase 1: phase 2 tries nothing more."""
+    first, run = _tune_chain(toy, store, "local_best_test", [])
+    res = run(TableTimer([(CHAIN[0], 1.0)]))
+    assert [t.config for t in res.trials] == first and res.chosen == CHAIN[0]
+    assert res.untried == len(CHAIN) - len(first)
 
 
 def test_a_cuda_fault_is_a_crash_not_an_invalid_config(toy, store):

@@ -1,12 +1,19 @@
 """The autotuner: every config of a Triton implementation's space, for one op at one shape.
 
 Per (implementation, params):
-1. Space: `Impl.configs(params)`. Exhaustive when it has at most `max_trials` configs; otherwise the
-   default config (so the tuned result is never worse than what runs untuned), for every value of a
-   categorical option (a code path, e.g. PATH or DECODE) the config nearest the default with it
-   (verify_paths.covering_configs: every path competes), and a deterministic random sample (seeded by
-   the shape) up to `max_trials` in all. The sample is stored as
-   trials like any other, so a later run with a larger `max_trials` only adds configs.
+1. Space: `Impl.configs(params)`. Exhaustive when it has at most `max_trials` configs; otherwise a local
+   search in two phases, `max_trials` configs in all:
+   - first the default config (so the tuned result is never worse than what runs untuned), for every value
+     of a categorical option (a code path, e.g. PATH or DECODE) the config nearest the default with it
+     (verify_paths.covering_configs: every path competes), the default's neighbours (configs of the space
+     that differ from it in one option) for up to half of the remaining places, and a deterministic random
+     sample (seeded by the shape) for the rest, leaving a quarter of `max_trials` (refine_slots) to
+   - the search around the best valid config so far: rounds of its neighbours not yet tried (a few a round),
+     from a neighbour that beats it as soon as one does, until those places or the time budget are spent or
+     every neighbour of the best has been tried (hill climbing). A random
+     sample of a large space rarely draws the configs one option away from a good one (session 41: 24 of
+     attention_front's 577 at 64 tokens, none with the default's tile and wider row blocks).
+   Every trial is stored, so a later run with a larger `max_trials` only adds configs.
 2. Static check for sm_120 (the users' GPU), no GPU needed (inspector.py): a config that does not
    compile, needs more than 101,376 bytes of shared memory or spills is recorded invalid with the
    compiler's reason (invalid_compile, invalid_smem, invalid_spill) and never run.
@@ -315,8 +322,31 @@ def interleave(spec: registry.OpSpec, cases: list[dict]) -> list[dict]:
     return out
 
 
+# 1 / REFINE_SHARE of max_trials is kept for the search around the best sampled config, when the space is larger;
+# each of its rounds tries up to REFINE_ROUND untried neighbours of the best so far (their sm_120 checks compile side
+# by side), so that the search moves on after a few trials when one of them is faster
+REFINE_SHARE = 4
+REFINE_ROUND = 4
+
+
+def refine_slots(space_size: int, max_trials: int) -> int:
+    """How many of max_trials the second phase of a sampled search may spend (none when the space is tried whole)."""
+    return 0 if space_size <= max_trials else max_trials // REFINE_SHARE
+
+
+def neighbours(space: list[dict], config: dict) -> list[dict]:
+    """The configs of `space` that differ from `config` in exactly one option (a key whose value differs, or that
+    only one of them has), in the space's order."""
+    def distance(c):
+        return sum(c.get(k, _ABSENT) != config.get(k, _ABSENT) for k in set(c) | set(config))
+    return [c for c in space if distance(c) == 1]
+
+
+_ABSENT = object()
+
+
 def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tuple[list[dict], int]:
-    """The configs to try (see the module doc) and how many of the space were left out."""
+    """The first phase's configs (see the module doc) and how many of the space it leaves out."""
     if impl.configs is None:
         raise ValueError(f"{impl.op}/{impl.name} declares no config space (register_impl(configs=...))")
     space = list(impl.configs(params))
@@ -325,13 +355,18 @@ def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tup
         picked = space
     else:
         from kernelbench.harness.verify_paths import covering_configs
+        slots = max_trials - refine_slots(len(space), max_trials)
         forced = [] if default is None else [default]
         for c, _ in (covering_configs(space, default, categorical_only=True) if default is not None else []):
             if canon(c) not in {canon(f) for f in forced}:
                 forced.append(c)
         rng = random.Random(canon({"op": impl.op, "params": params}))
-        others = [c for c in space if canon(c) not in {canon(f) for f in forced}]
-        picked = forced + rng.sample(others, max(0, min(len(others), max_trials - len(forced))))
+        seen = {canon(f) for f in forced}
+        near = [c for c in (neighbours(space, default) if default is not None else []) if canon(c) not in seen]
+        near = rng.sample(near, min(len(near), max(0, slots - len(forced)) // 2))
+        seen |= {canon(c) for c in near}
+        others = [c for c in space if canon(c) not in seen]
+        picked = forced + near + rng.sample(others, max(0, min(len(others), slots - len(forced) - len(near))))
     if default is not None and canon(default) not in {canon(c) for c in picked}:
         picked = [default] + picked
     return picked, len(space) - len(picked)
@@ -380,22 +415,47 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
     todo = [c for c in configs if canon(c) not in done]
     bad = static_check(spec, impl, params, todo, modules) if (sm120_check and todo) else {}
     trials = [done[canon(c)] for c in configs if canon(c) in done]
-    try:
-        for i, c in enumerate(todo):
+
+    def run_all(cands: list[dict], bad: dict) -> bool:
+        """Trial each config of cands (static failures recorded, never run) -> False when the budget ran out."""
+        nonlocal left_out
+        for i, c in enumerate(cands):
             if time.monotonic() - start > budget_s:
-                left_out += len(todo) - i
-                log(f"time budget {budget_s:g} s spent; {len(todo) - i} configs of this shape left untried")
-                break
-            if canon(c) in bad:
-                t = Trial(c, *bad[canon(c)])
-            else:
-                t = run_trial(c)
+                left_out += len(cands) - i
+                log(f"time budget {budget_s:g} s spent; {len(cands) - i} configs of this shape left untried")
+                return False
+            t = Trial(c, *bad[canon(c)]) if canon(c) in bad else run_trial(c)
             trial_log.record(t)
             if t.status == "crash" and not isolate:
                 raise RuntimeError(f"{canon(c)} crashed this process's CUDA context ({t.reason}); it is recorded. "
                                    "Re-run (finished trials are kept) with --isolate to tune past it")
             trials.append(t)
             log(f"  {canon(c)}: {t.status} {'' if t.median_us is None else f'{t.median_us:.2f} us'} {t.reason[:120]}")
+        return True
+
+    try:
+        in_budget = run_all(todo, bad)
+        # the second phase (module doc): around the best valid config, while places and time are left
+        space = list(impl.configs(params))
+        places = refine_slots(len(space), max_trials)
+        rng = random.Random(canon({"op": impl.op, "params": params, "phase": 2}))
+        while in_budget and places > 0:
+            ok = [t for t in trials if t.status == "ok"]
+            if not ok:
+                break
+            best = min(ok, key=lambda t: t.median_us)
+            tried = {canon(t.config) for t in trials}
+            near = [c for c in neighbours(space, best.config) if canon(c) not in tried]
+            if not near:
+                break                                   # every neighbour of the best tried: a local best
+            near = rng.sample(near, min(len(near), places, REFINE_ROUND))
+            places -= len(near)
+            left_out -= len(near)
+            log(f"around {canon(best.config)} ({best.median_us:.2f} us): {len(near)} of its neighbours")
+            trials.extend(done[canon(c)] for c in near if canon(c) in done)
+            fresh = [c for c in near if canon(c) not in done]
+            in_budget = run_all(fresh, static_check(spec, impl, params, fresh, modules)
+                                if (sm120_check and fresh) else {})
         ok = sorted((t for t in trials if t.status == "ok"), key=lambda t: t.median_us)
         best = ok[:top_k]
         retimed: dict[str, list] = {canon(t.config): [] for t in best}
