@@ -334,15 +334,15 @@ def refine_slots(space_size: int, max_trials: int) -> int:
     return 0 if space_size <= max_trials else max_trials // REFINE_SHARE
 
 
+_ABSENT = object()       # an option a config does not name
+
+
 def neighbours(space: list[dict], config: dict) -> list[dict]:
     """The configs of `space` that differ from `config` in exactly one option (a key whose value differs, or that
     only one of them has), in the space's order."""
     def distance(c):
         return sum(c.get(k, _ABSENT) != config.get(k, _ABSENT) for k in set(c) | set(config))
     return [c for c in space if distance(c) == 1]
-
-
-_ABSENT = object()
 
 
 def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tuple[list[dict], int]:
