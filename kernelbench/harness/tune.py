@@ -10,9 +10,9 @@ Per (implementation, params):
      sample (seeded by the shape) for the rest, leaving a quarter of `max_trials` (refine_slots) to
    - the search around the best valid config so far: rounds of its neighbours not yet tried (a few a round),
      from a neighbour that beats it as soon as one does, until those places or the time budget are spent or
-     every neighbour of the best has been tried (hill climbing). A random
-     sample of a large space rarely draws the configs one option away from a good one (session 41: 24 of
-     attention_front's 577 at 64 tokens, none with the default's tile and wider row blocks).
+     every neighbour of the best has been tried (hill climbing). A random sample of a large space rarely
+     draws the configs one option away from a good one (session 41: 24 of attention_front's 577 at 64
+     tokens, none with the default's tile and wider row blocks).
    Every trial is stored, so a later run with a larger `max_trials` only adds configs.
 2. Static check for sm_120 (the users' GPU), no GPU needed (inspector.py): a config that does not
    compile, needs more than 101,376 bytes of shared memory or spills is recorded invalid with the
