@@ -85,7 +85,9 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                             RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
-                            STAGED: tl.constexpr = False, Q_ROW: tl.constexpr = False):
+                            STAGED: tl.constexpr = False, Q_ROW: tl.constexpr = False, TAIL: tl.constexpr = True):
+    # TAIL False (config TAIL "launch"): the GEMM only (each tile finished, no row tickets); _attention_front_tail
+    #   runs the halves' tails in a launch of their own, a program per RB rows and half.
     # Q_ROW (config Q_NORM "row", the default at RB 1; QB >= NQ): the q tail holds each row whole
     #   (rms_norm_rows_once), and every program that finishes a q tile loads q_norm's weight before its row ticket, so
     #   the last one's tail is one dependent load of the row. Else ("chunks") rms_norm_rows: two passes of NQ / QB
@@ -131,7 +133,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
     poff = rm[None, :] * (NQ + DH) + (pid_n * BN + tl.arange(0, BN))[:, None] - ooff
     done = splitk_store(acc, out_ptr, part_ptr + poff, cnt_ptr + pid_m * NT + pid_n, ooff,
                         mmask[None, :] & (rn >= 0)[:, None], pid_s, M * (NQ + DH), SPLIT, True, True, RNE_FIX)
-    if done:
+    if TAIL and done:
         tl.debug_barrier()                            # the tile's bf16 stores before the release
         if Q_ROW:                                     # q_norm's weight (a kv tile's program loads nothing)
             qc = tl.arange(0, QB)
@@ -148,6 +150,28 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                     kv_write_rows(kv_ptr, DH, rows, rows < M, kvn_ptr, pos_ptr, seq_ptr, f_ptr, kv_ptr, DH, cache_ptr,
                                   eps, W, s_cb, s_cw, DH, R, NG_P2, RNE_FIX, ".cg")
             tl.atomic_xchg(row_ticket, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _attention_front_tail(qr_ptr, kv_ptr, qn_ptr, kvn_ptr, pos_ptr, seq_ptr, f_ptr, cache_ptr, M, NQ, eps, W, s_cb,
+                          s_cw, DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr, RB: tl.constexpr,
+                          QB: tl.constexpr, RNE_FIX: tl.constexpr, Q_ROW: tl.constexpr = False,
+                          PDL: tl.constexpr = False):
+    """Config TAIL "launch": the tails of _attention_front_kernel's two halves after it, grid (ceil(M / RB), 2):
+    program (i, 0) q_norm of rows i*RB.. in place on qr, program (i, 1) kv_write of those rows (in place and into the
+    window ring). The same helpers on the same rows as the in-kernel tail: the same values."""
+    pdl_enter(PDL)
+    rows = tl.program_id(0) * RB + tl.arange(0, RB)
+    if tl.program_id(1) == 0:
+        if Q_ROW:
+            qc = tl.arange(0, QB)
+            w = tl.load(qn_ptr + qc, mask=qc < NQ, other=0.0).to(tl.float32)
+            rms_norm_rows_once(qr_ptr, NQ, rows, rows < M, w, NQ, eps, QB, RNE_FIX)
+        else:
+            rms_norm_rows(qr_ptr, NQ, rows, rows < M, qn_ptr, NQ, eps, QB, RNE_FIX)
+    else:
+        kv_write_rows(kv_ptr, DH, rows, rows < M, kvn_ptr, pos_ptr, seq_ptr, f_ptr, kv_ptr, DH, cache_ptr, eps, W, s_cb,
+                      s_cw, DH, R, NG_P2, RNE_FIX, ".cg")
 
 
 def _gemv_rows(m: int) -> bool:
@@ -172,11 +196,22 @@ def _epilogue_configs(params: dict) -> list[dict]:
 def attention_front_configs(params: dict) -> list[dict]:
     """_epilogue_configs and the default's tile with the other q tail (Q_NORM): at one token "chunks" (the tail
     before session 39), above it "row" (RB 16 rows whole, 64 values a thread at 8 warps: level with "chunks" on the
-    H200, session 39 call 7)."""
+    H200, session 39 call 7); above the GEMV's rows, each tile of 32 or 64 rows once more with its tails in a launch of
+    their own, 4 rows a program, each row loaded once (config TAIL "launch", Q_NORM "row")."""
     out = _epilogue_configs(params)
     base = attention_front_default(params)
     if _q_row_fits(base["RB"], params.get("NQ", 1024), base["num_warps"]):
         out.append({**base, "Q_NORM": "chunks" if base["BM"] == 1 else "row"})
+    if not _gemv_rows(params.get("M", 1)):       # the tensor-core tiles of 32 / 64 rows with their tails launched
+        seen = set()
+        for c in out:
+            tail = {**c, "TAIL": "launch", "RB": 4, "Q_NORM": "row"}
+            key = tuple(sorted(tail.items()))
+            # BM 32 x BN 32 at 8 warps: the GEMM-only build spills on sm_120 (12 B at SPLIT 4, session 41)
+            small_8w = (c["BM"], c["BN"], c["num_warps"]) == (32, 32, 8)
+            if c["BM"] >= 32 and not small_8w and key not in seen:
+                seen.add(key)
+                out.append(tail)
     return out
 
 
@@ -230,7 +265,8 @@ def attention_front_default(params: dict) -> dict:
 
 
 @register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
-               default_config=attention_front_default, kernels=lambda: [_attention_front_kernel], simt=KL._gemv_simt)
+               default_config=attention_front_default, kernels=lambda: [_attention_front_kernel, _attention_front_tail],
+               simt=KL._gemv_simt)
 def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
                     window_cache, config=None):
     dev = check_device(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, positions, seq_ids, freqs, window_cache)
@@ -261,7 +297,8 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     key = {"M": M, "NQ": NQ, "DH": DH, "K": K}
     cfg = config or lookup("attention_front", key, attention_front_default(key))
     KL._check_cfg(cfg)
-    rb = min(cfg.get("RB", 1), cfg["BM"])
+    tail_launch = _tail_mode(cfg) == "launch"
+    rb = cfg.get("RB", 1) if tail_launch else min(cfg.get("RB", 1), cfg["BM"])
     q_row, qb = _q_tail(cfg, rb, NQ)
     qr = torch.empty((M, NQ), dtype=torch.bfloat16, device=dev)
     kv = torch.empty((M, DH), dtype=torch.bfloat16, device=dev)
@@ -280,9 +317,31 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
         DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
         SPLIT=split, RB=rb, QB=qb, QUANT=quant_in_gemm, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb,
-        STAGED=KL.prefetch_staged(cfg, "attention_front"), Q_ROW=q_row, num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
+        STAGED=KL.prefetch_staged(cfg, "attention_front"), Q_ROW=q_row, TAIL=not tail_launch,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
+    if tail_launch:
+        _attention_front_tail[(triton.cdiv(M, rb), 2)](
+            qr, kv, q_norm.contiguous(), kv_norm.contiguous(), positions.contiguous(), seq_ids.contiguous(),
+            freqs.contiguous(), window_cache, M, NQ, float(eps), window_cache.shape[1], window_cache.stride(0),
+            window_cache.stride(1), DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), RB=rb, QB=qb,
+            RNE_FIX=INTERPRET, Q_ROW=q_row, num_warps=cfg["num_warps"], num_stages=1, **pdl_args(dev, M))
     return qr, kv
+
+
+# Config TAIL: where attention_front's two row tails (q_norm, kv_write) run. "ticket" (the default): in the GEMM's
+# launch, by the program that finishes a row block's last tile of that half, RB rows a step (so a block of BM rows is
+# one program's serial walk: with BM 64 at 64 tokens, 75-108 us in session 41's H100 tune against 19.12 for the BM 16
+# default). "launch": a launch of its own after the GEMM, a program per RB rows and half (_attention_front_tail), so
+# that row blocks of 32 or 64 (each weight tile read once or twice instead of four times at 64 tokens) keep a
+# parallel tail. Not yet timed.
+TAILS = ("ticket", "launch")
+
+
+def _tail_mode(cfg: dict) -> str:
+    mode = cfg.get("TAIL", "ticket")
+    if mode not in TAILS:
+        raise ValueError(f"attention_front: config TAIL={mode!r} must be one of {', '.join(TAILS)}")
+    return mode
 
 
 def _gemm_split(cfg: dict, K: int, quant_in_gemm: bool, op: str) -> tuple[int, int]:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# For the next lent card (written in session 41, whose device time ran out): attention_front at 64 tokens with 32- and
-# 64-row blocks (scripts/device_session41f.sh's trials: weights read once or twice instead of four times; both compile
-# without spills for sm_120 / sm_90, 214 / 205 registers with the one-pass q tail), then `kernelbench tune` with its
-# climb (session 41: a quarter of --max-trials around the best config) at attention_front's and fp8_linear's 16 / 64
+# For the next lent card (written in session 41, whose device time ran out): attention_front at 16 / 64 tokens with 32-
+# and 64-row blocks (scripts/device_session41f.sh's trials: weights read once or twice instead of four times; both
+# compile without spills for sm_120 / sm_90, 214 / 205 registers with the one-pass q tail), the same tiles with their
+# tails in a launch of their own (config TAIL "launch", 4 rows a program: the GEMM kernel 100 / 64 registers on sm_120,
+# the tail kernel 40), then `kernelbench tune` with its
+# climb (session 41: a quarter of --max-trials around the best config) at attention_front's 16 / 64
 # token keys, the exports judged in the step. On an H200 first issue 9's table beside the peer (carry .gpu_peers) and
 # the step with attribution.
 #   run(command="KB_TOTAL_S=560 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session42a.sh",
@@ -19,9 +21,11 @@ if grep -q "H200" "$W/environment.txt"; then
         --json "$W/step_attr.json"
 fi
 B='"BN": 64, "SPLIT": 4, "num_stages": 3, "num_warps": 8, "RB": 16'
-step front64 60 $KB bench attention_front --impl triton --shapes flash-tp8 --where M=64 --where compressed=False \
+L='"BN": 64, "SPLIT": 4, "num_stages": 3, "num_warps": 8, "RB": 4, "Q_NORM": "row", "TAIL": "launch"'
+step front 90 $KB bench attention_front --impl triton --shapes flash-tp8 --where M=16,64 --where compressed=False \
     --max-time 0.15 --try "attention_front={\"BM\": 64, $B}" --try "attention_front={\"BM\": 64, \"Q_NORM\": \"row\", $B}" \
-    --try "attention_front={\"BM\": 32, \"Q_NORM\": \"row\", $B}" --json "$W/front64.json"
+    --try "attention_front={\"BM\": 32, \"Q_NORM\": \"row\", $B}" --try "attention_front={\"BM\": 64, $L}" \
+    --try "attention_front={\"BM\": 32, $L}" --json "$W/front.json"
 V="--impl triton --device cuda --shapes flash-tp8 --examples 1 --time-budget 3"
 T="--impl triton --shapes flash-tp8 --max-trials 32 --export $W/tuned.json"
 step verify_front 30 $KB verify attention_front $V --where M=16,64

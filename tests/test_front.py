@@ -113,6 +113,39 @@ def test_attention_front_q_tail_in_one_pass(m, gemv, nq):
         KF._q_tail({"Q_NORM": "row", "num_warps": 4}, 16, 1024)
 
 
+@pytest.mark.parametrize("m,bm,rb", [(17, 32, 4), (40, 64, 4), (40, 32, 16), (3, 16, 1)])
+def test_attention_front_tails_in_a_launch_of_their_own(m, bm, rb):
+    """Config TAIL "launch" (the tails after the GEMM, a program per RB rows and half): qr, kv and the window ring
+    are the in-kernel tail's bit for bit, for the same tile and the same q tail (both Q_NORM modes); the GEMM launch
+    then takes no row ticket (TAIL False) and the tail launch follows it; tickets end at zero. The op's space carries
+    it above the GEMV's rows only, on the 32- and 64-row tiles, 4 rows a program and each row loaded once; an unknown
+    mode is refused."""
+    from kernelbench.kernels import front as KF
+    fused = registry.get_impl("attention_front", "triton")
+    base = {"BM": bm, "BN": 32, "SPLIT": 2, "num_warps": 4, "num_stages": 2}
+    for q_norm in ("chunks", "row"):
+        ticket = {**base, "RB": min(rb, bm), "Q_NORM": q_norm}
+        launch = {**base, "RB": rb, "Q_NORM": q_norm, "TAIL": "launch"}
+        a, b = _inputs(m), _inputs(m)
+        qr, kv = fused.fn(**a, config=ticket)
+        qr1, kv1 = fused.fn(**b, config=launch)
+        assert torch.equal(qr1, qr) and torch.equal(kv1, kv) and torch.equal(b["window_cache"], a["window_cache"])
+        assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+    with capture() as launches:                 # records the launches, runs nothing
+        fused.fn(**_inputs(m), config=launch)
+    names = [l.name.split(":")[1] for l in launches]
+    assert names[-2:] == ["_attention_front_kernel", "_attention_front_tail"]
+    assert launches[-2].kwargs["TAIL"] is False and tuple(launches[-1].grid)[:2] == (-(-m // rb), 2)
+    with pytest.raises(ValueError, match="TAIL"):
+        fused.fn(**_inputs(m), config={**base, "RB": rb, "TAIL": "later"})
+    for big in (16, 64):
+        space = KF.attention_front_configs({"M": big, "NQ": 1024, "DH": 512, "K": 4096})
+        tails = [c for c in space if c.get("TAIL") == "launch"]
+        assert tails and all(c["BM"] >= 32 and c["RB"] == 4 and c["Q_NORM"] == "row" for c in tails)
+        assert not any((c["BM"], c["BN"], c["num_warps"]) == (32, 32, 8) for c in tails)   # spills on sm_120
+    assert not any(c.get("TAIL") for c in KF.attention_front_configs({"M": 1, "NQ": 1024, "DH": 512, "K": 4096}))
+
+
 def test_attention_front_bad_inputs():
     fused = registry.get_impl("attention_front", "triton").fn
     a = _inputs(2)
