@@ -208,3 +208,14 @@ def test_workers_split_the_jobs_and_keep_their_order(reports, monkeypatch):
     assert inspector.inspect_workers(100) == 1
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
     assert inspector.inspect_workers(100) == inspector.MAX_WORKERS
+
+
+def test_a_kernel_compiled_once_reports_each_launch_its_own_grid(toy):
+    """Two cases whose launches compile to one binary (N a runtime int, 64 and 128 alike divisible by 16) share the
+    compile in one worker, but each report keeps its own launch's grid (cdiv(N, BLOCK_N)): the reused report's grid
+    was the first case's, so a full inspection's grids depended on the job order and the worker slices."""
+    jobs = [("toy_mm", "triton", {**PARAMS, "N": n}, SMALL) for n in (64, 128)]
+    a, b = inspector.inspect_jobs(jobs, target="sm_120", modules=(TOY,), tensor_core_ops=("toy_mm",), workers=1)
+    (ka,), (kb,) = a["kernels"], b["kernels"]
+    assert ka["registers"] == kb["registers"] and ka["sass_instructions"] == kb["sass_instructions"]
+    assert ka["grid"][0] == 2 and kb["grid"][0] == 4

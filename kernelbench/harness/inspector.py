@@ -31,7 +31,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
 import torch
@@ -401,14 +401,19 @@ def inspect_impl(spec: registry.OpSpec, impl: registry.Impl, params: dict, confi
         return rep
     for launch in launches:
         key = _launch_key(launch, arch)
-        if cache is not None and key in cache:
-            rep.kernels.append(cache[key])
+        if cache is not None and key in cache:     # the same binary; the grid is this launch's own
+            rep.kernels.append(replace(cache[key], grid=_launch_grid(launch, arch)))
             continue
         kr = compile_launch(launch, arch)
         if cache is not None:
             cache[key] = kr
         rep.kernels.append(kr)
     return rep
+
+
+def _launch_grid(launch: Launch, arch: int) -> list:
+    """A launch's grid (a callable grid is evaluated on the bound arguments, as for compiling)."""
+    return _bind(launch, arch)[3] if callable(launch.grid) else list(launch.grid)
 
 
 def _launch_key(launch: Launch, arch: int) -> str:
