@@ -194,7 +194,7 @@ class TableTimer:
 
 # a chain: config i differs from i - 1 and i + 1 in one option (a or b), from every other in both (the toy kernel
 # ignores keys it does not read)
-CHAIN = [{**GOOD_SMALL, "a": i // 2, "b": (i + 1) // 2} for i in range(32)]
+CHAIN = [{**GOOD_SMALL, "a": i // 2 + 1, "b": (i + 1) // 2 + 1} for i in range(32)]     # positive: valid tuned entries
 
 
 def test_the_chain_has_two_neighbours_a_link():
