@@ -5,8 +5,8 @@
 # tails in a launch of their own (config TAIL "launch", 4 rows a program: the GEMM kernel 100 / 64 registers on sm_120,
 # the tail kernel 40), then `kernelbench tune` with its
 # climb (session 41: a quarter of --max-trials around the best config) at attention_front's 16 / 64
-# token keys, the exports judged in the step. On an H200 first issue 9's table beside the peer (carry .gpu_peers) and
-# the step with attribution.
+# token keys, the exports judged in the step. On an H200 first issue 9's table beside the peer (carry .gpu_peers), the
+# step with attribution and UP_EARLY "off" against the default (the later steps then spill into a second call).
 #   run(command="KB_TOTAL_S=560 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session42a.sh",
 #       carry=[".whl", ".gpu_peers"])
 set -uo pipefail
@@ -19,6 +19,9 @@ if grep -q "H200" "$W/environment.txt"; then
         --json "$W/issue9.json"
     step step_attr 120 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --profile \
         --json "$W/step_attr.json"
+    # UP_EARLY (moe_routed's default from 16 tokens) was judged on H100s only (sessions 40, 41)
+    step early 70 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
+        --try 'moe_routed={"UP_EARLY": "off"}' --json "$W/early.json"
 fi
 B='"BN": 64, "SPLIT": 4, "num_stages": 3, "num_warps": 8, "RB": 16'
 L='"BN": 64, "SPLIT": 4, "num_stages": 3, "num_warps": 8, "RB": 4, "Q_NORM": "row", "TAIL": "launch"'
