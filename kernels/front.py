@@ -12,7 +12,8 @@ finished as in fp8_linear (kernels/linear.py splitk_store: the last split to arr
 order); the program finishing a tile then
 takes the ticket of its half (q or kv) of its row block, and the last of that half's tiles to arrive runs the
 half's tail over the BM rows, RB rows at a time: q_norm in place on qr (two passes over NQ in QB-wide chunks),
-or kv_write from the raw kv rows (kernels/kv.py kv_write_rows) in place and into the window ring. Every
+or kv_write from the raw kv rows (kernels/kv.py kv_write_rows) in place and into the window ring (config TAIL
+"launch": both tails in a launch of their own after the GEMM, _attention_front_tail, a program per RB rows). Every
 reduction has a fixed order (deterministic); tickets are reset by the program that took the last one, so a
 launch needs no memset (CUDA-graph capturable once split_tickets is warm).
 """
