@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(config, items):
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
         if "gpu" in item.keywords and not HAS_CUDA:
-            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; runs on the device machine (scripts/device_all.sh)"))
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; runs on the device machine (scripts/device_gpu_tests.sh)"))
         if "slow" in item.keywords and not slow_ok:
             item.add_marker(pytest.mark.skip(reason="slow check: opt in with KB_SLOW=1"))
 

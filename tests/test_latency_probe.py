@@ -65,7 +65,7 @@ def test_latency_measures_are_registered_and_need_a_gpu(monkeypatch):
 @pytest.mark.gpu
 def test_gpu_latency_measures():
     if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU; runs on the device machine (scripts/device_all.sh)")
+        pytest.skip("needs a CUDA GPU; runs on the device machine (scripts/device_gpu_tests.sh)")
     names = ["launch_us", "ticket_us"] + (["launch_pdl_us"] if torch.cuda.get_device_capability()[0] >= 9 else [])
     got = calibrate.calibrate(names, log=print)
     assert [c.measure for c in got] == names                          # none was skipped by an error
