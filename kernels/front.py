@@ -136,21 +136,33 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                         mmask[None, :] & (rn >= 0)[:, None], pid_s, M * (NQ + DH), SPLIT, True, True, RNE_FIX)
     if TAIL and done:
         tl.debug_barrier()                            # the tile's bf16 stores before the release
+        wq_row = 0.0
         if Q_ROW:                                     # q_norm's weight (a kv tile's program loads nothing)
             qc = tl.arange(0, QB)
             wq_row = tl.load(qn_ptr + qc, mask=(qc < NQ) & is_q, other=0.0).to(tl.float32)
         if tl.atomic_add(row_ticket, 1, sem="acq_rel", scope="gpu") == n_half - 1:
             for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
-                rows = pid_m * BM + r0 + tl.arange(0, RB)
-                if is_q:
-                    if Q_ROW:
-                        rms_norm_rows_once(qr_ptr, NQ, rows, rows < M, wq_row, NQ, eps, QB, RNE_FIX)
-                    else:
-                        rms_norm_rows(qr_ptr, NQ, rows, rows < M, qn_ptr, NQ, eps, QB, RNE_FIX)
-                else:
-                    kv_write_rows(kv_ptr, DH, rows, rows < M, kvn_ptr, pos_ptr, seq_ptr, f_ptr, kv_ptr, DH, cache_ptr,
-                                  eps, W, s_cb, s_cw, DH, R, NG_P2, RNE_FIX, ".cg")
+                _half_tail_rows(is_q, pid_m * BM + r0 + tl.arange(0, RB), M, qr_ptr, NQ, qn_ptr, wq_row, kv_ptr,
+                                kvn_ptr, pos_ptr, seq_ptr, f_ptr, cache_ptr, eps, W, s_cb, s_cw, DH, R, NG_P2, QB,
+                                RNE_FIX, Q_ROW)
             tl.atomic_xchg(row_ticket, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _half_tail_rows(is_q, rows, M, qr_ptr, NQ, qn_ptr, wq_row, kv_ptr, kvn_ptr, pos_ptr, seq_ptr, f_ptr, cache_ptr, eps,
+                    W, s_cb, s_cw, DH: tl.constexpr, R: tl.constexpr, NG_P2: tl.constexpr, QB: tl.constexpr,
+                    RNE_FIX: tl.constexpr, Q_ROW: tl.constexpr):
+    """One step of a half's tail over the token rows `rows` (< M), in place: the q half's q_norm on qr (Q_ROW: the
+    rows whole, with q_norm's weight wq_row already loaded; else two chunked passes loading it), or the kv half's
+    kv_write on kv and into the window ring (their rows written by other programs: loads bypass L1)."""
+    if is_q:
+        if Q_ROW:
+            rms_norm_rows_once(qr_ptr, NQ, rows, rows < M, wq_row, NQ, eps, QB, RNE_FIX)
+        else:
+            rms_norm_rows(qr_ptr, NQ, rows, rows < M, qn_ptr, NQ, eps, QB, RNE_FIX)
+    else:
+        kv_write_rows(kv_ptr, DH, rows, rows < M, kvn_ptr, pos_ptr, seq_ptr, f_ptr, kv_ptr, DH, cache_ptr, eps, W, s_cb,
+                      s_cw, DH, R, NG_P2, RNE_FIX, ".cg")
 
 
 @triton.jit
@@ -162,17 +174,13 @@ def _attention_front_tail(qr_ptr, kv_ptr, qn_ptr, kvn_ptr, pos_ptr, seq_ptr, f_p
     program (i, 0) q_norm of rows i*RB.. in place on qr, program (i, 1) kv_write of those rows (in place and into the
     window ring). The same helpers on the same rows as the in-kernel tail: the same values."""
     pdl_enter(PDL)
-    rows = tl.program_id(0) * RB + tl.arange(0, RB)
-    if tl.program_id(1) == 0:
-        if Q_ROW:
-            qc = tl.arange(0, QB)
-            w = tl.load(qn_ptr + qc, mask=qc < NQ, other=0.0).to(tl.float32)
-            rms_norm_rows_once(qr_ptr, NQ, rows, rows < M, w, NQ, eps, QB, RNE_FIX)
-        else:
-            rms_norm_rows(qr_ptr, NQ, rows, rows < M, qn_ptr, NQ, eps, QB, RNE_FIX)
-    else:
-        kv_write_rows(kv_ptr, DH, rows, rows < M, kvn_ptr, pos_ptr, seq_ptr, f_ptr, kv_ptr, DH, cache_ptr, eps, W, s_cb,
-                      s_cw, DH, R, NG_P2, RNE_FIX, ".cg")
+    is_q = tl.program_id(1) == 0
+    wq_row = 0.0
+    if Q_ROW:                                          # q_norm's weight, loaded by the q programs only
+        qc = tl.arange(0, QB)
+        wq_row = tl.load(qn_ptr + qc, mask=(qc < NQ) & is_q, other=0.0).to(tl.float32)
+    _half_tail_rows(is_q, tl.program_id(0) * RB + tl.arange(0, RB), M, qr_ptr, NQ, qn_ptr, wq_row, kv_ptr, kvn_ptr,
+                    pos_ptr, seq_ptr, f_ptr, cache_ptr, eps, W, s_cb, s_cw, DH, R, NG_P2, QB, RNE_FIX, Q_ROW)
 
 
 def _gemv_rows(m: int) -> bool:
@@ -311,12 +319,13 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     grid = ((NQ + DH) // bn, split, triton.cdiv(M, bm))
     part = qr if split == 1 else torch.empty((split, M, NQ + DH), dtype=torch.float32, device=dev)
     tickets = KL.split_tickets(dev, grid[0] * grid[2] + 2 * grid[2])
+    ng_p2 = triton.next_power_of_2((DH - R) // 64)        # kv_write's 64-wide groups of the non-RoPE dims
     _attention_front_kernel[grid](
         xin, sx, wq_a.contiguous(), wq_a_scale.contiguous().view(torch.uint8), wkv.contiguous(),
         wkv_scale.contiguous().view(torch.uint8), qr, kv, part, tickets, q_norm.contiguous(), kv_norm.contiguous(),
         positions.contiguous(), seq_ids.contiguous(), freqs.contiguous(), window_cache,
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
-        DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
+        DH=DH, R=R, NG_P2=ng_p2, KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
         SPLIT=split, RB=rb, QB=qb, QUANT=quant_in_gemm, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb,
         STAGED=KL.prefetch_staged(cfg, "attention_front"), Q_ROW=q_row, TAIL=not tail_launch,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
@@ -324,7 +333,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         _attention_front_tail[(triton.cdiv(M, rb), 2)](
             qr, kv, q_norm.contiguous(), kv_norm.contiguous(), positions.contiguous(), seq_ids.contiguous(),
             freqs.contiguous(), window_cache, M, NQ, float(eps), window_cache.shape[1], window_cache.stride(0),
-            window_cache.stride(1), DH=DH, R=R, NG_P2=triton.next_power_of_2((DH - R) // 64), RB=rb, QB=qb,
+            window_cache.stride(1), DH=DH, R=R, NG_P2=ng_p2, RB=rb, QB=qb,
             RNE_FIX=INTERPRET, Q_ROW=q_row, num_warps=cfg["num_warps"], num_stages=1, **pdl_args(dev, M))
     return qr, kv
 

@@ -86,3 +86,11 @@ ab_use() {  # ab_use before|new (after ab_setup)
         *) echo "ab_use: before or new, got $1" >&2; return 1 ;;
     esac
 }
+judge_tuned() {  # judge_tuned SECONDS BATCHES: the step at C = BATCHES (comma-separated), 30 interleaved pairs, with
+    # each entry the call's tunes exported to $W/tuned.json tried in it (--try-entries; those faster merged into
+    # $W/keep.json); without an export, the step with its A/A control only. Step name trial_step.
+    local entries=()
+    if [ -s "$W/tuned.json" ]; then entries=(--try-entries "$W/tuned.json" --keep-faster "$W/keep.json"); fi
+    step trial_step "$1" $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches "$2" \
+        --steps 30 "${entries[@]}" --json "$W/trial_step.json"
+}

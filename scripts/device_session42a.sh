@@ -34,8 +34,5 @@ T="--impl triton --shapes flash-tp8 --max-trials 32 --export $W/tuned.json"
 step verify_front 30 $KB verify attention_front $V --where M=16,64
 step tune_front64 80 $KB tune attention_front $T --where M=64 --where compressed=False --budget 70
 step tune_front16 70 $KB tune attention_front $T --where M=16 --where compressed=False --budget 60
-entries=()
-if [ -s "$W/tuned.json" ]; then entries=(--try-entries "$W/tuned.json" --keep-faster "$W/keep.json"); fi
-step trial_step 80 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
-    "${entries[@]}" --json "$W/trial_step.json"
+judge_tuned 80 16,64
 finish

@@ -103,7 +103,7 @@ def test_a_trial_that_runs_a_config_already_timed_for_the_case_is_named_not_stor
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session37b.sh)")
+                    "(scripts/device_gpu_tests.sh rest)")
 def test_bench_times_a_trial_row_beside_the_plain_one_on_the_gpu(tmp_path):
     """`kernelbench bench toy_mm --try ...` on a GPU: each case gives the plain row and a 'triton try1' row, both
     rechecked against the reference; the trial row is stored with the config that ran (BLOCK_N 16 over the

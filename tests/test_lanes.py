@@ -244,7 +244,7 @@ def _step_outputs(model, c: int, graph: bool) -> list[torch.Tensor]:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session10e.sh)")
+                    "(scripts/device_gpu_tests.sh rest)")
 @pytest.mark.parametrize("c", [1, 16, 64])
 def test_gpu_side_stream_changes_no_bit(c):
     """Flash TP8 rank-0 widths, layers swa, csa, hca, csa, Triton kernels, every site (the shared expert's at every
@@ -297,7 +297,7 @@ def test_stream_priority_names_what_is_unknown(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session17b.sh)")
+                    "(scripts/device_gpu_tests.sh rest)")
 def test_gpu_streams_take_their_kinds_priority(monkeypatch):
     """KERNELBENCH_STREAM_PRIORITY=main,op: the capture stream and an op's side stream at the device's highest
     priority, the decoder's side lane at 0; "off" leaves the capture stream at 0."""

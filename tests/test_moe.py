@@ -785,7 +785,7 @@ def test_mma_gate_picks_across_expert_blocks_with_ties_to_the_lower_id(monkeypat
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session19a.sh)")
+                    "(scripts/device_gpu_tests.sh moe)")
 @pytest.mark.parametrize("T", [16, 64])
 def test_mma_gate_on_the_gpu_matches_the_gemm_gate_and_replays(T):
     """GATE "mma" compiled (bf16 tensor-core logits, no interpreter upcast) at Flash TP8 routing sizes: the same top-k
@@ -909,7 +909,7 @@ def test_hash_gate_scoring_only_the_routed_rows(T, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session34d.sh)")
+                    "(scripts/device_gpu_tests.sh moe)")
 def test_hash_gate_scoring_only_the_routed_rows_on_the_gpu():
     """GATE_ROWS "routed" (the default) compiled at the Flash TP8 shapes of one token (6 gate programs instead of
     128): the GEMM gate's ids and weights, and moe_layer with it within the reference's tolerance. Passed on the H100
@@ -1050,7 +1050,7 @@ def test_up_early_option_space_and_refusal(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session40c.sh)")
+                    "(scripts/device_gpu_tests.sh moe)")
 @pytest.mark.parametrize("op,shared", [("moe_layer", False), ("moe_routed", False), ("moe_routed", True)])
 @pytest.mark.parametrize("T", [16, 64])
 @pytest.mark.parametrize("mode", ["launch", "spec"])

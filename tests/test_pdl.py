@@ -167,7 +167,7 @@ def test_pdl_builds_fit_sm120(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_session14a.sh)")
+                    "(scripts/device_gpu_tests.sh rest)")
 @pytest.mark.parametrize("c", [1, 16, 64])
 def test_gpu_pdl_changes_no_bit(c, monkeypatch):
     """Flash TP8 rank-0 widths, layers swa, csa, hca, csa, Triton kernels, both side-stream sites: the step with

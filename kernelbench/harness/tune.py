@@ -345,11 +345,17 @@ def neighbours(space: list[dict], config: dict) -> list[dict]:
     return [c for c in space if distance(c) == 1]
 
 
-def candidate_configs(impl: registry.Impl, params: dict, max_trials: int) -> tuple[list[dict], int]:
-    """The first phase's configs (see the module doc) and how many of the space it leaves out."""
+def config_space(impl: registry.Impl, params: dict) -> list[dict]:
     if impl.configs is None:
         raise ValueError(f"{impl.op}/{impl.name} declares no config space (register_impl(configs=...))")
-    space = list(impl.configs(params))
+    return list(impl.configs(params))
+
+
+def candidate_configs(impl: registry.Impl, params: dict, max_trials: int,
+                      space: list[dict] | None = None) -> tuple[list[dict], int]:
+    """The first phase's configs (see the module doc) and how many of `space` (the impl's at params unless given) it
+    leaves out."""
+    space = config_space(impl, params) if space is None else space
     default = impl.default_config(params) if impl.default_config else None
     if len(space) <= max_trials:
         picked = space
@@ -397,7 +403,8 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
     """Tune one implementation at one problem (see the module doc for the method). With `isolate`,
     trials run in `runner` (made here and closed at the end when not given)."""
     start = time.monotonic()
-    configs, left_out = candidate_configs(impl, params, max_trials)
+    space = config_space(impl, params)
+    configs, left_out = candidate_configs(impl, params, max_trials, space)
     own_runner = isolate and runner is None
     if isolate:
         runner = runner or IsolatedRunner(impl, device, modules, timer_ref, seed, trial_timeout_s)
@@ -436,7 +443,6 @@ def tune_one(spec, impl, params: dict, *, store, env_id: int, device: str, timer
     try:
         in_budget = run_all(todo, bad)
         # the second phase (module doc): around the best valid config, while places and time are left
-        space = list(impl.configs(params))
         places = refine_slots(len(space), max_trials)
         rng = random.Random(canon({"op": impl.op, "params": params, "phase": 2}))
         while in_budget and places > 0:
