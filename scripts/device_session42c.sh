@@ -4,7 +4,8 @@
 # their own (_fp8_quant_kernel: 4.6-5.5 us a layer for attention_front's in session 38's H100 attribution, 1.9-2.0 for
 # attention_q's, 3.1 for indexer_q's at 64). WHAT-IF variants of the installed package (timing only; the GEMMs then
 # read the codes of the first call at that shape, so their results are wrong and nothing here is verified):
-#   front: attention_front's _gemm_activation quantizes once per shape and then reuses the codes (no launch);
+#   front: kernels/front.py _gemm_activation (attention_front, attention_q, indexer_q) quantizes once per shape and
+#          then reuses the codes (no launch);
 #   all:   every act_quant_fp8 launch through kernels/quant.py _launch_fp8 does so.
 # The step at C = 16 / 64 as shipped, front, all, as shipped again (drift check), each its own decode-bench run.
 #   run(command="KB_TOTAL_S=200 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session42c.sh", carry=[".whl"])
