@@ -209,7 +209,7 @@ def attention_front_configs(params: dict) -> list[dict]:
     their own, 4 rows a program, each row loaded once (config TAIL "launch", Q_NORM "row")."""
     out = _epilogue_configs(params)
     base = attention_front_default(params)
-    if _q_row_fits(base["RB"], params.get("NQ", 1024), base["num_warps"]):
+    if "Q_NORM" not in base and _q_row_fits(base["RB"], params.get("NQ", 1024), base["num_warps"]):
         out.append({**base, "Q_NORM": "chunks" if base["BM"] == 1 else "row"})
     if not _gemv_rows(params.get("M", 1)):       # the tensor-core tiles of 32 / 64 rows with their tails launched
         seen = set()
@@ -268,9 +268,22 @@ def _epilogue_default(m: int, n: int, k: int) -> dict:
             "RB": 16}
 
 
+# From TAIL_LAUNCH_MIN_M rows the default reads each weight tile once: BM 64 row blocks, their tails in a launch of
+# their own (TAIL "launch", RB 4, Q_NORM "row"), 4 K splits, 4 stages. H100, session 42 (data/h100-2026-12-06-
+# session42): attention_front alone at 64 tokens 19.50 -> 15.18 us (BM 32 at SPLIT 4: 15.48; SPLIT 2: 18.4); the
+# 43-layer step at C = 64 0.056 ms faster (30 pairs, 95% interval +0.044 .. +0.068; A/A control -0.002 .. +0.024),
+# where BM 32 at SPLIT 4, as fast alone, was 0.074 ms slower. At 16 tokens every tile of this kind was within noise in
+# the step or slower (BM 32, SPLIT 2: 0.111 ms), so below TAIL_LAUNCH_MIN_M rows the BM 16 default stays; rows 17-63
+# are not measured.
+TAIL_LAUNCH_MIN_M = 64
+
+
 def attention_front_default(params: dict) -> dict:
-    return _epilogue_default(params.get("M", 1), params.get("NQ", 1024) + params.get("DH", 512),
-                             params.get("K", 4096))
+    m, k = params.get("M", 1), params.get("K", 4096)
+    if m >= TAIL_LAUNCH_MIN_M:
+        return {"BM": 64, "BN": 64, "SPLIT": KL._fit_split(4, max(1, k // 128)), "num_warps": 8, "num_stages": 4,
+                "RB": 4, "Q_NORM": "row", "TAIL": "launch"}
+    return _epilogue_default(m, params.get("NQ", 1024) + params.get("DH", 512), k)
 
 
 @register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
@@ -343,7 +356,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
 # one program's serial walk: with BM 64 at 64 tokens, 75-108 us in session 41's H100 tune against 19.12 for the BM 16
 # default). "launch": a launch of its own after the GEMM, a program per RB rows and half (_attention_front_tail), so
 # that row blocks of 32 or 64 (each weight tile read once or twice instead of four times at 64 tokens) keep a
-# parallel tail. Not yet timed.
+# parallel tail. The default from TAIL_LAUNCH_MIN_M rows (timed there: attention_front_default).
 TAILS = ("ticket", "launch")
 
 

@@ -146,6 +146,25 @@ def test_attention_front_tails_in_a_launch_of_their_own(m, bm, rb):
     assert not any(c.get("TAIL") for c in KF.attention_front_configs({"M": 1, "NQ": 1024, "DH": 512, "K": 4096}))
 
 
+def test_attention_front_default_from_64_rows_launches_its_tails():
+    """From TAIL_LAUNCH_MIN_M rows the default is the 64-row tile with its tails launched (session 42: faster in the
+    step at 64 tokens), below it the 16-row tile with in-kernel tails; the default at 64 rows runs the two launches
+    and matches the reference."""
+    from kernelbench.kernels import front as KF
+    key = {"NQ": 1024, "DH": 512, "K": 4096}
+    assert KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M}) == {
+        "BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4, "RB": 4, "Q_NORM": "row", "TAIL": "launch"}
+    below = KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M - 1})
+    assert below["BM"] == 16 and "TAIL" not in below
+    for m in (16, 64):
+        assert KF.attention_front_default({**key, "M": m}) in KF.attention_front_configs({**key, "M": m})
+    m = KF.TAIL_LAUNCH_MIN_M
+    with capture() as launches:
+        registry.get_impl("attention_front", "triton").fn(**_inputs(m))
+    assert [l.name.split(":")[1] for l in launches][-2:] == ["_attention_front_kernel", "_attention_front_tail"]
+    verify("attention_front", {**SMALL, "M": m, "ragged": True}, "normal", 5, "contiguous")
+
+
 def test_attention_front_bad_inputs():
     fused = registry.get_impl("attention_front", "triton").fn
     a = _inputs(2)
