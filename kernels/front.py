@@ -402,8 +402,15 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
         tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
 
 
+# The kernel structure is part of attention_q's config space (PATH, as indexer_q's): "fused" the kernel above (the
+# GEMM with the head tail in each head's last tile), "split" the separate kernels (the `triton_parts` code: fp8_linear
+# at its own lookup, then head_rms_norm_rope; the entry carries the default's tile keys, unused). H100, session 42
+# (data/h100-2026-12-06-session42/call5), us fused / split: 16 tokens 10.72 / 9.15, 64 tokens 12.37 / 11.45.
+ATTENTION_Q_PATHS = ("fused", "split")
+
+
 def attention_q_configs(params: dict) -> list[dict]:
-    return head_sum_configs(_epilogue_configs(params))
+    return head_sum_configs(_epilogue_configs(params)) + [{**attention_q_default(params), "PATH": "split"}]
 
 
 def head_sum_configs(configs: list[dict]) -> list[dict]:
@@ -417,7 +424,9 @@ def attention_q_default(params: dict) -> dict:
 
 
 @register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
-               default_config=attention_q_default, kernels=lambda: [_attention_q_kernel], simt=KL._gemv_simt)
+               default_config=attention_q_default, simt=lambda cfg, params=None: _attention_q_simt(cfg, params),
+               kernels=lambda: [_attention_q_kernel, *_parts_kernels("_fp8_quant_kernel", "_fp8_linear_v2_kernel",
+                                                                     "_fp8_linear_kernel", "_head_rms_rope_kernel")()])
 def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     dev = check_device(x, weight, weight_scale, positions, freqs)
     check_dtype("x", x, torch.bfloat16)
@@ -437,6 +446,15 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
     _check_kernel_args(out, positions, freqs)
     key = {"M": M, "N": N, "K": K}
     cfg = config or lookup("attention_q", key, attention_q_default(key))
+    path = cfg.get("PATH", "fused")
+    if path not in ATTENTION_Q_PATHS:
+        raise ValueError(f"attention_q: PATH={path!r} must be one of {', '.join(ATTENTION_Q_PATHS)}")
+    if path == "split":     # the tile keys are the fused kernel's (a split entry carries the default's, unused)
+        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next")):
+            if cfg.get(opt, plain) != plain:
+                raise ValueError(f"attention_q: config {opt} is the fused path's (PATH 'fused'); PATH 'split' runs "
+                                 "fp8_linear at its own config, then head_rms_norm_rope")
+        return _attention_q_split(x, weight, weight_scale, head_dim, positions, freqs, eps)
     KL._check_cfg(cfg)
     if M == 0:
         return out
@@ -462,7 +480,12 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
 def _parts_kernels(*names):
     from kernelbench.kernels import kv, norm, quant, rope
     mods = (KL, kv, norm, quant, rope)
-    return lambda: [getattr(m, n) for n in names for m in mods if hasattr(m, n)]
+    return lambda: [next(getattr(m, n) for m in mods if hasattr(m, n)) for n in names]
+
+
+def _attention_q_simt(cfg: dict, params: dict | None) -> str | None:
+    """PATH "split" runs the parts (fp8_linear's GEMV at one token), else the fused kernel (its BM 1 GEMV)."""
+    return _parts_simt(cfg, params or {}) if cfg.get("PATH") == "split" else KL._gemv_simt(cfg, params)
 
 
 def _parts_simt(cfg: dict, params: dict) -> str | None:
@@ -471,7 +494,7 @@ def _parts_simt(cfg: dict, params: dict) -> str | None:
 
 
 @register_impl("attention_front", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
-               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_rms_norm_kernel", "_kv_write_kernel"),
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_v2_kernel", "_fp8_linear_kernel", "_rms_norm_kernel", "_kv_write_kernel"),
                simt=_parts_simt)
 def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
                           window_cache, config=None):
@@ -482,9 +505,14 @@ def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, 
 
 
 @register_impl("attention_q", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
-               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel"),
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_v2_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel"),
                simt=_parts_simt)
 def attention_q_parts(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
+    return _attention_q_split(x, weight, weight_scale, head_dim, positions, freqs, eps)
+
+
+def _attention_q_split(x, weight, weight_scale, head_dim, positions, freqs, eps):
+    """fp8_linear (its own lookup), then head_rms_norm_rope: attention_q's PATH "split" and `triton_parts`."""
     from kernelbench.kernels.rope import head_rms_norm_rope
     y = KL.fp8_linear(x, weight, weight_scale)
     return head_rms_norm_rope(y.view(x.shape[0], -1, head_dim), positions, freqs, eps)

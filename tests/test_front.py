@@ -220,6 +220,38 @@ def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, split
     assert names[-1] == "_attention_q_kernel" and len(names) == (1 if m == 1 or gemv else 2)
 
 
+@pytest.mark.parametrize("m", [1, 17])
+def test_attention_q_split_path_is_the_separate_kernels(m):
+    """Config PATH "split": fp8_linear at its own config, then head_rms_norm_rope, bit for bit the `triton_parts`
+    implementation and within tolerance of the reference; its launches are fp8_linear's then the head kernel's, and
+    the fused kernel does not run. The space holds it once, with the default's (unused) tile keys; an unknown PATH
+    and the fused path's own options are refused."""
+    from kernelbench.harness.verify_check import Example, check_example
+    from kernelbench.kernels.front import attention_q_configs, attention_q_default
+    spec = registry.get_op("attention_q")
+    a = spec.make_inputs({**QSMALL, "M": m, "ragged": m > 1}, torch.Generator().manual_seed(5), "cpu", "normal")
+    fused = registry.get_impl("attention_q", "triton").fn
+    split = {**attention_q_default({"M": m, "N": 256, "K": 256}), "PATH": "split"}
+    q = fused(**a, config=split)
+    assert torch.equal(q, registry.get_impl("attention_q", "triton_parts").fn(**a))
+    with capture() as launches:
+        fused(**a, config=split)
+    names = [l.name.split(":")[1] for l in launches]
+    assert names[-1] == "_head_rms_rope_kernel" and "_attention_q_kernel" not in names
+    assert any(n.startswith("_fp8_linear") for n in names)
+    ex = Example("attention_q", "triton", {**QSMALL, "M": m, "ragged": m > 1}, "outliers", 6, "contiguous",
+                 config=split)
+    res = check_example(spec, registry.get_impl("attention_q", "triton"), ex)
+    assert res.passed, res.failure
+    space = attention_q_configs({"M": m, "N": 4096, "K": 1024})
+    assert [c for c in space if c.get("PATH") == "split"] == [{**attention_q_default({"M": m, "N": 4096, "K": 1024}),
+                                                                "PATH": "split"}]
+    with pytest.raises(ValueError, match="PATH='both'"):
+        fused(**a, config={**split, "PATH": "both"})
+    with pytest.raises(ValueError, match="PREFETCH is the fused path's"):
+        fused(**a, config={**split, "PREFETCH": "staged"})
+
+
 def test_attention_q_bad_inputs():
     spec = registry.get_op("attention_q")
     a = spec.make_inputs({**QSMALL, "M": 2, "ragged": True}, torch.Generator().manual_seed(4), "cpu", "normal")
@@ -246,7 +278,7 @@ def test_attention_q_space_has_one_ticket_stage_beside_each_split_gemv():
     from kernelbench.kernels.front import attention_q_configs
     space = attention_q_configs({"M": 1, "N": 4096, "K": 1024})
     head = [c for c in space if c.get("SPLIT_SUM") == "head"]
-    split_gemv = [c for c in space if c["BM"] == 1 and c["SPLIT"] > 1 and "SPLIT_SUM" not in c]
+    split_gemv = [c for c in space if c["BM"] == 1 and c["SPLIT"] > 1 and "SPLIT_SUM" not in c and "PATH" not in c]
     assert head and len(head) == len(split_gemv)
     assert [{k: v for k, v in c.items() if k != "SPLIT_SUM"} for c in head] == split_gemv
     assert not any(c.get("SPLIT_SUM") for c in attention_q_configs({"M": 16, "N": 4096, "K": 1024}))
