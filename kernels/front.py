@@ -410,7 +410,8 @@ ATTENTION_Q_PATHS = ("fused", "split")
 
 
 def attention_q_configs(params: dict) -> list[dict]:
-    return head_sum_configs(_epilogue_configs(params)) + [{**attention_q_default(params), "PATH": "split"}]
+    fused = _epilogue_default(params.get("M", 1), params.get("N", 4096), params.get("K", 1024))
+    return head_sum_configs(_epilogue_configs(params)) + [{**fused, "PATH": "split"}]
 
 
 def head_sum_configs(configs: list[dict]) -> list[dict]:
@@ -419,8 +420,17 @@ def head_sum_configs(configs: list[dict]) -> list[dict]:
     return configs + [{**c, "SPLIT_SUM": "head"} for c in configs if c["BM"] == 1 and c["SPLIT"] > 1]
 
 
+# PATH "split" is the default from SPLIT_MIN_M to SPLIT_MAX_M rows. The 43-layer step, H200, session 42 (call 6,
+# `decode-bench --try 'attention_q={"PATH": "split"}'`, 30 pairs, A/A control first): C = 16 0.038 ms faster (95%
+# interval +0.029 .. +0.048; control -0.008 .. +0.006); C = 1 0.021 ms slower (the fused GEMV stays at one token);
+# C = 64 within the control's shift (the fused kernel stays). Rows 2-15 and 17-63 are not measured.
+SPLIT_MIN_M, SPLIT_MAX_M = 2, 16
+
+
 def attention_q_default(params: dict) -> dict:
-    return _epilogue_default(params.get("M", 1), params.get("N", 4096), params.get("K", 1024))
+    m = params.get("M", 1)
+    fused = _epilogue_default(m, params.get("N", 4096), params.get("K", 1024))
+    return {**fused, "PATH": "split"} if SPLIT_MIN_M <= m <= SPLIT_MAX_M else fused
 
 
 @register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,

@@ -246,6 +246,11 @@ def test_attention_q_split_path_is_the_separate_kernels(m):
     space = attention_q_configs({"M": m, "N": 4096, "K": 1024})
     assert [c for c in space if c.get("PATH") == "split"] == [{**attention_q_default({"M": m, "N": 4096, "K": 1024}),
                                                                 "PATH": "split"}]
+    from kernelbench.kernels import front as KF
+    key = {"N": 4096, "K": 1024}
+    assert [attention_q_default({**key, "M": n}).get("PATH") for n in (1, KF.SPLIT_MIN_M, KF.SPLIT_MAX_M,
+                                                                    KF.SPLIT_MAX_M + 1, 64)] == [
+        None, "split", "split", None, None]
     with pytest.raises(ValueError, match="PATH='both'"):
         fused(**a, config={**split, "PATH": "both"})
     with pytest.raises(ValueError, match="PREFETCH is the fused path's"):
