@@ -216,9 +216,11 @@ def attention_front_configs(params: dict) -> list[dict]:
         for c in out:
             tail = {**c, "TAIL": "launch", "RB": 4, "Q_NORM": "row"}
             key = tuple(sorted(tail.items()))
-            # BM 32 x BN 32 at 8 warps: the GEMM-only build spills on sm_120 (12 B at SPLIT 4, session 41)
+            # BM 32 x BN 32 at 8 warps: the GEMM-only build spills on sm_120 (12 B at SPLIT 4, session 41); of the
+            # 16-row tiles only the default's (BN 64, 8 warps: the default's tile from 16 rows, session 42)
             small_8w = (c["BM"], c["BN"], c["num_warps"]) == (32, 32, 8)
-            if c["BM"] >= 32 and not small_8w and key not in seen:
+            tile16 = (c["BM"], c["BN"], c["num_warps"]) == (16, 64, 8)
+            if (c["BM"] >= 32 or tile16) and not small_8w and key not in seen:
                 seen.add(key)
                 out.append(tail)
     return out
@@ -268,22 +270,27 @@ def _epilogue_default(m: int, n: int, k: int) -> dict:
             "RB": 16}
 
 
-# From TAIL_LAUNCH_MIN_M rows the default reads each weight tile once: BM 64 row blocks, their tails in a launch of
-# their own (TAIL "launch", RB 4, Q_NORM "row"), 4 K splits, 4 stages. H100, session 42 (data/h100-2026-12-06-
-# session42): attention_front alone at 64 tokens 19.50 -> 15.18 us (BM 32 at SPLIT 4: 15.48; SPLIT 2: 18.4); the
-# 43-layer step at C = 64 0.056 ms faster (30 pairs, 95% interval +0.044 .. +0.068; A/A control -0.002 .. +0.024),
-# where BM 32 at SPLIT 4, as fast alone, was 0.074 ms slower. At 16 tokens every tile of this kind was within noise in
-# the step or slower (BM 32, SPLIT 2: 0.111 ms), so below TAIL_LAUNCH_MIN_M rows the BM 16 default stays; rows 17-63
-# are not measured.
-TAIL_LAUNCH_MIN_M = 64
+# From TAIL_LAUNCH_MIN_M rows the default's tails run in a launch of their own (TAIL "launch", RB 4, Q_NORM "row"),
+# from BIG_TILE_MIN_M rows on BM 64 row blocks (each weight tile read once), SPLIT 4, 4 stages. H100, session 42
+# (data/h100-2026-12-06-session42), the 43-layer step in interleaved pairs (30, A/A control first):
+# - 64 tokens, BM 64 / SPLIT 4 / 4 stages: 0.056 ms faster (95% interval +0.044 .. +0.068; call 2), and the old
+#   default pinned back 0.060 ms slower (call 9); alone 19.50 -> 15.18 us. BM 32 at SPLIT 4, as fast alone, was 0.074 ms
+#   slower in the step;
+# - 16 tokens, the BM 16 tile (SPLIT 8) with its tails launched: 0.050 ms faster (+0.043 .. +0.055; call 10); alone
+#   14.99 -> 13.31 us. BM 32 / 64 tiles there were within noise.
+# Rows 17-63 (the BM 16 tile, tails launched) are not measured; below 16 rows the in-kernel tails stay.
+TAIL_LAUNCH_MIN_M = 16
+BIG_TILE_MIN_M = 64
 
 
 def attention_front_default(params: dict) -> dict:
     m, k = params.get("M", 1), params.get("K", 4096)
-    if m >= TAIL_LAUNCH_MIN_M:
+    tails = {"RB": 4, "Q_NORM": "row", "TAIL": "launch"}
+    if m >= BIG_TILE_MIN_M:
         return {"BM": 64, "BN": 64, "SPLIT": KL._fit_split(4, max(1, k // 128)), "num_warps": 8, "num_stages": 4,
-                "RB": 4, "Q_NORM": "row", "TAIL": "launch"}
-    return _epilogue_default(m, params.get("NQ", 1024) + params.get("DH", 512), k)
+                **tails}
+    base = _epilogue_default(m, params.get("NQ", 1024) + params.get("DH", 512), k)
+    return {**base, **tails} if m >= TAIL_LAUNCH_MIN_M else base
 
 
 @register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
