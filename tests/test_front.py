@@ -141,28 +141,33 @@ def test_attention_front_tails_in_a_launch_of_their_own(m, bm, rb):
     for big in (16, 64):
         space = KF.attention_front_configs({"M": big, "NQ": 1024, "DH": 512, "K": 4096})
         tails = [c for c in space if c.get("TAIL") == "launch"]
-        assert tails and all(c["BM"] >= 32 and c["RB"] == 4 and c["Q_NORM"] == "row" for c in tails)
+        assert tails and all(c["RB"] == 4 and c["Q_NORM"] == "row" for c in tails)
+        assert all(c["BM"] >= 32 or (c["BM"], c["BN"], c["num_warps"]) == (16, 64, 8) for c in tails)
         assert not any((c["BM"], c["BN"], c["num_warps"]) == (32, 32, 8) for c in tails)   # spills on sm_120
     assert not any(c.get("TAIL") for c in KF.attention_front_configs({"M": 1, "NQ": 1024, "DH": 512, "K": 4096}))
 
 
-def test_attention_front_default_from_64_rows_launches_its_tails():
-    """From TAIL_LAUNCH_MIN_M rows the default is the 64-row tile with its tails launched (session 42: faster in the
-    step at 64 tokens), below it the 16-row tile with in-kernel tails; the default at 64 rows runs the two launches
-    and matches the reference."""
+def test_attention_front_default_launches_its_tails_from_16_rows():
+    """From TAIL_LAUNCH_MIN_M rows the default's tails run in a launch of their own (session 42: faster in the step
+    at 16 and 64 tokens), on the 16-row tile below BIG_TILE_MIN_M rows and on the 64-row tile from there; below
+    TAIL_LAUNCH_MIN_M rows the in-kernel tails stay. The defaults at 16 and 64 rows run the two launches and match
+    the reference."""
     from kernelbench.kernels import front as KF
     key = {"NQ": 1024, "DH": 512, "K": 4096}
+    tails = {"RB": 4, "Q_NORM": "row", "TAIL": "launch"}
+    assert KF.attention_front_default({**key, "M": KF.BIG_TILE_MIN_M}) == {
+        "BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4, **tails}
     assert KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M}) == {
-        "BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4, "RB": 4, "Q_NORM": "row", "TAIL": "launch"}
+        "BM": 16, "BN": 64, "SPLIT": 8, "num_warps": 8, "num_stages": 3, **tails}
     below = KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M - 1})
     assert below["BM"] == 16 and "TAIL" not in below
-    for m in (16, 64):
+    for m in (2, 16, 17, 64):
         assert KF.attention_front_default({**key, "M": m}) in KF.attention_front_configs({**key, "M": m})
-    m = KF.TAIL_LAUNCH_MIN_M
-    with capture() as launches:
-        registry.get_impl("attention_front", "triton").fn(**_inputs(m))
-    assert [l.name.split(":")[1] for l in launches][-2:] == ["_attention_front_kernel", "_attention_front_tail"]
-    verify("attention_front", {**SMALL, "M": m, "ragged": True}, "normal", 5, "contiguous")
+    for m in (KF.TAIL_LAUNCH_MIN_M, KF.BIG_TILE_MIN_M):
+        with capture() as launches:
+            registry.get_impl("attention_front", "triton").fn(**_inputs(m))
+        assert [l.name.split(":")[1] for l in launches][-2:] == ["_attention_front_kernel", "_attention_front_tail"]
+        verify("attention_front", {**SMALL, "M": m, "ragged": True}, "normal", 5, "contiguous")
 
 
 def test_attention_front_bad_inputs():
