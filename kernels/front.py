@@ -205,13 +205,14 @@ def _epilogue_configs(params: dict) -> list[dict]:
 def attention_front_configs(params: dict) -> list[dict]:
     """_epilogue_configs and the default's tile with the other q tail (Q_NORM): at one token "chunks" (the tail
     before session 39), above it "row" (RB 16 rows whole, 64 values a thread at 8 warps: level with "chunks" on the
-    H200, session 39 call 7); above the GEMV's rows, each tile of 32 or 64 rows once more with its tails in a launch of
-    their own, 4 rows a program, each row loaded once (config TAIL "launch", Q_NORM "row")."""
+    H200, session 39 call 7); above the GEMV's rows, each tile of 32 or 64 rows, and the default's 16-row tile (BN 64,
+    8 warps), once more with its tails in a launch of their own, 4 rows a program, each row loaded once (config TAIL
+    "launch", Q_NORM "row")."""
     out = _epilogue_configs(params)
     base = attention_front_default(params)
     if "Q_NORM" not in base and _q_row_fits(base["RB"], params.get("NQ", 1024), base["num_warps"]):
         out.append({**base, "Q_NORM": "chunks" if base["BM"] == 1 else "row"})
-    if not _gemv_rows(params.get("M", 1)):       # the tensor-core tiles of 32 / 64 rows with their tails launched
+    if not _gemv_rows(params.get("M", 1)):       # tensor-core tiles with their tails launched
         seen = set()
         for c in out:
             tail = {**c, "TAIL": "launch", "RB": 4, "Q_NORM": "row"}
@@ -414,6 +415,7 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
 # at its own lookup, then head_rms_norm_rope; the entry carries the default's tile keys, unused). H100, session 42
 # (data/h100-2026-12-06-session42/call5), us fused / split: 16 tokens 10.72 / 9.15, 64 tokens 12.37 / 11.45.
 ATTENTION_Q_PATHS = ("fused", "split")
+ATTENTION_Q_PARTS = ("_fp8_quant_kernel", "_fp8_linear_v2_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel")
 
 
 def attention_q_configs(params: dict) -> list[dict]:
@@ -442,8 +444,7 @@ def attention_q_default(params: dict) -> dict:
 
 @register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
                default_config=attention_q_default, simt=lambda cfg, params=None: _attention_q_simt(cfg, params),
-               kernels=lambda: [_attention_q_kernel, *_parts_kernels("_fp8_quant_kernel", "_fp8_linear_v2_kernel",
-                                                                     "_fp8_linear_kernel", "_head_rms_rope_kernel")()])
+               kernels=lambda: [_attention_q_kernel, *_parts_kernels(*ATTENTION_Q_PARTS)()])
 def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     dev = check_device(x, weight, weight_scale, positions, freqs)
     check_dtype("x", x, torch.bfloat16)
@@ -511,7 +512,8 @@ def _parts_simt(cfg: dict, params: dict) -> str | None:
 
 
 @register_impl("attention_front", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
-               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_v2_kernel", "_fp8_linear_kernel", "_rms_norm_kernel", "_kv_write_kernel"),
+               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_v2_kernel", "_fp8_linear_kernel",
+                                      "_rms_norm_kernel", "_kv_write_kernel"),
                simt=_parts_simt)
 def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
                           window_cache, config=None):
@@ -522,7 +524,7 @@ def attention_front_parts(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, 
 
 
 @register_impl("attention_q", "triton_parts", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
-               kernels=_parts_kernels("_fp8_quant_kernel", "_fp8_linear_v2_kernel", "_fp8_linear_kernel", "_head_rms_rope_kernel"),
+               kernels=_parts_kernels(*ATTENTION_Q_PARTS),
                simt=_parts_simt)
 def attention_q_parts(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     return _attention_q_split(x, weight, weight_scale, head_dim, positions, freqs, eps)

@@ -118,8 +118,8 @@ def test_attention_front_tails_in_a_launch_of_their_own(m, bm, rb):
     """Config TAIL "launch" (the tails after the GEMM, a program per RB rows and half): qr, kv and the window ring
     are the in-kernel tail's bit for bit, for the same tile and the same q tail (both Q_NORM modes); the GEMM launch
     then takes no row ticket (TAIL False) and the tail launch follows it; tickets end at zero. The op's space carries
-    it above the GEMV's rows only, on the 32- and 64-row tiles, 4 rows a program and each row loaded once; an unknown
-    mode is refused."""
+    it above the GEMV's rows only, on the 32- and 64-row tiles and the default's 16-row tile (BN 64, 8 warps), 4 rows
+    a program and each row loaded once; an unknown mode is refused."""
     from kernelbench.kernels import front as KF
     fused = registry.get_impl("attention_front", "triton")
     base = {"BM": bm, "BN": 32, "SPLIT": 2, "num_warps": 4, "num_stages": 2}
