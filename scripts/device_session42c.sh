@@ -15,33 +15,7 @@ TOTAL=${KB_TOTAL_S:-200}
 source scripts/device_lib.sh || exit 1
 FRONT="$(installed kernels/front.py)"; QUANT="$(installed kernels/quant.py)"
 cp "$FRONT" "$W/front_base.py"; cp "$QUANT" "$W/quant_base.py"
-python3 - "$FRONT" "$QUANT" "$W" <<'PY'
-import sys, pathlib
-front, quant, w = map(pathlib.Path, sys.argv[1:])
-old = '    xq, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")\n'
-src = front.read_text()
-assert src.count(old) == 1, "front.py: the act_quant line moved"
-new = ('    key = ("whatif", tuple(x.shape), str(x.device))\n'
-       '    if key not in _WHATIF:\n        _WHATIF[key] = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")\n'
-       '    xq, sx = _WHATIF[key]\n')
-(w / "front_whatif.py").write_text(src.replace(old, new) + "\n_WHATIF = {}\n")
-q = quant.read_text()
-assert q.count("def _launch_fp8(") == 1
-q = q.replace("def _launch_fp8(", "def _launch_fp8_real(")
-q += '''
-_WHATIF = {}
-
-
-def _launch_fp8(x, group, scale_fmt, simulate, config, op):
-    if op != "act_quant_fp8" or simulate:
-        return _launch_fp8_real(x, group, scale_fmt, simulate, config, op)
-    key = (tuple(x.shape), group, scale_fmt, str(x.device))
-    if key not in _WHATIF:
-        _WHATIF[key] = _launch_fp8_real(x, group, scale_fmt, simulate, config, op)
-    return _WHATIF[key]
-'''
-(w / "quant_whatif.py").write_text(q)
-PY
+python3 scripts/whatif_act_quant.py "$FRONT" "$QUANT" "$W" || exit 1
 S="--device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30"
 step base 60 $KB decode-bench $S --json "$W/base.json"
 cp "$W/front_whatif.py" "$FRONT"
