@@ -35,12 +35,24 @@ from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
 
-def _gemm_activation(x, M: int, unused_scales, gemv: bool = False):
-    """The fused GEMMs' fp8 activation: at small M, and always for the BM 1 GEMV tile (`gemv`: it reads bf16 rows
-    and quantizes each itself, as fp8_linear's GEMV at any M), quantized in the kernel (x as is, rows contiguous;
-    `unused_scales` fills the scale argument the kernel then ignores), else by one act_quant pass first (as
-    fp8_linear). -> (activation, scales, quantized in the kernel)."""
-    if gemv or M <= KL.PROLOGUE_QUANT_MAX_M:
+# Config XQ of the fused GEMMs (attention_front, attention_q, indexer_q): where x is quantized above
+# PROLOGUE_QUANT_MAX_M rows. "launch" (the default): one act_quant launch first, as fp8_linear's v1 path; "gemm": in
+# the GEMM's K loop by every program that reads it (the same codes: act_quant_e4m3, as at one token and in the GEMV),
+# one launch fewer, each x group quantized once per N tile. An option (registry `options`): not in the spaces, set
+# by `--try` or a config. Session 42's what-if (the step with the quantization launches skipped) was confounded by the
+# MoE routing; XQ "gemm" measures the launch's worth with the right codes.
+XQ_MODES = ("launch", "gemm")
+
+
+def _gemm_activation(x, M: int, unused_scales, cfg: dict, op: str):
+    """The fused GEMMs' fp8 activation: at small M, for the BM 1 GEMV tile (it reads bf16 rows and quantizes each
+    itself, as fp8_linear's GEMV at any M) and with config XQ "gemm", quantized in the kernel (x as is, rows
+    contiguous; `unused_scales` fills the scale argument the kernel then ignores), else by one act_quant pass first
+    (as fp8_linear). -> (activation, scales, quantized in the kernel)."""
+    mode = cfg.get("XQ", "launch")
+    if mode not in XQ_MODES:
+        raise ValueError(f"{op}: config XQ={mode!r} must be one of {', '.join(XQ_MODES)}")
+    if cfg["BM"] == 1 or M <= KL.PROLOGUE_QUANT_MAX_M or mode == "gemm":
         return (x if x.stride(1) == 1 else x.contiguous()), unused_scales, True
     xq, sx = _launch_fp8(x, 128, "ue8m0", False, None, "act_quant_fp8")
     return xq, sx, False
@@ -296,7 +308,7 @@ def attention_front_default(params: dict) -> dict:
 
 @register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
                default_config=attention_front_default, kernels=lambda: [_attention_front_kernel, _attention_front_tail],
-               simt=KL._gemv_simt)
+               simt=KL._gemv_simt, options=frozenset({"XQ"}))
 def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, positions, seq_ids, freqs,
                     window_cache, config=None):
     dev = check_device(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, positions, seq_ids, freqs, window_cache)
@@ -334,7 +346,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
     kv = torch.empty((M, DH), dtype=torch.bfloat16, device=dev)
     if M == 0:
         return qr, kv
-    xin, sx, quant_in_gemm = _gemm_activation(x, M, qr, cfg["BM"] == 1)
+    xin, sx, quant_in_gemm = _gemm_activation(x, M, qr, cfg, "attention_front")
     split, nb = _gemm_split(cfg, K, quant_in_gemm, "attention_front")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = ((NQ + DH) // bn, split, triton.cdiv(M, bm))
@@ -444,7 +456,7 @@ def attention_q_default(params: dict) -> dict:
 
 @register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
                default_config=attention_q_default, simt=lambda cfg, params=None: _attention_q_simt(cfg, params),
-               kernels=lambda: [_attention_q_kernel, *_parts_kernels(*ATTENTION_Q_PARTS)()])
+               kernels=lambda: [_attention_q_kernel, *_parts_kernels(*ATTENTION_Q_PARTS)()], options=frozenset({"XQ"}))
 def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     dev = check_device(x, weight, weight_scale, positions, freqs)
     check_dtype("x", x, torch.bfloat16)
@@ -468,7 +480,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
     if path not in ATTENTION_Q_PATHS:
         raise ValueError(f"attention_q: PATH={path!r} must be one of {', '.join(ATTENTION_Q_PATHS)}")
     if path == "split":     # the tile keys are the fused kernel's (a split entry carries the default's, unused)
-        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next")):
+        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next"), ("XQ", "launch")):
             if cfg.get(opt, plain) != plain:
                 raise ValueError(f"attention_q: config {opt} is the fused path's (PATH 'fused'); PATH 'split' runs "
                                  "fp8_linear at its own config, then head_rms_norm_rope")
@@ -476,7 +488,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
     KL._check_cfg(cfg)
     if M == 0:
         return out
-    xin, sx, quant_in_gemm = _gemm_activation(x, M, out, cfg["BM"] == 1)
+    xin, sx, quant_in_gemm = _gemm_activation(x, M, out, cfg, "attention_q")
     split, nb = _gemm_split(cfg, K, quant_in_gemm, "attention_q")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = (N // bn, split, triton.cdiv(M, bm))

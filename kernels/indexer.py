@@ -1177,7 +1177,8 @@ def indexer_q_default(params: dict) -> dict:
 
 
 @register_impl("indexer_q", "triton", backend="triton", configs=indexer_q_configs, default_config=indexer_q_default,
-               kernels=lambda: [_indexer_q_kernel, _indexer_q_epilogue, _indexer_q_epilogue_rows])
+               kernels=lambda: [_indexer_q_kernel, _indexer_q_epilogue, _indexer_q_epilogue_rows],
+               options=frozenset({"XQ"}))
 def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
               freqs: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """qr [T, Qr] bf16 -> qi [T, Hi, 128] bf16. PATH "fused": fp8 GEMM with RoPE + Hadamard + FP4 in its epilogue,
@@ -1202,7 +1203,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     if path not in INDEXER_Q_PATHS:
         raise ValueError(f"indexer_q: PATH={path!r} must be one of {', '.join(INDEXER_Q_PATHS)}")
     if path == "split":
-        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next")):
+        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next"), ("XQ", "launch")):
             if cfg.get(opt, plain) != plain:
                 raise ValueError(f"indexer_q: config {opt} is the fused path's (PATH 'fused'); PATH 'split' runs "
                                  "fp8_linear, then the epilogue launch")
@@ -1213,7 +1214,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     out = torch.empty(M, hl, DI, dtype=torch.bfloat16, device=dev)
     if M == 0:
         return out
-    xin, sx, quant_in_gemm = _gemm_activation(qr, M, out, cfg["BM"] == 1)
+    xin, sx, quant_in_gemm = _gemm_activation(qr, M, out, cfg, "indexer_q")
     split, nb = _gemm_split(cfg, K, quant_in_gemm, "indexer_q")
     bm, bn = cfg["BM"], cfg["BN"]
     grid = (N // bn, split, triton.cdiv(M, bm))

@@ -170,6 +170,36 @@ def test_attention_front_default_launches_its_tails_from_16_rows():
         verify("attention_front", {**SMALL, "M": m, "ragged": True}, "normal", 5, "contiguous")
 
 
+@pytest.mark.parametrize("m,tile", [(17, {"BM": 16, "RB": 4, "TAIL": "launch", "Q_NORM": "row"}),
+                                    (20, {"BM": 32, "RB": 16})])
+def test_fused_gemms_quantize_x_in_the_gemm_with_config_xq(m, tile):
+    """Config XQ "gemm" (x quantized in the GEMM's K loop above one row, no act_quant launch) gives the act_quant
+    launch's results bit for bit (the same codes, act_quant_e4m3) in attention_front and attention_q: one launch
+    fewer; an unknown XQ is refused, and PATH "split" (whose fp8_linear quantizes as it does) refuses XQ "gemm"."""
+    base = {"BN": 32, "SPLIT": 2, "num_warps": 4, "num_stages": 2, **tile}
+    front = registry.get_impl("attention_front", "triton").fn
+    a, b = _inputs(m), _inputs(m)
+    qr, kv = front(**a, config=base)
+    qr1, kv1 = front(**b, config={**base, "XQ": "gemm"})
+    assert torch.equal(qr1, qr) and torch.equal(kv1, kv) and torch.equal(b["window_cache"], a["window_cache"])
+    with capture() as launches:                 # records the launches, runs nothing
+        front(**_inputs(m), config={**base, "XQ": "gemm"})
+    with capture() as before:
+        front(**_inputs(m), config=base)
+    names = [l.name.split(":")[1] for l in launches]
+    assert "_fp8_quant_kernel" not in names and len(names) == len(before) - 1
+    assert [l.kwargs["QUANT"] for l in launches if "_attention_front_kernel" in l.name] == [True]
+    with pytest.raises(ValueError, match="XQ='early'"):
+        front(**_inputs(m), config={**base, "XQ": "early"})
+    spec = registry.get_op("attention_q")
+    q_in = spec.make_inputs({**QSMALL, "M": m, "ragged": True}, torch.Generator().manual_seed(4), "cpu", "normal")
+    q_cfg = {key: v for key, v in base.items() if key not in ("TAIL", "Q_NORM")}
+    attn_q = registry.get_impl("attention_q", "triton").fn
+    assert torch.equal(attn_q(**q_in, config={**q_cfg, "XQ": "gemm"}), attn_q(**q_in, config=q_cfg))
+    with pytest.raises(ValueError, match="XQ is the fused path's"):
+        attn_q(**q_in, config={**q_cfg, "PATH": "split", "XQ": "gemm"})
+
+
 def test_attention_front_bad_inputs():
     fused = registry.get_impl("attention_front", "triton").fn
     a = _inputs(2)

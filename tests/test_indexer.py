@@ -747,6 +747,11 @@ def test_indexer_q_one_launch_equals_two(gen, cfg):
                        K.indexer_q(x, wq, ws, pos, fr, config={**full, "num_stages": 3}))
     with pytest.raises(ValueError, match="PREFETCH is the fused path's"):
         K.indexer_q(x, wq, ws, pos, fr, config={**full, "PATH": "split", "PREFETCH": "staged"})
+    # config XQ "gemm": x quantized in the GEMM's K loop (no act_quant launch), the same codes: bit for bit
+    assert torch.equal(K.indexer_q(x, wq, ws, pos, fr, config={**full, "XQ": "gemm"}),
+                       K.indexer_q(x, wq, ws, pos, fr, config=full))
+    with pytest.raises(ValueError, match="XQ is the fused path's"):
+        K.indexer_q(x, wq, ws, pos, fr, config={**full, "PATH": "split", "XQ": "gemm"})
 
 
 def test_indexer_q_one_token_gemv_and_its_limits(gen):
