@@ -259,8 +259,8 @@ def test_attention_q_is_the_separate_kernels_in_one_launch(m, split, gemv, split
 def test_attention_q_split_path_is_the_separate_kernels(m):
     """Config PATH "split": fp8_linear at its own config, then head_rms_norm_rope, bit for bit the `triton_parts`
     implementation and within tolerance of the reference; its launches are fp8_linear's then the head kernel's, and
-    the fused kernel does not run. The space holds it once, with the default's (unused) tile keys; an unknown PATH
-    and the fused path's own options are refused."""
+    the fused kernel does not run. The space holds it once, with the fused default's (unused) tile keys; it is the
+    default from SPLIT_MIN_M to SPLIT_MAX_M rows only; an unknown PATH and the fused path's own options are refused."""
     from kernelbench.harness.verify_check import Example, check_example
     from kernelbench.kernels.front import attention_q_configs, attention_q_default
     spec = registry.get_op("attention_q")
