@@ -221,22 +221,23 @@ def attention_front_configs(params: dict) -> list[dict]:
     8 warps), once more with its tails in a launch of their own, 4 rows a program, each row loaded once (config TAIL
     "launch", Q_NORM "row")."""
     out = _epilogue_configs(params)
-    base = attention_front_default(params)
-    if "Q_NORM" not in base and _q_row_fits(base["RB"], params.get("NQ", 1024), base["num_warps"]):
-        out.append({**base, "Q_NORM": "chunks" if base["BM"] == 1 else "row"})
-    if not _gemv_rows(params.get("M", 1)):       # tensor-core tiles with their tails launched
-        seen = set()
-        for c in out:
-            tail = {**c, "TAIL": "launch", "RB": 4, "Q_NORM": "row"}
-            key = tuple(sorted(tail.items()))
-            # BM 32 x BN 32 at 8 warps: the GEMM-only build spills on sm_120 (12 B at SPLIT 4, session 41); of the
-            # 16-row tiles only the default's (BN 64, 8 warps: the default's tile from 16 rows, session 42)
-            small_8w = (c["BM"], c["BN"], c["num_warps"]) == (32, 32, 8)
-            tile16 = (c["BM"], c["BN"], c["num_warps"]) == (16, 64, 8)
-            if (c["BM"] >= 32 or tile16) and not small_8w and key not in seen:
-                seen.add(key)
-                out.append(tail)
-    return out
+    tile = _front_tile_default(params)          # the in-kernel tails' default tile, with its other q tail
+    if _q_row_fits(tile["RB"], params.get("NQ", 1024), tile["num_warps"]):
+        out.append({**tile, "Q_NORM": "chunks" if tile["BM"] == 1 else "row"})
+    if _gemv_rows(params.get("M", 1)):
+        return out
+    tails, seen = [], set()                     # tensor-core tiles with their tails launched
+    for c in out:
+        tail = {**c, "TAIL": "launch", "RB": 4, "Q_NORM": "row"}
+        key = tuple(sorted(tail.items()))
+        # BM 32 x BN 32 at 8 warps: the GEMM-only build spills on sm_120 (12 B at SPLIT 4, session 41); of the
+        # 16-row tiles only the default's (BN 64, 8 warps: the default's tile from 16 rows, session 42)
+        small_8w = (c["BM"], c["BN"], c["num_warps"]) == (32, 32, 8)
+        tile16 = (c["BM"], c["BN"], c["num_warps"]) == (16, 64, 8)
+        if (c["BM"] >= 32 or tile16) and not small_8w and key not in seen:
+            seen.add(key)
+            tails.append(tail)
+    return out + tails
 
 
 # The q tail's row norm (config Q_NORM): "chunks" (rms_norm_rows, two passes of QB = 256-column chunk loads) or "row"
@@ -302,8 +303,14 @@ def attention_front_default(params: dict) -> dict:
     if m >= BIG_TILE_MIN_M:
         return {"BM": 64, "BN": 64, "SPLIT": KL._fit_split(4, max(1, k // 128)), "num_warps": 8, "num_stages": 4,
                 **tails}
-    base = _epilogue_default(m, params.get("NQ", 1024) + params.get("DH", 512), k)
+    base = _front_tile_default(params)
     return {**base, **tails} if m >= TAIL_LAUNCH_MIN_M else base
+
+
+def _front_tile_default(params: dict) -> dict:
+    """attention_front's default tile with in-kernel tails (the default below TAIL_LAUNCH_MIN_M rows)."""
+    return _epilogue_default(params.get("M", 1), params.get("NQ", 1024) + params.get("DH", 512),
+                             params.get("K", 4096))
 
 
 @register_impl("attention_front", "triton", backend="triton", configs=attention_front_configs,
@@ -431,8 +438,11 @@ ATTENTION_Q_PARTS = ("_fp8_quant_kernel", "_fp8_linear_v2_kernel", "_fp8_linear_
 
 
 def attention_q_configs(params: dict) -> list[dict]:
-    fused = _epilogue_default(params.get("M", 1), params.get("N", 4096), params.get("K", 1024))
-    return head_sum_configs(_epilogue_configs(params)) + [{**fused, "PATH": "split"}]
+    return head_sum_configs(_epilogue_configs(params)) + [{**_attention_q_fused_default(params), "PATH": "split"}]
+
+
+def _attention_q_fused_default(params: dict) -> dict:
+    return _epilogue_default(params.get("M", 1), params.get("N", 4096), params.get("K", 1024))
 
 
 def head_sum_configs(configs: list[dict]) -> list[dict]:
@@ -449,13 +459,25 @@ SPLIT_MIN_M, SPLIT_MAX_M = 2, 16
 
 
 def attention_q_default(params: dict) -> dict:
-    m = params.get("M", 1)
-    fused = _epilogue_default(m, params.get("N", 4096), params.get("K", 1024))
-    return {**fused, "PATH": "split"} if SPLIT_MIN_M <= m <= SPLIT_MAX_M else fused
+    fused = _attention_q_fused_default(params)
+    return {**fused, "PATH": "split"} if SPLIT_MIN_M <= params.get("M", 1) <= SPLIT_MAX_M else fused
+
+
+def refuse_fused_options(cfg: dict, op: str, split_runs: str) -> None:
+    """PATH "split" of a fused GEMM op (attention_q, indexer_q) runs separate kernels: the fused kernel's own options
+    (SPLIT_SUM, PREFETCH, XQ) set to anything but their plain value are refused, not ignored."""
+    for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next"), ("XQ", "launch")):
+        if cfg.get(opt, plain) != plain:
+            raise ValueError(f"{op}: config {opt} is the fused path's (PATH 'fused'); PATH 'split' runs {split_runs}")
+
+
+def _attention_q_simt(cfg: dict, params: dict | None = None) -> str | None:
+    """PATH "split" runs the parts (fp8_linear's GEMV at one token), else the fused kernel (its BM 1 GEMV)."""
+    return _parts_simt(cfg, params or {}) if cfg.get("PATH") == "split" else KL._gemv_simt(cfg, params)
 
 
 @register_impl("attention_q", "triton", backend="triton", configs=attention_q_configs,
-               default_config=attention_q_default, simt=lambda cfg, params=None: _attention_q_simt(cfg, params),
+               default_config=attention_q_default, simt=_attention_q_simt,
                kernels=lambda: [_attention_q_kernel, *_parts_kernels(*ATTENTION_Q_PARTS)()], options=frozenset({"XQ"}))
 def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config=None):
     dev = check_device(x, weight, weight_scale, positions, freqs)
@@ -480,10 +502,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
     if path not in ATTENTION_Q_PATHS:
         raise ValueError(f"attention_q: PATH={path!r} must be one of {', '.join(ATTENTION_Q_PATHS)}")
     if path == "split":     # the tile keys are the fused kernel's (a split entry carries the default's, unused)
-        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next"), ("XQ", "launch")):
-            if cfg.get(opt, plain) != plain:
-                raise ValueError(f"attention_q: config {opt} is the fused path's (PATH 'fused'); PATH 'split' runs "
-                                 "fp8_linear at its own config, then head_rms_norm_rope")
+        refuse_fused_options(cfg, "attention_q", "fp8_linear at its own config, then head_rms_norm_rope")
         return _attention_q_split(x, weight, weight_scale, head_dim, positions, freqs, eps)
     KL._check_cfg(cfg)
     if M == 0:
@@ -511,11 +530,6 @@ def _parts_kernels(*names):
     from kernelbench.kernels import kv, norm, quant, rope
     mods = (KL, kv, norm, quant, rope)
     return lambda: [next(getattr(m, n) for m in mods if hasattr(m, n)) for n in names]
-
-
-def _attention_q_simt(cfg: dict, params: dict | None) -> str | None:
-    """PATH "split" runs the parts (fp8_linear's GEMV at one token), else the fused kernel (its BM 1 GEMV)."""
-    return _parts_simt(cfg, params or {}) if cfg.get("PATH") == "split" else KL._gemv_simt(cfg, params)
 
 
 def _parts_simt(cfg: dict, params: dict) -> str | None:

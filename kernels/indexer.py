@@ -1185,7 +1185,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     one launch (two above PROLOGUE_QUANT_MAX_M rows: the activation quantization pre-pass). PATH "split": fp8_linear,
     then the epilogue kernel (_indexer_q_split, the triton_v1 code)."""
     from kernelbench.kernels import linear as KL
-    from kernelbench.kernels.front import _gemm_activation, _gemm_split
+    from kernelbench.kernels.front import _gemm_activation, _gemm_split, refuse_fused_options
     r, dev = _check_indexer_q(qr, weight, weight_scale, positions, freqs)
     check_dtype("qr", qr, torch.bfloat16)
     check_dtype("weight", weight, torch.float8_e4m3fn)
@@ -1203,10 +1203,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     if path not in INDEXER_Q_PATHS:
         raise ValueError(f"indexer_q: PATH={path!r} must be one of {', '.join(INDEXER_Q_PATHS)}")
     if path == "split":
-        for opt, plain in (("SPLIT_SUM", "tile"), ("PREFETCH", "next"), ("XQ", "launch")):
-            if cfg.get(opt, plain) != plain:
-                raise ValueError(f"indexer_q: config {opt} is the fused path's (PATH 'fused'); PATH 'split' runs "
-                                 "fp8_linear, then the epilogue launch")
+        refuse_fused_options(cfg, "indexer_q", "fp8_linear, then the epilogue launch")
         return _indexer_q_split(qr, weight, weight_scale, positions, freqs, r, dev, cfg.get("EPI_WARPS", 2),
                                 cfg.get("EPI", "row"))
     if DI % cfg["BN"]:
