@@ -5,7 +5,9 @@
 # 64-row default pinned with XQ "gemm" (an option, so not in verify's covering set), then judged in the 43-layer step
 # at C = 16 / 64 (30 interleaved pairs, A/A control first). In session 38's H100 attribution the launches it removes
 # took 4.6-5.5 us a layer (attention_front), 1.9 (attention_q) and 1.9-3.1 (indexer_q, 21 layers).
-#   run(command="KB_TOTAL_S=300 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session43b.sh", carry=[".whl"])
+# On an H200 (session 43) also issue 9's table beside the triton_kernels peer and the copy ceiling (carry .gpu_peers).
+#   run(command="KB_TOTAL_S=480 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session43b.sh",
+#       carry=[".whl", ".gpu_peers"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-300}
@@ -22,4 +24,9 @@ step step_xq 150 $KB decode-bench --device cuda --impl triton --graph on --layer
     --try 'indexer_q@T=64={"XQ": "gemm"}' \
     --try 'attention_front={"XQ": "gemm"};attention_q@M=64={"XQ": "gemm"};indexer_q@T=64={"XQ": "gemm"}' \
     --json "$W/step_xq.json"
+if grep -q "H200" "$W/environment.txt"; then
+    step copy 30 $KB calibrate --measure copy_gbps
+    step issue9 150 $KB bench moe_layer moe_experts --impl triton --impl triton_kernels --shapes flash-tp8 \
+        --max-time 0.3 --json "$W/issue9.json"
+fi
 finish
