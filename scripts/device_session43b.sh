@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # For the next card (written in session 42): config XQ "gemm" of the fused GEMMs (attention_front, attention_q,
 # indexer_q): x quantized in the GEMM's K loop above one row instead of an act_quant launch first (the same codes;
-# bit-equal in the interpreter, tests/test_front.py and tests/test_indexer.py). Verified on the GPU with each op's
+# bit-equal in the interpreter, tests/test_front.py and tests/test_indexer.py; on the GPU at the flash shapes' 16 / 64
+# tokens, tests/test_front.py's gpu test, session 43). Verified on the GPU with each op's
 # 64-row default pinned with XQ "gemm" (an option, so not in verify's covering set), then judged in the 43-layer step
 # at C = 16 / 64 (30 interleaved pairs, A/A control first). In session 38's H100 attribution the launches it removes
 # took 4.6-5.5 us a layer (attention_front), 1.9 (attention_q) and 1.9-3.1 (indexer_q, 21 layers).
@@ -19,6 +20,7 @@ IQ='{"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 8, "num_stages": 3, "RB": 16, 
 step verify_front 35 env KERNELBENCH_PIN_CONFIG="attention_front=$FRONT" $KB verify attention_front $V --where M=16,64
 step verify_q 35 env KERNELBENCH_PIN_CONFIG="attention_q=$Q" $KB verify attention_q $V --where M=16,64
 step verify_iq 35 env KERNELBENCH_PIN_CONFIG="indexer_q=$IQ" $KB verify indexer_q $V --where T=16,64 --where Hi=64
+step xq_bits 60 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_front.py -k xq_gemm
 step step_xq 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
     --try 'attention_front={"XQ": "gemm"}' --try 'attention_q@M=64={"XQ": "gemm"}' \
     --try 'indexer_q@T=64={"XQ": "gemm"}' \

@@ -200,6 +200,29 @@ def test_fused_gemms_quantize_x_in_the_gemm_with_config_xq(m, tile):
         attn_q(**q_in, config={**q_cfg, "PATH": "split", "XQ": "gemm"})
 
 
+@pytest.mark.gpu
+def test_gpu_config_xq_gemm_equals_the_act_quant_launch_at_flash_shapes():
+    """On the GPU at the Flash TP8 rank's 16 and 64 tokens: XQ "gemm" on each fused GEMM's default tile
+    (attention_front's shipped default, attention_q's and indexer_q's fused defaults) gives the act_quant launch's
+    outputs bit for bit (the same codes; the split-K sum in a fixed order), the window cache included."""
+    from kernelbench.kernels import front as KF
+    from kernelbench.kernels import indexer as KI
+    defaults = {"attention_front": KF.attention_front_default, "attention_q": KF._attention_q_fused_default,
+                "indexer_q": KI._fused_default}
+    for op, default in defaults.items():
+        spec, fn = registry.get_op(op), registry.get_impl(op, "triton").fn
+        rows = "T" if op == "indexer_q" else "M"
+        cases = [c for c in spec.shape_cases("flash-tp8") if c[rows] in (16, 64) and c.get("Hi", 64) == 64]
+        assert {c[rows] for c in cases} == {16, 64}, op
+        for case in cases:
+            cfg = default(case)
+            a, b = (spec.make_inputs(case, torch.Generator().manual_seed(7), "cuda", "normal") for _ in range(2))
+            want, got = fn(**a, config=cfg), fn(**b, config={**cfg, "XQ": "gemm"})
+            want, got = (w if isinstance(w, tuple) else (w,) for w in (want, got))
+            assert all(torch.equal(x, y) for x, y in zip(got, want)), (op, case)
+            assert all(torch.equal(b[k], a[k]) for k in a if isinstance(a[k], torch.Tensor)), (op, case)
+
+
 def test_attention_front_bad_inputs():
     fused = registry.get_impl("attention_front", "triton").fn
     a = _inputs(2)
