@@ -9,6 +9,7 @@
 # On an H200 (session 43) also issue 9's table beside the triton_kernels peer and the copy ceiling (carry .gpu_peers).
 #   run(command="KB_TOTAL_S=480 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session43b.sh",
 #       carry=[".whl", ".gpu_peers"])
+# A short call (KB_XQ_EACH=0): the three together only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-300}
@@ -18,11 +19,14 @@ FRONT='{"BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4, "RB": 4
 Q='{"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 8, "num_stages": 3, "RB": 16, "XQ": "gemm"}'
 IQ='{"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 8, "num_stages": 3, "RB": 16, "PATH": "fused", "EPI_WARPS": 2, "XQ": "gemm"}'
 step xq_bits 60 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_front.py -k xq_gemm
+ALL='attention_front={"XQ": "gemm"};attention_q@M=64={"XQ": "gemm"};indexer_q@T=64={"XQ": "gemm"}'
+TRIES=(--try "$ALL")    # KB_XQ_EACH=1: each op's alone too (a longer call)
+if [ "${KB_XQ_EACH:-1}" = 1 ]; then
+    TRIES=(--try 'attention_front={"XQ": "gemm"}' --try 'attention_q@M=64={"XQ": "gemm"}'
+           --try 'indexer_q@T=64={"XQ": "gemm"}' --try "$ALL")
+fi
 step step_xq 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
-    --try 'attention_front={"XQ": "gemm"}' --try 'attention_q@M=64={"XQ": "gemm"}' \
-    --try 'indexer_q@T=64={"XQ": "gemm"}' \
-    --try 'attention_front={"XQ": "gemm"};attention_q@M=64={"XQ": "gemm"};indexer_q@T=64={"XQ": "gemm"}' \
-    --json "$W/step_xq.json"
+    "${TRIES[@]}" --json "$W/step_xq.json"
 if grep -q "H200" "$W/environment.txt"; then
     step copy 30 $KB calibrate --measure copy_gbps
     step issue9 150 $KB bench moe_layer moe_experts --impl triton --impl triton_kernels --shapes flash-tp8 \
