@@ -237,6 +237,8 @@ def attention_front_configs(params: dict) -> list[dict]:
         if (c["BM"] >= 32 or tile16) and not small_8w and key not in seen:
             seen.add(key)
             tails.append(tail)
+            if tile16:                          # the default from 16 rows quantizes x in the GEMM (XQ_GEMM_MAX_M)
+                tails.append({**tail, "XQ": "gemm"})
     return out + tails
 
 
@@ -293,8 +295,14 @@ def _epilogue_default(m: int, n: int, k: int) -> dict:
 # - 16 tokens, the BM 16 tile (SPLIT 8) with its tails launched: 0.050 ms faster (+0.043 .. +0.055; call 10); alone
 #   14.99 -> 13.31 us. BM 32 / 64 tiles there were within noise.
 # Rows 17-63 (the BM 16 tile, tails launched) are not measured; below 16 rows the in-kernel tails stay.
+# Below XQ_GEMM_MAX_M rows that 16-row tile quantizes x in its K loop (config XQ "gemm", no act_quant launch). H100,
+# session 43 (data/h100-2026-12-06-session43/call1, scripts/device_session43b.sh): the step at C = 16 0.044 ms faster
+# (30 pairs, 95% interval +0.031 .. +0.053; A/A control +0.000 .. +0.010), bit-equal to the act_quant launch on the
+# GPU at 16 and 64 tokens. At 64 tokens XQ "gemm" on all three fused GEMMs (with attention_q's and indexer_q's) made
+# the step 0.549 ms slower: each N tile quantizes the whole x again, so the launch stays from 64 rows.
 TAIL_LAUNCH_MIN_M = 16
 BIG_TILE_MIN_M = 64
+XQ_GEMM_MAX_M = BIG_TILE_MIN_M
 
 
 def attention_front_default(params: dict) -> dict:
@@ -304,7 +312,9 @@ def attention_front_default(params: dict) -> dict:
         return {"BM": 64, "BN": 64, "SPLIT": KL._fit_split(4, max(1, k // 128)), "num_warps": 8, "num_stages": 4,
                 **tails}
     base = _front_tile_default(params)
-    return {**base, **tails} if m >= TAIL_LAUNCH_MIN_M else base
+    if m < TAIL_LAUNCH_MIN_M:
+        return base
+    return {**base, **tails, **({"XQ": "gemm"} if m < XQ_GEMM_MAX_M else {})}
 
 
 def _front_tile_default(params: dict) -> dict:

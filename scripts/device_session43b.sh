@@ -16,7 +16,7 @@ TOTAL=${KB_TOTAL_S:-300}
 source scripts/device_lib.sh || exit 1
 V="--impl triton --device cuda --shapes flash-tp8 --examples 1 --time-budget 3"
 FRONT='{"BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4, "RB": 4, "Q_NORM": "row", "TAIL": "launch", "XQ": "gemm"}'
-Q='{"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 8, "num_stages": 3, "RB": 16, "XQ": "gemm"}'
+Q='{"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 8, "num_stages": 3, "RB": 16, "PATH": "fused", "XQ": "gemm"}'  # PATH: call 1 lacked it (M = 16's default is "split")
 IQ='{"BM": 16, "BN": 64, "SPLIT": 1, "num_warps": 8, "num_stages": 3, "RB": 16, "PATH": "fused", "EPI_WARPS": 2, "XQ": "gemm"}'
 step xq_bits 60 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_front.py -k xq_gemm
 ALL='attention_front={"XQ": "gemm"};attention_q@M=64={"XQ": "gemm"};indexer_q@T=64={"XQ": "gemm"}'

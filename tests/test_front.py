@@ -158,7 +158,9 @@ def test_attention_front_default_launches_its_tails_from_16_rows():
     assert KF.attention_front_default({**key, "M": KF.BIG_TILE_MIN_M}) == {
         "BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4, **tails}
     assert KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M}) == {
-        "BM": 16, "BN": 64, "SPLIT": 8, "num_warps": 8, "num_stages": 3, **tails}
+        "BM": 16, "BN": 64, "SPLIT": 8, "num_warps": 8, "num_stages": 3, **tails, "XQ": "gemm"}
+    assert "XQ" not in KF.attention_front_default({**key, "M": KF.XQ_GEMM_MAX_M})   # session 43: x quantized in the
+    # 16-row tile's K loop below 64 rows, an act_quant launch from there
     below = KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M - 1})
     assert below["BM"] == 16 and "TAIL" not in below
     for m in (2, 16, 17, 64):
@@ -166,7 +168,9 @@ def test_attention_front_default_launches_its_tails_from_16_rows():
     for m in (KF.TAIL_LAUNCH_MIN_M, KF.BIG_TILE_MIN_M):
         with capture() as launches:
             registry.get_impl("attention_front", "triton").fn(**_inputs(m))
-        assert [l.name.split(":")[1] for l in launches][-2:] == ["_attention_front_kernel", "_attention_front_tail"]
+        names = [l.name.split(":")[1] for l in launches]
+        assert names[-2:] == ["_attention_front_kernel", "_attention_front_tail"]
+        assert ("_fp8_quant_kernel" in names) == (m >= KF.XQ_GEMM_MAX_M), names
         verify("attention_front", {**SMALL, "M": m, "ragged": True}, "normal", 5, "contiguous")
 
 
