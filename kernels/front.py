@@ -38,9 +38,10 @@ from kernelbench.tuned_configs import lookup
 # Config XQ of the fused GEMMs (attention_front, attention_q, indexer_q): where x is quantized above
 # PROLOGUE_QUANT_MAX_M rows. "launch" (the default): one act_quant launch first, as fp8_linear's v1 path; "gemm": in
 # the GEMM's K loop by every program that reads it (the same codes: act_quant_e4m3, as at one token and in the GEMV),
-# one launch fewer, each x group quantized once per N tile. An option (registry `options`): not in the spaces, set
-# by `--try` or a config. Session 42's what-if (the step with the quantization launches skipped) was confounded by the
-# MoE routing; XQ "gemm" measures the launch's worth with the right codes.
+# one launch fewer, each x group quantized once per N tile. attention_front's default from 16 to 63 rows (its 16-row
+# tail tile, in its space); elsewhere an option (registry `options`), set by `--try` or a config. Session 42's
+# what-if (the step with the quantization launches skipped) was confounded by the MoE routing; XQ "gemm" measured the
+# launch's worth with the right codes in session 43 (attention_front_default).
 XQ_MODES = ("launch", "gemm")
 
 
@@ -237,7 +238,7 @@ def attention_front_configs(params: dict) -> list[dict]:
         if (c["BM"] >= 32 or tile16) and not small_8w and key not in seen:
             seen.add(key)
             tails.append(tail)
-            if tile16:                          # the default from 16 rows quantizes x in the GEMM (XQ_GEMM_MAX_M)
+            if tile16:                          # the default from 16 to 63 rows quantizes x in the GEMM
                 tails.append({**tail, "XQ": "gemm"})
     return out + tails
 
@@ -295,14 +296,13 @@ def _epilogue_default(m: int, n: int, k: int) -> dict:
 # - 16 tokens, the BM 16 tile (SPLIT 8) with its tails launched: 0.050 ms faster (+0.043 .. +0.055; call 10); alone
 #   14.99 -> 13.31 us. BM 32 / 64 tiles there were within noise.
 # Rows 17-63 (the BM 16 tile, tails launched) are not measured; below 16 rows the in-kernel tails stay.
-# Below XQ_GEMM_MAX_M rows that 16-row tile quantizes x in its K loop (config XQ "gemm", no act_quant launch). H100,
+# Below BIG_TILE_MIN_M rows that 16-row tile quantizes x in its K loop (config XQ "gemm", no act_quant launch). H100,
 # session 43 (data/h100-2026-12-06-session43/call1, scripts/device_session43b.sh): the step at C = 16 0.044 ms faster
 # (30 pairs, 95% interval +0.031 .. +0.053; A/A control +0.000 .. +0.010), bit-equal to the act_quant launch on the
 # GPU at 16 and 64 tokens. At 64 tokens XQ "gemm" on all three fused GEMMs (with attention_q's and indexer_q's) made
 # the step 0.549 ms slower: each N tile quantizes the whole x again, so the launch stays from 64 rows.
 TAIL_LAUNCH_MIN_M = 16
 BIG_TILE_MIN_M = 64
-XQ_GEMM_MAX_M = BIG_TILE_MIN_M
 
 
 def attention_front_default(params: dict) -> dict:
@@ -312,9 +312,7 @@ def attention_front_default(params: dict) -> dict:
         return {"BM": 64, "BN": 64, "SPLIT": KL._fit_split(4, max(1, k // 128)), "num_warps": 8, "num_stages": 4,
                 **tails}
     base = _front_tile_default(params)
-    if m < TAIL_LAUNCH_MIN_M:
-        return base
-    return {**base, **tails, **({"XQ": "gemm"} if m < XQ_GEMM_MAX_M else {})}
+    return {**base, **tails, "XQ": "gemm"} if m >= TAIL_LAUNCH_MIN_M else base
 
 
 def _front_tile_default(params: dict) -> dict:

@@ -159,7 +159,7 @@ def test_attention_front_default_launches_its_tails_from_16_rows():
         "BM": 64, "BN": 64, "SPLIT": 4, "num_warps": 8, "num_stages": 4, **tails}
     assert KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M}) == {
         "BM": 16, "BN": 64, "SPLIT": 8, "num_warps": 8, "num_stages": 3, **tails, "XQ": "gemm"}
-    assert "XQ" not in KF.attention_front_default({**key, "M": KF.XQ_GEMM_MAX_M})   # session 43: x quantized in the
+    assert "XQ" not in KF.attention_front_default({**key, "M": KF.BIG_TILE_MIN_M})   # session 43: x quantized in the
     # 16-row tile's K loop below 64 rows, an act_quant launch from there
     below = KF.attention_front_default({**key, "M": KF.TAIL_LAUNCH_MIN_M - 1})
     assert below["BM"] == 16 and "TAIL" not in below
@@ -170,7 +170,7 @@ def test_attention_front_default_launches_its_tails_from_16_rows():
             registry.get_impl("attention_front", "triton").fn(**_inputs(m))
         names = [l.name.split(":")[1] for l in launches]
         assert names[-2:] == ["_attention_front_kernel", "_attention_front_tail"]
-        assert ("_fp8_quant_kernel" in names) == (m >= KF.XQ_GEMM_MAX_M), names
+        assert ("_fp8_quant_kernel" in names) == (m >= KF.BIG_TILE_MIN_M), names
         verify("attention_front", {**SMALL, "M": m, "ragged": True}, "normal", 5, "contiguous")
 
 
@@ -219,7 +219,7 @@ def test_gpu_config_xq_gemm_equals_the_act_quant_launch_at_flash_shapes():
         cases = [c for c in spec.shape_cases("flash-tp8") if c[rows] in (16, 64) and c.get("Hi", 64) == 64]
         assert {c[rows] for c in cases} == {16, 64}, op
         for case in cases:
-            cfg = default(case)
+            cfg = {**default(case), "XQ": "launch"}     # the act_quant launch, even where the default says "gemm"
             a, b = (spec.make_inputs(case, torch.Generator().manual_seed(7), "cuda", "normal") for _ in range(2))
             want, got = fn(**a, config=cfg), fn(**b, config={**cfg, "XQ": "gemm"})
             want, got = (w if isinstance(w, tuple) else (w,) for w in (want, got))
