@@ -414,7 +414,7 @@ def _mix4(hrow, d, dmask, D, p0, p1, p2, p3, INTERP: tl.constexpr):
 def _token_tail(t, h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr, nw_ptr, D, S,
                 eps, norm_eps, rms_eps, ROWS: tl.constexpr, NPAD: tl.constexpr, ITERS: tl.constexpr,
                 HEAD: tl.constexpr, NORM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_FIN: tl.constexpr,
-                ONE_PASS: tl.constexpr, INTERP: tl.constexpr, FAST: tl.constexpr = False):
+                ONE_PASS: tl.constexpr, INTERP: tl.constexpr):
     """Everything of one token after the projection: sum its S partials (ws (T, S, NPAD): rows 0..ROWS-1 of m,
     column ROWS the sum of squares) in split order (deterministic), the sigmoid split, Sinkhorn (post and comb
     stored), x' = sum_i pre_i h_i over the whole row and, with NORM, x = w * x' * rsqrt(mean(x'^2) + rms_eps)
@@ -462,8 +462,8 @@ def _token_tail(t, h_ptr, ws_ptr, base_ptr, scale_ptr, x_ptr, post_ptr, comb_ptr
                 xr = tl.load(xrow + d, mask=d < D, other=0.0).to(tl.float32)
                 w = tl.load(nw_ptr + d, mask=d < D, other=0.0).to(tl.float32)
                 tl.store(xrow + d, to_bf16(w * (xr * rr), INTERP), mask=d < D)
-    if not HEAD:   # FAST: `_mhc_fin4`'s Sinkhorn (one approximate reciprocal a row or column step)
-        _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS, FAST, INTERP)
+    if not HEAD:
+        _sinkhorn_store(acc, rows, rn, base_ptr, scale_ptr, post_ptr, comb_ptr, t, eps, ITERS)
 
 
 @triton.jit
@@ -553,27 +553,15 @@ def _mhc_proj1(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_pt
     acc = tl.where(rows[None, :] == ROWS, sq[:, None], acc)     # column ROWS (padding) carries the sum of squares
     tl.store(ws_ptr + (ts[:, None].to(tl.int64) * S + s) * NPAD + rows[None, :], acc, mask=tmask[:, None])
     if ONE:
-        _last_runs_tail(tb, cnt_ptr, hout_ptr if FUSE_POST else h_ptr, ws_ptr, base_ptr, scale_ptr, xo_ptr,
-                        posto_ptr, combo_ptr, nw_ptr, T, D, S, eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD,
-                        NORM, BLOCK_T, BLOCK_S, BLOCK_FIN, ONE_PASS, False, INTERP)
-
-
-@triton.jit
-def _last_runs_tail(tb, cnt_ptr, h_ptr, ws_ptr, base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr, T, D, S,
-                    eps, norm_eps, rms_eps, ROWS: tl.constexpr, NPAD: tl.constexpr, ITERS: tl.constexpr,
-                    HEAD: tl.constexpr, NORM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr,
-                    BLOCK_FIN: tl.constexpr, ONE_PASS: tl.constexpr, FAST: tl.constexpr, INTERP: tl.constexpr):
-    """One launch: after a projection program stored its partials (and h'), it takes a ticket of its token block;
-    the last to arrive (every partial of the block is then visible: acq_rel) runs `_token_tail` for the block's
-    tokens and sets the counter back to zero for the next launch."""
-    tl.debug_barrier()   # every thread's partial (and h') is stored before the release
-    ticket = tl.atomic_add(cnt_ptr + tb, 1, sem="acq_rel", scope="gpu")
-    if ticket == S - 1:
-        for t in range(tb * BLOCK_T, tl.minimum(T, tb * BLOCK_T + BLOCK_T)):
-            _token_tail(t, h_ptr, ws_ptr, base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr, D, S,
-                        eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD, NORM, BLOCK_S, BLOCK_FIN, ONE_PASS,
-                        INTERP, FAST)
-        tl.atomic_xchg(cnt_ptr + tb, 0, sem="relaxed", scope="gpu")   # zero for the next launch
+        tl.debug_barrier()   # every thread's partial (and h') is stored before the release
+        ticket = tl.atomic_add(cnt_ptr + tb, 1, sem="acq_rel", scope="gpu")
+        if ticket == S - 1:
+            hsrc = hout_ptr if FUSE_POST else h_ptr
+            for t in range(tb * BLOCK_T, tl.minimum(T, tb * BLOCK_T + BLOCK_T)):
+                _token_tail(t, hsrc, ws_ptr, base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr, D, S,
+                            eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD, NORM, BLOCK_S, BLOCK_FIN, ONE_PASS,
+                            INTERP)
+            tl.atomic_xchg(cnt_ptr + tb, 0, sem="relaxed", scope="gpu")   # zero for the next launch
 
 
 @triton.jit
@@ -626,26 +614,17 @@ def _mma3(acc, hb, f, DOT_UPCAST: tl.constexpr):
 def _mhc_proj4(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_ptr,
                # h, hout (T, 4, D) bf16; x, xa (T, D) (_sublayer_x); post (T, 4), comb (T, 4, 4), fn (ROWS, 4D) fp32;
                # ws (T, S, NPAD) fp32 partials: m (ROWS columns), sum of squares (column ROWS)
-               cnt_ptr, base_ptr, scale_ptr, xo_ptr, posto_ptr, combo_ptr, nw_ptr,
-               # ONE only: cnt (>= T / BLOCK_T) int32 zeros (`token_counters`); base, scale, nw and the outputs
-               # xo (T, D), posto (T, 4), combo (T, 4, 4) as `_mhc_fin4`'s
-               T, D, S, eps, norm_eps, rms_eps,
+               T, D, S,
                ROWS: tl.constexpr, NPAD: tl.constexpr, FUSE_POST: tl.constexpr, BLOCK_T: tl.constexpr,
                BLOCK_D: tl.constexpr, SIMT: tl.constexpr, RELOAD: tl.constexpr, DOT_UPCAST: tl.constexpr,
                INTERP: tl.constexpr, X_ROUND: tl.constexpr = False, X_ADD: tl.constexpr = False,
-               PDL: tl.constexpr = False, ONE: tl.constexpr = False, ITERS: tl.constexpr = 1,
-               HEAD: tl.constexpr = False, NORM: tl.constexpr = False, BLOCK_S: tl.constexpr = 1,
-               BLOCK_FIN: tl.constexpr = 1, ONE_PASS: tl.constexpr = True):
+               PDL: tl.constexpr = False):
     """Grid (ceil(T / BLOCK_T), S = ceil(D / BLOCK_D)): BLOCK_D columns of all four streams. Every load (the four
     fn tiles, x and h) is issued before any use, so a program is one memory round trip; with FUSE_POST h' is
     formed and stored first. The projection is fp32 FMAs in a [BLOCK_T, NPAD, BLOCK_D] product (SIMT) or three
-    bf16 MMAs per stream; the partial sum of squares goes to column ROWS beside the partial m.
-    ONE (config ONE, one launch instead of `_mhc_fin4`'s second): the token block's last program to arrive (a
-    ticket, acq_rel) runs `_token_tail` (x, its norm, post and comb) for each of its tokens, then re-arms the
-    ticket (`_mhc_proj1`'s ONE on this kernel's projection)."""
-    tb = tl.program_id(0)
+    bf16 MMAs per stream; the partial sum of squares goes to column ROWS beside the partial m."""
     s = tl.program_id(1)
-    ts, tmask, rows, tok, tm, col, frow, m2, hrow, fmask = _proj_tiles(tb, s, T, D, ROWS, BLOCK_T,
+    ts, tmask, rows, tok, tm, col, frow, m2, hrow, fmask = _proj_tiles(tl.program_id(0), s, T, D, ROWS, BLOCK_T,
                                                                        BLOCK_D, NPAD, SIMT)
     fp = fn_ptr + frow * (_HC * D) + col
     f0 = tl.load(fp, mask=fmask, other=0.0)
@@ -693,10 +672,6 @@ def _mhc_proj4(h_ptr, x_ptr, xa_ptr, post_ptr, comb_ptr, hout_ptr, fn_ptr, ws_pt
     sq = _colsum(g0 * g0 + g1 * g1 + g2 * g2 + g3 * g3, SIMT)
     acc = tl.where(rows[None, :] == ROWS, sq[:, None], acc)     # column ROWS (padding) carries the sum of squares
     tl.store(ws_ptr + (ts[:, None].to(tl.int64) * S + s) * NPAD + rows[None, :], acc, mask=tmask[:, None])
-    if ONE:
-        _last_runs_tail(tb, cnt_ptr, hout_ptr if FUSE_POST else h_ptr, ws_ptr, base_ptr, scale_ptr, xo_ptr,
-                        posto_ptr, combo_ptr, nw_ptr, T, D, S, eps, norm_eps, rms_eps, ROWS, NPAD, ITERS, HEAD,
-                        NORM, BLOCK_T, BLOCK_S, BLOCK_FIN, ONE_PASS, True, INTERP)
 
 
 @triton.jit
@@ -992,11 +967,6 @@ def mhc4_configs(params: dict, mix_space=None) -> list[dict]:
     mixes = ((256, 2, 4), (512, 4, 8), (1024, 4, 16), (2048, 8, 8))
     own = [{"PAIR": "proj4", "BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": simt, "RELOAD": not simt,
             "BLOCK_MIX": mx, "mix_warps": mw, "norm_warps": nw} for bt, bd, w, simt in tiles for mx, mw, nw in mixes]
-    # ONE: no `_mhc_fin4` launch; the token block's last projection program runs its tails (in series: small
-    # token blocks only; the mix keys are unused)
-    one = [{"PAIR": "proj4", "BLOCK_T": bt, "BLOCK_D": bd, "num_warps": w, "SIMT": True, "RELOAD": False, "ONE": True,
-            "BLOCK_MIX": 512, "mix_warps": 4, "norm_warps": 4} for bt, bd, w in ((1, 32, 4), (1, 16, 4), (2, 32, 4))]
-    own += one
     return own + ([{**c, "PAIR": "mix"} for c in mix_space(params)] if mix_space else [])
 
 
@@ -1040,8 +1010,7 @@ def _config4(op: str, t: int, d: int, config: dict | None, mix_default) -> tuple
 
 
 def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse=None, norm=None, head=False):
-    """Launch `_mhc_proj4` and `_mhc_fin4` (config ONE: `_mhc_proj4` alone, its last programs run the tails);
-    returns (h' or None, x, post, comb)."""
+    """Launch `_mhc_proj4` and `_mhc_fin4`; returns (h' or None, x, post, comb)."""
     t, _, d = h.shape
     cfg = config or lookup(op, {"T": t, "D": d}, mhc4_default({"T": t, "D": d}))
     if cfg.get("PAIR", "proj4") != "proj4":
@@ -1057,26 +1026,18 @@ def _run4(op, h, fn, base, scale, rows, npad, iters, eps, norm_eps, config, fuse
     args, xk = _post_args(fuse, h)
     nw, rms_eps = (norm[0].contiguous(), float(norm[1])) if norm is not None else (base, 0.0)
     fn, base, scale = fn.contiguous(), base.contiguous(), scale.contiguous()
-    nt, one = triton.cdiv(t, bt), bool(cfg.get("ONE", False))
-    block_s = cfg.get("BLOCK_S") or min(triton.next_power_of_2(s), 128)   # partials summed BLOCK_S at a time
-    tail = {}
-    if one:   # the token block's last projection program runs the tail: <= 32 columns of each stream per thread
-        fin = cfg.get("BLOCK_FIN") or min(triton.next_power_of_2(d), 1024 * cfg["num_warps"])
-        tail = dict(ONE=True, ITERS=int(iters), HEAD=head, NORM=norm is not None, BLOCK_S=block_s, BLOCK_FIN=fin,
-                    ONE_PASS=fin >= d)
-    cnt = token_counters(h.device, nt) if one else ws
-    _mhc_proj4[(nt, s)](h, *args, hout, fn, ws, cnt, base, scale, x, post, comb, nw, t, d, s, eps, norm_eps, rms_eps,
-                        ROWS=rows, NPAD=npad, FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd,
-                        SIMT=bool(cfg["SIMT"]), RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET,
-                        INTERP=INTERPRET, num_warps=cfg["num_warps"], **tail, **xk, **pdl_args(h.device, t))
-    if one:
-        return (hout if fuse is not None else None), x, post, comb
+    _mhc_proj4[(triton.cdiv(t, bt), s)](h, *args, hout, fn, ws, t, d, s, ROWS=rows, NPAD=npad,
+                                        FUSE_POST=fuse is not None, BLOCK_T=bt, BLOCK_D=bd, SIMT=bool(cfg["SIMT"]),
+                                        RELOAD=bool(cfg.get("RELOAD", False)), DOT_UPCAST=INTERPRET, INTERP=INTERPRET,
+                                        num_warps=cfg["num_warps"], **xk, **pdl_args(h.device, t))
     # the norm needs the whole row's sum of squares: one x program per token holds the row (norm_warps warps)
     mix = triton.next_power_of_2(d) if norm is not None else cfg["BLOCK_MIX"]
     nb = triton.cdiv(d, mix)
     _mhc_fin4[(t, nb if head else nb + 1)](
         hout, ws, base, scale, x, post, comb, nw, d, s, eps, norm_eps, rms_eps, ROWS=rows, NPAD=npad,
-        ITERS=int(iters), HEAD=head, NORM=norm is not None, BLOCK_S=block_s, BLOCK_MIX=mix, INTERP=INTERPRET, num_warps=cfg["norm_warps"] if norm is not None else cfg["mix_warps"],
+        ITERS=int(iters), HEAD=head, NORM=norm is not None,
+        BLOCK_S=cfg.get("BLOCK_S") or min(triton.next_power_of_2(s), 128),   # partials summed BLOCK_S at a time
+        BLOCK_MIX=mix, INTERP=INTERPRET, num_warps=cfg["norm_warps"] if norm is not None else cfg["mix_warps"],
         **pdl_args(h.device, t))
     return (hout if fuse is not None else None), x, post, comb
 
