@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 44 (ran as call 1 at 88cbe77; config ONE was measured slower and removed after it, so the ONE rows reproduce
-# only at that commit: at later commits _run4 ignores the key and the trial runs the default).
+# only at that commit: at later commits ONE is no config key and --try / the pin refuse it as unknown).
 # mhc_post_pre_norm's config ONE at one token (no `_mhc_fin4` launch: the last of the 128 projection
 # programs runs the tail; two launches a layer fewer at C = 1), then session 44a's checks. In order of value:
 #   1. GPU test (tests/test_mhc.py): ONE against the two launches at the Flash TP8 token, graph replay, tickets;
