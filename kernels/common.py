@@ -81,9 +81,12 @@ _BESIDE_STREAMS: dict = {}
 #                                                            expert, fills the SMs the two chains leave)
 # The priorities act where the step runs on a "main" stream: decode-bench captures its step on one; an eager caller
 # on the default stream (priority 0) runs below a raised side lane.
+# "kv" (session 44): the KV compressor's own lane (kernelbench/decoder/lanes.py KV_LANE), a "lane" until then and
+# raised with it by default, so that it can be lowered alone: at C = 1 on the H100 attention_front took 16.2 us beside
+# the KV compressor's step and 8.9 us with nothing beside it (data/h100-2026-12-06-session44, calls 3 and 6).
 PRIORITY_ENV = "KERNELBENCH_STREAM_PRIORITY"
-STREAM_KINDS = ("main", "lane", "op")
-PRIORITY_DEFAULT = "main,lane"
+STREAM_KINDS = ("main", "lane", "op", "kv")
+PRIORITY_DEFAULT = "main,lane,kv"
 
 
 def high_priority_kinds() -> frozenset:

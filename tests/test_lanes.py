@@ -277,8 +277,9 @@ def test_gpu_side_stream_changes_no_bit(c):
     # at C = 1 the finishing epilogue's order differs)
 
 
-@pytest.mark.parametrize("text, kinds", [(None, {"main", "lane"}), ("off", set()), ("main", {"main"}),
-                                         (" main , op ", {"main", "op"}), ("main,lane,op", {"main", "lane", "op"})])
+@pytest.mark.parametrize("text, kinds", [(None, {"main", "lane", "kv"}), ("off", set()), ("main", {"main"}),
+                                         (" main , op ", {"main", "op"}), ("main,lane,op", {"main", "lane", "op"}),
+                                         ("main,lane", {"main", "lane"})])
 def test_stream_priority_kinds_from_the_environment(monkeypatch, text, kinds):
     if text is None:
         monkeypatch.delenv(KC.PRIORITY_ENV, raising=False)

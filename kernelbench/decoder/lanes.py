@@ -97,7 +97,7 @@ class Lanes:
         self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)   # side work runs beside
         max_t = kv_lane_from_env() if kv_lane is None else (KV_LANE_ALWAYS if kv_lane is True else int(kv_lane))
         self.kv_lane_max_t = max(0, max_t) if "attention" in self.sites else 0
-        self._streams: dict = {}       # lane -> its stream (made at the first side block, kind "lane")
+        self._streams: dict = {}       # lane -> its stream (made at the first side block, kind "lane" or "kv")
         self._queued: dict = {}        # lane -> the side work queued since the last join (kernels/common.py Beside)
 
     def on(self, site: str, tokens: int | None = None) -> bool:
@@ -115,8 +115,8 @@ class Lanes:
         return ",".join(s for s in SITES if s in self.sites) or "none"
 
     def _side_stream(self, lane_no: int = SIDE_LANE):
-        if lane_no not in self._streams:
-            self._streams[lane_no] = new_stream(self.device, "lane")
+        if lane_no not in self._streams:   # stream kind "kv" for the KV lane (its priority set apart), else "lane"
+            self._streams[lane_no] = new_stream(self.device, "kv" if lane_no == KV_LANE else "lane")
         return self._streams[lane_no]
 
     @contextlib.contextmanager
