@@ -2,7 +2,8 @@
 # Session 44 (ran as call 1 at 88cbe77; config ONE was measured slower and removed after it, so the ONE rows reproduce
 # only at that commit: at later commits ONE is no config key and --try / the pin refuse it as unknown).
 # mhc_post_pre_norm's config ONE at one token (no `_mhc_fin4` launch: the last of the 128 projection
-# programs runs the tail; two launches a layer fewer at C = 1), then session 44a's checks. In order of value:
+# programs runs the tail; two launches a layer fewer at C = 1), then the checks left from session 43. In order of
+# value:
 #   1. GPU test (tests/test_mhc.py): ONE against the two launches at the Flash TP8 token, graph replay, tickets;
 #   2. the op at T = 1 (graph replay, same inputs): the default, ONE, ONE on 16-column programs (256 of them);
 #   3. the 43-layer step at C = 1 (30 interleaved pairs, A/A control first) with each;
