@@ -288,6 +288,18 @@ def test_stream_priority_kinds_from_the_environment(monkeypatch, text, kinds):
     assert KC.high_priority_kinds() == kinds
 
 
+def test_the_kv_lane_stream_is_of_kind_kv_and_the_side_lane_of_kind_lane(monkeypatch):
+    # the KV compressor's lane takes the priority KERNELBENCH_STREAM_PRIORITY gives "kv" (set apart in session 44),
+    # every other side lane the priority of "lane"; one stream per lane, made once
+    from kernelbench.decoder import lanes as L
+    made = []
+    monkeypatch.setattr(L, "new_stream", lambda device, kind: made.append(kind) or object())
+    lanes = Lanes("cpu")
+    kv, side = lanes._side_stream(KV_LANE), lanes._side_stream(SIDE_LANE)
+    assert kv is not side and lanes._side_stream(KV_LANE) is kv
+    assert made == ["kv", "lane"]
+
+
 def test_stream_priority_names_what_is_unknown(monkeypatch):
     monkeypatch.setenv(KC.PRIORITY_ENV, "main,attention")
     with pytest.raises(ValueError, match="attention"):
