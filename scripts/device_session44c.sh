@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Session 44: the KV compressor's lane at the default stream priority (stream kind "kv" lowered alone:
-# KERNELBENCH_STREAM_PRIORITY=main,lane) against the default (main,lane,kv: raised with the other lanes, as before).
-# At C = 1 on the H100 attention_front took 16.2 us beside the KV compressor's step and 8.9 us alone (calls 3 and 6);
-# lowered, the compressor's programs are dispatched after the main chain's. The 43-layer step at C = 1 / 16 (the KV
-# lane runs up to 16 tokens), whole runs A B A B (the priority is a property of the captured streams, so no --try).
-#   run(command="KB_TOTAL_S=200 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session44c.sh", carry=[".whl"])
+# Session 44 (built after its device time): at C = 1 on the H100 attention_front took 16.2 us beside the KV
+# compressor's step and 8.9 us alone (data/h100-2026-12-06-session44, calls 3 and 6). Two ways to keep the KV lane out
+# of its way, each against the default, in rotation (whole 43-layer step runs at C = 1 / 16, where the KV lane runs;
+# both are properties of the captured streams, so no --try):
+#   kv_low:  KERNELBENCH_STREAM_PRIORITY=main,lane (stream kind "kv" at the default priority: dispatched after main);
+#   after:   KERNELBENCH_KV_LANE_FORK=after (the KV lane forks once the attention front is queued).
+# First the lanes' GPU bit test (the fork after the front changes no bit, eager and graph-replayed).
+#   run(command="KB_TOTAL_S=300 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session44c.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-200}
+TOTAL=${KB_TOTAL_S:-300}
 source scripts/device_lib.sh || exit 1
 S="--device cuda --impl triton --graph on --layers flash --batches 1,16"
-step kv_raised_1 60 $KB decode-bench $S --json "$W/kv_raised_1.json"
-step kv_low_1 35 env KERNELBENCH_STREAM_PRIORITY=main,lane $KB decode-bench $S --json "$W/kv_low_1.json"
-step kv_raised_2 35 $KB decode-bench $S --json "$W/kv_raised_2.json"
-step kv_low_2 35 env KERNELBENCH_STREAM_PRIORITY=main,lane $KB decode-bench $S --json "$W/kv_low_2.json"
-step_times kv_raised_1 kv_low_1 kv_raised_2 kv_low_2
+step lanes_bits 60 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_lanes.py -k side_stream_changes_no_bit
+for r in 1 2; do
+    step "default_$r" 45 $KB decode-bench $S --json "$W/default_$r.json"
+    step "kv_low_$r" 35 env KERNELBENCH_STREAM_PRIORITY=main,lane $KB decode-bench $S --json "$W/kv_low_$r.json"
+    step "after_$r" 35 env KERNELBENCH_KV_LANE_FORK=after $KB decode-bench $S --json "$W/after_$r.json"
+done
+step_times default_1 kv_low_1 after_1 default_2 kv_low_2 after_2
 finish

@@ -213,6 +213,7 @@ def test_decode_bench_refuses_bad_tuning_settings_before_any_work(env, why, monk
 
 @pytest.mark.parametrize("env,why", [({"KERNELBENCH_STREAM_PRIORITY": "main,bogus"}, "unknown stream kind"),
                                      ({"KERNELBENCH_KV_LANE": "yes"}, "KERNELBENCH_KV_LANE='yes'"),
+                                     ({"KERNELBENCH_KV_LANE_FORK": "late"}, "KERNELBENCH_KV_LANE_FORK='late'"),
                                      ({"KERNELBENCH_SHARED_SPLIT": "2"}, "KERNELBENCH_SHARED_SPLIT='2'"),
                                      ({"KERNELBENCH_PDL": "on"}, "KERNELBENCH_PDL must be one of"),
                                      ({"KERNELBENCH_INSPECT_WORKERS": "0"},

@@ -9,7 +9,8 @@ import torch
 from kernelbench.decoder import checkpoint
 from kernelbench.decoder import decode_bench as db
 from kernelbench.decoder.backend import Ops
-from kernelbench.decoder.lanes import KV_LANE, KV_LANE_ENV, KV_LANE_MAX_T, SIDE_LANE, SITES, Lanes, parse_sites
+from kernelbench.decoder.lanes import (KV_FORK_ENV, KV_LANE, KV_LANE_ENV, KV_LANE_MAX_T, SIDE_LANE, SITES, Lanes,
+                                       parse_sites)
 from kernelbench.decoder.model import Transformer
 from kernelbench.decoder.tp import TPContext
 from kernelbench.kernels import linear as KL
@@ -92,14 +93,14 @@ class _LaneLog:
         return call
 
 
-def _logged_step(overlap, tp: TPContext, shared_expert_min_t: int = 1, kv_lane=False):
+def _logged_step(overlap, tp: TPContext, shared_expert_min_t: int = 1, kv_lane=False, kv_fork="front"):
     """One decode step of 3 tokens of the tiny model over swa, csa and hca layers (reference ops) with the lanes
     `overlap` (and `kv_lane`: Lanes' argument; None reads KERNELBENCH_KV_LANE) -> ((op, lane) of every call, logits,
     streams, each op's calls' keyword names)."""
     cfg = db.bench_config("tiny", "swa,csa,hca")
     sd = checkpoint.random_local_state(cfg, tp.rank, tp.world, seed=3, device=CPU)
     model = Transformer(cfg, sd, Ops("reference"), tp, CPU, overlap)
-    model.env.lanes = Lanes(CPU, overlap, shared_expert_min_t=shared_expert_min_t, kv_lane=kv_lane)
+    model.env.lanes = Lanes(CPU, overlap, shared_expert_min_t=shared_expert_min_t, kv_lane=kv_lane, kv_fork=kv_fork)
     log = _LaneLog(model.env.ops)
     model.env.ops = log
     cache = model.new_cache(3, 64)
@@ -162,6 +163,32 @@ def test_kv_lane_puts_the_kv_compressor_on_a_lane_of_its_own(monkeypatch):
         Lanes(CPU)
     monkeypatch.setenv(KV_LANE_ENV, "0")
     assert Lanes(CPU).kv_lane == "off"
+
+
+def test_kv_lane_forked_after_the_front_changes_the_order_not_the_bits(monkeypatch):
+    """KERNELBENCH_KV_LANE_FORK "after": each layer's KV compressor step (on KV_LANE) is queued after its attention
+    front instead of before it; the index compressor stays before the front; logits and streams are bit-equal to the
+    fork beside the front. Without the KV lane the setting changes nothing; a bad value is refused; the label says it."""
+    calls, logits, h, _ = _logged_step(True, TPContext(), kv_lane=True)
+    late, late_logits, late_h, _ = _logged_step(True, TPContext(), kv_lane=True, kv_fork="after")
+    assert sorted(calls) == sorted(late) and torch.equal(logits, late_logits) and torch.equal(h, late_h)
+    order = [(n, ln) for n, ln in late]
+    fronts = [i for i, (n, _) in enumerate(order) if n == "attention_front"]
+    kv = [i for i, (n, ln) in enumerate(order) if n == "compressor_step" and ln == KV_LANE]
+    index = [i for i, (n, ln) in enumerate(order) if n == "compressor_step" and ln == SIDE_LANE]
+    assert len(kv) == 2 and kv[0] == fronts[1] + 1 and kv[1] == fronts[2] + 1    # csa, hca: right after the front
+    assert index[0] < fronts[1]                                                   # the indexer's: before it
+    before = [i for i, (n, ln) in enumerate(calls) if n == "compressor_step" and ln == KV_LANE]
+    assert before[0] < [i for i, (n, _) in enumerate(calls) if n == "attention_front"][1]
+    assert _logged_step(True, TPContext(), kv_lane=False, kv_fork="after")[0] == \
+        _logged_step(True, TPContext(), kv_lane=False)[0]
+    assert Lanes(CPU, kv_lane=True, kv_fork="after").kv_lane == "on, after the front"
+    assert Lanes(CPU, kv_lane=False, kv_fork="after").kv_lane == "off"
+    monkeypatch.setenv(KV_FORK_ENV, "later")
+    with pytest.raises(ValueError, match=KV_FORK_ENV):
+        Lanes(CPU)
+    monkeypatch.setenv(KV_FORK_ENV, "after")
+    assert Lanes(CPU, kv_lane=True).kv_fork == "after"
 
 
 def test_shared_expert_site_runs_it_beside_the_routed_experts():
@@ -253,7 +280,8 @@ def test_gpu_side_stream_changes_no_bit(c):
     (its kernels and inputs are those of the one-stream step). (The shared_expert site adds the shared expert after
     the routed sum instead of inside it: at C = 1 another rounding, which random weights amplify through four
     layers' gates, so it is compared in the op's and the reference model's tests, not here.) The KV lane
-    (kv_lane=True: the KV compressor on a third stream) changes no bit either."""
+    (kv_lane=True: the KV compressor on a third stream), forked beside the front or after it, changes no bit
+    either."""
     dev = torch.device("cuda")
     cfg = db.bench_config("flash", "swa,csa,hca,csa")
     model = db.random_model(TPContext(rank=0, world=8, simulate=True), cfg, "triton", dev, seed=0, overlap="none")
@@ -267,10 +295,12 @@ def test_gpu_side_stream_changes_no_bit(c):
     two, two_graph = _step_outputs(model, c, graph=False), _step_outputs(model, c, graph=True)
     model.env.lanes = Lanes(dev, "all", shared_expert_min_t=1, kv_lane=True)     # + the KV compressor's own lane
     three = _step_outputs(model, c, graph=True)
+    model.env.lanes = Lanes(dev, "all", shared_expert_min_t=1, kv_lane=True, kv_fork="after")   # forked after the front
+    late = _step_outputs(model, c, graph=True)
     for a, b in zip(none, attention):
         assert torch.equal(a, b)
-    for a, b, g, k in zip(one, two, two_graph, three):
-        assert torch.equal(a, b) and torch.equal(a, g) and torch.equal(a, k)
+    for a, b, g, k, k2 in zip(one, two, two_graph, three, late):
+        assert torch.equal(a, b) and torch.equal(a, g) and torch.equal(a, k) and torch.equal(a, k2)
     assert torch.isfinite(one[0]).all()
     # (against no site, the shared expert's site gave the same bits at C = 16 and 64 on the H200, session 10 call 3:
     # the routed launches' combine adds the bf16 shared output to the fp32 routed sum as the decoder's add does;

@@ -51,6 +51,13 @@ KV_LANE_ENV_VALUES = ("auto", "0", "1")
 # 10.717 / 10.704 vs 10.704 / 10.612 and 10.712 / 10.690 vs 10.608 / 10.612 (slower at 64 in both calls).
 KV_LANE_MAX_T = 16
 KV_LANE_ALWAYS = 1 << 30
+# Where the KV lane forks from the main chain (KERNELBENCH_KV_LANE_FORK): "front" (the default), beside the attention
+# front, as both read only the layer input x; "after", once the front is queued, beside the q path, the indexer query
+# and its chain (the sparse attention, the first reader of the compressed KV, still joins after them). Session 44
+# (H100, C = 1, data/h100-2026-12-06-session44 calls 3 and 6): attention_front takes 16.2 us beside the KV
+# compressor's step and 8.9 us alone. Not measured yet: scripts/device_session44c.sh.
+KV_FORK_ENV = "KERNELBENCH_KV_LANE_FORK"
+KV_FORK_VALUES = ("front", "after")
 SITES = ("attention", "shared_expert")
 # The shared_expert site from this many tokens: H200, 43-layer Flash TP8 step (data/h200-2026-12-02-session10/call2),
 # attention site alone vs both sites: C = 1 4.394 vs 4.756 ms (the shared expert's own four launches cost more than
@@ -79,24 +86,34 @@ def kv_lane_from_env() -> int:
     return {"auto": KV_LANE_MAX_T, "0": 0, "1": KV_LANE_ALWAYS}[env_choice(KV_LANE_ENV, "auto", KV_LANE_ENV_VALUES)]
 
 
-def kv_lane_label(max_t: int) -> str:
-    """How a result names the KV lane setting: "off", "on" or "up to N tokens"."""
-    return "off" if max_t <= 0 else "on" if max_t >= KV_LANE_ALWAYS else f"up to {max_t} tokens"
+def kv_fork_from_env() -> str:
+    """KERNELBENCH_KV_LANE_FORK: "front" (the default) or "after" (the KV lane forks after the attention front)."""
+    return env_choice(KV_FORK_ENV, "front", KV_FORK_VALUES)
+
+
+def kv_lane_label(max_t: int, fork: str = "front") -> str:
+    """How a result names the KV lane setting: "off", "on" or "up to N tokens" (+ ", after the front")."""
+    label = "off" if max_t <= 0 else "on" if max_t >= KV_LANE_ALWAYS else f"up to {max_t} tokens"
+    return label + (", after the front" if max_t > 0 and fork == "after" else "")
 
 
 class Lanes:
     def __init__(self, device, sites=True, streams: bool = True, shared_expert_min_t: int = SHARED_EXPERT_MIN_T,
-                 kv_lane: bool | int | None = None):
+                 kv_lane: bool | int | None = None, kv_fork: str | None = None):
         """`streams` False keeps the sites' structure on one stream on a GPU too (what tests compare against);
         `shared_expert_min_t`: the fewest tokens the shared_expert site applies to; `kv_lane` puts the attention
         site's KV compressor step on a lane of its own: True at every token count, False never, an int up to that
-        many tokens, None from KERNELBENCH_KV_LANE."""
+        many tokens, None from KERNELBENCH_KV_LANE; `kv_fork` where that lane forks: "front" or "after" (the
+        attention front), None from KERNELBENCH_KV_LANE_FORK."""
         self.device = torch.device(device)
         self.sites = parse_sites(sites)
         self.min_tokens = {"shared_expert": shared_expert_min_t}     # per site; a site not named applies at any T
         self.streams = bool(streams) and self.device.type == "cuda" and bool(self.sites)   # side work runs beside
         max_t = kv_lane_from_env() if kv_lane is None else (KV_LANE_ALWAYS if kv_lane is True else int(kv_lane))
         self.kv_lane_max_t = max(0, max_t) if "attention" in self.sites else 0
+        self.kv_fork = kv_fork_from_env() if kv_fork is None else kv_fork
+        if self.kv_fork not in KV_FORK_VALUES:
+            raise ValueError(f"kv_fork {self.kv_fork!r}: one of {', '.join(KV_FORK_VALUES)}")
         self._streams: dict = {}       # lane -> its stream (made at the first side block, kind "lane" or "kv")
         self._queued: dict = {}        # lane -> the side work queued since the last join (kernels/common.py Beside)
 
@@ -109,7 +126,15 @@ class Lanes:
     @property
     def kv_lane(self) -> str:
         """The KV lane setting as results record it (kv_lane_label)."""
-        return kv_lane_label(self.kv_lane_max_t)
+        return kv_lane_label(self.kv_lane_max_t, self.kv_fork)
+
+    def kv_applies(self, tokens: int | None) -> bool:
+        """Whether the KV compressor step of a step of `tokens` tokens takes the KV lane."""
+        return self.on("attention") and 0 < self.kv_lane_max_t and (tokens is None or tokens <= self.kv_lane_max_t)
+
+    def kv_after_front(self, tokens: int | None) -> bool:
+        """Whether that step's KV lane forks after the attention front (kv_fork "after") instead of beside it."""
+        return self.kv_fork == "after" and self.kv_applies(tokens)
 
     def describe(self) -> str:
         return ",".join(s for s in SITES if s in self.sites) or "none"
@@ -128,7 +153,7 @@ class Lanes:
         if not self.on(site):
             yield
             return
-        kv = kv and 0 < self.kv_lane_max_t and (tokens is None or tokens <= self.kv_lane_max_t)
+        kv = kv and self.kv_applies(tokens)
         lane_no = KV_LANE if kv else SIDE_LANE
         if lane_no not in self._queued:
             self._queued[lane_no] = Beside(self.device, lane_no, self._side_stream(lane_no) if self.streams else None,

@@ -242,14 +242,16 @@ class Attention(Part):
         """A decode step's q and attention index lists, in two lanes (kernelbench.decoder.lanes). Main: the
         attention front (wq_a -> q_norm and wkv -> kv_write into the window ring, one op), the indexer query, the
         q path. Side, forked before the front: the compressor steps and the indexer's head weights (they read only
-        x), then, after the indexer query, the top-k writing the index lists (csa_indices). Main joins the side
+        x; with KERNELBENCH_KV_LANE_FORK "after" the KV compressor's lane forks after the front instead), then,
+        after the indexer query, the top-k writing the index lists (csa_indices). Main joins the side
         before the caller's sparse attention reads the caches and the lists."""
         ops, cfg, lanes = env.ops, env.cfg, env.lanes
         W = cfg.window_size
         w = None
+        kv_late = lanes.kv_after_front(step.T)    # KERNELBENCH_KV_LANE_FORK "after": the KV lane forks after the front
         if self.compressor is not None:
-            with lanes.side("attention", kv=True, tokens=step.T):     # its own lane when the KV lane applies
-                self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(W))
+            if not kv_late:
+                self._kv_compress(env, x, step, lc)
             if self.indexer is not None:
                 with lanes.side("attention"):
                     w = self.indexer.keys(env, x, step, lc)
@@ -257,6 +259,8 @@ class Attention(Part):
                                     wkv=self.wkv, wkv_scale=self.wkv_scale, kv_norm=self.kv_norm, eps=cfg.norm_eps,
                                     positions=step.positions, seq_ids=step.seq_ids, freqs=env.freqs[self.ratio > 0],
                                     window_cache=lc.window(W))
+        if self.compressor is not None and kv_late:
+            self._kv_compress(env, x, step, lc)
         # fixed width from the layer kind (graph-capturable); lengths bound the attention work per token
         index_args = dict(positions=step.positions, kind=self.kind, window=W, ratio=self.ratio,
                           n_max=self.index_width(cfg, lc))
@@ -269,6 +273,12 @@ class Attention(Part):
         q = self._q(env, qr, step)
         lanes.join()
         return q, indices, lengths
+
+    def _kv_compress(self, env: Env, x, step: Step, lc: LayerCache) -> None:
+        """The KV compressor's step on the side (its own lane when the KV lane applies): it reads only x and writes
+        only the compressor's state and entries, which the sparse attention reads after the lanes join."""
+        with env.lanes.side("attention", kv=True, tokens=step.T):
+            self.compressor.step(env, x, step, lc.comp_kv, lc.comp_score, lc.compressed(env.cfg.window_size))
 
     def index_width(self, cfg: ModelConfig, lc: LayerCache) -> int:
         """attention_indices' n_max: swa W, csa W + index_topk, hca W + the cache's compressed capacity."""
