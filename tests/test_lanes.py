@@ -172,10 +172,9 @@ def test_kv_lane_forked_after_the_front_changes_the_order_not_the_bits(monkeypat
     calls, logits, h, _ = _logged_step(True, TPContext(), kv_lane=True)
     late, late_logits, late_h, _ = _logged_step(True, TPContext(), kv_lane=True, kv_fork="after")
     assert sorted(calls) == sorted(late) and torch.equal(logits, late_logits) and torch.equal(h, late_h)
-    order = [(n, ln) for n, ln in late]
-    fronts = [i for i, (n, _) in enumerate(order) if n == "attention_front"]
-    kv = [i for i, (n, ln) in enumerate(order) if n == "compressor_step" and ln == KV_LANE]
-    index = [i for i, (n, ln) in enumerate(order) if n == "compressor_step" and ln == SIDE_LANE]
+    fronts = [i for i, (n, _) in enumerate(late) if n == "attention_front"]
+    kv = [i for i, (n, ln) in enumerate(late) if n == "compressor_step" and ln == KV_LANE]
+    index = [i for i, (n, ln) in enumerate(late) if n == "compressor_step" and ln == SIDE_LANE]
     assert len(kv) == 2 and kv[0] == fronts[1] + 1 and kv[1] == fronts[2] + 1    # csa, hca: right after the front
     assert index[0] < fronts[1]                                                   # the indexer's: before it
     before = [i for i, (n, ln) in enumerate(calls) if n == "compressor_step" and ln == KV_LANE]

@@ -91,7 +91,7 @@ def kv_fork_from_env() -> str:
     return env_choice(KV_FORK_ENV, "front", KV_FORK_VALUES)
 
 
-def kv_lane_label(max_t: int, fork: str = "front") -> str:
+def kv_lane_label(max_t: int, fork: str) -> str:
     """How a result names the KV lane setting: "off", "on" or "up to N tokens" (+ ", after the front")."""
     label = "off" if max_t <= 0 else "on" if max_t >= KV_LANE_ALWAYS else f"up to {max_t} tokens"
     return label + (", after the front" if max_t > 0 and fork == "after" else "")
@@ -129,8 +129,9 @@ class Lanes:
         return kv_lane_label(self.kv_lane_max_t, self.kv_fork)
 
     def kv_applies(self, tokens: int | None) -> bool:
-        """Whether the KV compressor step of a step of `tokens` tokens takes the KV lane."""
-        return self.on("attention") and 0 < self.kv_lane_max_t and (tokens is None or tokens <= self.kv_lane_max_t)
+        """Whether the KV compressor step of a step of `tokens` tokens takes the KV lane (kv_lane_max_t is 0 without
+        the attention site)."""
+        return 0 < self.kv_lane_max_t and (tokens is None or tokens <= self.kv_lane_max_t)
 
     def kv_after_front(self, tokens: int | None) -> bool:
         """Whether that step's KV lane forks after the attention front (kv_fork "after") instead of beside it."""
