@@ -7,6 +7,7 @@
 #   after:   KERNELBENCH_KV_LANE_FORK=after (the KV lane forks once the attention front is queued).
 # First the lanes' GPU bit test (the fork after the front changes no bit, eager and graph-replayed).
 #   run(command="KB_TOTAL_S=300 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session44c.sh", carry=[".whl"])
+# (on an H200 also issue 9's table: KB_TOTAL_S=520, carry=[".whl", ".gpu_peers"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-300}
@@ -19,4 +20,10 @@ for r in 1 2; do
     step "after_$r" 35 env KERNELBENCH_KV_LANE_FORK=after $KB decode-bench $S --json "$W/after_$r.json"
 done
 step_times default_1 kv_low_1 after_1 default_2 kv_low_2 after_2
+# on an H200 (session 45): issue 9's table beside the triton_kernels peer and the copy ceiling (carry .gpu_peers)
+if grep -q "H200" "$W/environment.txt"; then
+    step copy 30 $KB calibrate --measure copy_gbps
+    step issue9 150 $KB bench moe_layer moe_experts --impl triton --impl triton_kernels --shapes flash-tp8 \
+        --max-time 0.3 --json "$W/issue9.json"
+fi
 finish
