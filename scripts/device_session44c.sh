@@ -4,7 +4,8 @@
 # of its way, each against the default, in rotation (whole 43-layer step runs at C = 1 / 16, where the KV lane runs;
 # both are properties of the captured streams, so no --try):
 #   kv_low:  KERNELBENCH_STREAM_PRIORITY=main,lane (stream kind "kv" at the default priority: dispatched after main);
-#   after:   KERNELBENCH_KV_LANE_FORK=after (the KV lane forks once the attention front is queued).
+#   after:   KERNELBENCH_KV_LANE_FORK=after (the KV lane forks once the attention front is queued);
+#   both:    the two together (added in session 45).
 # First the lanes' GPU bit test (the fork after the front changes no bit, eager and graph-replayed).
 #   run(command="KB_TOTAL_S=300 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session44c.sh", carry=[".whl"])
 # (on an H200 also issue 9's table: KB_TOTAL_S=520, carry=[".whl", ".gpu_peers"])
@@ -18,8 +19,10 @@ for r in 1 2; do
     step "default_$r" 45 $KB decode-bench $S --json "$W/default_$r.json"
     step "kv_low_$r" 35 env KERNELBENCH_STREAM_PRIORITY=main,lane $KB decode-bench $S --json "$W/kv_low_$r.json"
     step "after_$r" 35 env KERNELBENCH_KV_LANE_FORK=after $KB decode-bench $S --json "$W/after_$r.json"
+    step "both_$r" 35 env KERNELBENCH_STREAM_PRIORITY=main,lane KERNELBENCH_KV_LANE_FORK=after $KB decode-bench $S \
+        --json "$W/both_$r.json"
 done
-step_times default_1 kv_low_1 after_1 default_2 kv_low_2 after_2
+step_times default_1 kv_low_1 after_1 both_1 default_2 kv_low_2 after_2 both_2
 # on an H200 (session 45): issue 9's table beside the triton_kernels peer and the copy ceiling (carry .gpu_peers)
 if grep -q "H200" "$W/environment.txt"; then
     step copy 30 $KB calibrate --measure copy_gbps
