@@ -5,7 +5,9 @@
 # both are properties of the captured streams, so no --try):
 #   kv_low:  KERNELBENCH_STREAM_PRIORITY=main,lane (stream kind "kv" at the default priority: dispatched after main);
 #   after:   KERNELBENCH_KV_LANE_FORK=after (the KV lane forks once the attention front is queued);
-#   both:    the two together (added in session 45).
+#   both:    the two together (added in session 45);
+# and (session 45) at C = 1 with --try: attention_front at SPLIT 16 (384 programs instead of 768) and the compressor
+# steps at one program a SM ("waves" 1), each fewer programs competing for the SMs beside the other.
 # First the lanes' GPU bit test (the fork after the front changes no bit, eager and graph-replayed).
 #   run(command="KB_TOTAL_S=300 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session44c.sh", carry=[".whl"])
 # (on an H200 also issue 9's table: KB_TOTAL_S=520, carry=[".whl", ".gpu_peers"])
@@ -21,6 +23,10 @@ for r in 1 2; do
     step "after_$r" 35 env KERNELBENCH_KV_LANE_FORK=after $KB decode-bench $S --json "$W/after_$r.json"
     step "both_$r" 35 env KERNELBENCH_STREAM_PRIORITY=main,lane KERNELBENCH_KV_LANE_FORK=after $KB decode-bench $S \
         --json "$W/both_$r.json"
+    if [ "$r" = 1 ]; then   # session 45: fewer programs beside each other at C = 1 (30 interleaved pairs, A/A first)
+        step try_grid 90 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
+            --try 'attention_front@M=1={"SPLIT": 16}' --try 'compressor_step@T=1={"waves": 1}' --json "$W/try_grid.json"
+    fi
 done
 step_times default_1 kv_low_1 after_1 both_1 default_2 kv_low_2 after_2 both_2
 # on an H200 (session 45): issue 9's table beside the triton_kernels peer and the copy ceiling (carry .gpu_peers)
