@@ -26,6 +26,9 @@ step() {  # step NAME SECONDS COMMAND...: hard limit, never past TOTAL
     timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
     echo "$name rc=$? wall=$(( $(date +%s) - t ))s" | tee -a "$W/status.txt"
     tail -n 25 "$W/$name.log"
+    # what the steps so far left, packed now: a call cut at its limit (or the session's device time) still brings
+    # them back under $OUT (finish packs again at the end, with the database's WAL folded in)
+    tar czf "$OUT/results.tgz" -C "$W" --exclude=./home . 2>/dev/null
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$W/environment.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$W/environment.txt"
