@@ -84,6 +84,11 @@ _BESIDE_STREAMS: dict = {}
 # "kv" (session 44): the KV compressor's own lane (kernelbench/decoder/lanes.py KV_LANE), a "lane" until then and
 # raised with it by default, so that it can be lowered alone: at C = 1 on the H100 attention_front took 16.2 us beside
 # the KV compressor's step and 8.9 us with nothing beside it (data/h100-2026-12-06-session44, calls 3 and 6).
+# Lowered alone ("main,lane") it made the step slower, so the default keeps it raised: H100, whole decode-bench runs in
+# rotation (data/h100-2026-12-06-session45/call1), ms at C = 1 / 16, two runs each:
+#   main,lane,kv  3.469 3.457 / 6.775 6.770   (the default)
+#   main,lane     3.586 3.601 / 6.752 6.781   (the compressor's step, on the critical path of the layer, waits more
+#                                               than the front gains)
 PRIORITY_ENV = "KERNELBENCH_STREAM_PRIORITY"
 STREAM_KINDS = ("main", "lane", "op", "kv")
 PRIORITY_DEFAULT = "main,lane,kv"

@@ -55,7 +55,10 @@ KV_LANE_ALWAYS = 1 << 30
 # front, as both read only the layer input x; "after", once the front is queued, beside the q path, the indexer query
 # and its chain (the sparse attention, the first reader of the compressed KV, still joins after them). Session 44
 # (H100, C = 1, data/h100-2026-12-06-session44 calls 3 and 6): attention_front takes 16.2 us beside the KV
-# compressor's step and 8.9 us alone. Not measured yet: scripts/device_session44c.sh.
+# compressor's step and 8.9 us alone. Measured slower (session 45, H100, whole decode-bench runs in rotation,
+# data/h100-2026-12-06-session45/call1): "after" 3.593 / 3.606 ms at C = 1 against 3.469 / 3.457 for "front", 6.820 /
+# 6.850 against 6.775 / 6.770 at C = 16; with the KV lane also lowered 3.566 / 3.570 and 6.793 / 6.827. The overlap
+# beside the front is worth more than the front's slowdown; "after" stays an option for other GPUs.
 KV_FORK_ENV = "KERNELBENCH_KV_LANE_FORK"
 KV_FORK_VALUES = ("front", "after")
 SITES = ("attention", "shared_expert")
