@@ -87,6 +87,8 @@ def test_cli_checks_the_trial_before_anything_else():
     assert r.exit_code == 2 and "unknown op 'nosuchop'" in r.output
     r = CliRunner().invoke(main, ["bench", "rms_norm", "--try", 'rms_norm={"NOPE": 2}'])
     assert r.exit_code == 2 and "unknown key 'NOPE'" in r.output
+    r = CliRunner().invoke(main, ["bench", "rms_norm", "--try", 'KERNELBENCH_PDL=0;rms_norm={"num_warps": 2}'])
+    assert r.exit_code == 2 and "KERNELBENCH_PDL is a setting of the decode step" in r.output
 
 
 def test_a_trial_that_runs_a_config_already_timed_for_the_case_is_named_not_stored_twice():

@@ -34,6 +34,11 @@ def test_parse_trial_reads_ops_filters_and_configs():
     ('fp8_linear={"BM": 16, "NOPE": 1}', "unknown key 'NOPE'"),
     ('fp8_linear={"BM": 0}', "must be positive"),
     (' ; ', "no config given"),
+    ('KERNELBENCH_KV_LANE_FORK=sideways', "must be one of front, after"),
+    ('KERNELBENCH_TUNED=x.json', "not a setting a trial can change"),
+    ('KERNELBENCH_PDL', "expected KERNELBENCH_PDL=VALUE"),
+    ('KERNELBENCH_PDL=0; KERNELBENCH_PDL=1', "named twice"),
+    ('KERNELBENCH_STREAM_PRIORITY=main,nope', "unknown stream kind"),
 ])
 def test_parse_trial_names_what_is_wrong(text, problem):
     with pytest.raises(ValueError, match=problem):
@@ -212,6 +217,8 @@ def test_cli_rejects_a_malformed_trial_before_any_work():
     assert r.exit_code == 2 and "--try" in r.output and "unknown key 'NOPE'" in r.output
     r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--try", "fp8_linear"])
     assert r.exit_code == 2 and "expected OP" in r.output
+    r = CliRunner().invoke(main, ["decode-bench", "--no-store", "--try", "KERNELBENCH_KV_LANE_FORK=sideways"])
+    assert r.exit_code == 2 and "must be one of front, after" in r.output
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs fp8_linear's kernel: TRITON_INTERPRET=1")
@@ -241,15 +248,19 @@ def test_cli_try_times_the_trial_in_the_step_and_stores_it(tmp_path, monkeypatch
 @pytest.mark.gpu
 def test_gpu_try_captures_each_trial(tmp_path):
     """On a GPU (the short Flash set at C = 1, graph replay): a valid MoE trial is captured and timed in 10 pairs; a
-    config the kernel refuses is a row, not a crash."""
+    config the kernel refuses is a row, not a crash; a trial of settings (the KV lane's fork, PDL off) is captured
+    with them and timed too."""
     out = tmp_path / "d.json"
     r = CliRunner().invoke(main, [
         "decode-bench", "--device", "cuda", "--impl", "triton", "--graph", "on", "--layers", "short", "--batches", "1",
         "--steps", "10", "--no-store", "--json", str(out), "--try", 'moe_routed@T=1={"ROUTE_SORT": "slots"}',
-        "--try", 'moe_routed={"GLUE": "v9"}'])
+        "--try", 'moe_routed={"GLUE": "v9"}', "--try", "KERNELBENCH_KV_LANE_FORK=after;KERNELBENCH_PDL=0"])
     assert r.exit_code == 0, r.output
     pt, = json.loads(out.read_text())["points"]
-    control, timed, refused = pt["trials"]
+    control, timed, refused, settings = pt["trials"]
+    assert (settings["settings"], settings["method"], settings["pairs"]) == (
+        ["KERNELBENCH_KV_LANE_FORK", "KERNELBENCH_PDL"], "graph replay", 10)     # captured with its streams
+    assert "KERNELBENCH_KV_LANE_FORK" not in os.environ and settings["trial_ms"] > 0
     assert control["control"] and control["method"] == "graph replay" and control["pairs"] == 10
     assert control["verdict"] in ("A/A: faster", "A/A: slower", "A/A: within noise")
     assert (timed["pinned"], timed["method"], timed["pairs"]) == ({"moe_routed": 1}, "graph replay", 10)
@@ -365,3 +376,70 @@ def test_cli_keep_faster_merges_the_faster_entry(tmp_path, monkeypatch):
     assert entry["step"]["points"][0]["C"] == 1 and entry["step"]["points"][0]["paired_delta_ms"] == 0.1
     assert "--keep-faster: 1 entries merged" in r.output and "not kept fp8_linear@M=2" in r.output
     assert len(calls) == 2                                           # the control, then the entry that matched
+
+
+def test_parse_trial_reads_step_settings_beside_pins(monkeypatch):
+    """A part KERNELBENCH_NAME=VALUE sets one of STEP_SETTINGS for the trial (checked as the code that reads it
+    checks it, without changing the environment); it may stand alone or beside pins."""
+    monkeypatch.delenv("KERNELBENCH_KV_LANE_FORK", raising=False)
+    t = parse_trial("KERNELBENCH_STREAM_PRIORITY=main,lane; KERNELBENCH_KV_LANE_FORK=after")
+    assert t.pins == () and t.env == (("KERNELBENCH_STREAM_PRIORITY", "main,lane"), ("KERNELBENCH_KV_LANE_FORK", "after"))
+    t = parse_trial('KERNELBENCH_PDL=0;opx@M=1={"BLOCK": 8}')
+    assert t.env == (("KERNELBENCH_PDL", "0"),) and t.pins[0].config == {"BLOCK": 8}
+    assert "KERNELBENCH_KV_LANE_FORK" not in os.environ
+
+
+class _Model:
+    """A stand-in for the decoder: `env.lanes` as decode-bench builds it (CPU: no streams)."""
+
+    def __init__(self, **lanes):
+        from kernelbench.decoder.lanes import Lanes
+        self.env = type("Env", (), {})()
+        self.env.lanes = Lanes(torch.device("cpu"), **lanes)
+
+
+def test_settings_applied_remakes_the_lanes_and_puts_everything_back(monkeypatch):
+    """Inside the block: the variables set, the model's lanes made again with the same sites and the KV lane's reach
+    kept (the trial names only the fork), the ops' side streams cleared when a priority is set; after it the lanes
+    object, the streams and the environment as they were, also when the block raises."""
+    from kernelbench.decoder.trials import settings_applied
+    from kernelbench.kernels import common
+    monkeypatch.delenv("KERNELBENCH_KV_LANE_FORK", raising=False)
+    monkeypatch.setenv("KERNELBENCH_STREAM_PRIORITY", "main,lane,kv")
+    monkeypatch.setattr(common, "_BESIDE_STREAMS", {0: "the op stream"})
+    model = _Model(sites="attention", kv_lane=3)
+    old = model.env.lanes
+    env = parse_trial("KERNELBENCH_KV_LANE_FORK=after;KERNELBENCH_STREAM_PRIORITY=main,lane").env
+    with pytest.raises(RuntimeError, match="inside"):
+        with settings_applied(env, model):
+            new = model.env.lanes
+            assert new is not old and new.kv_fork == "after" and new.kv_after_front(1)
+            assert (new.sites, new.kv_lane_max_t) == (old.sites, 3)
+            assert os.environ["KERNELBENCH_KV_LANE_FORK"] == "after"
+            assert os.environ["KERNELBENCH_STREAM_PRIORITY"] == "main,lane" and common._BESIDE_STREAMS == {}
+            raise RuntimeError("inside")
+    assert model.env.lanes is old and old.kv_fork == "front"
+    assert "KERNELBENCH_KV_LANE_FORK" not in os.environ
+    assert os.environ["KERNELBENCH_STREAM_PRIORITY"] == "main,lane,kv" and common._BESIDE_STREAMS == {0: "the op stream"}
+    with settings_applied((), model):                       # no settings: nothing made again
+        assert model.env.lanes is old
+
+
+def test_try_configs_times_a_settings_trial_with_the_setting_only_in_its_runs(monkeypatch):
+    """A trial that only sets a setting pins no lookup and is timed all the same; its runs see the setting (the
+    lanes made again, the variable set), the step's runs do not; the row names the setting."""
+    monkeypatch.setenv("KERNELBENCH_QUIET_TUNING", "1")
+    monkeypatch.delenv("KERNELBENCH_KV_LANE_FORK", raising=False)
+
+    class _LaneStep(_Step):
+        model = _Model(sites="attention")
+
+        def eager(self):
+            self.log.append((self.model.env.lanes.kv_fork, os.environ.get("KERNELBENCH_KV_LANE_FORK")))
+    step = _LaneStep()
+    row, = db.try_configs(step, step.eager, None, [parse_trial("KERNELBENCH_KV_LANE_FORK=after")], 2,
+                          torch.device("cpu"))
+    a, b = ("front", None), ("after", "after")
+    assert step.log == [b, "reset", a, b, "advance", b, a, "advance"]
+    assert (row["pinned"], row["settings"], row["pairs"]) == ({}, ["KERNELBENCH_KV_LANE_FORK"], 2)
+    assert step.model.env.lanes.kv_fork == "front" and "KERNELBENCH_KV_LANE_FORK" not in os.environ

@@ -113,9 +113,14 @@ def _parse_trials(tries) -> list:
     from kernelbench.usage import config_keys
     known_ops = {o.name for o in registry.ops()}
     try:
-        return [parse_trial(t, known_ops, config_keys) for t in tries]
+        trials = [parse_trial(t, known_ops, config_keys) for t in tries]
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--try") from None
+    for t in trials:        # stream and launch settings belong to the step (decode-bench --try), not to one op
+        if t.env:
+            raise click.BadParameter(f"{t.text!r}: {', '.join(n for n, _ in t.env)} is a setting of the decode step; "
+                                     f"judge it with `kernelbench decode-bench --try`", param_hint="--try")
+    return trials
 
 
 def _stop_on_fault(e: Exception, console, run, json_out) -> None:

@@ -79,7 +79,9 @@ def _ints(text: str) -> list[int]:
               help="time the step with these configs against the step as it runs, in interleaved pairs at each C: "
                    "OP[@KEY=V[,V...]...]=JSON, several ops joined by ';' (e.g. 'moe_routed@T=16,64={\"GLUE\": "
                    "\"v4\"}'), the JSON's keys over the config each matching lookup finds (a tuned entry or the "
-                   "default; {} the default instead of the entry); repeatable, one trial each "
+                   "default; {} the default instead of the entry); a part may instead set a stream or launch "
+                   "setting, e.g. 'KERNELBENCH_KV_LANE_FORK=after' (KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_PDL, "
+                   "KERNELBENCH_KV_LANE, KERNELBENCH_KV_LANE_FORK); repeatable, one trial each "
                    "(kernelbench/decoder/trials.py)")
 @click.option("--try-entries", "try_files", multiple=True, metavar="FILE", type=click.Path(dir_okay=False),
               help="one --try per entry of this tuned-config file (what `kernelbench tune --export FILE` wrote), "

@@ -44,7 +44,7 @@ from kernelbench.decoder.model import Step, Transformer
 from kernelbench.decoder.lanes import SITES, Lanes
 from kernelbench.ops.moe import routing_of, routing_read
 from kernelbench.decoder.tp import COLLECTIVES, TPContext
-from kernelbench.decoder.trials import paired_cells, pinned_keys, print_trials
+from kernelbench.decoder.trials import paired_cells, pinned_keys, print_trials, settings_applied
 
 KIND_RATIO = {"swa": 0, "csa": 4, "hca": 128}
 SHORT = "swa,csa,hca,csa"
@@ -921,13 +921,15 @@ def _step_in(setting: Callable[[], Any], step: _PointStep, capture) -> tuple[Cal
 def try_configs(step: _PointStep, base: Callable[[], None],
                 capture: Callable[[Callable[[], None]], Callable[[], None]] | None, trials, pairs: int,
                 dev: torch.device, control: dict | None = None) -> list[dict]:
-    """--try: for each trial (kernelbench.decoder.trials.Trial), the step with the trial's pins applied against the
+    """--try: for each trial (kernelbench.decoder.trials.Trial), the step with the trial's pins and its settings
+    (trials.settings_applied; `step.model`'s lanes made again from them) applied against the
     step as it runs (`base`: the point's graph replay or eager step), in `pairs` interleaved rounds on the same cache
     and inputs (`time_interleaved`), compared pair by pair (`paired_comparison`, delta = step - trial: + when the
     trial is faster). The trial's step is a graph captured inside its pins (`_step_in`); should the capture fail,
     both are timed eagerly (`method` says so); should the trial's config be refused by a kernel (or fail), the row
-    says so and nothing is timed; a trial whose pins matched no lookup of the step is reported, not timed. -> one
-    row per trial: trial, pinned ({op: distinct keys its pins answered}), and when timed method, step_ms (the
+    says so and nothing is timed; a trial whose pins matched no lookup of the step (and that sets no setting) is
+    reported, not timed. -> one row per trial: trial, pinned ({op: distinct keys its pins answered}), settings (the
+    names of the STEP_SETTINGS it sets, when it sets any), and when timed method, step_ms (the
     step), trial_ms, paired_delta_ms, delta_q1_ms, delta_q3_ms, delta_ci_ms, pairs and verdict (faster / slower /
     within noise).
 
@@ -936,10 +938,13 @@ def try_configs(step: _PointStep, base: Callable[[], None],
     interval also clears the control's move (`controlled_verdict`), its `raw_verdict` keeping the plain sign
     test's."""
     out = [control] if control and trials else []
+    model = getattr(step, "model", None)     # a trial's settings make the decoder's lanes again (settings_applied)
     for trial in trials:
+        @contextlib.contextmanager
         def setting(t=trial):
-            return tuned_configs.pins_applied(t.pins)
-        row = {"trial": trial.text, "pinned": {}}
+            with settings_applied(t.env, model), tuned_configs.pins_applied(t.pins):
+                yield
+        row = {"trial": trial.text, "pinned": {}, **({"settings": [n for n, _ in trial.env]} if trial.env else {})}
         try:
             method, runs, _, looked = _setting_runs(setting, step, base, capture, dev, "the trial's graph")
         except Exception as e:  # noqa: BLE001 - a config a kernel refuses is a finding of the trial, not a crash
@@ -947,7 +952,7 @@ def try_configs(step: _PointStep, base: Callable[[], None],
             out.append({**row, "verdict": f"refused: {type(e).__name__}: {str(e).splitlines()[0][:160]}"})
             continue
         row["pinned"] = pinned_keys(looked)
-        if not row["pinned"]:
+        if not row["pinned"] and not trial.env:
             out.append({**row, "verdict": "matched no lookup of the step: nothing timed"})
             continue
         timed = {**row, **_timed_row(method, *_timed_pairs(runs, step, pairs, dev))}

@@ -20,13 +20,23 @@ complete: over the default, as exported.
 Before the trials of a C, an A/A control (`decode_bench.control_trial`: the step captured again, nothing changed)
 shows what a second capture alone does to the paired delta; a trial is judged faster or slower only when its interval
 clears that move, of either sign (`controlled_verdict`; `--no-try-control` turns it off).
+A trial may also set the step's stream and launch settings (STEP_SETTINGS), e.g.
+    KERNELBENCH_KV_LANE_FORK=after
+    KERNELBENCH_STREAM_PRIORITY=main,lane;KERNELBENCH_KV_LANE_FORK=after
+    KERNELBENCH_PDL=0;attention_front@M=1={"SPLIT": 16}
+They are read when the step's streams are made and its kernels launched, so the trial's step, captured with them set
+(`settings_applied`: the variables set, the decoder's lanes and the ops' side streams made again), holds them, and
+the step as it runs keeps its own. Until session 45 such settings could only be compared in separate decode-bench
+runs, one capture each, without pairs or a control.
 `--try-entries FILE` makes one trial of each entry of a tuned-config file at exactly its key, so what `kernelbench
 tune --export FILE` chose alone is judged in the step before it goes into the packaged table; `--keep-faster OUT`
 then merges the entries the step judged faster into OUT (`faster_entries`, harness.tune.merge_entries).
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from dataclasses import dataclass
 
 from kernelbench import tuned_configs
@@ -35,18 +45,95 @@ from kernelbench.harness.bench import parse_where
 EXAMPLE = 'moe_routed@T=16,64={"GLUE": "v4"}'
 
 
+# The environment settings a trial may change (read when a stream is made or a kernel launched), each with the check
+# that reads it: kernels/common.py high_priority_kinds and pdl_mode, kernelbench/decoder/lanes.py.
+STEP_SETTINGS = ("KERNELBENCH_STREAM_PRIORITY", "KERNELBENCH_PDL", "KERNELBENCH_KV_LANE", "KERNELBENCH_KV_LANE_FORK")
+
+
 @dataclass(frozen=True)
 class Trial:
     text: str                           # as given on the command line
     pins: tuple[tuned_configs.Pin, ...]
+    env: tuple[tuple[str, str], ...] = ()   # STEP_SETTINGS the trial sets, (name, value)
+
+
+@contextlib.contextmanager
+def _environ(env):
+    """The variables of `env` ((name, value) pairs) set inside the block, as they were after it."""
+    saved = {name: os.environ.get(name) for name, _ in env}
+    os.environ.update(dict(env))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _setting_problem(name: str, value: str) -> str | None:
+    """Why `name`=`value` is not a setting a trial can make (None: it is): not in STEP_SETTINGS, or refused by the
+    check that reads it."""
+    if name not in STEP_SETTINGS:
+        return f"{name} is not a setting a trial can change; one of {', '.join(STEP_SETTINGS)}"
+    from kernelbench.decoder.lanes import kv_fork_from_env, kv_lane_from_env
+    from kernelbench.kernels.common import high_priority_kinds, pdl_mode
+    check = {"KERNELBENCH_STREAM_PRIORITY": high_priority_kinds, "KERNELBENCH_PDL": pdl_mode,
+             "KERNELBENCH_KV_LANE": kv_lane_from_env, "KERNELBENCH_KV_LANE_FORK": kv_fork_from_env}[name]
+    with _environ(((name, value),)):
+        try:
+            check()
+        except Exception as e:  # noqa: BLE001 - the check's own words (a UsageProblem) name the value
+            return str(e)
+    return None
+
+
+@contextlib.contextmanager
+def settings_applied(env, model=None):
+    """Inside the block the trial's STEP_SETTINGS hold for what is made and launched: the variables set; `model`'s
+    lanes (a decoder Transformer's `env.lanes`) made again from them, with the same sites, keeping the KV lane's reach
+    and fork where the trial names neither; with a priority, the ops' own side streams made again (kernels/common.py).
+    After it, all three as before. Without settings the block runs as it stands."""
+    if not env:
+        yield
+        return
+    from kernelbench.decoder.lanes import KV_FORK_ENV, KV_LANE_ENV, Lanes
+    from kernelbench.kernels import common
+    names = {name for name, _ in env}
+    holder = getattr(model, "env", None)
+    old = getattr(holder, "lanes", None)
+    beside = dict(common._BESIDE_STREAMS)
+    with _environ(env):
+        if "KERNELBENCH_STREAM_PRIORITY" in names:
+            common._BESIDE_STREAMS.clear()      # made again at the first side block, at the trial's priority
+        try:
+            if old is not None:
+                holder.lanes = Lanes(old.device, old.sites, streams=old.streams,
+                                     shared_expert_min_t=old.min_tokens["shared_expert"],
+                                     kv_lane=None if KV_LANE_ENV in names else old.kv_lane_max_t,
+                                     kv_fork=None if KV_FORK_ENV in names else old.kv_fork)
+            yield
+        finally:
+            if old is not None:
+                holder.lanes = old
+            common._BESIDE_STREAMS.clear()
+            common._BESIDE_STREAMS.update(beside)
 
 
 def parse_trial(text: str, known_ops=None, known_keys=None, over: str = "lookup") -> Trial:
     """One --try value -> Trial. `known_ops`: the registered op names (None: unchecked); `known_keys(op)`: the
     config keys the op's kernels take (None: unchecked); `over`: what each pin's keys go over (tuned_configs.Pin).
     Raises ValueError naming the part that is wrong."""
-    pins = []
+    pins, env = [], []
     for part in filter(None, (p.strip() for p in text.split(";"))):
+        if part.startswith("KERNELBENCH_"):          # a STEP_SETTINGS variable, NAME=VALUE
+            name, eq, value = (s.strip() for s in part.partition("="))
+            problem = _setting_problem(name, value) if eq else f"expected {name}=VALUE"
+            if problem:
+                raise ValueError(f"--try {part!r}: {problem}")
+            env.append((name, value))
+            continue
         head, brace, body = part.partition("={")
         op, *filters = [f.strip() for f in head.split("@")]
         if not brace or not op:
@@ -65,9 +152,11 @@ def parse_trial(text: str, known_ops=None, known_keys=None, over: str = "lookup"
         if problem:
             raise ValueError(f"--try {part!r}: {problem}")
         pins.append(tuned_configs.Pin(op, config, tuple(sorted(where.items())), over if config else "default"))
-    if not pins:
+    if not pins and not env:
         raise ValueError(f"--try {text!r}: no config given, e.g. {EXAMPLE}")
-    return Trial(text, tuple(pins))
+    if len({name for name, _ in env}) < len(env):
+        raise ValueError(f"--try {text!r}: a setting is named twice")
+    return Trial(text, tuple(pins), tuple(env))
 
 
 def trial_text(op: str, key: dict, config: dict) -> str:
@@ -144,7 +233,7 @@ def print_trials(points, console, confidence: float, min_pairs: int) -> None:
                 f"delta {confidence:.0%} CI ms", "verdict"):
         t.add_column(col, justify="left" if col in ("trial", "keys pinned", "verdict") else "right")
     for p, r in rows:
-        keys = ", ".join(f"{op} {n}" for op, n in r["pinned"].items())
+        keys = ", ".join([f"{op} {n}" for op, n in r["pinned"].items()] + r.get("settings", []))
         if "pairs" not in r:                         # refused, or it matched no lookup: nothing was timed
             t.add_row(str(p.batch), r["trial"], keys, "", "", "", "", "", "", r["verdict"])
             continue
