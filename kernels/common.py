@@ -124,6 +124,19 @@ def new_stream(device, kind: str):
     return torch.cuda.Stream(device, priority=stream_priority(kind))
 
 
+@contextlib.contextmanager
+def beside_streams_made_again():
+    """Inside the block the ops' own side streams are made again at their first use (at the priorities then in force:
+    decode-bench --try's KERNELBENCH_STREAM_PRIORITY trials); after it the previous ones are back."""
+    saved = dict(_BESIDE_STREAMS)
+    _BESIDE_STREAMS.clear()
+    try:
+        yield
+    finally:
+        _BESIDE_STREAMS.clear()
+        _BESIDE_STREAMS.update(saved)
+
+
 def _device_side_stream(device: torch.device):
     """One side stream per device for ops' own side work (kind "op"), made at the first eager call (warm-up runs
     before a capture); callers on two streams at once would only queue one after the other on it."""

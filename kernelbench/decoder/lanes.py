@@ -140,6 +140,15 @@ class Lanes:
         """Whether that step's KV lane forks after the attention front (kv_fork "after") instead of beside it."""
         return self.kv_fork == "after" and self.kv_applies(tokens)
 
+    def made_again(self, kv_lane_from_env: bool = False, kv_fork_from_env: bool = False) -> "Lanes":
+        """New Lanes with these sites, stream use and shared-expert reach, whose streams are made at their first use
+        (at the priorities then in force); the KV lane's reach and fork read from the environment again where asked,
+        else kept (decode-bench --try's setting trials, trials.settings_applied)."""
+        return Lanes(self.device, self.sites, streams=self.streams,
+                     shared_expert_min_t=self.min_tokens["shared_expert"],
+                     kv_lane=None if kv_lane_from_env else self.kv_lane_max_t,
+                     kv_fork=None if kv_fork_from_env else self.kv_fork)
+
     def describe(self) -> str:
         return ",".join(s for s in SITES if s in self.sites) or "none"
 

@@ -40,14 +40,17 @@ import os
 from dataclasses import dataclass
 
 from kernelbench import tuned_configs
+from kernelbench.decoder.lanes import KV_FORK_ENV, KV_LANE_ENV, kv_fork_from_env, kv_lane_from_env
 from kernelbench.harness.bench import parse_where
+from kernelbench.kernels.common import PDL_ENV, PRIORITY_ENV, beside_streams_made_again, high_priority_kinds, pdl_mode
 
 EXAMPLE = 'moe_routed@T=16,64={"GLUE": "v4"}'
 
 
-# The environment settings a trial may change (read when a stream is made or a kernel launched), each with the check
-# that reads it: kernels/common.py high_priority_kinds and pdl_mode, kernelbench/decoder/lanes.py.
-STEP_SETTINGS = ("KERNELBENCH_STREAM_PRIORITY", "KERNELBENCH_PDL", "KERNELBENCH_KV_LANE", "KERNELBENCH_KV_LANE_FORK")
+# The environment settings a trial may change (read when a stream is made or a kernel launched), each with the
+# function that reads it (and refuses a bad value).
+STEP_SETTINGS = {PRIORITY_ENV: high_priority_kinds, PDL_ENV: pdl_mode, KV_LANE_ENV: kv_lane_from_env,
+                 KV_FORK_ENV: kv_fork_from_env}
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,9 @@ def _setting_problem(name: str, value: str) -> str | None:
     check that reads it."""
     if name not in STEP_SETTINGS:
         return f"{name} is not a setting a trial can change; one of {', '.join(STEP_SETTINGS)}"
-    from kernelbench.decoder.lanes import kv_fork_from_env, kv_lane_from_env
-    from kernelbench.kernels.common import high_priority_kinds, pdl_mode
-    check = {"KERNELBENCH_STREAM_PRIORITY": high_priority_kinds, "KERNELBENCH_PDL": pdl_mode,
-             "KERNELBENCH_KV_LANE": kv_lane_from_env, "KERNELBENCH_KV_LANE_FORK": kv_fork_from_env}[name]
     with _environ(((name, value),)):
         try:
-            check()
+            STEP_SETTINGS[name]()
         except Exception as e:  # noqa: BLE001 - the check's own words (a UsageProblem) name the value
             return str(e)
     return None
@@ -93,32 +92,24 @@ def _setting_problem(name: str, value: str) -> str | None:
 def settings_applied(env, model=None):
     """Inside the block the trial's STEP_SETTINGS hold for what is made and launched: the variables set; `model`'s
     lanes (a decoder Transformer's `env.lanes`) made again from them, with the same sites, keeping the KV lane's reach
-    and fork where the trial names neither; with a priority, the ops' own side streams made again (kernels/common.py).
-    After it, all three as before. Without settings the block runs as it stands."""
+    and fork unless the trial sets them (Lanes.made_again); with a priority, the ops' own side streams made again
+    (kernels/common.py beside_streams_made_again). After it, all three as before. Without settings the block runs as
+    it stands."""
     if not env:
         yield
         return
-    from kernelbench.decoder.lanes import KV_FORK_ENV, KV_LANE_ENV, Lanes
-    from kernelbench.kernels import common
     names = {name for name, _ in env}
     holder = getattr(model, "env", None)
     old = getattr(holder, "lanes", None)
-    beside = dict(common._BESIDE_STREAMS)
-    with _environ(env):
-        if "KERNELBENCH_STREAM_PRIORITY" in names:
-            common._BESIDE_STREAMS.clear()      # made again at the first side block, at the trial's priority
+    streams = beside_streams_made_again() if PRIORITY_ENV in names else contextlib.nullcontext()
+    with _environ(env), streams:
         try:
             if old is not None:
-                holder.lanes = Lanes(old.device, old.sites, streams=old.streams,
-                                     shared_expert_min_t=old.min_tokens["shared_expert"],
-                                     kv_lane=None if KV_LANE_ENV in names else old.kv_lane_max_t,
-                                     kv_fork=None if KV_FORK_ENV in names else old.kv_fork)
+                holder.lanes = old.made_again(KV_LANE_ENV in names, KV_FORK_ENV in names)
             yield
         finally:
             if old is not None:
                 holder.lanes = old
-            common._BESIDE_STREAMS.clear()
-            common._BESIDE_STREAMS.update(beside)
 
 
 def parse_trial(text: str, known_ops=None, known_keys=None, over: str = "lookup") -> Trial:
