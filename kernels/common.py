@@ -89,39 +89,74 @@ _BESIDE_STREAMS: dict = {}
 #   main,lane,kv  3.469 3.457 / 6.775 6.770   (the default)
 #   main,lane     3.586 3.601 / 6.752 6.781   (the compressor's step, on the critical path of the layer, waits more
 #                                               than the front gains)
+# "main:2" (session 46): the capture stream is made per batch (decode-bench captures each C's step on a stream of its
+# own), so the main chain alone may be raised from a number of tokens on. The default raises it from 2: at one token
+# the side lanes above the main chain ("lane,kv") made the step faster, from 16 tokens slower. H100, 43-layer Flash
+# TP8 step, decode-bench --try, 30 interleaved pairs against the step as it ran ("main,lane,kv" at every C), A/A
+# control within noise (data/h100-2026-12-06-session46, calls 1 and 2), paired delta ms (+: the trial faster):
+#   lane,kv    C = 1 +0.027, +0.031 (repeat)   C = 16 -0.157   C = 64 -0.162
+#   kv         C = 1 -0.002 (noise)            C = 16 -0.152
+#   main,kv    C = 1 -0.025                                    C = 64 +0.006 (noise)
+# (the side lanes carry the csa layers' compressor / indexer chain, the critical path at one token: session 17's
+# "main" alone starved it there.)
 PRIORITY_ENV = "KERNELBENCH_STREAM_PRIORITY"
 STREAM_KINDS = ("main", "lane", "op", "kv")
-PRIORITY_DEFAULT = "main,lane,kv"
+PRIORITY_DEFAULT = "main:2,lane,kv"
+PER_BATCH_KINDS = ("main",)     # kinds whose streams are made per captured batch: only they take "kind:N"
 
 
-def high_priority_kinds() -> frozenset:
-    """The stream kinds KERNELBENCH_STREAM_PRIORITY raises (read when a stream is made)."""
+def priority_rules() -> dict:
+    """KERNELBENCH_STREAM_PRIORITY as {kind: the fewest tokens at which it is raised} (1: always). Each item is a kind,
+    or "main:N" (N >= 1) for the capture stream raised from N tokens on; "off" raises none."""
     raw = os.environ.get(PRIORITY_ENV, PRIORITY_DEFAULT).strip()
-    names = frozenset(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "off")
-    bad = sorted(names - set(STREAM_KINDS))
-    if bad:
-        raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: unknown stream kind(s) {', '.join(bad)}; a comma list of "
-                         f"{', '.join(STREAM_KINDS)}, or off")
-    return names
+    rules = {}
+    for item in (n.strip() for n in raw.split(",")):
+        if not item or item == "off":
+            continue
+        kind, _, count = item.partition(":")
+        kind = kind.strip()
+        if kind not in STREAM_KINDS:
+            raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: unknown stream kind {kind!r}; a comma list of "
+                               f"{', '.join(STREAM_KINDS)} (main:N raises the main chain from N tokens), or off")
+        if not count:
+            rules[kind] = 1
+            continue
+        if kind not in PER_BATCH_KINDS:
+            raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: {item!r}: only {', '.join(PER_BATCH_KINDS)} takes a token "
+                               f"count (its stream is made for each captured batch; the others once for all)")
+        try:
+            n = int(count)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: {item!r}: the token count is a whole number >= 1")
+        rules[kind] = n
+    return rules
+
+
+def high_priority_kinds(tokens: int | None = None) -> frozenset:
+    """The stream kinds KERNELBENCH_STREAM_PRIORITY raises at `tokens` tokens a step (None: at some batch; read when
+    a stream is made)."""
+    return frozenset(k for k, n in priority_rules().items() if tokens is None or tokens >= n)
 
 
 def priority_label() -> str:
-    """The raised kinds as KERNELBENCH_STREAM_PRIORITY would name them ("off" for none), for results."""
-    kinds = high_priority_kinds()
-    return ",".join(k for k in STREAM_KINDS if k in kinds) or "off"
+    """The rules as KERNELBENCH_STREAM_PRIORITY would name them ("off" for none), for results."""
+    rules = priority_rules()
+    return ",".join(k if rules[k] == 1 else f"{k}:{rules[k]}" for k in STREAM_KINDS if k in rules) or "off"
 
 
-def stream_priority(kind: str) -> int:
+def stream_priority(kind: str, tokens: int | None = None) -> int:
     """The CUDA priority of a new stream of `kind` (lower is dispatched first): the device's highest for the kinds
-    KERNELBENCH_STREAM_PRIORITY names, else 0 (the default and lowest)."""
+    KERNELBENCH_STREAM_PRIORITY raises at `tokens` (None: any batch), else 0 (the default and lowest)."""
     if kind not in STREAM_KINDS:
         raise ValueError(f"stream kind {kind!r}: one of {', '.join(STREAM_KINDS)}")
-    return torch.cuda.Stream.priority_range()[1] if kind in high_priority_kinds() else 0
+    return torch.cuda.Stream.priority_range()[1] if kind in high_priority_kinds(tokens) else 0
 
 
-def new_stream(device, kind: str):
-    """A CUDA stream on `device` at `kind`'s priority (stream_priority)."""
-    return torch.cuda.Stream(device, priority=stream_priority(kind))
+def new_stream(device, kind: str, tokens: int | None = None):
+    """A CUDA stream on `device` at `kind`'s priority (stream_priority) for a step of `tokens` tokens (None: any)."""
+    return torch.cuda.Stream(device, priority=stream_priority(kind, tokens))
 
 
 @contextlib.contextmanager

@@ -3,6 +3,8 @@ scratch, the attention layers put exactly the compressor / indexer work on the s
 kernels side by side still adds up, and (GPU) the side stream changes no output bit, eager or CUDA-graph replayed."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -308,13 +310,63 @@ def test_gpu_side_stream_changes_no_bit(c):
 
 @pytest.mark.parametrize("text, kinds", [(None, {"main", "lane", "kv"}), ("off", set()), ("main", {"main"}),
                                          (" main , op ", {"main", "op"}), ("main,lane,op", {"main", "lane", "op"}),
-                                         ("main,lane", {"main", "lane"})])
+                                         ("main,lane", {"main", "lane"}), ("main:16,kv", {"main", "kv"})])
 def test_stream_priority_kinds_from_the_environment(monkeypatch, text, kinds):
     if text is None:
         monkeypatch.delenv(KC.PRIORITY_ENV, raising=False)
     else:
         monkeypatch.setenv(KC.PRIORITY_ENV, text)
     assert KC.high_priority_kinds() == kinds
+
+
+@pytest.mark.parametrize("text, at, label", [
+    (None, {1: {"lane", "kv"}, 2: {"main", "lane", "kv"}, 64: {"main", "lane", "kv"}}, "main:2,lane,kv"),
+    ("main:16,lane", {1: {"lane"}, 15: {"lane"}, 16: {"main", "lane"}}, "main:16,lane"),
+    ("main:1,kv", {1: {"main", "kv"}, 64: {"main", "kv"}}, "main,kv"),
+    ("main,lane,kv", {1: {"main", "lane", "kv"}}, "main,lane,kv"),
+])
+def test_the_main_chain_is_raised_from_its_token_count(monkeypatch, text, at, label):
+    # session 46: by default the capture stream runs below the side lanes at one token and above them from two
+    if text is None:
+        monkeypatch.delenv(KC.PRIORITY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(KC.PRIORITY_ENV, text)
+    for tokens, kinds in at.items():
+        assert KC.high_priority_kinds(tokens) == kinds, tokens
+    assert KC.priority_label() == label
+
+
+@pytest.mark.parametrize("text, words", [("lane:2", "only main takes a token count"),
+                                         ("main:0", "whole number >= 1"), ("main:two", "whole number >= 1"),
+                                         ("main:2,attention", "unknown stream kind 'attention'")])
+def test_a_bad_token_count_is_refused_by_name(monkeypatch, text, words):
+    monkeypatch.setenv(KC.PRIORITY_ENV, text)
+    with pytest.raises(ValueError, match=words):
+        KC.high_priority_kinds(1)
+
+
+def test_each_graph_is_captured_at_its_batch_priority(monkeypatch):
+    # decode-bench makes the capture stream per point, at that point's token count (the CPU cannot capture: the
+    # stream maker and the graph are stand-ins that record what they were asked)
+    asked = []
+
+    class Graph:
+        def replay(self):
+            pass
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(db, "new_stream", lambda dev, kind, tokens=None: asked.append((kind, tokens)) or Stream())
+    monkeypatch.setattr(db.torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(db.torch.cuda, "graph", lambda g, stream: contextlib.nullcontext())
+    monkeypatch.setattr(db.torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(db.torch.cuda, "current_stream", lambda dev: Stream())
+    runs = []
+    for c in (1, 16):
+        db._capture_graph(lambda: runs.append(1), torch.device("cpu"), c)
+    assert asked == [("main", 1), ("main", 16)] and len(runs) == 4
 
 
 def test_the_kv_lane_stream_is_of_kind_kv_and_the_side_lane_of_kind_lane(monkeypatch):
@@ -354,3 +406,6 @@ def test_gpu_streams_take_their_kinds_priority(monkeypatch):
     assert lanes._side_stream().priority == 0
     monkeypatch.setenv(KC.PRIORITY_ENV, "off")
     assert KC.new_stream(dev, "main").priority == 0
+    monkeypatch.delenv(KC.PRIORITY_ENV)          # the default: the main chain below the side lanes at one token
+    assert KC.new_stream(dev, "main", 1).priority == 0 and KC.new_stream(dev, "lane", 1).priority == high
+    assert KC.new_stream(dev, "main", 2).priority == high

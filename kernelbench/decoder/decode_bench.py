@@ -1039,11 +1039,11 @@ class _PointStep:
         self.positions.copy_(self.base)
 
 
-def _capture_graph(eager: Callable[[], None], dev: torch.device) -> Callable[[], None]:
-    """`eager` captured as a CUDA graph, after one run on a side stream (it warms that stream's allocator) -> the
-    graph's replay (the graph lives as long as the returned callable)."""
+def _capture_graph(eager: Callable[[], None], dev: torch.device, tokens: int) -> Callable[[], None]:
+    """`eager` (a step of `tokens` tokens) captured as a CUDA graph, after one run on a side stream (it warms that
+    stream's allocator) -> the graph's replay (the graph lives as long as the returned callable)."""
     g = torch.cuda.CUDAGraph()
-    s = new_stream(dev, "main")      # the capture stream: its kernels keep its priority in the replay
+    s = new_stream(dev, "main", tokens)   # the capture stream: its kernels keep its priority (at this batch) in the replay
     s.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(s):
         eager()
@@ -1063,7 +1063,7 @@ def _graph_replay(model: Transformer, res: BenchResult, graph: str, step: _Point
     if not res.graph or res.graph_error:
         return None
     try:
-        return _capture_graph(step.eager, dev)
+        return _capture_graph(step.eager, dev, step.ids.numel())
     except Exception as e:  # noqa: BLE001 - reported, then timed eagerly
         res.graph_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         sync(dev)
@@ -1111,7 +1111,7 @@ def _run_point(model: Transformer, res: BenchResult, c: int, lengths: list[int],
                     configs=[r.as_json() for r in tuned_configs.summarize(looked)])
     if not math.isnan(res.gbps):
         pt.roofline_ms = nbytes / (res.gbps * 1e9) * 1e3
-    capture = None if replay is None else (lambda eager: _capture_graph(eager, dev))
+    capture = None if replay is None else (lambda eager: _capture_graph(eager, dev, c))
     tuned_here = any(c["source"] in tuned_configs.TUNED_SOURCES for c in pt.configs)
     if try_control and (trials or (ablate and tuned_here)):
         pt.control = control_trial(step, replay or step.eager, capture, steps, dev)
