@@ -49,8 +49,9 @@ NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned t
 @triton.jit
 def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
                   BM: tl.constexpr, BN: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
-                  STAGED: tl.constexpr = False):
-    """(BN, BM) fp32: W[rn, K blocks kb0 .. kb0 + KB_SPLIT) . X[rm, same]^T with both block scales. QUANT: x is bf16
+                  STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
+    """(BN, BM) fp32: W[rn, K blocks kb0 .. kb0 + KB_SPLIT) . X[rm, same]^T with both block scales (PROMOTE:
+    fp8_dot). QUANT: x is bf16
     (rows ldx apart) quantized here per (row, 128-block); else e4m3 codes (rows ldx apart) with sx (M, K/128).
     nb: the tile's weight-scale row (BN divides 128). The compiler's pipeline carries the x and weight tiles; the
     scales (the weight's byte, x's sx row) are loaded in their own step (sm_90 SASS: plain loads waited on at the
@@ -81,7 +82,7 @@ def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx
                 sx = tl.load(sx_ptr + rm * KB + kb, mask=mmask, other=0.0)
         if not STAGED:
             sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
-        d = tl.dot(w, tl.trans(xq))                                                # (BN, BM) fp32
+        d = fp8_dot(w, tl.trans(xq), PROMOTE)                                      # (BN, BM) fp32
         acc += d * (sx * sw)[None, :]
         if STAGED:
             swb = swn
@@ -222,7 +223,7 @@ def head_sum_option(cfg: dict, op: str) -> bool:
 def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, sxm,
                        KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                        QUANT: tl.constexpr, REDUCE: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr,
-                       STAGED: tl.constexpr = False):
+                       STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     # QUANT: x (M, K) bf16 rows sxm apart, quantized here per (row, 128-block) as the GEMM reads it (sx unused);
     #   else x = e4m3 codes (M, K) and sx (M, K/128) fp32 UE8M0 scales from act_quant_fp8.
     # w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16.
@@ -239,7 +240,7 @@ def _fp8_linear_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr,
     else:
         ldx = K                                       # codes from act_quant_fp8 are contiguous
     acc = fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, (pid_n * BN) // 128, K, ldx,
-                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT, STAGED)
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, QUANT, HW_CVT, STAGED, PROMOTE)
     ticket = cnt_ptr + pid_m * tl.num_programs(0) + pid_n
     splitk_store(acc, out_ptr, part_ptr, ticket, rm[None, :] * N + rn[:, None], nmask[:, None] & mmask[None, :],
                  pid_s, M * N, SPLIT, REDUCE, True, RNE_FIX)
@@ -561,7 +562,7 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     _fp8_linear_kernel[grid](x, sx, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=K // 128 // split,
                              BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, QUANT=quant_in_gemm, REDUCE=fused,
                              HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
-                             num_stages=cfg["num_stages"], STAGED=prefetch_staged(cfg))
+                             num_stages=cfg["num_stages"], STAGED=prefetch_staged(cfg), PROMOTE=fp8_promote(cfg))
     return y if split == 1 or fused else _finish(part, y, split, True)
 
 
@@ -653,9 +654,21 @@ def quantize_x_release(q_ptr):
 
 
 @triton.jit
+def fp8_dot(a, b, PROMOTE: tl.constexpr):
+    """a . b of e4m3 codes, fp32 out. On sm_90 Triton accumulates a whole fp8 dot in the tensor core's adder, which
+    keeps about 14 bits aligned to the largest product (DeepSeek-V3's note on Hopper FP8 GEMMs): one large product in
+    a 128-deep block (an activation outlier) then rounds away the small ones. PROMOTE > 0 (sm_90 only; ignored by
+    mma.sync on sm_120 and by the interpreter): Triton adds each PROMOTE products' partial into a full fp32
+    accumulator (tl.dot's max_num_imprecise_acc)."""
+    if PROMOTE > 0:
+        return tl.dot(a, b, max_num_imprecise_acc=PROMOTE)
+    return tl.dot(a, b)
+
+
+@triton.jit
 def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr, XQ: tl.constexpr = False,
-                 STAGED: tl.constexpr = False):
+                 STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     """X[rm, 128 kb0 : +128 KB_SPLIT] . W[rn, same]^T on tensor cores, x bf16 quantized per (row, 128-block) in
     registers, both block scales applied to each 128-deep partial. XQ: x is already e4m3 codes (rows ldx apart) with
     their scales sx (M, K/128) fp32, written by other programs of this launch (quantize_x_once): loaded past L1.
@@ -664,7 +677,9 @@ def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx,
     behind this block's quantization and MMA), and the weight-scale byte in its own step.
     STAGED (config PREFETCH "staged"): x is loaded in its own step, so the compiler's pipeline carries it beside the
     weight tile (sm_90: cp.async into shared memory, num_stages - 1 blocks ahead), and the scale byte is loaded one
-    step ahead. The same values in the same arithmetic order: the same result."""
+    step ahead. The same values in the same arithmetic order: the same result.
+    PROMOTE (config PROMOTE, sm_90): the 128-deep dot adds its partial into full fp32 every PROMOTE products (32: after
+    each QGMMA) instead of accumulating all 128 in the tensor core's reduced-precision adder (fp8_dot)."""
     rk = tl.arange(0, 128)
     KB = K // 128
     if XA:
@@ -694,9 +709,9 @@ def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx,
         if not STAGED:
             sw = pow2(tl.load(ws_ptr + nb * KB + kb).to(tl.int32) - 127)
         if XA:
-            acc += tl.dot(xq, tl.trans(w)) * (sx * sw)[:, None]
+            acc += fp8_dot(xq, tl.trans(w), PROMOTE) * (sx * sw)[:, None]
         else:
-            acc += tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
+            acc += fp8_dot(w, tl.trans(xq), PROMOTE) * (sx * sw)[None, :]
         if STAGED:
             swb = swn
         else:
@@ -709,7 +724,8 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
                           KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr,
                           XA: tl.constexpr, SPLIT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr,
                           PDL: tl.constexpr = False, xq_ptr=None, sx_ptr=None, q_ptr=None, XQ: tl.constexpr = False,
-                          GQ: tl.constexpr = 16, WPREF: tl.constexpr = False, STAGED: tl.constexpr = False):
+                          GQ: tl.constexpr = 16, WPREF: tl.constexpr = False, STAGED: tl.constexpr = False,
+                          PROMOTE: tl.constexpr = 0):
     # x (M, K) bf16 rows sxm apart; w (N, K) e4m3; ws (ceil(N/128), K/128) uint8 e8m0 bits; out (M, N) bf16;
     # part (S, M, N) fp32 split-K partials, cnt one int32 ticket per output tile (zero between launches).
     # BM == 1: one row per program, fp32 FMA dot (fp8_gemv_span, one (BN, NB, 128) weight tile a step); else tl.dot
@@ -737,10 +753,10 @@ def _fp8_linear_v2_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, part_ptr, cnt_ptr, M, N
         mmask = rm < M
         if XQ:
             acc = fp8_mma_span(xq_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, K, pid_s * KB_SPLIT,
-                               KB_SPLIT, BM, BN, XA, HW_CVT, True, STAGED)
+                               KB_SPLIT, BM, BN, XA, HW_CVT, True, STAGED, PROMOTE)
         else:
             acc = fp8_mma_span(x_ptr, x_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, sxm, pid_s * KB_SPLIT,
-                               KB_SPLIT, BM, BN, XA, HW_CVT, False, STAGED)
+                               KB_SPLIT, BM, BN, XA, HW_CVT, False, STAGED, PROMOTE)
         if XA:
             ooff = rm[:, None] * N + rn[None, :]
             omask = mmask[:, None] & nmask[None, :]
@@ -880,7 +896,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
                                 BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
                                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M, weight),
-                                STAGED=staged, **xq_args)
+                                STAGED=staged, PROMOTE=fp8_promote(cfg), **xq_args)
     return y
 
 
@@ -906,6 +922,19 @@ def _x_quant_option(cfg: dict) -> str:
 
 
 PREFETCH_MODES = ("next", "staged")
+
+
+PROMOTE_CHOICES = (0, 32, 64)
+
+
+def fp8_promote(cfg: dict, op: str = "fp8_linear") -> int:
+    """Config PROMOTE of the MMA tiles (fp8_dot): 0 (the default: Triton's, the whole 128-deep dot in the tensor
+    core's adder), 32 or 64 (a full-fp32 add of the partial every 32 / 64 products, sm_90). The BM = 1 GEMV already
+    sums exact products in full fp32 FMAs: any value asks nothing more of it (0 goes to the kernel)."""
+    n = cfg.get("PROMOTE", 0)
+    if n not in PROMOTE_CHOICES:
+        raise ValueError(f"{op}: config PROMOTE={n!r}: one of {PROMOTE_CHOICES}")
+    return 0 if cfg["BM"] == 1 else n
 
 
 def prefetch_staged(cfg: dict, op: str = "fp8_linear") -> bool:
