@@ -8,6 +8,7 @@ import triton
 import triton.language as tl
 from hypothesis import given, settings
 
+from kernelbench import registry
 from kernelbench.kernels.common import INTERPRET
 from kernelbench.kernels.quant import act_quant_e4m3, fp4_hi_e4m3, fp4_lo_e4m3
 
@@ -454,3 +455,39 @@ def test_fp8_linear_on_gpu_deterministic_and_in_a_cuda_graph():
             torch.cuda.synchronize()
             assert torch.equal(y, want)
         assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
+
+
+# ---- config PROMOTE (session 46): the 128-deep fp8 dot's partial added in full fp32 every 32 / 64 products ----------
+_TILE16 = {"BM": 16, "BN": 64, "NB": 1, "X_OPERAND": "B", "SPLIT": 2, "num_warps": 4, "num_stages": 3, "PATH": "v2"}
+
+
+@pytest.mark.parametrize("base", [_TILE16, {"BM": 64, "BN": 64, "SPLIT": 1, "num_warps": 4, "num_stages": 3,
+                                            "PATH": "v1"}])
+def test_promote_keeps_the_interpreters_result_and_refuses_other_counts(base):
+    # the interpreter has no reduced-precision adder to promote out of: every PROMOTE gives the default's bits (the
+    # option changes only what tl.dot is asked on sm_90); a count other than 0 / 32 / 64 is refused by name
+    from kernelbench.kernels import linear as KL
+    spec = registry.get_op("fp8_linear")
+    inp = spec.make_inputs({"M": 3, "N": 128, "K": 256}, torch.Generator().manual_seed(4), "cpu", "outliers")
+    fn = registry.get_impl("fp8_linear", "triton").fn
+    plain = fn(**inp, config=base)
+    for n in (32, 64):
+        assert torch.equal(fn(**inp, config={**base, "PROMOTE": n}), plain)
+    with pytest.raises(ValueError, match="PROMOTE=16"):
+        fn(**inp, config={**base, "PROMOTE": 16})
+    assert KL.fp8_promote({"BM": 1, "PROMOTE": 32}) == 0       # the GEMV's FMAs sum in fp32 already
+
+
+def test_promote_reaches_the_sm90_tensor_core_loop_and_not_sm120():
+    # offline compiles (no GPU): on sm_90 PROMOTE 32 adds the partial accumulator's FADDs to the QGMMA loop (more
+    # SASS, the same QGMMA count, no spill); on sm_120 (mma.sync, no such adder) the binary is the same size
+    from kernelbench.harness import inspector
+    registry.load_builtin()
+    case = {"M": 16, "N": 256, "K": 512}
+    for target, grows in (("sm_90", True), ("sm_120", False)):
+        jobs = [("fp8_linear", "triton", case, {**_TILE16, "PROMOTE": n}) for n in (0, 32)]
+        plain, promoted = (r["kernels"][0] for r in inspector.inspect_jobs(jobs, target=target))
+        for k in (plain, promoted):
+            assert not k["error"] and not k["spills"], (target, k["error"])
+        assert plain["sass_mma"] == promoted["sass_mma"] and plain["sass_mma"], target
+        assert (promoted["sass_instructions"] > plain["sass_instructions"]) == grows, target
