@@ -259,6 +259,35 @@ PDL_ENV = "KERNELBENCH_PDL"
 PDL_MODES = ("auto", "0", "1")
 
 
+# ---- fp8 tensor-core accumulation: KERNELBENCH_FP8_PROMOTE ------------------------------------------------------
+# On sm_90 Triton leaves a whole fp8 tl.dot in the QGMMA adder (its max_num_imprecise_acc defaults to 2^30 there),
+# which keeps about 14 bits aligned to the largest addend (DeepSeek-V3's note on Hopper FP8 GEMMs). Our fp8 GEMMs run
+# one 128-deep dot per block scale, so one large product in a block (an activation outlier) rounds away the low bits
+# of the other 127. Session 46's H200 verify missed shared_expert on such an example (T=2, D=F=128, "outliers": rel_fro
+# 0.0257 against 2^-6); scripts/qgmma_accumulation_model.py reproduces it (0.0257 at 12-13 bits) and gives 0.0007-0.0023
+# with a full-fp32 add every 32 products. KERNELBENCH_FP8_PROMOTE (0, 32 or 64: products per full-fp32 add; 0 is
+# Triton's default) sets it for every 128-deep fp8 dot: fp8_linear's tiles, the fused-epilogue GEMMs (attention_front,
+# attention_q, indexer_q) and the MoE's FP8 shared-expert items. A numerics policy, not a tuning choice: no config
+# space carries it. sm_120's mma.sync and the interpreter ignore it.
+FP8_PROMOTE_ENV = "KERNELBENCH_FP8_PROMOTE"
+FP8_PROMOTE_CHOICES = ("0", "32", "64")
+FP8_PROMOTE_DEFAULT = "0"
+
+
+def fp8_promote() -> int:
+    """KERNELBENCH_FP8_PROMOTE as the products per full-fp32 add of a 128-deep fp8 dot (0: Triton's default)."""
+    return int(env_choice(FP8_PROMOTE_ENV, FP8_PROMOTE_DEFAULT, FP8_PROMOTE_CHOICES))
+
+
+@triton.jit
+def fp8_dot(a, b, PROMOTE: tl.constexpr):
+    """a . b of e4m3 codes -> fp32; PROMOTE > 0 (fp8_promote): Triton adds each PROMOTE products' partial into a full
+    fp32 accumulator on sm_90 (tl.dot's max_num_imprecise_acc)."""
+    if PROMOTE > 0:
+        return tl.dot(a, b, max_num_imprecise_acc=PROMOTE)
+    return tl.dot(a, b)
+
+
 def pdl_mode() -> str:
     """KERNELBENCH_PDL: auto (the default), 0 or 1."""
     return env_choice(PDL_ENV, "auto", PDL_MODES)

@@ -24,8 +24,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels import linear as KL
-from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, l2_prefetch_rows, pdl_args,
-                                       pdl_enter, to_bf16)
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, fp8_promote,
+                                       l2_prefetch_rows, pdl_args, pdl_enter, to_bf16)
 from kernelbench.kernels.kv import kv_write_rows
 from kernelbench.kernels.linear import fp8_rows_tile, fp8_tile_head_ticket, splitk_store
 from kernelbench.kernels.quant import _launch_fp8
@@ -99,7 +99,8 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
                             KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                             RB: tl.constexpr, QB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                             RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
-                            STAGED: tl.constexpr = False, Q_ROW: tl.constexpr = False, TAIL: tl.constexpr = True):
+                            STAGED: tl.constexpr = False, Q_ROW: tl.constexpr = False, TAIL: tl.constexpr = True,
+                            PROMOTE: tl.constexpr = 0):
     # TAIL False (config TAIL "launch"): the GEMM only (each tile finished, no row tickets); _attention_front_tail
     #   runs the halves' tails in a launch of their own, a program per RB rows and half.
     # Q_ROW (config Q_NORM "row", the default at RB 1; QB >= NQ): the q tail holds each row whole
@@ -130,7 +131,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
     if is_q:
         rn = pid_n * BN + tl.arange(0, BN)
         acc = fp8_rows_tile(x_ptr, sx_ptr, wq_ptr, wqs_ptr, rn, rm, mmask, rn < NQ, (pid_n * BN) // 128, K, ldx,
-                            pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED)
+                            pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED, PROMOTE)
         out_ptr = qr_ptr
         ooff = rm[None, :] * NQ + rn[:, None]
         row_ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m
@@ -138,7 +139,7 @@ def _attention_front_kernel(x_ptr, sx_ptr, wq_ptr, wqs_ptr, wkv_ptr, wkvs_ptr, q
     else:
         rn = (pid_n - NT_Q) * BN + tl.arange(0, BN)
         acc = fp8_rows_tile(x_ptr, sx_ptr, wkv_ptr, wkvs_ptr, rn, rm, mmask, rn < DH, ((pid_n - NT_Q) * BN) // 128,
-                            K, ldx, pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED)
+                            K, ldx, pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED, PROMOTE)
         out_ptr = kv_ptr
         ooff = rm[None, :] * DH + rn[:, None]
         row_ticket = cnt_ptr + tl.num_programs(2) * (NT + 1) + pid_m
@@ -375,7 +376,7 @@ def attention_front(x, wq_a, wq_a_scale, q_norm, wkv, wkv_scale, kv_norm, eps, p
         M, NQ, K, xin.stride(0), float(eps), window_cache.shape[1], window_cache.stride(0), window_cache.stride(1),
         DH=DH, R=R, NG_P2=ng_p2, KB_SPLIT=K // 128 // split, BM=bm, BN=bn,
         SPLIT=split, RB=rb, QB=qb, QUANT=quant_in_gemm, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb,
-        STAGED=KL.prefetch_staged(cfg, "attention_front"), Q_ROW=q_row, TAIL=not tail_launch,
+        STAGED=KL.prefetch_staged(cfg, "attention_front"), PROMOTE=fp8_promote(), Q_ROW=q_row, TAIL=not tail_launch,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, M, wq_a, wkv))
     if tail_launch:
         _attention_front_tail[(triton.cdiv(M, rb), 2)](
@@ -421,12 +422,12 @@ def _attention_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, 
                         KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                         RB: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R2: tl.constexpr, QUANT: tl.constexpr,
                         HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1, PDL: tl.constexpr = False,
-                        HEAD_SUM: tl.constexpr = False, STAGED: tl.constexpr = False):
+                        HEAD_SUM: tl.constexpr = False, STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     # x (M, K) as fp8_linear; y (M, N = HL * DH) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row
     # block, head) (kernels/linear.py fp8_tile_head_ticket; HEAD_SUM: the head's ticket only)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, DH, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB, PDL, HEAD_SUM, BLOCK_D, STAGED)
+                                                     NB, PDL, HEAD_SUM, BLOCK_D, STAGED, PROMOTE)
     if last:
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
             tok = pid_m * BM + r0 + tl.arange(0, RB)
@@ -527,7 +528,7 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
         HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, HEAD_SUM=KL.head_sum_option(cfg, "attention_q"),
-        STAGED=KL.prefetch_staged(cfg, "attention_q"), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        STAGED=KL.prefetch_staged(cfg, "attention_q"), PROMOTE=fp8_promote(), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         **pdl_args(dev, M, weight))
     return out
 

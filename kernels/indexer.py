@@ -44,8 +44,9 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
-from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, hadamard128,
-                                       hadamard128_rows, pdl_args, pdl_enter, relu_scale_bf16, sincos, to_bf16)
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, fp8_promote,
+                                       hadamard128, hadamard128_rows, pdl_args, pdl_enter, relu_scale_bf16, sincos,
+                                       to_bf16)
 from kernelbench.kernels.kv import _attention_indices_kernel, attention_indices, window_slots
 from kernelbench.kernels.linear import fp8_tile_head_ticket, split_tickets
 from kernelbench.kernels.quant import fp4_simulate_rows
@@ -1099,12 +1100,13 @@ def _indexer_q_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, po
                       R: tl.constexpr, KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                       SPLIT: tl.constexpr, RB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                       RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr, NB: tl.constexpr = 1,
-                      PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False, STAGED: tl.constexpr = False):
+                      PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False, STAGED: tl.constexpr = False,
+                      PROMOTE: tl.constexpr = 0):
     # x (M, K) as fp8_linear; y (M, HL, 128) bf16; part (S, M, N) fp32; cnt: tile tickets, then one per (row block,
     # head) (kernels/linear.py fp8_tile_head_ticket; HEAD_SUM: the head's ticket only)
     last, ticket, head, pid_m = fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
                                                      sxm, HL, 128, KB_SPLIT, BM, BN, SPLIT, QUANT, HW_CVT, RNE_FIX,
-                                                     NB, PDL, HEAD_SUM, 128, STAGED)
+                                                     NB, PDL, HEAD_SUM, 128, STAGED, PROMOTE)
     if last:
         d = tl.arange(0, 128)
         for r0 in range(0, tl.minimum(BM, M - pid_m * BM), RB):
@@ -1222,7 +1224,7 @@ def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         positions.contiguous(), freqs.contiguous(), M, N, K, xin.stride(0), hl, R=r, KB_SPLIT=K // 128 // split,
         BM=bm, BN=bn, SPLIT=split, RB=max(16, cfg.get("RB", 16)), QUANT=quant_in_gemm, HW_CVT=not INTERPRET,
         RNE_FIX=INTERPRET, DOT_UPCAST=INTERPRET, NB=nb, HEAD_SUM=KL.head_sum_option(cfg, "indexer_q"),
-        STAGED=KL.prefetch_staged(cfg, "indexer_q"), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        STAGED=KL.prefetch_staged(cfg, "indexer_q"), PROMOTE=fp8_promote(), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         **pdl_args(dev, M, weight))
     return out
 

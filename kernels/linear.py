@@ -37,7 +37,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, bulk_rows_ok, check_device, check_dtype, check_shape, dot_operand,
-                                       l2_prefetch_rows, pdl_args, pdl_enter, sm90_compiled, to_bf16, zeroed_scratch)
+                                       fp8_dot, fp8_promote, l2_prefetch_rows, pdl_args, pdl_enter, sm90_compiled,
+                                       to_bf16, zeroed_scratch)
 from kernelbench.kernels.quant import (_fp8_quant_kernel, _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3,
                                        fp4_lo_e4m3, pow2)
 from kernelbench.registry import register_impl
@@ -94,8 +95,8 @@ def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx
 @triton.jit
 def fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
                   BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
-                  STAGED: tl.constexpr = False):
-    """fp8_gemm_tile (STAGED: its scales a step ahead), or with BM == 1 (one row per program, x bf16: QUANT)
+                  STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
+    """fp8_gemm_tile (STAGED: its scales a step ahead; PROMOTE: fp8_dot), or with BM == 1 (one row per program, x bf16: QUANT)
     fp8_linear's FMA GEMV (fp8_gemv_span, NB K blocks a step, the same arithmetic as fp8_linear's BM = 1 path) as a
     (BN, 1) tile: the GEMMs with a fused epilogue (attention_front, attention_q, indexer_q) at one token."""
     if BM == 1:
@@ -103,7 +104,7 @@ def fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx
         return fp8_gemv_span(x_ptr + rm * ldx, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, KB_SPLIT // NB, NB, BN,
                              HW_CVT)[:, None]
     return fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT, BM, BN, QUANT,
-                         HW_CVT, STAGED)
+                         HW_CVT, STAGED, PROMOTE)
 
 
 @triton.jit
@@ -157,7 +158,7 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
                          KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, SPLIT: tl.constexpr,
                          QUANT: tl.constexpr, HW_CVT: tl.constexpr, RNE_FIX: tl.constexpr, NB: tl.constexpr = 1,
                          PDL: tl.constexpr = False, HEAD_SUM: tl.constexpr = False, HEAD_BLOCK: tl.constexpr = 1,
-                         STAGED: tl.constexpr = False):
+                         STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     """The prologue of the GEMMs with a per-head epilogue (attention_q, indexer_q): program (pid_n, pid_s, pid_m)
     computes its (BN, BM) fp8 tile of y (M, N = HL heads of HEAD_W) as _fp8_linear_kernel does (x bf16 quantized here
     when QUANT, else codes with sx; BM == 1: fp8_linear's GEMV, fp8_rows_tile), finishes it through splitk_store
@@ -178,7 +179,7 @@ def fp8_tile_head_ticket(x_ptr, sx_ptr, w_ptr, ws_ptr, y_ptr, part_ptr, cnt_ptr,
     else:
         ldx = K                                       # codes from act_quant_fp8 are contiguous
     acc = fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, rn < N, (pid_n * BN) // 128, K, ldx,
-                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED)
+                        pid_s * KB_SPLIT, KB_SPLIT, BM, BN, NB, QUANT, HW_CVT, STAGED, PROMOTE)
     NT = tl.num_programs(0)
     head = (pid_n * BN) // HEAD_W
     ticket = cnt_ptr + tl.num_programs(2) * NT + pid_m * HL + head
@@ -562,7 +563,7 @@ def _fp8_linear(x, weight, weight_scale, config, fused: bool):
     _fp8_linear_kernel[grid](x, sx, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=K // 128 // split,
                              BM=cfg["BM"], BN=cfg["BN"], SPLIT=split, QUANT=quant_in_gemm, REDUCE=fused,
                              HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, num_warps=cfg["num_warps"],
-                             num_stages=cfg["num_stages"], STAGED=prefetch_staged(cfg), PROMOTE=fp8_promote(cfg))
+                             num_stages=cfg["num_stages"], STAGED=prefetch_staged(cfg), PROMOTE=fp8_promote())
     return y if split == 1 or fused else _finish(part, y, split, True)
 
 
@@ -654,18 +655,6 @@ def quantize_x_release(q_ptr):
 
 
 @triton.jit
-def fp8_dot(a, b, PROMOTE: tl.constexpr):
-    """a . b of e4m3 codes, fp32 out. On sm_90 Triton accumulates a whole fp8 dot in the tensor core's adder, which
-    keeps about 14 bits aligned to the largest product (DeepSeek-V3's note on Hopper FP8 GEMMs): one large product in
-    a 128-deep block (an activation outlier) then rounds away the small ones. PROMOTE > 0 (sm_90 only; ignored by
-    mma.sync on sm_120 and by the interpreter): Triton adds each PROMOTE products' partial into a full fp32
-    accumulator (tl.dot's max_num_imprecise_acc)."""
-    if PROMOTE > 0:
-        return tl.dot(a, b, max_num_imprecise_acc=PROMOTE)
-    return tl.dot(a, b)
-
-
-@triton.jit
 def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, XA: tl.constexpr, HW_CVT: tl.constexpr, XQ: tl.constexpr = False,
                  STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
@@ -678,8 +667,8 @@ def fp8_mma_span(x_ptr, sx_ptr, w_ptr, ws_ptr, rm, rn, mmask, nmask, nb, K, ldx,
     STAGED (config PREFETCH "staged"): x is loaded in its own step, so the compiler's pipeline carries it beside the
     weight tile (sm_90: cp.async into shared memory, num_stages - 1 blocks ahead), and the scale byte is loaded one
     step ahead. The same values in the same arithmetic order: the same result.
-    PROMOTE (config PROMOTE, sm_90): the 128-deep dot adds its partial into full fp32 every PROMOTE products (32: after
-    each QGMMA) instead of accumulating all 128 in the tensor core's reduced-precision adder (fp8_dot)."""
+    PROMOTE (KERNELBENCH_FP8_PROMOTE, sm_90): the 128-deep dot adds its partial into full fp32 every PROMOTE products
+    (32: after each QGMMA) instead of accumulating all 128 in the tensor core's reduced-precision adder (fp8_dot)."""
     rk = tl.arange(0, 128)
     KB = K // 128
     if XA:
@@ -896,7 +885,7 @@ def fp8_linear(x, weight, weight_scale, config=None):
     _fp8_linear_v2_kernel[grid](x, weight, ws, y, part, tickets, M, N, K, x.stride(0), KB_SPLIT=kb // split, BM=bm,
                                 BN=cfg["BN"], NB=nb, XA=cfg.get("X_OPERAND", "A") == "A", SPLIT=split, HW_CVT=not INTERPRET, RNE_FIX=INTERPRET,
                                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(x.device, M, weight),
-                                STAGED=staged, PROMOTE=fp8_promote(cfg), **xq_args)
+                                STAGED=staged, PROMOTE=fp8_promote(), **xq_args)
     return y
 
 
@@ -922,19 +911,6 @@ def _x_quant_option(cfg: dict) -> str:
 
 
 PREFETCH_MODES = ("next", "staged")
-
-
-PROMOTE_CHOICES = (0, 32, 64)
-
-
-def fp8_promote(cfg: dict, op: str = "fp8_linear") -> int:
-    """Config PROMOTE of the MMA tiles (fp8_dot): 0 (the default: Triton's, the whole 128-deep dot in the tensor
-    core's adder), 32 or 64 (a full-fp32 add of the partial every 32 / 64 products, sm_90). The BM = 1 GEMV already
-    sums exact products in full fp32 FMAs: any value asks nothing more of it (0 goes to the kernel)."""
-    n = cfg.get("PROMOTE", 0)
-    if n not in PROMOTE_CHOICES:
-        raise ValueError(f"{op}: config PROMOTE={n!r}: one of {PROMOTE_CHOICES}")
-    return 0 if cfg["BM"] == 1 else n
 
 
 def prefetch_staged(cfg: dict, op: str = "fp8_linear") -> bool:

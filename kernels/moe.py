@@ -24,8 +24,8 @@ import triton
 import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_device, check_dtype, check_shape,
-                                       dot_operand, l2_prefetch_rows, pdl_args, pdl_enter, pdl_release, sm90_compiled,
-                                       to_bf16)
+                                       dot_operand, fp8_dot, fp8_promote, l2_prefetch_rows, pdl_args, pdl_enter,
+                                       pdl_release, sm90_compiled, to_bf16)
 from kernelbench.kernels.attention import sm_count
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
@@ -776,17 +776,18 @@ def fold_halves(acc2, BN: tl.constexpr, BM: tl.constexpr):
 
 
 @triton.jit
-def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq, sx, swbyte=None):
+def fp8_tile_dot(acc, w_ptr, ws_ptr, n0, rn, LDW, kb, xq, sx, swbyte=None, PROMOTE: tl.constexpr = 0):
     """The shared expert's FP8 weights: acc (BN, BM) += W[rn, 128 kb : +128] . xq^T * sw * sx, W e4m3 rows of LDW
     values with one e8m0 scale per 128 x 128 block (ws rows of LDW / 128; BN divides 128), xq (BM, 128) e4m3 codes
     of the rows' K block kb with fp32 scales sx (BM,) (the arithmetic of kernels/linear.py _fp8_gemm_kernel).
-    swbyte: the block's scale byte loaded already (config SHARED_SCALES "ahead"), else loaded here."""
+    swbyte: the block's scale byte loaded already (config SHARED_SCALES "ahead"), else loaded here. PROMOTE:
+    KERNELBENCH_FP8_PROMOTE (kernels/common.py fp8_dot)."""
     rk = tl.arange(0, 128)
     w = tl.load(w_ptr + rn[:, None] * LDW + kb * 128 + rk[None, :])
     if swbyte is None:
         swbyte = tl.load(ws_ptr + (n0 // 128) * (LDW // 128) + kb)                                # rn = n0 + 0..BN-1
     sw = pow2(swbyte.to(tl.int32) - 127)
-    return acc + tl.dot(w, tl.trans(xq)) * (sx * sw)[None, :]
+    return acc + fp8_dot(w, tl.trans(xq), PROMOTE) * (sx * sw)[None, :]
 
 
 @triton.jit
@@ -1187,7 +1188,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FIN: tl.constexpr = False, HAS_EXTRA: tl.constexpr = False, OUT_BF16: tl.constexpr = False,
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
-                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0):
+                         xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0,
+                         PROMOTE: tl.constexpr = 0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1272,16 +1274,16 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 if SH_AHEAD:
                     more = i + 1 < nkb
                     swa_n = tl.load(hsa_ptr + srow + i + 1, mask=more, other=127)
-                    acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq, swa)
+                    acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq, swa, PROMOTE)
                     swa = swa_n
                     if GATED:
                         swb_n = tl.load(hsb_ptr + srow + i + 1, mask=more, other=127)
-                        accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq, swb)
+                        accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq, swb, PROMOTE)
                         swb = swb_n
                 else:
-                    acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq)
+                    acca = fp8_tile_dot(acca, hwa_ptr, hsa_ptr, n0, rn, ldw, kb, xq, sxq, None, PROMOTE)
                     if GATED:
-                        accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq)
+                        accb = fp8_tile_dot(accb, hwb_ptr, hsb_ptr, n0, rn, ldw, kb, xq, sxq, None, PROMOTE)
             if SWIGLU:
                 _store_swiglu(aq_ptr, sq_ptr, TK + tok, pm, n0, acca, accb, tl.full((BMS,), 1.0, tl.float32), limit,
                               N, BN, RNE_FIX)
@@ -2140,7 +2142,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
-        SWIGLU=fuse, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_up,
+        SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_up,
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
@@ -2156,6 +2158,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
+        PROMOTE=fp8_promote() if fused else 0,
         **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)

@@ -457,37 +457,52 @@ def test_fp8_linear_on_gpu_deterministic_and_in_a_cuda_graph():
         assert all(int(t.abs().sum()) == 0 for t in KL._TICKETS.values())
 
 
-# ---- config PROMOTE (session 46): the 128-deep fp8 dot's partial added in full fp32 every 32 / 64 products ----------
+# ---- KERNELBENCH_FP8_PROMOTE (session 46): a 128-deep fp8 dot's partial added in full fp32 every 32 / 64 products ----
 _TILE16 = {"BM": 16, "BN": 64, "NB": 1, "X_OPERAND": "B", "SPLIT": 2, "num_warps": 4, "num_stages": 3, "PATH": "v2"}
 
 
 @pytest.mark.parametrize("base", [_TILE16, {"BM": 64, "BN": 64, "SPLIT": 1, "num_warps": 4, "num_stages": 3,
                                             "PATH": "v1"}])
-def test_promote_keeps_the_interpreters_result_and_refuses_other_counts(base):
-    # the interpreter has no reduced-precision adder to promote out of: every PROMOTE gives the default's bits (the
-    # option changes only what tl.dot is asked on sm_90); a count other than 0 / 32 / 64 is refused by name
-    from kernelbench.kernels import linear as KL
+def test_fp8_promote_keeps_the_interpreters_result_and_refuses_other_counts(monkeypatch, base):
+    # the interpreter has no reduced-precision adder to promote out of: every count gives the default's bits (the
+    # setting changes only what tl.dot is asked on sm_90); a count other than 0 / 32 / 64 is refused by name
+    from kernelbench.kernels import common
     spec = registry.get_op("fp8_linear")
     inp = spec.make_inputs({"M": 3, "N": 128, "K": 256}, torch.Generator().manual_seed(4), "cpu", "outliers")
     fn = registry.get_impl("fp8_linear", "triton").fn
+    monkeypatch.delenv(common.FP8_PROMOTE_ENV, raising=False)
     plain = fn(**inp, config=base)
-    for n in (32, 64):
-        assert torch.equal(fn(**inp, config={**base, "PROMOTE": n}), plain)
-    with pytest.raises(ValueError, match="PROMOTE=16"):
-        fn(**inp, config={**base, "PROMOTE": 16})
-    assert KL.fp8_promote({"BM": 1, "PROMOTE": 32}) == 0       # the GEMV's FMAs sum in fp32 already
+    for n in ("32", "64"):
+        monkeypatch.setenv(common.FP8_PROMOTE_ENV, n)
+        assert common.fp8_promote() == int(n)
+        assert torch.equal(fn(**inp, config=base), plain)
+    monkeypatch.setenv(common.FP8_PROMOTE_ENV, "16")
+    with pytest.raises(ValueError, match="KERNELBENCH_FP8_PROMOTE"):
+        fn(**inp, config=base)
 
 
-def test_promote_reaches_the_sm90_tensor_core_loop_and_not_sm120():
-    # offline compiles (no GPU): on sm_90 PROMOTE 32 adds the partial accumulator's FADDs to the QGMMA loop (more
-    # SASS, the same QGMMA count, no spill); on sm_120 (mma.sync, no such adder) the binary is the same size
+@pytest.mark.parametrize("op, case, config", [
+    ("fp8_linear", {"M": 16, "N": 256, "K": 512}, _TILE16),
+    ("shared_expert", {"T": 16, "D": 256, "F": 256}, None),
+    ("moe_layer", {"T": 16, "D": 256, "E": 16, "El": 4, "offset": 0, "F": 128, "K": 2, "V": 64, "hash": False,
+                   "rs": 1.5}, None),
+])
+def test_fp8_promote_reaches_the_sm90_tensor_core_loops_and_not_sm120(monkeypatch, op, case, config):
+    # offline compiles (no GPU; each inspect call compiles in a fresh process that reads the variable): on sm_90 a
+    # count of 32 adds the partial accumulator's FADDs to the QGMMA loops (more SASS, the same MMA instructions, no
+    # spill); on sm_120 (mma.sync, no such adder) every kernel is the same size
     from kernelbench.harness import inspector
     registry.load_builtin()
-    case = {"M": 16, "N": 256, "K": 512}
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
     for target, grows in (("sm_90", True), ("sm_120", False)):
-        jobs = [("fp8_linear", "triton", case, {**_TILE16, "PROMOTE": n}) for n in (0, 32)]
-        plain, promoted = (r["kernels"][0] for r in inspector.inspect_jobs(jobs, target=target))
-        for k in (plain, promoted):
-            assert not k["error"] and not k["spills"], (target, k["error"])
-        assert plain["sass_mma"] == promoted["sass_mma"] and plain["sass_mma"], target
-        assert (promoted["sass_instructions"] > plain["sass_instructions"]) == grows, target
+        sizes = []
+        for n in ("0", "32"):
+            monkeypatch.setenv("KERNELBENCH_FP8_PROMOTE", n)
+            (rep,) = inspector.inspect_jobs([(op, "triton", case, config)], target=target)
+            for k in rep["kernels"]:
+                assert not k["error"] and not k["spills"], (target, k["kernel"], k["error"])
+            sizes.append({k["kernel"]: (k["sass_instructions"], tuple(k["sass_mma"])) for k in rep["kernels"]})
+        plain, promoted = sizes
+        assert plain.keys() == promoted.keys()
+        assert all(plain[k][1] == promoted[k][1] for k in plain), target
+        assert (sum(v[0] for v in promoted.values()) > sum(v[0] for v in plain.values())) == grows, (target, sizes)

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from kernelbench import tuned_configs
 from kernelbench.decoder.lanes import KV_FORK_ENV, KV_LANE_ENV, kv_fork_from_env, kv_lane_from_env
 from kernelbench.harness.bench import parse_where
-from kernelbench.kernels.common import PDL_ENV, PRIORITY_ENV, beside_streams_made_again, high_priority_kinds, pdl_mode
+from kernelbench.kernels.common import (FP8_PROMOTE_ENV, PDL_ENV, PRIORITY_ENV, beside_streams_made_again, fp8_promote,
+                                       high_priority_kinds, pdl_mode)
 
 EXAMPLE = 'moe_routed@T=16,64={"GLUE": "v4"}'
 
@@ -50,7 +51,7 @@ EXAMPLE = 'moe_routed@T=16,64={"GLUE": "v4"}'
 # The environment settings a trial may change (read when a stream is made or a kernel launched), each with the
 # function that reads it (and refuses a bad value).
 STEP_SETTINGS = {PRIORITY_ENV: high_priority_kinds, PDL_ENV: pdl_mode, KV_LANE_ENV: kv_lane_from_env,
-                 KV_FORK_ENV: kv_fork_from_env}
+                 KV_FORK_ENV: kv_fork_from_env, FP8_PROMOTE_ENV: fp8_promote}
 
 
 @dataclass(frozen=True)
