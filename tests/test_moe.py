@@ -1106,3 +1106,31 @@ def test_up_early_builds_for_sm120():
     assert up1["spill_bytes"] == 0 and up1["shared_bytes"] == up0["shared_bytes"]
     assert up1["registers"] <= up0["registers"] and up1["sass_instructions"] > up0["sass_instructions"]
     assert down1["sass_instructions"] == down0["sass_instructions"] and not down1["constexprs"]["SPEC"]
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh moe)")
+def test_gpu_fp8_promote_closes_the_outlier_miss(monkeypatch):
+    """Session 46's H200 verify miss of shared_expert (T=2, D=F=128, "outliers", seed 2104100: rel_fro 0.0257 against
+    2^-6, bit-equal to the reference in the interpreter). On sm_90 the default (Triton's whole 128-deep dot in the
+    QGMMA adder) lands where scripts/qgmma_accumulation_model.py puts it (0.0256-0.0257 at 12-13 bits); a full-fp32
+    add every 32 products (KERNELBENCH_FP8_PROMOTE=32) brings it inside the bound, as the model does (0.0007-0.0023).
+    On other GPUs only the second claim is asserted."""
+    from kernelbench import registry
+    from kernelbench.kernels.common import FP8_PROMOTE_ENV
+    registry.load_builtin()
+    spec = registry.get_op("shared_expert")
+    params = {"T": 2, "D": 128, "F": 128}
+    inp = spec.make_inputs(params, torch.Generator().manual_seed(2104100), "cuda", "outliers")
+    with compute_dtype(torch.float64):
+        ref = spec.reference(**{k: (v.cpu() if torch.is_tensor(v) else v) for k, v in inp.items()}).double()
+    fn = registry.get_impl("shared_expert", "triton").fn
+
+    def rel_fro(promote: str) -> float:
+        monkeypatch.setenv(FP8_PROMOTE_ENV, promote)
+        y = fn(**inp).double().cpu()
+        return ((y - ref).norm() / ref.norm()).item()
+    bound = spec.tolerance(params)["y"].rel_fro
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert 0.02 < rel_fro("0") < 0.03
+    assert rel_fro("32") < bound / 2
