@@ -26,13 +26,19 @@ def env_positive_int(name: str) -> int | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
+    n = positive_int(raw)
+    if n is None:
         raise UsageProblem(f"{name} must be a positive integer, got {name}={raw!r}")
     return n
+
+
+def positive_int(text: str) -> int | None:
+    """`text` as a whole number >= 1, else None."""
+    try:
+        n = int(text)
+    except ValueError:
+        return None
+    return n if n >= 1 else None
 
 
 @lru_cache(maxsize=None)

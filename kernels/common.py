@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from kernelbench.usage import UsageProblem, env_choice   # a bad environment variable: a one-line CLI error
+from kernelbench.usage import UsageProblem, env_choice, positive_int   # a bad environment variable: a one-line CLI error
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -124,11 +124,8 @@ def priority_rules() -> dict:
         if kind not in PER_BATCH_KINDS:
             raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: {item!r}: only {', '.join(PER_BATCH_KINDS)} takes a token "
                                f"count (its stream is made for each captured batch; the others once for all)")
-        try:
-            n = int(count)
-        except ValueError:
-            n = 0
-        if n < 1:
+        n = positive_int(count)
+        if n is None:
             raise UsageProblem(f"{PRIORITY_ENV}={raw!r}: {item!r}: the token count is a whole number >= 1")
         rules[kind] = n
     return rules

@@ -52,6 +52,14 @@ variant_of() {  # variant_of REL_PATH BASE NEW SED_EXPR: same-call A/B of one so
 use_variant() {  # use_variant REL_PATH NAME: put $W/NAME.py (from variant_of) in place of the installed REL_PATH
     cp "$W/$2.py" "$(installed "$1")"
 }
+issue9_table_on_h200() {  # on an H200 (the card issue 9 names): the copy ceiling, then moe_layer and moe_experts beside
+    # the triton_kernels peer (carry .gpu_peers), in $W/issue9.json; elsewhere nothing
+    if grep -q "H200" "$W/environment.txt"; then
+        step copy 30 $KB calibrate --measure copy_gbps
+        step issue9 150 $KB bench moe_layer moe_experts --impl triton --impl triton_kernels --shapes flash-tp8 \
+            --max-time 0.3 --json "$W/issue9.json"
+    fi
+}
 finish() {  # fold the database's WAL in, drop the scratch home, pack $W into $OUT/results.tgz, print the status
     python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" \
         "$W/kernelbench.sqlite" 2>/dev/null

@@ -10,11 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-480}
 source scripts/device_lib.sh || exit 1
-if grep -q "H200" "$W/environment.txt"; then
-    step copy 30 $KB calibrate --measure copy_gbps
-    step issue9 150 $KB bench moe_layer moe_experts --impl triton --impl triton_kernels --shapes flash-tp8 \
-        --max-time 0.3 --json "$W/issue9.json"
-fi
+issue9_table_on_h200
 step gpu_try 100 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trials.py -k gpu_try
 step settings 170 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16 --steps 30 \
     --try KERNELBENCH_KV_LANE_FORK=after --try KERNELBENCH_STREAM_PRIORITY=lane,kv --try KERNELBENCH_STREAM_PRIORITY=kv \

@@ -12,11 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-480}
 source scripts/device_lib.sh || exit 1
-if grep -q "H200" "$W/environment.txt"; then
-    step copy 30 $KB calibrate --measure copy_gbps
-    step issue9 150 $KB bench moe_layer moe_experts --impl triton --impl triton_kernels --shapes flash-tp8 \
-        --max-time 0.3 --json "$W/issue9.json"
-fi
+issue9_table_on_h200
 step gpu_prio 60 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_lanes.py -k priority
 step prio 120 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,2,4,8 --steps 30 \
     --try KERNELBENCH_STREAM_PRIORITY=main,lane,kv --try KERNELBENCH_STREAM_PRIORITY=main:16,lane,kv \
