@@ -111,7 +111,8 @@ INSPECT_WORKERS_ENV = "KERNELBENCH_INSPECT_WORKERS"
 def check_environment() -> None:
     """The switches read from the environment while kernels, the decoder and the inspector run (KERNELBENCH_PDL,
     KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_SHARED_SPLIT, KERNELBENCH_KV_LANE, KERNELBENCH_KV_LANE_FORK,
-    KERNELBENCH_FP8_PROMOTE, KERNELBENCH_INSPECT_WORKERS), so that a bad value stops the command before any work instead of deep inside it."""
+    KERNELBENCH_FP8_PROMOTE, KERNELBENCH_INSPECT_WORKERS), so that a bad value stops the command before any work
+    instead of deep inside it."""
     from kernelbench.decoder.lanes import kv_fork_from_env, kv_lane_from_env
     from kernelbench.decoder.model import shared_split_from_env
     from kernelbench.kernels.common import fp8_promote, high_priority_kinds, pdl_mode

@@ -31,7 +31,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from kernelbench.usage import UsageProblem, env_choice, positive_int   # a bad environment variable: a one-line CLI error
+# a bad environment variable: a one-line CLI error
+from kernelbench.usage import UsageProblem, env_choice, positive_int
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
 

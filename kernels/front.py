@@ -528,8 +528,8 @@ def attention_q(x, weight, weight_scale, head_dim, positions, freqs, eps, config
         _round_to_bf16(eps), KB_SPLIT=K // 128 // split, BM=bm, BN=bn, SPLIT=split, RB=min(cfg.get("RB", 1), bm),
         BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_R2=triton.next_power_of_2(r // 2), QUANT=quant_in_gemm,
         HW_CVT=not INTERPRET, RNE_FIX=INTERPRET, NB=nb, HEAD_SUM=KL.head_sum_option(cfg, "attention_q"),
-        STAGED=KL.prefetch_staged(cfg, "attention_q"), PROMOTE=fp8_promote(), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **pdl_args(dev, M, weight))
+        STAGED=KL.prefetch_staged(cfg, "attention_q"), PROMOTE=fp8_promote(), num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"], **pdl_args(dev, M, weight))
     return out
 
 

@@ -51,9 +51,9 @@ NUM_SMS_TARGET = 132      # H200 SM count; the RTX PRO 6000 has 188: the tuned t
 def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
                   BM: tl.constexpr, BN: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                   STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
-    """(BN, BM) fp32: W[rn, K blocks kb0 .. kb0 + KB_SPLIT) . X[rm, same]^T with both block scales (PROMOTE:
-    fp8_dot). QUANT: x is bf16
-    (rows ldx apart) quantized here per (row, 128-block); else e4m3 codes (rows ldx apart) with sx (M, K/128).
+    """(BN, BM) fp32: W[rn, K blocks kb0 .. kb0 + KB_SPLIT) . X[rm, same]^T with both block scales, each 128-deep
+    dot by fp8_dot (PROMOTE). QUANT: x is bf16 (rows ldx apart) quantized here per (row, 128-block); else e4m3 codes
+    (rows ldx apart) with sx (M, K/128).
     nb: the tile's weight-scale row (BN divides 128). The compiler's pipeline carries the x and weight tiles; the
     scales (the weight's byte, x's sx row) are loaded in their own step (sm_90 SASS: plain loads waited on at the
     scale multiply). STAGED (config PREFETCH "staged"): the scales one step ahead. The same result."""
@@ -96,9 +96,9 @@ def fp8_gemm_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx
 def fp8_rows_tile(x_ptr, sx_ptr, w_ptr, ws_ptr, rn, rm, mmask, nmask, nb, K, ldx, kb0, KB_SPLIT: tl.constexpr,
                   BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, QUANT: tl.constexpr, HW_CVT: tl.constexpr,
                   STAGED: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
-    """fp8_gemm_tile (STAGED: its scales a step ahead; PROMOTE: fp8_dot), or with BM == 1 (one row per program, x bf16: QUANT)
-    fp8_linear's FMA GEMV (fp8_gemv_span, NB K blocks a step, the same arithmetic as fp8_linear's BM = 1 path) as a
-    (BN, 1) tile: the GEMMs with a fused epilogue (attention_front, attention_q, indexer_q) at one token."""
+    """fp8_gemm_tile (STAGED: its scales a step ahead; PROMOTE: fp8_dot), or with BM == 1 (one row per program, x
+    bf16: QUANT) fp8_linear's FMA GEMV (fp8_gemv_span, NB K blocks a step, the same arithmetic as fp8_linear's BM = 1
+    path) as a (BN, 1) tile: the GEMMs with a fused epilogue (attention_front, attention_q, indexer_q) at one token."""
     if BM == 1:
         tl.static_assert(QUANT, "the BM = 1 GEMV quantizes a bf16 x row itself")
         return fp8_gemv_span(x_ptr + rm * ldx, w_ptr, ws_ptr, rn, nmask, nb, K, kb0, KB_SPLIT // NB, NB, BN,

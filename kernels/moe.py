@@ -2142,7 +2142,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
-        SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"), **pdl_up,
+        SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
+        **pdl_up,
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128

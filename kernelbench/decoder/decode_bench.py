@@ -1043,7 +1043,7 @@ def _capture_graph(eager: Callable[[], None], dev: torch.device, tokens: int) ->
     """`eager` (a step of `tokens` tokens) captured as a CUDA graph, after one run on a side stream (it warms that
     stream's allocator) -> the graph's replay (the graph lives as long as the returned callable)."""
     g = torch.cuda.CUDAGraph()
-    s = new_stream(dev, "main", tokens)   # the capture stream: its kernels keep its priority (at this batch) in the replay
+    s = new_stream(dev, "main", tokens)   # the capture stream: its kernels keep this batch's priority in the replay
     s.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(s):
         eager()
