@@ -481,11 +481,11 @@ def test_fp8_promote_keeps_the_interpreters_result_and_refuses_other_counts(monk
         fn(**inp, config=base)
 
 
-@pytest.mark.parametrize("op, case, config", [
+@pytest.mark.parametrize("op, case, config", [      # the ops beside fp8_linear: opt-in (KB_SLOW=1, ~20 s cold)
     ("fp8_linear", {"M": 16, "N": 256, "K": 512}, _TILE16),
-    ("shared_expert", {"T": 16, "D": 256, "F": 256}, None),
-    ("moe_layer", {"T": 16, "D": 256, "E": 16, "El": 4, "offset": 0, "F": 128, "K": 2, "V": 64, "hash": False,
-                   "rs": 1.5}, None),
+    pytest.param("shared_expert", {"T": 16, "D": 256, "F": 256}, None, marks=pytest.mark.slow),
+    pytest.param("moe_layer", {"T": 16, "D": 256, "E": 16, "El": 4, "offset": 0, "F": 128, "K": 2, "V": 64,
+                               "hash": False, "rs": 1.5}, None, marks=pytest.mark.slow),
 ])
 def test_fp8_promote_reaches_the_sm90_tensor_core_loops_and_not_sm120(monkeypatch, op, case, config):
     # offline compiles (no GPU; each inspect call compiles in a fresh process that reads the variable): on sm_90 a

@@ -37,7 +37,8 @@ from kernelbench.db.values import canonical_json
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
-from kernelbench.kernels.common import HADAMARD_DEFAULT, hadamard_mode, new_stream, pdl_on, priority_label
+from kernelbench.kernels.common import (HADAMARD_DEFAULT, fp8_promote, hadamard_mode, new_stream, pdl_on,
+                                       priority_label)
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
@@ -524,6 +525,7 @@ class BenchResult:
     stream_priority: str = "off"         # the stream kinds at the highest priority (kernels/common.py stream_priority)
     kv_lane: str = "off"                 # the KV compressor step on a lane of its own: off / on / up to N tokens
     hadamard: str = HADAMARD_DEFAULT     # the kernels' Hadamard rotations (kernels/common.py KERNELBENCH_HADAMARD)
+    fp8_promote: int = 0                 # products per full-fp32 add in the fp8 dots (KERNELBENCH_FP8_PROMOTE)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -719,7 +721,7 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
                       gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe(),
                       shared_split=model.env.shared_split,
                       stream_priority=priority_label(),
-                      kv_lane=model.env.lanes.kv_lane, hadamard=hadamard_mode())
+                      kv_lane=model.env.lanes.kv_lane, hadamard=hadamard_mode(), fp8_promote=fp8_promote())
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)
     for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
@@ -1217,7 +1219,8 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
           + (", shared expert split over the ranks" if res.shared_split else "")
           + (f", high stream priority: {res.stream_priority}" if res.stream_priority != "off" else "")
           + (f", KV compressor on its own lane ({res.kv_lane})" if res.kv_lane != "off" else "")
-          + (f", Hadamard: {res.hadamard}" if res.hadamard != HADAMARD_DEFAULT else ""))
+          + (f", Hadamard: {res.hadamard}" if res.hadamard != HADAMARD_DEFAULT else "")
+          + (f", fp8 dots promoted every {res.fp8_promote} products" if res.fp8_promote else ""))
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
@@ -1451,6 +1454,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
                      "simulated_tp": res.simulated_tp, "shared_split": res.shared_split,
                      "stream_priority": res.stream_priority, "kv_lane": res.kv_lane, "hadamard": res.hadamard,
+                     "fp8_promote": res.fp8_promote,
                      "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,
