@@ -270,6 +270,9 @@ PDL_MODES = ("auto", "0", "1")
 FP8_PROMOTE_ENV = "KERNELBENCH_FP8_PROMOTE"
 FP8_PROMOTE_CHOICES = ("0", "32", "64")
 FP8_PROMOTE_DEFAULT = "0"
+# the ops whose triton kernels run 128-deep fp8 dots (fp8_dot), for verify's note on an sm_90 miss
+FP8_DOT_OPS = ("fp8_linear", "shared_expert", "moe_experts", "moe_layer", "moe_routed", "attention_front",
+               "attention_q", "indexer_q")
 
 
 def fp8_promote() -> int:

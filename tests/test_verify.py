@@ -324,3 +324,15 @@ def test_copies_keep_the_spec_layout_and_strided_views_hide_poison():
     # reading the view's storage as if it were contiguous meets the poisoned padding
     flat = torch.as_strided(strided["v"], (inputs["v"].numel(),), (1,))
     assert torch.isnan(flat).any()
+
+
+def test_an_sm90_fp8_miss_points_at_the_adder_and_the_setting():
+    # session 46: shared_expert's outlier miss on the H200 came from the QGMMA adder; verify names the setting that
+    # tells it from a bug, only for ops with fp8 dots, only on sm_90, and only when the dots are not promoted already
+    from kernelbench.harness.verify_run import fp8_adder_note
+    note = fp8_adder_note({"shared_expert", "rms_norm"}, (9, 0), 0)
+    assert note.startswith("shared_expert:") and "KERNELBENCH_FP8_PROMOTE=32" in note and "rms_norm" not in note
+    assert fp8_adder_note({"rms_norm"}, (9, 0), 0) is None
+    assert fp8_adder_note({"fp8_linear"}, (12, 0), 0) is None
+    assert fp8_adder_note({"fp8_linear"}, (9, 0), 32) is None
+    assert fp8_adder_note(set(), (9, 0), 0) is None

@@ -118,7 +118,25 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
     finally:
         rec.finish(status)
         store.dispose()   # closes the connections: SQLite folds the WAL back into the one file
+    if device == "cuda":
+        import torch
+        from kernelbench.kernels.common import fp8_promote
+        note = fp8_adder_note({r.op for r in reports if r.failed}, torch.cuda.get_device_capability(), fp8_promote())
+        if note:
+            notes.append(note)
     return _doc(reports, rec.run_id, store.where, opts, notes)
+
+
+def fp8_adder_note(failed_ops: set, capability: tuple, promote: int) -> str | None:
+    """What to try when an op with 128-deep fp8 dots fails on sm_90 with Triton's accumulation (session 46: one
+    activation outlier's product rounds the others in the QGMMA adder; docs/perf/linear.md); None otherwise."""
+    from kernelbench.kernels.common import FP8_DOT_OPS, FP8_PROMOTE_ENV
+    ops = sorted(failed_ops & set(FP8_DOT_OPS))
+    if not ops or tuple(capability) != (9, 0) or promote:
+        return None
+    return (f"{', '.join(ops)}: fp8 tensor-core dots on sm_90 keep about 14 bits aligned to a block's largest product "
+            f"(an activation outlier rounds the rest; scripts/qgmma_accumulation_model.py). To tell that from a "
+            f"kernel bug, rerun the reproduce line with {FP8_PROMOTE_ENV}=32 (a full-fp32 add every 32 products)")
 
 
 def _check_where(pairs, shapes, where) -> None:
