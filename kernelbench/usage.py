@@ -3,6 +3,7 @@ environment is the user's to fix, so it ends in a one-line error and nothing is 
 kernel result (issue 10, item 2)."""
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import lru_cache
 
@@ -30,6 +31,21 @@ def env_positive_int(name: str) -> int | None:
     if n is None:
         raise UsageProblem(f"{name} must be a positive integer, got {name}={raw!r}")
     return n
+
+
+@contextlib.contextmanager
+def env_set(env):
+    """The variables of `env` ((name, value) pairs) set inside the block, as they were after it."""
+    saved = {name: os.environ.get(name) for name, _ in env}
+    os.environ.update(dict(env))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def positive_int(text: str) -> int | None:
@@ -113,11 +129,9 @@ def check_environment() -> None:
     KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_SHARED_SPLIT, KERNELBENCH_KV_LANE, KERNELBENCH_KV_LANE_FORK,
     KERNELBENCH_FP8_PROMOTE, KERNELBENCH_INSPECT_WORKERS), so that a bad value stops the command before any work
     instead of deep inside it."""
-    from kernelbench.decoder.lanes import kv_fork_from_env, kv_lane_from_env
     from kernelbench.decoder.model import shared_split_from_env
-    from kernelbench.kernels.common import fp8_promote, high_priority_kinds, pdl_mode
-    for check in (pdl_mode, high_priority_kinds, fp8_promote, shared_split_from_env, kv_lane_from_env, kv_fork_from_env,
-                  lambda: env_positive_int(INSPECT_WORKERS_ENV)):
+    from kernelbench.decoder.trials import STEP_SETTINGS      # the step's settings, each with the function reading it
+    for check in (*STEP_SETTINGS.values(), shared_split_from_env, lambda: env_positive_int(INSPECT_WORKERS_ENV)):
         check()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 
 import torch
@@ -21,6 +20,7 @@ from kernelbench import registry
 from kernelbench.kernels.common import FP8_PROMOTE_ENV
 from kernelbench.reference.precision import compute_dtype
 from kernelbench.registry import get_op
+from kernelbench.usage import env_set
 
 FAILING = ("shared_expert", {"T": 2, "D": 128, "F": 128}, "outliers", 2104100)
 
@@ -32,15 +32,8 @@ def _rel_fro(y: torch.Tensor, ref: torch.Tensor) -> float:
 
 def _run(op: str, inp: dict, promote: int):
     """The op's triton impl with KERNELBENCH_FP8_PROMOTE = promote (read by each launch)."""
-    old = os.environ.get(FP8_PROMOTE_ENV)
-    os.environ[FP8_PROMOTE_ENV] = str(promote)
-    try:
+    with env_set(((FP8_PROMOTE_ENV, str(promote)),)):
         return registry.get_impl(op, "triton").fn(**inp)
-    finally:
-        if old is None:
-            del os.environ[FP8_PROMOTE_ENV]
-        else:
-            os.environ[FP8_PROMOTE_ENV] = old
 
 
 def _example(op, params, values, seed, device, promotes):

@@ -80,8 +80,8 @@ def _ints(text: str) -> list[int]:
                    "OP[@KEY=V[,V...]...]=JSON, several ops joined by ';' (e.g. 'moe_routed@T=16,64={\"GLUE\": "
                    "\"v4\"}'), the JSON's keys over the config each matching lookup finds (a tuned entry or the "
                    "default; {} the default instead of the entry); a part may instead set a stream or launch "
-                   "setting, e.g. 'KERNELBENCH_KV_LANE_FORK=after' (KERNELBENCH_STREAM_PRIORITY, KERNELBENCH_PDL, "
-                   "KERNELBENCH_KV_LANE, KERNELBENCH_KV_LANE_FORK); repeatable, one trial each "
+                   "setting, e.g. 'KERNELBENCH_KV_LANE_FORK=after' (the variables kernelbench/decoder/trials.py "
+                   "STEP_SETTINGS lists; an unknown one is refused with the list); repeatable, one trial each "
                    "(kernelbench/decoder/trials.py)")
 @click.option("--try-entries", "try_files", multiple=True, metavar="FILE", type=click.Path(dir_okay=False),
               help="one --try per entry of this tuned-config file (what `kernelbench tune --export FILE` wrote), "

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass
 
 from kernelbench import tuned_configs
 from kernelbench.decoder.lanes import KV_FORK_ENV, KV_LANE_ENV, kv_fork_from_env, kv_lane_from_env
 from kernelbench.harness.bench import parse_where
+from kernelbench.usage import env_set
 from kernelbench.kernels.common import (FP8_PROMOTE_ENV, PDL_ENV, PRIORITY_ENV, beside_streams_made_again, fp8_promote,
                                        high_priority_kinds, pdl_mode)
 
@@ -61,27 +61,12 @@ class Trial:
     env: tuple[tuple[str, str], ...] = ()   # STEP_SETTINGS the trial sets, (name, value)
 
 
-@contextlib.contextmanager
-def _environ(env):
-    """The variables of `env` ((name, value) pairs) set inside the block, as they were after it."""
-    saved = {name: os.environ.get(name) for name, _ in env}
-    os.environ.update(dict(env))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def _setting_problem(name: str, value: str) -> str | None:
     """Why `name`=`value` is not a setting a trial can make (None: it is): not in STEP_SETTINGS, or refused by the
     check that reads it."""
     if name not in STEP_SETTINGS:
         return f"{name} is not a setting a trial can change; one of {', '.join(STEP_SETTINGS)}"
-    with _environ(((name, value),)):
+    with env_set(((name, value),)):
         try:
             STEP_SETTINGS[name]()
         except Exception as e:  # noqa: BLE001 - the check's own words (a UsageProblem) name the value
@@ -103,7 +88,7 @@ def settings_applied(env, model=None):
     holder = getattr(model, "env", None)
     old = getattr(holder, "lanes", None)
     streams = beside_streams_made_again() if PRIORITY_ENV in names else contextlib.nullcontext()
-    with _environ(env), streams:
+    with env_set(env), streams:
         try:
             if old is not None:
                 holder.lanes = old.made_again(KV_LANE_ENV in names, KV_FORK_ENV in names)
