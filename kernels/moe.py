@@ -27,6 +27,7 @@ from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_d
                                        dot_operand, fp8_dot, fp8_promote, l2_prefetch_rows, pdl_args, pdl_enter,
                                        pdl_release, sm90_compiled, to_bf16)
 from kernelbench.kernels.attention import sm_count
+from kernelbench.kernels.trace import trace_args, trace_kind, trace_mark
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -457,7 +458,8 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
         SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
-        num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight))
+        num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight),
+        **trace_args("moe gate (one launch)", grid, x.device))
     return (w, idx, buf) if route is not None else (w, idx)
 
 
@@ -1040,7 +1042,7 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False,
                        TS: tl.constexpr = 0, KW: tl.constexpr = 2, SLOTS: tl.constexpr = False,
-                       ROWS_ROUTED: tl.constexpr = False):
+                       ROWS_ROUTED: tl.constexpr = False, TRACE: tl.constexpr = False, trace_ptr=0):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -1051,11 +1053,16 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # ROWS_ROUTED (hash routing, config GATE_ROWS "routed"): NGP = T * K programs, program (t, k) scores only the
     # expert token t's table row names into logits[t * K + k] (the weights are the softmax of those K scores): K
     # gate rows a token instead of all E.
+    # TRACE (kernels/trace.py): marks start, released (after the PDL wait), finish (before the ticket; the
+    #   x-quantization programs: their block done) and end; kind 0 a scoring program, 1 an x-quantization one.
     pid = tl.program_id(0)
+    trace_mark(trace_ptr, 0, TRACE)
     if pid < NGP and not ROWS_ROUTED:  # PDL: the program's EB gate rows (contiguous) into L2 first, one prefetch
         one = pid + tl.arange(0, 1)                                # (a prefetch per row spilled on sm_90)
         l2_prefetch_rows(gw_ptr, one, one < NGP, EB * 2 * D, 0, tl.minimum(EB, E - pid * EB) * 2 * D, PDL)
     pdl_enter(PDL)
+    trace_mark(trace_ptr, 1, TRACE)
+    trace_kind(trace_ptr, (pid >= NGP).to(tl.int32), TRACE)
     if pid < NGP:
         d = tl.arange(0, BD)
         if ROWS_ROUTED:
@@ -1077,6 +1084,7 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                     acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
                 tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
         tl.debug_barrier()                                         # every thread's stores before the release
+        trace_mark(trace_ptr, 2, TRACE)
         if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
             if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
                 rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
@@ -1096,6 +1104,8 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
+        trace_mark(trace_ptr, 2, TRACE)
+    trace_mark(trace_ptr, 3, TRACE)
 
 
 @triton.jit
@@ -1189,7 +1199,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
                          xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0,
-                         PROMOTE: tl.constexpr = 0):
+                         PROMOTE: tl.constexpr = 0, TRACE: tl.constexpr = False, trace_ptr=0):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1221,10 +1231,14 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   spec_n programs only (the ones resident while the routing launch runs). A guess: it reads nothing the routing
     #   launch writes, and a wrong one costs only the bytes. (Every program guessing, session 40 call 2 on an H100:
     #   moe_routed 80 -> 124 us at 16 tokens, 168 -> 205 at 64: the inactive experts' spans doubled the bytes.)
+    # TRACE (kernels/trace.py): marks start, released (after the wait or the release), finish (the item's GEMM
+    #   done, before FIN's ticket) and end; kind 0 a shared-expert item, 1 a routed item with work, 2 one past the
+    #   active count.
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
     pid = tl.program_id(0)
+    trace_mark(trace_ptr, 0, TRACE)
     a = pid // (NT * SPLIT)
     s = pid % SPLIT
     n0 = ((pid // SPLIT) % NT) * BN
@@ -1244,7 +1258,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
         pdl_release(PDL)
     else:
         pdl_enter(PDL)
+    trace_mark(trace_ptr, 1, TRACE)
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
+        trace_kind(trace_ptr, a * 0, TRACE)
         c = a * BMS
         if GATED:              # W1 / W3: the rows NS.. do not exist; the whole K range
             ldw = KD
@@ -1300,7 +1316,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             end = tl.load(tb + 2)
         else:
             live = item < tl.load(act_ptr)
+        trace_kind(trace_ptr, item * 0 + 2, TRACE)
         if live:
+            trace_kind(trace_ptr, item * 0 + 1, TRACE)
             if not ITEMS:   # the count (above), then the expert, then its offsets: three dependent round trips
                 e = tl.load(act_ptr + 1 + item).to(tl.int64)
                 start = tl.load(start_ptr + e)
@@ -1384,10 +1402,12 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 else:
                     _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
                 c += BM
+    trace_mark(trace_ptr, 2, TRACE)
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                         sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
                         HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS)
+    trace_mark(trace_ptr, 3, TRACE)
 
 
 @triton.jit
@@ -2143,7 +2163,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
-        **pdl_up,
+        **pdl_up, **trace_args("moe W1/W3", (nsh + n_items) * (F // bu) * su, dev),
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
@@ -2161,6 +2181,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
         PROMOTE=fp8_promote() if fused else 0,
         **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
+        **trace_args("moe W2", (nsh + n_items) * (D // bd) * sd, dev),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))

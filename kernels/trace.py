@@ -1,0 +1,121 @@
+"""In-kernel timeline: when each program of a traced launch started, passed its wait, reached its finish and ended.
+
+Kernel profilers give a launch's span; under PDL and with tickets, a span hides what its programs did inside it (a
+program may sit in `griddepcontrol.wait` for most of it). A traced launch writes, per program, four marks:
+
+    0 start          first instruction (before any prefetch)
+    1 released       after its PDL wait (or its release without a wait); = start without PDL
+    2 finish         its GEMM / scoring work done, before its split-K ticket and the last arrival's tail
+    3 end            last instruction
+
+each as %globaltimer (ns, one clock for every SM) and %clock64 (the SM's cycle counter: finer, but per SM), with the
+program's SM (%smid) and a kind the kernel names (the MoE grouped launches: 0 shared-expert item, 1 routed item with
+work, 2 routed item past the active count). Row layout: SLOTS int64 per program (`FIELDS` below).
+
+Tracing is off unless a `recording()` is active: a launch site asks `trace_args(label, programs, device)`, which is
+{} outside a recording (the kernels' TRACE constexpr stays False and they compile to the same binaries), and inside
+it allocates the launch's rows and returns {"TRACE": True, "trace_ptr": rows}. It is compiled-only (inline PTX):
+under the interpreter `trace_args` refuses. Only the MoE launches take it today (kernels/moe.py); scripts/
+moe_timeline.py captures a graph under a recording and summarises the replays.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench.kernels.common import INTERPRET
+
+SLOTS = 16
+MARKS = ("start", "released", "finish", "end")
+FIELDS = {**{f"ns_{m}": i for i, m in enumerate(MARKS)}, **{f"clk_{m}": 4 + i for i, m in enumerate(MARKS)},
+          "smid": 8, "kind": 9}
+
+
+@triton.jit
+def _globaltimer():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _clock64():
+    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _smid():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def trace_mark(trace_ptr, MARK: tl.constexpr, TRACE: tl.constexpr):
+    """With TRACE: this program's mark MARK (0..3, `MARKS`) now. Without: nothing (no code)."""
+    if TRACE:
+        row = trace_ptr + tl.program_id(0).to(tl.int64) * 16
+        tl.store(row + MARK, _globaltimer())
+        tl.store(row + 4 + MARK, _clock64())
+        if MARK == 0:
+            tl.store(row + 8, _smid().to(tl.int64))
+
+
+@triton.jit
+def trace_kind(trace_ptr, kind, TRACE: tl.constexpr):
+    """With TRACE: this program's kind (a small int the kernel defines)."""
+    if TRACE:
+        tl.store(trace_ptr + tl.program_id(0).to(tl.int64) * 16 + 9, kind.to(tl.int64))
+
+
+@dataclass
+class TracedLaunch:
+    label: str
+    rows: torch.Tensor          # (programs, SLOTS) int64
+
+
+@dataclass
+class Recording:
+    launches: list = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Every row back to -1 (a mark never reached stays -1): call it before each replay, outside the graph."""
+        for t in self.launches:
+            t.rows.fill_(-1)
+
+    def snapshot(self) -> list[dict]:
+        """Every traced launch's rows as they stand now, on the CPU: [{label, rows (programs, SLOTS) int64}]."""
+        return [{"label": t.label, "rows": t.rows.cpu().clone()} for t in self.launches]
+
+
+_RECORDING: contextvars.ContextVar[Recording | None] = contextvars.ContextVar("kernelbench_trace", default=None)
+
+
+@contextlib.contextmanager
+def recording():
+    """Launches of traced kernels inside write their programs' marks into rows this recording keeps (capture a CUDA
+    graph inside it and every replay rewrites the same rows)."""
+    if INTERPRET:
+        raise RuntimeError("kernels.trace: the in-kernel timeline reads %globaltimer / %clock64 (inline PTX); it runs "
+                           "compiled on a CUDA GPU only, not under TRITON_INTERPRET=1")
+    rec = Recording()
+    token = _RECORDING.set(rec)
+    try:
+        yield rec
+    finally:
+        _RECORDING.reset(token)
+
+
+def trace_args(label: str, programs: int, device) -> dict:
+    """Launch keywords of a traced kernel: {} outside a `recording()`; inside one, fresh rows for `programs` programs
+    and TRACE on. The rows are allocated, not filled (a fill inside a graph capture would be a kernel between the
+    traced launches): `Recording.reset` fills them with -1 before a replay."""
+    rec = _RECORDING.get()
+    if rec is None:
+        return {}
+    if torch.device(device).type != "cuda":
+        raise RuntimeError(f"kernels.trace: {label} runs on {device}; the in-kernel timeline needs a CUDA device")
+    rows = torch.empty((programs, SLOTS), dtype=torch.int64, device=device)
+    rec.launches.append(TracedLaunch(label, rows))
+    return {"TRACE": True, "trace_ptr": rows}

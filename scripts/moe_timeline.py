@@ -1,0 +1,158 @@
+"""Where moe_layer's time goes inside its launches: the in-kernel timeline (kernels/trace.py) of graph-replayed calls.
+
+Bench's rows give a call's median; this gives, for the same graph (back-to-back calls cycling over input sets that
+keep the L2 cold, as `kernelbench bench` times them), each launch's programs: when they started, passed their PDL
+wait, finished their GEMM work and ended, relative to the call's first gate program, by kind (gate scoring / x
+quantization programs; the grouped launches' shared-expert items, routed items with work, routed items past the
+active count). Medians over every call of every replay, so one row reads "a typical call".
+
+    python scripts/moe_timeline.py --device cuda [--tokens 1,16,64] [--hash] [--replays 20] [--json OUT]
+
+Times are %globaltimer (one clock for all SMs); the script reports the finest step it saw between distinct values,
+so a reader knows the resolution. Per-program busy times are also given in SM cycles (%clock64, same SM).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+import kernelbench.ops  # noqa: F401  (registers the ops)
+from kernelbench import registry
+from kernelbench.harness.timing import capture_graph, l2_bytes, make_sets
+from kernelbench.kernels import trace
+
+FLASH = {"D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "rs": 1.5}
+KIND_NAMES = {"moe gate (one launch)": {0: "scoring", 1: "x quant"},
+              "moe W1/W3": {0: "shared", 1: "routed", 2: "idle"},
+              "moe W2": {0: "shared", 1: "routed", 2: "idle"}}
+F = trace.FIELDS
+
+
+def _q(vals: list[float]) -> dict:
+    if not vals:
+        return {}
+    s = sorted(vals)
+    return {"min": s[0], "med": statistics.median(s), "max": s[-1]}
+
+
+def _calls(launches: list[dict], per_call: int) -> list[list[dict]]:
+    return [launches[i:i + per_call] for i in range(0, len(launches) - per_call + 1, per_call)]
+
+
+def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
+    """snapshots: per replay, the traced launches in launch order (per_call of them a call). -> per launch label and
+    kind: medians over calls of (first / median / last start, released, finish, end) in us from the call's first
+    mark, program counts and busy cycles; the call period (next call's start - this one's)."""
+    agg: dict = {}
+    periods, steps = [], set()
+    for launches in snapshots:
+        calls = _calls(launches, per_call)
+        origins = []
+        for call in calls:
+            starts = torch.cat([L["rows"][:, F["ns_start"]] for L in call])
+            origin = int(starts[starts >= 0].min())
+            origins.append(origin)
+            for L in call:
+                rows = L["rows"]
+                names = KIND_NAMES.get(L["label"], {})
+                for kind in sorted(set(int(k) for k in rows[:, F["kind"]].tolist())):
+                    sel = rows[rows[:, F["kind"]] == kind]
+                    key = (L["label"], names.get(kind, str(kind)))
+                    a = agg.setdefault(key, {"programs": [], **{m: {"first": [], "med": [], "last": []}
+                                                                   for m in trace.MARKS}, "busy_cycles": [],
+                                             "wait_us": [], "unreached": 0})
+                    a["programs"].append(len(sel))
+                    for m in trace.MARKS:
+                        col = sel[:, F[f"ns_{m}"]]
+                        ok = col[col >= 0]
+                        a["unreached"] += int((col < 0).sum())
+                        if len(ok):
+                            us = [(int(v) - origin) / 1e3 for v in ok.tolist()]
+                            a[m]["first"].append(min(us))
+                            a[m]["med"].append(statistics.median(us))
+                            a[m]["last"].append(max(us))
+                    done = (sel[:, F["clk_end"]] >= 0) & (sel[:, F["clk_start"]] >= 0)
+                    a["busy_cycles"] += (sel[done, F["clk_end"]] - sel[done, F["clk_released"]]).tolist()
+                    a["wait_us"] += ((sel[done, F["ns_released"]] - sel[done, F["ns_start"]]) / 1e3).tolist()
+                    vals = torch.unique(rows[:, :4][rows[:, :4] >= 0])
+                    if len(vals) > 1:
+                        steps.add(int((vals[1:] - vals[:-1]).min()))
+        periods += [(b - a) / 1e3 for a, b in zip(origins, origins[1:])]
+    out = {"call_period_us": _q(periods), "timer_step_ns": min(steps) if steps else None, "launches": []}
+    for (label, kind), a in agg.items():
+        row = {"launch": label, "kind": kind, "programs": statistics.median(a["programs"]),
+               "unreached_marks": a["unreached"], "busy_cycles": _q(a["busy_cycles"]), "wait_us": _q(a["wait_us"])}
+        for m in trace.MARKS:
+            row[m] = {k: statistics.median(v) for k, v in a[m].items() if v}
+        out["launches"].append(row)
+    return out
+
+
+def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph: int) -> dict:
+    spec = registry.get_op("moe_layer")
+    impl = registry.get_impl("moe_layer", "triton")
+    params = {"T": tokens, **FLASH, "hash": hashed}
+    sets, _, cold = make_sets(spec, params, device, 0, l2_bytes(device), max_sets=64)
+    sets = [impl.prepared(s) for s in sets]
+    calls = [lambda s=s: impl.fn(**s) for s in sets]
+    n = max(launches_per_graph, len(calls))
+    with trace.recording() as rec:
+        graph, _ = capture_graph(calls, n)
+        per_call = len(rec.launches) // (len(calls) + n)     # warm-up calls, then the captured ones
+        rec.launches = rec.launches[len(calls) * per_call:]   # the graph's
+        snaps = []
+        for _ in range(replays + 1):
+            rec.reset()
+            torch.cuda.synchronize()
+            graph.replay()
+            torch.cuda.synchronize()
+            snaps.append(rec.snapshot())
+    summary = summarise(snaps[1:], per_call)     # the first replay warms what a graph's first replay warms
+    return {"params": params, "l2_cold": cold, "calls_per_graph": n, "traced_launches_per_call": per_call,
+            "replays": replays, **summary}
+
+
+def print_case(res: dict) -> None:
+    p = res["params"]
+    print(f"\nmoe_layer T={p['T']} {'hash' if p['hash'] else 'score'}: call period "
+          f"{res['call_period_us'].get('med', float('nan')):.2f} us (median over {res['replays']} replays x "
+          f"{res['calls_per_graph']} calls; L2 cold {res['l2_cold']}), timer step {res['timer_step_ns']} ns")
+    print(f"{'launch':24} {'kind':8} {'progs':>5} | {'start first/med/last':>22} | {'released f/m/l':>20} | "
+          f"{'finish f/m/l':>20} | {'end f/m/l':>20} | busy kcyc med")
+    for r in res["launches"]:
+        def fml(m):
+            d = r.get(m) or {}
+            return "/".join(f"{d[k]:6.2f}" if k in d else "   -  " for k in ("first", "med", "last"))
+        busy = r["busy_cycles"].get("med")
+        print(f"{r['launch']:24} {r['kind']:8} {r['programs']:5.0f} | {fml('start'):>22} | {fml('released'):>20} | "
+              f"{fml('finish'):>20} | {fml('end'):>20} | {busy / 1e3 if busy is not None else float('nan'):.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tokens", default="1,16,64")
+    ap.add_argument("--hash", action="store_true", help="also the hash-routed layer at each token count")
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--calls", type=int, default=32, help="calls per captured graph (bench: 32 or the set count)")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        raise SystemExit("moe_timeline: needs a CUDA GPU (the marks are %globaltimer reads in compiled kernels)")
+    results = []
+    for t in (int(v) for v in a.tokens.split(",")):
+        for hashed in ((False, True) if a.hash else (False,)):
+            res = run_case(t, hashed, a.replays, dev, a.calls)
+            print_case(res)
+            results.append(res)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(dev), "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The in-kernel timeline (kernels/trace.py): off by default (the kernels compile as before), compiled-only, and on a
+GPU every program of a traced MoE call leaves four ordered marks while the output stays bit for bit the same."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from kernelbench import registry
+from kernelbench.kernels import trace
+
+SMALL = {"T": 2, "D": 256, "E": 16, "El": 4, "offset": 0, "F": 256, "K": 2, "V": 64, "hash": False, "rs": 1.5}
+
+
+def test_trace_args_are_empty_outside_a_recording():
+    assert trace.trace_args("moe W1/W3", 8, "cpu") == {}
+
+
+@pytest.mark.skipif(not trace.INTERPRET, reason="the interpreter's refusal; compiled runs are the GPU test's")
+def test_recording_refuses_the_interpreter():
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+        with trace.recording():
+            pass
+
+
+def test_a_recording_refuses_a_cpu_launch(monkeypatch):
+    monkeypatch.setattr(trace, "INTERPRET", False)
+    with trace.recording() as rec:
+        with pytest.raises(RuntimeError, match="CUDA device"):
+            trace.trace_args("moe W2", 4, "cpu")
+    assert rec.launches == []
+
+
+_COMPILE = textwrap.dedent("""
+    import json, sys, torch
+    from kernelbench import registry
+    from kernelbench.harness import inspector
+    registry.load_builtin()
+    case = json.loads(sys.argv[1])
+    launches = inspector.capture_impl(registry.get_impl("moe_layer", "triton"), registry.get_op("moe_layer"), case,
+                                      None, sms=132)
+    out = []
+    for L in launches:
+        if not ("_gate_fused_kernel" in L.name or "_grouped_gemm_kernel" in L.name):
+            continue
+        L.kwargs.update(TRACE=True, trace_ptr=torch.empty((1, 16), dtype=torch.int64))
+        for arch in (90, 120):
+            r = inspector.compile_launch(L, arch)
+            src, *_ = inspector._bind(L, arch)
+            import triton
+            from triton.backends.compiler import GPUTarget
+            ptx = triton.compile(src, target=GPUTarget("cuda", arch, 32)).asm["ptx"]
+            out.append({"kernel": L.name, "arch": arch, "error": r.error, "spill": r.spill_bytes,
+                        "timer": "%globaltimer" in ptx and "%clock64" in ptx and "%smid" in ptx})
+    print(json.dumps(out))
+""")
+
+
+def test_traced_moe_kernels_compile_for_sm90_and_sm120_without_spills():
+    # offline (no GPU), in a process without the interpreter: the one-launch gate and both grouped launches of a
+    # one-token moe_layer, PDL on as at one token in the step, with TRACE: no error, no spill, the timers read
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["KERNELBENCH_PDL"] = "1"
+    case = {**SMALL, "T": 1}
+    import json
+    res = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(case)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = json.loads(res.stdout.strip().splitlines()[-1])
+    kernels = {r["kernel"].split(":")[-1] for r in rows}
+    assert kernels == {"_gate_fused_kernel", "_grouped_gemm_kernel"}, rows
+    assert len(rows) == 6, rows         # gate, W1/W3, W2 for each target
+    for r in rows:
+        assert not r["error"] and not r["spill"] and r["timer"], r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh)")
+@pytest.mark.parametrize("T", [1, 16])
+def test_gpu_traced_moe_call_marks_every_program_in_order_and_changes_no_bit(T):
+    from kernelbench.harness.timing import capture_graph
+    registry.load_builtin()
+    spec, impl = registry.get_op("moe_layer"), registry.get_impl("moe_layer", "triton")
+    params = {"T": T, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": False,
+              "rs": 1.5}
+    inp = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(3), "cuda", "normal"))
+    want = impl.fn(**inp).clone()
+    with trace.recording() as rec:
+        graph, (out,) = capture_graph([lambda: impl.fn(**inp)], 2)
+        rec.launches = rec.launches[len(rec.launches) // 3:]      # the warm-up call's, then the graph's two
+        rec.reset()
+        graph.replay()
+        torch.cuda.synchronize()
+        snap = rec.snapshot()
+    assert torch.equal(out, want)
+    labels = [s["label"] for s in snap]
+    assert labels.count("moe W1/W3") == 2 and labels.count("moe W2") == 2, labels
+    for s in snap:
+        rows = s["rows"]
+        ns = rows[:, :4]
+        assert (ns > 0).all(), (s["label"], int((ns <= 0).sum()))           # every program reached every mark
+        assert (ns[:, 1:] >= ns[:, :-1]).all(), s["label"]                  # start <= released <= finish <= end
+        assert ((rows[:, 8] >= 0) & (rows[:, 8] < torch.cuda.get_device_properties(0).multi_processor_count)).all()
+        if s["label"] != "moe gate (one launch)":
+            assert set(rows[:, 9].tolist()) <= {0, 1, 2} and 1 in rows[:, 9].tolist(), s["label"]
