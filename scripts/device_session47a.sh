@@ -3,17 +3,15 @@
 # steps: the GPU test, accuracy over drawn examples, cost in the step at C = 1 / 16 / 64, the MoE verify); (b) the
 # in-kernel timeline of moe_layer (kernels/trace.py, scripts/moe_timeline.py): where a one-token call's 28 us go
 # between the gate, the W1 / W3 and the W2 launches, score and hash routing, and at 16 / 64 tokens.
-#   run(command="KB_TOTAL_S=480 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session47a.sh", carry=[".whl"])
+#   run(command="KB_TOTAL_S=440 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session47a.sh", carry=[".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TOTAL=${KB_TOTAL_S:-480}
+TOTAL=${KB_TOTAL_S:-440}
 source scripts/device_lib.sh || exit 1
-step gpu_tests 90 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
+step gpu_tests 80 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
     -k "traced_moe or fp8_promote_closes"
-step timeline 100 python3 scripts/moe_timeline.py --device cuda --tokens 1,16,64 --hash --json "$W/timeline.json"
-step timeline_nopdl 40 env KERNELBENCH_PDL=0 python3 scripts/moe_timeline.py --device cuda --tokens 1 \
-    --json "$W/timeline_nopdl.json"
-step accuracy 80 python3 scripts/fp8_outlier_accuracy.py --device cuda --examples 40 --json "$W/accuracy.json"
+step timeline 90 python3 scripts/moe_timeline.py --device cuda --tokens 1,16,64 --hash --json "$W/timeline.json"
+step accuracy 60 python3 scripts/fp8_outlier_accuracy.py --device cuda --examples 20 --json "$W/accuracy.json"
 step step_promote 75 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --steps 30 \
     --try KERNELBENCH_FP8_PROMOTE=32 --json "$W/step_promote.json"
 step verify_moe 90 $KB verify moe_gate moe_experts shared_expert moe_layer --impl triton --device cuda \
