@@ -9,13 +9,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-440}
 source scripts/device_lib.sh || exit 1
-step gpu_tests 80 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
+step gpu_tests 70 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
     -k "traced_moe or fp8_promote_closes"
 step step_promote 75 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --steps 30 \
     --try KERNELBENCH_FP8_PROMOTE=32 --json "$W/step_promote.json"
+step timeline1 45 python3 scripts/moe_timeline.py --device cuda --tokens 1 --hash --json "$W/timeline1.json"
 step verify_moe 90 env KERNELBENCH_FP8_PROMOTE=32 $KB verify moe_gate moe_experts shared_expert moe_layer fp8_linear \
     --impl triton --device cuda \
     --shapes flash-tp8 --examples 3
-step timeline 90 python3 scripts/moe_timeline.py --device cuda --tokens 1,16,64 --hash --json "$W/timeline.json"
+step timeline 50 python3 scripts/moe_timeline.py --device cuda --tokens 16,64 --json "$W/timeline.json"
 step accuracy 60 python3 scripts/fp8_outlier_accuracy.py --device cuda --examples 20 --json "$W/accuracy.json"
 finish
