@@ -103,7 +103,7 @@ def test_gpu_traced_moe_call_marks_every_program_in_order_and_changes_no_bit(T):
         ns = rows[:, :4]
         assert (ns > 0).all(), (s["label"], int((ns <= 0).sum()))           # every program reached every mark
         assert (ns[:, 1:] >= ns[:, :-1]).all(), s["label"]                  # start <= released <= finish <= end
-        assert ((rows[:, 8] >= 0) & (rows[:, 8] < torch.cuda.get_device_properties(0).multi_processor_count)).all()
+        assert (rows[:, 8] >= 0).all()              # %smid (ids need not be contiguous: no upper bound)
         if s["label"] != "moe gate (one launch)":       # one token: the shared expert's items are in the launch;
             kinds = set(rows[:, 9].tolist())             # 16 tokens: routed items with work (the shared one beside)
             assert kinds <= {0, 1, 2} and (0 if T == 1 else 1) in kinds, (s["label"], kinds)
