@@ -14,15 +14,15 @@ work, 2 routed item past the active count). Row layout: SLOTS int64 per program 
 
 Tracing is off unless a `recording()` is active: a launch site asks `trace_args(label, programs, device)`, which is
 {} outside a recording (the kernels' TRACE constexpr stays False and they compile to the same binaries), and inside
-it allocates the launch's rows and returns {"TRACE": True, "trace_ptr": rows}. It is compiled-only (inline PTX):
-under the interpreter `trace_args` refuses. Only the MoE launches take it today (kernels/moe.py); scripts/
+it hands out the launch's rows of the recording's arena and returns {"TRACE": True, "trace_ptr": rows}. It is
+compiled-only (inline PTX): under the interpreter `recording` refuses. Only the MoE launches take it today (kernels/moe.py); scripts/
 moe_timeline.py captures a graph under a recording and summarises the replays.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -72,17 +72,53 @@ def trace_kind(trace_ptr, kind, TRACE: tl.constexpr):
 @dataclass
 class TracedLaunch:
     label: str
-    rows: torch.Tensor          # (programs, SLOTS) int64
+    rows: torch.Tensor          # (programs, SLOTS) int64, a slice of the recording's arena
 
 
-@dataclass
+# Rows come from one arena the recording allocates before any traced launch, never from the caching allocator per
+# launch: mark 0 is stored before a program's PDL wait, while the kernel before it may still run, and a buffer that
+# kernel uses may already be free to the allocator (its Python owner gone); rows allocated there could alias it (a
+# session-47 H100 run replayed a graph whose first marks overwrote the previous call's live buffers: an illegal
+# address in the hash-routed layer). The arena is the recording's alone, so no kernel of the step ever sees it.
+ARENA_ROWS = 1 << 18            # 32 MiB: a 64-token moe_layer call is ~14k programs over its three launches
+
+
 class Recording:
-    launches: list = field(default_factory=list)
+    def __init__(self, capacity_rows: int = ARENA_ROWS):
+        if capacity_rows < 1:
+            raise ValueError(f"kernels.trace: capacity_rows must be >= 1, got {capacity_rows}")
+        self.capacity_rows = capacity_rows
+        self.launches: list[TracedLaunch] = []
+        self._arena: torch.Tensor | None = None
+        self._used = 0
+
+    def rows_for(self, label: str, programs: int, device) -> torch.Tensor:
+        """The next `programs` rows of the arena (allocated on first use: call once before a graph capture, e.g. by
+        an eager warm-up call, so the arena is not a block of the graph's pool)."""
+        if self._arena is None:
+            self._arena = torch.full((self.capacity_rows, SLOTS), -1, dtype=torch.int64, device=device)
+        elif self._arena.device != torch.device(device):
+            raise RuntimeError(f"kernels.trace: {label} runs on {device}, the recording's arena is on "
+                               f"{self._arena.device}")
+        if self._used + programs > self.capacity_rows:
+            raise RuntimeError(f"kernels.trace: the recording's arena ({self.capacity_rows} rows) is full at {label} "
+                               f"({programs} programs more after {self._used}); record fewer calls or pass a larger "
+                               "capacity_rows to recording()")
+        rows = self._arena[self._used:self._used + programs]
+        self._used += programs
+        self.launches.append(TracedLaunch(label, rows))
+        return rows
+
+    def rewind(self) -> None:
+        """Forget the launches so far and hand out the arena from its start again (after a synchronized warm-up:
+        nothing may still write the rows)."""
+        self.launches = []
+        self._used = 0
 
     def reset(self) -> None:
         """Every row back to -1 (a mark never reached stays -1): call it before each replay, outside the graph."""
-        for t in self.launches:
-            t.rows.fill_(-1)
+        if self._arena is not None:
+            self._arena.fill_(-1)
 
     def snapshot(self) -> list[dict]:
         """Every traced launch's rows as they stand now, on the CPU: [{label, rows (programs, SLOTS) int64}]."""
@@ -93,13 +129,13 @@ _RECORDING: contextvars.ContextVar[Recording | None] = contextvars.ContextVar("k
 
 
 @contextlib.contextmanager
-def recording():
-    """Launches of traced kernels inside write their programs' marks into rows this recording keeps (capture a CUDA
-    graph inside it and every replay rewrites the same rows)."""
+def recording(capacity_rows: int = ARENA_ROWS):
+    """Launches of traced kernels inside write their programs' marks into rows of this recording's arena (capture a
+    CUDA graph inside it, after one eager warm-up call, and every replay rewrites the same rows)."""
     if INTERPRET:
         raise RuntimeError("kernels.trace: the in-kernel timeline reads %globaltimer / %clock64 (inline PTX); it runs "
                            "compiled on a CUDA GPU only, not under TRITON_INTERPRET=1")
-    rec = Recording()
+    rec = Recording(capacity_rows)
     token = _RECORDING.set(rec)
     try:
         yield rec
@@ -108,14 +144,11 @@ def recording():
 
 
 def trace_args(label: str, programs: int, device) -> dict:
-    """Launch keywords of a traced kernel: {} outside a `recording()`; inside one, fresh rows for `programs` programs
-    and TRACE on. The rows are allocated, not filled (a fill inside a graph capture would be a kernel between the
-    traced launches): `Recording.reset` fills them with -1 before a replay."""
+    """Launch keywords of a traced kernel: {} outside a `recording()`; inside one, the launch's rows of the
+    recording's arena and TRACE on."""
     rec = _RECORDING.get()
     if rec is None:
         return {}
     if torch.device(device).type != "cuda":
         raise RuntimeError(f"kernels.trace: {label} runs on {device}; the in-kernel timeline needs a CUDA device")
-    rows = torch.empty((programs, SLOTS), dtype=torch.int64, device=device)
-    rec.launches.append(TracedLaunch(label, rows))
-    return {"TRACE": True, "trace_ptr": rows}
+    return {"TRACE": True, "trace_ptr": rec.rows_for(label, programs, device)}

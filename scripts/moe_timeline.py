@@ -29,6 +29,7 @@ KIND_NAMES = {"moe gate (one launch)": {0: "scoring", 1: "x quant"},
               "moe W1/W3": {0: "shared", 1: "routed", 2: "idle"},
               "moe W2": {0: "shared", 1: "routed", 2: "idle"}}
 F = trace.FIELDS
+TRACE_ROWS = 1 << 20        # 128 MiB of marks: (warm-up + captured calls) x ~8k programs a call at 64 tokens
 
 
 def _q(vals: list[float]) -> dict:
@@ -99,7 +100,7 @@ def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph
     sets = [impl.prepared(s) for s in sets]
     calls = [lambda s=s: impl.fn(**s) for s in sets]
     n = max(launches_per_graph, len(calls))
-    with trace.recording() as rec:
+    with trace.recording(TRACE_ROWS) as rec:     # its arena is made by the first warm-up call, outside the capture
         graph, _ = capture_graph(calls, n)
         per_call = len(rec.launches) // (len(calls) + n)     # warm-up calls, then the captured ones
         rec.launches = rec.launches[len(calls) * per_call:]   # the graph's

@@ -118,6 +118,9 @@ def test_pdl_enter_comes_before_any_store_or_atomic():
                 seen_wait = True
                 break
             assert "tl.store" not in text and "tl.atomic" not in text, f"{kernel}: {text[:80]} before the wait"
+            # the one store allowed: the in-kernel timeline's first mark (kernels/trace.py), into rows of an arena
+            # no kernel of the step can see (allocated once by the recording, never from the caching allocator)
+            assert "trace_" not in text or text == "trace_mark(trace_ptr, 0, TRACE)", f"{kernel}: {text[:80]}"
         assert seen_wait, f"{kernel}: no pdl_enter at the top level of its body"
 
 
