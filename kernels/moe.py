@@ -27,7 +27,7 @@ from kernelbench.kernels.common import (INTERPRET, Beside, bulk_rows_ok, check_d
                                        dot_operand, fp8_dot, fp8_promote, l2_prefetch_rows, pdl_args, pdl_enter,
                                        pdl_release, sm90_compiled, to_bf16)
 from kernelbench.kernels.attention import sm_count
-from kernelbench.kernels.trace import trace_args, trace_kind, trace_mark
+from kernelbench.kernels.trace import trace_args, trace_kind, trace_mark, trace_step, trace_step_after
 from kernelbench.kernels.linear import (_bf16_gemm, _default, _fit_split, fp4_tile_dot, fp4_tile_dot_fp8, fp8_linear,
                                        split_tickets)
 from kernelbench.kernels.quant import _launch_fp8, e4m3_round_code, fp4_hi_e4m3, fp4_lo_e4m3, pow2, ue8m0_exp
@@ -1086,21 +1086,30 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
         tl.debug_barrier()                                         # every thread's stores before the release
         trace_mark(trace_ptr, 2, TRACE)
         if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
+            # TRACE steps of the last program: 0 ticket won; "slots": 1 scores, 2 top-k places, 3 weights and ids
+            # stored, 4 routing lists stored; else: 3 top-k stored, 4 routing lists stored
+            trace_step(trace_ptr, 0, TRACE)
             if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
                 rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
+                trace_step_after(trace_ptr, 1, sc, TRACE)
                 slot = _topk_slots(sc, ids[None, :], K)
+                trace_step_after(trace_ptr, 2, slot, TRACE)
                 _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
+                trace_step(trace_ptr, 3, TRACE)
                 _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
+                trace_step(trace_ptr, 4, TRACE)
             else:
                 if ROWS_ROUTED:
                     _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, route_scale, K, KP, TP)
                 else:
                     _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP,
                                EP, HAS_BIAS, HASH, TP, True)
+                trace_step(trace_ptr, 3, TRACE)
                 if SORT:
                     tl.debug_barrier()                             # idx stores of every thread before the sort
                     _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
                                  KW)
+                    trace_step(trace_ptr, 4, TRACE)
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)

@@ -10,7 +10,9 @@ program may sit in `griddepcontrol.wait` for most of it). A traced launch writes
 
 each as %globaltimer (ns, one clock for every SM) and %clock64 (the SM's cycle counter: finer, but per SM), with the
 program's SM (%smid) and a kind the kernel names (the MoE grouped launches: 0 shared-expert item, 1 routed item with
-work, 2 routed item past the active count). Row layout: SLOTS int64 per program (`FIELDS` below).
+work, 2 routed item past the active count), and up to STEPS sub-step marks inside one long stretch of a program
+(`trace_step`: the MoE gate's last program, from its ticket to its routing lists). Row layout: SLOTS int64 per
+program (`FIELDS` below).
 
 Tracing is off unless a `recording()` is active: a launch site asks `trace_args(label, programs, device)`, which is
 {} outside a recording (the kernels' TRACE constexpr stays False and they compile to the same binaries), and inside
@@ -32,8 +34,9 @@ from kernelbench.kernels.common import INTERPRET
 
 SLOTS = 16
 MARKS = ("start", "released", "finish", "end")
+STEPS = 6                       # sub-step marks (%globaltimer) a kernel may add inside one stretch, slots 10..15
 FIELDS = {**{f"ns_{m}": i for i, m in enumerate(MARKS)}, **{f"clk_{m}": 4 + i for i, m in enumerate(MARKS)},
-          "smid": 8, "kind": 9}
+          "smid": 8, "kind": 9, **{f"ns_step{i}": 10 + i for i in range(STEPS)}}
 
 
 @triton.jit
@@ -60,6 +63,27 @@ def trace_mark(trace_ptr, MARK: tl.constexpr, TRACE: tl.constexpr):
         tl.store(row + 4 + MARK, _clock64())
         if MARK == 0:
             tl.store(row + 8, _smid().to(tl.int64))
+
+
+@triton.jit
+def trace_step(trace_ptr, STEP: tl.constexpr, TRACE: tl.constexpr):
+    """With TRACE: sub-step mark STEP (0..STEPS-1) now, %globaltimer only: where a long stretch of one program goes
+    (the MoE gate's last program: its ticket, scores, top-k, weights, routing lists)."""
+    if TRACE:
+        tl.store(trace_ptr + tl.program_id(0).to(tl.int64) * 16 + 10 + STEP, _globaltimer())
+
+
+@triton.jit
+def trace_step_after(trace_ptr, STEP: tl.constexpr, x, TRACE: tl.constexpr):
+    """trace_step once the values of x (a 2-D block) exist: the timer read takes them as an (unused) operand, so it
+    cannot issue before them (a plain read has no operands and may issue while loads behind x are in flight). The
+    thread holding x[0, 0] stores its read."""
+    if TRACE:
+        t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [x.to(tl.int32)], dtype=tl.int64,
+                                      is_pure=False, pack=1)
+        first = (tl.arange(0, x.shape[0])[:, None] == 0) & (tl.arange(0, x.shape[1])[None, :] == 0)
+        at = tl.zeros(x.shape, tl.int64) + tl.program_id(0).to(tl.int64) * 16 + 10 + STEP
+        tl.store(trace_ptr + at, t, mask=first)
 
 
 @triton.jit

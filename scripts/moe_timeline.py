@@ -64,7 +64,7 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
                     key = (L["label"], names.get(kind, str(kind)))
                     a = agg.setdefault(key, {"programs": [], **{m: {"first": [], "med": [], "last": []}
                                                                    for m in trace.MARKS}, "busy_cycles": [],
-                                             "wait_us": [], "unreached": 0})
+                                             "wait_us": [], "unreached": 0, "steps": {}})
                     a["programs"].append(len(sel))
                     for m in trace.MARKS:
                         col = sel[:, F[f"ns_{m}"]]
@@ -75,6 +75,10 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
                             a[m]["first"].append(min(us))
                             a[m]["med"].append(statistics.median(us))
                             a[m]["last"].append(max(us))
+                    for i in range(trace.STEPS):         # sub-step marks (the gate's last program)
+                        col = sel[:, F[f"ns_step{i}"]]
+                        if (col >= 0).any():
+                            a["steps"].setdefault(i, []).append((int(col[col >= 0].max()) - origin) / 1e3)
                     done = (sel[:, F["clk_end"]] >= 0) & (sel[:, F["clk_start"]] >= 0)
                     a["busy_cycles"] += (sel[done, F["clk_end"]] - sel[done, F["clk_released"]]).tolist()
                     a["wait_us"] += ((sel[done, F["ns_released"]] - sel[done, F["ns_start"]]) / 1e3).tolist()
@@ -88,17 +92,19 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
                "unreached_marks": a["unreached"], "busy_cycles": _q(a["busy_cycles"]), "wait_us": _q(a["wait_us"])}
         for m in trace.MARKS:
             row[m] = {k: statistics.median(v) for k, v in a[m].items() if v}
+        row["steps"] = {i: statistics.median(v) for i, v in sorted(a["steps"].items())}
         out["launches"].append(row)
     return out
 
 
-def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph: int) -> dict:
+def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph: int, pins: dict | None = None) -> dict:
     spec = registry.get_op("moe_layer")
     impl = registry.get_impl("moe_layer", "triton")
     params = {"T": tokens, **FLASH, "hash": hashed}
     sets, _, cold = make_sets(spec, params, device, 0, l2_bytes(device), max_sets=64)
     sets = [impl.prepared(s) for s in sets]
-    calls = [lambda s=s: impl.fn(**s) for s in sets]
+    kw = {"config": {**impl.default_config(params), **pins}} if pins else {}    # pins over the impl's default
+    calls = [lambda s=s: impl.fn(**s, **kw) for s in sets]
     n = max(launches_per_graph, len(calls))
     with trace.recording(TRACE_ROWS) as rec:     # its arena is made by the first warm-up call, outside the capture
         graph, _ = capture_graph(calls, n)
@@ -112,13 +118,13 @@ def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph
             torch.cuda.synchronize()
             snaps.append(rec.snapshot())
     summary = summarise(snaps[1:], per_call)     # the first replay warms what a graph's first replay warms
-    return {"params": params, "l2_cold": cold, "calls_per_graph": n, "traced_launches_per_call": per_call,
+    return {"params": params, "pins": pins or {}, "l2_cold": cold, "calls_per_graph": n, "traced_launches_per_call": per_call,
             "replays": replays, **summary}
 
 
 def print_case(res: dict) -> None:
     p = res["params"]
-    print(f"\nmoe_layer T={p['T']} {'hash' if p['hash'] else 'score'}: call period "
+    print(f"\nmoe_layer T={p['T']} {'hash' if p['hash'] else 'score'} {json.dumps(res['pins']) if res['pins'] else ''}: call period "
           f"{res['call_period_us'].get('med', float('nan')):.2f} us (median over {res['replays']} replays x "
           f"{res['calls_per_graph']} calls; L2 cold {res['l2_cold']}), timer step {res['timer_step_ns']} ns")
     print(f"{'launch':24} {'kind':8} {'progs':>5} | {'start first/med/last':>22} | {'released f/m/l':>20} | "
@@ -130,6 +136,9 @@ def print_case(res: dict) -> None:
         busy = r["busy_cycles"].get("med")
         print(f"{r['launch']:24} {r['kind']:8} {r['programs']:5.0f} | {fml('start'):>22} | {fml('released'):>20} | "
               f"{fml('finish'):>20} | {fml('end'):>20} | {busy / 1e3 if busy is not None else float('nan'):.1f}")
+        if r["steps"]:
+            print(f"{'':24} {'':8} {'':5}   steps of the last program (us): "
+                  + ", ".join(f"{i}: {v:.2f}" for i, v in r["steps"].items()))
 
 
 def main() -> None:
@@ -139,17 +148,25 @@ def main() -> None:
     ap.add_argument("--hash", action="store_true", help="also the hash-routed layer at each token count")
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--calls", type=int, default=32, help="calls per captured graph (bench: 32 or the set count)")
+    ap.add_argument("--pin", action="append", default=[], metavar="JSON",
+                    help="also each case with these config keys over the impl's default config, e.g. "
+                         "'{\"ROUTE_SORT\": \"slots\"}' (repeatable: one run per pin)")
     ap.add_argument("--json")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type != "cuda" or not torch.cuda.is_available():
         raise SystemExit("moe_timeline: needs a CUDA GPU (the marks are %globaltimer reads in compiled kernels)")
+    try:
+        pins = [None] + [json.loads(p) for p in a.pin]
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"moe_timeline: --pin is not a JSON object: {e}") from None
     results = []
     for t in (int(v) for v in a.tokens.split(",")):
         for hashed in ((False, True) if a.hash else (False,)):
-            res = run_case(t, hashed, a.replays, dev, a.calls)
-            print_case(res)
-            results.append(res)
+            for pin in pins:
+                res = run_case(t, hashed, a.replays, dev, a.calls, pin)
+                print_case(res)
+                results.append(res)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(dev), "results": results}, f, indent=1)

@@ -255,17 +255,21 @@ def test_decode_bench_cpu_profile_json_and_store(tmp_path):
     rows = latest_bench(Store(url), ops=[db.DECODE_OP])
     assert len(rows) == 4 and {r["params"]["C"] for r in rows} == {1, 3}
     assert all(r["extra"]["tokens_per_s"] > 0 for r in rows)
-    assert res["fp8_promote"] == 0 and all(r["extra"]["fp8_promote"] == 0 for r in rows)   # the numerics it ran
+    assert res["fp8_promote"] == 32 and all(r["extra"]["fp8_promote"] == 32 for r in rows)  # the numerics it ran
 
 
 def test_decode_bench_records_the_fp8_promotion_it_ran(tmp_path, monkeypatch):
-    # a run under KERNELBENCH_FP8_PROMOTE says so in its header and its JSON (the default's records carry 0, above)
-    monkeypatch.setenv("KERNELBENCH_FP8_PROMOTE", "32")
+    # a run under KERNELBENCH_FP8_PROMOTE says so in its header and its JSON (the default's records carry 32, above)
+    monkeypatch.setenv("KERNELBENCH_FP8_PROMOTE", "64")
     out = tmp_path / "d.json"
     r = CliRunner().invoke(main, ["decode-bench", "--layers", "swa", "--batches", "1", "--steps", "1", "--warmup", "0",
                                   "--context", "8", "--json", str(out), "--no-store"])
     assert r.exit_code == 0, r.output
-    assert json.loads(out.read_text())["fp8_promote"] == 32 and "fp8 dots promoted every 32 products" in r.output
+    assert json.loads(out.read_text())["fp8_promote"] == 64 and "fp8 dots promoted every 64 products" in r.output
+    monkeypatch.setenv("KERNELBENCH_FP8_PROMOTE", "0")           # Triton's own accumulation: no such words
+    r = CliRunner().invoke(main, ["decode-bench", "--layers", "swa", "--batches", "1", "--steps", "1", "--warmup", "0",
+                                  "--context", "8", "--json", str(out), "--no-store"])
+    assert r.exit_code == 0 and json.loads(out.read_text())["fp8_promote"] == 0 and "promoted" not in r.output
 
 
 def test_profile_runs_after_every_point_is_timed(tmp_path, monkeypatch):

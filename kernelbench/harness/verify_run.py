@@ -128,8 +128,9 @@ def run_verify(ops=(), impls=(), *, device=None, examples=None, profile="explore
 
 
 def fp8_adder_note(failed_ops: set, capability: tuple, promote: int) -> str | None:
-    """What to try when an op with 128-deep fp8 dots fails on sm_90 with Triton's accumulation (session 46: one
-    activation outlier's product rounds the others in the QGMMA adder; docs/perf/linear.md); None otherwise."""
+    """What to try when an op with 128-deep fp8 dots fails on sm_90 with Triton's accumulation (KERNELBENCH_FP8_PROMOTE
+    =0, no longer the default since session 47; session 46: one activation outlier's product rounds the others in the
+    QGMMA adder; docs/perf/linear.md); None otherwise."""
     from kernelbench.kernels.common import FP8_DOT_OPS, FP8_PROMOTE_ENV
     ops = sorted(failed_ops & set(FP8_DOT_OPS))
     if not ops or tuple(capability) != (9, 0) or promote:
