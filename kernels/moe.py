@@ -2168,11 +2168,12 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if fr & (fr - 1) or ft & (ft - 1) or not (2 <= fr <= 8 and 2 <= ft <= 32):
         raise ValueError(f"moe_experts: config FIN_ROWS={fr} (2..8) and FIN_TOKENS={ft} (2..32) must be powers of 2")
     gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    _grouped_gemm_kernel[((nsh + n_items) * (F // bu) * su,)](
+    up_programs = (nsh + n_items) * (F // bu) * su
+    _grouped_gemm_kernel[(up_programs,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
-        **pdl_up, **trace_args("moe W1/W3", (nsh + n_items) * (F // bu) * su, dev),
+        **pdl_up, **trace_args("moe W1/W3", up_programs, dev),
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
@@ -2185,12 +2186,13 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     yp = torch.empty((sd, ROWS, D), dtype=torch.float32, device=dev)
     if fin_down and join is not None:       # the down launch's finish adds the shared output made beside
         join()
-    _grouped_gemm_kernel[((nsh + n_items) * (D // bd) * sd,)](
+    down_programs = (nsh + n_items) * (D // bd) * sd
+    _grouped_gemm_kernel[(down_programs,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
         rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
         PROMOTE=fp8_promote() if fused else 0,
         **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
-        **trace_args("moe W2", (nsh + n_items) * (D // bd) * sd, dev),
+        **trace_args("moe W2", down_programs, dev),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
                 HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
            if fin_down else {}))
