@@ -482,7 +482,7 @@ def test_held_block_sizes():
     assert K.held_block(20000, 16) == (16384, 4096) and K.held_block(24577, 16) == (32768, 0)
 
 
-@pytest.mark.parametrize("levels", (1, 4))
+@pytest.mark.parametrize("levels", (1, pytest.param(4, marks=pytest.mark.slow)))   # 1: the "auto" default's levels
 def test_held_stage_tail_block_and_window_equal_the_radix_select(levels):
     """The stage from the held registers (STAGE_HELD, _stage_block), a tail block after the held block (TAIL: rows
     of up to 4096 + 1024 held in a 4096 block and a 1024 tail) and the search's first count below the row's largest
