@@ -59,8 +59,11 @@ _COMPILE = textwrap.dedent("""
     from kernelbench.harness import inspector
     registry.load_builtin()
     case = json.loads(sys.argv[1])
-    launches = inspector.capture_impl(registry.get_impl("moe_layer", "triton"), registry.get_op("moe_layer"), case,
-                                      None, sms=132)
+    impl = registry.get_impl("moe_layer", "triton")
+    launches = inspector.capture_impl(impl, registry.get_op("moe_layer"), case, None, sms=132)
+    slots = {**impl.default_config(case), "ROUTE_SORT": "slots"}     # the gate tail's other form (trace_step_after)
+    launches += [L for L in inspector.capture_impl(impl, registry.get_op("moe_layer"), case, slots, sms=132)
+                 if "_gate_fused_kernel" in L.name]
     out = []
     for L in launches:
         if not ("_gate_fused_kernel" in L.name or "_grouped_gemm_kernel" in L.name):
@@ -79,8 +82,9 @@ _COMPILE = textwrap.dedent("""
 
 
 def test_traced_moe_kernels_compile_for_sm90_and_sm120_without_spills():
-    # offline (no GPU), in a process without the interpreter: the one-launch gate and both grouped launches of a
-    # one-token moe_layer, PDL on as at one token in the step, with TRACE: no error, no spill, the timers read
+    # offline (no GPU), in a process without the interpreter: the one-launch gate (both slot sorts: chunk, the
+    # default, and "slots") and both grouped launches of a one-token moe_layer, PDL on as at one token in the step,
+    # with TRACE: no error, no spill, the timers read
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["KERNELBENCH_PDL"] = "1"
     case = {**SMALL, "T": 1}
@@ -91,7 +95,7 @@ def test_traced_moe_kernels_compile_for_sm90_and_sm120_without_spills():
     rows = json.loads(res.stdout.strip().splitlines()[-1])
     kernels = {r["kernel"].split(":")[-1] for r in rows}
     assert kernels == {"_gate_fused_kernel", "_grouped_gemm_kernel"}, rows
-    assert len(rows) == 6, rows         # gate, W1/W3, W2 for each target
+    assert len(rows) == 8, rows         # gate (two sorts), W1/W3, W2 for each target
     for r in rows:
         assert not r["error"] and not r["spill"] and r["timer"], r
 
