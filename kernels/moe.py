@@ -1062,8 +1062,8 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
         l2_prefetch_rows(gw_ptr, one, one < NGP, EB * 2 * D, 0, tl.minimum(EB, E - pid * EB) * 2 * D, PDL)
     pdl_enter(PDL)
     trace_mark(trace_ptr, 1, TRACE)
-    trace_kind(trace_ptr, (pid >= NGP).to(tl.int32), TRACE)
     if pid < NGP:
+        trace_kind(trace_ptr, 0, TRACE)
         d = tl.arange(0, BD)
         if ROWS_ROUTED:
             t = pid // K
@@ -1112,6 +1112,7 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                     trace_step(trace_ptr, 4, TRACE)
             tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
+        trace_kind(trace_ptr, 1, TRACE)
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
         trace_mark(trace_ptr, 2, TRACE)
     trace_mark(trace_ptr, 3, TRACE)
@@ -1269,7 +1270,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
         pdl_enter(PDL)
     trace_mark(trace_ptr, 1, TRACE)
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
-        trace_kind(trace_ptr, a * 0, TRACE)
+        trace_kind(trace_ptr, 0, TRACE)
         c = a * BMS
         if GATED:              # W1 / W3: the rows NS.. do not exist; the whole K range
             ldw = KD
@@ -1325,9 +1326,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             end = tl.load(tb + 2)
         else:
             live = item < tl.load(act_ptr)
-        trace_kind(trace_ptr, item * 0 + 2, TRACE)
+        trace_kind(trace_ptr, 2, TRACE)
         if live:
-            trace_kind(trace_ptr, item * 0 + 1, TRACE)
+            trace_kind(trace_ptr, 1, TRACE)
             if not ITEMS:   # the count (above), then the expert, then its offsets: three dependent round trips
                 e = tl.load(act_ptr + 1 + item).to(tl.int64)
                 start = tl.load(start_ptr + e)

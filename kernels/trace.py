@@ -17,8 +17,8 @@ program (`FIELDS` below).
 Tracing is off unless a `recording()` is active: a launch site asks `trace_args(label, programs, device)`, which is
 {} outside a recording (the kernels' TRACE constexpr stays False and they compile to the same binaries), and inside
 it hands out the launch's rows of the recording's arena and returns {"TRACE": True, "trace_ptr": rows}. It is
-compiled-only (inline PTX): under the interpreter `recording` refuses. Only the MoE launches take it today (kernels/moe.py); scripts/
-moe_timeline.py captures a graph under a recording and summarises the replays.
+compiled-only (inline PTX): under the interpreter `recording` refuses. Only the MoE launches take it today
+(kernels/moe.py); scripts/moe_timeline.py captures a graph under a recording and summarises the replays.
 """
 from __future__ import annotations
 
@@ -54,15 +54,28 @@ def _smid():
     return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
 
 
+_ROW = tl.constexpr(SLOTS)
+_CLK = tl.constexpr(FIELDS["clk_start"])
+_SMID = tl.constexpr(FIELDS["smid"])
+_KIND = tl.constexpr(FIELDS["kind"])
+_STEP = tl.constexpr(FIELDS["ns_step0"])
+
+
+@triton.jit
+def _row(trace_ptr):
+    """This program's row of the launch's marks."""
+    return trace_ptr + tl.program_id(0).to(tl.int64) * _ROW
+
+
 @triton.jit
 def trace_mark(trace_ptr, MARK: tl.constexpr, TRACE: tl.constexpr):
     """With TRACE: this program's mark MARK (0..3, `MARKS`) now. Without: nothing (no code)."""
     if TRACE:
-        row = trace_ptr + tl.program_id(0).to(tl.int64) * 16
+        row = _row(trace_ptr)
         tl.store(row + MARK, _globaltimer())
-        tl.store(row + 4 + MARK, _clock64())
+        tl.store(row + _CLK + MARK, _clock64())
         if MARK == 0:
-            tl.store(row + 8, _smid().to(tl.int64))
+            tl.store(row + _SMID, _smid().to(tl.int64))
 
 
 @triton.jit
@@ -70,7 +83,7 @@ def trace_step(trace_ptr, STEP: tl.constexpr, TRACE: tl.constexpr):
     """With TRACE: sub-step mark STEP (0..STEPS-1) now, %globaltimer only: where a long stretch of one program goes
     (the MoE gate's last program: its ticket, scores, top-k, weights, routing lists)."""
     if TRACE:
-        tl.store(trace_ptr + tl.program_id(0).to(tl.int64) * 16 + 10 + STEP, _globaltimer())
+        tl.store(_row(trace_ptr) + _STEP + STEP, _globaltimer())
 
 
 @triton.jit
@@ -82,15 +95,14 @@ def trace_step_after(trace_ptr, STEP: tl.constexpr, x, TRACE: tl.constexpr):
         t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [x.to(tl.int32)], dtype=tl.int64,
                                       is_pure=False, pack=1)
         first = (tl.arange(0, x.shape[0])[:, None] == 0) & (tl.arange(0, x.shape[1])[None, :] == 0)
-        at = tl.zeros(x.shape, tl.int64) + tl.program_id(0).to(tl.int64) * 16 + 10 + STEP
-        tl.store(trace_ptr + at, t, mask=first)
+        tl.store(_row(trace_ptr) + _STEP + STEP + tl.zeros(x.shape, tl.int64), t, mask=first)
 
 
 @triton.jit
-def trace_kind(trace_ptr, kind, TRACE: tl.constexpr):
+def trace_kind(trace_ptr, KIND: tl.constexpr, TRACE: tl.constexpr):
     """With TRACE: this program's kind (a small int the kernel defines)."""
     if TRACE:
-        tl.store(trace_ptr + tl.program_id(0).to(tl.int64) * 16 + 9, kind.to(tl.int64))
+        tl.store(_row(trace_ptr) + _KIND, tl.full((), KIND, tl.int64))
 
 
 @dataclass
@@ -133,11 +145,16 @@ class Recording:
         self.launches.append(TracedLaunch(label, rows))
         return rows
 
-    def rewind(self) -> None:
-        """Forget the launches so far and hand out the arena from its start again (after a synchronized warm-up:
-        nothing may still write the rows)."""
-        self.launches = []
-        self._used = 0
+    def keep_last_calls(self, calls: int, kept: int) -> int:
+        """After `calls` calls of one op (warm-up first, then a graph's capture), keep only the launches of the last
+        `kept` (the graph's: every replay rewrites their rows) -> traced launches per call. The warm-up's rows stay
+        used: the arena never hands a row out twice."""
+        if not 0 < kept <= calls or len(self.launches) % calls:
+            raise ValueError(f"kernels.trace: {len(self.launches)} traced launches are not {calls} calls of the same "
+                             f"launches, or {kept} is not a count of the last of them")
+        per_call = len(self.launches) // calls
+        self.launches = self.launches[(calls - kept) * per_call:]
+        return per_call
 
     def reset(self) -> None:
         """Every row back to -1 (a mark never reached stays -1): call it before each replay, outside the graph."""

@@ -59,6 +59,9 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
             for L in call:
                 rows = L["rows"]
                 names = KIND_NAMES.get(L["label"], {})
+                vals = torch.unique(rows[:, :4][rows[:, :4] >= 0])    # the timer's finest step seen
+                if len(vals) > 1:
+                    steps.add(int((vals[1:] - vals[:-1]).min()))
                 for kind in sorted(set(int(k) for k in rows[:, F["kind"]].tolist())):
                     sel = rows[rows[:, F["kind"]] == kind]
                     key = (L["label"], names.get(kind, str(kind)))
@@ -82,9 +85,6 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
                     done = (sel[:, F["clk_end"]] >= 0) & (sel[:, F["clk_start"]] >= 0)
                     a["busy_cycles"] += (sel[done, F["clk_end"]] - sel[done, F["clk_released"]]).tolist()
                     a["wait_us"] += ((sel[done, F["ns_released"]] - sel[done, F["ns_start"]]) / 1e3).tolist()
-                    vals = torch.unique(rows[:, :4][rows[:, :4] >= 0])
-                    if len(vals) > 1:
-                        steps.add(int((vals[1:] - vals[:-1]).min()))
         periods += [(b - a) / 1e3 for a, b in zip(origins, origins[1:])]
     out = {"call_period_us": _q(periods), "timer_step_ns": min(steps) if steps else None, "launches": []}
     for (label, kind), a in agg.items():
@@ -97,7 +97,8 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
     return out
 
 
-def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph: int, pins: dict | None = None) -> dict:
+def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph: int,
+             pins: dict | None = None) -> dict:
     spec = registry.get_op("moe_layer")
     impl = registry.get_impl("moe_layer", "triton")
     params = {"T": tokens, **FLASH, "hash": hashed}
@@ -107,9 +108,8 @@ def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph
     calls = [lambda s=s: impl.fn(**s, **kw) for s in sets]
     n = max(launches_per_graph, len(calls))
     with trace.recording(TRACE_ROWS) as rec:     # its arena is made by the first warm-up call, outside the capture
-        graph, _ = capture_graph(calls, n)
-        per_call = len(rec.launches) // (len(calls) + n)     # warm-up calls, then the captured ones
-        rec.launches = rec.launches[len(calls) * per_call:]   # the graph's
+        graph, _ = capture_graph(calls, n)                    # a warm-up call per set, then n captured
+        per_call = rec.keep_last_calls(len(calls) + n, n)
         snaps = []
         for _ in range(replays + 1):
             rec.reset()
@@ -118,13 +118,14 @@ def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph
             torch.cuda.synchronize()
             snaps.append(rec.snapshot())
     summary = summarise(snaps[1:], per_call)     # the first replay warms what a graph's first replay warms
-    return {"params": params, "pins": pins or {}, "l2_cold": cold, "calls_per_graph": n, "traced_launches_per_call": per_call,
-            "replays": replays, **summary}
+    return {"params": params, "pins": pins or {}, "l2_cold": cold, "calls_per_graph": n,
+            "traced_launches_per_call": per_call, "replays": replays, **summary}
 
 
 def print_case(res: dict) -> None:
     p = res["params"]
-    print(f"\nmoe_layer T={p['T']} {'hash' if p['hash'] else 'score'} {json.dumps(res['pins']) if res['pins'] else ''}: call period "
+    pins = f" {json.dumps(res['pins'])}" if res["pins"] else ""
+    print(f"\nmoe_layer T={p['T']} {'hash' if p['hash'] else 'score'}{pins}: call period "
           f"{res['call_period_us'].get('med', float('nan')):.2f} us (median over {res['replays']} replays x "
           f"{res['calls_per_graph']} calls; L2 cold {res['l2_cold']}), timer step {res['timer_step_ns']} ns")
     print(f"{'launch':24} {'kind':8} {'progs':>5} | {'start first/med/last':>22} | {'released f/m/l':>20} | "

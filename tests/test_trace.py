@@ -47,14 +47,15 @@ def test_the_arena_hands_out_disjoint_rows_and_refuses_past_its_end():
     b.fill_(5)
     rec.reset()
     assert (b == -1).all()
-    rec.rewind()
-    assert rec.launches == [] and rec.rows_for("moe W2", 10, "cpu").data_ptr() == a.data_ptr()
+    assert rec.keep_last_calls(2, 1) == 1 and [t.label for t in rec.launches] == ["moe W1/W3"]
+    with pytest.raises(ValueError, match="not 3 calls"):
+        rec.keep_last_calls(3, 1)
     with pytest.raises(ValueError, match="capacity_rows"):
         trace.Recording(capacity_rows=0)
 
 
 _COMPILE = textwrap.dedent("""
-    import json, sys, torch
+    import json, sys, torch, triton
     from kernelbench import registry
     from kernelbench.harness import inspector
     registry.load_builtin()
@@ -71,10 +72,8 @@ _COMPILE = textwrap.dedent("""
         L.kwargs.update(TRACE=True, trace_ptr=torch.empty((1, 16), dtype=torch.int64))
         for arch in (90, 120):
             r = inspector.compile_launch(L, arch)
-            src, *_ = inspector._bind(L, arch)
-            import triton
-            from triton.backends.compiler import GPUTarget
-            ptx = triton.compile(src, target=GPUTarget("cuda", arch, 32)).asm["ptx"]
+            src, target, options, *_ = inspector._bind(L, arch)
+            ptx = triton.compile(src, target=target, options=options.__dict__).asm["ptx"]   # the cached build's
             out.append({"kernel": L.name, "arch": arch, "error": r.error, "spill": r.spill_bytes,
                         "timer": "%globaltimer" in ptx and "%clock64" in ptx and "%smid" in ptx})
     print(json.dumps(out))
@@ -117,7 +116,7 @@ def test_gpu_traced_moe_call_marks_every_program_in_order_and_changes_no_bit(T, 
     want = impl.fn(**inp).clone()
     with trace.recording() as rec:
         graph, (out,) = capture_graph([lambda: impl.fn(**inp)], 4)
-        rec.launches = rec.launches[len(rec.launches) // 5:]      # the warm-up call's, then the graph's four
+        rec.keep_last_calls(5, 4)                                  # the warm-up call's, then the graph's four
         rec.reset()
         graph.replay()
         torch.cuda.synchronize()

@@ -37,8 +37,8 @@ from kernelbench.db.values import canonical_json
 from kernelbench.decoder import checkpoint
 from kernelbench.harness import scaling as sc
 from kernelbench.harness.timing import sync
-from kernelbench.kernels.common import (HADAMARD_DEFAULT, fp8_promote, hadamard_mode, new_stream, pdl_on,
-                                       priority_label)
+from kernelbench.kernels.common import (FP8_PROMOTE_DEFAULT, HADAMARD_DEFAULT, fp8_promote, hadamard_mode,
+                                       new_stream, pdl_on, priority_label)
 from kernelbench.decoder.backend import Ops
 from kernelbench.config import CONFIGS, ModelConfig
 from kernelbench.decoder.model import Step, Transformer
@@ -525,7 +525,7 @@ class BenchResult:
     stream_priority: str = "off"         # the stream kinds at the highest priority (kernels/common.py stream_priority)
     kv_lane: str = "off"                 # the KV compressor step on a lane of its own: off / on / up to N tokens
     hadamard: str = HADAMARD_DEFAULT     # the kernels' Hadamard rotations (kernels/common.py KERNELBENCH_HADAMARD)
-    fp8_promote: int = 0                 # products per full-fp32 add in the fp8 dots (KERNELBENCH_FP8_PROMOTE)
+    fp8_promote: int = int(FP8_PROMOTE_DEFAULT)    # products per full-fp32 add in the fp8 dots (FP8_PROMOTE)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
