@@ -425,6 +425,21 @@ def _gate_rows_option(cfg) -> str:
     return rows
 
 
+GATE_TAILS = ("last", "up")
+
+
+def _gate_tail(cfg, T: int, hashed: bool) -> str:
+    """Config GATE_TAIL, where the one-launch gate's top-k runs in moe_layer / moe_routed: "last" (its last program,
+    after a ticket: the top-k, w, idx and the slot sort, in series before the routed experts start) or "up" (the
+    gate only scores; each routed W1 / W3 program takes the top-k itself after its wait, _local_item). "up" applies
+    at one token with score routing; elsewhere (hash routing reads its ids from the table, more tokens more slots an
+    expert) the gate keeps "last", as ROUTE_SORT "slots" falls back for hashed layers."""
+    tail = (cfg or {}).get("GATE_TAIL", "last")
+    if tail not in GATE_TAILS:
+        raise ValueError(f"moe_layer: config GATE_TAIL={tail!r}: 'last' or 'up'")
+    return "up" if tail == "up" and T == 1 and not hashed else "last"
+
+
 def _gate_warps(cfg) -> int:
     """Config GATE_WARPS: warps per program of the one-launch gate (default GATE_WARPS, 8). Fewer warps make the last program's
     top-k and slot sort (a chain of row reductions) warp shuffles instead of shared-memory rounds."""
@@ -432,11 +447,13 @@ def _gate_warps(cfg) -> int:
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS,
-                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT):
+                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT, tail: str = "last"):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
-    layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option)."""
+    layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option); `tail` (with route; _gate_tail): "up" leaves
+    the top-k, w, idx and the routing lists to the W1 / W3 launch after it. With route -> w, idx, buf and that
+    launch's LOCAL arguments (_grouped_gemm_kernel; None for "last")."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
@@ -454,13 +471,19 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     buf = _route_buffers(T, topk, D, El, x.device) if route is not None else None
     act, start, order, inv, xq, sx = buf if buf is not None else (idx,) * 6
     grid = ngp + (_xquant_programs(T, D) if route is not None else 0)
+    local = route is not None and tail == "up"
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
         float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
         SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
         num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight),
-        **trace_args("moe gate (one launch)", grid, x.device))
-    return (w, idx, buf) if route is not None else (w, idx)
+        **trace_args("moe gate (one launch)", grid, x.device), TAIL=not local)
+    if route is None:
+        return w, idx
+    if not local:
+        return w, idx, buf, None
+    return w, idx, buf, dict(LOCAL=True, logit_ptr=args[0], bias_ptr=args[1], idx_ptr=idx, E=E, El=El, EP=meta["EP"],
+                             route_scale=float(route_scale), offset=int(offset), HAS_BIAS=meta["HAS_BIAS"])
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
@@ -921,6 +944,31 @@ def _route_from_slots(slot, e, t, tm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K
 
 
 @triton.jit
+def _local_item(item, writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, E,
+                route_scale, offset, El, K: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """Config GATE_TAIL "up", one token, score routing: a routed W1 / W3 program's own top-k from the gate's logits
+    (1, E), the gate's last program's arithmetic (_row_scores, _topk_slots, _log_normalise) -> (live, its local
+    expert, its routing weight): item i is the i-th of the token's local experts in ascending order, the
+    place the slot sort gives it (one slot an expert at one token: start i, end i + 1). The `writer` program also
+    stores what the gate's last program would (_store_topk_slots: w, idx; _route_from_slots: the routing lists),
+    which the W2 launch reads after its wait. -> (live, local expert, routing weight)"""
+    rows, rm, ids, sc, ls = _row_scores(0, 1, logit_ptr, bias_ptr, E, EP, HAS_BIAS, 2, True)
+    slot = _topk_slots(sc, ids[None, :], K)
+    el = ids - offset
+    hit = ((slot < K) & rm[:, None] & ((el >= 0) & (el < El))[None, :]).to(tl.int32)     # (2, EP): row 1 padding
+    chosen = tl.sum(hit, axis=0)                                          # (EP,) 1 for a chosen local expert
+    mine = (chosen > 0) & (tl.cumsum(chosen, axis=0) - chosen == item)   # the item's expert: its rank among them
+    live = tl.sum(mine.to(tl.int32), axis=0) > 0
+    e = tl.sum(tl.where(mine, el, 0), axis=0)
+    pick = mine[None, :] & rm[:, None]
+    rw = tl.sum(tl.sum(tl.where(pick, _log_normalise(ls, slot < K, route_scale), 0.0), axis=1), axis=0)
+    if writer:
+        _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
+        _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
+    return live, e, rw
+
+
+@triton.jit
 def _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K: tl.constexpr, offset, El,
                  ELP: tl.constexpr, CH: tl.constexpr, TS: tl.constexpr, KW: tl.constexpr):
     """The routing lists of T tokens' K slots each, in one program: _sort_slots_by_token when TS (the tokens padded
@@ -1042,7 +1090,8 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                        HASH: tl.constexpr, EB: tl.constexpr, BD: tl.constexpr, TP: tl.constexpr, SORT: tl.constexpr,
                        ELP: tl.constexpr, CH: tl.constexpr, GB: tl.constexpr, PDL: tl.constexpr = False,
                        TS: tl.constexpr = 0, KW: tl.constexpr = 2, SLOTS: tl.constexpr = False,
-                       ROWS_ROUTED: tl.constexpr = False, TRACE: tl.constexpr = False, trace_ptr=0):
+                       ROWS_ROUTED: tl.constexpr = False, TRACE: tl.constexpr = False, trace_ptr=0,
+                       TAIL: tl.constexpr = True):
     # The whole gate of a few tokens (T <= TP) in ONE launch (config GATE "fused"): programs 0..NGP-1 each compute
     # the fp32 logits of EB experts for every token (x (T, D) bf16 . gate weight (E, D) bf16 rows, fp32 products
     # summed in a fixed order: deterministic) into logits (T, E), then take a ticket (cnt: one int32, zero between
@@ -1053,6 +1102,9 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
     # ROWS_ROUTED (hash routing, config GATE_ROWS "routed"): NGP = T * K programs, program (t, k) scores only the
     # expert token t's table row names into logits[t * K + k] (the weights are the softmax of those K scores): K
     # gate rows a token instead of all E.
+    # TAIL False (config GATE_TAIL "up", one token, score routing): no ticket and no last program: the scoring
+    #   programs only store the logits, and each routed program of the W1 / W3 launch after this one takes the top-k
+    #   itself (_grouped_gemm_kernel LOCAL).
     # TRACE (kernels/trace.py): marks start, released (after the PDL wait), finish (before the ticket; the
     #   x-quantization programs: their block done) and end; kind 0 a scoring program, 1 an x-quantization one.
     pid = tl.program_id(0)
@@ -1085,32 +1137,33 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                 tl.store(logit_ptr + t * E + e, tl.sum(acc, axis=1), mask=em)
         tl.debug_barrier()                                         # every thread's stores before the release
         trace_mark(trace_ptr, 2, TRACE)
-        if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
-            # TRACE steps of the last program: 0 ticket won; "slots": 1 scores, 2 top-k places, 3 weights and ids
-            # stored, 4 routing lists stored; else: 3 top-k stored, 4 routing lists stored
-            trace_step(trace_ptr, 0, TRACE)
-            if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
-                rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
-                trace_step_after(trace_ptr, 1, sc, TRACE)
-                slot = _topk_slots(sc, ids[None, :], K)
-                trace_step_after(trace_ptr, 2, slot, TRACE)
-                _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
-                trace_step(trace_ptr, 3, TRACE)
-                _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
-                trace_step(trace_ptr, 4, TRACE)
-            else:
-                if ROWS_ROUTED:
-                    _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, route_scale, K, KP, TP)
-                else:
-                    _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP,
-                               EP, HAS_BIAS, HASH, TP, True)
-                trace_step(trace_ptr, 3, TRACE)
-                if SORT:
-                    tl.debug_barrier()                             # idx stores of every thread before the sort
-                    _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
-                                 KW)
+        if TAIL:
+            if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
+                # TRACE steps of the last program: 0 ticket won; "slots": 1 scores, 2 top-k places, 3 weights and ids
+                # stored, 4 routing lists stored; else: 3 top-k stored, 4 routing lists stored
+                trace_step(trace_ptr, 0, TRACE)
+                if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
+                    rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
+                    trace_step_after(trace_ptr, 1, sc, TRACE)
+                    slot = _topk_slots(sc, ids[None, :], K)
+                    trace_step_after(trace_ptr, 2, slot, TRACE)
+                    _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
+                    trace_step(trace_ptr, 3, TRACE)
+                    _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
                     trace_step(trace_ptr, 4, TRACE)
-            tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
+                else:
+                    if ROWS_ROUTED:
+                        _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, route_scale, K, KP, TP)
+                    else:
+                        _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP,
+                                   EP, HAS_BIAS, HASH, TP, True)
+                    trace_step(trace_ptr, 3, TRACE)
+                    if SORT:
+                        tl.debug_barrier()                             # idx stores of every thread before the sort
+                        _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
+                                     KW)
+                        trace_step(trace_ptr, 4, TRACE)
+                tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         trace_kind(trace_ptr, 1, TRACE)
         _quant_x_block(pid - NGP, x_ptr, xq_ptr, sx_ptr, D, GB)
@@ -1209,7 +1262,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          FR: tl.constexpr = 8, FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0,
                          BMS: tl.constexpr = 16, PDL: tl.constexpr = False, NS=0, XOWN: tl.constexpr = False,
                          xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0,
-                         PROMOTE: tl.constexpr = 0, TRACE: tl.constexpr = False, trace_ptr=0):
+                         PROMOTE: tl.constexpr = 0, TRACE: tl.constexpr = False, trace_ptr=0,
+                         LOCAL: tl.constexpr = False, logit_ptr=0, bias_ptr=0, idx_ptr=0, E=0, route_scale=1.0,
+                         offset=0, El=0, EP: tl.constexpr = 2, HAS_BIAS: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1244,6 +1299,11 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     # TRACE (kernels/trace.py): marks start, released (after the wait or the release), finish (the item's GEMM
     #   done, before FIN's ticket) and end; kind 0 a shared-expert item, 1 a routed item with work, 2 one past the
     #   active count.
+    # LOCAL (GATED, one token, score routing; config GATE_TAIL "up"): the gate launch before stored only the logits
+    #   (_gate_fused_kernel TAIL False); each routed program takes the top-k itself (_local_item) after its wait, in
+    #   parallel, instead of reading the routing lists of the gate's last program (its ticket, top-k and slot sort
+    #   in series on the critical path). The first routed program stores w, idx and the routing lists for W2; FIN
+    #   takes its item's row and weight from registers (rw_ptr / act / start / sorted are not yet written).
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
@@ -1269,6 +1329,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     else:
         pdl_enter(PDL)
     trace_mark(trace_ptr, 1, TRACE)
+    lend = a * 0                           # LOCAL: a routed item's end and weight for FIN (from registers)
+    lrw = tl.full([], 1.0, tl.float32)
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
         trace_kind(trace_ptr, 0, TRACE)
         c = a * BMS
@@ -1318,7 +1380,16 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             c += NSH * BMS
     else:
         item = a - NSH if SHARED else a
-        if ITEMS:       # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
+        if LOCAL:       # the top-k here (one token: the item's one slot is row `item`)
+            live, e, lrw = _local_item(item, pid == NSH * NT * SPLIT, logit_ptr, bias_ptr, rw_ptr, idx_ptr,
+                                              act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale, offset, El, K,
+                                              EP, HAS_BIAS)
+            trace_step_after(trace_ptr, 0, lrw, TRACE)                    # TRACE step 0: its top-k done
+            e = e.to(tl.int64)
+            start = item
+            end = tl.where(live, item + 1, item)
+            lend = end
+        elif ITEMS:     # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
             live = True
             tb = act_ptr + it0 + 4 * item
             e = tl.load(tb).to(tl.int64)
@@ -1329,7 +1400,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
         trace_kind(trace_ptr, 2, TRACE)
         if live:
             trace_kind(trace_ptr, 1, TRACE)
-            if not ITEMS:   # the count (above), then the expert, then its offsets: three dependent round trips
+            if not ITEMS and not LOCAL:   # the count (above), then the expert, then its offsets: three round trips
                 e = tl.load(act_ptr + 1 + item).to(tl.int64)
                 start = tl.load(start_ptr + e)
                 end = tl.load(start_ptr + e + 1)
@@ -1341,7 +1412,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             while c < end:
                 pos = c + tl.arange(0, BM)
                 pm = pos < end
-                if GATED and ITEMS:     # the token of each slot (T = 1: token 0, no load)
+                if GATED and LOCAL:     # one token: token 0
+                    src = tl.zeros((BM,), dtype=tl.int32)
+                elif GATED and ITEMS:   # the token of each slot (T = 1: token 0, no load)
                     src = tl.load(sorted_ptr + pos, mask=pm & (T > 1), other=0) // K
                 elif GATED:
                     src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
@@ -1355,7 +1428,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                     if PF == 3:
                         r2 = tl.arange(0, RW) % BM
                         pmw = c + r2 < end
-                        if GATED:
+                        if GATED and LOCAL:
+                            srcw = tl.zeros((RW,), dtype=tl.int32)
+                        elif GATED:
                             srcw = tl.load(sorted_ptr + c + r2, mask=pmw, other=0) // K
                         else:
                             srcw = c + r2
@@ -1406,7 +1481,9 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                         if GATED:
                             accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
                                                     KD, ASM)
-                if SWIGLU:
+                if SWIGLU and LOCAL:
+                    rw = tl.where(pm, lrw, 0.0)
+                elif SWIGLU:
                     rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
                     _store_swiglu(aq_ptr, sq_ptr, pos, pm, n0, acca, accb, rw, limit, N, BN, RNE_FIX)
                 else:
@@ -1416,7 +1493,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     if FIN:
         _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                         sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
-                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS)
+                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, lend, lrw)
     trace_mark(trace_ptr, 3, TRACE)
 
 
@@ -1425,12 +1502,15 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                     limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
                     HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
-                    FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0, NS=0):
+                    FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0, NS=0, LOCAL: tl.constexpr = False,
+                    lend=0, lrw=1.0):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
     GATED: one ticket per (work item a, 128-column group of F), taken by its (128 / BN) * SPLIT programs; the last
       runs the SwiGLU-quant of the item's rows for that group (_swiglu_quant_block) into fin = aq, sfin = sq.
+      LOCAL (GATE_TAIL "up"): a routed item's rows are item .. lend - 1 and its weight lrw, from the program's own
+      top-k (the lists in memory are not yet written).
     Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
       once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
@@ -1442,7 +1522,10 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     if GATED:
         NGRP: tl.constexpr = N // 128
         item = a - NSH if SHARED else a
-        if ITEMS:
+        if LOCAL:
+            lo = item
+            hi = tl.where(item >= 0, lend, item)
+        elif ITEMS:
             ok = item >= 0
             lo = tl.load(act_ptr + it0 + 4 * item + 1, mask=ok, other=0)
             hi = tl.load(act_ptr + it0 + 4 * item + 2, mask=ok, other=0)
@@ -1462,7 +1545,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                 for r0 in range(lo, hi, FR):                  # FR rows x 128 columns at a time
                     rows = r0 + tl.arange(0, FR)
                     _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, fin_ptr, sfin_ptr, rows, rows < hi, n0 // 128,
-                                        TK, ROWS, limit, N, SPLIT, RNE_FIX)
+                                        TK, ROWS, limit, N, SPLIT, RNE_FIX, LOCAL, lrw)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
     else:
         ticket = cnt_ptr + n0 // BN
@@ -1477,9 +1560,11 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
 
 @triton.jit
 def _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, aq_ptr, sa_ptr, rows, rm, grp, TK, ROWS, limit,
-                        F: tl.constexpr, SPLIT: tl.constexpr, RNE_FIX: tl.constexpr):
+                        F: tl.constexpr, SPLIT: tl.constexpr, RNE_FIX: tl.constexpr, GIVEN: tl.constexpr = False,
+                        rw_given=1.0):
     """_swiglu_quant_kernel's arithmetic for rows (BR,) (positions; rows >= TK: the shared expert, weight 1) and one
-    128-column group grp: (SPLIT, ROWS, 2F) fp32 partials -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32."""
+    128-column group grp: (SPLIT, ROWS, 2F) fp32 partials -> aq (ROWS, F) e4m3 codes, sa (ROWS, F/128) fp32.
+    GIVEN: the routed rows' weight is rw_given (one routed row: GATE_TAIL "up"), not rw[sorted[row]]."""
     offs = grp * 128 + tl.arange(0, 128)
     p64 = rows.to(tl.int64)
     m = rm[:, None]
@@ -1494,7 +1579,10 @@ def _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, aq_ptr, sa_ptr, rows, rm, 
     u = tl.minimum(tl.maximum(u, -limit), limit)
     g = tl.minimum(g, limit)
     routed = rm & (rows < TK)
-    rw = tl.load(rw_ptr + tl.load(sorted_ptr + rows, mask=routed, other=0), mask=routed, other=1.0)
+    if GIVEN:
+        rw = tl.where(routed, rw_given, 1.0)
+    else:
+        rw = tl.load(rw_ptr + tl.load(sorted_ptr + rows, mask=routed, other=0), mask=routed, other=1.0)
     act = to_bf16(g / (1.0 + tl.exp(-g)) * u * rw[:, None], RNE_FIX).to(tl.float32)
     code, sc = _quant_groups(act)
     tl.store(aq_ptr + p64[:, None] * F + offs[None, :], code.to(tl.uint8), mask=m)
@@ -1678,10 +1766,13 @@ def gated_configs(params: dict) -> list[dict]:
     step 1.6% / 2.7% slower with it at C = 16 / 64, decode-bench --try) and, up to GATE_FUSE_MAX_T tokens, one with
     the one-launch gate's slot sort from its top-k in registers (GATE "fused", ROUTE_SORT "slots"; session 22, H200:
     moe_routed T = 1 0.3 us slower, moe_layer and the C = 1 step level), so that `kernelbench verify` covers those
-    paths and `kernelbench tune` times them beside the default gates."""
+    paths and `kernelbench tune` times them beside the default gates. At one token also the gate without its last
+    program, each routed W1 / W3 program taking the top-k itself (GATE_TAIL "up", _gate_tail)."""
     out = grouped_configs(params)
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
+    if params.get("T", 1) == 1:
+        slots.append({**base, "GATE": "fused", "GATE_TAIL": "up"})
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
     # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the
@@ -2064,10 +2155,11 @@ def _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert
 
 
 def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype, pair,
-             hw=None, routed=None, score_gate=False, join=None):
+             hw=None, routed=None, score_gate=False, join=None, local=None):
     # shared: the shared expert's output (T, D) bf16 to add (join: called before the first launch that reads it, when
     # it is made beside these launches); hw: the shared expert's FP8 weights to run inside;
-    # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; config GLUE:
+    # routed: the routing buffers when the gate made them (_gate_route), else _route makes them here; local: the up
+    # launch's LOCAL arguments when the gate left the top-k to it (_gate_fused, GATE_TAIL "up"); config GLUE:
     # "v4" (default up to FIN_MAX_T tokens): the parallel routing, SwiGLU-quant and combine inside the GEMM launches
     # (FIN); "v3" (default above): the same routing, SwiGLU-quant and combine as launches of their own with wider
     # grids; "v2": the previous glue
@@ -2174,7 +2266,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
-        **pdl_up, **trace_args("moe W1/W3", up_programs, dev),
+        **pdl_up, **trace_args("moe W1/W3", up_programs, dev), **(dict(local, inv_ptr=inv) if local else {}),
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
@@ -2256,7 +2348,7 @@ def up_early(cfg, device) -> str | None:
 # default up to FIN_MAX_T tokens; "v3" in launches of their own above)
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
                              "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
-                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM"})
+                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM", "GATE_TAIL"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 
@@ -2313,24 +2405,24 @@ def _start_shared_side(x, hw, swiglu_limit, cfg):
 
 
 def _routed_and_shared(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw, out_dtype,
-                       pair, routed=None, score_gate=False, y_side=None, join=None):
+                       pair, routed=None, score_gate=False, y_side=None, join=None, local=None):
     """The grouped routed experts (+ the shared expert hw, when given: inside the routed launches when SHARED is
     "fused" (the default below SHARED_SIDE_MIN_T tokens) and its sizes fit; with "side" its output y_side, started
     beside them (_start_shared_side), added in the combine after `join`; with "beside" its own launches first, added
     in the combine)."""
     if hw is None:
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair, routed=routed)
+                        out_dtype, pair, routed=routed, local=local)
     if y_side is not None:
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, y_side,
-                        out_dtype, pair, routed=routed, join=join)
+                        out_dtype, pair, routed=routed, join=join, local=local)
     mode = _shared_mode(cfg)
     if mode == "fused" and _fusable_shared(hw, x.shape[1], w1.shape[1]):
         return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, None,
-                        out_dtype, pair, hw, routed=routed, score_gate=score_gate)
+                        out_dtype, pair, hw, routed=routed, score_gate=score_gate, local=local)
     shared = _shared(x, **hw, swiglu_limit=swiglu_limit)
     return _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, shared, out_dtype,
-                    pair, routed=routed)
+                    pair, routed=routed, local=local)
 
 
 @register_impl("moe_layer", "triton", backend="triton", configs=gated_configs, default_config=layer_default,
@@ -2375,15 +2467,17 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
                        swiglu_limit, cfg, hw, pair, op, y_side, join):
     """_layer_grouped after its config (and the shared expert's output y_side made beside, with its join, when
     SHARED is "side"): the gate's launches, then the grouped kernels."""
-    routed = None
+    routed = local = None
     T, El = x.shape[0], w1.shape[0]
+    tail = _gate_tail(cfg, T, tid2eid is not None)
     if _glue(cfg, T) == "v2":
         w, idx = _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     else:
         mode = _gate_mode(cfg, T)
-        if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant
-            w, idx, routed = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, (El, expert_offset),
-                                         _gate_warps(cfg), _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg))
+        if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant (GATE_TAIL "up": GEMV)
+            w, idx, routed, local = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
+                                                (El, expert_offset), _gate_warps(cfg),
+                                                _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg), tail)
         elif mode == "mma":     # one launch: tensor-core logits, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg)
         else:                   # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization
@@ -2392,7 +2486,7 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
     _check_experts(x, w, idx, w1, s1, w3, s3, w2, s2)
     return _routed_and_shared(x, w, idx, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_limit, cfg, hw,
                               torch.bfloat16 if op == "moe_layer" else torch.float32, pair, routed,
-                              score_gate=tid2eid is None, y_side=y_side, join=join)
+                              score_gate=tid2eid is None, y_side=y_side, join=join, local=local)
 
 
 @register_impl("moe_routed", "triton", backend="triton", configs=gated_configs, default_config=routed_default,

@@ -693,7 +693,7 @@ def test_fused_gate_is_the_gemm_gate_in_one_launch(p, values, sort, monkeypatch)
     w0, i0 = KM._gate(*gate_in)
     for _ in range(2):
         w1, i1 = KM._gate_fused(*gate_in)
-        w, idx, buf = KM._gate_fused(*gate_in, route=(p["El"], p["offset"]), sort=sort)
+        w, idx, buf, _ = KM._gate_fused(*gate_in, route=(p["El"], p["offset"]), sort=sort)
         assert torch.equal(idx, i0) and torch.equal(i1, i0)
         torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
         assert torch.equal(w1, w)
@@ -720,6 +720,38 @@ def test_slot_sort_in_registers_runs_the_layer_and_needs_the_one_launch_gate(mon
     for gate in ("gemm", "mma"):
         with pytest.raises(ValueError, match="slots"):
             impl.fn(**run, config={**KM.layer_default(SMALL), "GATE": gate, "ROUTE_SORT": "slots"})
+
+
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
+def test_top_k_in_the_up_launch_is_bit_equal_to_the_gate_tail(op, monkeypatch):
+    """GATE_TAIL "up" (the gate only scores; each routed W1 / W3 program takes the one token's top-k itself, the
+    first one also stores w, idx and the routing lists for W2): at one token it passes the reference and is bit-equal
+    to the gate's last program ("last"), with one local expert chosen, several, and (offset past the token's
+    choices) none; hash routing and more tokens fall back to "last"; the space offers it at one token only, and an
+    unknown value is refused."""
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    wide = {**SMALL, "T": 1, "E": 16, "K": 6, "El": 8, "offset": 4}
+    inp = _inputs(op, wide)
+    gate_in = (inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids"))
+    chosen = set(R.moe_gate(*gate_in, 6, 1.5)[1][0].tolist())
+    none = next({**wide, "El": 2, "offset": o} for o in range(0, 16, 2) if not chosen & {o, o + 1})
+    for p in ({**SMALL, "T": 1}, wide, {**wide, "El": 16, "offset": 0}, none, {**SMALL, "T": 1, "hash": True},
+              {**SMALL, "T": 2}):
+        cfg = {**KM.layer_default(p), "GATE": "fused"}
+        _, up, _ = check_against_reference(op, p, "normal", config={**cfg, "GATE_TAIL": "up"})
+        _, last, _ = check_against_reference(op, p, "normal", config=cfg)
+        assert torch.equal(up[0], last[0])
+    assert KM._gate_tail({"GATE_TAIL": "up"}, 1, False) == "up"
+    assert KM._gate_tail({"GATE_TAIL": "up"}, 1, True) == "last"
+    assert KM._gate_tail({"GATE_TAIL": "up"}, 2, False) == "last"
+    assert KM._gate_tail({}, 1, False) == "last"
+    assert any(c.get("GATE_TAIL") == "up" for c in KM.gated_configs({**SMALL, "T": 1}))
+    assert not any(c.get("GATE_TAIL") == "up" for c in KM.gated_configs({**SMALL, "T": 2}))
+    spec, impl = spec_and_impl(op)
+    run = impl.prepared(_inputs(op, {**SMALL, "T": 1}))
+    with pytest.raises(ValueError, match="GATE_TAIL"):
+        impl.fn(**run, config={**KM.layer_default(SMALL), "GATE_TAIL": "first"})
 
 
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),
@@ -1134,3 +1166,35 @@ def test_gpu_fp8_promote_closes_the_outlier_miss(monkeypatch):
     if torch.cuda.get_device_capability() == (9, 0):
         assert 0.02 < rel_fro("0") < 0.03
     assert rel_fro("32") < bound / 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh moe)")
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
+def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
+    """GATE_TAIL "up" compiled, PDL on at one token: the routed W1 / W3 programs read the logits after their wait
+    and the first one writes the routing lists W2 reads after its own; FIN takes the item's weight from registers.
+    Bit-equal to the gate's last program ("last") in a direct call and in four back-to-back graph-replayed calls
+    (the next call's gate beside this call's W2), at rank offsets where the token's experts are local or not."""
+    from kernelbench import registry
+    from kernelbench.harness.timing import capture_graph
+    from kernelbench.kernels import moe as KM
+    registry.load_builtin()
+    spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
+    for offset, seed in ((96, 3), (0, 5), (224, 7)):
+        params = {"T": 1, "D": 4096, "E": 256, "El": 32, "offset": offset, "F": 2048, "K": 6, "V": 8192,
+                  "hash": False, "rs": 1.5}
+        inp = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cuda", "normal"))
+        base = {**impl.default_config(params), "GATE": "fused"}
+        outs = {}
+        for tail in ("last", "up"):
+            cfg = {**base, "GATE_TAIL": tail}
+            direct = impl.fn(**inp, config=cfg).clone()
+            graph, (out,) = capture_graph([lambda: impl.fn(**inp, config=cfg)], 4)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, direct), (op, offset, tail)
+            outs[tail] = direct
+        assert torch.equal(outs["up"], outs["last"]), (op, offset)
+    assert KM._gate_tail({"GATE_TAIL": "up"}, 1, False) == "up"
