@@ -954,6 +954,9 @@ def _local_item(item, writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, star
     which the W2 launch reads after its wait. -> (live, local expert, routing weight)"""
     rows, rm, ids, sc, ls = _row_scores(0, 1, logit_ptr, bias_ptr, E, EP, HAS_BIAS, 2, True)
     slot = _topk_slots(sc, ids[None, :], K)
+    if writer:
+        _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
+        _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
     el = ids - offset
     hit = ((slot < K) & rm[:, None] & ((el >= 0) & (el < El))[None, :]).to(tl.int32)     # (2, EP): row 1 padding
     chosen = tl.sum(hit, axis=0)                                          # (EP,) 1 for a chosen local expert
@@ -962,9 +965,6 @@ def _local_item(item, writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, star
     e = tl.sum(tl.where(mine, el, 0), axis=0)
     pick = mine[None, :] & rm[:, None]
     rw = tl.sum(tl.sum(tl.where(pick, _log_normalise(ls, slot < K, route_scale), 0.0), axis=1), axis=0)
-    if writer:
-        _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
-        _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
     return live, e, rw
 
 
@@ -1384,7 +1384,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             live, e, lrw = _local_item(item, pid == NSH * NT * SPLIT, logit_ptr, bias_ptr, rw_ptr, idx_ptr,
                                               act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale, offset, El, K,
                                               EP, HAS_BIAS)
-            trace_step_after(trace_ptr, 0, lrw, TRACE)                    # TRACE step 0: its top-k done
+            trace_step(trace_ptr, 0, TRACE)       # TRACE step 0: its top-k done (after the reductions' barriers)
             e = e.to(tl.int64)
             start = item
             end = tl.where(live, item + 1, item)
