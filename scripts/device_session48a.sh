@@ -13,12 +13,13 @@ cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
 UP='{"GATE_TAIL": "up"}'
-step gpu_tests 120 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
-    -k "traced_moe or fp8_promote_closes or up_launch"
-step bench_up 90 $KB bench moe_layer moe_routed --impl triton --shapes flash-tp8 --where T=1 --max-time 0.3 \
-    --try "moe_layer@T=1=$UP" --try "moe_routed@T=1=$UP" --json "$W/bench_up.json"
+step gpu_up 75 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_moe.py -k up_launch
+step bench_up 75 $KB bench moe_layer moe_routed --impl triton --shapes flash-tp8 --where T=1 --where hash=False \
+    --max-time 0.3 --try "moe_layer@T=1=$UP" --try "moe_routed@T=1=$UP" --json "$W/bench_up.json"
 step step_up 80 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
     --try "moe_routed@T=1=$UP" --json "$W/step_up.json"
+step gpu_tests 90 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
+    -k "traced_moe or fp8_promote_closes"
 step timeline1 50 python3 scripts/moe_timeline.py --device cuda --tokens 1 --replays 10 --pin "$UP" \
     --json "$W/timeline1.json"
 step verify 120 $KB verify moe_gate moe_experts shared_expert moe_layer fp8_linear --impl triton --device cuda \
