@@ -1382,8 +1382,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
         item = a - NSH if SHARED else a
         if LOCAL:       # the top-k here (one token: the item's one slot is row `item`)
             live, e, lrw = _local_item(item, pid == NSH * NT * SPLIT, logit_ptr, bias_ptr, rw_ptr, idx_ptr,
-                                              act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale, offset, El, K,
-                                              EP, HAS_BIAS)
+                                       act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale, offset, El, K, EP,
+                                       HAS_BIAS)
             trace_step(trace_ptr, 0, TRACE)       # TRACE step 0: its top-k done (after the reductions' barriers)
             e = e.to(tl.int64)
             start = item
@@ -1481,10 +1481,11 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                         if GATED:
                             accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
                                                     KD, ASM)
-                if SWIGLU and LOCAL:
-                    rw = tl.where(pm, lrw, 0.0)
-                elif SWIGLU:
-                    rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
+                if SWIGLU:
+                    if LOCAL:   # the item's weight from its own top-k
+                        rw = tl.where(pm, lrw, 0.0)
+                    else:
+                        rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
                     _store_swiglu(aq_ptr, sq_ptr, pos, pm, n0, acca, accb, rw, limit, N, BN, RNE_FIX)
                 else:
                     _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)

@@ -742,6 +742,11 @@ def test_top_k_in_the_up_launch_is_bit_equal_to_the_gate_tail(op, monkeypatch):
         _, up, _ = check_against_reference(op, p, "normal", config={**cfg, "GATE_TAIL": "up"})
         _, last, _ = check_against_reference(op, p, "normal", config=cfg)
         assert torch.equal(up[0], last[0])
+    # the up launch's own SwiGLU epilogue (no K split, whole 128-column groups) takes the weight from the top-k too
+    cfg = {**KM.layer_default(wide), "GATE": "fused", "EPILOGUE": "swiglu", "SPLIT_UP": 1, "BN_UP": 128}
+    _, up, _ = check_against_reference(op, wide, "normal", config={**cfg, "GATE_TAIL": "up"})
+    _, last, _ = check_against_reference(op, wide, "normal", config=cfg)
+    assert torch.equal(up[0], last[0])
     assert KM._gate_tail({"GATE_TAIL": "up"}, 1, False) == "up"
     assert KM._gate_tail({"GATE_TAIL": "up"}, 1, True) == "last"
     assert KM._gate_tail({"GATE_TAIL": "up"}, 2, False) == "last"
