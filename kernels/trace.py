@@ -11,7 +11,8 @@ program may sit in `griddepcontrol.wait` for most of it). A traced launch writes
 each as %globaltimer (ns, one clock for every SM) and %clock64 (the SM's cycle counter: finer, but per SM), with the
 program's SM (%smid) and a kind the kernel names (the MoE grouped launches: 0 shared-expert item, 1 routed item with
 work, 2 routed item past the active count), and up to STEPS sub-step marks inside one long stretch of a program
-(`trace_step`: the MoE gate's last program, from its ticket to its routing lists). Row layout: SLOTS int64 per
+(`trace_step`: the MoE gate's last program, from its ticket to its routing lists; with GATE_TAIL "up" each routed
+W1/W3 program's own top-k). Row layout: SLOTS int64 per
 program (`FIELDS` below).
 
 Tracing is off unless a `recording()` is active: a launch site asks `trace_args(label, programs, device)`, which is

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 48's first call. Session 47 call 1 (an H100) timed moe_layer's programs at one token
+# Written in session 48 and not run there (no machine could be started: 1,800 s of device time went on refused and
+# failed starts); the next session's first call. Session 47 call 1 (an H100) timed moe_layer's programs at one token
 # (scripts/moe_timeline.py): the one-launch gate's last program, from its ticket to its routing lists, ran ~8.4 us of
 # the ~29.8 us call, on the critical path. Session 48 built GATE_TAIL "up" (kernels/moe.py _gate_tail): the gate only
 # scores, and each routed W1 / W3 program takes the top-k itself after its wait. This call: (1) the GPU tests of the
@@ -8,6 +9,7 @@
 # default against "up"; (5) verify of the fp8 and MoE ops at KERNELBENCH_FP8_PROMOTE=32 (issue 9's "done when"
 # command); (6) the timeline at 16 / 64 tokens; (7) the accuracy script.
 #   run(command="KB_TOTAL_S=560 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session48a.sh", carry=[".whl"])
+# A machine's start has cost 90-180 s of device time when it failed: size KB_TOTAL_S to what is left minus ~170 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-560}

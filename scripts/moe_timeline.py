@@ -78,7 +78,7 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
                             a[m]["first"].append(min(us))
                             a[m]["med"].append(statistics.median(us))
                             a[m]["last"].append(max(us))
-                    for i in range(trace.STEPS):         # sub-step marks (the gate's last program)
+                    for i in range(trace.STEPS):         # sub-step marks: the latest program's of this kind
                         col = sel[:, F[f"ns_step{i}"]]
                         if (col >= 0).any():
                             a["steps"].setdefault(i, []).append((int(col[col >= 0].max()) - origin) / 1e3)
@@ -138,7 +138,7 @@ def print_case(res: dict) -> None:
         print(f"{r['launch']:24} {r['kind']:8} {r['programs']:5.0f} | {fml('start'):>22} | {fml('released'):>20} | "
               f"{fml('finish'):>20} | {fml('end'):>20} | {busy / 1e3 if busy is not None else float('nan'):.1f}")
         if r["steps"]:
-            print(f"{'':24} {'':8} {'':5}   steps of the last program (us): "
+            print(f"{'':24} {'':8} {'':5}   sub-step marks, latest program (us): "
                   + ", ".join(f"{i}: {v:.2f}" for i, v in r["steps"].items()))
 
 

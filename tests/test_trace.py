@@ -137,3 +137,38 @@ def test_gpu_traced_moe_call_marks_every_program_in_order_and_changes_no_bit(T, 
         if s["label"] != "moe gate (one launch)":       # one token: the shared expert's items are in the launch;
             kinds = set(rows[:, 9].tolist())             # 16 tokens: routed items with work (the shared one beside)
             assert kinds <= {0, 1, 2} and (0 if T == 1 else 1) in kinds, (s["label"], kinds)
+
+
+def test_moe_timeline_summary_reads_marks_steps_and_the_call_period():
+    """scripts/moe_timeline.py's summary on made-up rows: two replays of two calls, each call one launch of two
+    programs (one per kind): times are us from the call's first start mark, medians over calls, the call period is
+    the gap between calls' first marks, the finest timer step is the smallest gap between distinct mark values, and
+    sub-step marks give the latest program's; marks left at -1 count as unreached."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "moe_timeline.py"
+    spec = importlib.util.spec_from_file_location("moe_timeline", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    F = trace.FIELDS
+
+    def call(t0: int, late: int) -> dict:
+        rows = torch.full((2, trace.SLOTS), -1, dtype=torch.int64)
+        for p, (kind, marks) in enumerate(((1, (0, 1000, 3000, 4000)), (2, (32, 1032, -1, 1500 + late)))):
+            for m, v in zip(trace.MARKS, marks):
+                rows[p, F[f"ns_{m}"]] = t0 + v if v >= 0 else -1
+                rows[p, F[f"clk_{m}"]] = 10 * v if v >= 0 else -1
+            rows[p, F["kind"]] = kind
+        rows[0, F["ns_step0"]] = t0 + 2000
+        return {"label": "moe W1/W3", "rows": rows}
+    snaps = [[call(0, 0), call(10_000, 100)], [call(50_000, 0), call(60_000, 100)]]
+    out = mod.summarise(snaps, 1)
+    assert out["call_period_us"] == {"min": 10.0, "med": 10.0, "max": 10.0}
+    assert out["timer_step_ns"] == 32
+    rows = {r["kind"]: r for r in out["launches"]}
+    routed, idle = rows["routed"], rows["idle"]
+    assert routed["released"] == {"first": 1.0, "med": 1.0, "last": 1.0}
+    assert routed["steps"] == {0: 2.0} and idle["steps"] == {}
+    assert idle["end"]["med"] == pytest.approx(1.55)              # ends at 1.5 and 1.6 us: the median of the calls
+    assert idle["unreached_marks"] == 4 and routed["unreached_marks"] == 0
+    assert routed["busy_cycles"]["med"] == 30_000                 # clk end - clk released
