@@ -947,11 +947,11 @@ def _route_from_slots(slot, e, t, tm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K
 def _local_item(item, writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, E,
                 route_scale, offset, El, K: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr):
     """Config GATE_TAIL "up", one token, score routing: a routed W1 / W3 program's own top-k from the gate's logits
-    (1, E), the gate's last program's arithmetic (_row_scores, _topk_slots, _log_normalise) -> (live, its local
-    expert, its routing weight): item i is the i-th of the token's local experts in ascending order, the
-    place the slot sort gives it (one slot an expert at one token: start i, end i + 1). The `writer` program also
-    stores what the gate's last program would (_store_topk_slots: w, idx; _route_from_slots: the routing lists),
-    which the W2 launch reads after its wait. -> (live, local expert, routing weight)"""
+    (1, E), with the gate's last program's arithmetic (_row_scores, _topk_slots, _log_normalise). Item i is the i-th
+    of the token's local experts in ascending order, the place the slot sort gives it (one slot an expert at one
+    token: start i, end i + 1). The `writer` program also stores what the gate's last program would
+    (_store_topk_slots: w, idx; _route_from_slots: the routing lists), which the W2 launch reads after its wait.
+    -> (live: the item has an expert, its local expert, its routing weight)"""
     rows, rm, ids, sc, ls = _row_scores(0, 1, logit_ptr, bias_ptr, E, EP, HAS_BIAS, 2, True)
     slot = _topk_slots(sc, ids[None, :], K)
     if writer:
