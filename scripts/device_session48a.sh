@@ -16,8 +16,12 @@ TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
 UP='{"GATE_TAIL": "up"}'
 step gpu_up 75 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_moe.py -k up_launch
-step bench_up 75 $KB bench moe_layer moe_routed --impl triton --shapes flash-tp8 --where T=1 --where hash=False \
-    --max-time 0.3 --try "moe_layer@T=1=$UP" --try "moe_routed@T=1=$UP" --json "$W/bench_up.json"
+# with the gate tail off the critical path the routed items start earlier: their K split retried beside (8 splits: 256
+# programs an item, each half the bytes; offline sm_90 / sm_120: no spills)
+step bench_up 90 $KB bench moe_layer moe_routed --impl triton --shapes flash-tp8 --where T=1 --where hash=False \
+    --max-time 0.3 --try "moe_layer@T=1=$UP" --try "moe_routed@T=1=$UP" \
+    --try 'moe_layer@T=1={"GATE_TAIL": "up", "SPLIT_UP": 8}' \
+    --try 'moe_layer@T=1={"GATE_TAIL": "up", "SPLIT_UP": 8, "SPLIT_DOWN": 4}' --json "$W/bench_up.json"
 step step_up 80 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
     --try "moe_routed@T=1=$UP" --json "$W/step_up.json"
 step gpu_tests 90 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
