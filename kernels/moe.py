@@ -482,8 +482,9 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         return w, idx
     if not local:
         return w, idx, buf, None
-    return w, idx, buf, dict(LOCAL=True, logit_ptr=args[0], bias_ptr=args[1], idx_ptr=idx, E=E, El=El, EP=meta["EP"],
-                             route_scale=float(route_scale), offset=int(offset), HAS_BIAS=meta["HAS_BIAS"])
+    return w, idx, buf, dict(LOCAL=True, logit_ptr=args[0], bias_ptr=args[1], idx_ptr=idx, inv_ptr=inv, E=E, El=El,
+                             EP=meta["EP"], route_scale=float(route_scale), offset=int(offset),
+                             HAS_BIAS=meta["HAS_BIAS"])
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
@@ -2267,7 +2268,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
-        **pdl_up, **trace_args("moe W1/W3", up_programs, dev), **(dict(local, inv_ptr=inv) if local else {}),
+        **pdl_up, **trace_args("moe W1/W3", up_programs, dev), **(local or {}),
         **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128

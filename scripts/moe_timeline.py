@@ -20,7 +20,7 @@ import statistics
 import torch
 
 import kernelbench.ops  # noqa: F401  (registers the ops)
-from kernelbench import registry
+from kernelbench import registry, tuned_configs
 from kernelbench.harness.timing import capture_graph, l2_bytes, make_sets
 from kernelbench.kernels import trace
 
@@ -104,10 +104,12 @@ def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph
     params = {"T": tokens, **FLASH, "hash": hashed}
     sets, _, cold = make_sets(spec, params, device, 0, l2_bytes(device), max_sets=64)
     sets = [impl.prepared(s) for s in sets]
-    kw = {"config": {**impl.default_config(params), **pins}} if pins else {}    # pins over the impl's default
-    calls = [lambda s=s: impl.fn(**s, **kw) for s in sets]
+    calls = [lambda s=s: impl.fn(**s) for s in sets]
     n = max(launches_per_graph, len(calls))
-    with trace.recording(TRACE_ROWS) as rec:     # its arena is made by the first warm-up call, outside the capture
+    # pins over the config moe_layer's lookup finds (a tuned entry or the default), as bench / decode-bench --try
+    pinned = [tuned_configs.Pin("moe_layer", pins, over="lookup")] if pins else []
+    # the recording's arena is made by the first warm-up call, outside the capture
+    with tuned_configs.pins_applied(pinned), trace.recording(TRACE_ROWS) as rec:
         graph, _ = capture_graph(calls, n)                    # a warm-up call per set, then n captured
         per_call = rec.keep_last_calls(len(calls) + n, n)
         snaps = []
@@ -150,7 +152,7 @@ def main() -> None:
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--calls", type=int, default=32, help="calls per captured graph (bench: 32 or the set count)")
     ap.add_argument("--pin", action="append", default=[], metavar="JSON",
-                    help="also each case with these config keys over the impl's default config, e.g. "
+                    help="also each case with these config keys over the config moe_layer's lookup finds, e.g. "
                          "'{\"ROUTE_SORT\": \"slots\"}' (repeatable: one run per pin)")
     ap.add_argument("--json")
     a = ap.parse_args()
