@@ -945,14 +945,14 @@ def _route_from_slots(slot, e, t, tm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K
 
 
 @triton.jit
-def _local_item(item, writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, E,
-                route_scale, offset, El, K: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr):
+def _local_topk(writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale,
+                offset, El, K: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr):
     """Config GATE_TAIL "up", one token, score routing: a routed W1 / W3 program's own top-k from the gate's logits
-    (1, E), with the gate's last program's arithmetic (_row_scores, _topk_slots, _log_normalise). Item i is the i-th
-    of the token's local experts in ascending order, the place the slot sort gives it (one slot an expert at one
-    token: start i, end i + 1). The `writer` program also stores what the gate's last program would
-    (_store_topk_slots: w, idx; _route_from_slots: the routing lists), which the W2 launch reads after its wait.
-    -> (live: the item has an expert, its local expert, its routing weight)"""
+    (1, E), with the gate's last program's arithmetic (_row_scores, _topk_slots, _log_normalise). The `writer`
+    program also stores what the gate's last program would (_store_topk_slots: w, idx; _route_from_slots: the
+    routing lists), which the W2 launch reads after its wait.
+    -> (mine0: (EP,) 1 for each chosen local expert, el: (EP,) the lanes' local expert ids, nw: (2, EP) the weights
+    of the chosen, n: how many local experts the token chose): for _local_pick."""
     rows, rm, ids, sc, ls = _row_scores(0, 1, logit_ptr, bias_ptr, E, EP, HAS_BIAS, 2, True)
     slot = _topk_slots(sc, ids[None, :], K)
     if writer:
@@ -961,12 +961,19 @@ def _local_item(item, writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, star
     el = ids - offset
     hit = ((slot < K) & rm[:, None] & ((el >= 0) & (el < El))[None, :]).to(tl.int32)     # (2, EP): row 1 padding
     chosen = tl.sum(hit, axis=0)                                          # (EP,) 1 for a chosen local expert
+    nw = tl.where(rm[:, None], _log_normalise(ls, slot < K, route_scale), 0.0)
+    return chosen, el, nw, tl.sum(chosen, axis=0)
+
+
+@triton.jit
+def _local_pick(item, chosen, el, nw):
+    """Item i of _local_topk's selection: the i-th of the token's chosen local experts in ascending order (the place
+    the slot sort gives it: one slot an expert at one token, start i, end i + 1) -> (its local expert, its
+    weight)."""
     mine = (chosen > 0) & (tl.cumsum(chosen, axis=0) - chosen == item)   # the item's expert: its rank among them
-    live = tl.sum(mine.to(tl.int32), axis=0) > 0
     e = tl.sum(tl.where(mine, el, 0), axis=0)
-    pick = mine[None, :] & rm[:, None]
-    rw = tl.sum(tl.sum(tl.where(pick, _log_normalise(ls, slot < K, route_scale), 0.0), axis=1), axis=0)
-    return live, e, rw
+    rw = tl.sum(tl.sum(tl.where(mine[None, :], nw, 0.0), axis=1), axis=0)
+    return e, rw
 
 
 @triton.jit
@@ -1253,6 +1260,103 @@ def _gate_mma_kernel(x_ptr, gw_ptr, part_ptr, logit_ptr, cid_ptr, bias_ptr, tid_
 
 
 @triton.jit
+def _routed_tiles(e, start, end, lrw, in_ptr, sin_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr, rw_ptr,
+                  aq_ptr, sq_ptr, limit, T, ROWS, s, n0, rn, N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr, KBS: tl.constexpr, LDP: tl.constexpr, ASM: tl.constexpr,
+                  PAIR: tl.constexpr, GATED: tl.constexpr, PF: tl.constexpr, SWIGLU: tl.constexpr,
+                  RNE_FIX: tl.constexpr, ITEMS: tl.constexpr, LOCAL: tl.constexpr):
+    """One routed work item of _grouped_gemm_kernel: expert e's (BN-row tile at n0, K split s) GEMM over the item's
+    rows start .. end - 1 (positions in the sorted slots) into the fp32 partials (or, SWIGLU, the W2 input). LOCAL:
+    the rows are the one token's (token 0) and lrw is their routing weight (from the program's own top-k)."""
+    wa = wa_ptr + e * (N * (KD // 2))
+    wb = wb_ptr + e * (N * (KD // 2))
+    sa = sa_ptr + e * (N * (KD // 32))
+    sb = sb_ptr + e * (N * (KD // 32))
+    c = start
+    while c < end:
+        pos = c + tl.arange(0, BM)
+        pm = pos < end
+        if GATED and LOCAL:     # one token: token 0
+            src = tl.zeros((BM,), dtype=tl.int32)
+        elif GATED and ITEMS:   # the token of each slot (T = 1: token 0, no load)
+            src = tl.load(sorted_ptr + pos, mask=pm & (T > 1), other=0) // K
+        elif GATED:
+            src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
+        else:
+            src = pos
+        acca = tl.zeros((BN, BM), dtype=tl.float32)
+        accb = tl.zeros((BN, BM), dtype=tl.float32)
+        if PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
+            # PF 3 (BDIAG): accumulators (BN, 2 BM) over the rows taken twice (bdiag_x), halves folded at the end
+            RW: tl.constexpr = 2 * BM if PF == 3 else BM
+            if PF == 3:
+                r2 = tl.arange(0, RW) % BM
+                pmw = c + r2 < end
+                if GATED and LOCAL:
+                    srcw = tl.zeros((RW,), dtype=tl.int32)
+                elif GATED:
+                    srcw = tl.load(sorted_ptr + c + r2, mask=pmw, other=0) // K
+                else:
+                    srcw = c + r2
+            else:
+                pmw, srcw = pm, src
+            accaw = tl.zeros((BN, RW), dtype=tl.float32)
+            accbw = tl.zeros((BN, RW), dtype=tl.float32)
+            kb0 = s * KBS
+            sxrow = sin_ptr + srcw.to(tl.int64) * (KD // 128)
+            swa = scale_word(sa, rn, KD // 32, kb0)
+            swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
+            sxv = tl.load(sxrow + kb0, mask=pmw, other=0.0)
+            for i in range(KBS):
+                kb = kb0 + i
+                kn = kb0 + tl.minimum(i + 1, KBS - 1)
+                swa_n = scale_word(sa, rn, KD // 32, kn)
+                swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
+                sxv_n = tl.load(sxrow + kn, mask=pmw, other=0.0)
+                if PF == 3:
+                    xlo, xhi = bdiag_x(in_ptr, srcw, pmw, KD, kb, BM)
+                    accaw = fp4_pair_dot_bd(accaw, wa, swa, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
+                    if GATED:
+                        accbw = fp4_pair_dot_bd(accbw, wb, swb, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
+                elif GATED and PF == 2:     # X_ONCE: each x tile loaded once for W1 and W3
+                    accaw, accbw = fp4_pair_dot_w2(accaw, accbw, wa, wb, swa, swb, sxv, rn, KD // 2, kb,
+                                                   in_ptr, srcw, pmw, KD, ASM)
+                else:
+                    accaw = fp4_pair_dot_w(accaw, wa, swa, sxv, rn, KD // 2, kb, in_ptr, srcw, pmw, KD, ASM)
+                    if GATED:
+                        accbw = fp4_pair_dot_w(accbw, wb, swb, sxv, rn, KD // 2, kb, in_ptr, srcw, pmw, KD,
+                                               ASM)
+                swa, swb, sxv = swa_n, swb_n, sxv_n
+            if PF == 3:
+                acca = fold_halves(accaw, BN, BM)
+                accb = fold_halves(accbw, BN, BM)
+            else:
+                acca, accb = accaw, accbw
+        for i in range(0 if PAIR and PF else KBS):
+            kb = s * KBS + i
+            if PAIR:
+                acca = fp4_pair_dot(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD, ASM)
+                if GATED:
+                    accb = fp4_pair_dot(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
+                                        ASM)
+            else:
+                acca = fp4_tile_dot_fp8(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
+                                        ASM)
+                if GATED:
+                    accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
+                                            KD, ASM)
+        if SWIGLU:
+            if LOCAL:   # the item's weight from its own top-k
+                rw = tl.where(pm, lrw, 0.0)
+            else:
+                rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
+            _store_swiglu(aq_ptr, sq_ptr, pos, pm, n0, acca, accb, rw, limit, N, BN, RNE_FIX)
+        else:
+            _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
+        c += BM
+
+
+@triton.jit
 def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr, part_ptr,
                          hwa_ptr, hsa_ptr, hwb_ptr, hsb_ptr, T, TK, ROWS, NSH, rw_ptr, aq_ptr, sq_ptr, limit,
                          N: tl.constexpr, KD: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -1330,8 +1434,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     else:
         pdl_enter(PDL)
     trace_mark(trace_ptr, 1, TRACE)
-    lend = a * 0                           # LOCAL: a routed item's end and weight for FIN (from registers)
-    lrw = tl.full([], 1.0, tl.float32)
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
         trace_kind(trace_ptr, 0, TRACE)
         c = a * BMS
@@ -1381,121 +1483,54 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
             c += NSH * BMS
     else:
         item = a - NSH if SHARED else a
-        if LOCAL:       # the top-k here (one token: the item's one slot is row `item`)
-            live, e, lrw = _local_item(item, pid == NSH * NT * SPLIT, logit_ptr, bias_ptr, rw_ptr, idx_ptr,
-                                       act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale, offset, El, K, EP,
-                                       HAS_BIAS)
+        if LOCAL:       # one token: the top-k here, then the token's chosen local experts one after another
+            chosen, el, nw, n_local = _local_topk(pid == NSH * NT * SPLIT, logit_ptr, bias_ptr, rw_ptr, idx_ptr,
+                                                  act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale, offset, El,
+                                                  K, EP, HAS_BIAS)
             trace_step(trace_ptr, 0, TRACE)       # TRACE step 0: its top-k done (after the reductions' barriers)
-            e = e.to(tl.int64)
-            start = item
-            end = tl.where(live, item + 1, item)
-            lend = end
-        elif ITEMS:     # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
-            live = True
-            tb = act_ptr + it0 + 4 * item
-            e = tl.load(tb).to(tl.int64)
-            start = tl.load(tb + 1)
-            end = tl.load(tb + 2)
+            trace_kind(trace_ptr, 2, TRACE)
+            if n_local > 0:
+                trace_kind(trace_ptr, 1, TRACE)
+            for j in range(n_local):    # item j: the j-th chosen local expert, slot row j, weight from registers
+                e, lrw = _local_pick(j, chosen, el, nw)
+                _routed_tiles(e.to(tl.int64), j, j + 1, lrw, in_ptr, sin_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr,
+                              sb_ptr, part_ptr, rw_ptr, aq_ptr, sq_ptr, limit, T, ROWS, s, n0, rn, N, KD, K, BM, BN,
+                              KBS, LDP, ASM, PAIR, GATED, PF, SWIGLU, RNE_FIX, ITEMS, LOCAL)
+                if FIN:     # item j's ticket (work item NSH + j) and its SwiGLU-quant, before the next item
+                    _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr, sq_ptr,
+                                    inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
+                                    HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, j + 1, lrw,
+                                    NSH + j if SHARED else j)
         else:
-            live = item < tl.load(act_ptr)
-        trace_kind(trace_ptr, 2, TRACE)
-        if live:
-            trace_kind(trace_ptr, 1, TRACE)
-            if not ITEMS and not LOCAL:   # the count (above), then the expert, then its offsets: three round trips
-                e = tl.load(act_ptr + 1 + item).to(tl.int64)
-                start = tl.load(start_ptr + e)
-                end = tl.load(start_ptr + e + 1)
-            wa = wa_ptr + e * (N * (KD // 2))
-            wb = wb_ptr + e * (N * (KD // 2))
-            sa = sa_ptr + e * (N * (KD // 32))
-            sb = sb_ptr + e * (N * (KD // 32))
-            c = start
-            while c < end:
-                pos = c + tl.arange(0, BM)
-                pm = pos < end
-                if GATED and LOCAL:     # one token: token 0
-                    src = tl.zeros((BM,), dtype=tl.int32)
-                elif GATED and ITEMS:   # the token of each slot (T = 1: token 0, no load)
-                    src = tl.load(sorted_ptr + pos, mask=pm & (T > 1), other=0) // K
-                elif GATED:
-                    src = tl.load(sorted_ptr + pos, mask=pm, other=0) // K          # token of each slot
-                else:
-                    src = pos
-                acca = tl.zeros((BN, BM), dtype=tl.float32)
-                accb = tl.zeros((BN, BM), dtype=tl.float32)
-                if PAIR and PF:     # scale words and x scales of the next K block loaded one block ahead
-                    # PF 3 (BDIAG): accumulators (BN, 2 BM) over the rows taken twice (bdiag_x), halves folded at the end
-                    RW: tl.constexpr = 2 * BM if PF == 3 else BM
-                    if PF == 3:
-                        r2 = tl.arange(0, RW) % BM
-                        pmw = c + r2 < end
-                        if GATED and LOCAL:
-                            srcw = tl.zeros((RW,), dtype=tl.int32)
-                        elif GATED:
-                            srcw = tl.load(sorted_ptr + c + r2, mask=pmw, other=0) // K
-                        else:
-                            srcw = c + r2
-                    else:
-                        pmw, srcw = pm, src
-                    accaw = tl.zeros((BN, RW), dtype=tl.float32)
-                    accbw = tl.zeros((BN, RW), dtype=tl.float32)
-                    kb0 = s * KBS
-                    sxrow = sin_ptr + srcw.to(tl.int64) * (KD // 128)
-                    swa = scale_word(sa, rn, KD // 32, kb0)
-                    swb = scale_word(sb, rn, KD // 32, kb0) if GATED else swa
-                    sxv = tl.load(sxrow + kb0, mask=pmw, other=0.0)
-                    for i in range(KBS):
-                        kb = kb0 + i
-                        kn = kb0 + tl.minimum(i + 1, KBS - 1)
-                        swa_n = scale_word(sa, rn, KD // 32, kn)
-                        swb_n = scale_word(sb, rn, KD // 32, kn) if GATED else swa_n
-                        sxv_n = tl.load(sxrow + kn, mask=pmw, other=0.0)
-                        if PF == 3:
-                            xlo, xhi = bdiag_x(in_ptr, srcw, pmw, KD, kb, BM)
-                            accaw = fp4_pair_dot_bd(accaw, wa, swa, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
-                            if GATED:
-                                accbw = fp4_pair_dot_bd(accbw, wb, swb, sxv, rn, KD // 2, kb, xlo, xhi, ASM, BM)
-                        elif GATED and PF == 2:     # X_ONCE: each x tile loaded once for W1 and W3
-                            accaw, accbw = fp4_pair_dot_w2(accaw, accbw, wa, wb, swa, swb, sxv, rn, KD // 2, kb,
-                                                           in_ptr, srcw, pmw, KD, ASM)
-                        else:
-                            accaw = fp4_pair_dot_w(accaw, wa, swa, sxv, rn, KD // 2, kb, in_ptr, srcw, pmw, KD, ASM)
-                            if GATED:
-                                accbw = fp4_pair_dot_w(accbw, wb, swb, sxv, rn, KD // 2, kb, in_ptr, srcw, pmw, KD,
-                                                       ASM)
-                        swa, swb, sxv = swa_n, swb_n, sxv_n
-                    if PF == 3:
-                        acca = fold_halves(accaw, BN, BM)
-                        accb = fold_halves(accbw, BN, BM)
-                    else:
-                        acca, accb = accaw, accbw
-                for i in range(0 if PAIR and PF else KBS):
-                    kb = s * KBS + i
-                    if PAIR:
-                        acca = fp4_pair_dot(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD, ASM)
-                        if GATED:
-                            accb = fp4_pair_dot(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
-                                                ASM)
-                    else:
-                        acca = fp4_tile_dot_fp8(acca, wa, sa, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm, KD,
-                                                ASM)
-                        if GATED:
-                            accb = fp4_tile_dot_fp8(accb, wb, sb, rn, KD // 2, KD // 32, kb, in_ptr, sin_ptr, src, pm,
-                                                    KD, ASM)
-                if SWIGLU:
-                    if LOCAL:   # the item's weight from its own top-k
-                        rw = tl.where(pm, lrw, 0.0)
-                    else:
-                        rw = tl.load(rw_ptr + tl.load(sorted_ptr + pos, mask=pm, other=0), mask=pm, other=0.0)
-                    _store_swiglu(aq_ptr, sq_ptr, pos, pm, n0, acca, accb, rw, limit, N, BN, RNE_FIX)
-                else:
-                    _store_partial(part_ptr, s, ROWS, pos, pm, rn, acca, accb, N, LDP, GATED)
-                c += BM
+            if ITEMS:   # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
+                live = True
+                tb = act_ptr + it0 + 4 * item
+                e = tl.load(tb).to(tl.int64)
+                start = tl.load(tb + 1)
+                end = tl.load(tb + 2)
+            else:
+                live = item < tl.load(act_ptr)
+            trace_kind(trace_ptr, 2, TRACE)
+            if live:
+                trace_kind(trace_ptr, 1, TRACE)
+                if not ITEMS:   # the count (above), then the expert, then its offsets: three round trips
+                    e = tl.load(act_ptr + 1 + item).to(tl.int64)
+                    start = tl.load(start_ptr + e)
+                    end = tl.load(start_ptr + e + 1)
+                _routed_tiles(e, start, end, 1.0, in_ptr, sin_ptr, sorted_ptr, wa_ptr, sa_ptr, wb_ptr, sb_ptr,
+                              part_ptr, rw_ptr, aq_ptr, sq_ptr, limit, T, ROWS, s, n0, rn, N, KD, K, BM, BN, KBS, LDP,
+                              ASM, PAIR, GATED, PF, SWIGLU, RNE_FIX, ITEMS, LOCAL)
     trace_mark(trace_ptr, 2, TRACE)
     if FIN:
-        _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
-                        sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
-                        HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, lend, lrw)
+        if LOCAL:       # the routed items finished in their loop above; the shared ones here
+            if a < NSH:
+                _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr, sq_ptr, inv_ptr,
+                                extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED, HAS_EXTRA,
+                                OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, 0, 1.0, a)
+        else:
+            _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
+                            sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
+                            HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS)
     trace_mark(trace_ptr, 3, TRACE)
 
 
@@ -1505,13 +1540,14 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
                     HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
                     FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0, NS=0, LOCAL: tl.constexpr = False,
-                    lend=0, lrw=1.0):
+                    lend=0, lrw=1.0, ag=0):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
     GATED: one ticket per (work item a, 128-column group of F), taken by its (128 / BN) * SPLIT programs; the last
       runs the SwiGLU-quant of the item's rows for that group (_swiglu_quant_block) into fin = aq, sfin = sq.
-      LOCAL (GATE_TAIL "up"): a routed item's rows are item .. lend - 1 and its weight lrw, from the program's own
+      LOCAL (GATE_TAIL "up"): the work item is ag (a program runs the one token's routed items in turn, each
+      finished before the next); a routed item's rows are item .. lend - 1 and its weight lrw, from the program's own
       top-k (the lists in memory are not yet written).
     Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
@@ -1519,7 +1555,10 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     tl.debug_barrier()                                    # every thread's partial stores before the release
     NT: tl.constexpr = N // BN
     pid = tl.program_id(0)                                # (work item a, N tile, K split) as in the GEMM
-    a = pid // (NT * SPLIT)
+    if LOCAL:
+        a = ag
+    else:
+        a = pid // (NT * SPLIT)
     n0 = ((pid // SPLIT) % NT) * BN
     if GATED:
         NGRP: tl.constexpr = N // 128
@@ -2263,7 +2302,9 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     if fr & (fr - 1) or ft & (ft - 1) or not (2 <= fr <= 8 and 2 <= ft <= 32):
         raise ValueError(f"moe_experts: config FIN_ROWS={fr} (2..8) and FIN_TOKENS={ft} (2..32) must be powers of 2")
     gu = aq if fuse else torch.empty((su, ROWS, 2 * F), dtype=torch.float32, device=dev)
-    up_programs = (nsh + n_items) * (F // bu) * su
+    # GATE_TAIL "up" (local): one routed program set, which runs the token's chosen local experts in turn (no
+    # programs that take the top-k only to find no item of theirs: session 49, H100)
+    up_programs = (nsh + (1 if local else n_items)) * (F // bu) * su
     _grouped_gemm_kernel[(up_programs,)](
         xq, sx, act, start, order, w1, s1, w3, s3, gu, h1, hs1, h3, hs3, T, TK, ROWS, nsh, rw, aq, sa,
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
