@@ -431,7 +431,7 @@ GATE_TAILS = ("last", "up")
 def _gate_tail(cfg, T: int, hashed: bool) -> str:
     """Config GATE_TAIL, where the one-launch gate's top-k runs in moe_layer / moe_routed: "last" (its last program,
     after a ticket: the top-k, w, idx and the slot sort, in series before the routed experts start) or "up" (the
-    gate only scores; each routed W1 / W3 program takes the top-k itself after its wait, _local_item). "up" applies
+    gate only scores; each routed W1 / W3 program takes the top-k itself after its wait, _local_topk). "up" applies
     at one token with score routing; elsewhere (hash routing reads its ids from the table, more tokens more slots an
     expert) the gate keeps "last", as ROUTE_SORT "slots" falls back for hashed layers."""
     tail = (cfg or {}).get("GATE_TAIL", "last")
@@ -1405,10 +1405,13 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     #   done, before FIN's ticket) and end; kind 0 a shared-expert item, 1 a routed item with work, 2 one past the
     #   active count.
     # LOCAL (GATED, one token, score routing; config GATE_TAIL "up"): the gate launch before stored only the logits
-    #   (_gate_fused_kernel TAIL False); each routed program takes the top-k itself (_local_item) after its wait, in
+    #   (_gate_fused_kernel TAIL False); each routed program takes the top-k itself (_local_topk) after its wait, in
     #   parallel, instead of reading the routing lists of the gate's last program (its ticket, top-k and slot sort
-    #   in series on the critical path). The first routed program stores w, idx and the routing lists for W2; FIN
-    #   takes its item's row and weight from registers (rw_ptr / act / start / sorted are not yet written).
+    #   in series on the critical path). The grid has ONE routed program set (the host's up_programs), which runs
+    #   the token's chosen local experts in turn, each finished by FIN before the next (a set a possible item,
+    #   session 48: the sets without an item took the top-k too and ended last; H100, session 49). The first routed
+    #   program stores w, idx and the routing lists for W2; FIN takes the item's row and weight from registers
+    #   (rw_ptr / act / start / sorted are not yet written).
     NT: tl.constexpr = N // BN
     KBS: tl.constexpr = KD // 128 // SPLIT
     LDP: tl.constexpr = 2 * N if GATED else N
