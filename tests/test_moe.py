@@ -1181,16 +1181,32 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
     """GATE_TAIL "up" compiled, PDL on at one token: the routed W1 / W3 programs read the logits after their wait
     and the first one writes the routing lists W2 reads after its own; FIN takes the item's weight from registers.
     Bit-equal to the gate's last program ("last") in a direct call and in four back-to-back graph-replayed calls
-    (the next call's gate beside this call's W2), at rank offsets where the token's experts are local or not."""
+    (the next call's gate beside this call's W2), at rank offsets where the token's experts are local or not, and at
+    one where two or more are (the up launch's programs then run the items in turn, each finished before the
+    next)."""
     from kernelbench import registry
     from kernelbench.harness.timing import capture_graph
     from kernelbench.kernels import moe as KM
     registry.load_builtin()
     spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
-    for offset, seed in ((96, 3), (0, 5), (224, 7)):
+
+    def case(offset, seed):
         params = {"T": 1, "D": 4096, "E": 256, "El": 32, "offset": offset, "F": 2048, "K": 6, "V": 8192,
                   "hash": False, "rs": 1.5}
-        inp = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cuda", "normal"))
+        return params, spec.make_inputs(params, torch.Generator().manual_seed(seed), "cuda", "normal")
+
+    def several():      # the first seed whose token chooses >= 2 experts of one rank's 32, and that rank's offset
+        for seed in range(11, 60):
+            _, raw = case(0, seed)
+            ids = R.moe_gate(*(raw[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")), 6, 1.5)[1][0]
+            ranks = torch.bincount(ids // 32, minlength=8)
+            if int(ranks.max()) >= 2:
+                return int(ranks.argmax()) * 32, seed
+        raise AssertionError("no seed in 11..59 gives a rank two of the token's experts")
+
+    for offset, seed in ((96, 3), (0, 5), (224, 7), several()):
+        params, raw = case(offset, seed)
+        inp = impl.prepared(raw)
         base = {**impl.default_config(params), "GATE": "fused"}
         outs = {}
         for tail in ("last", "up"):
