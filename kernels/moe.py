@@ -951,8 +951,9 @@ def _local_topk(writer, logit_ptr, bias_ptr, w_ptr, idx_ptr, act_ptr, start_ptr,
     (1, E), with the gate's last program's arithmetic (_row_scores, _topk_slots, _log_normalise). The `writer`
     program also stores what the gate's last program would (_store_topk_slots: w, idx; _route_from_slots: the
     routing lists), which the W2 launch reads after its wait.
-    -> (mine0: (EP,) 1 for each chosen local expert, el: (EP,) the lanes' local expert ids, nw: (2, EP) the weights
-    of the chosen, n: how many local experts the token chose): for _local_pick."""
+    -> (chosen: (EP,) 1 for each chosen local expert, el: (EP,) the lanes' local expert ids, nw: (2, EP) the
+    normalised weights of the token's choices (row 1 padding: 0), n: how many local experts the token chose), for
+    _local_pick."""
     rows, rm, ids, sc, ls = _row_scores(0, 1, logit_ptr, bias_ptr, E, EP, HAS_BIAS, 2, True)
     slot = _topk_slots(sc, ids[None, :], K)
     if writer:
