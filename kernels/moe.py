@@ -1486,7 +1486,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                 _store_partial(part_ptr, s, ROWS, TK + tok, pm, rn, acca, accb, N, LDP, GATED)
             c += NSH * BMS
     else:
-        item = a - NSH if SHARED else a
         if LOCAL:       # one token: the top-k here, then the token's chosen local experts one after another
             chosen, el, nw, n_local = _local_topk(pid == NSH * NT * SPLIT, logit_ptr, bias_ptr, rw_ptr, idx_ptr,
                                                   act_ptr, start_ptr, sorted_ptr, inv_ptr, E, route_scale, offset, El,
@@ -1506,6 +1505,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                                     HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, j + 1, lrw,
                                     NSH + j if SHARED else j)
         else:
+            item = a - NSH if SHARED else a
             if ITEMS:   # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
                 live = True
                 tb = act_ptr + it0 + 4 * item
