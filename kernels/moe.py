@@ -433,7 +433,10 @@ def _gate_tail(cfg, T: int, hashed: bool) -> str:
     after a ticket: the top-k, w, idx and the slot sort, in series before the routed experts start) or "up" (the
     gate only scores; each routed W1 / W3 program takes the top-k itself after its wait, _local_topk). "up" applies
     at one token with score routing; elsewhere (hash routing reads its ids from the table, more tokens more slots an
-    expert) the gate keeps "last", as ROUTE_SORT "slots" falls back for hashed layers."""
+    expert) the gate keeps "last", as ROUTE_SORT "slots" falls back for hashed layers. "last" stays the default:
+    on an H100 (session 50, data/h100-2026-12-07-session50) "up" with one routed program set took moe_layer alone
+    from 30.9 to 29.2 us, but the 43-layer step at C = 1 was slower with it in moe_routed in every form tried
+    (0.06-0.19 ms: as built, with SPLIT_UP 4, with its top-k's row padding dropped)."""
     tail = (cfg or {}).get("GATE_TAIL", "last")
     if tail not in GATE_TAILS:
         raise ValueError(f"moe_layer: config GATE_TAIL={tail!r}: 'last' or 'up'")
