@@ -1,4 +1,4 @@
-"""Where moe_layer's time goes inside its launches: the in-kernel timeline (kernels/trace.py) of graph-replayed calls.
+"""Where moe_layer's (or moe_routed's) time goes inside its launches: the in-kernel timeline (kernels/trace.py) of graph-replayed calls.
 
 Bench's rows give a call's median; this gives, for the same graph (back-to-back calls cycling over input sets that
 keep the L2 cold, as `kernelbench bench` times them), each launch's programs: when they started, passed their PDL
@@ -6,7 +6,11 @@ wait, finished their GEMM work and ended, relative to the call's first gate prog
 quantization programs; the grouped launches' shared-expert items, routed items with work, routed items past the
 active count). Medians over every call of every replay, so one row reads "a typical call".
 
-    python scripts/moe_timeline.py --device cuda [--tokens 1,16,64] [--hash] [--replays 20] [--json OUT]
+    python scripts/moe_timeline.py --device cuda [--op moe_routed] [--tokens 1,16,64] [--hash] [--replays 20]
+        [--json OUT]
+
+--op moe_routed times the decode step's form of the MoE: fp32 partial out and the TP rank's slice of the shared
+expert inside the routed launches (Fs = F / 8, flash-tp8's case), where moe_layer has the whole shared expert.
 
 Times are %globaltimer (one clock for all SMs); the script reports the finest step it saw between distinct values,
 so a reader knows the resolution. Per-program busy times are also given in SM cycles (%clock64, same SM).
@@ -25,6 +29,8 @@ from kernelbench.harness.timing import capture_graph, l2_bytes, make_sets
 from kernelbench.kernels import trace
 
 FLASH = {"D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "rs": 1.5}
+# the op's own params beyond FLASH: moe_routed as the TP8 step runs it below 16 tokens (kernelbench/ops/moe.py _cases)
+OP_PARAMS = {"moe_layer": {}, "moe_routed": {"shared": True, "Fs": FLASH["F"] // 8}}
 KIND_NAMES = {"moe gate (one launch)": {0: "scoring", 1: "x quant"},
               "moe W1/W3": {0: "shared", 1: "routed", 2: "idle"},
               "moe W2": {0: "shared", 1: "routed", 2: "idle"}}
@@ -98,16 +104,16 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
 
 
 def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph: int,
-             pins: dict | None = None) -> dict:
-    spec = registry.get_op("moe_layer")
-    impl = registry.get_impl("moe_layer", "triton")
-    params = {"T": tokens, **FLASH, "hash": hashed}
+             pins: dict | None = None, op: str = "moe_layer") -> dict:
+    spec = registry.get_op(op)
+    impl = registry.get_impl(op, "triton")
+    params = {"T": tokens, **FLASH, "hash": hashed, **OP_PARAMS[op]}
     sets, _, cold = make_sets(spec, params, device, 0, l2_bytes(device), max_sets=64)
     sets = [impl.prepared(s) for s in sets]
     calls = [lambda s=s: impl.fn(**s) for s in sets]
     n = max(launches_per_graph, len(calls))
-    # pins over the config moe_layer's lookup finds (a tuned entry or the default), as bench / decode-bench --try
-    pinned = [tuned_configs.Pin("moe_layer", pins, over="lookup")] if pins else []
+    # pins over the config the op's lookup finds (a tuned entry or the default), as bench / decode-bench --try
+    pinned = [tuned_configs.Pin(op, pins, over="lookup")] if pins else []
     # the recording's arena is made by the first warm-up call, outside the capture
     with tuned_configs.pins_applied(pinned), trace.recording(TRACE_ROWS) as rec:
         graph, _ = capture_graph(calls, n)                    # a warm-up call per set, then n captured
@@ -120,14 +126,15 @@ def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph
             torch.cuda.synchronize()
             snaps.append(rec.snapshot())
     summary = summarise(snaps[1:], per_call)     # the first replay warms what a graph's first replay warms
-    return {"params": params, "pins": pins or {}, "l2_cold": cold, "calls_per_graph": n,
+    return {"op": op, "params": params, "pins": pins or {}, "l2_cold": cold, "calls_per_graph": n,
             "traced_launches_per_call": per_call, "replays": replays, **summary}
 
 
 def print_case(res: dict) -> None:
     p = res["params"]
     pins = f" {json.dumps(res['pins'])}" if res["pins"] else ""
-    print(f"\nmoe_layer T={p['T']} {'hash' if p['hash'] else 'score'}{pins}: call period "
+    shared = f" shared Fs={p['Fs']}" if p.get("shared") else ""
+    print(f"\n{res['op']} T={p['T']} {'hash' if p['hash'] else 'score'}{shared}{pins}: call period "
           f"{res['call_period_us'].get('med', float('nan')):.2f} us (median over {res['replays']} replays x "
           f"{res['calls_per_graph']} calls; L2 cold {res['l2_cold']}), timer step {res['timer_step_ns']} ns")
     print(f"{'launch':24} {'kind':8} {'progs':>5} | {'start first/med/last':>22} | {'released f/m/l':>20} | "
@@ -147,12 +154,14 @@ def print_case(res: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--op", default="moe_layer", choices=sorted(OP_PARAMS),
+                    help="moe_routed: the decode step's form (fp32 partial, the TP8 slice of the shared expert)")
     ap.add_argument("--tokens", default="1,16,64")
     ap.add_argument("--hash", action="store_true", help="also the hash-routed layer at each token count")
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--calls", type=int, default=32, help="calls per captured graph (bench: 32 or the set count)")
     ap.add_argument("--pin", action="append", default=[], metavar="JSON",
-                    help="also each case with these config keys over the config moe_layer's lookup finds, e.g. "
+                    help="also each case with these config keys over the config the op's lookup finds, e.g. "
                          "'{\"ROUTE_SORT\": \"slots\"}' (repeatable: one run per pin)")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -167,7 +176,7 @@ def main() -> None:
     for t in (int(v) for v in a.tokens.split(",")):
         for hashed in ((False, True) if a.hash else (False,)):
             for pin in pins:
-                res = run_case(t, hashed, a.replays, dev, a.calls, pin)
+                res = run_case(t, hashed, a.replays, dev, a.calls, pin, a.op)
                 print_case(res)
                 results.append(res)
     if a.json:

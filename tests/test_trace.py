@@ -106,16 +106,18 @@ def test_traced_moe_kernels_compile_for_sm90_and_sm120_without_spills():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
                     "(scripts/device_gpu_tests.sh)")
-@pytest.mark.parametrize("T, hashed", [(1, False), (1, True), (16, False)])
-def test_gpu_traced_moe_call_marks_every_program_in_order_and_changes_no_bit(T, hashed):
+@pytest.mark.parametrize("op, T, hashed", [("moe_layer", 1, False), ("moe_layer", 1, True), ("moe_layer", 16, False),
+                                           ("moe_routed", 1, False)])
+def test_gpu_traced_moe_call_marks_every_program_in_order_and_changes_no_bit(op, T, hashed):
     # (1, True): session 47's first timeline run faulted replaying the hash-routed layer while the rows came from
     # the caching allocator per launch (a first mark, stored before the PDL wait, into a buffer the previous call's
-    # W2 still used); the rows now come from the recording's own arena
+    # W2 still used); the rows now come from the recording's own arena. moe_routed: the step's form
+    # (scripts/moe_timeline.py --op moe_routed), the TP8 slice of the shared expert inside the routed launches
     from kernelbench.harness.timing import capture_graph
     registry.load_builtin()
-    spec, impl = registry.get_op("moe_layer"), registry.get_impl("moe_layer", "triton")
+    spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
     params = {"T": T, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "hash": hashed,
-              "rs": 1.5}
+              "rs": 1.5, **({"shared": True, "Fs": 256} if op == "moe_routed" else {})}
     inp = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(3), "cuda", "normal"))
     want = impl.fn(**inp).clone()
     with trace.recording() as rec:
