@@ -443,6 +443,22 @@ def _gate_tail(cfg, T: int, hashed: bool) -> str:
     return "up" if tail == "up" and T == 1 and not hashed else "last"
 
 
+# Config GATE_TOPK_ROWS' default: the one-launch gate's last program takes the top-k of a tile of at least this many
+# rows (TP = max(GATE_TOPK_ROWS, next power of 2 of T)): one token is padded to two rows, as since session 5. With 1
+# (session 50, offline, Flash TP8 rank shapes, one token, PDL): the gate's SASS 1,526 -> 1,275 instructions, 49 -> 39
+# barriers, 48 -> 40 registers on sm_90 (sm_120: 1,358 -> 1,123, 48 -> 40), no spills; the interpreter tests pass.
+# Untimed: it waits for a GPU (decode-bench --try 'moe_routed@T=1={"GATE_TOPK_ROWS": 1}').
+GATE_TOPK_ROWS = 2
+
+
+def _gate_topk_rows(cfg) -> int:
+    """Config GATE_TOPK_ROWS (above): 1 or 2."""
+    rows = int((cfg or {}).get("GATE_TOPK_ROWS", GATE_TOPK_ROWS))
+    if rows not in (1, 2):
+        raise ValueError(f"moe_gate: config GATE_TOPK_ROWS={rows}: 1 or 2")
+    return rows
+
+
 def _gate_warps(cfg) -> int:
     """Config GATE_WARPS: warps per program of the one-launch gate (default GATE_WARPS, 8). Fewer warps make the last program's
     top-k and slot sort (a chain of row reductions) warp shuffles instead of shared-memory rounds."""
@@ -450,12 +466,14 @@ def _gate_warps(cfg) -> int:
 
 
 def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=None, warps: int = GATE_WARPS,
-                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT, tail: str = "last"):
+                sort: str = "chunk", rows: str = GATE_ROWS_DEFAULT, tail: str = "last",
+                topk_rows: int = GATE_TOPK_ROWS):
     """The gate in one launch (_gate_fused_kernel) -> w, idx; with route = (El, expert_offset) also the routing
     buffers of _route (slot sort and act-quantized x, same launch) -> w, idx, buf. `warps` per program (GATE_WARPS);
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
     layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option); `tail` (with route; _gate_tail): "up" leaves
-    the top-k, w, idx and the routing lists to the W1 / W3 launch after it. With route -> w, idx, buf and that
+    the top-k, w, idx and the routing lists to the W1 / W3 launch after it; `topk_rows`: GATE_TOPK_ROWS, the top-k
+    tile's fewest rows (_gate_topk_rows). With route -> w, idx, buf and that
     launch's LOCAL arguments (_grouped_gemm_kernel; None for "last")."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
@@ -477,7 +495,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     local = route is not None and tail == "up"
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
-        float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(2, triton.next_power_of_2(T)),
+        float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(topk_rows, triton.next_power_of_2(T)),
         SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
         num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight),
         **trace_args("moe gate (one launch)", grid, x.device), TAIL=not local)
@@ -1815,12 +1833,14 @@ def gated_configs(params: dict) -> list[dict]:
     the one-launch gate's slot sort from its top-k in registers (GATE "fused", ROUTE_SORT "slots"; session 22, H200:
     moe_routed T = 1 0.3 us slower, moe_layer and the C = 1 step level), so that `kernelbench verify` covers those
     paths and `kernelbench tune` times them beside the default gates. At one token also the gate without its last
-    program, each routed W1 / W3 program taking the top-k itself (GATE_TAIL "up", _gate_tail)."""
+    program, each routed W1 / W3 program taking the top-k itself (GATE_TAIL "up", _gate_tail), and the gate's top-k
+    on one row instead of two (GATE_TOPK_ROWS 1)."""
     out = grouped_configs(params)
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     if params.get("T", 1) == 1:
         slots.append({**base, "GATE": "fused", "GATE_TAIL": "up"})
+        slots.append({**base, "GATE": "fused", "GATE_TOPK_ROWS": 1})
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
     # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the
@@ -2398,7 +2418,8 @@ def up_early(cfg, device) -> str | None:
 # default up to FIN_MAX_T tokens; "v3" in launches of their own above)
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
                              "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
-                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM", "GATE_TAIL"})
+                             "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM", "GATE_TAIL",
+                             "GATE_TOPK_ROWS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 
@@ -2527,7 +2548,8 @@ def _gate_then_grouped(x, weight, bias, tid2eid, token_ids, topk, route_scale, w
         if mode == "fused":     # one launch: gate GEMV, top-k, the slot sort, x's act-quant (GATE_TAIL "up": GEMV)
             w, idx, routed, local = _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale,
                                                 (El, expert_offset), _gate_warps(cfg),
-                                                _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg), tail)
+                                                _sort_mode(cfg, T, El, fused=True), _gate_rows_option(cfg), tail,
+                                                _gate_topk_rows(cfg))
         elif mode == "mma":     # one launch: tensor-core logits, top-k, the slot sort, x's act-quant
             w, idx, routed = _gate_mma(x, weight, bias, tid2eid, token_ids, topk, route_scale, El, expert_offset, cfg)
         else:                   # the gate GEMM + one launch: top-k, the slot sort, x's act-quantization

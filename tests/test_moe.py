@@ -759,6 +759,37 @@ def test_top_k_in_the_up_launch_is_bit_equal_to_the_gate_tail(op, monkeypatch):
         impl.fn(**run, config={**KM.layer_default(SMALL), "GATE_TAIL": "first"})
 
 
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
+def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
+    """GATE_TOPK_ROWS 1 (the one-launch gate's last program takes one token's top-k on a one-row tile instead of a
+    two-row one, the second row masked): at one token it passes the reference and is bit-equal to the default, with
+    score routing (several and no local experts) and hash routing; at two tokens nothing changes (the tile has two
+    rows either way); the space offers it at one token; a value other than 1 or 2 is refused."""
+    from kernelbench.harness import inspector
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    wide = {**SMALL, "T": 1, "E": 16, "K": 6, "El": 8, "offset": 4}
+    inp = _inputs(op, wide)
+    chosen = set(R.moe_gate(*(inp[k] for k in ("x", "weight", "bias", "tid2eid", "token_ids")), 6, 1.5)[1][0].tolist())
+    assert len(chosen & set(range(4, 12))) >= 2                         # several local experts
+    none = next({**wide, "El": 2, "offset": o} for o in range(0, 16, 2) if not chosen & {o, o + 1})
+    spec, impl = spec_and_impl(op)
+    for p in (wide, none, {**SMALL, "T": 1, "hash": True}, {**SMALL, "T": 2}):
+        cfg = {**KM.layer_default(p), "GATE": "fused"}
+        gates = [L for L in inspector.capture_impl(impl, spec, p, {**cfg, "GATE_TOPK_ROWS": 1})
+                 if "_gate_fused_kernel" in L.name]
+        assert [L.kwargs["TP"] for L in gates] == [p["T"]]               # the tile's rows: 1 at one token
+        _, one, _ = check_against_reference(op, p, "normal", config={**cfg, "GATE_TOPK_ROWS": 1})
+        _, two, _ = check_against_reference(op, p, "normal", config=cfg)
+        assert torch.equal(one[0], two[0])
+    assert KM._gate_topk_rows({}) == 2 and KM._gate_topk_rows({"GATE_TOPK_ROWS": 1}) == 1
+    assert any(c.get("GATE_TOPK_ROWS") == 1 for c in KM.gated_configs({**SMALL, "T": 1}))
+    assert not any("GATE_TOPK_ROWS" in c for c in KM.gated_configs({**SMALL, "T": 2}))
+    run = impl.prepared(_inputs(op, {**SMALL, "T": 1}))
+    with pytest.raises(ValueError, match="GATE_TOPK_ROWS"):
+        impl.fn(**run, config={**KM.layer_default(SMALL), "GATE": "fused", "GATE_TOPK_ROWS": 3})
+
+
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),
                                       ({**SMALL, "T": 20, "E": 80, "K": 6, "El": 16, "offset": 32}, "outliers"),
                                       ({**SMALL, "T": 17, "hash": True}, "normal")])
@@ -1224,3 +1255,31 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
             outs[tail] = direct
         assert torch.equal(outs["up"], outs["last"]), (op, offset)
     assert KM._gate_tail({"GATE_TAIL": "up"}, 1, False) == "up"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh moe)")
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
+def test_gpu_gate_top_k_on_one_row_changes_no_bit(op):
+    """GATE_TOPK_ROWS 1 compiled (PDL on at one token): the gate's last program takes the top-k on a one-row tile;
+    bit-equal to the padded two-row default in a direct call and over four graph-replayed calls, with score and
+    hash routing, at the Flash TP8 rank shapes."""
+    from kernelbench import registry
+    from kernelbench.harness.timing import capture_graph
+    registry.load_builtin()
+    spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
+    for hashed, seed in ((False, 3), (True, 4)):
+        params = {"T": 1, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192,
+                  "hash": hashed, "rs": 1.5}
+        inp = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cuda", "normal"))
+        outs = {}
+        for rows in (2, 1):
+            cfg = {**impl.default_config(params), "GATE": "fused", "GATE_TOPK_ROWS": rows}
+            direct = impl.fn(**inp, config=cfg).clone()
+            graph, (out,) = capture_graph([lambda: impl.fn(**inp, config=cfg)], 4)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, direct), (op, hashed, rows)
+            outs[rows] = direct
+        assert torch.equal(outs[1], outs[2]), (op, hashed)
