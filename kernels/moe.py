@@ -452,10 +452,10 @@ GATE_TOPK_ROWS = 2
 
 
 def _gate_topk_rows(cfg) -> int:
-    """Config GATE_TOPK_ROWS (above): 1 or 2."""
-    rows = int((cfg or {}).get("GATE_TOPK_ROWS", GATE_TOPK_ROWS))
-    if rows not in (1, 2):
-        raise ValueError(f"moe_gate: config GATE_TOPK_ROWS={rows}: 1 or 2")
+    """Config GATE_TOPK_ROWS (above): 1 or 2 (an int; the one-launch gate's only, GATE "fused")."""
+    rows = (cfg or {}).get("GATE_TOPK_ROWS", GATE_TOPK_ROWS)
+    if type(rows) is not int or rows not in (1, 2):
+        raise ValueError(f"moe_gate: config GATE_TOPK_ROWS={rows!r}: 1 or 2")
     return rows
 
 

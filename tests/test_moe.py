@@ -786,8 +786,9 @@ def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
     assert any(c.get("GATE_TOPK_ROWS") == 1 for c in KM.gated_configs({**SMALL, "T": 1}))
     assert not any("GATE_TOPK_ROWS" in c for c in KM.gated_configs({**SMALL, "T": 2}))
     run = impl.prepared(_inputs(op, {**SMALL, "T": 1}))
-    with pytest.raises(ValueError, match="GATE_TOPK_ROWS"):
-        impl.fn(**run, config={**KM.layer_default(SMALL), "GATE": "fused", "GATE_TOPK_ROWS": 3})
+    for bad in (3, 1.5, "1"):
+        with pytest.raises(ValueError, match="GATE_TOPK_ROWS"):
+            impl.fn(**run, config={**KM.layer_default(SMALL), "GATE": "fused", "GATE_TOPK_ROWS": bad})
 
 
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),
