@@ -1205,6 +1205,18 @@ def test_gpu_fp8_promote_closes_the_outlier_miss(monkeypatch):
     assert rel_fro("32") < bound / 2
 
 
+def _direct_equals_replayed(impl, inp, cfg, what):
+    """impl's output with config cfg in a direct call, after asserting that four back-to-back graph-replayed calls
+    (each call's launches beside the next's under PDL) leave the same bits (`what` names the case on failure)."""
+    from kernelbench.harness.timing import capture_graph
+    direct = impl.fn(**inp, config=cfg).clone()
+    graph, (out,) = capture_graph([lambda: impl.fn(**inp, config=cfg)], 4)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, direct), what
+    return direct
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
                     "(scripts/device_gpu_tests.sh moe)")
@@ -1217,7 +1229,6 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
     one where two or more are (the up launch's programs then run the items in turn, each finished before the
     next)."""
     from kernelbench import registry
-    from kernelbench.harness.timing import capture_graph
     from kernelbench.kernels import moe as KM
     registry.load_builtin()
     spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
@@ -1247,13 +1258,7 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
         base = {**impl.default_config(params), "GATE": "fused"}
         outs = {}
         for tail in ("last", "up"):
-            cfg = {**base, "GATE_TAIL": tail}
-            direct = impl.fn(**inp, config=cfg).clone()
-            graph, (out,) = capture_graph([lambda: impl.fn(**inp, config=cfg)], 4)
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out, direct), (op, offset, tail)
-            outs[tail] = direct
+            outs[tail] = _direct_equals_replayed(impl, inp, {**base, "GATE_TAIL": tail}, (op, offset, tail))
         assert torch.equal(outs["up"], outs["last"]), (op, offset)
     assert KM._gate_tail({"GATE_TAIL": "up"}, 1, False) == "up"
 
@@ -1267,7 +1272,6 @@ def test_gpu_gate_top_k_on_one_row_changes_no_bit(op):
     bit-equal to the padded two-row default in a direct call and over four graph-replayed calls, with score and
     hash routing, at the Flash TP8 rank shapes."""
     from kernelbench import registry
-    from kernelbench.harness.timing import capture_graph
     registry.load_builtin()
     spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
     for hashed, seed in ((False, 3), (True, 4)):
@@ -1277,10 +1281,5 @@ def test_gpu_gate_top_k_on_one_row_changes_no_bit(op):
         outs = {}
         for rows in (2, 1):
             cfg = {**impl.default_config(params), "GATE": "fused", "GATE_TOPK_ROWS": rows}
-            direct = impl.fn(**inp, config=cfg).clone()
-            graph, (out,) = capture_graph([lambda: impl.fn(**inp, config=cfg)], 4)
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out, direct), (op, hashed, rows)
-            outs[rows] = direct
+            outs[rows] = _direct_equals_replayed(impl, inp, cfg, (op, hashed, rows))
         assert torch.equal(outs[1], outs[2]), (op, hashed)
