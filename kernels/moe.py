@@ -1547,15 +1547,13 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                               ASM, PAIR, GATED, PF, SWIGLU, RNE_FIX, ITEMS, LOCAL)
     trace_mark(trace_ptr, 2, TRACE)
     if FIN:
+        finish = True
         if LOCAL:       # the routed items finished in their loop above; the shared ones here
-            if a < NSH:
-                _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr, sq_ptr, inv_ptr,
-                                extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED, HAS_EXTRA,
-                                OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, 0, 1.0, a)
-        else:
+            finish = a < NSH
+        if finish:
             _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                             sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
-                            HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS)
+                            HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, 0, 1.0, a)
     trace_mark(trace_ptr, 3, TRACE)
 
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (It replaced session 49's unrun scripts/device_session49a.sh, whose steps come first here; removed in session 50.)
 # Session 50, call 1: GATE_TAIL "up" with one routed program set (session 49's rebuild, ae71154 onward, never run on a
 # GPU). Its GPU bit test first, then the bench rows at one token, the step at C = 1 with it, the one-token timeline,
 # the GPU verify of moe_layer / moe_routed at the rank shapes (config paths incl. GATE_TAIL=up), SPLIT_UP 8 with it;

@@ -9,8 +9,9 @@ active count). Medians over every call of every replay, so one row reads "a typi
     python scripts/moe_timeline.py --device cuda [--op moe_routed] [--tokens 1,16,64] [--hash] [--replays 20]
         [--json OUT]
 
---op moe_routed times the decode step's form of the MoE: fp32 partial out and the TP rank's slice of the shared
-expert inside the routed launches (Fs = F / 8, flash-tp8's case), where moe_layer has the whole shared expert.
+The params are the op's flash-tp8 case (kernelbench/ops/moe.py) at the asked token count. --op moe_routed times the
+decode step's form of the MoE: fp32 partial out and, with score routing, the TP rank's slice of the shared expert
+inside the routed launches (the set's "shared" case), where moe_layer has the whole shared expert.
 
 Times are %globaltimer (one clock for all SMs); the script reports the finest step it saw between distinct values,
 so a reader knows the resolution. Per-program busy times are also given in SM cycles (%clock64, same SM).
@@ -28,9 +29,7 @@ from kernelbench import registry, tuned_configs
 from kernelbench.harness.timing import capture_graph, l2_bytes, make_sets
 from kernelbench.kernels import trace
 
-FLASH = {"D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192, "rs": 1.5}
-# the op's own params beyond FLASH: moe_routed as the TP8 step runs it below 16 tokens (kernelbench/ops/moe.py _cases)
-OP_PARAMS = {"moe_layer": {}, "moe_routed": {"shared": True, "Fs": FLASH["F"] // 8}}
+OPS = ("moe_layer", "moe_routed")
 KIND_NAMES = {"moe gate (one launch)": {0: "scoring", 1: "x quant"},
               "moe W1/W3": {0: "shared", 1: "routed", 2: "idle"},
               "moe W2": {0: "shared", 1: "routed", 2: "idle"}}
@@ -103,11 +102,18 @@ def summarise(snapshots: list[list[dict]], per_call: int) -> dict:
     return out
 
 
+def flash_case(spec, tokens: int, hashed: bool) -> dict:
+    """The op's flash-tp8 case with this routing (the shared-expert slice's, where the set has one: the step's form)
+    at `tokens` tokens."""
+    cases = [c for c in spec.shape_cases("flash-tp8") if c["hash"] == hashed]
+    return {**max(cases, key=lambda c: bool(c.get("shared"))), "T": tokens}
+
+
 def run_case(tokens: int, hashed: bool, replays: int, device, launches_per_graph: int,
              pins: dict | None = None, op: str = "moe_layer") -> dict:
     spec = registry.get_op(op)
     impl = registry.get_impl(op, "triton")
-    params = {"T": tokens, **FLASH, "hash": hashed, **OP_PARAMS[op]}
+    params = flash_case(spec, tokens, hashed)
     sets, _, cold = make_sets(spec, params, device, 0, l2_bytes(device), max_sets=64)
     sets = [impl.prepared(s) for s in sets]
     calls = [lambda s=s: impl.fn(**s) for s in sets]
@@ -154,7 +160,7 @@ def print_case(res: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--op", default="moe_layer", choices=sorted(OP_PARAMS),
+    ap.add_argument("--op", default="moe_layer", choices=OPS,
                     help="moe_routed: the decode step's form (fp32 partial, the TP8 slice of the shared expert)")
     ap.add_argument("--tokens", default="1,16,64")
     ap.add_argument("--hash", action="store_true", help="also the hash-routed layer at each token count")
