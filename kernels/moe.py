@@ -444,11 +444,13 @@ def _gate_tail(cfg, T: int, hashed: bool) -> str:
 
 
 # Config GATE_TOPK_ROWS' default: the one-launch gate's last program takes the top-k of a tile of at least this many
-# rows (TP = max(GATE_TOPK_ROWS, next power of 2 of T)): one token is padded to two rows, as since session 5. With 1
-# (session 50, offline, Flash TP8 rank shapes, one token, PDL): the gate's SASS 1,526 -> 1,275 instructions, 49 -> 39
-# barriers, 48 -> 40 registers on sm_90 (sm_120: 1,358 -> 1,123, 48 -> 40), no spills; the interpreter tests pass.
-# Untimed: it waits for a GPU (decode-bench --try 'moe_routed@T=1={"GATE_TOPK_ROWS": 1}').
-GATE_TOPK_ROWS = 2
+# rows (TP = max(GATE_TOPK_ROWS, next power of 2 of T)). One token on a one-row tile (session 50, offline, Flash TP8
+# rank shapes, PDL: the gate's sm_90 SASS 1,526 -> 1,275 instructions, 49 -> 39 barriers, 48 -> 40 registers; sm_120
+# 1,358 -> 1,123; no spills), the default since session 51: on an H100 (data/h100-2026-12-07-session51/call1) the
+# 43-layer step at C = 1 0.016 ms faster (30 pairs, 95% interval +0.009 .. +0.022, A/A -0.004 .. +0.001;
+# decode-bench --try 'moe_routed@T=1={"GATE_TOPK_ROWS": 1}'), moe_routed alone 22.91 -> 22.34 us, moe_layer 30.79 ->
+# 30.00 us, bit-equal (GPU test). 2 pads one token to two rows, as sessions 5-50 shipped it (in the one-token space).
+GATE_TOPK_ROWS = 1
 
 
 def _gate_topk_rows(cfg) -> int:
@@ -473,8 +475,9 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
     layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option); `tail` (with route; _gate_tail): "up" leaves
     the top-k, w, idx and the routing lists to the W1 / W3 launch after it; `topk_rows`: GATE_TOPK_ROWS, the top-k
-    tile's fewest rows (_gate_topk_rows). With route -> w, idx, buf and that
-    launch's LOCAL arguments (_grouped_gemm_kernel; None for "last")."""
+    tile's fewest rows (_gate_topk_rows; the "slots" sort keeps two: Triton 3.6 fails to compile its one-row tile,
+    TritonGPURemoveLayoutConversions, sm_90 and sm_120). With route -> w, idx, buf and that launch's LOCAL arguments
+    (_grouped_gemm_kernel; None for "last")."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
     E = weight.shape[0]
@@ -482,6 +485,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
     slots = sort == "slots" and route is not None and not meta["HASH"]     # hashed ids come from the table: chunk
     sort = "chunk" if sort == "slots" else sort
+    topk_tile_rows = max(2 if slots else topk_rows, triton.next_power_of_2(T))
     # 128 GEMV programs for E = 256, each 2 rows of the gate weight in D / BD chunks (BD = 512 x warps: one 4096 chunk
     # at the default 8 warps, 16 fp32 products per thread and row)
     EB, BD = 2, min(D, 512 * warps)
@@ -495,7 +499,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     local = route is not None and tail == "up"
     _gate_fused_kernel[(grid,)](
         x, weight.contiguous(), *args[:6], xq, sx, act, start, order, inv, split_tickets(x.device, 1), T, E, ngp,
-        float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=max(topk_rows, triton.next_power_of_2(T)),
+        float(route_scale), int(offset), El, D=D, **meta, EB=EB, BD=BD, TP=topk_tile_rows,
         SORT=route is not None, **_sort_meta(T, topk, El, sort=sort), GB=XQ_GROUPS, SLOTS=slots, num_warps=warps,
         num_stages=1, ROWS_ROUTED=routed_rows, **pdl_args(x.device, T, weight),
         **trace_args("moe gate (one launch)", grid, x.device), TAIL=not local)
@@ -509,14 +513,15 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
 
 
 @register_impl("moe_gate", "triton", backend="triton", default_config=gate_default,
-               kernels=lambda: [_topk_kernel, _gate_fused_kernel], options=frozenset({"GATE_WARPS", "GATE_ROWS"}))
+               kernels=lambda: [_topk_kernel, _gate_fused_kernel],
+               options=frozenset({"GATE_WARPS", "GATE_ROWS", "GATE_TOPK_ROWS"}))
 def moe_gate(x, weight, bias, tid2eid, token_ids, topk, route_scale, config=None):
     mode = _gate_mode(config, x.shape[0])
     if mode == "mma":
         raise ValueError("moe_gate: config GATE 'mma' is moe_layer's and moe_routed's (its launch sorts the slots)")
     if mode == "fused":
         return _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, warps=_gate_warps(config),
-                           rows=_gate_rows_option(config))
+                           rows=_gate_rows_option(config), topk_rows=_gate_topk_rows(config))
     return _gate(x, weight, bias, tid2eid, token_ids, topk, route_scale)
 
 
@@ -1169,8 +1174,8 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
         trace_mark(trace_ptr, 2, TRACE)
         if TAIL:
             if tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == NGP - 1:
-                # TRACE steps of the last program: 0 ticket won; "slots": 1 scores, 2 top-k places, 3 weights and ids
-                # stored, 4 routing lists stored; else: 3 top-k stored, 4 routing lists stored
+                # TRACE steps of the last program: 0 ticket won; score routing: 1 scores, 2 top-k places, 3 weights
+                # and ids stored, 4 routing lists stored (hash routing: 3 top-k stored, 4 routing lists stored)
                 trace_step(trace_ptr, 0, TRACE)
                 if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
                     rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
@@ -1184,9 +1189,15 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                 else:
                     if ROWS_ROUTED:
                         _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, route_scale, K, KP, TP)
-                    else:
+                    elif HASH:
                         _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP,
                                    EP, HAS_BIAS, HASH, TP, True)
+                    else:      # _topk_rows' score branch, its steps marked as the "slots" path's
+                        rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
+                        trace_step_after(trace_ptr, 1, sc, TRACE)
+                        slot = _topk_slots(sc, ids[None, :], K)
+                        trace_step_after(trace_ptr, 2, slot, TRACE)
+                        _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
                     trace_step(trace_ptr, 3, TRACE)
                     if SORT:
                         tl.debug_barrier()                             # idx stores of every thread before the sort
@@ -1832,13 +1843,13 @@ def gated_configs(params: dict) -> list[dict]:
     moe_routed T = 1 0.3 us slower, moe_layer and the C = 1 step level), so that `kernelbench verify` covers those
     paths and `kernelbench tune` times them beside the default gates. At one token also the gate without its last
     program, each routed W1 / W3 program taking the top-k itself (GATE_TAIL "up", _gate_tail), and the gate's top-k
-    on one row instead of two (GATE_TOPK_ROWS 1)."""
+    padded to two rows as before session 51 (GATE_TOPK_ROWS 2; the default takes one row)."""
     out = grouped_configs(params)
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     if params.get("T", 1) == 1:
         slots.append({**base, "GATE": "fused", "GATE_TAIL": "up"})
-        slots.append({**base, "GATE": "fused", "GATE_TOPK_ROWS": 1})
+        slots.append({**base, "GATE": "fused", "GATE_TOPK_ROWS": 2})
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
     # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the

@@ -761,10 +761,11 @@ def test_top_k_in_the_up_launch_is_bit_equal_to_the_gate_tail(op, monkeypatch):
 
 @pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
 def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
-    """GATE_TOPK_ROWS 1 (the one-launch gate's last program takes one token's top-k on a one-row tile instead of a
-    two-row one, the second row masked): at one token it passes the reference and is bit-equal to the default, with
-    score routing (several and no local experts) and hash routing; at two tokens nothing changes (the tile has two
-    rows either way); the space offers it at one token; a value other than 1 or 2 is refused."""
+    """GATE_TOPK_ROWS 1, the default since session 51 (the one-launch gate's last program takes one token's top-k on
+    a one-row tile), against 2 (the tile padded to two rows, the second masked): at one token both pass the reference
+    and are bit-equal, with score routing (several and no local experts) and hash routing, and the default builds
+    the one-row tile (ROUTE_SORT "slots" two: Triton 3.6 fails on its one-row tile); at two tokens nothing changes (the tile has two rows either way); the space offers 2 at one
+    token; a value other than 1 or 2 is refused."""
     from kernelbench.harness import inspector
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
@@ -776,14 +777,19 @@ def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
     spec, impl = spec_and_impl(op)
     for p in (wide, none, {**SMALL, "T": 1, "hash": True}, {**SMALL, "T": 2}):
         cfg = {**KM.layer_default(p), "GATE": "fused"}
-        gates = [L for L in inspector.capture_impl(impl, spec, p, {**cfg, "GATE_TOPK_ROWS": 1})
-                 if "_gate_fused_kernel" in L.name]
-        assert [L.kwargs["TP"] for L in gates] == [p["T"]]               # the tile's rows: 1 at one token
-        _, one, _ = check_against_reference(op, p, "normal", config={**cfg, "GATE_TOPK_ROWS": 1})
-        _, two, _ = check_against_reference(op, p, "normal", config=cfg)
+        for pin, rows in (({}, p["T"]), ({"GATE_TOPK_ROWS": 1}, p["T"]), ({"GATE_TOPK_ROWS": 2}, 2)):
+            gates = [L for L in inspector.capture_impl(impl, spec, p, {**cfg, **pin})
+                     if "_gate_fused_kernel" in L.name]
+            assert [L.kwargs["TP"] for L in gates] == [rows], pin         # the tile's rows: 1 at one token
+        if not p["hash"]:    # the slot sort from the top-k in registers keeps two rows (its one-row tile does not compile)
+            gates = [L for L in inspector.capture_impl(impl, spec, p, {**cfg, "ROUTE_SORT": "slots"})
+                     if "_gate_fused_kernel" in L.name]
+            assert [(L.kwargs["TP"], L.kwargs["SLOTS"]) for L in gates] == [(2, True)]
+        _, one, _ = check_against_reference(op, p, "normal", config=cfg)
+        _, two, _ = check_against_reference(op, p, "normal", config={**cfg, "GATE_TOPK_ROWS": 2})
         assert torch.equal(one[0], two[0])
-    assert KM._gate_topk_rows({}) == 2 and KM._gate_topk_rows({"GATE_TOPK_ROWS": 1}) == 1
-    assert any(c.get("GATE_TOPK_ROWS") == 1 for c in KM.gated_configs({**SMALL, "T": 1}))
+    assert KM._gate_topk_rows({}) == 1 and KM._gate_topk_rows({"GATE_TOPK_ROWS": 2}) == 2
+    assert any(c.get("GATE_TOPK_ROWS") == 2 for c in KM.gated_configs({**SMALL, "T": 1}))
     assert not any("GATE_TOPK_ROWS" in c for c in KM.gated_configs({**SMALL, "T": 2}))
     run = impl.prepared(_inputs(op, {**SMALL, "T": 1}))
     for bad in (3, 1.5, "1"):
@@ -1268,9 +1274,9 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
                     "(scripts/device_gpu_tests.sh moe)")
 @pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
 def test_gpu_gate_top_k_on_one_row_changes_no_bit(op):
-    """GATE_TOPK_ROWS 1 compiled (PDL on at one token): the gate's last program takes the top-k on a one-row tile;
-    bit-equal to the padded two-row default in a direct call and over four graph-replayed calls, with score and
-    hash routing, at the Flash TP8 rank shapes."""
+    """GATE_TOPK_ROWS 1 compiled (PDL on at one token): the gate's last program takes the top-k on a one-row tile
+    (the default since session 51); bit-equal to the padded two-row tile (GATE_TOPK_ROWS 2) in a direct call and
+    over four graph-replayed calls, with score and hash routing, at the Flash TP8 rank shapes."""
     from kernelbench import registry
     registry.load_builtin()
     spec, impl = registry.get_op(op), registry.get_impl(op, "triton")

@@ -68,8 +68,8 @@ _COMPILE = textwrap.dedent("""
     up = {**impl.default_config(case), "GATE": "fused", "GATE_TAIL": "up"}     # no gate tail; the W1/W3 top-k's step
     launches += [L for L in inspector.capture_impl(impl, registry.get_op("moe_layer"), case, up, sms=132)
                  if "_gate_fused_kernel" in L.name or L.kwargs.get("LOCAL")]
-    one = {**impl.default_config(case), "GATE": "fused", "GATE_TOPK_ROWS": 1}     # the gate's top-k on one row
-    launches += [L for L in inspector.capture_impl(impl, registry.get_op("moe_layer"), case, one, sms=132)
+    two = {**impl.default_config(case), "GATE": "fused", "GATE_TOPK_ROWS": 2}     # the top-k on a padded two-row tile
+    launches += [L for L in inspector.capture_impl(impl, registry.get_op("moe_layer"), case, two, sms=132)
                  if "_gate_fused_kernel" in L.name]
     out = []
     for L in launches:
@@ -89,7 +89,7 @@ _COMPILE = textwrap.dedent("""
 def test_traced_moe_kernels_compile_for_sm90_and_sm120_without_spills():
     # offline (no GPU), in a process without the interpreter: the one-launch gate (both slot sorts: chunk, the
     # default, and "slots"; GATE_TAIL "up": none, and its W1/W3 launch taking the top-k) and both grouped launches
-    # of a one-token moe_layer, PDL on as at one token in the step, and the gate with GATE_TOPK_ROWS 1,
+    # of a one-token moe_layer, PDL on as at one token in the step, and the gate with GATE_TOPK_ROWS 2 (the default 1),
     # with TRACE: no error, no spill, the timers read
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["KERNELBENCH_PDL"] = "1"
