@@ -475,8 +475,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
     `sort`: the slot sort's form (_sort_mode; "slots": from the top-k in registers, score routing only, the hashed
     layers' gate keeps "chunk"); `rows`: GATE_ROWS (_gate_rows_option); `tail` (with route; _gate_tail): "up" leaves
     the top-k, w, idx and the routing lists to the W1 / W3 launch after it; `topk_rows`: GATE_TOPK_ROWS, the top-k
-    tile's fewest rows (_gate_topk_rows; the "slots" sort keeps two: Triton 3.6 fails to compile its one-row tile,
-    TritonGPURemoveLayoutConversions, sm_90 and sm_120). With route -> w, idx, buf and that launch's LOCAL arguments
+    tile's fewest rows (_gate_topk_rows). With route -> w, idx, buf and that launch's LOCAL arguments
     (_grouped_gemm_kernel; None for "last")."""
     w, idx, args, meta = _gate_args(x, weight, bias, tid2eid, token_ids, topk, route_scale)
     T, D = x.shape
@@ -485,7 +484,7 @@ def _gate_fused(x, weight, bias, tid2eid, token_ids, topk, route_scale, route=No
         raise ValueError(f"moe_gate: config GATE 'fused' is for small batches (T <= 64), got T={T}")
     slots = sort == "slots" and route is not None and not meta["HASH"]     # hashed ids come from the table: chunk
     sort = "chunk" if sort == "slots" else sort
-    topk_tile_rows = max(2 if slots else topk_rows, triton.next_power_of_2(T))
+    topk_tile_rows = max(topk_rows, triton.next_power_of_2(T))
     # 128 GEMV programs for E = 256, each 2 rows of the gate weight in D / BD chunks (BD = 512 x warps: one 4096 chunk
     # at the default 8 warps, 16 fp32 products per thread and row)
     EB, BD = 2, min(D, 512 * warps)
@@ -964,7 +963,10 @@ def _route_from_slots(slot, e, t, tm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K
     hit = (slot < K) & tm[:, None] & local[None, :]                       # (TP, EP): a local slot
     hot = hit.to(tl.int32)
     start = _expert_lists(tl.sum(hot, axis=0), el, local, El, act_ptr, start_ptr)
-    pos = start[None, :] + tl.cumsum(hot, axis=0) - hot
+    if hot.shape[0] == 1:      # one row: nothing before it (Triton 3.6 fails to compile a scan over a 1-row tile)
+        pos = start[None, :] + hot * 0
+    else:
+        pos = start[None, :] + tl.cumsum(hot, axis=0) - hot
     i = t[:, None] * K + slot
     tl.store(sorted_ptr + pos, i, mask=hit)
     tl.store(inv_ptr + i, tl.where(hit, pos, -1), mask=(slot < K) & tm[:, None])

@@ -677,6 +677,7 @@ def test_fin_epilogues_equal_the_separate_launches(op, cfg, again, monkeypatch):
 
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 4, "E": 16, "K": 3, "El": 8, "offset": 4}, "ties"),
                                       ({**SMALL, "T": 1, "hash": True}, "normal"),
+                                      ({**SMALL, "T": 1, "E": 24, "K": 6, "El": 12, "offset": 6}, "ties"),
                                       ({**SMALL, "T": 3, "E": 24, "K": 6, "El": 8, "offset": 16}, "outliers"),
                                       ({**SMALL, "T": 11, "E": 16, "K": 3, "El": 8, "offset": 8}, "normal")])
 @pytest.mark.parametrize("sort", ["chunk", "slots"])
@@ -764,8 +765,9 @@ def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
     """GATE_TOPK_ROWS 1, the default since session 51 (the one-launch gate's last program takes one token's top-k on
     a one-row tile), against 2 (the tile padded to two rows, the second masked): at one token both pass the reference
     and are bit-equal, with score routing (several and no local experts) and hash routing, and the default builds
-    the one-row tile (ROUTE_SORT "slots" two: Triton 3.6 fails on its one-row tile); at two tokens nothing changes (the tile has two rows either way); the space offers 2 at one
-    token; a value other than 1 or 2 is refused."""
+    the one-row tile, also with ROUTE_SORT "slots" (its scan down the rows is skipped on one row: Triton 3.6 fails to
+    compile a scan over a one-row tile); at two tokens nothing changes (the tile has two rows either way); the space
+    offers 2 at one token; a value other than 1 or 2 is refused."""
     from kernelbench.harness import inspector
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
@@ -781,13 +783,15 @@ def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
             gates = [L for L in inspector.capture_impl(impl, spec, p, {**cfg, **pin})
                      if "_gate_fused_kernel" in L.name]
             assert [L.kwargs["TP"] for L in gates] == [rows], pin         # the tile's rows: 1 at one token
-        if not p["hash"]:    # the slot sort from the top-k in registers keeps two rows (its one-row tile does not compile)
-            gates = [L for L in inspector.capture_impl(impl, spec, p, {**cfg, "ROUTE_SORT": "slots"})
-                     if "_gate_fused_kernel" in L.name]
-            assert [(L.kwargs["TP"], L.kwargs["SLOTS"]) for L in gates] == [(2, True)]
         _, one, _ = check_against_reference(op, p, "normal", config=cfg)
         _, two, _ = check_against_reference(op, p, "normal", config={**cfg, "GATE_TOPK_ROWS": 2})
         assert torch.equal(one[0], two[0])
+        if not p["hash"]:    # the slot sort from the top-k in registers, on the same one-row tile
+            gates = [L for L in inspector.capture_impl(impl, spec, p, {**cfg, "ROUTE_SORT": "slots"})
+                     if "_gate_fused_kernel" in L.name]
+            assert [(L.kwargs["TP"], L.kwargs["SLOTS"]) for L in gates] == [(p["T"], True)]
+            _, slots, _ = check_against_reference(op, p, "normal", config={**cfg, "ROUTE_SORT": "slots"})
+            assert torch.equal(slots[0], one[0])
     assert KM._gate_topk_rows({}) == 1 and KM._gate_topk_rows({"GATE_TOPK_ROWS": 2}) == 2
     assert any(c.get("GATE_TOPK_ROWS") == 2 for c in KM.gated_configs({**SMALL, "T": 1}))
     assert not any("GATE_TOPK_ROWS" in c for c in KM.gated_configs({**SMALL, "T": 2}))
