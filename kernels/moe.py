@@ -1537,7 +1537,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                     _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr, sq_ptr,
                                     inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
                                     HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, j + 1, lrw,
-                                    NSH + j if SHARED else j)
+                                    NSH + j if SHARED else j, TRACE, trace_ptr)
         else:
             item = a - NSH if SHARED else a
             if ITEMS:   # the item's (expert, start, end) from one table row: one round trip; empty rows: end = start
@@ -1566,7 +1566,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
         if finish:
             _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                             sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
-                            HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, 0, 1.0, a)
+                            HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, 0, 1.0, a, TRACE, trace_ptr)
     trace_mark(trace_ptr, 3, TRACE)
 
 
@@ -1576,7 +1576,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
                     HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
                     FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0, NS=0, LOCAL: tl.constexpr = False,
-                    lend=0, lrw=1.0, ag=0):
+                    lend=0, lrw=1.0, ag=0, TRACE: tl.constexpr = False, trace_ptr=0):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
@@ -1587,7 +1587,9 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
       top-k (the lists in memory are not yet written).
     Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
-      once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out)."""
+      once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out).
+    TRACE (kernels/trace.py): the program that finishes marks sub-step 1 when it wins the ticket and 2 when its
+      block is stored (step 0 is the LOCAL top-k's)."""
     tl.debug_barrier()                                    # every thread's partial stores before the release
     NT: tl.constexpr = N // BN
     pid = tl.program_id(0)                                # (work item a, N tile, K split) as in the GEMM
@@ -1619,19 +1621,23 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
         if hi > lo:
             ticket = cnt_ptr + a * NGRP + n0 // 128
             if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == (128 // BN) * SPLIT - 1:
+                trace_step(trace_ptr, 1, TRACE)
                 for r0 in range(lo, hi, FR):                  # FR rows x 128 columns at a time
                     rows = r0 + tl.arange(0, FR)
                     _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, fin_ptr, sfin_ptr, rows, rows < hi, n0 // 128,
                                         TK, ROWS, limit, N, SPLIT, RNE_FIX, LOCAL, lrw)
+                trace_step(trace_ptr, 2, TRACE)
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
     else:
         ticket = cnt_ptr + n0 // BN
         if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
+            trace_step(trace_ptr, 1, TRACE)
             cols = n0 + tl.arange(0, BN)
             for t0 in range(0, T, FT):                        # FT tokens x BN columns at a time
                 toks = t0 + tl.arange(0, FT)
                 _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K, SPLIT,
                                HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
+            trace_step(trace_ptr, 2, TRACE)
             tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
 
 

@@ -82,7 +82,8 @@ def trace_mark(trace_ptr, MARK: tl.constexpr, TRACE: tl.constexpr):
 @triton.jit
 def trace_step(trace_ptr, STEP: tl.constexpr, TRACE: tl.constexpr):
     """With TRACE: sub-step mark STEP (0..STEPS-1) now, %globaltimer only: where a long stretch of one program goes
-    (the MoE gate's last program: its ticket, scores, top-k, weights, routing lists)."""
+    (the MoE gate's last program: its ticket, scores, top-k, weights, routing lists; a grouped launch's finishing
+    program: its ticket won, its block stored)."""
     if TRACE:
         tl.store(_row(trace_ptr) + _STEP + STEP, _globaltimer())
 

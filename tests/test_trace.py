@@ -143,6 +143,14 @@ def test_gpu_traced_moe_call_marks_every_program_in_order_and_changes_no_bit(op,
         if s["label"] != "moe gate (one launch)":       # one token: the shared expert's items are in the launch;
             kinds = set(rows[:, 9].tolist())             # 16 tokens: routed items with work (the shared one beside)
             assert kinds <= {0, 1, 2} and (0 if T == 1 else 1) in kinds, (s["label"], kinds)
+        st = rows[:, trace.FIELDS["ns_step0"]:trace.FIELDS["ns_step0"] + trace.STEPS]
+        if s["label"] in ("moe W1/W3", "moe W2") and T == 1:   # the finishing programs: ticket won, block stored
+            fin = st[:, 1] >= 0
+            assert fin.any() and (st[fin, 2] >= st[fin, 1]).all() and (st[fin, 1] >= ns[fin, 2]).all(), s["label"]
+            assert (ns[fin, 3] >= st[fin, 2]).all(), s["label"]
+        if s["label"] == "moe gate (one launch)" and T == 1 and not hashed:   # its last program's steps 0 .. 4
+            last = st[:, 0] >= 0
+            assert int(last.sum()) == 1 and (st[last, 1:5] >= st[last, 0:4]).all(), st[last]
 
 
 def test_moe_timeline_summary_reads_marks_steps_and_the_call_period():
