@@ -59,10 +59,10 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
     """Tokens t0 .. t0 + TP - 1 (those < T), all at once: each one's top-K experts (sqrtsoftplus scores + bias, ties
     to the lower index; or the hash table) and their weights normalised in the log domain. Every step is a per-row
     reduction, so TP rows cost about what one does. CG: the logits were written by other programs of this launch."""
-    t, tm, e, b, ls = _row_scores(t0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, CG)
-    kk = tl.arange(0, KP)[None, :]
-    ee = e[None, :]
     if HASH:
+        t, tm, e, b, ls = _row_scores(t0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, CG)
+        kk = tl.arange(0, KP)[None, :]
+        ee = e[None, :]
         wv = tl.full((TP, KP), float("-inf"), dtype=tl.float32)
         iv = tl.zeros((TP, KP), dtype=tl.int32)
         tok = tl.load(ids_ptr + t, mask=tm, other=0)
@@ -73,7 +73,22 @@ def _topk_rows(t0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, i_ptr, E, ro
             iv = tl.where(kk == k, idx, iv)
         _store_topk(wv, iv, t, tm, w_ptr, i_ptr, route_scale, K, KP)
     else:
-        _store_topk_slots(ls, ee, _topk_slots(b, ee, K), t, tm, w_ptr, i_ptr, route_scale, K)
+        _score_topk(t0, T, logit_ptr, bias_ptr, w_ptr, i_ptr, E, route_scale, K, EP, HAS_BIAS, TP, CG)
+
+
+@triton.jit
+def _score_topk(t0, T, logit_ptr, bias_ptr, w_ptr, i_ptr, E, route_scale, K: tl.constexpr, EP: tl.constexpr,
+                HAS_BIAS: tl.constexpr, TP: tl.constexpr, CG: tl.constexpr, TRACE: tl.constexpr = False,
+                trace_ptr=0):
+    """_topk_rows with score routing: the rows' scores (_row_scores), each one's top-K places (_topk_slots), the
+    weights and ids stored to them (_store_topk_slots) -> (rows, rm, ids, slot) for a slot sort from registers.
+    TRACE: sub-steps 1 (scores formed) and 2 (places found) of the program (the one-launch gate's last)."""
+    rows, rm, ids, sc, ls = _row_scores(t0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, CG)
+    trace_step_after(trace_ptr, 1, sc, TRACE)
+    slot = _topk_slots(sc, ids[None, :], K)
+    trace_step_after(trace_ptr, 2, slot, TRACE)
+    _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, i_ptr, route_scale, K)
+    return rows, rm, ids, slot
 
 
 @triton.jit
@@ -1179,33 +1194,22 @@ def _gate_fused_kernel(x_ptr, gw_ptr, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_p
                 # TRACE steps of the last program: 0 ticket won; score routing: 1 scores, 2 top-k places, 3 weights
                 # and ids stored, 4 routing lists stored (hash routing: 3 top-k stored, 4 routing lists stored)
                 trace_step(trace_ptr, 0, TRACE)
+                if ROWS_ROUTED:
+                    _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, route_scale, K, KP, TP)
+                elif HASH:
+                    _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP,
+                               EP, HAS_BIAS, HASH, TP, True)
+                else:          # score routing, its steps marked
+                    rows, rm, ids, slot = _score_topk(0, T, logit_ptr, bias_ptr, w_ptr, idx_ptr, E, route_scale, K, EP,
+                                                      HAS_BIAS, TP, True, TRACE, trace_ptr)
+                trace_step(trace_ptr, 3, TRACE)
                 if SLOTS:      # score routing, SORT: the slot sort from the places in registers (_route_from_slots)
-                    rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
-                    trace_step_after(trace_ptr, 1, sc, TRACE)
-                    slot = _topk_slots(sc, ids[None, :], K)
-                    trace_step_after(trace_ptr, 2, slot, TRACE)
-                    _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
-                    trace_step(trace_ptr, 3, TRACE)
                     _route_from_slots(slot, ids, rows, rm, act_ptr, start_ptr, sorted_ptr, inv_ptr, K, offset, El)
                     trace_step(trace_ptr, 4, TRACE)
-                else:
-                    if ROWS_ROUTED:
-                        _hash_rows_topk(T, logit_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, route_scale, K, KP, TP)
-                    elif HASH:
-                        _topk_rows(0, T, logit_ptr, bias_ptr, tid_ptr, ids_ptr, w_ptr, idx_ptr, E, route_scale, K, KP,
-                                   EP, HAS_BIAS, HASH, TP, True)
-                    else:      # _topk_rows' score branch, its steps marked as the "slots" path's
-                        rows, rm, ids, sc, ls = _row_scores(0, T, logit_ptr, bias_ptr, E, EP, HAS_BIAS, TP, True)
-                        trace_step_after(trace_ptr, 1, sc, TRACE)
-                        slot = _topk_slots(sc, ids[None, :], K)
-                        trace_step_after(trace_ptr, 2, slot, TRACE)
-                        _store_topk_slots(ls, ids[None, :], slot, rows, rm, w_ptr, idx_ptr, route_scale, K)
-                    trace_step(trace_ptr, 3, TRACE)
-                    if SORT:
-                        tl.debug_barrier()                             # idx stores of every thread before the sort
-                        _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS,
-                                     KW)
-                        trace_step(trace_ptr, 4, TRACE)
+                elif SORT:
+                    tl.debug_barrier()                                 # idx stores of every thread before the sort
+                    _route_lists(idx_ptr, act_ptr, start_ptr, sorted_ptr, inv_ptr, T, K, offset, El, ELP, CH, TS, KW)
+                    trace_step(trace_ptr, 4, TRACE)
                 tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")              # ready for the next launch
     else:
         trace_kind(trace_ptr, 1, TRACE)

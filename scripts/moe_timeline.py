@@ -1,4 +1,5 @@
-"""Where moe_layer's (or moe_routed's) time goes inside its launches: the in-kernel timeline (kernels/trace.py) of graph-replayed calls.
+"""Where moe_layer's (or moe_routed's) time goes inside its launches: the in-kernel timeline (kernels/trace.py) of
+graph-replayed calls.
 
 Bench's rows give a call's median; this gives, for the same graph (back-to-back calls cycling over input sets that
 keep the L2 cold, as `kernelbench bench` times them), each launch's programs: when they started, passed their PDL
