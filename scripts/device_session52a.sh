@@ -20,6 +20,9 @@ fi
 # limits for a cold machine (session 51's call 2 lost its GPU tests, verify and step to 90 / 120 / 60 s limits)
 step gpu_trace 150 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
     -k "traced or one_row or gate or w2_input"
+# the one-token config paths not yet verified on a GPU: FIN_UP "down", ROUTE_SORT "slots" on the one-row tile
+step verify1 170 $KB verify moe_layer moe_routed --impl triton --device cuda --shapes flash-tp8 --where T=1 \
+    --examples 2
 # config FIN_UP "down" (session 51, untimed): the W2 programs make their input slices, no FIN in the up launch
 step step_finup 120 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
     --try 'moe_routed@T=1={"FIN_UP": "down"}' --json "$W/step_finup.json"
