@@ -7,6 +7,7 @@
 # W1/W3 FIN held W2's release 2.4 us after the last GEMM in session 51: is it the ticket, the partials' loads or the
 # stores?), default and with FIN_UP "down" (built in session 51, untimed: the W2 programs make their own input
 # slices, the up launch has no FIN): its GPU bit test and the step at C = 1 paired with it.
+# (session 52: the FIN_UP step before verify, so a short call times it first)
 #   run(command="KB_TOTAL_S=540 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session52a.sh", carry=[".whl", ".gpu_peers"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,12 +21,12 @@ fi
 # limits for a cold machine (session 51's call 2 lost its GPU tests, verify and step to 90 / 120 / 60 s limits)
 step gpu_trace 150 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_trace.py tests/test_moe.py \
     -k "traced or one_row or gate or w2_input"
-# the one-token config paths not yet verified on a GPU: FIN_UP "down", ROUTE_SORT "slots" on the one-row tile
-step verify1 170 $KB verify moe_layer moe_routed --impl triton --device cuda --shapes flash-tp8 --where T=1 \
-    --examples 2
 # config FIN_UP "down" (session 51, untimed): the W2 programs make their input slices, no FIN in the up launch
 step step_finup 120 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
     --try 'moe_routed@T=1={"FIN_UP": "down"}' --json "$W/step_finup.json"
+# the one-token config paths not yet verified on a GPU: FIN_UP "down", ROUTE_SORT "slots" on the one-row tile
+step verify1 170 $KB verify moe_layer moe_routed --impl triton --device cuda --shapes flash-tp8 --where T=1 \
+    --examples 2
 step timeline_routed 80 python3 scripts/moe_timeline.py --device cuda --op moe_routed --tokens 1 --replays 10 \
     --pin '{"FIN_UP": "down"}' --json "$W/timeline_routed.json"
 step step_slots 120 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1 --steps 30 \
