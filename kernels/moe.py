@@ -1408,8 +1408,7 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0,
                          PROMOTE: tl.constexpr = 0, TRACE: tl.constexpr = False, trace_ptr=0,
                          LOCAL: tl.constexpr = False, logit_ptr=0, bias_ptr=0, idx_ptr=0, E=0, route_scale=1.0,
-                         offset=0, El=0, EP: tl.constexpr = 2, HAS_BIAS: tl.constexpr = False,
-                         H_PRO: tl.constexpr = False, hpart_ptr=0, SPLIT_H: tl.constexpr = 1):
+                         offset=0, El=0, EP: tl.constexpr = 2, HAS_BIAS: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1444,9 +1443,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     # TRACE (kernels/trace.py): marks start, released (after the wait or the release), finish (the item's GEMM
     #   done, before FIN's ticket) and end; kind 0 a shared-expert item, 1 a routed item with work, 2 one past the
     #   active count.
-    # H_PRO (not GATED; config FIN_UP "down"): the up launch before ran without FIN (partials only, no tickets);
-    #   after its wait each program here makes its own K split's columns of the W2 input for its item's rows from
-    #   those partials (hpart (SPLIT_H, ROWS, 2F), _w2_input_slice: FIN's arithmetic), then its K loop reads them.
     # LOCAL (GATED, one token, score routing; config GATE_TAIL "up"): the gate launch before stored only the logits
     #   (_gate_fused_kernel TAIL False); each routed program takes the top-k itself (_local_topk) after its wait, in
     #   parallel, instead of reading the routing lists of the gate's last program (its ticket, top-k and slot sort
@@ -1480,10 +1476,6 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
     else:
         pdl_enter(PDL)
     trace_mark(trace_ptr, 1, TRACE)
-    if H_PRO:
-        _w2_input_slice(a, s, hpart_ptr, act_ptr, start_ptr, sorted_ptr, rw_ptr, aq_ptr, sq_ptr, limit, T, TK, ROWS,
-                        NSH, NS, KD, KBS, SPLIT_H, BMS, SHARED, ITEMS, it0, FR, RNE_FIX)
-        trace_step(trace_ptr, 0, TRACE)           # TRACE step 0 of a W2 program: its input slice made
     if SHARED and a < NSH:     # BMS tokens per tile (config BM_SHARED; the routed items take BM slots)
         trace_kind(trace_ptr, 0, TRACE)
         c = a * BMS
@@ -1609,27 +1601,6 @@ def _item_rows(a, act_ptr, start_ptr, T, TK, NSH, BM: tl.constexpr, SHARED: tl.c
 
 
 @triton.jit
-def _w2_input_slice(a, s, part_ptr, act_ptr, start_ptr, sorted_ptr, rw_ptr, aq_ptr, sq_ptr, limit, T, TK, ROWS, NSH,
-                    NS, F: tl.constexpr, KBS: tl.constexpr, SPLIT_H: tl.constexpr, BMS: tl.constexpr,
-                    SHARED: tl.constexpr, ITEMS: tl.constexpr, it0, FR: tl.constexpr, RNE_FIX: tl.constexpr):
-    """Config FIN_UP "down", a W2 program (work item a, K split s): the KBS 128-column groups of the W2 input that
-    its K loop reads (s * KBS ..; the shared expert's below NS), for the item's rows (_item_rows), from the W1 / W3
-    partials (SPLIT_H, ROWS, 2F) with the up launch's FIN arithmetic (_swiglu_quant_block: sum in split order, SwiGLU,
-    routing weight, act-quant) into aq / sq. The programs of the item's other N tiles store the same bytes; a
-    block barrier makes this program's stores visible to its own loads."""
-    lo, hi = _item_rows(a, act_ptr, start_ptr, T, TK, NSH, BMS, SHARED, ITEMS, it0, False, 0)
-    g_end = s * KBS + KBS
-    if SHARED:
-        g_end = tl.where(a < NSH, tl.minimum(g_end, NS // 128), g_end)
-    for g in range(s * KBS, g_end):
-        for r0 in range(lo, hi, FR):
-            rows = r0 + tl.arange(0, FR)
-            _swiglu_quant_block(part_ptr, rw_ptr, sorted_ptr, aq_ptr, sq_ptr, rows, rows < hi, g, TK, ROWS, limit, F,
-                                SPLIT_H, RNE_FIX)
-    tl.debug_barrier()
-
-
-@triton.jit
 def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, fin_ptr, sfin_ptr, inv_ptr, extra_ptr,
                     limit, T, TK, ROWS, NSH, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
@@ -1648,7 +1619,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
       once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out).
     TRACE (kernels/trace.py): the program that finishes marks sub-step 1 when it wins the ticket and 2 when its
-      block is stored (step 0 is the LOCAL top-k's, or a W2 program's input slice made: H_PRO)."""
+      block is stored (step 0 is the LOCAL top-k's)."""
     tl.debug_barrier()                                    # every thread's partial stores before the release
     NT: tl.constexpr = N // BN
     pid = tl.program_id(0)                                # (work item a, N tile, K split) as in the GEMM
@@ -1895,15 +1866,13 @@ def gated_configs(params: dict) -> list[dict]:
     moe_routed T = 1 0.3 us slower, moe_layer and the C = 1 step level), so that `kernelbench verify` covers those
     paths and `kernelbench tune` times them beside the default gates. At one token also the gate without its last
     program, each routed W1 / W3 program taking the top-k itself (GATE_TAIL "up", _gate_tail), and the gate's top-k
-    padded to two rows as before session 51 (GATE_TOPK_ROWS 2; the default takes one row), and the W2 input's
-    SwiGLU-quant in the W2 programs (FIN_UP "down", _w2_input_slice)."""
+    padded to two rows as before session 51 (GATE_TOPK_ROWS 2; the default takes one row)."""
     out = grouped_configs(params)
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     if params.get("T", 1) == 1:
         slots.append({**base, "GATE": "fused", "GATE_TAIL": "up"})
         slots.append({**base, "GATE": "fused", "GATE_TOPK_ROWS": 2})
-        slots.append({**base, "GATE": "fused", "FIN_UP": "down"})
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
     # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the
@@ -2363,15 +2332,11 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     fuse = epi == "swiglu" and su == 1 and bu == 128
     rw = weights.contiguous().view(-1)
     # glue v4: the SwiGLU-quant (unless the up kernel's own EPILOGUE does it) and the combine run inside the GEMM
-    # launches (their last programs, FIN)
+    # launches (their last programs, FIN). The SwiGLU-quant made instead by each W2 program for its own K split (config
+    # FIN_UP "down", session 51) released W2 2.7 us earlier but read the partials again for every N tile: the C = 1
+    # step was 0.54 ms slower (H100, session 52, docs/perf/h100-2026-12-07-session52.md), so it was removed.
     fin_up = glue == "v4" and not fuse and 128 % bu == 0
     fin_down = glue == "v4"
-    # FIN_UP: where that SwiGLU-quant runs: "up" (the up launch's last programs, FIN) or "down" (each W2 program, its
-    # own K split's columns, before its K loop: H_PRO); only where the up launch would finish in-kernel
-    h_pro = _fin_up_option(cfg) == "down" and fin_up
-    if h_pro and local:
-        raise ValueError("moe_experts: config FIN_UP 'down' with GATE_TAIL 'up' (its routed programs finish each item "
-                         "before the next): use FIN_UP 'up'")
     # SHARED_X: where the shared items' act-quantized x comes from: "gate" (the routing launch's xq / sx) or "own"
     # (each shared program quantizes its blocks; with PDL they then run beside the gate: _grouped_gemm_kernel XOWN).
     # Default "own" when the up launch runs under PDL after the score gate (`score_gate`: its GEMV is the latency to
@@ -2406,8 +2371,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         float(swiglu_limit), N=F, KD=D, K=K, BM=bm, BN=bu, SPLIT=su, ASM=asm, PAIR=pair, SHARED=fused, GATED=True,
         SWIGLU=fuse, PROMOTE=fp8_promote() if fused else 0, RNE_FIX=INTERPRET, **launch, **_regs(cfg, "MAXNREG_UP"),
         **pdl_up, **trace_args("moe W1/W3", up_programs, dev), **(local or {}),
-        **(dict(XOWN=True, xr_ptr=x) if xown else {}),
-        **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up and not h_pro else {}))
+        **(dict(XOWN=True, xr_ptr=x) if xown else {}), **(dict(cnt_ptr=up_tickets, FIN=True, FR=fr) if fin_up else {}))
     # 3. reduce + SwiGLU + routing weight + act-quant of the W2 input
     NG = F // 128
     if not fuse and not fin_up:
@@ -2422,9 +2386,8 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     down_programs = (nsh + n_items) * (D // bd) * sd
     _grouped_gemm_kernel[(down_programs,)](
         aq.view(torch.float8_e4m3fn), sa, act, start, order, w2, s2, w2, s2, yp, h2, hs2, h2, hs2, T, TK, ROWS, nsh,
-        rw, aq, sa, float(swiglu_limit) if h_pro else 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair,
-        SHARED=fused, GATED=False, **launch, PROMOTE=fp8_promote() if fused else 0,
-        **(dict(H_PRO=True, hpart_ptr=gu, SPLIT_H=su, FR=fr) if h_pro else {}),
+        rw, aq, sa, 0.0, N=D, KD=F, K=K, BM=bm, BN=bd, SPLIT=sd, ASM=asm, PAIR=pair, SHARED=fused, GATED=False, **launch,
+        PROMOTE=fp8_promote() if fused else 0,
         **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
         **trace_args("moe W2", down_programs, dev),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
@@ -2490,7 +2453,7 @@ def up_early(cfg, device) -> str | None:
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
                              "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
                              "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM", "GATE_TAIL",
-                             "GATE_TOPK_ROWS", "FIN_UP"})
+                             "GATE_TOPK_ROWS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 
@@ -2717,18 +2680,6 @@ _register_previous("triton_v5", grouped_default_v5, layer_default_v5,
 # us (v4) vs 43.9 (v2), graph replay; at C=64 the finishing tails slowed the up / down GEMMs by 23 / 11 us under ncu,
 # more than the two launches they remove.
 FIN_MAX_T = 4
-
-
-FIN_UP_PLACES = ("up", "down")
-
-
-def _fin_up_option(cfg) -> str:
-    """Config FIN_UP (glue v4: where the W2 input's SwiGLU-quant runs): "up" (default: the W1 / W3 launch's last
-    programs, FIN) or "down" (each W2 program its own K split's columns, _w2_input_slice; opt-in, untimed)."""
-    where = (cfg or {}).get("FIN_UP", "up")
-    if where not in FIN_UP_PLACES:
-        raise ValueError(f"moe_experts: config FIN_UP={where!r}: 'up' or 'down'")
-    return where
 
 
 def _glue(cfg, T: int = 1) -> str:

@@ -801,43 +801,6 @@ def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
             impl.fn(**run, config={**KM.layer_default(SMALL), "GATE": "fused", "GATE_TOPK_ROWS": bad})
 
 
-@pytest.mark.parametrize("op,p", [("moe_layer", {**SMALL, "T": 1, "E": 16, "K": 6, "El": 8, "offset": 4}),
-                                  ("moe_layer", {**SMALL, "T": 3}),
-                                  ("moe_layer", {**SMALL, "T": 2, "hash": True}),
-                                  ("moe_routed", {**SMALL, "T": 1, "E": 16, "K": 6, "El": 8, "offset": 4, "F": 256,
-                                                  "shared": True, "Fs": 128}),
-                                  ("moe_experts", {**SMALL, "T": 4})])
-def test_w2_input_made_in_the_w2_launch_is_bit_equal_to_the_up_launch_fin(op, p, monkeypatch):
-    """FIN_UP "down": the up launch stores its partials without FIN (no tickets) and each W2 program makes its own K
-    split's columns of the W2 input (_w2_input_slice) before its K loop: bit-equal to the default (the up launch's
-    FIN), on poisoned buffers, with several local experts at one token, the shared expert whole (one item and a
-    tile an item) and as a TP slice (NS < F), hash routing; above FIN_MAX_T tokens (glue v3) it changes nothing; a
-    bad value, or "down" with GATE_TAIL "up", is refused."""
-    from kernelbench.harness import inspector
-    from kernelbench.kernels import moe as KM
-    poisoned_empty(monkeypatch)
-    spec, impl = spec_and_impl(op)
-    base = impl.default_config(p)
-    for extra in ({}, {"SHARED_ITEMS": "per_tile"}) if op == "moe_layer" and p["T"] > 1 else ({},):
-        cfg = {**base, **extra}
-        down = {**cfg, "FIN_UP": "down"}
-        grouped = [L for L in inspector.capture_impl(impl, spec, p, down) if "_grouped_gemm_kernel" in L.name]
-        assert [(L.kwargs["GATED"], bool(L.kwargs.get("FIN")), bool(L.kwargs.get("H_PRO"))) for L in grouped] == [
-            (True, False, False), (False, True, True)]
-        _, one, _ = check_against_reference(op, p, "normal", config=cfg)
-        _, two, _ = check_against_reference(op, p, "normal", config=down)
-        assert torch.equal(one[0], two[0]), extra
-    big = {**p, "T": KM.FIN_MAX_T + 1}
-    assert not any(L.kwargs.get("H_PRO") for L in inspector.capture_impl(impl, spec, big, {**base, "FIN_UP": "down"}))
-    run = impl.prepared(_inputs(op, p))
-    with pytest.raises(ValueError, match="FIN_UP"):
-        impl.fn(**run, config={**base, "FIN_UP": "w2"})
-    if op == "moe_layer" and p["T"] == 1 and not p["hash"]:
-        with pytest.raises(ValueError, match="FIN_UP"):
-            impl.fn(**run, config={**base, "GATE": "fused", "GATE_TAIL": "up", "FIN_UP": "down"})
-        assert any(c.get("FIN_UP") == "down" for c in KM.gated_configs(p))
-
-
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),
                                       ({**SMALL, "T": 20, "E": 80, "K": 6, "El": 16, "offset": 32}, "outliers"),
                                       ({**SMALL, "T": 17, "hash": True}, "normal")])
@@ -1308,30 +1271,6 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
             outs[tail] = _direct_equals_replayed(impl, inp, {**base, "GATE_TAIL": tail}, (op, offset, tail))
         assert torch.equal(outs["up"], outs["last"]), (op, offset)
     assert KM._gate_tail({"GATE_TAIL": "up"}, 1, False) == "up"
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
-                    "(scripts/device_gpu_tests.sh moe)")
-@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
-def test_gpu_w2_input_made_in_the_w2_launch_changes_no_bit(op):
-    """FIN_UP "down" compiled (PDL on at one token): the W2 programs make their K slices of the W2 input from the
-    up launch's partials (global stores, a block barrier, then their own K loop's loads of those bytes, the item's
-    other N tiles storing the same bytes beside); bit-equal to the up launch's FIN in a direct call and over four
-    graph-replayed calls, with score and hash routing, at the Flash TP8 rank shapes (moe_routed with the TP8 slice
-    of the shared expert, the step's form)."""
-    from kernelbench import registry
-    registry.load_builtin()
-    spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
-    for hashed, seed in ((False, 5), (True, 6)):
-        params = {"T": 1, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192,
-                  "hash": hashed, "rs": 1.5, **({"shared": True, "Fs": 256} if op == "moe_routed" else {})}
-        inp = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cuda", "normal"))
-        outs = {}
-        for where in ("up", "down"):
-            cfg = {**impl.default_config(params), "FIN_UP": where}
-            outs[where] = _direct_equals_replayed(impl, inp, cfg, (op, hashed, where))
-        assert torch.equal(outs["up"], outs["down"]), (op, hashed)
 
 
 @pytest.mark.gpu
