@@ -7,7 +7,8 @@
 # W1/W3 FIN held W2's release 2.4 us after the last GEMM in session 51: is it the ticket, the partials' loads or the
 # stores?), default and with FIN_UP "down" (built in session 51, untimed: the W2 programs make their own input
 # slices, the up launch has no FIN): its GPU bit test and the step at C = 1 paired with it.
-# (session 52: the FIN_UP step before verify, so a short call times it first)
+# (session 52: the FIN_UP step before verify, so a short call times it first. Its steps then ran inline in four calls,
+# data/h100-2026-12-07-session52, and FIN_UP was removed after them: its steps here now stop at "unknown key".)
 #   run(command="KB_TOTAL_S=540 KERNELBENCH_GIT_COMMIT=<sha> bash scripts/device_session52a.sh", carry=[".whl", ".gpu_peers"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
