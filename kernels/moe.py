@@ -1408,7 +1408,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
                          xr_ptr=0, SH_AHEAD: tl.constexpr = False, SPEC: tl.constexpr = False, spec_n=0,
                          PROMOTE: tl.constexpr = 0, TRACE: tl.constexpr = False, trace_ptr=0,
                          LOCAL: tl.constexpr = False, logit_ptr=0, bias_ptr=0, idx_ptr=0, E=0, route_scale=1.0,
-                         offset=0, El=0, EP: tl.constexpr = 2, HAS_BIAS: tl.constexpr = False):
+                         offset=0, El=0, EP: tl.constexpr = 2, HAS_BIAS: tl.constexpr = False,
+                         LIVE: tl.constexpr = False):
     # FIN (glue v4): the launch's last programs finish its output, after the GEMM (_grouped_finish: the SwiGLU-quant
     #   epilogue after W1/W3 into aq / sq, the combine after W2 into fin), so neither needs a launch of its own.
     # One program per (work item, N tile, K split); an (N, KD) weight per expert, fp32 partials (SPLIT, ROWS, LDP).
@@ -1570,7 +1571,8 @@ def _grouped_gemm_kernel(in_ptr, sin_ptr, act_ptr, start_ptr, sorted_ptr, wa_ptr
         if finish:
             _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, aq_ptr if GATED else fin_ptr,
                             sq_ptr, inv_ptr, extra_ptr, limit, T, TK, ROWS, NSH, N, K, BMS, BN, SPLIT, SHARED, GATED,
-                            HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, 0, 1.0, a, TRACE, trace_ptr)
+                            HAS_EXTRA, OUT_BF16, RNE_FIX, FR, FT, ITEMS, it0, NS, LOCAL, 0, 1.0, a, TRACE, trace_ptr,
+                            LIVE)
     trace_mark(trace_ptr, 3, TRACE)
 
 
@@ -1606,7 +1608,7 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                     BN: tl.constexpr, SPLIT: tl.constexpr, SHARED: tl.constexpr, GATED: tl.constexpr,
                     HAS_EXTRA: tl.constexpr, OUT_BF16: tl.constexpr, RNE_FIX: tl.constexpr, FR: tl.constexpr = 8,
                     FT: tl.constexpr = 32, ITEMS: tl.constexpr = False, it0=0, NS=0, LOCAL: tl.constexpr = False,
-                    lend=0, lrw=1.0, ag=0, TRACE: tl.constexpr = False, trace_ptr=0):
+                    lend=0, lrw=1.0, ag=0, TRACE: tl.constexpr = False, trace_ptr=0, LIVE: tl.constexpr = False):
     """The end of a _grouped_gemm_kernel program with FIN: store -> ticket (cnt: int32s, zero between launches, reset
     by the program that takes the last one) -> the last arrival finishes, summing the partials in split order
     (deterministic, the same arithmetic as the separate launches).
@@ -1618,6 +1620,9 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
     Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
     not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
       once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out).
+      LIVE (config COMBINE_TICKETS "live"): only the programs of items with work take it, the shared items and the
+      act[0] active routed ones (at least item 0's, so that a call with none still combines), so the combine need
+      not wait until the idle items' programs (the grid's worst case) have been scheduled.
     TRACE (kernels/trace.py): the program that finishes marks sub-step 1 when it wins the ticket and 2 when its
       block is stored (step 0 is the LOCAL top-k's)."""
     tl.debug_barrier()                                    # every thread's partial stores before the release
@@ -1645,15 +1650,25 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
                 tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
     else:
         ticket = cnt_ptr + n0 // BN
-        if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) // NT - 1:
-            trace_step(trace_ptr, 1, TRACE)
-            cols = n0 + tl.arange(0, BN)
-            for t0 in range(0, T, FT):                        # FT tokens x BN columns at a time
-                toks = t0 + tl.arange(0, FT)
-                _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K, SPLIT,
-                               HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
-            trace_step(trace_ptr, 2, TRACE)
-            tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
+        arrive = True
+        if LIVE:                                              # the items with work: a < NSH + act[0] (after the wait)
+            live = tl.maximum(NSH + tl.load(act_ptr), 1)
+            arrive = a < live
+        if arrive:
+            got = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu")
+            if LIVE:
+                last = got == live * SPLIT - 1                # their SPLIT programs each
+            else:
+                last = got == tl.num_programs(0) // NT - 1   # every item's SPLIT programs of this N tile
+            if last:
+                trace_step(trace_ptr, 1, TRACE)
+                cols = n0 + tl.arange(0, BN)
+                for t0 in range(0, T, FT):                    # FT tokens x BN columns at a time
+                    toks = t0 + tl.arange(0, FT)
+                    _combine_block(part_ptr, inv_ptr, extra_ptr, fin_ptr, toks, toks < T, cols, TK, ROWS, N, K,
+                                   SPLIT, HAS_EXTRA, SHARED, OUT_BF16, RNE_FIX)
+                trace_step(trace_ptr, 2, TRACE)
+                tl.atomic_xchg(ticket, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -1866,13 +1881,17 @@ def gated_configs(params: dict) -> list[dict]:
     moe_routed T = 1 0.3 us slower, moe_layer and the C = 1 step level), so that `kernelbench verify` covers those
     paths and `kernelbench tune` times them beside the default gates. At one token also the gate without its last
     program, each routed W1 / W3 program taking the top-k itself (GATE_TAIL "up", _gate_tail), and the gate's top-k
-    padded to two rows as before session 51 (GATE_TOPK_ROWS 2; the default takes one row)."""
+    padded to two rows as before session 51 (GATE_TOPK_ROWS 2; the default takes one row). Where the combine runs in
+    the W2 launch (up to FIN_MAX_T tokens), its ticket taken by the working items' programs only (COMBINE_TICKETS
+    "live")."""
     out = grouped_configs(params)
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
     if params.get("T", 1) == 1:
         slots.append({**base, "GATE": "fused", "GATE_TAIL": "up"})
         slots.append({**base, "GATE": "fused", "GATE_TOPK_ROWS": 2})
+    if params.get("T", 1) <= FIN_MAX_T:
+        slots.append({**base, "COMBINE_TICKETS": "live"})
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
     # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the
@@ -2337,6 +2356,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
     # step was 0.54 ms slower (H100, session 52, docs/perf/h100-2026-12-07-session52.md), so it was removed.
     fin_up = glue == "v4" and not fuse and 128 % bu == 0
     fin_down = glue == "v4"
+    live = _combine_tickets_option(cfg) == "live" and fin_down
     # SHARED_X: where the shared items' act-quantized x comes from: "gate" (the routing launch's xq / sx) or "own"
     # (each shared program quantizes its blocks; with PDL they then run beside the gate: _grouped_gemm_kernel XOWN).
     # Default "own" when the up launch runs under PDL after the score gate (`score_gate`: its GEMV is the latency to
@@ -2391,7 +2411,7 @@ def _grouped(x, weights, indices, w1, s1, w3, s3, w2, s2, expert_offset, swiglu_
         **_regs(cfg, "MAXNREG_DOWN"), **pdl_args(dev, T, *((h2,) if fused else ())),
         **trace_args("moe W2", down_programs, dev),
         **(dict(cnt_ptr=tickets, fin_ptr=out, inv_ptr=inv, extra_ptr=shared if shared is not None else x, FIN=True, FT=ft,
-                HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET)
+                HAS_EXTRA=shared is not None, OUT_BF16=out_dtype == torch.bfloat16, RNE_FIX=INTERPRET, LIVE=live)
            if fin_down else {}))
     # 5. per-token combine in k order (+ shared expert)
     if not fin_down:
@@ -2453,7 +2473,7 @@ def up_early(cfg, device) -> str | None:
 GROUPED_OPTIONS = frozenset({"MAXNREG_UP", "MAXNREG_DOWN", "FIN_ROWS", "FIN_TOKENS", "X_ONCE", "ITEM_TABLE", "EPILOGUE",
                              "GLUE", "GATE_WARPS", "GATE_ROWS", "ROUTE_CH", "ROUTE_WARPS", "ROUTE_SORT", "SHARED_X",
                              "GATE_SPLIT_D", "GATE_MMA_WARPS", "UP_EARLY", "UP_EARLY_PER_SM", "GATE_TAIL",
-                             "GATE_TOPK_ROWS"})
+                             "GATE_TOPK_ROWS", "COMBINE_TICKETS"})
 _GROUPED_KERNELS = [_gate_route_kernel, _gate_mma_kernel, _grouped_gemm_kernel, _swiglu_quant_kernel,
                     _grouped_combine_kernel]
 
@@ -2680,6 +2700,21 @@ _register_previous("triton_v5", grouped_default_v5, layer_default_v5,
 # us (v4) vs 43.9 (v2), graph replay; at C=64 the finishing tails slowed the up / down GEMMs by 23 / 11 us under ncu,
 # more than the two launches they remove.
 FIN_MAX_T = 4
+
+
+COMBINE_TICKETS = ("all", "live")
+
+
+def _combine_tickets_option(cfg) -> str:
+    """Config COMBINE_TICKETS (glue v4's W2 launch): who takes an N tile's combine ticket. "all" (default): every
+    program, the idle items' too (the grid holds the most items a batch can activate, min(El, T * K)). "live" (opt-in,
+    untimed): only the items with work. Session 52's one-token timeline (H100, moe_routed, one routed expert active):
+    1,280 of the 1,792 W2 programs were idle, scheduled only as the working ones left (started by 23.84 us), and the
+    last ticket, hence the combine, came 2.5 us after the last GEMM finished (22.34 -> 24.86 us; stored 26.27)."""
+    who = (cfg or {}).get("COMBINE_TICKETS", "all")
+    if who not in COMBINE_TICKETS:
+        raise ValueError(f"moe_experts: config COMBINE_TICKETS={who!r}: 'all' or 'live'")
+    return who
 
 
 def _glue(cfg, T: int = 1) -> str:

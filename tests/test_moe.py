@@ -801,6 +801,48 @@ def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
             impl.fn(**run, config={**KM.layer_default(SMALL), "GATE": "fused", "GATE_TOPK_ROWS": bad})
 
 
+@pytest.mark.parametrize("op,p", [("moe_layer", {**SMALL, "T": 1, "E": 16, "K": 6, "El": 8, "offset": 4}),
+                                  ("moe_layer", {**SMALL, "T": 3}),
+                                  ("moe_layer", {**SMALL, "T": 2, "hash": True}),
+                                  ("moe_routed", {**SMALL, "T": 1, "E": 16, "K": 6, "El": 8, "offset": 4, "F": 256,
+                                                  "shared": True, "Fs": 128}),
+                                  ("moe_experts", {**SMALL, "T": 4})])
+def test_combine_ticket_of_the_working_items_only_is_bit_equal(op, p, monkeypatch):
+    """COMBINE_TICKETS "live": in the W2 launch only the programs of items with work (the shared items, the act[0]
+    active routed ones) take their N tile's combine ticket; bit-equal to every program taking it ("all"), on poisoned
+    buffers, with several local experts at one token, the shared expert whole and a tile an item, as a TP slice, hash
+    routing; twice (the tickets are back at zero); a call that activates no local expert still combines (zeros, or
+    the shared expert alone); above FIN_MAX_T tokens (glue v3, no tickets) it changes no launch; a bad value is
+    refused."""
+    from kernelbench.harness import inspector
+    from kernelbench.kernels import moe as KM
+    poisoned_empty(monkeypatch)
+    spec, impl = spec_and_impl(op)
+    base = impl.default_config(p)
+    for extra in ({}, {"SHARED_ITEMS": "per_tile"}) if op == "moe_layer" and p["T"] > 1 else ({},):
+        cfg = {**base, **extra}
+        live = {**cfg, "COMBINE_TICKETS": "live"}
+        w2 = [L for L in inspector.capture_impl(impl, spec, p, live) if "_grouped_gemm_kernel" in L.name][-1]
+        assert w2.kwargs["LIVE"] and w2.kwargs["FIN"] and not w2.kwargs["GATED"]
+        inp, one, _ = check_against_reference(op, p, "normal", config=cfg)
+        _, two, _ = check_against_reference(op, p, "normal", config=live)
+        assert torch.equal(one[0], two[0]), extra
+        run = impl.prepared(inp)
+        assert torch.equal(impl.fn(**run, config=live), one[0])       # the tickets were reset
+        none = {**run, "expert_offset": 100}                          # no local expert: item 0 (or the shared) combines
+        assert torch.equal(impl.fn(**none, config=live), impl.fn(**none, config=cfg))
+    big = {**p, "T": KM.FIN_MAX_T + 1}
+
+    def plain(c):
+        return [(L.name, {k: v for k, v in L.kwargs.items() if not isinstance(v, torch.Tensor)})
+                for L in inspector.capture_impl(impl, spec, big, c)]
+    assert plain({**base, "COMBINE_TICKETS": "live"}) == plain(base)
+    with pytest.raises(ValueError, match="COMBINE_TICKETS"):
+        impl.fn(**impl.prepared(_inputs(op, p)), config={**base, "COMBINE_TICKETS": "some"})
+    if op != "moe_experts":
+        assert any(c.get("COMBINE_TICKETS") == "live" for c in KM.gated_configs(p))
+
+
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),
                                       ({**SMALL, "T": 20, "E": 80, "K": 6, "El": 16, "offset": 32}, "outliers"),
                                       ({**SMALL, "T": 17, "hash": True}, "normal")])
@@ -1271,6 +1313,32 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
             outs[tail] = _direct_equals_replayed(impl, inp, {**base, "GATE_TAIL": tail}, (op, offset, tail))
         assert torch.equal(outs["up"], outs["last"]), (op, offset)
     assert KM._gate_tail({"GATE_TAIL": "up"}, 1, False) == "up"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh moe)")
+@pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
+def test_gpu_combine_ticket_of_the_working_items_changes_no_bit(op):
+    """COMBINE_TICKETS "live" compiled (PDL on at one token): only the working items' W2 programs take the combine
+    ticket, its count read from act after their wait; bit-equal to every program taking it in a direct call and over
+    four graph-replayed calls (the tickets reset by each call's finishing programs), with score and hash routing, at
+    rank offsets where the token's experts are local or not (none: item 0, or the shared expert, combines), at the
+    Flash TP8 rank shapes (moe_routed with the TP8 slice of the shared expert, the step's form)."""
+    from kernelbench import registry
+    registry.load_builtin()
+    spec, impl = registry.get_op(op), registry.get_impl(op, "triton")
+    for hashed, seed in ((False, 7), (True, 8)):
+        params = {"T": 1, "D": 4096, "E": 256, "El": 32, "offset": 96, "F": 2048, "K": 6, "V": 8192,
+                  "hash": hashed, "rs": 1.5, **({"shared": True, "Fs": 256} if op == "moe_routed" else {})}
+        inp = impl.prepared(spec.make_inputs(params, torch.Generator().manual_seed(seed), "cuda", "normal"))
+        for offset in (96, 224, 1000):
+            run = {**inp, "expert_offset": offset}
+            outs = {}
+            for who in ("all", "live"):
+                cfg = {**impl.default_config(params), "COMBINE_TICKETS": who}
+                outs[who] = _direct_equals_replayed(impl, run, cfg, (op, hashed, offset, who))
+            assert torch.equal(outs["all"], outs["live"]), (op, hashed, offset)
 
 
 @pytest.mark.gpu
