@@ -811,15 +811,20 @@ def test_combine_ticket_of_the_working_items_only_is_bit_equal(op, p, monkeypatc
     """COMBINE_TICKETS "live": in the W2 launch only the programs of items with work (the shared items, the act[0]
     active routed ones) take their N tile's combine ticket; bit-equal to every program taking it ("all"), on poisoned
     buffers, with several local experts at one token, the shared expert whole and a tile an item, as a TP slice, hash
-    routing; twice (the tickets are back at zero); a call that activates no local expert still combines (zeros, or
-    the shared expert alone); above FIN_MAX_T tokens (glue v3, no tickets) it changes no launch; a bad value is
-    refused."""
+    routing, the routing lists written by the up launch (GATE_TAIL "up"); twice (the tickets are back at zero); a
+    call that activates no local expert still combines (zeros, or the shared expert alone); above FIN_MAX_T tokens
+    (glue v3, no tickets) it changes no launch; a bad value is refused."""
     from kernelbench.harness import inspector
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
     spec, impl = spec_and_impl(op)
     base = impl.default_config(p)
-    for extra in ({}, {"SHARED_ITEMS": "per_tile"}) if op == "moe_layer" and p["T"] > 1 else ({},):
+    extras = [{}]
+    if op == "moe_layer" and p["T"] > 1:
+        extras.append({"SHARED_ITEMS": "per_tile"})
+    if op != "moe_experts" and p["T"] == 1 and not p.get("hash"):
+        extras.append({"GATE": "fused", "GATE_TAIL": "up"})       # the routing lists written by the up launch
+    for extra in extras:
         cfg = {**base, **extra}
         live = {**cfg, "COMBINE_TICKETS": "live"}
         w2 = [L for L in inspector.capture_impl(impl, spec, p, live) if "_grouped_gemm_kernel" in L.name][-1]
