@@ -830,10 +830,9 @@ def test_combine_ticket_of_the_working_items_only_is_bit_equal(op, p, monkeypatc
         w2 = [L for L in inspector.capture_impl(impl, spec, p, live) if "_grouped_gemm_kernel" in L.name][-1]
         assert w2.kwargs["LIVE"] and w2.kwargs["FIN"] and not w2.kwargs["GATED"]
         inp, one, _ = check_against_reference(op, p, "normal", config=cfg)
-        _, two, _ = check_against_reference(op, p, "normal", config=live)
-        assert torch.equal(one[0], two[0]), extra
         run = impl.prepared(inp)
-        assert torch.equal(impl.fn(**run, config=live), one[0])       # the tickets were reset
+        for _ in range(2):                                             # again: the tickets were reset
+            assert torch.equal(impl.fn(**run, config=live), one[0]), extra
         none = {**run, "expert_offset": 100}                          # no local expert: item 0 (or the shared) combines
         assert torch.equal(impl.fn(**none, config=live), impl.fn(**none, config=cfg))
     big = {**p, "T": KM.FIN_MAX_T + 1}
