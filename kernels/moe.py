@@ -1618,11 +1618,11 @@ def _grouped_finish(part_ptr, act_ptr, start_ptr, sorted_ptr, cnt_ptr, rw_ptr, f
       finished before the next); a routed item's rows are item .. lend - 1 and its weight lrw, from the program's own
       top-k (the lists in memory are not yet written).
     Block sizes (8 rows here, 32 tokens below): spill-free on sm_120 at Flash sizes (16 / 32 rows spilled 16-24 B).
-    not GATED: one ticket per N tile, taken by every program of the tile (inactive items too: they exit the GEMM at
-      once); the last runs the combine of all T tokens for its BN columns (_combine_block) into fin (out).
-      LIVE (config COMBINE_TICKETS "live"): only the programs of items with work take it, the shared items and the
-      act[0] active routed ones (at least item 0's, so that a call with none still combines), so the combine need
-      not wait until the idle items' programs (the grid's worst case) have been scheduled.
+    not GATED: one ticket per N tile; the last program to take it runs the combine of all T tokens for its BN
+      columns (_combine_block) into fin (out). LIVE (config COMBINE_TICKETS "live", the default): only the programs
+      of items with work take it, the shared items and the act[0] active routed ones (at least item 0's, so that a
+      call with none still combines), so the combine need not wait until the idle items' programs (the grid's worst
+      case) have been scheduled; "all": every program of the tile (inactive items too: they exit the GEMM at once).
     TRACE (kernels/trace.py): the program that finishes marks sub-step 1 when it wins the ticket and 2 when its
       block is stored (step 0 is the LOCAL top-k's)."""
     tl.debug_barrier()                                    # every thread's partial stores before the release
@@ -1882,8 +1882,8 @@ def gated_configs(params: dict) -> list[dict]:
     paths and `kernelbench tune` times them beside the default gates. At one token also the gate without its last
     program, each routed W1 / W3 program taking the top-k itself (GATE_TAIL "up", _gate_tail), and the gate's top-k
     padded to two rows as before session 51 (GATE_TOPK_ROWS 2; the default takes one row). Where the combine runs in
-    the W2 launch (up to FIN_MAX_T tokens), its ticket taken by the working items' programs only (COMBINE_TICKETS
-    "live")."""
+    the W2 launch (up to FIN_MAX_T tokens), its ticket taken by every program of the grid (COMBINE_TICKETS "all",
+    the default until session 53)."""
     out = grouped_configs(params)
     base = one_token_tiles(out)[0]
     slots = [{**base, "GATE": "fused", "ROUTE_SORT": "slots"}] if params.get("T", 1) <= GATE_FUSE_MAX_T else []
@@ -1891,7 +1891,7 @@ def gated_configs(params: dict) -> list[dict]:
         slots.append({**base, "GATE": "fused", "GATE_TAIL": "up"})
         slots.append({**base, "GATE": "fused", "GATE_TOPK_ROWS": 2})
     if params.get("T", 1) <= FIN_MAX_T:
-        slots.append({**base, "COMBINE_TICKETS": "live"})
+        slots.append({**base, "COMBINE_TICKETS": "all"})
     ahead = [] if params.get("shared") else shared_scales_configs(out)     # (grouped_configs added it with "shared")
     # above one token, with the gate GEMM and its routing launch (GATE "gemm", the default above GATE_FUSE_MAX_T): the
     # W1 / W3 launch started beside the routing launch (UP_EARLY "spec", up_early), the shared expert beside as the
@@ -2706,12 +2706,15 @@ COMBINE_TICKETS = ("all", "live")
 
 
 def _combine_tickets_option(cfg) -> str:
-    """Config COMBINE_TICKETS (glue v4's W2 launch): who takes an N tile's combine ticket. "all" (default): every
-    program, the idle items' too (the grid holds the most items a batch can activate, min(El, T * K)). "live" (opt-in,
-    untimed): only the items with work. Session 52's one-token timeline (H100, moe_routed, one routed expert active):
-    1,280 of the 1,792 W2 programs were idle, scheduled only as the working ones left (started by 23.84 us), and the
-    last ticket, hence the combine, came 2.5 us after the last GEMM finished (22.34 -> 24.86 us; stored 26.27)."""
-    who = (cfg or {}).get("COMBINE_TICKETS", "all")
+    """Config COMBINE_TICKETS (glue v4's W2 launch): who takes an N tile's combine ticket. "live" (the default since
+    session 53): only the programs of the items with work. "all": every program, the idle items' too (the grid holds
+    the most items a batch can activate, min(El, T * K)). Session 52's one-token timeline (H100, moe_routed, one
+    routed expert active): 1,280 of the 1,792 W2 programs were idle, scheduled only as the working ones left, and with
+    "all" the last ticket, hence the combine, came 2.5 us after the last GEMM finished. Session 53 (H100,
+    data/h100-2026-12-07-session53/call1): moe_routed's call period 24.38 -> 22.11 us (scripts/moe_timeline.py, one
+    token), the 43-layer step at C = 1 0.031 ms faster (decode-bench --try, 30 pairs, 95% interval +0.026 .. +0.037;
+    A/A -0.005 .. +0.006); bit-equal (tests/test_moe.py, CPU and GPU)."""
+    who = (cfg or {}).get("COMBINE_TICKETS", "live")
     if who not in COMBINE_TICKETS:
         raise ValueError(f"moe_experts: config COMBINE_TICKETS={who!r}: 'all' or 'live'")
     return who

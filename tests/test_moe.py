@@ -808,12 +808,13 @@ def test_gate_top_k_on_one_row_is_bit_equal_to_the_padded_tile(op, monkeypatch):
                                                   "shared": True, "Fs": 128}),
                                   ("moe_experts", {**SMALL, "T": 4})])
 def test_combine_ticket_of_the_working_items_only_is_bit_equal(op, p, monkeypatch):
-    """COMBINE_TICKETS "live": in the W2 launch only the programs of items with work (the shared items, the act[0]
-    active routed ones) take their N tile's combine ticket; bit-equal to every program taking it ("all"), on poisoned
-    buffers, with several local experts at one token, the shared expert whole and a tile an item, as a TP slice, hash
-    routing, the routing lists written by the up launch (GATE_TAIL "up"); twice (the tickets are back at zero); a
-    call that activates no local expert still combines (zeros, or the shared expert alone); above FIN_MAX_T tokens
-    (glue v3, no tickets) it changes no launch; a bad value is refused."""
+    """COMBINE_TICKETS "live" (the default since session 53): in the W2 launch only the programs of items with work
+    (the shared items, the act[0] active routed ones) take their N tile's combine ticket; bit-equal to every program
+    taking it ("all", the previous default), on poisoned buffers, with several local experts at one token, the
+    shared expert whole and a tile an item, as a TP slice, hash routing, the routing lists written by the up launch
+    (GATE_TAIL "up"); twice (the tickets are back at zero); a call that activates no local expert still combines
+    (zeros, or the shared expert alone); above FIN_MAX_T tokens (glue v3, no tickets) it changes no launch; a bad
+    value is refused; "all" stays in the space."""
     from kernelbench.harness import inspector
     from kernelbench.kernels import moe as KM
     poisoned_empty(monkeypatch)
@@ -824,27 +825,29 @@ def test_combine_ticket_of_the_working_items_only_is_bit_equal(op, p, monkeypatc
         extras.append({"SHARED_ITEMS": "per_tile"})
     if op != "moe_experts" and p["T"] == 1 and not p.get("hash"):
         extras.append({"GATE": "fused", "GATE_TAIL": "up"})       # the routing lists written by the up launch
+    def w2_launch(c):
+        return [L for L in inspector.capture_impl(impl, spec, p, c) if "_grouped_gemm_kernel" in L.name][-1]
     for extra in extras:
-        cfg = {**base, **extra}
-        live = {**cfg, "COMBINE_TICKETS": "live"}
-        w2 = [L for L in inspector.capture_impl(impl, spec, p, live) if "_grouped_gemm_kernel" in L.name][-1]
-        assert w2.kwargs["LIVE"] and w2.kwargs["FIN"] and not w2.kwargs["GATED"]
-        inp, one, _ = check_against_reference(op, p, "normal", config=cfg)
+        live = {**base, **extra}                                       # the default: "live"
+        every = {**live, "COMBINE_TICKETS": "all"}
+        assert w2_launch(live).kwargs["LIVE"] and w2_launch(live).kwargs["FIN"] and not w2_launch(live).kwargs["GATED"]
+        assert not w2_launch(every).kwargs["LIVE"]
+        inp, one, _ = check_against_reference(op, p, "normal", config=every)
         run = impl.prepared(inp)
         for _ in range(2):                                             # again: the tickets were reset
             assert torch.equal(impl.fn(**run, config=live), one[0]), extra
         none = {**run, "expert_offset": 100}                          # no local expert: item 0 (or the shared) combines
-        assert torch.equal(impl.fn(**none, config=live), impl.fn(**none, config=cfg))
+        assert torch.equal(impl.fn(**none, config=live), impl.fn(**none, config=every))
     big = {**p, "T": KM.FIN_MAX_T + 1}
 
     def plain(c):
         return [(L.name, {k: v for k, v in L.kwargs.items() if not isinstance(v, torch.Tensor)})
                 for L in inspector.capture_impl(impl, spec, big, c)]
-    assert plain({**base, "COMBINE_TICKETS": "live"}) == plain(base)
+    assert plain({**base, "COMBINE_TICKETS": "all"}) == plain(base)
     with pytest.raises(ValueError, match="COMBINE_TICKETS"):
         impl.fn(**impl.prepared(_inputs(op, p)), config={**base, "COMBINE_TICKETS": "some"})
     if op != "moe_experts":
-        assert any(c.get("COMBINE_TICKETS") == "live" for c in KM.gated_configs(p))
+        assert any(c.get("COMBINE_TICKETS") == "all" for c in KM.gated_configs(p))
 
 
 @pytest.mark.parametrize("p,values", [({**SMALL, "T": 9, "E": 16, "K": 3, "El": 8, "offset": 4}, "normal"),
@@ -1324,8 +1327,9 @@ def test_gpu_top_k_in_the_up_launch_changes_no_bit_under_graph_replay(op):
                     "(scripts/device_gpu_tests.sh moe)")
 @pytest.mark.parametrize("op", ["moe_layer", "moe_routed"])
 def test_gpu_combine_ticket_of_the_working_items_changes_no_bit(op):
-    """COMBINE_TICKETS "live" compiled (PDL on at one token): only the working items' W2 programs take the combine
-    ticket, its count read from act after their wait; bit-equal to every program taking it in a direct call and over
+    """COMBINE_TICKETS "live" (the default) compiled (PDL on at one token): only the working items' W2 programs
+    take the combine ticket, its count read from act after their wait; bit-equal to every program taking it in a
+    direct call and over
     four graph-replayed calls (the tickets reset by each call's finishing programs), with score and hash routing, at
     rank offsets where the token's experts are local or not (none: item 0, or the shared expert, combines), at the
     Flash TP8 rank shapes (moe_routed with the TP8 slice of the shared expert, the step's form)."""
