@@ -38,7 +38,8 @@ import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, check_device, dot_operand, l2_prefetch_rows, pdl_args, pdl_enter,
                                        sincos, to_bf16)
-from kernelbench.kernels.linear import grouped_wo_a, split_tickets, splitk_store
+from kernelbench.kernels.linear import (check_wo_a_scale, grouped_wo_a, prepare_wo_a, scale_args, split_tickets,
+                                       splitk_store)
 from kernelbench.reference.attention import check_attention_wo_a, check_sparse_attention
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -300,21 +301,24 @@ def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_pt
                       HL, HG, G, NSPLIT, O, swg, swn, szt, szg, PART_STRIDE,
                       DH: tl.constexpr, R: tl.constexpr, S_P2: tl.constexpr, SPAN: tl.constexpr, BN: tl.constexpr,
                       BK: tl.constexpr, SPLIT: tl.constexpr, ROPE: tl.constexpr, RNE_FIX: tl.constexpr,
-                      PDL: tl.constexpr = False):
+                      PDL: tl.constexpr = False, ws_ptr=None, ssg=0, ssn=0, W_FP8: tl.constexpr = False):
     """sparse_attention_wo_a's second launch (after `_attn_split`): z[t, g, rn] = sum over this program's SPAN
     columns k of wo_a[g, rn, k] * o[t, g, k], where o is joined from the split partials right here with the
     combine's own helpers (`_split_weights`, `_split_sum` for a head block of one, `_joined`'s roundings and RoPE): o
     never goes to memory and the combine launch is gone. Program (N tile, K split, t * G + g); a split's SPAN columns lie in one head (h = g * HG +
     k0 // DH), so each program reads that head's S (m, l) pairs and S x SPAN partials (L2: every N tile of the split
     reads the same block). The weight's row block goes to L2 before the PDL wait; fp32 FMA GEMV (bf16 products are
-    exact); K splits summed in split order by the last program of the tile (`splitk_store`)."""
+    exact); K splits summed in split order by the last program of the tile (`splitk_store`). W_FP8: wo_a as e4m3
+    codes with fp32 power-of-two block scales ws[g, n // BK, k // BK] (kernels/linear.py prepare_wo_a), each BK
+    block's sum scaled after it: the bf16 weight's products, bit for bit."""
     pid_n, pid_s, pid_tg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     t = pid_tg // G
     g = pid_tg % G
     rn = pid_n * BN + tl.arange(0, BN)
     nmask = rn < O
     k0 = pid_s * SPAN                                      # within the group's HG * DH columns
-    l2_prefetch_rows(w_ptr + g * swg, rn, nmask, 2 * swn, 2 * k0, 2 * SPAN, PDL)
+    esz: tl.constexpr = 1 if W_FP8 else 2
+    l2_prefetch_rows(w_ptr + g * swg, rn, nmask, esz * swn, esz * k0, esz * SPAN, PDL)
     pdl_enter(PDL)
     h = g * HG + k0 // DH + tl.arange(0, 1)               # the split's head, as a block of one (FH = 1)
     d0 = k0 % DH
@@ -328,7 +332,11 @@ def _attn_wo_a_kernel(po_ptr, pml_ptr, sink_ptr, pos_ptr, freqs_ptr, w_ptr, z_pt
         tot = _split_sum(po_ptr, rows, live, w_s, d0 + c + rk, DH)                   # (1, BK)
         xv = to_bf16(_joined(tot, denom, t, d0 + c, pos_ptr, freqs_ptr, DH, R, 1, BK, ROPE, RNE_FIX),
                      RNE_FIX).to(tl.float32)                                         # (1, BK): the combine's bf16
-        acc += tl.sum(w.to(tl.float32) * xv, axis=1)
+        if W_FP8:
+            s = tl.load(ws_ptr + g * ssg + (rn // BK) * ssn + (k0 + c) // BK, mask=nmask, other=0.0)
+            acc += tl.sum(w.to(tl.float32) * xv, axis=1) * s
+        else:
+            acc += tl.sum(w.to(tl.float32) * xv, axis=1)
     ooff = t * szt + g * szg + rn
     ticket = cnt_ptr + pid_tg * tl.num_programs(0) + pid_n
     splitk_store(acc, z_ptr, part_ptr, ticket, ooff, nmask, pid_s, PART_STRIDE, SPLIT, True, True, RNE_FIX)
@@ -530,43 +538,50 @@ def woa_configs(params: dict) -> list[dict]:
     return [base] + joined + [c for c in gemv if c not in joined]
 
 
-def _check_wo_a(q: torch.Tensor, wo_a: torch.Tensor) -> tuple[int, int, int]:
-    """check_attention_wo_a, and wo_a on q's device -> (Gl, O, Hg*Dh)."""
-    out = check_attention_wo_a(q, wo_a)
+def _check_wo_a(q: torch.Tensor, wo_a: torch.Tensor, wo_a_scale: torch.Tensor | None = None) -> tuple[int, int, int]:
+    """check_attention_wo_a (its shape against q; with wo_a_scale, wo_a the prepared e4m3 codes and their scales:
+    check_wo_a_scale), and wo_a on q's device -> (Gl, O, Hg*Dh)."""
+    if wo_a_scale is not None:
+        check_wo_a_scale(wo_a, wo_a_scale, "wo_a")
+    out = check_attention_wo_a(q, wo_a if wo_a_scale is None else wo_a.new_empty(wo_a.shape, dtype=torch.bfloat16,
+                                                                                 device="meta"))
     check_device(q, wo_a)
     return out
 
 
-def _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, gl, positions, freqs, lengths):
+def _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, wo_a_scale, gl, positions, freqs, lengths):
     """sparse_attention (its launches, tuned config and checks), then grouped_wo_a (likewise)."""
     o = sparse_attention(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths)
-    return grouped_wo_a(o.reshape(q.shape[0], gl, -1), wo_a)
+    return grouped_wo_a(o.reshape(q.shape[0], gl, -1), wo_a, wo_a_scale)
+
+
+def _prepare_wo_a(inputs: dict) -> dict:
+    return prepare_wo_a(inputs, "wo_a")
 
 
 @register_impl("sparse_attention_wo_a", "triton_parts", backend="triton", configs=None, default_config=None,
-               kernels=lambda: [_attn_split, _attn_combine])
+               kernels=lambda: [_attn_split, _attn_combine], prepare=_prepare_wo_a)
 def sparse_attention_wo_a_parts(q, kv, seq_ids, indices, sink, scale, wo_a, positions=None, freqs=None, lengths=None,
-                                config=None):
+                                wo_a_scale=None, config=None):
     """The two ops as the step ran them: sparse_attention (its launches and tuned config), then grouped_wo_a."""
-    gl, _, _ = _check_wo_a(q, wo_a)
-    return _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, gl, positions, freqs, lengths)
+    gl, _, _ = _check_wo_a(q, wo_a, wo_a_scale)
+    return _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, wo_a_scale, gl, positions, freqs, lengths)
 
 
-@register_impl("sparse_attention_wo_a", "triton", backend="triton", configs=woa_configs, default_config=woa_default,
-               kernels=lambda: [_attn_split, _attn_wo_a_kernel])
 def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                           sink: torch.Tensor, scale: float, wo_a: torch.Tensor, positions: torch.Tensor | None = None,
                           freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
-                          config: dict | None = None) -> torch.Tensor:
+                          wo_a_scale: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
     """-> z [T, Gl, O] bf16 (contract: reference/attention.py sparse_attention_wo_a). JOIN: `_attn_split` (as
     sparse_attention's), then `_attn_wo_a_kernel`, wo_a's GEMV joining the split partials itself (no o in memory, no
-    combine launch); JOIN False: the two ops (their wrappers check the rest: nothing is checked twice)."""
-    gl, n_o, i = _check_wo_a(q, wo_a)
+    combine launch); JOIN False: the two ops (their wrappers check the rest: nothing is checked twice). wo_a bf16, or
+    its e4m3 codes with wo_a_scale (prepare_wo_a, impl triton: the bf16 weight's products bit for bit)."""
+    gl, n_o, i = _check_wo_a(q, wo_a, wo_a_scale)
     t, hl, dh = q.shape
     cfg = config or lookup("sparse_attention_wo_a", {"T": t, "Hl": hl, "Ksel": indices.shape[-1], "O": n_o},
                            woa_default({"T": t, "Hl": hl, "Dh": dh}))
     if not cfg.get("JOIN", True):
-        return _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, gl, positions, freqs, lengths)
+        return _two_ops(q, kv, seq_ids, indices, sink, scale, wo_a, wo_a_scale, gl, positions, freqs, lengths)
     dev = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)[0]
     span, bk = cfg["SPAN"], 128
     if span % bk or dh % span:
@@ -587,5 +602,13 @@ def sparse_attention_wo_a(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tens
         wo_a.stride(0), wo_a.stride(1), z.stride(0), z.stride(1), z.numel(),
         DH=dh, R=2 * freqs.shape[0] if rope_on else 2, S_P2=max(2, triton.next_power_of_2(nsplit)), SPAN=span,
         BN=cfg["BN_O"], BK=bk, SPLIT=splits, ROPE=rope_on, RNE_FIX=INTERPRET, num_warps=cfg["O_WARPS"],
-        num_stages=1, **pdl_args(dev, t, wo_a))
+        num_stages=1, **pdl_args(dev, t, wo_a), **scale_args(wo_a_scale))
     return z
+
+
+# impl triton reads wo_a as FP8 (prepared at load); triton_bf16 is the same code on the bf16 weight, for side-by-side
+# timing (kernelbench bench / decode-bench --use sparse_attention_wo_a=triton_bf16)
+register_impl("sparse_attention_wo_a", "triton", backend="triton", configs=woa_configs, default_config=woa_default,
+              kernels=lambda: [_attn_split, _attn_wo_a_kernel], prepare=_prepare_wo_a)(sparse_attention_wo_a)
+register_impl("sparse_attention_wo_a", "triton_bf16", backend="triton", configs=woa_configs,
+              default_config=woa_default, kernels=lambda: [_attn_split, _attn_wo_a_kernel])(sparse_attention_wo_a)

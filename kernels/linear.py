@@ -326,10 +326,12 @@ def _fp4_gemm_kernel(x_ptr, sx_ptr, w_ptr, ws_ptr, out_ptr, M, N, K,
 
 @triton.jit
 def bf16_gemv_span(x_row, w_ptr, rn, nmask, swn, K, kb0, ITERS: tl.constexpr, NB: tl.constexpr, BN: tl.constexpr,
-                   BK: tl.constexpr):
+                   BK: tl.constexpr, ws_rows=None, W_FP8: tl.constexpr = False):
     """(BN,) fp32: one bf16 row x_row (K,) against w[rn, BK kb0 : BK (kb0 + ITERS NB)] (rows swn apart), no
     tensor cores: each step loads one (BN, NB, BK) weight tile (all its bytes in flight together), one fp32 FMA
-    per weight (bf16 products are exact), summed over the tile's K."""
+    per weight (bf16 products are exact), summed over the tile's K. W_FP8: w holds e4m3 codes and ws_rows (BN,)
+    points at each row's power-of-two block scales (one per BK columns); a block's sum is scaled after it, which
+    equals summing the bf16 weights codes x scale (prepare_wo_a: exact) bit for bit."""
     rj = tl.arange(0, NB)
     rk = tl.arange(0, BK)
     acc = tl.zeros((BN,), dtype=tl.float32)
@@ -339,7 +341,12 @@ def bf16_gemv_span(x_row, w_ptr, rn, nmask, swn, K, kb0, ITERS: tl.constexpr, NB
         w = tl.load(w_ptr + rn[:, None, None] * swn + k[None, :, :], mask=nmask[:, None, None] & kmask[None, :, :],
                     other=0.0)
         xv = tl.load(x_row + k, mask=kmask, other=0.0).to(tl.float32)
-        acc += tl.sum(tl.sum(w.to(tl.float32) * xv[None, :, :], axis=2), axis=1)
+        if W_FP8:
+            kb = kb0 + i * NB + rj
+            s = tl.load(ws_rows[:, None] + kb[None, :], mask=nmask[:, None] & (kb * BK < K)[None, :], other=0.0)
+            acc += tl.sum(tl.sum(w.to(tl.float32) * xv[None, :, :], axis=2) * s, axis=1)
+        else:
+            acc += tl.sum(tl.sum(w.to(tl.float32) * xv[None, :, :], axis=2), axis=1)
     return acc
 
 
@@ -348,8 +355,10 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                       sxm, sxg, swg, swn, som, sog, PART_STRIDE,
                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
                       OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr,
-                      NB: tl.constexpr = 1, PDL: tl.constexpr = False):
-    # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16);
+                      NB: tl.constexpr = 1, PDL: tl.constexpr = False, ws_ptr=None, ssg=0, ssn=0,
+                      W_FP8: tl.constexpr = False):
+    # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16, or W_FP8: e4m3 codes with
+    # fp32 power-of-two scales ws[g, n // BK, k // BK] at g*ssg + (n // BK)*ssn + k // BK, prepare_wo_a);
     # out[m, g, n] at m*som + g*sog + n; SPLIT > 1: fp32 partials at the same offsets + s*PART_STRIDE in part,
     # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel).
     # BM == 1: one row per program, fp32 FMA dot (bf16_gemv_span, NB K blocks a step); else tl.dot tiles.
@@ -358,14 +367,16 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
     g = pid_mg // n_mt
     rn = pid_n * BN + tl.arange(0, BN)
     kb0 = pid_s * KB_SPLIT
+    ws_rows = ws_ptr + g * ssg + (rn // BK) * ssn if W_FP8 else None
+    esz: tl.constexpr = 1 if W_FP8 else 2
     # PDL (pdl_args checks 16-byte rows): the program's weight span, its last split cut at K
-    l2_prefetch_rows(w_ptr + g * swg, rn, rn < N, 2 * swn, 2 * kb0 * BK, 2 * tl.minimum(KB_SPLIT * BK, K - kb0 * BK),
-                     PDL)
+    l2_prefetch_rows(w_ptr + g * swg, rn, rn < N, esz * swn, esz * kb0 * BK,
+                     esz * tl.minimum(KB_SPLIT * BK, K - kb0 * BK), PDL)
     pdl_enter(PDL)
     if BM == 1:
         row = pid_mg % n_mt
         acc = bf16_gemv_span(x_ptr + row * sxm + g * sxg, w_ptr + g * swg, rn, rn < N, swn, K, kb0, KB_SPLIT // NB,
-                             NB, BN, BK)
+                             NB, BN, BK, ws_rows, W_FP8)
         ooff = row * som + g * sog + rn
         omask = rn < N
     else:
@@ -380,6 +391,8 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                         other=0.0)
             w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
                         other=0.0)
+            if W_FP8:       # the bf16 weights exactly (codes x power-of-two scale), then the same dot
+                w = (w.to(tl.float32) * tl.load(ws_rows + kb, mask=rn < N, other=0.0)[:, None]).to(tl.bfloat16)
             acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
         ooff = rm[None, :] * som + g * sog + rn[:, None]
         omask = (rn < N)[:, None] & (rm < M)[None, :]
@@ -962,9 +975,10 @@ def fp4_linear(x, weight, weight_scale, config=None):
     return y if split == 1 else _finish(out, y, split, True)
 
 
-def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
+def _bf16_gemm(x3, w3, y3, cfg, out_bf16, ws=None):
     """x3 (M, G, K) view, w3 (G, N, K) contiguous rows, y3 (M, G, N) contiguous -> y3. One launch: split-K
-    partials are summed in the kernel by the last program of each tile (tickets as fp8_linear)."""
+    partials are summed in the kernel by the last program of each tile (tickets as fp8_linear). ws: w3 holds e4m3
+    codes and ws (G, ceil(N/128), ceil(K/128)) fp32 their power-of-two block scales (prepare_wo_a)."""
     M, G, K = x3.shape
     N = w3.shape[1]
     BK = 128
@@ -978,8 +992,16 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16):
                             w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
                             BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
                             RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                            **pdl_args(y3.device, M, w3))
+                            **pdl_args(y3.device, M, w3), **scale_args(ws))
     return y3
+
+
+def scale_args(ws) -> dict:
+    """The W_FP8 launch keywords of `_bf16_gemm_kernel` / `_attn_wo_a_kernel` for wo_a's block scales ws (None: the
+    bf16 build)."""
+    if ws is None:
+        return {}
+    return {"ws_ptr": ws, "ssg": ws.stride(0), "ssn": ws.stride(1), "W_FP8": True}
 
 
 def _linear_bf16(x, weight, out_dtype, config, op, key, default=None):
@@ -1013,16 +1035,74 @@ def lm_head_v1(x, weight, config=None):
                         {"T": x.shape[0], "V": weight.shape[0], "D": weight.shape[-1]})
 
 
+# ---- wo_a as FP8: the load-time layout of grouped_wo_a and sparse_attention_wo_a ----------------------------------
+# DeepSeek's reference dequantises the checkpoint's FP8 wo_a (e4m3 x UE8M0 per 128 x 128 block, SPEC 2) to bf16 at
+# load; the products are the same from the codes and their power-of-two scale, so the kernels read the codes: half
+# the bytes of the step's largest bf16 weight (8 -> 4 MB a layer at Flash TP8).
+WO_A_BLOCK = 128
+
+
+def fp8_blocks_exact(w: torch.Tensor, block: int = WO_A_BLOCK):
+    """w (G, N, K) bf16 -> (codes (G, N, K) e4m3, scales (G, ceil(N/block), ceil(K/block)) fp32 powers of two)
+    with codes * scale == w in every element, or None when a block has no such scale (w is not an FP8
+    block-scaled weight). Each block takes the smallest power of two s with max|w| / s <= 448: the checkpoint's
+    own scale, or a smaller one when the block's codes stay under 224 (then every code doubles exactly)."""
+    g, n, k = w.shape
+    nb, kb = -(-n // block), -(-k // block)
+    wf = w.float()
+    mag = torch.zeros(g, nb * block, kb * block, device=w.device)
+    mag[:, :n, :k] = wf.abs()
+    amax = mag.view(g, nb, block, kb, block).amax(dim=(2, 4))
+    if not bool(torch.isfinite(amax).all()):
+        return None
+    _, e = torch.frexp(amax / 448.0)                   # amax / 448 in [2^(e-1), 2^e), up to the division's rounding
+    lower = torch.ldexp(torch.ones_like(amax), e - 1)
+    scale = torch.where(amax <= 448.0 * lower, lower, 2.0 * lower)
+    scale = torch.where(amax > 0, scale, torch.ones_like(scale))
+    full = scale.repeat_interleave(block, 1)[:, :n].repeat_interleave(block, 2)[:, :, :k]
+    codes = (wf / full).to(torch.float8_e4m3fn)
+    if not bool((codes.float() * full == wf).all()):
+        return None
+    return codes, scale.contiguous()
+
+
+def prepare_wo_a(inputs: dict, name: str) -> dict:
+    """Impl.prepare of the wo_a GEMVs: the bf16 weight `name` as e4m3 codes and `name`_scale (fp32 block scales)
+    when it is an exact FP8 block-scaled weight (every checkpoint's wo_a is); otherwise unchanged (the bf16 path)."""
+    w = inputs.get(name)
+    if not isinstance(w, torch.Tensor) or w.dtype != torch.bfloat16 or w.dim() != 3:
+        return inputs
+    found = fp8_blocks_exact(w)
+    if found is None:
+        return inputs
+    return {**inputs, name: found[0], f"{name}_scale": found[1]}
+
+
+def check_wo_a_scale(weight: torch.Tensor, scale: torch.Tensor | None, what: str) -> None:
+    """The prepared form's checks: e4m3 codes [G, O, I] with fp32 block scales [G, ceil(O/128), ceil(I/128)] on
+    their device; without scales a bf16 weight."""
+    if scale is None:
+        check_dtype(what, weight, torch.bfloat16)
+        return
+    check_dtype(what, weight, torch.float8_e4m3fn)
+    check_dtype(f"{what}_scale", scale, torch.float32)
+    if weight.dim() != 3:
+        raise ValueError(f"{what} must be [G, O, I], got {tuple(weight.shape)}")
+    g, n, k = weight.shape
+    check_shape(f"{what}_scale", scale, (g, -(-n // WO_A_BLOCK), -(-k // WO_A_BLOCK)))
+    check_device(weight, scale)
+
+
 @register_impl("grouped_wo_a", "triton_v1", backend="triton", configs=bf16_configs, default_config=bf16_default,
                kernels=lambda: [_bf16_gemm_kernel])
 def grouped_wo_a_v1(o, weight, config=None):
     return _grouped_wo_a(o, weight, config, v2=False)
 
 
-def _grouped_wo_a(o, weight, config, v2):
+def _grouped_wo_a(o, weight, config, v2, weight_scale=None):
     check_device(o, weight)
     check_dtype("o", o, torch.bfloat16)
-    check_dtype("weight", weight, torch.bfloat16)
+    check_wo_a_scale(weight, weight_scale, "weight")
     if o.dim() != 3 or weight.dim() != 3 or o.shape[1] != weight.shape[0] or o.shape[2] != weight.shape[2]:
         raise ValueError(f"grouped_wo_a: o [T, Gl, I] and weight [Gl, O, I] expected, got {tuple(o.shape)} and "
                          f"{tuple(weight.shape)}")
@@ -1032,7 +1112,7 @@ def _grouped_wo_a(o, weight, config, v2):
     cfg = config or lookup("grouped_wo_a", key, bf16_v2_default(key) if v2 else bf16_default(key))
     o, weight = o.contiguous(), weight.contiguous()
     z = torch.empty((T, G, O), dtype=torch.bfloat16, device=o.device)
-    return _bf16_gemm(o, weight, z, cfg, True)
+    return _bf16_gemm(o, weight, z, cfg, True, weight_scale)
 
 
 # ---- bf16 v2: the FMA GEMV at M = 1 ------------------------------------------------------------------------------
@@ -1085,7 +1165,15 @@ def lm_head(x, weight, config=None):
     return _linear_bf16(x, weight, torch.float32, config, "lm_head", key, bf16_v2_default(key))
 
 
-@register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
-               kernels=lambda: [_bf16_gemm_kernel])
-def grouped_wo_a(o, weight, config=None):
-    return _grouped_wo_a(o, weight, config, v2=True)
+def grouped_wo_a(o, weight, weight_scale=None, config=None):
+    """-> z [T, Gl, O] bf16 (reference/linear.py grouped_wo_a). weight bf16, or e4m3 codes with weight_scale
+    (prepare_wo_a: the products are the bf16 weight's, bit for bit)."""
+    return _grouped_wo_a(o, weight, config, True, weight_scale)
+
+
+# impl triton reads wo_a as FP8 (prepared at load); triton_bf16 is the same kernel on the bf16 weight, for
+# side-by-side timing (kernelbench bench grouped_wo_a --impl triton --impl triton_bf16)
+register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
+              kernels=lambda: [_bf16_gemm_kernel], prepare=lambda inputs: prepare_wo_a(inputs, "weight"))(grouped_wo_a)
+register_impl("grouped_wo_a", "triton_bf16", backend="triton", configs=bf16_v2_configs,
+              default_config=bf16_v2_default, kernels=lambda: [_bf16_gemm_kernel])(grouped_wo_a)

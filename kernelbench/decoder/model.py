@@ -201,11 +201,34 @@ class Attention(Part):
         for n in ("wq_a", "wq_b", "wkv", "wo_b"):
             self.take(sd, f"{p}.{n}.weight", n)
             self.take(sd, f"{p}.{n}.scale", f"{n}_scale")
-        # wo_a: FP8 in the checkpoint, bf16 [Gl, O, Hg*Dh] for the grouped product (as DeepSeek's reference)
+        # wo_a: FP8 in the checkpoint, bf16 [Gl, O, Hg*Dh] for the grouped product (as DeepSeek's reference), then
+        # in the layout each op that applies it runs on (the kernels: the FP8 codes and their scales, exact)
         wo_a = dequant_fp8_weight(sd[f"{p}.wo_a.weight"], sd[f"{p}.wo_a.scale"], cfg.fp8_block).to(BF16)
-        self.take(sd, "", "wo_a", wo_a.view(self.n_local_groups, cfg.o_lora_rank, -1).contiguous())
+        self.wo_a_args = self._wo_a_forms(env, wo_a.view(self.n_local_groups, cfg.o_lora_rank, -1).contiguous())
         self.compressor = Compressor(sd, f"{p}.compressor", self.ratio, rotate=False) if self.ratio else None
         self.indexer = Indexer(env, sd, f"{p}.indexer") if self.ratio == 4 else None
+
+    # the ops that apply wo_a, with the names of the weight and of the scales a prepared form adds
+    WO_A_OPS = {"sparse_attention_wo_a": ("wo_a", "wo_a_scale"), "grouped_wo_a": ("weight", "weight_scale")}
+
+    def _wo_a_forms(self, env: Env, wo_a: torch.Tensor) -> dict:
+        """op -> its wo_a keywords in the layout its implementation runs on (Ops.prepare, once at load), held as
+        buffers; two ops whose forms agree share the tensors (one copy when both read the FP8 codes)."""
+        forms, kept = {}, []
+        for op, (name, scale_name) in self.WO_A_OPS.items():
+            got = env.ops.prepare(op, {name: wo_a})
+            form = (got[name], got.get(scale_name))
+            for have in kept:
+                if all(a is None and b is None or a is not None and b is not None and a.dtype == b.dtype
+                       and torch.equal(a, b) for a, b in zip(have, form)):
+                    form = have
+                    break
+            else:
+                kept.append(form)
+                self.register_buffer(f"wo_a_{len(kept) - 1}", form[0], persistent=False)
+                self.register_buffer(f"wo_a_{len(kept) - 1}_scale", form[1], persistent=False)
+            forms[op] = {name: form[0], **({scale_name: form[1]} if form[1] is not None else {})}
+        return forms
 
     def forward(self, env: Env, x: torch.Tensor, step: Step, lc: LayerCache) -> torch.Tensor:
         ops, cfg, tp = env.ops, env.cfg, env.tp
@@ -224,10 +247,10 @@ class Attention(Part):
         args = dict(q=q, kv=kv_all, seq_ids=seq_ids, indices=indices, sink=self.attn_sink, scale=Dh ** -0.5,
                     positions=step.positions, freqs=freqs, lengths=lengths)
         if not step.prefill and ops.fuses("sparse_attention_wo_a", ("sparse_attention", "grouped_wo_a")):
-            z = ops.sparse_attention_wo_a(**args, wo_a=self.wo_a)                              # [T, Gl, O]
+            z = ops.sparse_attention_wo_a(**args, **self.wo_a_args["sparse_attention_wo_a"])   # [T, Gl, O]
         else:
             o = ops.sparse_attention(**args)
-            z = ops.grouped_wo_a(o=o.reshape(T, self.n_local_groups, -1), weight=self.wo_a)   # [T, Gl, O]
+            z = ops.grouped_wo_a(o=o.reshape(T, self.n_local_groups, -1), **self.wo_a_args["grouped_wo_a"])
         out = ops.fp8_linear(x=z.reshape(T, -1), weight=self.wo_b, weight_scale=self.wo_b_scale)
         if tp.active:             # the fp32 sum is rounded to bf16 by its consumer (sublayer_kwargs)
             return tp.all_reduce(out.float()), None

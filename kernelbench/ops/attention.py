@@ -17,8 +17,8 @@ import torch
 from hypothesis import strategies as st
 
 from kernelbench.config import FLASH, ShapeSet, divide
-from kernelbench.harness.testing import randn
 from kernelbench.ops.norm import draw
+from kernelbench.ops.quant import fp8_dequantised
 from kernelbench.reference.attention import sparse_attention, sparse_attention_wo_a
 from kernelbench.reference.kv import attention_indices, kv_write, window_indices
 from kernelbench.reference.rope import rope_freqs
@@ -194,8 +194,9 @@ register_op(OpSpec(
 # The attention's output with wo_a applied (the decode step's sparse_attention then grouped_wo_a): one op so that a
 # kernel may join the attention's split partials inside wo_a's GEMV (no o round trip, one launch fewer)
 def _woa_inputs(p, gen, device, values):
+    """sparse_attention's inputs; wo_a as the model holds it, a checkpoint FP8 weight dequantised to bf16 (exact)."""
     i = p["Hl"] // p["Gl"] * p["Dh"]
-    return {**_attn_inputs(p, gen, device, values), "wo_a": randn((p["Gl"], p["O"], i), gen, device, scale=i ** -0.5)}
+    return {**_attn_inputs(p, gen, device, values), "wo_a": fp8_dequantised(p["O"], i, gen, p["Gl"]).to(device)}
 
 
 def _woa_cases(ss: ShapeSet) -> list[dict]:

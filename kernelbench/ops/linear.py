@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from kernelbench.config import ShapeSet, divide
 from kernelbench.ops.norm import unique_cases
-from kernelbench.ops.quant import act_values, fp4_weight, fp8_weight
+from kernelbench.ops.quant import act_values, fp4_weight, fp8_dequantised, fp8_weight
 from kernelbench.reference import linear as L
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 from kernelbench.harness.testing import randn
@@ -139,8 +139,9 @@ register_op(OpSpec(
 
 # ---- grouped_wo_a ------------------------------------------------------------------------------------------
 def _woa_make(p, gen, device, values):
+    """o in the value mode; wo_a as the model holds it, a checkpoint FP8 weight dequantised to bf16 (exact)."""
     o = act_values((p["T"], p["Gl"] * p["I"]), gen, values, 128, "fp8").view(p["T"], p["Gl"], p["I"])
-    w = randn((p["Gl"], p["O"], p["I"]), gen, scale=p["I"] ** -0.5)
+    w = fp8_dequantised(p["O"], p["I"], gen, p["Gl"])
     return {"o": o.to(device), "weight": w.to(device)}
 
 
@@ -164,7 +165,8 @@ register_op(OpSpec(
     cost=lambda p: Cost(flops=2.0 * p["T"] * p["Gl"] * p["O"] * p["I"],
                         bytes=2 * p["Gl"] * p["O"] * p["I"] + 2 * p["T"] * p["Gl"] * (p["I"] + p["O"])),
     tolerance=_woa_tol, outputs=("z",), value_modes=("normal", "outliers"),
-    doc="z[:, g] = o[:, g] @ wo_a[g]^T per output group (bf16 weights, as the reference loads wo_a)."))
+    doc="z[:, g] = o[:, g] @ wo_a[g]^T per output group (bf16 weights, as the reference loads wo_a: the checkpoint's "
+        "FP8 dequantised; impl triton reads the FP8 codes, kernels/linear.py prepare_wo_a)."))
 
 
 # ---- lm_head ----------------------------------------------------------------------------------------------

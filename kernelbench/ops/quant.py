@@ -115,12 +115,21 @@ def boundary_values(M: int, K: int, gen: torch.Generator, group: int, fmt: str =
 
 
 def fp8_weight(N: int, K: int, gen: torch.Generator, n_mats: int | None = None):
-    """Random checkpoint-format FP8 weight(s): codes e4m3 (N, K), scales e8m0 (ceil(N/128), K/128), rms ~ 1/sqrt(K)."""
+    """Random checkpoint-format FP8 weight(s): codes e4m3 (N, K), scales e8m0 (ceil(N/128), ceil(K/128)), rms ~
+    1/sqrt(K)."""
     lead = () if n_mats is None else (n_mats,)
     codes = (torch.randn(lead + (N, K), generator=gen) * 64).clamp(-448, 448).to(torch.float8_e4m3fn)
     base = -round(math.log2(64 * math.sqrt(K)))
-    e = torch.randint(-1, 2, lead + (-(-N // 128), K // 128), generator=gen) + base
+    e = torch.randint(-1, 2, lead + (-(-N // 128), -(-K // 128)), generator=gen) + base
     return codes, torch.ldexp(torch.ones(e.shape), e.float()).to(torch.float8_e8m0fnu)
+
+
+def fp8_dequantised(N: int, K: int, gen: torch.Generator, n_mats: int | None = None) -> torch.Tensor:
+    """A random checkpoint FP8 weight (fp8_weight) dequantised to bf16 (exact: e4m3 x a power of two per 128 x 128
+    block), as DeepSeek's reference loads wo_a (SPEC 2)."""
+    codes, s = fp8_weight(N, K, gen, n_mats)
+    full = s.float().repeat_interleave(128, -2)[..., :N, :].repeat_interleave(128, -1)[..., :K]
+    return (codes.float() * full).to(torch.bfloat16)
 
 
 def fp4_weight(N: int, K: int, gen: torch.Generator, n_mats: int | None = None):
