@@ -7,8 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-330}
 source scripts/device_lib.sh || exit 1
-step verify_woa 110 $KB verify grouped_wo_a sparse_attention_wo_a --impl triton --device cuda --shapes flash-tp8 \
-    --examples 2
+step verify_woa 60 $KB verify grouped_wo_a --impl triton --device cuda --shapes flash-tp8 --examples 2
+step verify_attn_woa 80 $KB verify sparse_attention_wo_a --impl triton --device cuda --shapes flash-tp8 \
+    --where ctx=512 --examples 2
 BM64='{"BM": 64, "BN": 64, "SPLIT": 8, "num_warps": 8, "num_stages": 3}'
 BM64_N32='{"BM": 64, "BN": 32, "SPLIT": 8, "num_warps": 4, "num_stages": 4}'
 BM32_S8='{"BM": 32, "BN": 64, "SPLIT": 8, "num_warps": 8, "num_stages": 3}'
