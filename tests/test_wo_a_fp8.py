@@ -74,6 +74,27 @@ def test_grouped_wo_a_on_fp8_codes_is_bit_equal_to_bf16(p, cfg, monkeypatch):
     assert torch.equal(out[0], bf16.fn(**inp, **kw))
 
 
+@pytest.mark.parametrize("p, cfg", [GROUPED[2], GROUPED[3]])
+def test_codes_dot_matches_the_reference(p, cfg, monkeypatch):
+    """Config W_DOT "codes" (the tensor-core tiles give the dot the codes as bf16 and scale each 128-column block's
+    product after it): within the reference's tolerance on poisoned outputs, close to the default tile (only the
+    fp32 order of the block sums differs), in impl triton's space above one token; a bad value, or a BN that does
+    not divide 128, is refused."""
+    poisoned_empty(monkeypatch)
+    codes = {**cfg, "W_DOT": "codes"}
+    inp, out, ref = check_against_reference("grouped_wo_a", p, "outliers", config=codes, impl_name="triton")
+    impl = registry.get_impl("grouped_wo_a", "triton")
+    run = impl.prepared(inp)
+    tile = impl.fn(**run, config=cfg)
+    assert (out[0].float() - tile.float()).abs().max() <= 2 ** -7 * tile.float().abs().max()
+    assert any(c.get("W_DOT") == "codes" for c in impl.configs(p))
+    assert not any(c.get("W_DOT") for c in impl.configs({**p, "T": 1}))
+    with pytest.raises(ValueError, match="W_DOT"):
+        impl.fn(**run, config={**cfg, "W_DOT": "fp8"})
+    with pytest.raises(ValueError, match="BN dividing 128"):
+        impl.fn(**run, config={**codes, "BN": 96})
+
+
 ATTN = {"R": 64, "W": 16, "ratio": 8}
 
 
