@@ -60,6 +60,17 @@ issue9_table_on_h200() {  # on an H200 (the card issue 9 names): the copy ceilin
             --max-time 0.3 --json "$W/issue9.json"
     fi
 }
+issue9_verify_on_h200() {  # on an H200: issue 9's "done when" verify of the four MoE ops; elsewhere nothing
+    if grep -q "H200" "$W/environment.txt"; then
+        step verify9 200 $KB verify moe_gate moe_experts shared_expert moe_layer --impl triton --device cuda \
+            --shapes flash-tp8 --examples 3
+    fi
+}
+step_attributed() {  # the 43-layer step at C = 1 / 16 / 64 with its per-op attribution, in $W/step.json
+    step step 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --profile \
+        --json "$W/step.json"
+    step_times step
+}
 finish() {  # fold the database's WAL in, drop the scratch home, pack $W into $OUT/results.tgz, print the status
     python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" \
         "$W/kernelbench.sqlite" 2>/dev/null

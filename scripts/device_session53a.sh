@@ -18,11 +18,6 @@ step step_live 120 $KB decode-bench --device cuda --impl triton --graph on --lay
     --try 'moe_routed@T=1={"COMBINE_TICKETS": "live"}' --json "$W/step_live.json"
 step timeline_live 80 python3 scripts/moe_timeline.py --device cuda --op moe_routed --tokens 1 --replays 10 \
     --pin '{"COMBINE_TICKETS": "live"}' --json "$W/timeline_live.json"
-if grep -q "H200" "$W/environment.txt"; then
-    step verify9 200 $KB verify moe_gate moe_experts shared_expert moe_layer --impl triton --device cuda \
-        --shapes flash-tp8 --examples 3
-fi
-step step 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --profile \
-    --json "$W/step.json"
-step_times step
+issue9_verify_on_h200
+step_attributed
 finish

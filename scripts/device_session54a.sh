@@ -14,11 +14,6 @@ step bench_codes 80 $KB bench grouped_wo_a --impl triton --impl triton_bf16 --sh
     --max-time 0.3 --try 'grouped_wo_a@T=16,64={"W_DOT": "codes"}' --json "$W/bench_codes.json"
 step step_codes 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
     --try 'grouped_wo_a@T=16,64={"W_DOT": "codes"}' --json "$W/step_codes.json"
-if grep -q "H200" "$W/environment.txt"; then
-    step verify9 200 $KB verify moe_gate moe_experts shared_expert moe_layer --impl triton --device cuda \
-        --shapes flash-tp8 --examples 3
-fi
-step step 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16,64 --profile \
-    --json "$W/step.json"
-step_times step
+issue9_verify_on_h200
+step_attributed
 finish
