@@ -190,7 +190,7 @@ def test_gpu_wo_a_fp8_is_bit_equal_to_bf16():
     """Compiled (PDL on at one token: the weight prefetch counts bytes of the codes), at the Flash TP8 shapes:
     grouped_wo_a at 1, 16 and 64 tokens (the GEMV and the tensor-core tiles) and sparse_attention_wo_a at one
     token, the default and JOIN, on the FP8 codes bit-equal to the bf16 weight, direct and replayed from a CUDA
-    graph."""
+    graph; config W_DOT "codes" at 16 and 64 tokens close to it."""
     spec = registry.get_op("grouped_wo_a")
     fp8, bf16 = (registry.get_impl("grouped_wo_a", n) for n in ("triton", "triton_bf16"))
     for T in (1, 16, 64):
@@ -208,6 +208,9 @@ def test_gpu_wo_a_fp8_is_bit_equal_to_bf16():
             g.replay()
             torch.cuda.synchronize()
             assert torch.equal(z, want), T
+        if T > 1:           # config W_DOT "codes": the block products summed in fp32, close to the bf16 weight's
+            codes = fp8.fn(**run, config={**fp8.default_config(p), "W_DOT": "codes"})
+            assert (codes.float() - want.float()).abs().max() <= 2 ** -7 * want.float().abs().max(), T
     spec = registry.get_op("sparse_attention_wo_a")
     impl = registry.get_impl("sparse_attention_wo_a", "triton")
     for case in [c for c in spec.shape_cases("flash-tp8") if c["T"] == 1 and c["ctx"] == 512]:
