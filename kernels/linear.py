@@ -41,6 +41,7 @@ from kernelbench.kernels.common import (INTERPRET, bulk_rows_ok, check_device, c
                                        to_bf16, zeroed_scratch)
 from kernelbench.kernels.quant import (_fp8_quant_kernel, _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3,
                                        fp4_lo_e4m3, pow2)
+from kernelbench.reference.quant import FP8_MAX, block_scales_full, ue8m0_scale
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -1088,11 +1089,8 @@ def fp8_blocks_exact(w: torch.Tensor, block: int = WO_A_BLOCK):
     amax = mag.view(g, nb, block, kb, block).amax(dim=(2, 4))
     if not bool(torch.isfinite(amax).all()):
         return None
-    _, e = torch.frexp(amax / 448.0)                   # amax / 448 in [2^(e-1), 2^e), up to the division's rounding
-    lower = torch.ldexp(torch.ones_like(amax), e - 1)
-    scale = torch.where(amax <= 448.0 * lower, lower, 2.0 * lower)
-    scale = torch.where(amax > 0, scale, torch.ones_like(scale))
-    full = scale.repeat_interleave(block, 1)[:, :n].repeat_interleave(block, 2)[:, :, :k]
+    scale = torch.where(amax > 0, ue8m0_scale(amax, FP8_MAX), torch.ones_like(amax))   # exact for a bf16 amax
+    full = block_scales_full(scale, n, k, block)
     codes = (wf / full).to(torch.float8_e4m3fn)
     if not bool((codes.float() * full == wf).all()):
         return None

@@ -182,13 +182,17 @@ def quant_fp8_weight(w: torch.Tensor, block: int = 128):
     return q.view(nb * block, K)[:N].contiguous(), to_e8m0(s)
 
 
+def block_scales_full(s: torch.Tensor, n: int, k: int, block: int = 128) -> torch.Tensor:
+    """Per-(block x block) scales s (..., ceil(n/block), ceil(k/block)) -> one per element (..., n, k)."""
+    return s.repeat_interleave(block, -2)[..., :n, :].repeat_interleave(block, -1)[..., :k]
+
+
 def dequant_fp8_weight(q: torch.Tensor, s: torch.Tensor, block: int = 128) -> torch.Tensor:
     """q (N, K) e4m3, s (ceil(N/block), K/block) e8m0 -> W (N, K) in the reference compute dtype."""
     N, K = q.shape
     if s.shape != (-(-N // block), K // block) or K % block:
         raise ValueError(f"dequant_fp8_weight: scale shape {tuple(s.shape)} does not fit weight {tuple(q.shape)}")
-    sf = e8m0_to_float(s).repeat_interleave(block, 0)[:N].repeat_interleave(block, 1)   # (N, K)
-    return acc(q) * sf
+    return acc(q) * block_scales_full(e8m0_to_float(s), N, K, block)
 
 
 def quant_fp4_weight(w: torch.Tensor, group: int = 32):

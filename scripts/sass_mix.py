@@ -15,6 +15,8 @@ import re
 
 os.environ.pop("TRITON_INTERPRET", None)      # the compiler needs real JITFunctions
 
+import triton  # noqa: E402
+
 from kernelbench import registry  # noqa: E402
 from kernelbench.harness import inspector  # noqa: E402
 from kernelbench.harness.bench import parse_where  # noqa: E402
@@ -48,16 +50,14 @@ def main() -> None:
     for name in a.impl or ["triton"]:
         impl = registry.get_impl(a.op, name)
         for launch in inspector.capture_impl(impl, spec, params, config):
-            rep = inspector.compile_launch(launch, a.arch)
-            if rep.error:
-                print(f"  {name} {launch.name}: {rep.error}")
-                continue
             src, target, options, _, _ = inspector._bind(launch, a.arch)
-            import triton
-            counts = mix(inspector.cubin_sass(triton.compile(src, target=target, options=options.__dict__)
-                                              .asm["cubin"]))
+            ck = triton.compile(src, target=target, options=options.__dict__)
+            facts = inspector.binary_facts(ck.asm["cubin"], ck.asm["ptx"], a.arch)
+            counts = mix(inspector.cubin_sass(ck.asm["cubin"]))
             shown = ", ".join(f"{k} {counts[k]}" for k in SHOWN if counts[k])
-            print(f"  {name} {launch.name.split(':')[-1]}: {rep.registers} registers, {rep.shared_bytes} B shared, "
+            spill = facts["spill_stores"] + facts["spill_loads"]
+            print(f"  {name} {launch.name.split(':')[-1]}: {facts['usage'].get('REG', 0)} registers, "
+                  f"{max(int(ck.metadata.shared), facts['usage'].get('SHARED', 0))} B shared, {spill} B spilled, "
                   f"{sum(counts.values())} instructions; {shown}")
 
 

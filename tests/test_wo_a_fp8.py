@@ -10,6 +10,7 @@ import torch
 from kernelbench import registry
 from kernelbench.kernels.common import INTERPRET
 from kernelbench.ops.quant import fp8_dequantised
+from kernelbench.reference.quant import block_scales_full
 from _quant_moe_util import check_against_reference, poisoned_empty
 
 registry.load_builtin()
@@ -33,8 +34,7 @@ def test_fp8_blocks_are_found_exactly(gen):
     w[0, 128:, 256:] = 0                                      # an all-zero block
     codes, scale = KL.fp8_blocks_exact(w)
     assert codes.dtype == E4M3 and scale.shape == (2, 2, 3) and scale.dtype == torch.float32
-    full = scale.repeat_interleave(128, 1)[:, :200].repeat_interleave(128, 2)[:, :, :320]
-    assert torch.equal(codes.float() * full, w.float())
+    assert torch.equal(codes.float() * block_scales_full(scale, 200, 320), w.float())
     m, _ = torch.frexp(scale)
     assert bool((m == 0.5).all())                             # powers of two
     assert scale[0, 1, 2] == 1.0
@@ -175,8 +175,7 @@ def test_decoder_holds_wo_a_once_per_layout(gen, impl, use, forms):
         got = args[op]
         if scale_name in got:
             assert got[name].dtype == E4M3
-            full = got[scale_name].repeat_interleave(128, 1)[:, :96].repeat_interleave(128, 2)[:, :, :256]
-            assert torch.equal(got[name].float() * full, w.float())
+            assert torch.equal(got[name].float() * block_scales_full(got[scale_name], 96, 256), w.float())
         else:
             assert got[name] is w
     if forms == 1 and impl == "triton":

@@ -128,8 +128,7 @@ def fp8_dequantised(N: int, K: int, gen: torch.Generator, n_mats: int | None = N
     """A random checkpoint FP8 weight (fp8_weight) dequantised to bf16 (exact: e4m3 x a power of two per 128 x 128
     block), as DeepSeek's reference loads wo_a (SPEC 2)."""
     codes, s = fp8_weight(N, K, gen, n_mats)
-    full = s.float().repeat_interleave(128, -2)[..., :N, :].repeat_interleave(128, -1)[..., :K]
-    return (codes.float() * full).to(torch.bfloat16)
+    return (codes.float() * Q.block_scales_full(s.float(), N, K)).to(torch.bfloat16)
 
 
 def fp4_weight(N: int, K: int, gen: torch.Generator, n_mats: int | None = None):
