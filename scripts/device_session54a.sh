@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
 issue9_table_on_h200
+step gpu_codes 90 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_wo_a_fp8.py
+step verify_codes 90 $KB verify grouped_wo_a --impl triton --device cuda --shapes flash-tp8 --examples 2
 step bench_codes 80 $KB bench grouped_wo_a --impl triton --impl triton_bf16 --shapes flash-tp8 --where T=16,64 \
     --max-time 0.3 --try 'grouped_wo_a@T=16,64={"W_DOT": "codes"}' --json "$W/bench_codes.json"
 step step_codes 150 $KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 16,64 --steps 30 \
