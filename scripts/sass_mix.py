@@ -20,6 +20,7 @@ import triton  # noqa: E402
 from kernelbench import registry  # noqa: E402
 from kernelbench.harness import inspector  # noqa: E402
 from kernelbench.harness.bench import parse_where  # noqa: E402
+from kernelbench.harness.devices import SM_LIMITS  # noqa: E402
 
 SHOWN = ("HGMMA", "HMMA", "QGMMA", "LDG", "LDGSTS", "LDS", "LDSM", "STS", "F2FP", "F2F", "I2F", "FMUL", "FFMA",
          "HADD2", "HFMA2", "PRMT", "BAR")
@@ -56,9 +57,12 @@ def main() -> None:
             counts = mix(inspector.cubin_sass(ck.asm["cubin"]))
             shown = ", ".join(f"{k} {counts[k]}" for k in SHOWN if counts[k])
             spill = facts["spill_stores"] + facts["spill_loads"]
-            print(f"  {name} {launch.name.split(':')[-1]}: {facts['usage'].get('REG', 0)} registers, "
-                  f"{max(int(ck.metadata.shared), facts['usage'].get('SHARED', 0))} B shared, {spill} B spilled, "
-                  f"{sum(counts.values())} instructions; {shown}")
+            regs = facts["usage"].get("REG", 0)
+            shared = max(int(ck.metadata.shared), facts["usage"].get("SHARED", 0))
+            warps = options.num_warps
+            per_sm = SM_LIMITS[a.arch].programs(warps, regs, shared)     # as `kernelbench inspect` counts them
+            print(f"  {name} {launch.name.split(':')[-1]}: {regs} registers, {shared} B shared, {spill} B spilled, "
+                  f"{per_sm} x {warps} warps an SM, {sum(counts.values())} instructions; {shown}")
 
 
 if __name__ == "__main__":
