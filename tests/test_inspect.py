@@ -219,3 +219,23 @@ def test_a_kernel_compiled_once_reports_each_launch_its_own_grid(toy):
     (ka,), (kb,) = a["kernels"], b["kernels"]
     assert ka["registers"] == kb["registers"] and ka["sass_instructions"] == kb["sass_instructions"]
     assert ka["grid"][0] == 2 and kb["grid"][0] == 4
+
+
+def test_sass_mix_reports_a_kernels_resources_as_inspect_counts_them():
+    """scripts/sass_mix.py (the SASS instruction mix of an op's kernels, no GPU) prints each kernel's registers,
+    shared memory, spills and programs an SM; the programs follow from the printed resources by the inspector's
+    SM_LIMITS rule, and the instruction total is the sum of a non-empty mix."""
+    import re
+    import subprocess
+    import sys
+    from kernelbench.harness.devices import SM_LIMITS
+    script = Path(__file__).resolve().parents[1] / "scripts" / "sass_mix.py"
+    out = subprocess.run([sys.executable, str(script), "rms_norm", "--arch", "120"], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    m = re.search(r"_rms_norm_kernel: (\d+) registers, (\d+) B shared, (\d+) B spilled, (\d+) x (\d+) warps an SM, "
+                  r"(\d+) instructions; (.+)", out)
+    assert m, out
+    regs, shared, spilled, per_sm, warps, total = map(int, m.groups()[:6])
+    assert regs > 0 and spilled == 0 and total > 0
+    assert per_sm == SM_LIMITS[120].programs(warps, regs, shared) >= 1
+    assert "FMUL" in m.group(7)
