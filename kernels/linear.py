@@ -357,14 +357,12 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                       KB_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
                       OUT_BF16: tl.constexpr, REDUCE: tl.constexpr, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.constexpr,
                       NB: tl.constexpr = 1, PDL: tl.constexpr = False, ws_ptr=None, ssg=0, ssn=0,
-                      W_FP8: tl.constexpr = False, CODES_DOT: tl.constexpr = False):
+                      W_FP8: tl.constexpr = False):
     # x[m, g, k] at m*sxm + g*sxg + k (bf16); w[g, n, k] at g*swg + n*swn + k (bf16, or W_FP8: e4m3 codes with
     # fp32 power-of-two scales ws[g, n // BK, k // BK] at g*ssg + (n // BK)*ssn + k // BK, prepare_wo_a);
     # out[m, g, n] at m*som + g*sog + n; SPLIT > 1: fp32 partials at the same offsets + s*PART_STRIDE in part,
     # with REDUCE summed in split order by the last program of each tile to arrive (as _fp8_linear_kernel).
-    # BM == 1: one row per program, fp32 FMA dot (bf16_gemv_span, NB K blocks a step); else tl.dot tiles (W_FP8:
-    # the tile made the bf16 weights, codes x scale, before the dot; CODES_DOT, config W_DOT "codes": the codes
-    # made bf16 alone (exact) and each K block's product scaled after its dot, one scale a tile as BN divides BK).
+    # BM == 1: one row per program, fp32 FMA dot (bf16_gemv_span, NB K blocks a step); else tl.dot tiles.
     pid_n, pid_s, pid_mg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n_mt = tl.cdiv(M, BM)
     g = pid_mg // n_mt
@@ -394,13 +392,9 @@ def _bf16_gemm_kernel(x_ptr, w_ptr, out_ptr, part_ptr, cnt_ptr, M, N, K, G,
                         other=0.0)
             w = tl.load(w_ptr + g * swg + rn[:, None] * swn + k[None, :], mask=(rn < N)[:, None] & kmask[None, :],
                         other=0.0)
-            if CODES_DOT:   # the codes as bf16 (exact), the block's power-of-two scale on its product
-                s = tl.load(ws_ptr + g * ssg + (pid_n * BN // BK) * ssn + kb)
-                acc += tl.dot(dot_operand(w.to(tl.bfloat16), DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST)) * s
-            else:
-                if W_FP8:   # the bf16 weights exactly (codes x power-of-two scale), then the same dot
-                    w = (w.to(tl.float32) * tl.load(ws_rows + kb, mask=rn < N, other=0.0)[:, None]).to(tl.bfloat16)
-                acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
+            if W_FP8:       # the bf16 weights exactly (codes x power-of-two scale), then the same dot
+                w = (w.to(tl.float32) * tl.load(ws_rows + kb, mask=rn < N, other=0.0)[:, None]).to(tl.bfloat16)
+            acc = tl.dot(dot_operand(w, DOT_UPCAST), dot_operand(tl.trans(x), DOT_UPCAST), acc)
         ooff = rm[None, :] * som + g * sog + rn[:, None]
         omask = (rn < N)[:, None] & (rm < M)[None, :]
     ticket = cnt_ptr + pid_mg * tl.num_programs(0) + pid_n
@@ -999,7 +993,7 @@ def _bf16_gemm(x3, w3, y3, cfg, out_bf16, ws=None):
                             w3.stride(1), y3.stride(0), y3.stride(1), y3.numel(), KB_SPLIT=kb_split, BM=cfg["BM"],
                             BN=cfg["BN"], BK=BK, SPLIT=split, OUT_BF16=out_bf16, REDUCE=True, DOT_UPCAST=INTERPRET,
                             RNE_FIX=INTERPRET, NB=nb, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                            **pdl_args(y3.device, M, w3), **scale_args(ws), **_codes_dot(cfg, ws))
+                            **pdl_args(y3.device, M, w3), **scale_args(ws))
     return y3
 
 
@@ -1009,33 +1003,6 @@ def scale_args(ws) -> dict:
     if ws is None:
         return {}
     return {"ws_ptr": ws, "ssg": ws.stride(0), "ssn": ws.stride(1), "W_FP8": True}
-
-
-W_DOT = ("tile", "codes")
-
-
-def _codes_dot(cfg: dict, ws) -> dict:
-    """Config W_DOT of the FP8 wo_a's tensor-core tiles (BM > 1): "tile" (default) makes the weight tile bf16 (codes
-    x scale: the bf16 weight's dot, bit for bit); "codes" gives the dot the codes as bf16 and scales each 128-column
-    block's product after it (fewer conversion instructions: on sm_90 at 64 tokens 744 against 920 in the kernel,
-    scripts/sass_mix.py; the block sums are added in fp32, so not bit-equal to "tile"; untimed, session 53). Ignored
-    on bf16 weights and by the GEMV."""
-    what = cfg.get("W_DOT", "tile")
-    if what not in W_DOT:
-        raise ValueError(f"grouped_wo_a: config W_DOT={what!r}: 'tile' or 'codes'")
-    if what == "codes" and ws is not None and cfg["BM"] > 1:
-        if 128 % cfg["BN"]:
-            raise ValueError(f"grouped_wo_a: W_DOT 'codes' needs BN dividing 128 (one scale a tile), got {cfg['BN']}")
-        return {"CODES_DOT": True}
-    return {}
-
-
-def wo_a_configs(params: dict) -> list[dict]:
-    """impl triton's space (the FP8 codes): bf16_v2_configs, and above the GEMV the default tile with W_DOT
-    "codes"."""
-    out = bf16_v2_configs(params)
-    M, _, _, _ = _mnkg(params)
-    return out + ([{**bf16_v2_default(params), "W_DOT": "codes"}] if M > GEMV_MAX_M else [])
 
 
 def _linear_bf16(x, weight, out_dtype, config, op, key, default=None):
@@ -1204,7 +1171,7 @@ def grouped_wo_a(o, weight, weight_scale=None, config=None):
 
 # impl triton reads wo_a as FP8 (prepared at load); triton_bf16 is the same kernel on the bf16 weight, for
 # side-by-side timing (kernelbench bench grouped_wo_a --impl triton --impl triton_bf16)
-register_impl("grouped_wo_a", "triton", backend="triton", configs=wo_a_configs, default_config=bf16_v2_default,
+register_impl("grouped_wo_a", "triton", backend="triton", configs=bf16_v2_configs, default_config=bf16_v2_default,
               kernels=lambda: [_bf16_gemm_kernel], prepare=lambda inputs: prepare_wo_a(inputs, "weight"))(grouped_wo_a)
 register_impl("grouped_wo_a", "triton_bf16", backend="triton", configs=bf16_v2_configs,
               default_config=bf16_v2_default, kernels=lambda: [_bf16_gemm_kernel])(grouped_wo_a)

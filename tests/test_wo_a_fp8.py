@@ -74,27 +74,6 @@ def test_grouped_wo_a_on_fp8_codes_is_bit_equal_to_bf16(p, cfg, monkeypatch):
     assert torch.equal(out[0], bf16.fn(**inp, **kw))
 
 
-@pytest.mark.parametrize("p, cfg", [GROUPED[2], GROUPED[3]])
-def test_codes_dot_matches_the_reference(p, cfg, monkeypatch):
-    """Config W_DOT "codes" (the tensor-core tiles give the dot the codes as bf16 and scale each 128-column block's
-    product after it): within the reference's tolerance on poisoned outputs, close to the default tile (only the
-    fp32 order of the block sums differs), in impl triton's space above one token; a bad value, or a BN that does
-    not divide 128, is refused."""
-    poisoned_empty(monkeypatch)
-    codes = {**cfg, "W_DOT": "codes"}
-    inp, out, ref = check_against_reference("grouped_wo_a", p, "outliers", config=codes, impl_name="triton")
-    impl = registry.get_impl("grouped_wo_a", "triton")
-    run = impl.prepared(inp)
-    tile = impl.fn(**run, config=cfg)
-    assert (out[0].float() - tile.float()).abs().max() <= 2 ** -7 * tile.float().abs().max()
-    assert any(c.get("W_DOT") == "codes" for c in impl.configs(p))
-    assert not any(c.get("W_DOT") for c in impl.configs({**p, "T": 1}))
-    with pytest.raises(ValueError, match="W_DOT"):
-        impl.fn(**run, config={**cfg, "W_DOT": "fp8"})
-    with pytest.raises(ValueError, match="BN dividing 128"):
-        impl.fn(**run, config={**codes, "BN": 96})
-
-
 ATTN = {"R": 64, "W": 16, "ratio": 8}
 
 
@@ -189,7 +168,7 @@ def test_gpu_wo_a_fp8_is_bit_equal_to_bf16():
     """Compiled (PDL on at one token: the weight prefetch counts bytes of the codes), at the Flash TP8 shapes:
     grouped_wo_a at 1, 16 and 64 tokens (the GEMV and the tensor-core tiles) and sparse_attention_wo_a at one
     token, the default and JOIN, on the FP8 codes bit-equal to the bf16 weight, direct and replayed from a CUDA
-    graph; config W_DOT "codes" at 16 and 64 tokens close to it."""
+    graph."""
     spec = registry.get_op("grouped_wo_a")
     fp8, bf16 = (registry.get_impl("grouped_wo_a", n) for n in ("triton", "triton_bf16"))
     for T in (1, 16, 64):
@@ -207,9 +186,6 @@ def test_gpu_wo_a_fp8_is_bit_equal_to_bf16():
             g.replay()
             torch.cuda.synchronize()
             assert torch.equal(z, want), T
-        if T > 1:           # config W_DOT "codes": the block products summed in fp32, close to the bf16 weight's
-            codes = fp8.fn(**run, config={**fp8.default_config(p), "W_DOT": "codes"})
-            assert (codes.float() - want.float()).abs().max() <= 2 ** -7 * want.float().abs().max(), T
     spec = registry.get_op("sparse_attention_wo_a")
     impl = registry.get_impl("sparse_attention_wo_a", "triton")
     for case in [c for c in spec.shape_cases("flash-tp8") if c["T"] == 1 and c["ctx"] == 512]:
