@@ -224,7 +224,7 @@ def test_a_kernel_compiled_once_reports_each_launch_its_own_grid(toy):
 def test_sass_mix_reports_a_kernels_resources_as_inspect_counts_them():
     """scripts/sass_mix.py (the SASS instruction mix of an op's kernels, no GPU) prints each kernel's registers,
     shared memory, spills and programs an SM; the programs follow from the printed resources by the inspector's
-    SM_LIMITS rule, and the instruction total is the sum of a non-empty mix."""
+    SM_LIMITS rule, and the instruction total is non-zero with the kernel's FMULs among the opcodes shown."""
     import re
     import subprocess
     import sys
