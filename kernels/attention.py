@@ -36,11 +36,12 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelbench.kernels.common import (INTERPRET, check_device, dot_operand, l2_prefetch_rows, pdl_args, pdl_enter,
-                                       sincos, to_bf16)
+from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand,
+                                       l2_prefetch_rows, pdl_args, pdl_enter, sincos, to_bf16)
 from kernelbench.kernels.linear import (check_wo_a_scale, grouped_wo_a, prepare_wo_a, scale_args, split_tickets,
                                        splitk_store)
 from kernelbench.reference.attention import check_attention_wo_a, check_sparse_attention
+from kernelbench.reference.quant import FP8_MAX, ue8m0_scale
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -86,11 +87,34 @@ def _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST: tl.constexpr)
 
 
 @triton.jit
+def _fp8_kv_rows(kc_base, kr_base, ke_base, rows, valid, s_cn, s_rn, s_en, DH: tl.constexpr, NOPE: tl.constexpr,
+                 BN: tl.constexpr):
+    """Gathered cache rows (BN, DH) bf16 from the FP8 form (`pack_fp8_kv`): dims < NOPE are e4m3 codes times 2^(e -
+    127) of their 64-dim group's exponent byte e, the last 64 (when NOPE < DH) the bf16 rope dims, loaded as a
+    (BN, 64) tile and put in place as the last group (a full-width masked bf16 load would take a (BN, DH) tile of
+    shared memory a pipeline stage). Exactly the bf16 entries they were packed from (an e4m3 code times a power of
+    two is a bf16 value); invalid rows 0."""
+    d = tl.arange(0, DH)
+    code = tl.load(kc_base + rows[:, None] * s_cn + d[None, :], mask=valid[:, None] & (d < NOPE)[None, :], other=0.0)
+    grp = tl.arange(0, DH // 64)
+    e = tl.load(ke_base + rows[:, None] * s_en + grp[None, :], mask=valid[:, None], other=127)
+    two_e = (e.to(tl.int32) << 23).to(tl.float32, bitcast=True)                   # 2^(e - 127), e in 1..254
+    v = tl.reshape(code.to(tl.float32), [BN, DH // 64, 64]) * two_e[:, :, None]
+    if NOPE < DH:
+        rope = tl.load(kr_base + rows[:, None] * s_rn + tl.arange(0, 64)[None, :], mask=valid[:, None], other=0.0)
+        v = tl.where((grp >= NOPE // 64)[None, :, None], rope.to(tl.float32)[:, None, :], v)
+    return tl.reshape(v, [BN, DH]).to(tl.bfloat16)
+
+
+@triton.jit
 def _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL, PER_SPLIT, NSPLIT, qk_scale,
                   s_qt, s_qh, s_kb, s_kn, s_it,
                   DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr):
+                  HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr, KV_FP8: tl.constexpr = False,
+                  NOPE: tl.constexpr = 0, kr_ptr=None, ke_ptr=None, s_rb=0, s_rn=0, s_eb=0, s_en=0):
     """Split `sp` of token t for the heads offs_h: the online softmax over its slice of the index row.
+    KV_FP8 (impl triton_fp8kv, not with PREFETCH): the cache as `pack_fp8_kv` stores it, kv_ptr the e4m3 codes of
+    the first NOPE dims, kr_ptr the bf16 rope dims, ke_ptr a UE8M0 exponent byte per 64 dims (`_fp8_kv_rows`).
     -> (acc [BH, Dh] fp32 unnormalized, running max m [BH] (base 2), sum l [BH], whether the slice is non-empty)."""
     offs_d = tl.arange(0, DH)
     q = tl.load(q_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
@@ -136,7 +160,11 @@ def _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask
             idx = tl.load(idx_ptr + t * s_it + offs_n, mask=offs_n < end, other=-1)
             valid = idx >= 0
             rows = tl.where(valid, idx, 0).to(tl.int64)
-            kt = tl.load(kv_base + rows[:, None] * s_kn + offs_d[None, :], mask=valid[:, None], other=0.0)  # (BN, Dh)
+            if KV_FP8:
+                kt = _fp8_kv_rows(kv_base, kr_ptr + seq * s_rb, ke_ptr + seq * s_eb, rows, valid, s_kn, s_rn, s_en,
+                                  DH, NOPE, BLOCK_N)
+            else:
+                kt = tl.load(kv_base + rows[:, None] * s_kn + offs_d[None, :], mask=valid[:, None], other=0.0)
             m_i, l_i, acc = _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST)
     return acc, m_i, l_i, end > start
 
@@ -146,7 +174,9 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
                 HL, KSEL, PER_SPLIT, NSPLIT, qk_scale,                # qk_scale = scale * log2(e)
                 s_qt, s_qh, s_kb, s_kn, s_it,
                 DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr = False):
+                HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr = False,
+                KV_FP8: tl.constexpr = False, NOPE: tl.constexpr = 0, kr_ptr=None, ke_ptr=None, s_rb=0, s_rn=0,
+                s_eb=0, s_en=0):
     pdl_enter(PDL)                                    # q, kv and the indices are all the step's: the wait first
     t = tl.program_id(0)
     sp = tl.program_id(1)
@@ -156,7 +186,8 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
     hmask = offs_h < HL
     acc, m_i, l_i, nonempty = _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL,
                                             PER_SPLIT, NSPLIT, qk_scale, s_qt, s_qh, s_kb, s_kn, s_it,
-                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, PREFETCH)
+                                            DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, PREFETCH, KV_FP8, NOPE,
+                                            kr_ptr, ke_ptr, s_rb, s_rn, s_eb, s_en)
     row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
     if nonempty:                                                           # an empty split writes only (m, l)
         tl.store(po_ptr + row[:, None].to(tl.int64) * DH + offs_d[None, :], acc, mask=hmask[:, None])
@@ -454,10 +485,19 @@ def sparse_attention_fused(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Ten
     return o
 
 
-def _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev) -> tuple[torch.Tensor, torch.Tensor, int]:
+def _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev, fp8=None) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                          int]:
     """The split launch of impl "triton" (and of sparse_attention_wo_a): `_attn_split` over (T, S, head blocks),
-    S from `split_plan`. -> (partials (T, S, Hl, Dh) fp32, (m, l) (T, S, Hl, 2) fp32, S)."""
+    S from `split_plan`; fp8 (kv_rope, kv_exp): kv is the FP8 cache's codes (impl triton_fp8kv, `pack_fp8_kv`).
+    -> (partials (T, S, Hl, Dh) fp32, (m, l) (T, S, Hl, 2) fp32, S)."""
     t, hl, dh = q.shape
+    fp8_args = {}
+    if fp8 is not None:
+        if cfg.get("PREFETCH", 0):
+            raise ValueError("sparse_attention: config PREFETCH does not read the FP8 cache (impl triton_fp8kv)")
+        rope, exps = fp8
+        fp8_args = dict(KV_FP8=True, NOPE=kv.shape[2], kr_ptr=rope, ke_ptr=exps, s_rb=rope.stride(0),
+                        s_rn=rope.stride(1), s_eb=exps.stride(0), s_en=exps.stride(1))
     ksel = indices.shape[1]
     indices = indices.to(torch.int32).contiguous()
     seq_ids = seq_ids.contiguous()
@@ -471,7 +511,7 @@ def _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev) -> tuple[
         q, kv, seq_ids, indices, lengths.contiguous() if has_len else indices, po, pml, hl, ksel, per, nsplit,
         float(scale) * LOG2E, q.stride(0), q.stride(1), kv.stride(0), kv.stride(1), indices.stride(0),
         DH=dh, BLOCK_H=bh, BLOCK_N=bn, DOT_UPCAST=INTERPRET, HAS_LEN=has_len, PREFETCH=bool(cfg.get("PREFETCH", 0)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, t))
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl_args(dev, t), **fp8_args)
     return po, pml, nsplit
 
 
@@ -498,11 +538,18 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     values are the caller's bug, as in FlashMLA. Two launches: fp32 partials, then `_attn_combine` grid (T, Hl,
     Dh / COMBINE_COLS)."""
     dev, t, hl, dh, ksel = _prepare(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
+    return _split_combine(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths, config, dev, None)
+
+
+def _split_combine(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths, config, dev, fp8):
+    """Impl triton's two launches (and triton_fp8kv's, fp8 = (kv_rope, kv_exp)) on checked inputs."""
+    t, hl, dh = q.shape
+    ksel = indices.shape[1]
     cfg = config or lookup("sparse_attention", {"T": t, "Hl": hl, "Ksel": ksel}, attention_default({"Hl": hl}))
     o = torch.empty_like(q)
     if t == 0:
         return o
-    po, pml, nsplit = _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev)
+    po, pml, nsplit = _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev, fp8)
     rope_on = positions is not None
     r = 2 * freqs.shape[0] if rope_on else 2
     s_p2 = max(2, triton.next_power_of_2(nsplit))
@@ -515,6 +562,114 @@ def sparse_attention(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, i
     return o
 
 
+
+
+# impl "triton_fp8kv": the cache stored as FP8 (SPEC 2, "KV cache storage") -----------------------------------------
+KV_GROUP = 64       # the cache's FP8 simulation group (kv_write, the compressor): one exponent byte per 64 dims
+
+
+def pack_fp8_kv(kv: torch.Tensor, rope_dims: int):
+    """kv [B, N, Dh] bf16 -> (codes [B, N, Dh - rope_dims] e4m3, rope [B, N, rope_dims] bf16, exponents [B, N, Dh /
+    64] uint8: UE8M0, 2^(e - 127) per 64 dims, 127 over the rope dims), with codes x 2^(e - 127) == kv in every
+    element of the first Dh - rope_dims dims (NaN rows stay NaN). Every attention cache of the model holds such
+    entries (kv_write and the compressor FP8-simulate the non-rope dims in groups of 64). None when an element is not
+    exact, or when rope_dims is neither 0 nor 64 (the kernel puts the rope dims in as one 64-dim group; Flash has 64).
+    Each group takes the smallest power of two s with max|kv| / s <= 448, as the wo_a codes (kernels/linear.py
+    fp8_blocks_exact). 584 bytes an entry at Dh 512 / 64 rope dims instead of 1024."""
+    b, n, dh = kv.shape
+    nope = dh - rope_dims
+    if kv.dtype != torch.bfloat16 or dh % KV_GROUP or nope <= 0 or rope_dims not in (0, KV_GROUP):
+        return None
+    x = kv[..., :nope].float().reshape(b, n, nope // KV_GROUP, KV_GROUP)
+    amax = x.abs().amax(-1)
+    usable = torch.isfinite(amax) & (amax > 0)
+    scale = torch.where(usable, ue8m0_scale(torch.where(usable, amax, 1.0), FP8_MAX), torch.ones_like(amax))
+    codes = (x / scale[..., None]).to(torch.float8_e4m3fn)
+    back = codes.float() * scale[..., None]
+    if not bool(((back == x) | (torch.isnan(back) & torch.isnan(x))).all()):
+        return None
+    exps = torch.full((b, n, dh // KV_GROUP), 127, dtype=torch.uint8, device=kv.device)
+    exps[..., :nope // KV_GROUP] = (torch.frexp(scale)[1] + 126).to(torch.uint8)    # scale = 2^(exp - 1)
+    return codes.reshape(b, n, nope).contiguous(), kv[..., nope:].contiguous(), exps
+
+
+def _rope_dims(freqs) -> int:
+    return 0 if freqs is None else 2 * freqs.shape[0]
+
+
+def prepare_fp8_kv(inputs: dict) -> dict:
+    """Impl.prepare of triton_fp8kv: kv as `pack_fp8_kv` stores it (kv the codes, kv_rope, kv_exp) when it is an
+    FP8-simulated cache; otherwise unchanged (the bf16 path)."""
+    kv = inputs.get("kv")
+    if not isinstance(kv, torch.Tensor) or kv.dim() != 3:
+        return inputs
+    packed = pack_fp8_kv(kv, _rope_dims(inputs.get("freqs")))
+    if packed is None:
+        return inputs
+    return {**inputs, "kv": packed[0], "kv_rope": packed[1], "kv_exp": packed[2]}
+
+
+def _check_fp8_kv(q, kv, kv_rope, kv_exp, freqs) -> None:
+    """The FP8 cache's form: codes [B, N, Dh - R] e4m3, kv_rope [B, N, R] bf16 (R the rope dims of freqs),
+    kv_exp [B, N, Dh / 64] uint8, contiguous rows, on q's device."""
+    check_dtype("sparse_attention: kv (FP8 codes)", kv, torch.float8_e4m3fn)
+    check_dtype("sparse_attention: kv_rope", kv_rope, torch.bfloat16)
+    check_dtype("sparse_attention: kv_exp", kv_exp, torch.uint8)
+    dh, r = q.shape[-1], _rope_dims(freqs)
+    if kv.dim() != 3:
+        raise ValueError(f"sparse_attention: kv (FP8 codes) must be [B, N, Dh - R], got {tuple(kv.shape)}")
+    b, n = kv.shape[:2]
+    for name, x, shape in (("kv", kv, (b, n, dh - r)), ("kv_rope", kv_rope, (b, n, r)),
+                           ("kv_exp", kv_exp, (b, n, dh // KV_GROUP))):
+        check_shape(f"sparse_attention: {name}", x, shape)
+        if x.stride(2) != 1:
+            raise ValueError(f"sparse_attention: {name} must be contiguous in its last dim")
+    if r not in (0, KV_GROUP) or dh % KV_GROUP:
+        raise ValueError(f"sparse_attention: the FP8 cache needs R 0 or {KV_GROUP} and Dh a multiple of {KV_GROUP}, "
+                         f"got R {r}, Dh {dh}")
+    check_device(q, kv, kv_rope, kv_exp)
+
+
+def fp8kv_configs(params: dict) -> list[dict]:
+    """Impl triton_fp8kv's space: 16-entry blocks only. The gathered rows are made bf16 in registers and reach the
+    tensor cores through shared memory, so at 32 entries the split kernel takes 102,528 B of shared memory at 2
+    stages (past sm_120's 101,376) and spills 40 B at 1 stage (sm_120, Flash TP8, 64 tokens; scripts/sass_mix.py)."""
+    return [{"BLOCK_H": bh, "BLOCK_N": 16, "num_warps": warps, "num_stages": stages, "waves": waves}
+            for bh in ([16] if params.get("Hl", 8) <= 16 else [16, 32]) for warps in (4, 8) for stages in (1, 2)
+            for waves in (1, 2, 4)]
+
+
+def fp8kv_default(params: dict) -> dict:
+    """sm_120: 59,456 B of shared memory, 254 registers, no spill; sm_90 255 registers, two programs an SM."""
+    return {**attention_default(params), "BLOCK_N": 16}
+
+
+@register_impl("sparse_attention", "triton_fp8kv", backend="triton", configs=fp8kv_configs,
+               default_config=fp8kv_default, kernels=lambda: [_attn_split, _attn_combine], prepare=prepare_fp8_kv)
+def sparse_attention_fp8kv(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
+                           sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
+                           freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
+                           kv_rope: torch.Tensor | None = None, kv_exp: torch.Tensor | None = None,
+                           config: dict | None = None) -> torch.Tensor:
+    """Impl triton's two launches on the cache stored as FP8 (`pack_fp8_kv`: 584 instead of 1024 bytes an entry at
+    the Flash widths), the split kernel making each gathered row bf16 again (`_fp8_kv_rows`): the same values, so
+    the output equals impl triton's bit for bit. Without kv_rope / kv_exp, kv is the bf16 cache (impl triton)."""
+    if kv_exp is None and kv_rope is None:
+        return sparse_attention(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths, config)
+    if kv_exp is None or kv_rope is None:
+        raise ValueError("sparse_attention: the FP8 cache needs both kv_rope and kv_exp")
+    _check_fp8_kv(q, kv, kv_rope, kv_exp, freqs)
+    b, n = kv.shape[:2]
+    standin = torch.empty((1, 1, 1), dtype=torch.bfloat16, device=q.device).expand(b, n, q.shape[-1])
+    check_sparse_attention(q, standin, seq_ids, indices, sink, positions, freqs, lengths)
+    dev = check_device(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
+    dh = q.shape[-1]
+    if dh & (dh - 1) or dh < KV_GROUP:
+        raise ValueError(f"sparse_attention: Dh must be a power of two >= {KV_GROUP} for the FP8 cache, got {dh}")
+    cfg = config or lookup("sparse_attention", {"T": q.shape[0], "Hl": q.shape[1], "Ksel": indices.shape[1],
+                                                "kernel": "fp8kv"}, fp8kv_default({"Hl": q.shape[1]}))
+    return _split_combine(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths, cfg, dev,
+                          (kv_rope, kv_exp))
 
 # sparse_attention_wo_a: the attention's split launch, then wo_a's GEMV joining the partials itself --------------
 def woa_default(params: dict) -> dict:

@@ -21,6 +21,7 @@ from kernelbench.ops.norm import draw
 from kernelbench.ops.quant import fp8_dequantised
 from kernelbench.reference.attention import sparse_attention, sparse_attention_wo_a
 from kernelbench.reference.kv import attention_indices, kv_write, window_indices
+from kernelbench.reference.quant import fp8_simulate
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
 
@@ -121,6 +122,9 @@ def _attn_inputs(p, gen, device, values):
     seq_ids = torch.randperm(b, generator=gen)[:t]
     n = w + capacity(p)
     kv = draw((b, n, dh), gen, "normal" if values == "large" else values)
+    nope = dh - (p["R"] if p.get("rope", True) else 0)
+    if nope % 64 == 0:   # as the model's cache holds them: the non-rope dims FP8-simulated (kv_write, the compressor)
+        kv[..., :nope] = fp8_simulate(kv[..., :nope].reshape(-1, nope), 64).reshape(b, n, nope)
     for i in range(t):   # rows this token may never read are NaN
         s, pi = int(seq_ids[i]), int(pos[i])
         if pi + 1 < w:
