@@ -38,10 +38,9 @@ import triton.language as tl
 
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand,
                                        l2_prefetch_rows, pdl_args, pdl_enter, sincos, to_bf16)
-from kernelbench.kernels.linear import (check_wo_a_scale, grouped_wo_a, prepare_wo_a, scale_args, split_tickets,
-                                       splitk_store)
+from kernelbench.kernels.linear import (check_wo_a_scale, fp8_codes_exact, grouped_wo_a, prepare_wo_a, scale_args,
+                                       split_tickets, splitk_store)
 from kernelbench.reference.attention import check_attention_wo_a, check_sparse_attention
-from kernelbench.reference.quant import FP8_MAX, ue8m0_scale
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -88,21 +87,21 @@ def _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST: tl.constexpr)
 
 @triton.jit
 def _fp8_kv_rows(kc_base, kr_base, ke_base, rows, valid, s_cn, s_rn, s_en, DH: tl.constexpr, NOPE: tl.constexpr,
-                 BN: tl.constexpr):
+                 BN: tl.constexpr, GROUP: tl.constexpr):
     """Gathered cache rows (BN, DH) bf16 from the FP8 form (`pack_fp8_kv`): dims < NOPE are e4m3 codes times 2^(e -
-    127) of their 64-dim group's exponent byte e, the last 64 (when NOPE < DH) the bf16 rope dims, loaded as a
-    (BN, 64) tile and put in place as the last group (a full-width masked bf16 load would take a (BN, DH) tile of
+    127) of their GROUP-dim group's exponent byte e, the last GROUP (when NOPE < DH) the bf16 rope dims, loaded as a
+    (BN, GROUP) tile and put in place as the last group (a full-width masked bf16 load would take a (BN, DH) tile of
     shared memory a pipeline stage). Exactly the bf16 entries they were packed from (an e4m3 code times a power of
     two is a bf16 value); invalid rows 0."""
     d = tl.arange(0, DH)
     code = tl.load(kc_base + rows[:, None] * s_cn + d[None, :], mask=valid[:, None] & (d < NOPE)[None, :], other=0.0)
-    grp = tl.arange(0, DH // 64)
+    grp = tl.arange(0, DH // GROUP)
     e = tl.load(ke_base + rows[:, None] * s_en + grp[None, :], mask=valid[:, None], other=127)
     two_e = (e.to(tl.int32) << 23).to(tl.float32, bitcast=True)                   # 2^(e - 127), e in 1..254
-    v = tl.reshape(code.to(tl.float32), [BN, DH // 64, 64]) * two_e[:, :, None]
+    v = tl.reshape(code.to(tl.float32), [BN, DH // GROUP, GROUP]) * two_e[:, :, None]
     if NOPE < DH:
-        rope = tl.load(kr_base + rows[:, None] * s_rn + tl.arange(0, 64)[None, :], mask=valid[:, None], other=0.0)
-        v = tl.where((grp >= NOPE // 64)[None, :, None], rope.to(tl.float32)[:, None, :], v)
+        rope = tl.load(kr_base + rows[:, None] * s_rn + tl.arange(0, GROUP)[None, :], mask=valid[:, None], other=0.0)
+        v = tl.where((grp >= NOPE // GROUP)[None, :, None], rope.to(tl.float32)[:, None, :], v)
     return tl.reshape(v, [BN, DH]).to(tl.bfloat16)
 
 
@@ -111,10 +110,10 @@ def _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask
                   s_qt, s_qh, s_kb, s_kn, s_it,
                   DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
                   HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr, KV_FP8: tl.constexpr = False,
-                  NOPE: tl.constexpr = 0, kr_ptr=None, ke_ptr=None, s_rb=0, s_rn=0, s_eb=0, s_en=0):
+                  NOPE: tl.constexpr = 0, GROUP: tl.constexpr = 0, kr_ptr=None, ke_ptr=None, s_rb=0, s_rn=0, s_eb=0, s_en=0):
     """Split `sp` of token t for the heads offs_h: the online softmax over its slice of the index row.
     KV_FP8 (impl triton_fp8kv, not with PREFETCH): the cache as `pack_fp8_kv` stores it, kv_ptr the e4m3 codes of
-    the first NOPE dims, kr_ptr the bf16 rope dims, ke_ptr a UE8M0 exponent byte per 64 dims (`_fp8_kv_rows`).
+    the first NOPE dims, kr_ptr the bf16 rope dims, ke_ptr a UE8M0 exponent byte per GROUP dims (`_fp8_kv_rows`).
     -> (acc [BH, Dh] fp32 unnormalized, running max m [BH] (base 2), sum l [BH], whether the slice is non-empty)."""
     offs_d = tl.arange(0, DH)
     q = tl.load(q_ptr + t * s_qt + offs_h[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)
@@ -162,7 +161,7 @@ def _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask
             rows = tl.where(valid, idx, 0).to(tl.int64)
             if KV_FP8:
                 kt = _fp8_kv_rows(kv_base, kr_ptr + seq * s_rb, ke_ptr + seq * s_eb, rows, valid, s_kn, s_rn, s_en,
-                                  DH, NOPE, BLOCK_N)
+                                  DH, NOPE, BLOCK_N, GROUP)
             else:
                 kt = tl.load(kv_base + rows[:, None] * s_kn + offs_d[None, :], mask=valid[:, None], other=0.0)
             m_i, l_i, acc = _attn_block(q, kt, valid, m_i, l_i, acc, qk_scale, DOT_UPCAST)
@@ -175,8 +174,8 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
                 s_qt, s_qh, s_kb, s_kn, s_it,
                 DH: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_UPCAST: tl.constexpr,
                 HAS_LEN: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr = False,
-                KV_FP8: tl.constexpr = False, NOPE: tl.constexpr = 0, kr_ptr=None, ke_ptr=None, s_rb=0, s_rn=0,
-                s_eb=0, s_en=0):
+                KV_FP8: tl.constexpr = False, NOPE: tl.constexpr = 0, GROUP: tl.constexpr = 0, kr_ptr=None,
+                ke_ptr=None, s_rb=0, s_rn=0, s_eb=0, s_en=0):
     pdl_enter(PDL)                                    # q, kv and the indices are all the step's: the wait first
     t = tl.program_id(0)
     sp = tl.program_id(1)
@@ -187,7 +186,7 @@ def _attn_split(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, po_ptr, pml_ptr,   # q
     acc, m_i, l_i, nonempty = _attn_partial(q_ptr, kv_ptr, seq_ptr, idx_ptr, len_ptr, t, sp, offs_h, hmask, KSEL,
                                             PER_SPLIT, NSPLIT, qk_scale, s_qt, s_qh, s_kb, s_kn, s_it,
                                             DH, BLOCK_H, BLOCK_N, DOT_UPCAST, HAS_LEN, PREFETCH, KV_FP8, NOPE,
-                                            kr_ptr, ke_ptr, s_rb, s_rn, s_eb, s_en)
+                                            GROUP, kr_ptr, ke_ptr, s_rb, s_rn, s_eb, s_en)
     row = (t * NSPLIT + sp) * HL + offs_h                                  # partials (T, S, Hl, ...)
     if nonempty:                                                           # an empty split writes only (m, l)
         tl.store(po_ptr + row[:, None].to(tl.int64) * DH + offs_d[None, :], acc, mask=hmask[:, None])
@@ -496,7 +495,7 @@ def _split_partials(q, kv, seq_ids, indices, lengths, scale, cfg, dev, fp8=None)
         if cfg.get("PREFETCH", 0):
             raise ValueError("sparse_attention: config PREFETCH does not read the FP8 cache (impl triton_fp8kv)")
         rope, exps = fp8
-        fp8_args = dict(KV_FP8=True, NOPE=kv.shape[2], kr_ptr=rope, ke_ptr=exps, s_rb=rope.stride(0),
+        fp8_args = dict(KV_FP8=True, NOPE=kv.shape[2], GROUP=KV_GROUP, kr_ptr=rope, ke_ptr=exps, s_rb=rope.stride(0),
                         s_rn=rope.stride(1), s_eb=exps.stride(0), s_en=exps.stride(1))
     ksel = indices.shape[1]
     indices = indices.to(torch.int32).contiguous()
@@ -575,19 +574,16 @@ def pack_fp8_kv(kv: torch.Tensor, rope_dims: int):
     entries (kv_write and the compressor FP8-simulate the non-rope dims in groups of 64). None when an element is not
     exact, or when rope_dims is neither 0 nor 64 (the kernel puts the rope dims in as one 64-dim group; Flash has 64).
     Each group takes the smallest power of two s with max|kv| / s <= 448, as the wo_a codes (kernels/linear.py
-    fp8_blocks_exact). 584 bytes an entry at Dh 512 / 64 rope dims instead of 1024."""
+    fp8_codes_exact). 584 bytes an entry at Dh 512 / 64 rope dims instead of 1024."""
     b, n, dh = kv.shape
     nope = dh - rope_dims
     if kv.dtype != torch.bfloat16 or dh % KV_GROUP or nope <= 0 or rope_dims not in (0, KV_GROUP):
         return None
     x = kv[..., :nope].float().reshape(b, n, nope // KV_GROUP, KV_GROUP)
-    amax = x.abs().amax(-1)
-    usable = torch.isfinite(amax) & (amax > 0)
-    scale = torch.where(usable, ue8m0_scale(torch.where(usable, amax, 1.0), FP8_MAX), torch.ones_like(amax))
-    codes = (x / scale[..., None]).to(torch.float8_e4m3fn)
-    back = codes.float() * scale[..., None]
-    if not bool(((back == x) | (torch.isnan(back) & torch.isnan(x))).all()):
+    found = fp8_codes_exact(x, x.abs().amax(-1), lambda s: s[..., None])
+    if found is None:
         return None
+    codes, scale = found
     exps = torch.full((b, n, dh // KV_GROUP), 127, dtype=torch.uint8, device=kv.device)
     exps[..., :nope // KV_GROUP] = (torch.frexp(scale)[1] + 126).to(torch.uint8)    # scale = 2^(exp - 1)
     return codes.reshape(b, n, nope).contiguous(), kv[..., nope:].contiguous(), exps

@@ -1056,12 +1056,23 @@ def fp8_blocks_exact(w: torch.Tensor, block: int = WO_A_BLOCK):
     amax = mag.view(g, nb, block, kb, block).amax(dim=(2, 4))
     if not bool(torch.isfinite(amax).all()):
         return None
-    scale = torch.where(amax > 0, ue8m0_scale(amax, FP8_MAX), torch.ones_like(amax))   # exact for a bf16 amax
-    full = block_scales_full(scale, n, k, block)
-    codes = (wf / full).to(torch.float8_e4m3fn)
-    if not bool((codes.float() * full == wf).all()):
+    found = fp8_codes_exact(wf, amax, lambda s: block_scales_full(s, n, k, block))
+    return None if found is None else (found[0], found[1].contiguous())
+
+
+def fp8_codes_exact(x: torch.Tensor, amax: torch.Tensor, expand):
+    """x fp32 and its blocks' amax -> (e4m3 codes of x / s, s) with s per block the smallest power of two with
+    amax / s <= 448 (1 for a zero or non-finite amax: exact for a bf16 amax, reference.quant ue8m0_scale) and
+    expand(s) its per-element form; None unless codes x s gives back every element of x (NaN for NaN). The rule of
+    wo_a's codes (`fp8_blocks_exact`) and of the FP8 attention cache (kernels/attention.py pack_fp8_kv)."""
+    usable = torch.isfinite(amax) & (amax > 0)
+    scale = torch.where(usable, ue8m0_scale(torch.where(usable, amax, 1.0), FP8_MAX), torch.ones_like(amax))
+    full = expand(scale)
+    codes = (x / full).to(torch.float8_e4m3fn)
+    back = codes.float() * full
+    if not bool(((back == x) | (torch.isnan(back) & torch.isnan(x))).all()):
         return None
-    return codes, scale.contiguous()
+    return codes, scale
 
 
 def prepare_wo_a(inputs: dict, name: str) -> dict:

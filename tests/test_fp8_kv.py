@@ -10,7 +10,7 @@ import torch
 
 from kernelbench import registry
 from kernelbench.kernels.common import INTERPRET
-from kernelbench.reference.quant import fp8_simulate
+from kernelbench.ops.attention import fp8_simulated_cache
 from _quant_moe_util import check_against_reference, poisoned_empty
 
 registry.load_builtin()
@@ -20,10 +20,8 @@ E4M3 = torch.float8_e4m3fn
 SPEC = registry.get_op("sparse_attention")
 
 
-def _simulated(b, n, dh, r, gen, scale=1.0):
-    kv = (torch.randn(b, n, dh, generator=gen) * scale).bfloat16()
-    kv[..., :dh - r] = fp8_simulate(kv[..., :dh - r].reshape(-1, dh - r), 64).reshape(b, n, dh - r)
-    return kv
+def _simulated(b, n, dh, r, gen):
+    return fp8_simulated_cache(torch.randn(b, n, dh, generator=gen).bfloat16(), r)
 
 
 def test_pack_is_exact_and_refuses_what_is_not_fp8():

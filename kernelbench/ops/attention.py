@@ -115,6 +115,18 @@ def _attn_indices(p: dict, gen: torch.Generator, pos: torch.Tensor) -> torch.Ten
     return idx, None
 
 
+def fp8_simulated_cache(kv: torch.Tensor, rope_dims: int) -> torch.Tensor:
+    """kv [B, N, Dh] bf16 with the first Dh - rope_dims dims FP8-simulated in groups of kv_fp8_group, as the model's
+    attention caches hold them (kv_write, the compressor); unchanged when those dims do not split into groups."""
+    b, n, dh = kv.shape
+    nope, group = dh - rope_dims, FLASH.kv_fp8_group
+    if nope <= 0 or nope % group:
+        return kv
+    out = kv.clone()
+    out[..., :nope] = fp8_simulate(kv[..., :nope].reshape(-1, nope), group).reshape(b, n, nope)
+    return out
+
+
 def _attn_inputs(p, gen, device, values):
     t, hl, dh, w = p["T"], p["Hl"], p["Dh"], p["W"]
     pos = token_positions(p)
@@ -122,9 +134,7 @@ def _attn_inputs(p, gen, device, values):
     seq_ids = torch.randperm(b, generator=gen)[:t]
     n = w + capacity(p)
     kv = draw((b, n, dh), gen, "normal" if values == "large" else values)
-    nope = dh - (p["R"] if p.get("rope", True) else 0)
-    if nope % 64 == 0:   # as the model's cache holds them: the non-rope dims FP8-simulated (kv_write, the compressor)
-        kv[..., :nope] = fp8_simulate(kv[..., :nope].reshape(-1, nope), 64).reshape(b, n, nope)
+    kv = fp8_simulated_cache(kv, p["R"] if p.get("rope", True) else 0)
     for i in range(t):   # rows this token may never read are NaN
         s, pi = int(seq_ids[i]), int(pos[i])
         if pi + 1 < w:
