@@ -48,9 +48,10 @@ from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, ch
                                        hadamard128, hadamard128_rows, pdl_args, pdl_enter, relu_scale_bf16, sincos,
                                        to_bf16)
 from kernelbench.kernels.kv import _attention_indices_kernel, attention_indices, window_slots
-from kernelbench.kernels.linear import fp8_tile_head_ticket, split_tickets
+from kernelbench.kernels.linear import fp4_codes_exact, fp8_tile_head_ticket, split_tickets
 from kernelbench.kernels.quant import fp4_simulate_rows
 from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
+from kernelbench.reference.quant import pack_fp4
 from kernelbench.reference.kv import check_window
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -79,12 +80,15 @@ def indexer_configs(params: dict) -> list[dict]:
     # the split top-k with held segments and a held merge (SPLIT_HELD, opt-in); the score launch's head terms on
     # the fp32 path (BF16X2 false; the same code as the default under the interpreter); and their sum on the tensor
     # cores (HEAD_MMA, opt-in; at 4 warps its 128-key blocks spill on sm_120, at 8 they fit both targets)
-    return space + [{**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4},
-                    {**indexer_default(params), "SEGMENTS": 4, "SEG_MIN": 4, "SPLIT_HELD": True},
-                    {**indexer_default(params), "ROW_REGS": 16384}, {**indexer_default(params), "ROW_REGS": 0},
-                    {**indexer_default(params), "STAGE_HELD": False}, {**indexer_default(params), "BF16X2": False},
-                    {**indexer_default(params), "HEAD_MMA": True},
-                    {**indexer_default(params), "HEAD_MMA": True, "num_warps": 8}]
+    return space + _path_configs(indexer_default(params))
+
+
+def _path_configs(base: dict) -> list[dict]:
+    """The configs beside the block grid that make verify run each top-k and score path (indexer_configs) from a
+    default `base`."""
+    return [{**base, "SEGMENTS": 4, "SEG_MIN": 4}, {**base, "SEGMENTS": 4, "SEG_MIN": 4, "SPLIT_HELD": True},
+            {**base, "ROW_REGS": 16384}, {**base, "ROW_REGS": 0}, {**base, "STAGE_HELD": False},
+            {**base, "BF16X2": False}, {**base, "HEAD_MMA": True}, {**base, "HEAD_MMA": True, "num_warps": 8}]
 
 
 def indexer_default(params: dict) -> dict:
@@ -117,13 +121,47 @@ def _score_tile(keys, qt, w, out, smask, DOT_UPCAST: tl.constexpr, RNE_FIX: tl.c
 
 
 @triton.jit
+def _fp4_key_rows(kc_seq, ke_seq, rows, valid, s_kn, s_en, DI: tl.constexpr, GROUP: tl.constexpr,
+                  MASKED: tl.constexpr):
+    """Key rows (BS, DI) bf16 from the FP4 form (`pack_fp4_keys`): each byte two e2m1 codes (the low nibble the even
+    dim) times 2^(e - 127) of their GROUP-dim group's exponent byte e. A code's bits moved into an fp16 (exponent
+    and mantissa bits 2-0 to bits 11-9, the sign to 15) are its value times 2^-14 (0.5 the fp16 subnormal 2^-15),
+    two integer ops a value; made fp32 and multiplied by 2^(e - 113) (NaN for e 255, the never-read rows), exact,
+    then bf16: exactly the bf16 keys they were packed from (e <= KEY_EXP_MAX, no subnormal value: the interpreter
+    flushes an fp32 subnormal to 0 in the bf16 cast, so `pack_fp4_keys` refuses them). MASKED: rows where `valid` only
+    (others 0)."""
+    c = tl.arange(0, DI // 2)
+    g = tl.arange(0, DI // GROUP)
+    at_c = kc_seq + rows[:, None] * s_kn + c[None, :]
+    at_e = ke_seq + rows[:, None] * s_en + g[None, :]
+    if MASKED:
+        byte = tl.load(at_c, mask=valid[:, None], other=0)
+        e = tl.load(at_e, mask=valid[:, None], other=127)
+    else:
+        byte = tl.load(at_c)
+        e = tl.load(at_e)
+    byte = byte.to(tl.int32)
+    e = e.to(tl.int32)
+    scale = tl.where(e == 255, float("nan"), ((e + 14) << 23).to(tl.float32, bitcast=True))     # (BS, G)
+    bs: tl.constexpr = rows.shape[0]
+    scale = tl.reshape(tl.broadcast_to(scale[:, :, None], [bs, DI // GROUP, GROUP // 2]), [bs, DI // 2])
+    lo = (((byte & 7) << 9) | ((byte & 8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
+    hi = (((byte & 0x70) << 5) | ((byte & 0x80) << 8)).to(tl.int16).to(tl.float16, bitcast=True)
+    lo = (lo.to(tl.float32) * scale).to(tl.bfloat16)
+    hi = (hi.to(tl.float32) * scale).to(tl.bfloat16)
+    return tl.reshape(tl.join(lo, hi), [bs, DI])
+
+
+@triton.jit
 def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn,
                   s_st, DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  RNE_FIX: tl.constexpr, ASM: tl.constexpr, HEAD_MMA: tl.constexpr):
+                  RNE_FIX: tl.constexpr, ASM: tl.constexpr, HEAD_MMA: tl.constexpr, KEY_FP4: tl.constexpr = False,
+                  ke_ptr=None, s_eb=0, s_en=0, GROUP: tl.constexpr = 32):
     """Scores of token t's key blocks j, j+P, ... below n (the caller checks j * BLOCK_S < n). The head weights
     are w * w_scale rounded to bf16 (exact for w_scale 1). ASM: the head terms two at a time in bf16x2 PTX
     (`relu_scale_bf16`; compiled runs only). The blocks that lie wholly below n load and store without masks,
-    through pointers that step by P blocks; the one block that n cuts, if any, comes after them, masked."""
+    through pointers that step by P blocks; the one block that n cuts, if any, comes after them, masked.
+    KEY_FP4 (impl triton_fp4keys): k_ptr the FP4 key cache's codes, ke_ptr its exponent bytes (`_fp4_key_rows`)."""
     offs_h = tl.arange(0, BLOCK_HI)
     offs_d = tl.arange(0, DI)
     rows = tl.arange(0, BLOCK_S)
@@ -134,18 +172,26 @@ def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale
     w = to_bf16(w * w_scale, RNE_FIX)                                  # torch's bf16 * scalar (fp32 product)
     s0 = j * BLOCK_S
     step = P * BLOCK_S
-    k_seq = k_ptr + tl.load(seq_ptr + t).to(tl.int64) * s_kb
+    seq = tl.load(seq_ptr + t).to(tl.int64)
+    k_seq = k_ptr + seq * s_kb
+    ke_seq = ke_ptr + seq * s_eb if KEY_FP4 else ke_ptr
     keys_at = k_seq + rows[:, None].to(tl.int64) * s_kn + offs_d[None, :]  # block 0's keys; block b's: + b * s_kn
     out_at = sc_ptr + t * s_st + rows
     full = tl.maximum(n - s0 - BLOCK_S + step, 0) // step               # blocks s0 + i * step + BS <= n
     for i in range(0, full):
         b = s0 + i * step
-        _score_tile(tl.load(keys_at + b.to(tl.int64) * s_kn), qt, w, out_at + b, None, DOT_UPCAST, RNE_FIX, ASM,
-                    HEAD_MMA)
+        if KEY_FP4:
+            keys = _fp4_key_rows(k_seq, ke_seq, b.to(tl.int64) + rows, None, s_kn, s_en, DI, GROUP, False)
+        else:
+            keys = tl.load(keys_at + b.to(tl.int64) * s_kn)
+        _score_tile(keys, qt, w, out_at + b, None, DOT_UPCAST, RNE_FIX, ASM, HEAD_MMA)
     b = s0 + full * step
     if b < n:
         smask = b + rows < n
-        keys = tl.load(keys_at + b.to(tl.int64) * s_kn, mask=smask[:, None], other=0.0)
+        if KEY_FP4:
+            keys = _fp4_key_rows(k_seq, ke_seq, b.to(tl.int64) + rows, smask, s_kn, s_en, DI, GROUP, True)
+        else:
+            keys = tl.load(keys_at + b.to(tl.int64) * s_kn, mask=smask[:, None], other=0.0)
         _score_tile(keys, qt, w, out_at + b, smask, DOT_UPCAST, RNE_FIX, ASM, HEAD_MMA)
 
 
@@ -153,13 +199,15 @@ def _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale
 def _index_scores(qi_ptr, w_ptr, k_ptr, seq_ptr, pos_ptr, sc_ptr,   # qi (T, Hi, 128) bf16; w (T, Hi) bf16
                   HI, RATIO, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,  # k (B, Ncap, 128) bf16; sc (T, Ncap) fp32
                   DI: tl.constexpr, BLOCK_HI: tl.constexpr, BLOCK_S: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                  RNE_FIX: tl.constexpr, ASM: tl.constexpr = False, HEAD_MMA: tl.constexpr = False):
+                  RNE_FIX: tl.constexpr, ASM: tl.constexpr = False, HEAD_MMA: tl.constexpr = False,
+                  KEY_FP4: tl.constexpr = False, ke_ptr=None, s_eb=0, s_en=0, GROUP: tl.constexpr = 32):
+    # KEY_FP4 (impl triton_fp4keys): k the FP4 key cache's codes (B, Ncap, 64) uint8, ke its exponents (B, Ncap, 4)
     t = tl.program_id(0)
     j = tl.program_id(1)
     n = ((tl.load(pos_ptr + t) + 1) // RATIO).to(tl.int32)              # the ACTUAL number of keys (32-bit tests)
     if j * BLOCK_S < n:                                                 # idle programs read nothing
         _score_blocks(qi_ptr, w_ptr, k_ptr, seq_ptr, sc_ptr, t, j, n, HI, P, w_scale, s_qt, s_qh, s_wt, s_kb, s_kn, s_st,
-                      DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM, HEAD_MMA)
+                      DI, BLOCK_HI, BLOCK_S, DOT_UPCAST, RNE_FIX, ASM, HEAD_MMA, KEY_FP4, ke_ptr, s_eb, s_en, GROUP)
 
 
 @triton.jit
@@ -691,22 +739,24 @@ def fused_default(params: dict) -> dict:
     return {"BLOCK_S": 128, "num_warps": 8, "num_stages": 3, "waves": 2, "SCAN": 2048}
 
 
-def _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
-    """Checks shared by the impls (indexer_topk's and csa_indices') -> (device, T, Hi, KP), KP = pow2 >= topk."""
-    check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
+def _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, k_exp=None):
+    """Checks shared by the impls (indexer_topk's and csa_indices') -> (device, T, Hi, KP), KP = pow2 >= topk.
+    k_exp: k_cache is the FP4 key cache's codes (`_fp4_keys_form`)."""
+    check_indexer_topk(qi, w, k_cache if k_exp is None else _fp4_keys_form(k_cache, k_exp), seq_ids, positions, topk,
+                       ratio)
     check_w_scale(w_scale)
-    dev = check_device(qi, w, k_cache, seq_ids, positions)
+    dev = check_device(qi, w, k_cache, seq_ids, positions, k_exp)
     t, hi, _ = qi.shape
     if hi > 128:
         raise ValueError(f"indexer_topk: at most 128 heads per launch, got Hi={hi}")
-    if k_cache.stride(2) != 1 or qi.stride(2) != 1:
-        raise ValueError("indexer_topk: qi and k_cache must be contiguous in the last dim")
+    if k_cache.stride(2) != 1 or qi.stride(2) != 1 or (k_exp is not None and k_exp.stride(2) != 1):
+        raise ValueError("indexer_topk: qi and k_cache (and k_exp) must be contiguous in the last dim")
     return dev, t, hi, max(16, triton.next_power_of_2(topk))
 
 
-def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale):
+def _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, k_exp=None):
     """_checked, and indexer_topk's outputs allocated -> (device, T, Hi, KP, idx, val)."""
-    dev, t, hi, kp = _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    dev, t, hi, kp = _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, k_exp)
     idx = torch.empty(t, topk, dtype=torch.int32, device=dev)
     val = torch.empty(t, topk, dtype=torch.float32, device=dev)
     return dev, t, hi, kp, idx, val
@@ -767,30 +817,32 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
     return idx, val
 
 
-def index_scores(qi, w, k_cache, seq_ids, positions, ratio, w_scale, cfg, dev) -> torch.Tensor:
+def index_scores(qi, w, k_cache, seq_ids, positions, ratio, w_scale, cfg, dev, k_exp=None) -> torch.Tensor:
     """The score launch alone -> scores (T, Ncap) fp32, written below each token's (p + 1) // ratio keys (the rest
-    is unwritten memory)."""
+    is unwritten memory). k_exp: k_cache is the FP4 key cache's codes (impl triton_fp4keys)."""
     t, hi = qi.shape[0], qi.shape[1]
     scores = torch.empty(t, k_cache.shape[1], dtype=torch.float32, device=dev)   # allocation only
     w = w.contiguous()                                                   # the kernel reads w rows unit-stride
     p = max(1, triton.cdiv(cfg["waves"] * sm_count(dev), t))
+    fp4 = {} if k_exp is None else {"KEY_FP4": True, "ke_ptr": k_exp, "s_eb": k_exp.stride(0), "s_en": k_exp.stride(1),
+                                     "GROUP": KEY_GROUP}
     _index_scores[(t, p)](
         qi, w, k_cache, seq_ids.contiguous(), positions.contiguous(), scores, hi, ratio, p, float(w_scale),
         qi.stride(0), qi.stride(1), w.stride(0), k_cache.stride(0), k_cache.stride(1), scores.stride(0),
         DI=DI, BLOCK_HI=max(16, triton.next_power_of_2(hi)), BLOCK_S=cfg["BLOCK_S"], DOT_UPCAST=INTERPRET,
-        RNE_FIX=INTERPRET, **score_options(cfg), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        RNE_FIX=INTERPRET, **score_options(cfg), **fp4, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return scores
 
 
 def _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, idx, val,
-                      window: int = 0, lengths: torch.Tensor | None = None) -> None:
+                      window: int = 0, lengths: torch.Tensor | None = None, k_exp=None) -> None:
     """indexer_topk's two launches into idx / val (window 0), or csa_indices' (window W: idx the attention rows
-    (T, W + K), val a scratch of the same shape, lengths (T,))."""
+    (T, W + K), val a scratch of the same shape, lengths (T,)). k_exp: the FP4 key cache (index_scores)."""
     t = qi.shape[0]
     if t == 0:
         return
     pos = positions.contiguous()
-    scores = index_scores(qi, w, k_cache, seq_ids, pos, ratio, w_scale, cfg, dev)
+    scores = index_scores(qi, w, k_cache, seq_ids, pos, ratio, w_scale, cfg, dev, k_exp)
     stage = torch.empty(t, kp, dtype=torch.int64, device=dev)
     scan, twarps, seg = scan_width(cfg.get("SCAN", 4096)), cfg.get("TOPK_WARPS", 16), cfg.get("SEGMENTS", "auto")
     fast = bool(cfg.get("FAST", True))
@@ -862,6 +914,109 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
     check_window("csa_indices", window)
     idx, _ = indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
     return attention_indices(positions, "csa", window, ratio, idx, window + topk)
+
+
+# impl "triton_fp4keys": the indexer's key cache stored as FP4 (SPEC 2, "KV cache storage") -------------------------
+KEY_GROUP = 32      # the indexer compressor's FP4 simulation group: one exponent byte per 32 dims
+KEY_EXP_MAX = 240   # the largest exponent byte the score launch decodes (`_fp4_key_rows`: 2^(e - 113) finite)
+
+
+def pack_fp4_keys(k_cache: torch.Tensor):
+    """k_cache [B, N, 128] bf16 -> (codes [B, N, 64] uint8: two e2m1 codes a byte, the low nibble the even dim;
+    exponents [B, N, 4] uint8: 2^(e - 127) per 32 dims, 255 for a group NaN throughout, as the op's never-read rows),
+    equal to k_cache in every element (kernels/linear.py fp4_codes_exact), or None (also for a group scale past
+    2^113, KEY_EXP_MAX, and for a subnormal key value, below 2^-126: keys of N(0, 1) scale take scales about 2^-1). Every key the model stores is such: the indexer compressor Hadamard-rotates each entry, then FP4-simulates it in groups of 32. 68 bytes a key
+    instead of 256."""
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dtype != torch.bfloat16 or k_cache.dim() != 3 \
+            or k_cache.shape[2] != DI:
+        return None
+    x = k_cache.float()
+    if bool(((x != 0) & (x.abs() < 2.0 ** -126)).any()):  # subnormal: the decode's fp32 product would be one
+        return None
+    found = fp4_codes_exact(x, KEY_GROUP)
+    if found is None:
+        return None
+    codes, exps = found
+    if bool(((exps > KEY_EXP_MAX) & (exps != 255)).any()):    # a group scale past 2^113
+        return None
+    return pack_fp4(codes).contiguous(), exps.contiguous()
+
+
+def prepare_fp4_keys(inputs: dict) -> dict:
+    """Impl.prepare of triton_fp4keys: k_cache as `pack_fp4_keys` stores it (k_cache the codes, k_exp) when it is an
+    FP4-simulated key cache; otherwise unchanged (the bf16 path)."""
+    packed = pack_fp4_keys(inputs.get("k_cache"))
+    if packed is None:
+        return inputs
+    return {**inputs, "k_cache": packed[0], "k_exp": packed[1]}
+
+
+def _fp4_keys_form(codes: torch.Tensor, k_exp: torch.Tensor) -> torch.Tensor:
+    """The FP4 key cache's checks (codes [B, N, 64] uint8, k_exp [B, N, 4] uint8) -> a bf16 stand-in [B, N, 128]
+    (no storage) for the bf16 cache's shape checks."""
+    check_dtype("indexer_topk: k_cache (FP4 codes)", codes, torch.uint8)
+    check_dtype("indexer_topk: k_exp", k_exp, torch.uint8)
+    if codes.dim() != 3 or codes.shape[2] != DI // 2:
+        raise ValueError(f"indexer_topk: k_cache (FP4 codes) must be [B, Ncap, {DI // 2}], got {tuple(codes.shape)}")
+    check_shape("indexer_topk: k_exp", k_exp, (codes.shape[0], codes.shape[1], DI // KEY_GROUP))
+    return torch.empty((1, 1, 1), dtype=torch.bfloat16, device=codes.device).expand(codes.shape[0], codes.shape[1], DI)
+
+
+def fp4keys_configs(params: dict) -> list[dict]:
+    """indexer_configs' block grid without 128-key blocks at 4 warps (each key block is made bf16 in registers:
+    that one spills 32 B on sm_120), and the path configs from fp4keys_default."""
+    grid = [c for c in indexer_configs(params)[:-len(_path_configs({}))]
+            if not (c["BLOCK_S"] == 128 and c["num_warps"] == 4)]
+    return grid + _path_configs(fp4keys_default(params))
+
+
+def fp4keys_default(params: dict) -> dict:
+    """64-key blocks: sm_120 217 registers, 25,088 B of shared memory, two programs an SM, no spill; sm_90 114
+    registers, four programs an SM (impl triton's 128-key default: 242 / 82,944 B / one, and 118 / two;
+    scripts/sass_mix.py indexer_topk --where T=64)."""
+    return {**indexer_default(params), "BLOCK_S": 64}
+
+
+@register_impl("indexer_topk", "triton_fp4keys", backend="triton", configs=fp4keys_configs,
+               default_config=fp4keys_default, options=HELD_OPTIONS,
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split], prepare=prepare_fp4_keys)
+def indexer_topk_fp4keys(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                         positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
+                         k_exp: torch.Tensor | None = None,
+                         config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Impl triton's two launches on the key cache stored as FP4 (`pack_fp4_keys`: 68 bytes a key instead of 256),
+    the score launch making each key block bf16 again (`_fp4_key_rows`): the same keys, so the output equals impl
+    triton's bit for bit at the same config. Without k_exp, k_cache is the bf16 cache (impl triton)."""
+    if k_exp is None:
+        return indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, config)
+    dev, t, hi, kp, idx, val = _prepare(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, k_exp)
+    cfg = config or lookup("indexer_topk", {"T": t, "Hi": hi, "K": topk, "kernel": "fp4keys"}, fp4keys_default({}))
+    _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, idx, val, k_exp=k_exp)
+    return idx, val
+
+
+@register_impl("csa_indices", "triton_fp4keys", backend="triton", configs=fp4keys_configs,
+               default_config=fp4keys_default, options=HELD_OPTIONS,
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split], prepare=prepare_fp4_keys)
+def csa_indices_fp4keys(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
+                        positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
+                        k_exp: torch.Tensor | None = None,
+                        config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Impl triton of csa_indices (the top-k writing the attention rows) on the FP4 key cache, as
+    indexer_topk_fp4keys: bit-equal to impl triton at the same config. Without k_exp, impl triton."""
+    if k_exp is None:
+        return csa_indices(qi, w, k_cache, seq_ids, positions, topk, window, ratio, w_scale, config)
+    check_window("csa_indices", window)
+    dev, t, hi, kp = _checked(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, k_exp)
+    cfg = config or lookup("csa_indices", {"T": t, "Hi": hi, "K": topk, "kernel": "fp4keys"}, fp4keys_default({}))
+    if not cfg.get("ROW", True):
+        raise ValueError("csa_indices: config ROW False (the two ops) does not read the FP4 key cache")
+    rows = torch.empty(t, window + topk, dtype=torch.int32, device=dev)
+    lengths = torch.empty(t, dtype=torch.int32, device=dev)
+    scratch = torch.empty(t, window + topk, dtype=torch.float32, device=dev)   # the top-k's scores, not returned
+    _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, rows, scratch,
+                      window, lengths, k_exp)
+    return rows, lengths
 
 
 MAX_SEGMENTS = 64

@@ -1,0 +1,215 @@
+"""The indexer's key cache stored as FP4 (kernels/indexer.py pack_fp4_keys, impl triton_fp4keys of indexer_topk and
+csa_indices): the keys every indexer cache of the model holds (Hadamard-rotated, then FP4-simulated in groups of 32 by
+the indexer compressor) packed exactly into two e2m1 codes a byte and one UE8M0 exponent byte per 32 dims (68 bytes a
+key instead of 256); the score launch making each key block bf16 again, so the outputs equal impl triton's bit for bit
+at the same config; the fallback for a cache that is not FP4, bad inputs, sm_120."""
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernelbench import registry
+from kernelbench.kernels.common import INTERPRET
+from kernelbench.reference.quant import E2M1_VALUES, fp4_simulate
+from _quant_moe_util import check_against_reference, poisoned_empty
+
+registry.load_builtin()
+from kernelbench.kernels import indexer as KI  # noqa: E402  (after the registry: the interpreter flag is set)
+
+
+def _unpacked(codes, exps):
+    """The packed form's values by torch: e2m1(code) x 2^(e - 127), NaN for exponent 255."""
+    nib = torch.stack((codes & 15, codes >> 4), -1).flatten(-2).long()
+    val = torch.tensor(E2M1_VALUES, dtype=torch.float64)[nib]
+    scale = torch.ldexp(torch.ones(exps.shape, dtype=torch.float64), exps.long() - 127)
+    scale = torch.where(exps == 255, float("nan"), scale)
+    return val * scale.repeat_interleave(KI.KEY_GROUP, -1)
+
+
+def _keys(b, n, gen, spread=1.0):
+    x = torch.randn(b * n, KI.DI, generator=gen) * spread
+    return fp4_simulate(x.bfloat16(), KI.KEY_GROUP).reshape(b, n, KI.DI)
+
+
+def test_pack_is_exact_and_refuses_what_is_not_fp4():
+    """Simulated keys (three magnitudes, an all-zero group, a group at the smallest scale 2^-126, a NaN row as the
+    op's never-read rows) pack into codes and exponents equal to every value; a group whose codes stay under 4 takes
+    a smaller scale, still exact. Keys that are not FP4, partly NaN groups, a scale past 2^113, a subnormal value
+    (e2m1 0.5 x 2^-126), or a non-bf16 cache give None, and prepare leaves the inputs as they are."""
+    gen = torch.Generator().manual_seed(5)
+    k = _keys(2, 6, gen)
+    k[0, 1] = _keys(1, 1, gen, 2.0 ** 40)[0, 0]
+    k[0, 2] = _keys(1, 1, gen, 2.0 ** -40)[0, 0]
+    k[1, 0, :32] = 0
+    tiny = torch.tensor([0.0, 1.0, -6.0, 3.0] * 8) * 2.0 ** -126
+    k[1, 1, 32:64] = tiny.bfloat16()                               # the smallest scale, 2^-126
+    k[1, 2, :32] = k[1, 2, :32] * 0.25                             # exact; the group's codes now stay small...
+    k[1, 5] = float("nan")
+    codes, exps = KI.pack_fp4_keys(k)
+    assert codes.dtype == torch.uint8 and codes.shape == (2, 6, 64) and exps.shape == (2, 6, 4)
+    back = _unpacked(codes, exps)
+    fin = ~torch.isnan(k.double())
+    assert torch.equal(back[fin], k.double()[fin]) and bool(torch.isnan(back[~fin]).all())
+    assert bool((exps[1, 5] == 255).all()) and exps[1, 1, 1] == 1    # never-read row; scale 2^-126
+    assert int(exps[1, 2, 0]) < int(exps[1, 2, 1])                  # ...so its scale is 4x smaller
+    assert KI.pack_fp4_keys(torch.randn(1, 4, 128, generator=gen).bfloat16()) is None
+    part = k.clone()
+    part[0, 0, 3] = float("nan")
+    assert KI.pack_fp4_keys(part) is None
+    assert KI.pack_fp4_keys(_keys(1, 2, gen, 2.0 ** 115)) is None  # scale 2^114: past KEY_EXP_MAX
+    assert KI.pack_fp4_keys(k.float()) is None and KI.pack_fp4_keys(k[..., :64]) is None
+    sub = k.clone()
+    sub[1, 1, 32] = 2.0 ** -127                                    # e2m1 0.5 x 2^-126: a subnormal bf16 value
+    assert float(sub[1, 1, 32]) == 2.0 ** -127 and KI.pack_fp4_keys(sub) is None
+    plain = {"k_cache": torch.randn(1, 4, 128, generator=gen).bfloat16()}
+    assert KI.prepare_fp4_keys(plain) is plain
+
+
+@triton.jit
+def _rows_kernel(kc_ptr, ke_ptr, out_ptr, n, BS: tl.constexpr, DI: tl.constexpr, GROUP: tl.constexpr,
+                 MASKED: tl.constexpr):
+    rows = tl.program_id(0) * BS + tl.arange(0, BS)
+    keys = KI._fp4_key_rows(kc_ptr, ke_ptr, rows.to(tl.int64), rows < n, DI // 2, DI // GROUP, DI, GROUP, MASKED)
+    tl.store(out_ptr + rows[:, None] * DI + tl.arange(0, DI)[None, :], keys, mask=(rows < n)[:, None])
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_score_launch_decodes_every_code_and_scale_bit_for_bit(masked):
+    """The kernel's decode (`_fp4_key_rows`) gives back the packed keys bit for bit: all 16 codes (-0 included)
+    under exponents from 2 to KEY_EXP_MAX, all but 0.5 under exponent 1 (0.5 x 2^-126 is subnormal: refused by the
+    pack), NaN under 255."""
+    codes = torch.arange(256, dtype=torch.uint8).repeat(4)              # every byte: every (even, odd) code pair
+    keys = torch.tensor(E2M1_VALUES)[torch.stack((codes & 15, codes >> 4), -1).flatten().long()]
+    keys = keys.reshape(-1, 32)                                        # groups of 32 values
+    exps = torch.tensor([1, 2, 64, 126, 127, 128, 200, KI.KEY_EXP_MAX])
+    rows = []
+    for e in exps.tolist():
+        rows.append(torch.where((keys.abs() == 0.5) & (e == 1), 1.0, keys) * 2.0 ** (e - 127))
+    want = torch.cat(rows).reshape(-1, KI.DI).bfloat16()
+    assert bool(torch.isfinite(want.float()).all())
+    want = torch.cat((want, torch.full((16, KI.DI), float("nan"), dtype=torch.bfloat16)))     # 144 rows: 9 blocks
+    codes, exps = KI.pack_fp4_keys(want[None])
+    assert int(exps.min()) == 1 and int(exps[exps != 255].max()) == KI.KEY_EXP_MAX
+    n = want.shape[0]
+    out = torch.full((n, KI.DI), 7.0, dtype=torch.bfloat16)
+    _rows_kernel[(triton.cdiv(n, 16),)](codes[0], exps[0], out, n, BS=16, DI=KI.DI, GROUP=KI.KEY_GROUP,
+                                       MASKED=masked)
+    bits = lambda x: x.view(torch.int16)                               # noqa: E731
+    assert torch.equal(bits(out[:-16]), bits(want[:-16]))            # -0.0 stays -0.0
+    assert bool(torch.isnan(out[-16:].float()).all())
+
+
+CASES = [
+    {"T": 3, "Hi": 8, "topk": 16, "ctx": 300, "cap": 100, "ragged": True},
+    {"T": 2, "Hi": 64, "topk": 24, "ctx": 700, "cap": 200, "ragged": False},
+    {"T": 4, "Hi": 5, "topk": 8, "ctx": 40, "cap": 12, "ragged": True},
+]
+
+
+@pytest.mark.parametrize("op", ["indexer_topk", "csa_indices"])
+@pytest.mark.parametrize("p", CASES)
+@pytest.mark.parametrize("cfg", [None, {"BLOCK_S": 64, "num_warps": 4, "num_stages": 1, "waves": 64, "SCAN": 2048,
+                                        "TOPK_WARPS": 8, "SEGMENTS": 4, "SEG_MIN": 4}])
+def test_fp4_keys_are_bit_equal_to_the_bf16_keys(op, p, cfg, monkeypatch):
+    """On the op's inputs (FP4-simulated keys, NaN past each sequence's keys), impl triton_fp4keys on the packed cache
+    passes the reference's check on poisoned outputs and equals impl triton on the bf16 cache at the same config bit
+    for bit: the default, and many score programs with the split top-k."""
+    p = {**p, "W": 16} if op == "csa_indices" else p
+    poisoned_empty(monkeypatch)
+    inp, out, _ = check_against_reference(op, p, "normal", config=cfg, impl_name="triton_fp4keys")
+    impl = registry.get_impl(op, "triton_fp4keys")
+    run = impl.prepared(inp)
+    assert run["k_cache"].dtype == torch.uint8 and run["k_exp"].dtype == torch.uint8
+    same = cfg or impl.default_config(p)
+    want = registry.get_impl(op, "triton").fn(**inp, config=same)
+    assert all(torch.equal(a, b) for a, b in zip(out, want))
+
+
+def test_fp4_scores_equal_the_bf16_scores():
+    """The score launch alone: every score below each token's keys equal, the tokens' keys 2^30, 2^-30 and 1 in
+    scale."""
+    spec = registry.get_op("indexer_topk")
+    p = CASES[1]
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(7), "cpu", "normal")
+    k = inp["k_cache"]
+    k[inp["seq_ids"][0]] *= 2.0 ** 30
+    k[inp["seq_ids"][1]] *= 2.0 ** -30
+    run = KI.prepare_fp4_keys(inp)
+    cfg = KI.fp4keys_default(p)
+    args = (inp["qi"], inp["w"])
+    rest = (inp["seq_ids"], inp["positions"], inp["ratio"], inp["w_scale"], cfg, torch.device("cpu"))
+    ours = KI.index_scores(*args, run["k_cache"], *rest, k_exp=run["k_exp"])
+    base = KI.index_scores(*args, k, *rest)
+    n = (inp["positions"] + 1) // inp["ratio"]
+    for t in range(p["T"]):
+        assert torch.equal(ours[t, :n[t]], base[t, :n[t]])
+    assert bool(torch.isfinite(base[0, :n[0]]).all()) and bool((base[0, :n[0]] != 0).any())
+
+
+def test_fp4_keys_bad_inputs():
+    """The packed form's parts are checked by name (a wrong dtype or shape, parts on other devices), csa_indices'
+    ROW False (the two ops) is refused; without k_exp the bf16 cache runs impl triton's path."""
+    op = "csa_indices"
+    p = {**CASES[0], "W": 16}
+    inp = registry.get_op(op).make_inputs(p, torch.Generator().manual_seed(1), "cpu", "normal")
+    impl = registry.get_impl(op, "triton_fp4keys")
+    run = impl.prepared(inp)
+    with pytest.raises(TypeError, match="k_exp must be torch.uint8"):
+        impl.fn(**{**run, "k_exp": run["k_exp"].int()})
+    with pytest.raises(ValueError, match="k_exp must have shape"):
+        impl.fn(**{**run, "k_exp": run["k_exp"][:, :, :2].contiguous()})
+    with pytest.raises(ValueError, match=r"FP4 codes\) must be \[B, Ncap, 64\]"):
+        impl.fn(**{**run, "k_cache": run["k_cache"][:, :, :32].contiguous()})
+    with pytest.raises(TypeError, match="FP4 codes"):
+        impl.fn(**{**run, "k_cache": inp["k_cache"]})
+    with pytest.raises(ValueError, match="ROW False"):
+        impl.fn(**run, config={**KI.fp4keys_default(p), "ROW": False})
+    cfg = KI.fp4keys_default(p)
+    want = registry.get_impl(op, "triton").fn(**inp, config=cfg)
+    assert all(torch.equal(a, b) for a, b in zip(impl.fn(**inp, config=cfg), want))
+
+
+def test_fp4_keys_space_fits_sm120():
+    """Every config of impl triton_fp4keys at the Flash TP8 64-token case compiles for sm_120 within its shared
+    memory, without spills (128-key blocks at 4 warps do not: fp4keys_configs)."""
+    from kernelbench.harness import inspector
+    spec = registry.get_op("indexer_topk")
+    p = next(c for c in spec.shape_cases("flash-tp8") if c["T"] == 64)
+    impl = registry.get_impl("indexer_topk", "triton_fp4keys")
+    configs = impl.configs(p)
+    assert not any(c["BLOCK_S"] == 128 and c["num_warps"] == 4 for c in configs)
+    jobs = [("indexer_topk", "triton_fp4keys", p, cfg) for cfg in (None, configs[0])]
+    for rep in inspector.inspect_jobs(jobs, target="sm_120"):
+        assert not rep["error"] and not rep["problems"], (rep["error"], rep["problems"])
+        (score,) = [k for k in rep["kernels"] if k["kernel"].endswith("_index_scores")]
+        assert score["shared_bytes"] <= 101_376 and not score["spills"] and score["programs_per_sm"] >= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh rest)")
+def test_gpu_fp4_keys_are_bit_equal_to_the_bf16_keys():
+    """Compiled, at the Flash TP8 shapes (1, 16 and 64 tokens, context 512 and 64K): impl triton_fp4keys of
+    csa_indices on the packed cache equals impl triton on the bf16 cache at the same config, direct and replayed
+    from a CUDA graph."""
+    op = "csa_indices"
+    spec = registry.get_op(op)
+    impl = registry.get_impl(op, "triton_fp4keys")
+    cases = [c for c in spec.shape_cases("flash-tp8-long") if c["ctx"] in (512, 65536) and c["cap"] * 4 == c["ctx"]]
+    assert len(cases) == 6
+    for p in cases:
+        inp = spec.make_inputs(p, torch.Generator().manual_seed(p["T"]), "cuda", "normal")
+        run = impl.prepared(inp)
+        assert run["k_cache"].dtype == torch.uint8, p
+        cfg = impl.default_config(p)
+        want = registry.get_impl(op, "triton").fn(**inp, config=cfg)
+        assert all(torch.equal(a, b) for a, b in zip(impl.fn(**run, config=cfg), want)), p
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = impl.fn(**run, config=cfg)
+        for _ in range(2):
+            g.replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(outs, want)), p
