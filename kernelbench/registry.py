@@ -87,6 +87,17 @@ class OpSpec:
     # expected number). Bench times real inputs, so its roofline uses it (timed_cost); list, roofline and scaling,
     # which have no inputs, use `cost`
     instance_cost: Callable[[Params, Inputs], Cost] | None = None
+    # the Cost of each packed storage form of the op's inputs (docs/OPS.md "Prepared layouts": an FP8 or FP4 cache)
+    # by name: an implementation declaring `form` reads that form (its prepare packs the official inputs), so bench
+    # counts these bytes for it instead of `cost`'s (its GB/s, % of copy and roofline floor: what it moves)
+    forms: dict[str, Callable[[Params], Cost]] = field(default_factory=dict)
+
+    def form_cost(self, form: str, params: Params) -> Cost:
+        """The Cost of packed form `form` (`forms`); a form the op does not declare is an error by name."""
+        if form not in self.forms:
+            raise RegistryError(f"op {self.name!r} declares no packed form {form!r} (it has: "
+                                f"{', '.join(sorted(self.forms)) or 'none'})")
+        return self.forms[form](params)
 
     def shape_cases(self, shape_set: str | ShapeSet) -> list[Params]:
         ss = get_shape_set(shape_set) if isinstance(shape_set, str) else shape_set
@@ -131,6 +142,8 @@ class Impl:
     # implementation runs fastest on, computed once per weight (the model at load, bench/tune before timing, verify
     # before the call: the pair reference(official) vs fn(prepare(official)) is what verify checks)
     prepare: Callable[[Inputs], Inputs] | None = None
+    # the packed storage form its prepare makes (a name in the op's `forms`): bench counts that form's bytes
+    form: str | None = None
     # config keys the kernels take beyond those the space and the default show at the op's cases (knobs reachable
     # only by an explicit config, e.g. a register cap): KERNELBENCH_PIN_CONFIG and tuned files may name them
     options: frozenset = frozenset()

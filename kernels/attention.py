@@ -641,7 +641,8 @@ def fp8kv_default(params: dict) -> dict:
 
 
 @register_impl("sparse_attention", "triton_fp8kv", backend="triton", configs=fp8kv_configs,
-               default_config=fp8kv_default, kernels=lambda: [_attn_split, _attn_combine], prepare=prepare_fp8_kv)
+               default_config=fp8kv_default, kernels=lambda: [_attn_split, _attn_combine], prepare=prepare_fp8_kv,
+               form="fp8kv")
 def sparse_attention_fp8kv(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Tensor, indices: torch.Tensor,
                            sink: torch.Tensor, scale: float, positions: torch.Tensor | None = None,
                            freqs: torch.Tensor | None = None, lengths: torch.Tensor | None = None,

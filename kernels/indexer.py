@@ -979,7 +979,8 @@ def fp4keys_default(params: dict) -> dict:
 
 @register_impl("indexer_topk", "triton_fp4keys", backend="triton", configs=fp4keys_configs,
                default_config=fp4keys_default, options=HELD_OPTIONS,
-               kernels=lambda: [_index_scores, _index_topk, _index_topk_split], prepare=prepare_fp4_keys)
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split], prepare=prepare_fp4_keys,
+               form="fp4keys")
 def indexer_topk_fp4keys(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                          positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
                          k_exp: torch.Tensor | None = None,
@@ -997,7 +998,8 @@ def indexer_topk_fp4keys(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tenso
 
 @register_impl("csa_indices", "triton_fp4keys", backend="triton", configs=fp4keys_configs,
                default_config=fp4keys_default, options=HELD_OPTIONS,
-               kernels=lambda: [_index_scores, _index_topk, _index_topk_split], prepare=prepare_fp4_keys)
+               kernels=lambda: [_index_scores, _index_topk, _index_topk_split], prepare=prepare_fp4_keys,
+               form="fp4keys")
 def csa_indices_fp4keys(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
                         positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
                         k_exp: torch.Tensor | None = None,

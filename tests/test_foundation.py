@@ -97,6 +97,31 @@ def test_every_decode_op_names_its_batch():
         assert one and all(spec.batch(p) == batches[0] for p in one), spec.name
 
 
+def test_packed_impls_count_the_bytes_of_their_form():
+    """An impl that reads a packed storage form (its prepare packs the cache) names a form its op declares, and that
+    form's cost is what bench counts for it: the same work, fewer bytes at every Flash case (the FP4 key cache 68 bytes
+    a key instead of 256, the FP8 attention cache 584 an entry instead of 1024). An undeclared form is an error by
+    name."""
+    registry.load_builtin()
+    named = [(spec, impl) for spec in registry.ops() for impl in registry.impls(spec.name).values()
+             if impl.form is not None]
+    assert {(s.name, i.name) for s, i in named} >= {("sparse_attention", "triton_fp8kv"),
+                                                      ("indexer_topk", "triton_fp4keys"),
+                                                      ("csa_indices", "triton_fp4keys")}
+    for spec, impl in named:
+        assert impl.prepare is not None, (spec.name, impl.name)
+        for p in spec.shape_cases("flash-tp8-long"):
+            full, packed = spec.cost(p), spec.form_cost(impl.form, p)
+            assert packed.flops == full.flops and packed.bytes < full.bytes, (spec.name, p)
+    spec = registry.get_op("csa_indices")
+    p = next(c for c in spec.shape_cases("flash-tp8-long") if c["ctx"] == 65536 and c["T"] == 1)
+    keys = p["ctx"] // 4                                              # position ctx - 1: (p + 1) // 4 keys
+    saved = spec.cost(p).bytes - spec.form_cost("fp4keys", p).bytes
+    assert saved == pytest.approx(keys * (256 - 68), rel=1e-3)
+    with pytest.raises(registry.RegistryError, match="no packed form 'fp8kv'.*fp4keys"):
+        spec.form_cost("fp8kv", p)
+
+
 def test_every_lookup_is_recorded_with_where_its_config_came_from(tmp_path, monkeypatch):
     f = tmp_path / "tuned.json"
     f.write_text(json.dumps({"version": 1, "entries": [

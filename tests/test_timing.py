@@ -150,3 +150,14 @@ def test_measure_counts_the_experts_its_inputs_route_to_on_gpu():
     assert want.bytes != pytest.approx(spec.cost(p).bytes)
     assert m.verified and m.bytes == pytest.approx(want.bytes)
     assert any(n.startswith("bytes of these inputs") for n in m.notes)
+
+
+@pytest.mark.gpu
+def test_measure_counts_a_packed_impls_own_bytes_on_gpu():
+    """A packed-cache impl's row counts its form's bytes (the FP4 key cache's), not the bf16 cache's, and says so."""
+    registry.load_builtin()
+    spec, impl = registry.get_op("csa_indices"), registry.get_impl("csa_indices", "triton_fp4keys")
+    p = {"T": 2, "Hi": 64, "topk": 64, "ctx": 4096, "cap": 1024, "ragged": False, "W": 128}
+    m = timing.measure_impl(spec, impl, p, max_time_s=0.2)
+    assert m.verified and m.bytes == pytest.approx(spec.form_cost("fp4keys", p).bytes)
+    assert m.bytes < spec.cost(p).bytes and any(n.startswith("bytes: its fp4keys form") for n in m.notes)

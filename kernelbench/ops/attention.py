@@ -174,12 +174,20 @@ def _attn_strategy():
         "rope": st.booleans(), "lengths": st.booleans()})
 
 
-def _attn_cost(p: dict) -> Cost:
+def fp8_entry_bytes(p: dict) -> float:
+    """Bytes a cache entry in the FP8 form (impl triton_fp8kv): e4m3 codes of the non-rope dims, the rope dims in
+    bf16, one UE8M0 byte per 64 dims (584 at Dh 512, R 64)."""
+    dh, r = p["Dh"], (p.get("R", 0) if p.get("rope", True) else 0)
+    return (dh - r) + 2.0 * r + dh // 64
+
+
+def _attn_cost(p: dict, entry_bytes: float | None = None) -> Cost:
     valid = float(selected_counts(p).sum())
     t, hl, dh = p["T"], p["Hl"], p["Dh"]
     cols = float(row_lengths(p).sum()) if p.get("lengths") else float(t * ksel(p))   # index columns read
+    entry = 2.0 * dh if entry_bytes is None else entry_bytes
     return Cost(flops=4.0 * valid * hl * dh,
-                bytes=2.0 * valid * dh + 2.0 * 2 * t * hl * dh + 4.0 * cols + 8.0 * t + 4.0 * hl
+                bytes=entry * valid + 2.0 * 2 * t * hl * dh + 4.0 * cols + 8.0 * t + 4.0 * hl
                 + (4.0 * t if p.get("lengths") else 0.0))
 
 
@@ -198,6 +206,7 @@ register_op(OpSpec(
     name="sparse_attention", family="attention", reference=sparse_attention, make_inputs=_attn_inputs,
     batch_key="T",
     cases=_attn_cases, strategy=_attn_strategy, cost=_attn_cost, tolerance=lambda p: {"o": ATTN_TOL},
+    forms={"fp8kv": lambda p: _attn_cost(p, fp8_entry_bytes(p))},
     outputs=("o",), value_modes=("normal", "large"),   # no "outliers": the bf16 p error scales with max|kv|
     doc="sparse MQA decode attention over the selected entries with the sink in the denominator, fused "
         "inverse RoPE; indices -1 are masked; columns >= lengths[t] (optional) are not read",

@@ -96,12 +96,16 @@ def _topk_cases(ss: ShapeSet) -> list[dict]:
     return out
 
 
-def _topk_cost(p) -> Cost:
+# bytes a key in the FP4 key cache (impl triton_fp4keys): two e2m1 codes a byte, one UE8M0 byte per 32 dims
+FP4_KEY_BYTES = DI // 2 + DI // 32
+
+
+def _topk_cost(p, key_bytes: float = 2.0 * DI) -> Cost:
     ratio = p.get("ratio", 4)
     keys = float(((token_positions(p) + 1) // ratio).sum())
     t, hi, k = p["T"], p["Hi"], p["topk"]
     return Cost(flops=2.0 * keys * hi * DI + 2.0 * keys * hi,
-                bytes=2.0 * keys * DI + 2.0 * t * hi * DI + 4.0 * t * hi + 16.0 * t + 8.0 * t * k)
+                bytes=key_bytes * keys + 2.0 * t * hi * DI + 4.0 * t * hi + 16.0 * t + 8.0 * t * k)
 
 
 TOPK_TOL = {
@@ -125,6 +129,7 @@ register_op(OpSpec(
         "T": st.integers(1, 4), "Hi": st.sampled_from([1, 4, 16, 20]), "topk": st.sampled_from([1, 8, 40]),
         "ctx": st.integers(1, 400), "cap": st.integers(100, 130), "ragged": st.booleans()}),
     cost=_topk_cost, tolerance=lambda p: TOPK_TOL, outputs=("indices", "scores"),
+    forms={"fp4keys": lambda p: _topk_cost(p, FP4_KEY_BYTES)},
     value_modes=("normal", "ties"),
     doc="lightning indexer bf16 scores (DeepSeek's rounding) over the ACTUAL (p+1)//ratio keys, exact top-k "
         "(ties to the lower index)",
@@ -139,8 +144,8 @@ def _csa_inputs(p, gen, device, values):
     return {**args, "window": p["W"]}
 
 
-def _csa_cost(p) -> Cost:
-    c = _topk_cost(p)
+def _csa_cost(p, key_bytes: float = 2.0 * DI) -> Cost:
+    c = _topk_cost(p, key_bytes)
     t, k = p["T"], p["topk"]
     return Cost(flops=c.flops, bytes=c.bytes - 8.0 * t * k + 4.0 * t * (p["W"] + k + 1))   # no scores; row + length
 
@@ -157,6 +162,7 @@ register_op(OpSpec(
         "W": st.sampled_from([4, 16]), "ctx": st.integers(1, 400), "cap": st.integers(100, 130),
         "ragged": st.booleans()}),
     cost=_csa_cost, tolerance=lambda p: CSA_TOL, outputs=("indices", "lengths"),
+    forms={"fp4keys": lambda p: _csa_cost(p, FP4_KEY_BYTES)},
     value_modes=("normal", "ties"),
     doc="a csa layer's attention index lists from the indexer: attention_indices(csa, W, indexer_topk(...)): "
         "the window ring's slots, then W + the selected entries (-1 padded), lengths W + min((p+1)//4, K)",
