@@ -1,6 +1,7 @@
 """Timing's statistics and stopping rule, the roofline sanity check, fresh rotating inputs, the
 reference recheck, and clear refusals without a GPU. The GPU paths (graph replay, events + flush)
 are marked gpu and run on the device machine."""
+import dataclasses
 import math
 from pathlib import Path
 
@@ -154,10 +155,15 @@ def test_measure_counts_the_experts_its_inputs_route_to_on_gpu():
 
 @pytest.mark.gpu
 def test_measure_counts_a_packed_impls_own_bytes_on_gpu():
-    """A packed-cache impl's row counts its form's bytes (the FP4 key cache's), not the bf16 cache's, and says so."""
+    """A packed-cache impl's row counts its form's bytes (the FP4 key cache's), not the bf16 cache's, and says so; when
+    its prepare keeps the inputs (they did not pack) the row counts the op's bytes and says that."""
     registry.load_builtin()
     spec, impl = registry.get_op("csa_indices"), registry.get_impl("csa_indices", "triton_fp4keys")
     p = {"T": 2, "Hi": 64, "topk": 64, "ctx": 4096, "cap": 1024, "ragged": False, "W": 128}
     m = timing.measure_impl(spec, impl, p, max_time_s=0.2)
     assert m.verified and m.bytes == pytest.approx(spec.form_cost("fp4keys", p).bytes)
     assert m.bytes < spec.cost(p).bytes and any(n.startswith("bytes: its fp4keys form") for n in m.notes)
+    kept = dataclasses.replace(impl, prepare=lambda inputs: inputs)    # inputs that do not pack: the bf16 path
+    m = timing.measure_impl(spec, kept, p, max_time_s=0.2)
+    assert m.verified and m.bytes == pytest.approx(spec.cost(p).bytes)
+    assert any("did not pack into its fp4keys form" in n for n in m.notes)

@@ -337,11 +337,16 @@ def measure_impl(spec, impl, params: dict, *, config: dict | None = None, method
     official = sets[0]                      # the reference recheck reads the official layout
     # what these inputs must move (before any call: an in-place op changes its inputs), and the shape's expectation
     cost, expected = spec.timed_cost(params, *draws_of(sets)), spec.cost(params)
-    if impl.form is not None:               # a packed cache: what this impl reads, not the bf16 form's bytes
-        notes.append(f"bytes: its {impl.form} form's, {spec.form_cost(impl.form, params).bytes / 1e6:.2f} MB "
-                     f"(the op's {cost.bytes / 1e6:.2f} MB)")
-        cost = expected = spec.form_cost(impl.form, params)
-    sets = [impl.prepared(s) for s in sets]  # the load-time weight layout, outside the timed region
+    prepared = [impl.prepared(s) for s in sets]  # the load-time weight layout, outside the timed region
+    if impl.form is not None:
+        if all(p is not s for p, s in zip(prepared, sets)):   # a packed cache: what it reads, not the bf16 bytes
+            notes.append(f"bytes: its {impl.form} form's, {spec.form_cost(impl.form, params).bytes / 1e6:.2f} MB "
+                         f"(the op's {cost.bytes / 1e6:.2f} MB)")
+            cost = expected = spec.form_cost(impl.form, params)
+        else:
+            notes.append(f"these inputs did not pack into its {impl.form} form (prepare kept them): the bf16 path "
+                         f"ran, the op's bytes")
+    sets = prepared
     if not cold:
         notes.append(f"rotating sets cover {rotated / 2 ** 20:.1f} MiB < 3 x L2: partly L2-warm")
     kw = {"config": config} if config is not None else {}
