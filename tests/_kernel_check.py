@@ -1,6 +1,6 @@
 """Helpers the per-family kernel tests share: the Triton skip marker, one verify example (the engine's
-own check: poisoned allocations, fp64 reference, untouched inputs, strided layouts), and a hypothesis
-sweep of an op's strategy through it."""
+own check: poisoned allocations, fp64 reference, untouched inputs, strided layouts), a hypothesis
+sweep of an op's strategy through it, and the sm_120 fit of an impl's configs."""
 from __future__ import annotations
 
 import pytest
@@ -46,3 +46,20 @@ def verify_drawn(op):
     def run(params, values, seed, layout):
         verify(op, params, values, seed, layout)
     run()
+
+
+SM120_SHARED = 101_376      # bytes of shared memory a block may take on sm_120
+
+
+def fits_sm120(op: str, impl: str, params: dict, configs, kernel: str) -> list[dict]:
+    """Compile `impl` of `op` at `params` for sm_120 with each config (None: its default) and assert that each
+    builds without a problem, and that its kernel whose name ends with `kernel` fits sm_120's shared memory without
+    spills, at least one program an SM. -> those kernel reports."""
+    from kernelbench.harness import inspector
+    found = []
+    for rep in inspector.inspect_jobs([(op, impl, params, cfg) for cfg in configs], target="sm_120"):
+        assert not rep["error"] and not rep["problems"], (rep["error"], rep["problems"])
+        (k,) = [k for k in rep["kernels"] if k["kernel"].endswith(kernel)]
+        assert k["shared_bytes"] <= SM120_SHARED and not k["spills"] and k["programs_per_sm"] >= 1, k
+        found.append(k)
+    return found

@@ -11,6 +11,7 @@ import torch
 from kernelbench import registry
 from kernelbench.kernels.common import INTERPRET
 from kernelbench.ops.attention import fp8_simulated_cache
+from _kernel_check import fits_sm120
 from _quant_moe_util import check_against_reference, poisoned_empty
 
 registry.load_builtin()
@@ -100,15 +101,10 @@ def test_fp8_cache_bad_inputs():
 def test_fp8_cache_space_fits_sm120():
     """The default and the 8-warp config of impl triton_fp8kv at the Flash TP8 64-token case compile for sm_120
     within its shared memory, without spills (the 32-entry blocks do not: fp8kv_configs), one program an SM or more."""
-    from kernelbench.harness import inspector
     p = next(c for c in SPEC.shape_cases("flash-tp8") if c["T"] == 64)
     impl = registry.get_impl("sparse_attention", "triton_fp8kv")
     assert all(c["BLOCK_N"] == 16 for c in impl.configs(p))
-    jobs = [("sparse_attention", "triton_fp8kv", p, cfg) for cfg in (None, {**KA.fp8kv_default(p), "num_warps": 8})]
-    for rep in inspector.inspect_jobs(jobs, target="sm_120"):
-        assert not rep["error"] and not rep["problems"], (rep["error"], rep["problems"])
-        (split,) = [k for k in rep["kernels"] if k["kernel"].endswith("_attn_split")]
-        assert split["shared_bytes"] <= 101_376 and not split["spills"] and split["programs_per_sm"] >= 1
+    fits_sm120("sparse_attention", "triton_fp8kv", p, (None, {**KA.fp8kv_default(p), "num_warps": 8}), "_attn_split")
 
 
 @pytest.mark.gpu
