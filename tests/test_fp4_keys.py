@@ -188,14 +188,15 @@ def test_fp4_keys_space_fits_sm120():
 @pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
                     "(scripts/device_gpu_tests.sh rest)")
 def test_gpu_fp4_keys_are_bit_equal_to_the_bf16_keys():
-    """Compiled, at the Flash TP8 shapes (1, 16 and 64 tokens, context 512 and 64K): impl triton_fp4keys of
+    """Compiled, at the Flash TP8 shapes (1, 16 and 64 tokens at context 512, 1 and 16 at 64K): impl triton_fp4keys of
     csa_indices on the packed cache equals impl triton on the bf16 cache at the same config, direct and replayed
     from a CUDA graph."""
     op = "csa_indices"
     spec = registry.get_op(op)
     impl = registry.get_impl(op, "triton_fp4keys")
-    cases = [c for c in spec.shape_cases("flash-tp8-long") if c["ctx"] in (512, 65536) and c["cap"] * 4 == c["ctx"]]
-    assert len(cases) == 6
+    cases = [c for c in spec.shape_cases("flash-tp8-long") if c["cap"] * 4 == c["ctx"]
+             and (c["ctx"] == 512 or (c["ctx"] == 65536 and c["T"] <= 16))]   # 64 x 64K keys: slow to draw on a CPU
+    assert len(cases) == 5
     for p in cases:
         inp = spec.make_inputs(p, torch.Generator().manual_seed(p["T"]), "cuda", "normal")
         run = impl.prepared(inp)
