@@ -925,8 +925,9 @@ def pack_fp4_keys(k_cache: torch.Tensor):
     """k_cache [B, N, 128] bf16 -> (codes [B, N, 64] uint8: two e2m1 codes a byte, the low nibble the even dim;
     exponents [B, N, 4] uint8: 2^(e - 127) per 32 dims, 255 for a group NaN throughout, as the op's never-read rows),
     equal to k_cache in every element (kernels/linear.py fp4_codes_exact), or None (also for a group scale past
-    2^113, KEY_EXP_MAX, and for a subnormal key value, below 2^-126: keys of N(0, 1) scale take scales about 2^-1). Every key the model stores is such: the indexer compressor Hadamard-rotates each entry, then FP4-simulates it in groups of 32. 68 bytes a key
-    instead of 256."""
+    2^113, KEY_EXP_MAX, and for a subnormal key value, below 2^-126; keys of N(0, 1) scale take scales about 2^-1).
+    Every key the model stores is such: the indexer compressor Hadamard-rotates each entry, then FP4-simulates it
+    in groups of 32. 68 bytes a key instead of 256."""
     if not isinstance(k_cache, torch.Tensor) or k_cache.dtype != torch.bfloat16 or k_cache.dim() != 3 \
             or k_cache.shape[2] != DI:
         return None
