@@ -48,10 +48,10 @@ from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, ch
                                        hadamard128, hadamard128_rows, pdl_args, pdl_enter, relu_scale_bf16, sincos,
                                        to_bf16)
 from kernelbench.kernels.kv import _attention_indices_kernel, attention_indices, window_slots
-from kernelbench.kernels.linear import fp4_codes_exact, fp8_tile_head_ticket, split_tickets
-from kernelbench.kernels.quant import fp4_simulate_rows
-from kernelbench.reference.indexer import check_indexer_topk, check_w_scale
-from kernelbench.reference.quant import pack_fp4
+from kernelbench.kernels.linear import fp8_tile_head_ticket, gives_back, split_tickets
+from kernelbench.kernels.quant import e2m1_code, fp4_simulate_rows, pow2, ue8m0_exp
+from kernelbench.reference.indexer import (KEY_GROUP, check_indexer_topk, check_w_scale, fp4_key_rows,
+                                           unpack_fp4_keys)
 from kernelbench.reference.kv import check_window
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -917,30 +917,31 @@ def csa_indices_parts(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, 
 
 
 # impl "triton_fp4keys": the indexer's key cache stored as FP4 (SPEC 2, "KV cache storage") -------------------------
-KEY_GROUP = 32      # the indexer compressor's FP4 simulation group: one exponent byte per 32 dims
 KEY_EXP_MAX = 240   # the largest exponent byte the score launch decodes (`_fp4_key_rows`: 2^(e - 113) finite)
 
 
 def pack_fp4_keys(k_cache: torch.Tensor):
-    """k_cache [B, N, 128] bf16 -> (codes [B, N, 64] uint8: two e2m1 codes a byte, the low nibble the even dim;
-    exponents [B, N, 4] uint8: 2^(e - 127) per 32 dims, 255 for a group NaN throughout, as the op's never-read rows),
-    equal to k_cache in every element (kernels/linear.py fp4_codes_exact), or None (also for a group scale past
-    2^113, KEY_EXP_MAX, and for a subnormal key value, below 2^-126; keys of N(0, 1) scale take scales about 2^-1).
-    Every key the model stores is such: the indexer compressor Hadamard-rotates each entry, then FP4-simulates it
-    in groups of 32. 68 bytes a key instead of 256."""
+    """k_cache [B, N, 128] bf16 -> the FP4 key form (reference/indexer.py: codes [B, N, 64] uint8, two e2m1 codes a
+    byte, the low nibble the even dim; exponents [B, N, 4] uint8, 2^(e - 127) per 32 dims, 255 for a group NaN
+    throughout, as the op's never-read rows) by `fp4_key_rows`, kept only if it gives back every key (kernels/
+    linear.py gives_back), else None; None also for a group scale past 2^113 (KEY_EXP_MAX) and for a subnormal key
+    value (below 2^-126); keys of N(0, 1) scale take scales about 2^-1. Every key the model stores packs: the
+    indexer compressor Hadamard-rotates each entry, then FP4-simulates it in groups of 32. 68 bytes a key instead of
+    256."""
     if not isinstance(k_cache, torch.Tensor) or k_cache.dtype != torch.bfloat16 or k_cache.dim() != 3 \
             or k_cache.shape[2] != DI:
         return None
-    x = k_cache.float()
-    if bool(((x != 0) & (x.abs() < 2.0 ** -126)).any()):  # subnormal: the decode's fp32 product would be one
+    b, n, _ = k_cache.shape
+    x = k_cache.reshape(b * n, DI)
+    xf = x.float()
+    if bool(((xf != 0) & (xf.abs() < 2.0 ** -126)).any()):  # subnormal: the decode's fp32 product would be one
         return None
-    found = fp4_codes_exact(x, KEY_GROUP)
-    if found is None:
+    nan = torch.isnan(xf).reshape(b * n, DI // KEY_GROUP, KEY_GROUP).all(-1)          # never-read groups
+    codes, exps = fp4_key_rows(torch.where(nan.repeat_interleave(KEY_GROUP, -1), 0.0, x).to(torch.bfloat16))
+    exps = torch.where(nan, 255, exps.int()).to(torch.uint8)
+    if not gives_back(unpack_fp4_keys(codes, exps).float(), xf) or bool(((exps > KEY_EXP_MAX) & ~nan).any()):
         return None
-    codes, exps = found
-    if bool(((exps > KEY_EXP_MAX) & (exps != 255)).any()):    # a group scale past 2^113
-        return None
-    return pack_fp4(codes).contiguous(), exps.contiguous()
+    return codes.reshape(b, n, DI // 2).contiguous(), exps.reshape(b, n, DI // KEY_GROUP).contiguous()
 
 
 def prepare_fp4_keys(inputs: dict) -> dict:
@@ -1474,3 +1475,63 @@ def _indexer_q_epilogue_rows(q_ptr, pos_ptr, f_ptr, out_ptr, ROWS, HI,      # q,
     ang = tl.load(pos_ptr + rows // HI, mask=rm, other=0).to(tl.float32)
     q = rope_rows(q, ang, f_ptr, 128, R, RNE_FIX)
     tl.store(out_ptr + offs, hadamard_fp4_rows(q, RNE_FIX, DOT_UPCAST), mask=rm[:, None])
+
+
+# fp4_pack_keys: the decoder's FP4 key cache write (reference/indexer.py fp4_pack_keys) ------------------------------
+@triton.jit
+def _fp4_pack_kernel(st_ptr, pos_ptr, seq_ptr, c_ptr, e_ptr, em_ptr, RATIO, s_sb, s_cb, s_cn, s_eb, s_en,
+                     DI: tl.constexpr, GROUP: tl.constexpr, PDL: tl.constexpr = False):
+    """Grid (T,): token t writes emitted[t]; an emitting token packs its sequence's staged row by act_quant_fp4's
+    rule (the amax floored at 6 * 2^-126, a UE8M0 scale, round-to-nearest-even e2m1 codes: kernels/quant.py
+    _fp4_quant_kernel's arithmetic) into codes / exponents [seq, p // RATIO]."""
+    pdl_enter(PDL)
+    t = tl.program_id(0)
+    p = tl.load(pos_ptr + t)
+    emit = (p + 1) % RATIO == 0
+    tl.store(em_ptr + t, emit.to(tl.uint8))
+    if emit:
+        sq = tl.load(seq_ptr + t).to(tl.int64)
+        half: tl.constexpr = GROUP // 2
+        g = tl.arange(0, DI // GROUP)
+        pair = g[:, None] * half + tl.arange(0, half)[None, :]          # (G, half): byte j holds dims 2j, 2j + 1
+        xe = tl.load(st_ptr + sq * s_sb + 2 * pair).to(tl.float32)
+        xo = tl.load(st_ptr + sq * s_sb + 2 * pair + 1).to(tl.float32)
+        amax = tl.maximum(tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1)), 6.0 * 2.0 ** -126)
+        se = ue8m0_exp(amax, 2, 0x400000)                                # 6 = 1.5 * 2^2
+        inv = pow2(-se)[:, None]
+        ce = e2m1_code(tl.minimum(tl.maximum(xe * inv, -6.0), 6.0))
+        co = e2m1_code(tl.minimum(tl.maximum(xo * inv, -6.0), 6.0))
+        slot = (p // RATIO).to(tl.int64)
+        tl.store(c_ptr + sq * s_cb + slot * s_cn + pair, (ce | (co << 4)).to(tl.uint8))
+        tl.store(e_ptr + sq * s_eb + slot * s_en + g, (se + 127).to(tl.uint8))
+
+
+@register_impl("fp4_pack_keys", "triton", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},
+               kernels=lambda: [_fp4_pack_kernel])
+def fp4_pack_keys(staged: torch.Tensor, positions: torch.Tensor, seq_ids: torch.Tensor, ratio: int,
+                  codes: torch.Tensor, exps: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """One launch, a program a token (contract: reference/indexer.py fp4_pack_keys). Positions past the capacity are
+    the caller's bug (no host read of device data: graph-capturable)."""
+    check_dtype("fp4_pack_keys: staged", staged, torch.bfloat16)
+    if staged.dim() != 2 or staged.shape[1] != DI or staged.stride(1) != 1:
+        raise ValueError(f"fp4_pack_keys: staged must be [B, {DI}], contiguous in its rows, got {tuple(staged.shape)}")
+    _fp4_keys_form(codes, exps)
+    if codes.shape[0] != staged.shape[0]:
+        raise ValueError(f"fp4_pack_keys: staged has {staged.shape[0]} sequence slots, the cache {codes.shape[0]}")
+    t = positions.shape[0]
+    if positions.dim() != 1 or seq_ids.shape != (t,) or positions.dtype.is_floating_point \
+            or seq_ids.dtype.is_floating_point:
+        raise ValueError(f"fp4_pack_keys: positions and seq_ids must be integer [T], got {tuple(positions.shape)} "
+                         f"{positions.dtype} and {tuple(seq_ids.shape)} {seq_ids.dtype}")
+    if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio <= 0:
+        raise ValueError(f"fp4_pack_keys: ratio must be a positive int, got {ratio!r}")
+    if codes.stride(2) != 1 or exps.stride(2) != 1:
+        raise ValueError("fp4_pack_keys: codes and exps must be contiguous in their last dim")
+    dev = check_device(staged, positions, seq_ids, codes, exps)
+    emitted = torch.empty(t, dtype=torch.bool, device=dev)
+    if t:
+        _fp4_pack_kernel[(t,)](staged, positions.contiguous(), seq_ids.contiguous(), codes, exps,
+                               emitted.view(torch.uint8), ratio, staged.stride(0), codes.stride(0), codes.stride(1),
+                               exps.stride(0), exps.stride(1), DI=DI, GROUP=KEY_GROUP, num_warps=1,
+                               **pdl_args(dev, t))
+    return emitted

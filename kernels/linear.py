@@ -41,8 +41,7 @@ from kernelbench.kernels.common import (INTERPRET, bulk_rows_ok, check_device, c
                                        to_bf16, zeroed_scratch)
 from kernelbench.kernels.quant import (_fp8_quant_kernel, _launch_fp8, act_quant_e4m3, fp4_decode_bf16, fp4_hi_e4m3,
                                        fp4_lo_e4m3, pow2)
-from kernelbench.reference.quant import (FP4_AMAX_FLOOR, FP4_MAX, FP8_MAX, block_scales_full, e2m1_decode, e2m1_encode,
-                                         ue8m0_scale)
+from kernelbench.reference.quant import FP8_MAX, block_scales_full, ue8m0_scale
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -1077,30 +1076,8 @@ def fp8_codes_exact(x: torch.Tensor, amax: torch.Tensor, expand):
 
 def gives_back(back: torch.Tensor, x: torch.Tensor) -> bool:
     """Whether decoded codes `back` equal x in every element (NaN for NaN): the exactness rule of every packed form
-    (fp8_codes_exact, fp4_codes_exact)."""
+    (fp8_codes_exact, kernels/indexer.py pack_fp4_keys)."""
     return bool(((back == x) | (torch.isnan(back) & torch.isnan(x))).all())
-
-
-def fp4_codes_exact(x: torch.Tensor, group: int):
-    """x (..., K) fp32 -> (e2m1 codes (..., K) uint8 0..15, UE8M0 exponent bytes (..., K / group) uint8: 2^(e - 127)
-    a group) with e2m1(code) x 2^(e - 127) == x in every element, or None. Per group the smallest power of two s >=
-    2^-126 with max|x| / s <= 6 (reference.quant's FP4 rule and floor). An FP4-simulated group always comes back: a
-    smaller s than the simulation's only doubles codes that stay <= 6, and e2m1 values doubled up to 6 are e2m1
-    values. A group NaN in every element takes exponent 255 (E8M0's NaN) and codes 0; a partly NaN or an infinite
-    group gives None. The rule of the indexer's FP4 key cache (kernels/indexer.py pack_fp4_keys)."""
-    xg = x.reshape(*x.shape[:-1], x.shape[-1] // group, group)
-    nan = torch.isnan(xg).all(-1)
-    amax = torch.where(nan, 0.0, xg.abs().amax(-1)).clamp_min(FP4_AMAX_FLOOR)
-    if not bool(torch.isfinite(amax).all()):
-        return None
-    scale = ue8m0_scale(amax, FP4_MAX)
-    v = torch.where(nan[..., None], 0.0, xg / scale[..., None])
-    codes = e2m1_encode(v.clamp(-FP4_MAX, FP4_MAX))
-    back = torch.where(nan[..., None], float("nan"), e2m1_decode(codes).float() * scale[..., None])
-    if not gives_back(back, xg):
-        return None
-    exps = torch.where(nan, 255, torch.frexp(scale)[1] + 126).to(torch.uint8)       # scale = 2^(exp - 1)
-    return codes.reshape(x.shape), exps
 
 
 def prepare_wo_a(inputs: dict, name: str) -> dict:

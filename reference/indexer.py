@@ -22,10 +22,11 @@ import torch
 
 from kernelbench.reference.hadamard import hadamard
 from kernelbench.reference.precision import acc
-from kernelbench.reference.quant import fp4_simulate
+from kernelbench.reference.quant import act_quant_fp4, e2m1_decode, fp4_simulate, unpack_fp4
 from kernelbench.reference.rope import rope
 
 DI = 128
+KEY_GROUP = 32      # the FP4 key cache's group: one UE8M0 exponent byte per 32 dims (the indexer compressor's)
 
 
 def indexer_q(qr: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, positions: torch.Tensor,
@@ -84,12 +85,76 @@ def index_scores(qi: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch
     return (terms.sum(dim=1) + 0.0).to(bf16)                          # + 0.0: a -0.0 sum ties with +0.0
 
 
+# The FP4 key cache (SPEC 2, "KV cache storage": the indexer's keys "as FP4"): a key as two e2m1 codes a byte (the low
+# nibble the even dim) [.., 64] uint8 and one UE8M0 exponent byte per 32 dims [.., 4] uint8 (2^(e - 127); 255 NaN),
+# 68 bytes instead of 256. Every key the model writes is FP4-simulated in groups of 32, so the form holds it exactly.
+def fp4_key_rows(entries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Entries [M, 128] bf16 -> (codes [M, 64] uint8, exponents [M, 4] uint8) by act_quant_fp4's rule in groups of
+    32 (s = 2^ceil(log2(max(amax, 6 * 2^-126) / 6)), round-to-nearest-even e2m1 codes): exact for FP4-simulated
+    entries (a smaller s than the simulation's only doubles codes that stay <= 6)."""
+    codes, s = act_quant_fp4(entries, KEY_GROUP)
+    return codes, (torch.frexp(s)[1] + 126).to(torch.uint8)            # s = 2^(exp - 1)
+
+
+def unpack_fp4_keys(codes: torch.Tensor, exps: torch.Tensor) -> torch.Tensor:
+    """The FP4 key form [.., 64] / [.., 4] uint8 -> the keys [.., 128] bf16 (exponent 255: NaN)."""
+    if codes.dtype != torch.uint8 or exps.dtype != torch.uint8 or codes.shape[-1] != DI // 2 \
+            or exps.shape != (*codes.shape[:-1], DI // KEY_GROUP):
+        raise ValueError(f"FP4 keys must be codes [.., {DI // 2}] and exponents [.., {DI // KEY_GROUP}] uint8, got "
+                         f"{tuple(codes.shape)} {codes.dtype} and {tuple(exps.shape)} {exps.dtype}")
+    scale = torch.ldexp(torch.ones(exps.shape, dtype=torch.float64, device=exps.device), exps.long() - 127)
+    scale = torch.where(exps == 255, float("nan"), scale).repeat_interleave(KEY_GROUP, -1)
+    return (e2m1_decode(unpack_fp4(codes)).double() * scale).to(torch.bfloat16)
+
+
+def check_fp4_keys(k_cache: torch.Tensor, k_exp: torch.Tensor) -> None:
+    """The FP4 key cache's form: codes [B, Ncap, 64] and exponents [B, Ncap, 4], uint8, one device."""
+    if k_cache.dtype != torch.uint8 or k_exp.dtype != torch.uint8 or k_cache.dim() != 3 or k_cache.shape[2] != DI // 2:
+        raise ValueError(f"indexer_topk: the FP4 key cache must be k_cache [B, Ncap, {DI // 2}] and k_exp [B, Ncap, "
+                         f"{DI // KEY_GROUP}] uint8, got {tuple(k_cache.shape)} {k_cache.dtype} and "
+                         f"{tuple(k_exp.shape)} {k_exp.dtype}")
+    if k_exp.shape != (*k_cache.shape[:2], DI // KEY_GROUP) or k_exp.device != k_cache.device:
+        raise ValueError(f"indexer_topk: k_exp must be [B, Ncap, {DI // KEY_GROUP}] beside k_cache "
+                         f"{tuple(k_cache.shape)}, got {tuple(k_exp.shape)} on {k_exp.device}")
+
+
+def fp4_pack_keys(staged: torch.Tensor, positions: torch.Tensor, seq_ids: torch.Tensor, ratio: int,
+                  codes: torch.Tensor, exps: torch.Tensor) -> torch.Tensor:
+    """A decode step's new index keys into the FP4 key cache: every token t with (p + 1) % ratio == 0 had the indexer
+    compressor write its entry to staged[seq_ids[t]] ([B, 128] bf16: compressor_step on the staging view
+    staged[:, None].expand(B, Ncap, 128)); its `fp4_key_rows` go to codes[seq, p // ratio] and exps[seq, p // ratio]
+    in place. -> emitted [T] bool."""
+    from kernelbench.reference.kv import _check_tokens     # imported late: a sibling module
+    if staged.dim() != 2 or staged.shape[1] != DI or staged.dtype != torch.bfloat16:
+        raise ValueError(f"fp4_pack_keys: staged must be bf16 [B, {DI}], got {tuple(staged.shape)} {staged.dtype}")
+    check_fp4_keys(codes, exps)
+    if codes.shape[0] != staged.shape[0]:
+        raise ValueError(f"fp4_pack_keys: staged has {staged.shape[0]} sequence slots, the cache {codes.shape[0]}")
+    if ratio <= 0:
+        raise ValueError(f"fp4_pack_keys: ratio must be positive, got {ratio}")
+    _check_tokens("fp4_pack_keys", positions, seq_ids, positions.shape[0], staged.shape[0])
+    pos, seq = positions.long(), seq_ids.long()
+    emitted = (pos + 1) % ratio == 0
+    if bool(emitted.any()):
+        es, slot = seq[emitted], pos[emitted] // ratio
+        if int(slot.max()) >= codes.shape[1]:
+            raise ValueError(f"fp4_pack_keys: entry p // r exceeds the cache capacity Ncap={codes.shape[1]}")
+        q, e = fp4_key_rows(staged[es])
+        codes[es, slot] = q
+        exps[es, slot] = e
+    return emitted
+
+
 def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
-                 positions: torch.Tensor, topk: int, ratio: int = 4,
-                 w_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+                 positions: torch.Tensor, topk: int, ratio: int = 4, w_scale: float = 1.0,
+                 k_exp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """-> indices [T, topk] int32 (best first, ties to the lower index, -1 padded), scores [T, topk]
     fp32 holding the bf16 scores (-inf padded). w_scale: the head weights are w * w_scale rounded to bf16
-    (DeepSeek's bf16 `weights_proj(x) * scale`: the caller may pass weights_proj(x) and the scale)."""
+    (DeepSeek's bf16 `weights_proj(x) * scale`: the caller may pass weights_proj(x) and the scale). k_exp: k_cache
+    is the FP4 key cache's codes (`unpack_fp4_keys` gives the keys)."""
+    if k_exp is not None:
+        check_fp4_keys(k_cache, k_exp)
+        k_cache = unpack_fp4_keys(k_cache, k_exp)
     check_indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio)
     check_w_scale(w_scale)
     check_ranges(k_cache, seq_ids, positions, ratio)
@@ -111,13 +176,13 @@ def indexer_topk(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_i
 
 
 def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_ids: torch.Tensor,
-                positions: torch.Tensor, topk: int, window: int, ratio: int = 4,
-                w_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+                positions: torch.Tensor, topk: int, window: int, ratio: int = 4, w_scale: float = 1.0,
+                k_exp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A csa layer's attention index lists straight from the indexer: attention_indices(kind "csa", window, ratio,
     topk_indices = indexer_topk(...) indices) -> indices [T, W + K] int32 (the window ring's slots, then W + each
     selected entry, -1 stays -1), lengths [T] int32 (W + min((p+1)//ratio, K)). The decode step needs only these
     (not the selected scores); a kernel may write the row in one pass from the top-k's registers."""
     from kernelbench.reference.kv import attention_indices, check_window     # imported late: a sibling module
     check_window("csa_indices", window)                       # before the top-k's work
-    idx, _ = indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale)
+    idx, _ = indexer_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, k_exp)
     return attention_indices(positions, "csa", window, ratio, idx, window + topk)

@@ -211,3 +211,46 @@ def test_gpu_fp4_keys_are_bit_equal_to_the_bf16_keys():
             g.replay()
         torch.cuda.synchronize()
         assert all(torch.equal(a, b) for a, b in zip(outs, want)), p
+
+
+def test_pack_op_writes_the_form_the_score_launch_reads():
+    """fp4_pack_keys (the decoder's FP4 key cache write): impl triton equals the reference bit for bit (emitted, every
+    code and exponent byte, the slots no token wrote left as they were), on staged rows as the indexer compressor
+    writes them (then the packed slot gives the row back exactly) and on unsimulated rows (quantized by act_quant_fp4's
+    rule); a csa_indices run on the packed cache equals one on the bf16 keys."""
+    from kernelbench.reference.indexer import unpack_fp4_keys
+    spec = registry.get_op("fp4_pack_keys")
+    ref, tri = registry.get_impl("fp4_pack_keys", "reference"), registry.get_impl("fp4_pack_keys", "triton")
+    p = {"T": 9, "ctx": 40, "cap": 12, "ragged": True}
+    for values in ("normal", "unsimulated"):
+        inp = spec.make_inputs(p, torch.Generator().manual_seed(4), "cpu", values)
+        a = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+        b = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+        emitted = ref.fn(**a)
+        assert torch.equal(tri.fn(**b), emitted) and 0 < int(emitted.sum()) < p["T"]
+        assert torch.equal(a["codes"], b["codes"]) and torch.equal(a["exps"], b["exps"])
+        seq, slot = inp["seq_ids"][emitted].long(), (inp["positions"][emitted] // 4).long()
+        written = torch.zeros(inp["codes"].shape[:2], dtype=torch.bool)
+        written[seq, slot] = True
+        assert torch.equal(b["codes"][~written], inp["codes"][~written])
+        back = unpack_fp4_keys(b["codes"][seq, slot], b["exps"][seq, slot])
+        if values == "normal":
+            assert torch.equal(back, inp["staged"][seq])
+        else:
+            assert not torch.equal(back, inp["staged"][seq])
+            assert torch.equal(back, KI.unpack_fp4_keys(*KI.fp4_key_rows(inp["staged"][seq])))
+
+
+def test_reference_reads_the_fp4_key_cache():
+    """The reference indexer_topk / csa_indices take the packed cache too (k_exp): the same outputs as on the bf16
+    keys (the decoder's reference backend runs the FP4 key cache through them)."""
+    p = {**CASES[0], "W": 16}
+    inp = registry.get_op("csa_indices").make_inputs(p, torch.Generator().manual_seed(6), "cpu", "normal")
+    run = KI.prepare_fp4_keys(inp)
+    for op in ("csa_indices", "indexer_topk"):
+        ref = registry.get_op(op).reference
+        args = inp if op == "csa_indices" else {k: v for k, v in inp.items() if k != "window"}
+        packed = run if op == "csa_indices" else {k: v for k, v in run.items() if k != "window"}
+        assert all(torch.equal(x, y) for x, y in zip(ref(**packed), ref(**args))), op
+    with pytest.raises(ValueError, match="FP4 key cache must be"):
+        registry.get_op("csa_indices").reference(**{**run, "k_exp": run["k_exp"].int()})

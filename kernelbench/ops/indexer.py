@@ -17,7 +17,7 @@ from kernelbench.config import FLASH, ShapeSet
 from kernelbench.ops.attention import token_positions
 from kernelbench.ops.norm import draw
 from kernelbench.reference.hadamard import hadamard
-from kernelbench.reference.indexer import csa_indices, indexer_q, indexer_topk
+from kernelbench.reference.indexer import csa_indices, fp4_pack_keys, indexer_q, indexer_topk
 from kernelbench.reference.quant import fp4_simulate, quant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
@@ -166,4 +166,47 @@ register_op(OpSpec(
     value_modes=("normal", "ties"),
     doc="a csa layer's attention index lists from the indexer: attention_indices(csa, W, indexer_topk(...)): "
         "the window ring's slots, then W + the selected entries (-1 padded), lengths W + min((p+1)//4, K)",
+))
+
+
+# fp4_pack_keys -----------------------------------------------------------------------------------
+# The decoder's FP4 key cache (KERNELBENCH_KEY_CACHE=fp4): the indexer compressor writes a step's entries into a
+# staging row per sequence, and this op packs those of the emitting tokens into the cache (reference/indexer.py).
+def _pack_inputs(p, gen, device, values):
+    t, cap = p["T"], p["cap"]
+    b = t + 1
+    seq_ids = torch.randperm(b, generator=gen)[:t]
+    if values == "unsimulated":         # any bf16 entry: the op quantizes (act_quant_fp4's rule), exactly
+        staged = draw((b, DI), gen, "normal").bfloat16()
+    else:
+        staged = fp4_rows((b, DI), gen, values)
+    codes = torch.randint(0, 256, (b, cap, DI // 2), generator=gen, dtype=torch.uint8)   # slots left as they were
+    exps = torch.randint(0, 256, (b, cap, DI // 32), generator=gen, dtype=torch.uint8)
+    return {"staged": staged.to(device), "positions": token_positions(p).to(device), "seq_ids": seq_ids.to(device),
+            "ratio": p.get("ratio", 4), "codes": codes.to(device), "exps": exps.to(device)}
+
+
+def _pack_cases(ss: ShapeSet) -> list[dict]:
+    """The Flash TP8 decode batches at context 512, ragged: some tokens emit an entry, some do not."""
+    return [{"T": t, "ctx": 512, "cap": 128, "ragged": True} for t in ss.batches]
+
+
+def _pack_cost(p) -> Cost:
+    pos = token_positions(p)
+    m = float(((pos + 1) % p.get("ratio", 4) == 0).sum())     # tokens that write an entry
+    return Cost(flops=4.0 * m * DI, bytes=16.0 * p["T"] + p["T"] + m * (2.0 * DI + DI // 2 + DI // 32))
+
+
+PACK_TOL = Tolerance(exact=True, why="act_quant_fp4's rule on bf16 values: exact arithmetic (a power-of-two scale, "
+                                     "round-to-nearest-even codes), so the packed bytes are exact")
+
+register_op(OpSpec(
+    name="fp4_pack_keys", family="indexer", reference=fp4_pack_keys, make_inputs=_pack_inputs, cases=_pack_cases,
+    batch_key="T",
+    strategy=lambda: st.fixed_dictionaries({
+        "T": st.integers(1, 6), "ctx": st.integers(1, 60), "cap": st.integers(15, 20), "ragged": st.booleans()}),
+    cost=_pack_cost, tolerance=lambda p: {"emitted": PACK_TOL, "codes": PACK_TOL, "exps": PACK_TOL},
+    outputs=("emitted",), inplace=("codes", "exps"), value_modes=("normal", "unsimulated"),
+    doc="the FP4 key cache's write: each emitting token's staged index key (its sequence's row) as two e2m1 codes "
+        "a byte and a UE8M0 exponent byte per 32 dims at [seq, p // ratio]",
 ))
