@@ -111,7 +111,9 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
         state_kv[es, :ratio] = state_kv[es, ratio:]
         state_score[es, :ratio] = state_score[es, ratio:]
     ep = pos[emitted]
-    cache[es, ep // ratio] = finalize(pool(sk, ss), norm_weight, eps, ep + 1 - ratio, freqs, rotate)
+    rows = finalize(pool(sk, ss), norm_weight, eps, ep + 1 - ratio, freqs, rotate)
+    for i, (s, e) in enumerate(zip(es.tolist(), (ep // ratio).tolist())):   # a row at a time: the cache may be the
+        cache[s, e] = rows[i]                                              # FP4 key cache's staging view (stride 0)
     return emitted
 
 

@@ -254,3 +254,100 @@ def test_reference_reads_the_fp4_key_cache():
         assert all(torch.equal(x, y) for x, y in zip(ref(**packed), ref(**args))), op
     with pytest.raises(ValueError, match="FP4 key cache must be"):
         registry.get_op("csa_indices").reference(**{**run, "k_exp": run["k_exp"].int()})
+
+
+def _decode_logits(model, seqs, decode_steps: int, dev):
+    """Prefill each sequence but its last `decode_steps` tokens, then decode those teacher-forced together ->
+    logits rows (prefill rows, then each step's)."""
+    cache = model.new_cache(len(seqs), max(len(s) for s in seqs) + 1)
+    rows = [model.prefill(s[:-decode_steps], b, cache)[0] for b, s in enumerate(seqs)]
+    for i in range(decode_steps):
+        pos = torch.tensor([len(s) - decode_steps + i for s in seqs], device=dev)
+        ids = torch.stack([s[p] for s, p in zip(seqs, pos)])
+        rows.append(model.decode(ids, pos, torch.arange(len(seqs), device=dev), cache)[0])
+    return torch.cat(rows), cache
+
+
+@pytest.mark.parametrize("backend,dev", [
+    ("reference", "cpu"),
+    pytest.param("triton", "cpu", marks=pytest.mark.slow),       # ~10 minutes in the interpreter
+    pytest.param("triton", "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        INTERPRET or not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+        "(scripts/device_gpu_tests.sh rest)")])])
+def test_decoder_with_the_fp4_key_cache_equals_the_bf16_key_cache(backend, dev, tmp_path, monkeypatch):
+    """KERNELBENCH_KEY_CACHE=fp4: the decoder holds the indexer keys packed (68 bytes a key; prefill packs its entries,
+    each decode step's pass compressor_step -> staging row -> fp4_pack_keys) and reads them with the fp4keys impls
+    (triton) or the reference: the logits equal the bf16 key cache's bit for bit, through prefill and four decode
+    steps with new keys emitted (positions past multiples of 4), two sequences at different lengths. The score
+    launch's configs are pinned alike (the fp4keys impl's default takes 64-key blocks). The Triton decoder's glue on
+    the CPU at CI cost: test_compressor_writes_the_staging_row."""
+    from kernelbench.config import TINY
+    from kernelbench.decoder import checkpoint as ck
+    from kernelbench.decoder.backend import Ops
+    from kernelbench.decoder.model import Transformer
+    path = ck.write_random(tmp_path / "tiny", TINY, seed=11)
+    pin = '{"BLOCK_S": 64, "num_warps": 4, "num_stages": 1, "waves": 2, "SCAN": 2048, "TOPK_WARPS": 8}'
+    monkeypatch.setenv("KERNELBENCH_PIN_CONFIG", f"csa_indices={pin};indexer_topk={pin}")
+    gen = torch.Generator().manual_seed(3)
+    seqs = [torch.randint(2, TINY.vocab_size, (n,), generator=gen).to(dev) for n in (22, 15)]
+    out = {}
+    for form in ("bf16", "fp4"):
+        monkeypatch.setenv("KERNELBENCH_KEY_CACHE", form)
+        m = Transformer.from_checkpoint(path, ops=Ops(backend), device=dev)
+        out[form], cache = _decode_logits(m, seqs, 4, dev)
+        csa = [lc for lc in cache.layers if lc.ratio == 4]
+        assert csa and all((lc.idx_codes is not None) == (form == "fp4") for lc in csa)
+        if form == "fp4":
+            assert backend == "reference" or m.ops.resolve("csa_indices").name == "triton_fp4keys"
+            assert all(lc.idx_keys is None and int(lc.idx_exp[:, :3].min()) > 100 for lc in csa)   # keys written
+    assert torch.isfinite(out["bf16"]).all() and torch.equal(out["fp4"], out["bf16"])
+
+
+def test_key_cache_setting_is_checked(monkeypatch):
+    """A bad KERNELBENCH_KEY_CACHE is refused by name, and so is an FP4 key cache whose readers cannot take it."""
+    from kernelbench.config import TINY
+    from kernelbench.decoder.backend import Ops
+    from kernelbench.decoder.cache import Cache, key_cache_form
+    from kernelbench.decoder.model import fp4_key_readers
+    monkeypatch.setenv("KERNELBENCH_KEY_CACHE", "fp8")
+    with pytest.raises(ValueError, match="KERNELBENCH_KEY_CACHE must be one of bf16, fp4"):
+        key_cache_form()
+    with pytest.raises(ValueError, match="key_form must be one of"):
+        Cache(TINY, 1, 8, key_form="int4")
+    with pytest.raises(ValueError, match="csa_indices impl 'triton' does not read the FP4 key cache"):
+        fp4_key_readers(Ops("triton", overrides={"indexer_topk": "triton_fp4keys", "csa_indices": "triton"}))
+    cache = Cache(TINY, 2, 40, key_form="fp4")
+    lc = next(lc for lc in cache.layers if lc.ratio == 4)
+    assert lc.idx_codes.shape == (2, 10, 64) and lc.idx_exp.shape == (2, 10, 4) and lc.idx_stage.shape == (2, 128)
+    assert lc.idx_staging().stride(1) == 0 and lc.idx_staging().shape == (2, 10, 128)
+    cache.fill_random(torch.Generator().manual_seed(0))
+    assert 126 <= int(lc.idx_exp.min()) and int(lc.idx_exp.max()) <= 128
+
+
+def test_compressor_writes_the_staging_row(monkeypatch):
+    """The FP4 key cache's write path in the Triton decoder, op by op: compressor_step (impl triton, the indexer
+    compressor: Hadamard + FP4) writing through the stride-0 staging view, then fp4_pack_keys, leaves the codes and
+    exponents that packing the bf16 cache compressor_step writes gives, and the same states."""
+    from kernelbench.reference.indexer import fp4_key_rows
+    spec = registry.get_op("compressor_step")
+    comp = registry.get_impl("compressor_step", "triton")
+    pack = registry.get_impl("fp4_pack_keys", "triton")
+    p = {"T": 3, "D": 64, "d": 128, "R": 64, "ratio": 4, "rotate": True, "ctx": 40, "ragged": True}
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(8), "cpu", "normal")
+    bf16 = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    emitted = comp.fn(**bf16)
+    assert 0 < int(emitted.sum()) < p["T"]
+    b, ncap, _ = inp["cache"].shape
+    stage = torch.zeros(b, 128, dtype=torch.bfloat16)
+    codes = torch.zeros(b, ncap, 64, dtype=torch.uint8)
+    exps = torch.zeros(b, ncap, 4, dtype=torch.uint8)
+    staged = {**{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()},
+              "cache": stage[:, None].expand(b, ncap, 128)}
+    assert torch.equal(comp.fn(**staged), emitted)
+    pack.fn(staged=stage, positions=inp["positions"], seq_ids=inp["seq_ids"], ratio=4, codes=codes, exps=exps)
+    for name in ("state_kv", "state_score"):
+        assert torch.equal(staged[name], bf16[name])
+    seq, slot = inp["seq_ids"][emitted].long(), (inp["positions"][emitted] // 4).long()
+    want_codes, want_exps = fp4_key_rows(bf16["cache"][seq, slot])
+    assert torch.equal(codes[seq, slot], want_codes) and torch.equal(exps[seq, slot], want_exps)
+    assert int(exps[seq, slot].min()) > 100                              # written

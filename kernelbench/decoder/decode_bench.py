@@ -393,7 +393,8 @@ def _out_bytes(out) -> float:
     return _nbytes(out)
 
 
-SPARSE_ARGS = {"sparse_attention": ("kv",), "sparse_attention_wo_a": ("kv",), "indexer_topk": ("k_cache",),
+SPARSE_ARGS = {"sparse_attention": ("kv",), "sparse_attention_wo_a": ("kv",), "indexer_topk": ("k_cache", "k_exp"),
+               "fp4_pack_keys": ("codes", "exps"),
                "embedding": ("weight",),
                "moe_gate": ("tid2eid", "weight"), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
                "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid", "weight"),
@@ -414,8 +415,12 @@ def call_bytes(op: str, kw: dict, out) -> float:
         rows = float(lengths.sum()) if isinstance(lengths, torch.Tensor) else float((kw["indices"] >= 0).sum())
         total += rows * kv.shape[-1] * kv.element_size()
     elif op == "indexer_topk":
-        kc = kw["k_cache"]
-        total += float(((kw["positions"] + 1) // kw.get("ratio", 4)).sum()) * kc.shape[-1] * kc.element_size()
+        keys = float(((kw["positions"] + 1) // kw.get("ratio", 4)).sum())
+        total += sum(keys * t.shape[-1] * t.element_size() for t in (kw["k_cache"], kw.get("k_exp"))
+                     if isinstance(t, torch.Tensor))
+    elif op == "fp4_pack_keys":    # each emitting token's packed key
+        emitted = float(((kw["positions"] + 1) % kw["ratio"] == 0).sum())
+        total += emitted * (kw["codes"].shape[-1] + kw["exps"].shape[-1])
     elif op == "embedding":        # the rows of the step's ids
         w = kw["weight"]
         total += kw["ids"].numel() * w.shape[-1] * w.element_size()
@@ -526,6 +531,7 @@ class BenchResult:
     kv_lane: str = "off"                 # the KV compressor step on a lane of its own: off / on / up to N tokens
     hadamard: str = HADAMARD_DEFAULT     # the kernels' Hadamard rotations (kernels/common.py KERNELBENCH_HADAMARD)
     fp8_promote: int = int(FP8_PROMOTE_DEFAULT)    # products per full-fp32 add in the fp8 dots (FP8_PROMOTE)
+    key_cache: str = "bf16"                        # the indexer key cache's form (KERNELBENCH_KEY_CACHE)
     graph_error: str = ""
     points: list[BenchPoint] = field(default_factory=list)          # vs C at --context
     context_points: list[BenchPoint] = field(default_factory=list)  # vs context at the smallest C
@@ -721,7 +727,8 @@ def run_bench(tp: TPContext, cfg: ModelConfig, impl: str, device: str, batches: 
                       gbps=gbps if gbps else math.nan, overlap=model.env.lanes.describe(),
                       shared_split=model.env.shared_split,
                       stream_priority=priority_label(),
-                      kv_lane=model.env.lanes.kv_lane, hadamard=hadamard_mode(), fp8_promote=fp8_promote())
+                      kv_lane=model.env.lanes.kv_lane, hadamard=hadamard_mode(), fp8_promote=fp8_promote(),
+                      key_cache=model.env.key_form)
     plan = _plan(batches, context, contexts, seed, steps, warmup, capacity)
     lo, hi = _id_range(tp, cfg)
     for i, (c, ctx, is_point, lengths, cap) in enumerate(plan):
@@ -1220,7 +1227,8 @@ def print_result(res: BenchResult, console, kernels: bool = False) -> None:
           + (f", high stream priority: {res.stream_priority}" if res.stream_priority != "off" else "")
           + (f", KV compressor on its own lane ({res.kv_lane})" if res.kv_lane != "off" else "")
           + (f", Hadamard: {res.hadamard}" if res.hadamard != HADAMARD_DEFAULT else "")
-          + (f", fp8 dots promoted every {res.fp8_promote} products" if res.fp8_promote else ""))
+          + (f", fp8 dots promoted every {res.fp8_promote} products" if res.fp8_promote else "")
+          + (f", indexer keys {res.key_cache} (KERNELBENCH_KEY_CACHE)" if res.key_cache != "bf16" else ""))
     use = "".join(f", {k}={v}" for k, v in res.overrides.items())
     graph = "yes" if res.graph and not res.graph_error else "no"
     fit_ok = not math.isnan(res.per_request_ms)
@@ -1454,7 +1462,7 @@ def store_result(store, env_id: int, res: BenchResult, run_tag: str, git: str) -
                      "graph_error": res.graph_error, "fallbacks": res.fallbacks, "device": res.device,
                      "simulated_tp": res.simulated_tp, "shared_split": res.shared_split,
                      "stream_priority": res.stream_priority, "kv_lane": res.kv_lane, "hadamard": res.hadamard,
-                     "fp8_promote": res.fp8_promote,
+                     "fp8_promote": res.fp8_promote, "key_cache": res.key_cache,
                      "fit": {"a_ms": _num(res.fixed_ms),
                      "b_ms": _num(res.per_request_ms), "a_ci_ms": _num(res.fixed_ci_ms),
                      "b_ci_ms": _num(res.per_request_ci_ms), "r2": _num(res.fit_r2)}, "flags": res.flags,

@@ -28,11 +28,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from kernelbench import registry
 from kernelbench.decoder import checkpoint
 from kernelbench.decoder.backend import Ops
-from kernelbench.decoder.cache import Cache, LayerCache
+from kernelbench.decoder.cache import Cache, LayerCache, key_cache_form
 from kernelbench.decoder.lanes import Lanes
 from kernelbench.config import ModelConfig
+from kernelbench.reference.indexer import fp4_key_rows
 from kernelbench.reference.mhc import sublayer_output
 from kernelbench.reference.quant import dequant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
@@ -102,10 +104,28 @@ class Env:
     def __init__(self, cfg: ModelConfig, ops: Ops, tp: TPContext, device, overlap=True):
         self.cfg, self.tp = cfg, tp
         self.ops = ops
+        self.key_form = key_cache_form()     # the indexer key cache: bf16, or fp4 (read by the fp4keys impls)
+        if self.key_form == "fp4":
+            fp4_key_readers(ops)
         self.lanes = Lanes(device, overlap)
         self.shared_split = shared_split(cfg, tp, ops)
         self.freqs = {False: rope_freqs(cfg, compressed=False).to(device),
                       True: rope_freqs(cfg, compressed=True).to(device)}
+
+
+FP4_KEY_READERS = ("indexer_topk", "csa_indices")
+
+
+def fp4_key_readers(ops: Ops) -> None:
+    """With the FP4 key cache the ops that read the keys must take its exponents (k_exp): an implementation named
+    `<impl>_fp4keys` (the triton one) unless --use chose one, else the chosen one (the reference takes them). An
+    implementation that does not take them is refused by name."""
+    for op in FP4_KEY_READERS:
+        if op not in ops.overrides and f"{ops.impl}_fp4keys" in registry.impls(op):
+            ops.overrides[op] = f"{ops.impl}_fp4keys"
+        if not ops.accepts(op, "k_exp"):
+            raise ValueError(f"KERNELBENCH_KEY_CACHE=fp4: {op} impl {ops.resolve(op).name!r} does not read the FP4 "
+                             f"key cache (k_exp); use impl triton_fp4keys or the reference")
 
 
 class Part(nn.Module):
@@ -136,8 +156,10 @@ class Compressor(Part):
                                 state_score=state_score, cache=cache, **self.args(env))
 
     def prefill(self, env: Env, x, seq: int, state_kv, state_score, cache) -> torch.Tensor:
+        """cache None: the entries are the caller's to store (the FP4 key cache)."""
         entries, sk, ss = env.ops.compressor_prefill(x=x, **self.args(env))
-        cache[seq, :entries.shape[0]] = entries
+        if cache is not None:
+            cache[seq, :entries.shape[0]] = entries
         state_kv[seq], state_score[seq] = sk, ss
         return entries
 
@@ -164,28 +186,49 @@ class Indexer(Part):
         """What reads only x: the head weights (bf16 [T, Hi]) and the compressed index keys (this step's entries
         written into lc.idx_keys)."""
         w = env.ops.bf16_linear(x=x, weight=self.weights_proj, out_dtype=torch.bfloat16)   # * w_scale in the top-k
-        if step.prefill:
+        if lc.idx_codes is not None:
+            self.fp4_keys(env, x, step, lc)
+        elif step.prefill:
             self.compressor.prefill(env, x, int(step.seq_ids[0]), lc.idx_kv, lc.idx_score, lc.idx_keys)
         else:
             self.compressor.step(env, x, step, lc.idx_kv, lc.idx_score, lc.idx_keys)
         return w
 
+    def fp4_keys(self, env: Env, x, step: Step, lc: LayerCache) -> None:
+        """The FP4 key cache's write (reference/indexer.py): a decode step's entries through the staging row of each
+        sequence (compressor_step writes there), packed by fp4_pack_keys; a prefill's entries packed by the same
+        rule (fp4_key_rows, torch ops: once a sequence)."""
+        if step.prefill:
+            seq = int(step.seq_ids[0])
+            entries = self.compressor.prefill(env, x, seq, lc.idx_kv, lc.idx_score, None)
+            codes, exps = fp4_key_rows(entries)
+            lc.idx_codes[seq, :entries.shape[0]] = codes
+            lc.idx_exp[seq, :entries.shape[0]] = exps
+            return
+        self.compressor.step(env, x, step, lc.idx_kv, lc.idx_score, lc.idx_staging())
+        env.ops.fp4_pack_keys(staged=lc.idx_stage, positions=step.positions, seq_ids=step.seq_ids, ratio=4,
+                              codes=lc.idx_codes, exps=lc.idx_exp)
+
     def query(self, env: Env, qr, step: Step) -> torch.Tensor:
         return env.ops.indexer_q(qr=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, positions=step.positions,
                                  freqs=env.freqs[True])
 
+    @staticmethod
+    def key_args(lc: LayerCache) -> dict:
+        """The key cache as the readers take it: k_cache, and with the FP4 form its codes and k_exp."""
+        return {"k_cache": lc.idx_keys} if lc.idx_codes is None else {"k_cache": lc.idx_codes, "k_exp": lc.idx_exp}
+
     def select(self, env: Env, qi, w, step: Step, lc: LayerCache) -> torch.Tensor:
-        idx, _ = env.ops.indexer_topk(qi=qi, w=w, k_cache=lc.idx_keys, seq_ids=step.seq_ids,
-                                      positions=step.positions, topk=env.cfg.index_topk, ratio=4,
-                                      w_scale=self.w_scale)
+        idx, _ = env.ops.indexer_topk(qi=qi, w=w, seq_ids=step.seq_ids, positions=step.positions,
+                                      topk=env.cfg.index_topk, ratio=4, w_scale=self.w_scale, **self.key_args(lc))
         return idx
 
     def select_lists(self, env: Env, qi, w, step: Step, lc: LayerCache) -> tuple[torch.Tensor, torch.Tensor]:
         """A decode step's csa attention index lists straight from the top-k (csa_indices: no attention_indices
         launch after it)."""
-        return env.ops.csa_indices(qi=qi, w=w, k_cache=lc.idx_keys, seq_ids=step.seq_ids, positions=step.positions,
+        return env.ops.csa_indices(qi=qi, w=w, seq_ids=step.seq_ids, positions=step.positions,
                                    topk=env.cfg.index_topk, window=env.cfg.window_size, ratio=4,
-                                   w_scale=self.w_scale)
+                                   w_scale=self.w_scale, **self.key_args(lc))
 
 
 class Attention(Part):
@@ -547,7 +590,7 @@ class Transformer(nn.Module):
         return self.env.ops
 
     def new_cache(self, batch: int, max_len: int) -> Cache:
-        return Cache(self.cfg, batch, max_len, self.embed.device)
+        return Cache(self.cfg, batch, max_len, self.embed.device, key_form=self.env.key_form)
 
     def _embed(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.ops.embedding(ids=ids, weight=self.embed, vocab_start=self.vocab_start)
