@@ -363,6 +363,16 @@ def l2_prefetch_rows(w_ptr, rn, nmask, row_bytes, byte0, nbytes, PDL: tl.constex
 
 
 @triton.jit
+def token_emits(pos_ptr, em_ptr, t, RATIO):
+    """Whether token t's position p ends a block of RATIO (a compressed entry is emitted: (p + 1) % RATIO == 0),
+    stored to emitted[t] (em: the bool output viewed as uint8) -> (p, emits)."""
+    p = tl.load(pos_ptr + t)
+    emits = (p + 1) % RATIO == 0
+    tl.store(em_ptr + t, emits.to(tl.uint8))
+    return p, emits
+
+
+@triton.jit
 def pdl_enter(PDL: tl.constexpr):
     """With PDL: wait for the predecessor kernel's completion, then let the successor launch. Call it before the
     first load or store of anything a kernel of the step writes."""

@@ -51,7 +51,7 @@ import triton.language as tl
 
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, dot_operand, hadamard128, l2_prefetch_rows, pdl_args,
-                                       pdl_enter, sincos, to_bf16)
+                                       pdl_enter, sincos, to_bf16, token_emits)
 from kernelbench.kernels.indexer import hadamard_fp4_rows, rope_rows
 from kernelbench.kernels.quant import e4m3_round_code, fp4_simulate_rows, pow2, ue8m0_exp
 from kernelbench.reference.compressor import check_weights
@@ -158,9 +158,7 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_pt
                DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
                NG_P2: tl.constexpr, RNE_FIX: tl.constexpr, REG: tl.constexpr = False):
     t = tl.program_id(0)
-    p = tl.load(pos_ptr + t)
-    emits = (p + 1) % RATIO == 0
-    tl.store(em_ptr + t, emits.to(tl.uint8))
+    p, emits = token_emits(pos_ptr, em_ptr, t, RATIO)
     if emits:
         seq = tl.load(seq_ptr + t).to(tl.int64)
         ch = tl.arange(0, DD)

@@ -46,10 +46,10 @@ import triton.language as tl
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (also applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, check_shape, dot_operand, fp8_promote,
                                        hadamard128, hadamard128_rows, pdl_args, pdl_enter, relu_scale_bf16, sincos,
-                                       to_bf16)
+                                       to_bf16, token_emits)
 from kernelbench.kernels.kv import _attention_indices_kernel, attention_indices, window_slots
 from kernelbench.kernels.linear import fp8_tile_head_ticket, gives_back, split_tickets
-from kernelbench.kernels.quant import e2m1_code, fp4_simulate_rows, pow2, ue8m0_exp
+from kernelbench.kernels.quant import fp4_quant_pairs, fp4_simulate_rows
 from kernelbench.reference.indexer import (KEY_GROUP, check_indexer_topk, check_w_scale, fp4_key_rows,
                                            unpack_fp4_keys)
 from kernelbench.reference.kv import check_window
@@ -1482,25 +1482,17 @@ def _indexer_q_epilogue_rows(q_ptr, pos_ptr, f_ptr, out_ptr, ROWS, HI,      # q,
 def _fp4_pack_kernel(st_ptr, pos_ptr, seq_ptr, c_ptr, e_ptr, em_ptr, RATIO, s_sb, s_cb, s_cn, s_eb, s_en,
                      DI: tl.constexpr, GROUP: tl.constexpr, PDL: tl.constexpr = False):
     """Grid (T,): token t writes emitted[t]; an emitting token packs its sequence's staged row by act_quant_fp4's
-    rule (the amax floored at 6 * 2^-126, a UE8M0 scale, round-to-nearest-even e2m1 codes: kernels/quant.py
-    _fp4_quant_kernel's arithmetic) into codes / exponents [seq, p // RATIO]."""
+    rule (kernels/quant.py fp4_quant_pairs) into codes / exponents [seq, p // RATIO]."""
     pdl_enter(PDL)
     t = tl.program_id(0)
-    p = tl.load(pos_ptr + t)
-    emit = (p + 1) % RATIO == 0
-    tl.store(em_ptr + t, emit.to(tl.uint8))
-    if emit:
+    p, emits = token_emits(pos_ptr, em_ptr, t, RATIO)
+    if emits:
         sq = tl.load(seq_ptr + t).to(tl.int64)
         half: tl.constexpr = GROUP // 2
         g = tl.arange(0, DI // GROUP)
         pair = g[:, None] * half + tl.arange(0, half)[None, :]          # (G, half): byte j holds dims 2j, 2j + 1
-        xe = tl.load(st_ptr + sq * s_sb + 2 * pair).to(tl.float32)
-        xo = tl.load(st_ptr + sq * s_sb + 2 * pair + 1).to(tl.float32)
-        amax = tl.maximum(tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1)), 6.0 * 2.0 ** -126)
-        se = ue8m0_exp(amax, 2, 0x400000)                                # 6 = 1.5 * 2^2
-        inv = pow2(-se)[:, None]
-        ce = e2m1_code(tl.minimum(tl.maximum(xe * inv, -6.0), 6.0))
-        co = e2m1_code(tl.minimum(tl.maximum(xo * inv, -6.0), 6.0))
+        ce, co, se = fp4_quant_pairs(tl.load(st_ptr + sq * s_sb + 2 * pair).to(tl.float32),
+                                     tl.load(st_ptr + sq * s_sb + 2 * pair + 1).to(tl.float32))
         slot = (p // RATIO).to(tl.int64)
         tl.store(c_ptr + sq * s_cb + slot * s_cn + pair, (ce | (co << 4)).to(tl.uint8))
         tl.store(e_ptr + sq * s_eb + slot * s_en + g, (se + 127).to(tl.uint8))

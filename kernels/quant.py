@@ -130,6 +130,19 @@ def fp4_hi_e4m3(b):
     return (((b >> 2) & 0x1C) | (b & 0x80)).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
 
 
+@triton.jit
+def fp4_quant_pairs(xe, xo):
+    """FP4 quantization (act_quant_fp4's rule) of groups given as their even and odd elements xe, xo (G, half) fp32:
+    -> (the even and odd e2m1 codes, int32 0..15; se (G,), each group's scale exponent: the amax floored at
+    6 * 2^-126, s = 2^se the smallest power of two with amax / s <= 6). The scaling is exact (a power of two)."""
+    amax = tl.maximum(tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1)), 6.0 * 2.0 ** -126)
+    se = ue8m0_exp(amax, 2, 0x400000)                                    # 6 = 1.5 * 2^2
+    inv = pow2(-se)[:, None]
+    ce = e2m1_code(tl.minimum(tl.maximum(xe * inv, -6.0), 6.0))
+    co = e2m1_code(tl.minimum(tl.maximum(xo * inv, -6.0), 6.0))
+    return ce, co, se
+
+
 # ---- kernels ------------------------------------------------------------------------------------------------
 @triton.jit
 def _fp8_quant_kernel(x_ptr, q_ptr, s_ptr, y_ptr, K, NG,
@@ -169,11 +182,7 @@ def _fp4_quant_kernel(x_ptr, q_ptr, s_ptr, y_ptr, K, NG,
     mask = (g < NG)[:, None]
     xe = tl.load(x_ptr + row * K + 2 * pair, mask=mask, other=0.0).to(tl.float32)
     xo = tl.load(x_ptr + row * K + 2 * pair + 1, mask=mask, other=0.0).to(tl.float32)
-    amax = tl.maximum(tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1)), 6.0 * 2.0 ** -126)
-    se = ue8m0_exp(amax, 2, 0x400000)                                    # 6 = 1.5 * 2^2
-    inv = pow2(-se)[:, None]
-    ce = e2m1_code(tl.minimum(tl.maximum(xe * inv, -6.0), 6.0))
-    co = e2m1_code(tl.minimum(tl.maximum(xo * inv, -6.0), 6.0))
+    ce, co, se = fp4_quant_pairs(xe, xo)
     if SIMULATE:
         s = pow2(se)[:, None]
         tl.store(y_ptr + row * K + 2 * pair, (e2m1_value(ce) * s).to(tl.bfloat16), mask=mask)
