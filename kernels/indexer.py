@@ -50,8 +50,8 @@ from kernelbench.kernels.common import (INTERPRET, check_device, check_dtype, ch
 from kernelbench.kernels.kv import _attention_indices_kernel, attention_indices, window_slots
 from kernelbench.kernels.linear import fp8_tile_head_ticket, gives_back, split_tickets
 from kernelbench.kernels.quant import fp4_quant_pairs, fp4_simulate_rows
-from kernelbench.reference.indexer import (KEY_GROUP, check_indexer_topk, check_w_scale, fp4_key_rows,
-                                           unpack_fp4_keys)
+from kernelbench.reference.indexer import (KEY_GROUP, check_fp4_keys, check_indexer_topk, check_w_scale,
+                                           fp4_key_rows, unpack_fp4_keys)
 from kernelbench.reference.kv import check_window
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
@@ -127,8 +127,8 @@ def _fp4_key_rows(kc_seq, ke_seq, rows, valid, s_kn, s_en, DI: tl.constexpr, GRO
     dim) times 2^(e - 127) of their GROUP-dim group's exponent byte e. A code's bits moved into an fp16 (exponent
     and mantissa bits 2-0 to bits 11-9, the sign to 15) are its value times 2^-14 (0.5 the fp16 subnormal 2^-15),
     two integer ops a value; made fp32 and multiplied by 2^(e - 113) (NaN for e 255, the never-read rows), exact,
-    then bf16: exactly the bf16 keys they were packed from (e <= KEY_EXP_MAX, no subnormal value: the interpreter
-    flushes an fp32 subnormal to 0 in the bf16 cast, so `pack_fp4_keys` refuses them). MASKED: rows where `valid` only
+    then bf16: exactly the bf16 keys they were packed from (e <= KEY_EXP_MAX, and no subnormal value: in the
+    interpreter the subnormal 2^-127 came out 0, so `pack_fp4_keys` refuses them). MASKED: rows where `valid` only
     (others 0)."""
     c = tl.arange(0, DI // 2)
     g = tl.arange(0, DI // GROUP)
@@ -954,13 +954,9 @@ def prepare_fp4_keys(inputs: dict) -> dict:
 
 
 def _fp4_keys_form(codes: torch.Tensor, k_exp: torch.Tensor) -> torch.Tensor:
-    """The FP4 key cache's checks (codes [B, N, 64] uint8, k_exp [B, N, 4] uint8) -> a bf16 stand-in [B, N, 128]
-    (no storage) for the bf16 cache's shape checks."""
-    check_dtype("indexer_topk: k_cache (FP4 codes)", codes, torch.uint8)
-    check_dtype("indexer_topk: k_exp", k_exp, torch.uint8)
-    if codes.dim() != 3 or codes.shape[2] != DI // 2:
-        raise ValueError(f"indexer_topk: k_cache (FP4 codes) must be [B, Ncap, {DI // 2}], got {tuple(codes.shape)}")
-    check_shape("indexer_topk: k_exp", k_exp, (codes.shape[0], codes.shape[1], DI // KEY_GROUP))
+    """The FP4 key cache's checks (reference/indexer.py check_fp4_keys) -> a bf16 stand-in [B, N, 128] (no storage)
+    for the bf16 cache's shape checks."""
+    check_fp4_keys(codes, k_exp)
     return torch.empty((1, 1, 1), dtype=torch.bfloat16, device=codes.device).expand(codes.shape[0], codes.shape[1], DI)
 
 

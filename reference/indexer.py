@@ -108,11 +108,14 @@ def unpack_fp4_keys(codes: torch.Tensor, exps: torch.Tensor) -> torch.Tensor:
 
 
 def check_fp4_keys(k_cache: torch.Tensor, k_exp: torch.Tensor) -> None:
-    """The FP4 key cache's form: codes [B, Ncap, 64] and exponents [B, Ncap, 4], uint8, one device."""
-    if k_cache.dtype != torch.uint8 or k_exp.dtype != torch.uint8 or k_cache.dim() != 3 or k_cache.shape[2] != DI // 2:
-        raise ValueError(f"indexer_topk: the FP4 key cache must be k_cache [B, Ncap, {DI // 2}] and k_exp [B, Ncap, "
-                         f"{DI // KEY_GROUP}] uint8, got {tuple(k_cache.shape)} {k_cache.dtype} and "
-                         f"{tuple(k_exp.shape)} {k_exp.dtype}")
+    """The FP4 key cache's form: codes [B, Ncap, 64] and exponents [B, Ncap, 4], uint8, one device (TypeError for a
+    dtype, ValueError for a shape or device)."""
+    if k_cache.dtype != torch.uint8 or k_exp.dtype != torch.uint8:
+        raise TypeError(f"indexer_topk: the FP4 key cache (k_cache codes, k_exp) must be uint8, got {k_cache.dtype} "
+                        f"and {k_exp.dtype}")
+    if k_cache.dim() != 3 or k_cache.shape[2] != DI // 2:
+        raise ValueError(f"indexer_topk: the FP4 key cache's k_cache (codes) must be [B, Ncap, {DI // 2}], got "
+                         f"{tuple(k_cache.shape)}")
     if k_exp.shape != (*k_cache.shape[:2], DI // KEY_GROUP) or k_exp.device != k_cache.device:
         raise ValueError(f"indexer_topk: k_exp must be [B, Ncap, {DI // KEY_GROUP}] beside k_cache "
                          f"{tuple(k_cache.shape)}, got {tuple(k_exp.shape)} on {k_exp.device}")

@@ -157,13 +157,13 @@ def test_fp4_keys_bad_inputs():
     inp = registry.get_op(op).make_inputs(p, torch.Generator().manual_seed(1), "cpu", "normal")
     impl = registry.get_impl(op, "triton_fp4keys")
     run = impl.prepared(inp)
-    with pytest.raises(TypeError, match="k_exp must be torch.uint8"):
+    with pytest.raises(TypeError, match=r"FP4 key cache \(k_cache codes, k_exp\) must be uint8"):
         impl.fn(**{**run, "k_exp": run["k_exp"].int()})
-    with pytest.raises(ValueError, match="k_exp must have shape"):
+    with pytest.raises(ValueError, match=r"k_exp must be \[B, Ncap, 4\]"):
         impl.fn(**{**run, "k_exp": run["k_exp"][:, :, :2].contiguous()})
-    with pytest.raises(ValueError, match=r"FP4 codes\) must be \[B, Ncap, 64\]"):
+    with pytest.raises(ValueError, match=r"k_cache \(codes\) must be \[B, Ncap, 64\]"):
         impl.fn(**{**run, "k_cache": run["k_cache"][:, :, :32].contiguous()})
-    with pytest.raises(TypeError, match="FP4 codes"):
+    with pytest.raises(TypeError, match="must be uint8, got torch.bfloat16"):
         impl.fn(**{**run, "k_cache": inp["k_cache"]})
     with pytest.raises(ValueError, match="ROW False"):
         impl.fn(**run, config={**KI.fp4keys_default(p), "ROW": False})
@@ -252,7 +252,7 @@ def test_reference_reads_the_fp4_key_cache():
         args = inp if op == "csa_indices" else {k: v for k, v in inp.items() if k != "window"}
         packed = run if op == "csa_indices" else {k: v for k, v in run.items() if k != "window"}
         assert all(torch.equal(x, y) for x, y in zip(ref(**packed), ref(**args))), op
-    with pytest.raises(ValueError, match="FP4 key cache must be"):
+    with pytest.raises(TypeError, match="FP4 key cache .* must be uint8"):
         registry.get_op("csa_indices").reference(**{**run, "k_exp": run["k_exp"].int()})
 
 
@@ -316,6 +316,12 @@ def test_key_cache_setting_is_checked(monkeypatch):
         Cache(TINY, 1, 8, key_form="int4")
     with pytest.raises(ValueError, match="csa_indices impl 'triton' does not read the FP4 key cache"):
         fp4_key_readers(Ops("triton", overrides={"indexer_topk": "triton_fp4keys", "csa_indices": "triton"}))
+    ops = Ops("triton")
+    assert ops.csa_indices is registry.get_impl("csa_indices", "triton").fn and not ops.accepts("csa_indices", "k_exp")
+    fp4_key_readers(ops)                      # what was resolved before is forgotten (Ops.use)
+    assert ops.csa_indices is registry.get_impl("csa_indices", "triton_fp4keys").fn
+    assert ops.accepts("csa_indices", "k_exp")
+    fp4_key_readers(Ops("reference"))         # the reference reads the form itself
     cache = Cache(TINY, 2, 40, key_form="fp4")
     lc = next(lc for lc in cache.layers if lc.ratio == 4)
     assert lc.idx_codes.shape == (2, 10, 64) and lc.idx_exp.shape == (2, 10, 4) and lc.idx_stage.shape == (2, 128)

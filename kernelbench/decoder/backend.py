@@ -26,6 +26,13 @@ class Ops:
         self.fallbacks.add(op)
         return available["reference"]
 
+    def use(self, op: str, impl: str) -> None:
+        """Run `impl` for `op` from now on (as --use does), forgetting what was resolved for op before."""
+        self.overrides[op] = impl
+        self._cache.pop(op, None)
+        for key in [k for k in self._accepts if k[0] == op]:
+            del self._accepts[key]
+
     def prepare(self, op: str, weights: dict) -> dict:
         """`weights` (official layout, a subset of op's inputs) in the layout the chosen implementation of op
         runs on (registry.Impl.prepare), once at load; unchanged for implementations without one."""

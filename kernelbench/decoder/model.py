@@ -122,7 +122,7 @@ def fp4_key_readers(ops: Ops) -> None:
     implementation that does not take them is refused by name."""
     for op in FP4_KEY_READERS:
         if op not in ops.overrides and f"{ops.impl}_fp4keys" in registry.impls(op):
-            ops.overrides[op] = f"{ops.impl}_fp4keys"
+            ops.use(op, f"{ops.impl}_fp4keys")
         if not ops.accepts(op, "k_exp"):
             raise ValueError(f"KERNELBENCH_KEY_CACHE=fp4: {op} impl {ops.resolve(op).name!r} does not read the FP4 "
                              f"key cache (k_exp); use impl triton_fp4keys or the reference")
