@@ -10,12 +10,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
-step gpu_packed 110 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_fp8_kv.py tests/test_fp4_keys.py
+step gpu_packed 110 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_fp8_kv.py tests/test_fp4_keys.py \
+    -k "not decoder"
 step verify_fp8kv 80 $KB verify sparse_attention --impl triton_fp8kv --device cuda --shapes flash-tp8 --examples 2
 step verify_fp4keys 90 $KB verify indexer_topk csa_indices --impl triton_fp4keys --device cuda --shapes flash-tp8 \
     --examples 2
-step bench_fp4keys 130 $KB bench csa_indices --impl triton --impl triton_fp4keys --shapes flash-tp8-long \
+step bench_fp4keys 160 $KB bench csa_indices --impl triton --impl triton_fp4keys --shapes flash-tp8-long \
     --where ctx=512,65536 --max-time 0.3 --try 'csa_indices={"BLOCK_S": 64}' --json "$W/bench_fp4keys.json"
-step bench_fp8kv 110 $KB bench sparse_attention --impl triton --impl triton_fp8kv --shapes flash-tp8 --max-time 0.3 \
+step bench_fp8kv 90 $KB bench sparse_attention --impl triton --impl triton_fp8kv --shapes flash-tp8 --max-time 0.3 \
     --try 'sparse_attention={"BLOCK_N": 16}' --json "$W/bench_fp8kv.json"
 finish

@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${KB_TOTAL_S:-560}
 source scripts/device_lib.sh || exit 1
-step gpu_keys 120 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_fp4_keys.py
+step gpu_keys 150 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_fp4_keys.py -k decoder
 STEP="$KB decode-bench --device cuda --impl triton --graph on --layers flash --batches 1,16 --steps 20"
 for i in 1 2; do
     PROFILE=""; if [ "$i" = 2 ]; then PROFILE="--profile"; fi
