@@ -607,7 +607,7 @@ def prepare_fp8_kv(inputs: dict) -> dict:
 
 def _check_fp8_kv(q, kv, kv_rope, kv_exp, freqs) -> None:
     """The FP8 cache's form: codes [B, N, Dh - R] e4m3, kv_rope [B, N, R] bf16 (R the rope dims of freqs),
-    kv_exp [B, N, Dh / 64] uint8, contiguous rows, on q's device."""
+    kv_exp [B, N, Dh / 64] uint8, contiguous rows (their device: the caller's check_device)."""
     check_dtype("sparse_attention: kv (FP8 codes)", kv, torch.float8_e4m3fn)
     check_dtype("sparse_attention: kv_rope", kv_rope, torch.bfloat16)
     check_dtype("sparse_attention: kv_exp", kv_exp, torch.uint8)
@@ -623,7 +623,6 @@ def _check_fp8_kv(q, kv, kv_rope, kv_exp, freqs) -> None:
     if r not in (0, KV_GROUP) or dh % KV_GROUP:
         raise ValueError(f"sparse_attention: the FP8 cache needs R 0 or {KV_GROUP} and Dh a multiple of {KV_GROUP}, "
                          f"got R {r}, Dh {dh}")
-    check_device(q, kv, kv_rope, kv_exp)
 
 
 def fp8kv_configs(params: dict) -> list[dict]:
@@ -659,7 +658,7 @@ def sparse_attention_fp8kv(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Ten
     b, n = kv.shape[:2]
     standin = torch.empty((1, 1, 1), dtype=torch.bfloat16, device=q.device).expand(b, n, q.shape[-1])
     check_sparse_attention(q, standin, seq_ids, indices, sink, positions, freqs, lengths)
-    dev = check_device(q, kv, seq_ids, indices, sink, positions, freqs, lengths)
+    dev = check_device(q, kv, kv_rope, kv_exp, seq_ids, indices, sink, positions, freqs, lengths)
     dh = q.shape[-1]
     if dh & (dh - 1) or dh < KV_GROUP:
         raise ValueError(f"sparse_attention: Dh must be a power of two >= {KV_GROUP} for the FP8 cache, got {dh}")

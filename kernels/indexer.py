@@ -892,11 +892,17 @@ def csa_indices(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor, seq_id
     cfg = config or lookup("csa_indices", {"T": t, "Hi": hi, "K": topk}, indexer_default({}))
     if not cfg.get("ROW", True):
         return csa_indices_parts(qi, w, k_cache, seq_ids, positions, topk, window, ratio, w_scale)
+    return _csa_rows(qi, w, k_cache, seq_ids, positions, topk, window, ratio, w_scale, cfg, dev, kp)
+
+
+def _csa_rows(qi, w, k_cache, seq_ids, positions, topk, window, ratio, w_scale, cfg, dev, kp, k_exp=None):
+    """csa_indices' two launches on checked inputs (k_exp: the FP4 key cache) -> (rows [T, W + topk], lengths [T])."""
+    t = qi.shape[0]
     rows = torch.empty(t, window + topk, dtype=torch.int32, device=dev)
     lengths = torch.empty(t, dtype=torch.int32, device=dev)
     scratch = torch.empty(t, window + topk, dtype=torch.float32, device=dev)   # the top-k's scores, not returned
     _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, rows, scratch,
-                      window, lengths)
+                      window, lengths, k_exp)
     return rows, lengths
 
 
@@ -1011,12 +1017,7 @@ def csa_indices_fp4keys(qi: torch.Tensor, w: torch.Tensor, k_cache: torch.Tensor
     cfg = config or lookup("csa_indices", {"T": t, "Hi": hi, "K": topk, "kernel": "fp4keys"}, fp4keys_default({}))
     if not cfg.get("ROW", True):
         raise ValueError("csa_indices: config ROW False (the two ops) does not read the FP4 key cache")
-    rows = torch.empty(t, window + topk, dtype=torch.int32, device=dev)
-    lengths = torch.empty(t, dtype=torch.int32, device=dev)
-    scratch = torch.empty(t, window + topk, dtype=torch.float32, device=dev)   # the top-k's scores, not returned
-    _scores_then_topk(qi, w, k_cache, seq_ids, positions, topk, ratio, w_scale, cfg, dev, kp, rows, scratch,
-                      window, lengths, k_exp)
-    return rows, lengths
+    return _csa_rows(qi, w, k_cache, seq_ids, positions, topk, window, ratio, w_scale, cfg, dev, kp, k_exp)
 
 
 MAX_SEGMENTS = 64
@@ -1503,7 +1504,7 @@ def fp4_pack_keys(staged: torch.Tensor, positions: torch.Tensor, seq_ids: torch.
     check_dtype("fp4_pack_keys: staged", staged, torch.bfloat16)
     if staged.dim() != 2 or staged.shape[1] != DI or staged.stride(1) != 1:
         raise ValueError(f"fp4_pack_keys: staged must be [B, {DI}], contiguous in its rows, got {tuple(staged.shape)}")
-    _fp4_keys_form(codes, exps)
+    check_fp4_keys(codes, exps)
     if codes.shape[0] != staged.shape[0]:
         raise ValueError(f"fp4_pack_keys: staged has {staged.shape[0]} sequence slots, the cache {codes.shape[0]}")
     t = positions.shape[0]

@@ -340,9 +340,10 @@ def measure_impl(spec, impl, params: dict, *, config: dict | None = None, method
     prepared = [impl.prepared(s) for s in sets]  # the load-time weight layout, outside the timed region
     if impl.form is not None:
         if all(p is not s for p, s in zip(prepared, sets)):   # a packed cache: what it reads, not the bf16 bytes
-            notes.append(f"bytes: its {impl.form} form's, {spec.form_cost(impl.form, params).bytes / 1e6:.2f} MB "
-                         f"(the op's {cost.bytes / 1e6:.2f} MB)")
-            cost = expected = spec.form_cost(impl.form, params)
+            packed = spec.form_cost(impl.form, params)
+            notes.append(f"bytes: its {impl.form} form's, {packed.bytes / 1e6:.2f} MB (the op's "
+                         f"{cost.bytes / 1e6:.2f} MB)")
+            cost = expected = packed
         else:
             notes.append(f"these inputs did not pack into its {impl.form} form (prepare kept them): the bf16 path "
                          f"ran, the op's bytes")

@@ -178,7 +178,7 @@ def fp8_entry_bytes(p: dict) -> float:
     """Bytes a cache entry in the FP8 form (impl triton_fp8kv): e4m3 codes of the non-rope dims, the rope dims in
     bf16, one UE8M0 byte per 64 dims (584 at Dh 512, R 64)."""
     dh, r = p["Dh"], (p.get("R", 0) if p.get("rope", True) else 0)
-    return (dh - r) + 2.0 * r + dh // 64
+    return (dh - r) + 2.0 * r + dh // FLASH.kv_fp8_group
 
 
 def _attn_cost(p: dict, entry_bytes: float | None = None) -> Cost:

@@ -17,7 +17,7 @@ from kernelbench.config import FLASH, ShapeSet
 from kernelbench.ops.attention import token_positions
 from kernelbench.ops.norm import draw
 from kernelbench.reference.hadamard import hadamard
-from kernelbench.reference.indexer import csa_indices, fp4_pack_keys, indexer_q, indexer_topk
+from kernelbench.reference.indexer import KEY_GROUP, csa_indices, fp4_pack_keys, indexer_q, indexer_topk
 from kernelbench.reference.quant import fp4_simulate, quant_fp8_weight
 from kernelbench.reference.rope import rope_freqs
 from kernelbench.registry import Cost, OpSpec, Tolerance, register_op
@@ -97,7 +97,7 @@ def _topk_cases(ss: ShapeSet) -> list[dict]:
 
 
 # bytes a key in the FP4 key cache (impl triton_fp4keys): two e2m1 codes a byte, one UE8M0 byte per 32 dims
-FP4_KEY_BYTES = DI // 2 + DI // 32
+FP4_KEY_BYTES = DI // 2 + DI // KEY_GROUP
 
 
 def _topk_cost(p, key_bytes: float = 2.0 * DI) -> Cost:
