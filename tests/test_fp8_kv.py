@@ -129,3 +129,31 @@ def test_gpu_fp8_cache_is_bit_equal_to_the_bf16_cache():
             g.replay()
             torch.cuda.synchronize()
             assert torch.equal(o, want), p
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh rest)")
+def test_gpu_fp8_rows_come_back_exactly():
+    """Compiled: the split kernel's row decode (`_fp8_kv_rows`, through a probe kernel that stores what it returns)
+    gives back every entry of a simulated Flash-width cache bit for bit, its rope dims included; invalid rows 0."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _probe(kc, kr, ke, out, n, s_cn, s_rn, s_en, DH: tl.constexpr, NOPE: tl.constexpr, BN: tl.constexpr,
+               GROUP: tl.constexpr):
+        rows = tl.program_id(0) * BN + tl.arange(0, BN)
+        valid = rows < n
+        v = KA._fp8_kv_rows(kc, kr, ke, rows.to(tl.int64), valid, s_cn, s_rn, s_en, DH, NOPE, BN, GROUP)
+        tl.store(out + rows[:, None] * DH + tl.arange(0, DH)[None, :], v, mask=valid[:, None])
+
+    kv = _simulated(1, 300, 512, 64, torch.Generator().manual_seed(5)).cuda()[0]
+    codes, rope, exps = KA.pack_fp8_kv(kv[None], 64)
+    out = torch.full_like(kv, float("nan"))
+    _probe[(triton.cdiv(300, 16),)](codes[0], rope[0], exps[0], out, 300, codes.stride(1), rope.stride(1),
+                                    exps.stride(1), DH=512, NOPE=448, BN=16, GROUP=KA.KV_GROUP)
+    torch.cuda.synchronize()
+    bad = (out.view(torch.int16) != kv.view(torch.int16)).nonzero()
+    assert bad.numel() == 0, f"{len(bad)} values differ, first at {bad[:4].tolist()}: " \
+                             f"{out[tuple(bad[0])].item()} for {kv[tuple(bad[0])].item()}"
