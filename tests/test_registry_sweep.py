@@ -60,6 +60,16 @@ SLOW_PAIRS: dict[tuple[str, str], str] = {
     ("moe_routed", "triton_parts"): "tests/test_moe.py::test_routed_op_equals_gate_then_experts_bit_for_bit (impl "
                                     "triton's outputs equal triton_parts' bit for bit, the shared expert and hash "
                                     "routing included; both against the reference)",
+    # the packed caches' readers (sessions 54 / 55): impl triton's code on another storage form of the same values,
+    # not the decoder's default (CI time: 33 s of the sweep's CPU, session 56; tests/test_sm120.py then leaves them
+    # to their files' sm_120 tests at the 64-token case, test_fp8_cache_space_fits_sm120 / test_fp4_keys_space_fits_sm120)
+    ("sparse_attention", "triton_fp8kv"): "tests/test_fp8_kv.py::test_fp8_cache_is_bit_equal_to_the_bf16_cache (against "
+                                          "the reference on poisoned outputs and equal to impl triton at the same "
+                                          "config: the default and 64 waves of splits, ragged and rope cases)",
+    **{(op, "triton_fp4keys"): "tests/test_fp4_keys.py::test_fp4_keys_are_bit_equal_to_the_bf16_keys (against the "
+                               "reference on poisoned outputs and equal to impl triton at the same config: the "
+                               "default and many score programs with the split top-k)"
+       for op in ("indexer_topk", "csa_indices")},
     ("compressor_step", "triton_v2"): "tests/test_compressor.py::test_one_launch_equals_three (impl triton bit-equal "
                                       "to triton_v2, ratios 4 and 128, rotate, D split) and the KB_SLOW cases",
     # the earlier MoE defaults kept for same-run timing (session 11: CI time, the MoE pairs are the sweep's slowest)
