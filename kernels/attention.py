@@ -649,10 +649,10 @@ def sparse_attention_fp8kv(q: torch.Tensor, kv: torch.Tensor, seq_ids: torch.Ten
                            config: dict | None = None) -> torch.Tensor:
     """Impl triton's two launches on the cache stored as FP8 (`pack_fp8_kv`: 584 instead of 1024 bytes an entry at
     the Flash widths), the split kernel making each gathered row bf16 again (`_fp8_kv_rows`): the same values, so
-    the output equals impl triton's bit for bit in the interpreter; compiled, within 2^-7 of its largest value (rows
-    made in registers reach the tensor cores another way than loaded rows; H100, session 56). Slower than impl triton at
-    every Flash TP8 case on an H100 (session 56: 9.1 against 6.7 us at one token, 70.5 against 28.6-34.2 at 64
-    tokens and 8K context). Without kv_rope / kv_exp, kv is the bf16 cache (impl triton)."""
+    the output equals impl triton's bit for bit in the interpreter; compiled, within 2^-7 of its largest value
+    (rows made in registers reach the tensor cores another way than loaded rows; H100, session 56). Slower than
+    impl triton at every Flash TP8 case there: 9.1 against 6.7-7.3 us at one token, 70.5 against 28.6-34.2 at 64
+    tokens and 8K context. Without kv_rope / kv_exp, kv is the bf16 cache (impl triton)."""
     if kv_exp is None and kv_rope is None:
         return sparse_attention(q, kv, seq_ids, indices, sink, scale, positions, freqs, lengths, config)
     if kv_exp is None or kv_rope is None:

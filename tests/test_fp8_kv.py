@@ -115,10 +115,10 @@ def test_gpu_fp8_cache_is_within_one_ulp_of_the_largest():
     """Compiled, at the Flash TP8 shapes (1, 16 and 64 tokens, csa and hca): impl triton_fp8kv on the packed cache
     is within 2^-7 of the largest value of impl triton's output on the bf16 cache at the same config, and equal in
     nearly all values, direct and replayed from a CUDA graph. Not bit for bit as in the interpreter: the rows it
-    gives the dot are the same bits (test_gpu_fp8_rows_come_back_exactly), but rows made in registers reach the tensor cores another
-    way than rows loaded from memory, so the fp32 sums round differently: on an H100 (session 56) 0-105 of
-    4,096-262,144 values per case came out apart, by at most 3.9e-3 where the largest value is 1.21 (2^-8.3 of it).
-    A small value can be many of its own ulps away: the sums' rounding follows the row's scale, not the value's."""
+    gives the dot are the same bits (test_gpu_fp8_rows_come_back_exactly), but rows made in registers reach the
+    tensor cores another way than rows loaded from memory, so the fp32 sums round differently: on an H100 (session
+    56) 0-105 of 4,096-262,144 values per case came out apart, by at most 3.9e-3 where the largest value is 1.21
+    (2^-8.3 of it). A small value can be many of its own ulps away: the sums round at the row's scale."""
     impl = registry.get_impl("sparse_attention", "triton_fp8kv")
     for p in [c for c in SPEC.shape_cases("flash-tp8") if c["ctx"] == 512]:
         inp = SPEC.make_inputs(p, torch.Generator().manual_seed(p["T"]), "cuda", "normal")
@@ -126,7 +126,7 @@ def test_gpu_fp8_cache_is_within_one_ulp_of_the_largest():
         assert run["kv"].dtype == E4M3, p
         cfg = impl.default_config(p)
         want = KA.sparse_attention(**inp, config=cfg)
-        _assert_within_one_ulp(impl.fn(**run, config=cfg), want, p)
+        _assert_near_the_largest(impl.fn(**run, config=cfg), want, p)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             o = impl.fn(**run, config=cfg)
@@ -134,10 +134,10 @@ def test_gpu_fp8_cache_is_within_one_ulp_of_the_largest():
             o.fill_(float("nan"))
             g.replay()
             torch.cuda.synchronize()
-            _assert_within_one_ulp(o, want, p)
+            _assert_near_the_largest(o, want, p)
 
 
-def _assert_within_one_ulp(got: torch.Tensor, want: torch.Tensor, case) -> None:
+def _assert_near_the_largest(got: torch.Tensor, want: torch.Tensor, case) -> None:
     """Every value of got within one bf16 ulp of want's largest magnitude (2^-7 of it: what the fp32 sums' order can
     move after the bf16 rounding of the output), under 1% of the values apart."""
     assert not got.isnan().any(), case
@@ -151,7 +151,7 @@ def _assert_within_one_ulp(got: torch.Tensor, want: torch.Tensor, case) -> None:
                     "(scripts/device_gpu_tests.sh rest)")
 def test_gpu_fp8_rows_come_back_exactly():
     """Compiled: the split kernel's row decode (`_fp8_kv_rows`, through a probe kernel that stores what it returns)
-    gives back every entry of a simulated Flash-width cache bit for bit, its rope dims included; invalid rows 0."""
+    gives back every entry of a simulated Flash-width cache bit for bit, its rope dims included."""
     import triton
     import triton.language as tl
 
