@@ -52,9 +52,9 @@ import triton.language as tl
 from kernelbench.kernels.attention import sm_count  # noqa: F401  (applies the interpreter loop fix)
 from kernelbench.kernels.common import (INTERPRET, check_device, dot_operand, hadamard128, l2_prefetch_rows, pdl_args,
                                        pdl_enter, sincos, to_bf16, token_emits)
-from kernelbench.kernels.indexer import hadamard_fp4_rows, rope_rows
+from kernelbench.kernels.indexer import hadamard_fp4_rows, rope_rows, store_fp4_keys
 from kernelbench.kernels.quant import e4m3_round_code, fp4_simulate_rows, pow2, ue8m0_exp
-from kernelbench.reference.compressor import check_weights
+from kernelbench.reference.compressor import check_key_outputs, check_weights
 from kernelbench.registry import register_impl
 from kernelbench.tuned_configs import lookup
 
@@ -156,7 +156,9 @@ def _comp_reduce(ws_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr,   # ws (SPLI
 def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_ptr,   # cache (B, Ncap, DD) bf16
                eps, RATIO, s_sb, s_sr, s_cb, s_cn,
                DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr,
-               NG_P2: tl.constexpr, RNE_FIX: tl.constexpr, REG: tl.constexpr = False):
+               NG_P2: tl.constexpr, RNE_FIX: tl.constexpr, REG: tl.constexpr = False,
+               KEY_FP4: tl.constexpr = False, kc_ptr=None, ke_ptr=None, s_kcb=0, s_kcn=0, s_keb=0, s_ken=0):
+    # KEY_FP4: the emitted entry also in the FP4 key form (compressor_step's key_codes / key_exps; `store_fp4_keys`)
     t = tl.program_id(0)
     p, emits = token_emits(pos_ptr, em_ptr, t, RATIO)
     if emits:
@@ -183,8 +185,11 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_pt
         rs = 1.0 / tl.sqrt(tl.sum(y * y, axis=0) / DD + eps)
         y = to_bf16((y * rs) * tl.load(nw_ptr + ch).to(tl.float32), RNE_FIX)
         dst = cache_ptr + seq * s_cb + (p // RATIO) * s_cn
+        kc_off = tl.full([1], 0, tl.int64) + seq * s_kcb + (p // RATIO) * s_kcn
+        ke_off = tl.full([1], 0, tl.int64) + seq * s_keb + (p // RATIO) * s_ken
         if REG:
-            _emit_finish_regs(y.to(tl.float32), dst, p, RATIO, f_ptr, DD, R, ROTATE, RNE_FIX)
+            _emit_finish_regs(y.to(tl.float32), dst, p, RATIO, f_ptr, DD, R, ROTATE, RNE_FIX, KEY_FP4, kc_ptr, ke_ptr,
+                              kc_off, ke_off)
         else:
             tl.store(dst + ch, y)
             tl.debug_barrier()
@@ -207,6 +212,9 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_pt
                 yq = fp4_simulate_rows(tl.load(dst + offs).to(tl.float32))
                 tl.debug_barrier()
                 tl.store(dst + offs, yq)
+                if KEY_FP4:
+                    store_fp4_keys(tl.reshape(yq.to(tl.float32), [1, DD]), kc_ptr, ke_ptr, kc_off, ke_off,
+                                   tl.full([1], 1, tl.int1), 32)
             else:                                                           # FP8 (group 64) of the first d - R
                 g = tl.arange(0, NG_P2)
                 offs = g[:, None] * 64 + tl.arange(0, 64)[None, :]
@@ -233,7 +241,8 @@ def _comp_emit(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, em_pt
 
 @triton.jit
 def _emit_finish_regs(y, dst, p, RATIO, f_ptr, DD: tl.constexpr, R: tl.constexpr, ROTATE: tl.constexpr,
-                      RNE_FIX: tl.constexpr):
+                      RNE_FIX: tl.constexpr, KEY_FP4: tl.constexpr = False, kc_ptr=None, ke_ptr=None, kc_off=None,
+                      ke_off=None):
     """The emitted entry after its norm (y: [DD] fp32 holding bf16 values) to the cache row `dst`, kept in
     registers (REG): RoPE on the last R dims as (even, odd) pairs, then Hadamard + FP4 (ROTATE) or FP8 of
     the first DD - R dims, each step rounded as the memory path rounds; one store."""
@@ -248,6 +257,8 @@ def _emit_finish_regs(y, dst, p, RATIO, f_ptr, DD: tl.constexpr, R: tl.constexpr
     if ROTATE:                                                          # Hadamard, then FP4 (group 32)
         yh = hadamard128(y, ch, RNE_FIX).to(tl.float32)
         out = fp4_simulate_rows(tl.reshape(yh, [DD // 32, 32])).to(tl.float32)
+        if KEY_FP4:
+            store_fp4_keys(tl.reshape(out, [1, DD]), kc_ptr, ke_ptr, kc_off, ke_off, tl.full([1], 1, tl.int1), 32)
     else:                                                               # FP8 (group 64) of the first d - R
         xq = tl.reshape(y, [DD // 64, 64])
         gm = (tl.arange(0, DD // 64) < (DD - R) // 64)[:, None]
@@ -256,6 +267,17 @@ def _emit_finish_regs(y, dst, p, RATIO, f_ptr, DD: tl.constexpr, R: tl.constexpr
         _, val = e4m3_round_code(tl.minimum(tl.maximum(xq * pow2(-se)[:, None], -448.0), 448.0))
         out = tl.where(gm, val * pow2(se)[:, None], xq)
     tl.store(dst + ch, tl.reshape(out, [DD]).to(tl.bfloat16))
+
+
+def _key_args(key_codes, key_exps, cache, rotate) -> dict:
+    """compressor_step's optional FP4 key outputs (reference/compressor.py check_key_outputs) as the emit kernels'
+    arguments: {} without them."""
+    if not check_key_outputs(key_codes, key_exps, cache, rotate):
+        return {}
+    if key_codes.stride(2) != 1 or key_exps.stride(2) != 1:
+        raise ValueError("compressor_step: key_codes and key_exps must be contiguous in their last dim")
+    return dict(KEY_FP4=True, kc_ptr=key_codes, ke_ptr=key_exps, s_kcb=key_codes.stride(0), s_kcn=key_codes.stride(1),
+                s_keb=key_exps.stride(0), s_ken=key_exps.stride(1))
 
 
 def _check_step(x, wkv, wgate, ape, norm_weight, freqs, state_kv, state_score, cache, positions, seq_ids, ratio,
@@ -283,13 +305,16 @@ def _check_step(x, wkv, wgate, ape, norm_weight, freqs, state_kv, state_score, c
 @register_impl("compressor_step", "triton_v2", backend="triton", configs=compressor_configs,
                default_config=compressor_default, kernels=lambda: [_comp_project, _comp_reduce, _comp_emit])
 def compressor_step_v2(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
-                       ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
+                       ratio: int, rotate: bool, key_codes=None, key_exps=None,
+                       config: dict | None = None) -> torch.Tensor:
     """The second version (kept to measure against): two or three launches (projection, reduce of the D split,
-    emit with one program per token). In place on state_kv, state_score and cache; returns emitted [T] bool."""
+    emit with one program per token). In place on state_kv, state_score and cache (and key_codes / key_exps: the
+    emit also writes the FP4 key form); returns emitted [T] bool."""
     c, d = _check_step(x, wkv, wgate, ape, norm_weight, freqs, state_kv, state_score, cache, positions, seq_ids,
                        ratio, rotate)
     t, dim = x.shape
     dev = check_device(x, wkv, wgate, ape, norm_weight, positions, seq_ids, freqs, state_kv, state_score, cache)
+    keys = _key_args(key_codes, key_exps, cache, rotate)
     cfg = config or lookup("compressor_step", {"T": t, "D": dim, "d": d, "ratio": ratio}, compressor_default({}))
     pos, seq = positions.contiguous(), seq_ids.contiguous()
     emitted = torch.empty(t, dtype=torch.bool, device=dev)
@@ -319,7 +344,7 @@ def compressor_step_v2(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids,
                      cache.stride(0), cache.stride(1),
                      DD=d, C=c, R=r, ROWS=min(cfg["ROWS"], triton.next_power_of_2(c * ratio)), ROTATE=bool(rotate),
                      NG_P2=triton.next_power_of_2(max(1, (d - r) // 64)), RNE_FIX=INTERPRET,
-                     REG=bool(cfg.get("REG_EMIT", True)), num_warps=4, num_stages=1)
+                     REG=bool(cfg.get("REG_EMIT", True)), num_warps=4, num_stages=1, **keys)
     return emitted
 
 
@@ -330,12 +355,13 @@ V1 = {"SPLIT": 1, "ROWS": 8, "REG_EMIT": False}   # the first version's projecti
                default_config=lambda p: {**compressor_default(p), **V1},
                kernels=lambda: [_comp_project, _comp_emit])
 def compressor_step_v1(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
-                       ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
+                       ratio: int, rotate: bool, key_codes=None, key_exps=None,
+                       config: dict | None = None) -> torch.Tensor:
     """The first version (kept to measure against): no split of D, so N / BLOCK_N x T / BLOCK_M programs, and
     8 state rows per pooling step."""
     cfg = {**(config or compressor_default({})), **V1}
     return compressor_step_v2(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score,
-                              cache, ratio, rotate, config=cfg)
+                              cache, ratio, rotate, key_codes, key_exps, config=cfg)
 
 
 # impl "triton": the whole step in one launch ----------------------------------------------------------------------
@@ -368,7 +394,8 @@ def _pool_channels(sk_ptr, ss_ptr, base, cb, s_sr, RATIO, DD: tl.constexpr, C: t
 
 @triton.jit
 def _finish_rows(cache_ptr, dst, rmask, ang, nw_ptr, f_ptr, eps, DD: tl.constexpr, R: tl.constexpr,
-                 ROTATE: tl.constexpr, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr):
+                 ROTATE: tl.constexpr, RNE_FIX: tl.constexpr, DOT_UPCAST: tl.constexpr, KEY_FP4: tl.constexpr = False,
+                 kc_ptr=None, ke_ptr=None, kc_off=None, ke_off=None):
     """The pooled bf16 entries at cache rows dst (RB,) (rmask: which) -> in place: RMS norm (weight), RoPE on the last
     R dims at angles ang (RB,) (position p + 1 - r), then Hadamard + FP4 (ROTATE, DD = 128, RB >= 16) or FP8 of the
     first DD - R dims (group 64); every step rounded to bf16 as the reference (and `_emit_finish_regs`) rounds."""
@@ -381,6 +408,8 @@ def _finish_rows(cache_ptr, dst, rmask, ang, nw_ptr, f_ptr, eps, DD: tl.constexp
     y = rope_rows(y, ang, f_ptr, DD, R, RNE_FIX)
     if ROTATE:
         out = hadamard_fp4_rows(y, RNE_FIX, DOT_UPCAST)
+        if KEY_FP4:                                                     # also the FP4 key form (kc_off / ke_off)
+            store_fp4_keys(out.to(tl.float32), kc_ptr, ke_ptr, kc_off, ke_off, rmask, 32)
     else:
         xq = tl.reshape(y, [RB, DD // 64, 64])
         gm = (tl.arange(0, DD // 64) < (DD - R) // 64)[None, :, None]
@@ -398,7 +427,8 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
                DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                ROWS: tl.constexpr, RB: tl.constexpr, ROTATE: tl.constexpr, DOT_UPCAST: tl.constexpr,
-               RNE_FIX: tl.constexpr, EMIT: tl.constexpr = True, PDL: tl.constexpr = False):
+               RNE_FIX: tl.constexpr, EMIT: tl.constexpr = True, PDL: tl.constexpr = False,
+               KEY_FP4: tl.constexpr = False, kc_ptr=None, ke_ptr=None, s_kcb=0, s_kcn=0, s_keb=0, s_ken=0):
     # grid (N / BLOCK_N, ceil(T / BLOCK_M), SPLIT); cnt: int32 tickets, zero between launches: one per output tile,
     # then (C == 2) one per (row block, channel block), then one per row block. EMIT False: steps 2-3 are left to
     # `_comp_emit_blocks` (a second launch)
@@ -495,9 +525,11 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
                         rows = pid_m * BLOCK_M + r0 + tl.arange(0, RB)
                         rp = tl.load(pos_ptr + rows, mask=rows < T, other=0)
                         rmask = (rows < T) & ((rp + 1) % RATIO == 0)
-                        dst = tl.load(seq_ptr + rows, mask=rmask, other=0).to(tl.int64) * s_cb + (rp // RATIO) * s_cn
+                        rs = tl.load(seq_ptr + rows, mask=rmask, other=0).to(tl.int64)
+                        dst = rs * s_cb + (rp // RATIO) * s_cn
                         _finish_rows(cache_ptr, dst, rmask, (rp + 1 - RATIO).to(tl.float32), nw_ptr, f_ptr, eps, DD,
-                                     R, ROTATE, RNE_FIX, DOT_UPCAST)
+                                     R, ROTATE, RNE_FIX, DOT_UPCAST, KEY_FP4, kc_ptr, ke_ptr,
+                                     rs * s_kcb + (rp // RATIO) * s_kcn, rs * s_keb + (rp // RATIO) * s_ken)
                     tl.atomic_xchg(fin, 0, sem="relaxed", scope="gpu")
 
 
@@ -505,7 +537,8 @@ def _comp_step(x_ptr, wkv_ptr, wg_ptr, ape_ptr, pos_ptr, seq_ptr, sk_ptr, ss_ptr
 def _comp_emit_blocks(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr, cnt_ptr, eps, RATIO, s_sb, s_sr,
                       s_cb, s_cn, DD: tl.constexpr, C: tl.constexpr, R: tl.constexpr, BN: tl.constexpr,
                       ROWS: tl.constexpr, RB: tl.constexpr, ROTATE: tl.constexpr, DOT_UPCAST: tl.constexpr,
-                      RNE_FIX: tl.constexpr, PDL: tl.constexpr = False):
+                      RNE_FIX: tl.constexpr, PDL: tl.constexpr = False,
+                      KEY_FP4: tl.constexpr = False, kc_ptr=None, ke_ptr=None, s_kcb=0, s_kcn=0, s_keb=0, s_ken=0):
     """The emit as a second launch (many emitting tokens), grid (T, DD / BN): program (t, j) pools channel block j
     of token t (and, overlap, moves its rows), the last of the token's DD / BN programs to arrive (ticket cnt[t])
     finishes the entry."""
@@ -531,8 +564,11 @@ def _comp_emit_blocks(sk_ptr, ss_ptr, pos_ptr, seq_ptr, nw_ptr, f_ptr, cache_ptr
             rows = t + tl.arange(0, RB)
             rmask = rows == t
             dst = tl.zeros([RB], tl.int64) + sq * s_cb + (p // RATIO) * s_cn
+            slot = (p // RATIO).to(tl.int64)
             _finish_rows(cache_ptr, dst, rmask, tl.zeros([RB], tl.float32) + (p + 1 - RATIO).to(tl.float32), nw_ptr,
-                         f_ptr, eps, DD, R, ROTATE, RNE_FIX, DOT_UPCAST)
+                         f_ptr, eps, DD, R, ROTATE, RNE_FIX, DOT_UPCAST, KEY_FP4, kc_ptr, ke_ptr,
+                         tl.zeros([RB], tl.int64) + sq * s_kcb + slot * s_kcn,
+                         tl.zeros([RB], tl.int64) + sq * s_keb + slot * s_ken)
             tl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")
 
 
@@ -574,11 +610,14 @@ def step_configs(params: dict) -> list[dict]:
                kernels=lambda: [_comp_step, _comp_emit_blocks, _comp_project, _comp_reduce, _comp_emit],
                options=frozenset({"EMIT_MAX_T"}))
 def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score, cache,
-                    ratio: int, rotate: bool, config: dict | None = None) -> torch.Tensor:
+                    ratio: int, rotate: bool, key_codes=None, key_exps=None,
+                    config: dict | None = None) -> torch.Tensor:
     """In place on state_kv, state_score and cache; returns emitted [T] bool ((p+1) % r == 0). PATH "one": one
     launch: projection split over D (the last program of each tile sums the partials), then the emit spread over the
     channel blocks (the last channel block finishes the entries); see the module docstring. PATH "split": the
-    `triton_v2` code (compressor_step_v2)."""
+    `triton_v2` code (compressor_step_v2). key_codes / key_exps (the indexer compressor, rotate): every emitted
+    entry also in the FP4 key cache's form at [seq, p // r], written by the emit that finishes it (`store_fp4_keys`:
+    the decoder's FP4 key cache without `fp4_pack_keys`' launch)."""
     from kernelbench.kernels import linear as KL
     c, d = _check_step(x, wkv, wgate, ape, norm_weight, freqs, state_kv, state_score, cache, positions, seq_ids,
                        ratio, rotate)
@@ -591,7 +630,8 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
         raise ValueError(f"compressor_step: PATH={path!r} must be one of {', '.join(STEP_PATHS)}")
     if path == "split":
         return compressor_step_v2(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv,
-                                  state_score, cache, ratio, rotate, config=cfg)
+                                  state_score, cache, ratio, rotate, key_codes, key_exps, config=cfg)
+    keys = _key_args(key_codes, key_exps, cache, rotate)
     bn = cfg["BLOCK_N"]
     if d % bn:
         raise ValueError(f"compressor_step: BLOCK_N={bn} must divide d={d}")
@@ -617,11 +657,11 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
         DD=d, C=c, R=r, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cfg["BLOCK_K"], SPLIT=split,
         ROWS=rows, RB=16 if rotate else cfg.get("RB", 2), ROTATE=bool(rotate), DOT_UPCAST=INTERPRET,
         RNE_FIX=INTERPRET, EMIT=in_step, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        **(pdl_args(dev, t, wkv, wgate) if kchunk % 8 == 0 else {}))
+        **(pdl_args(dev, t, wkv, wgate) if kchunk % 8 == 0 else {}), **keys)
     if not in_step:
         _comp_emit_blocks[(t, d // bn)](
             state_kv, state_score, positions, seq_ids, norm_weight, freqs, cache, tickets, float(eps), ratio,
             state_kv.stride(0), state_kv.stride(1), cache.stride(0), cache.stride(1), DD=d, C=c, R=r, BN=bn,
             ROWS=rows, RB=16 if rotate else 1, ROTATE=bool(rotate), DOT_UPCAST=INTERPRET, RNE_FIX=INTERPRET,
-            num_warps=4, num_stages=1, **pdl_args(dev, t))
+            num_warps=4, num_stages=1, **pdl_args(dev, t), **keys)
     return emitted

@@ -1476,6 +1476,25 @@ def _indexer_q_epilogue_rows(q_ptr, pos_ptr, f_ptr, out_ptr, ROWS, HI,      # q,
 
 # fp4_pack_keys: the decoder's FP4 key cache write (reference/indexer.py fp4_pack_keys) ------------------------------
 @triton.jit
+def store_fp4_keys(x, c_ptr, e_ptr, c_off, e_off, rmask, GROUP: tl.constexpr):
+    """Keys x (RB, DI) fp32 (FP4-simulated entries: exact) in the FP4 form by act_quant_fp4's rule (`fp4_quant_pairs`):
+    row r's DI / 2 code bytes (byte j: dims 2j in the low nibble, 2j + 1 in the high) at c_ptr + c_off[r], its DI /
+    GROUP exponent bytes (UE8M0) at e_ptr + e_off[r], where rmask[r]. The writer of `fp4_pack_keys` and of
+    compressor_step's key outputs."""
+    RB: tl.constexpr = x.shape[0]
+    DIM: tl.constexpr = x.shape[1]
+    NG: tl.constexpr = RB * (DIM // GROUP)
+    xe, xo = tl.split(tl.reshape(x, [NG, GROUP // 2, 2]))
+    ce, co, se = fp4_quant_pairs(xe, xo)
+    j = tl.arange(0, DIM // 2)
+    tl.store(c_ptr + c_off[:, None] + j[None, :], tl.reshape((ce | (co << 4)).to(tl.uint8), [RB, DIM // 2]),
+             mask=rmask[:, None])
+    g = tl.arange(0, DIM // GROUP)
+    tl.store(e_ptr + e_off[:, None] + g[None, :], tl.reshape((se + 127).to(tl.uint8), [RB, DIM // GROUP]),
+             mask=rmask[:, None])
+
+
+@triton.jit
 def _fp4_pack_kernel(st_ptr, pos_ptr, seq_ptr, c_ptr, e_ptr, em_ptr, RATIO, s_sb, s_cb, s_cn, s_eb, s_en,
                      DI: tl.constexpr, GROUP: tl.constexpr, PDL: tl.constexpr = False):
     """Grid (T,): token t writes emitted[t]; an emitting token packs its sequence's staged row by act_quant_fp4's
@@ -1485,14 +1504,10 @@ def _fp4_pack_kernel(st_ptr, pos_ptr, seq_ptr, c_ptr, e_ptr, em_ptr, RATIO, s_sb
     p, emits = token_emits(pos_ptr, em_ptr, t, RATIO)
     if emits:
         sq = tl.load(seq_ptr + t).to(tl.int64)
-        half: tl.constexpr = GROUP // 2
-        g = tl.arange(0, DI // GROUP)
-        pair = g[:, None] * half + tl.arange(0, half)[None, :]          # (G, half): byte j holds dims 2j, 2j + 1
-        ce, co, se = fp4_quant_pairs(tl.load(st_ptr + sq * s_sb + 2 * pair).to(tl.float32),
-                                     tl.load(st_ptr + sq * s_sb + 2 * pair + 1).to(tl.float32))
         slot = (p // RATIO).to(tl.int64)
-        tl.store(c_ptr + sq * s_cb + slot * s_cn + pair, (ce | (co << 4)).to(tl.uint8))
-        tl.store(e_ptr + sq * s_eb + slot * s_en + g, (se + 127).to(tl.uint8))
+        x = tl.load(st_ptr + sq * s_sb + tl.arange(0, DI)).to(tl.float32)
+        store_fp4_keys(tl.reshape(x, [1, DI]), c_ptr, e_ptr, tl.full([1], 0, tl.int64) + sq * s_cb + slot * s_cn,
+                       tl.full([1], 0, tl.int64) + sq * s_eb + slot * s_en, tl.full([1], 1, tl.int1), GROUP)
 
 
 @register_impl("fp4_pack_keys", "triton", backend="triton", configs=lambda p: [{}], default_config=lambda p: {},

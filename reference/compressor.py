@@ -78,10 +78,29 @@ def pool(kv_rows: torch.Tensor, score_rows: torch.Tensor) -> torch.Tensor:
     return (kv_rows * torch.softmax(score_rows, dim=-2)).sum(dim=-2)
 
 
+def check_key_outputs(key_codes, key_exps, cache, rotate: bool) -> bool:
+    """compressor_step's optional FP4 key outputs (the indexer compressor's entries also in the FP4 key cache's form,
+    reference/indexer.py fp4_key_rows): both or neither; with rotate (d = 128) only; codes [B, Ncap, 64] / exponents
+    [B, Ncap, 4] uint8 beside cache [B, Ncap, 128]. -> whether they are given."""
+    if key_codes is None and key_exps is None:
+        return False
+    from kernelbench.reference.indexer import check_fp4_keys
+    if key_codes is None or key_exps is None:
+        raise ValueError("compressor_step: key_codes and key_exps go together")
+    if not rotate:
+        raise ValueError("compressor_step: the FP4 key outputs are the indexer compressor's (rotate=True)")
+    check_fp4_keys(key_codes, key_exps)
+    if key_codes.shape[:2] != cache.shape[:2] or key_codes.device != cache.device:
+        raise ValueError(f"compressor_step: key_codes must be [B, Ncap, 64] beside cache {tuple(cache.shape)} on "
+                         f"{cache.device}, got {tuple(key_codes.shape)} on {key_codes.device}")
+    return True
+
+
 def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, freqs, state_kv, state_score,
-                    cache, ratio: int, rotate: bool) -> torch.Tensor:
+                    cache, ratio: int, rotate: bool, key_codes=None, key_exps=None) -> torch.Tensor:
     """One decode step for T tokens of distinct sequences; updates state_* and cache in place.
-    Returns emitted [T] bool (True where (p+1) % r == 0 and cache[seq, p // r] was written)."""
+    Returns emitted [T] bool (True where (p+1) % r == 0 and cache[seq, p // r] was written). With key_codes /
+    key_exps (`check_key_outputs`), each written entry also goes to them at [seq, p // r] as `fp4_key_rows`."""
     c, d = check_weights("compressor_step", x, wkv, wgate, ape, norm_weight, freqs, ratio)
     t = x.shape[0]
     b = cache.shape[0]
@@ -92,6 +111,7 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
         raise ValueError(f"compressor_step: cache must be bf16 [B, Ncap, d={d}], got {tuple(cache.shape)} {cache.dtype}")
     from kernelbench.reference.kv import _check_tokens
     _check_tokens("compressor_step", positions, seq_ids, t, b)
+    keys = check_key_outputs(key_codes, key_exps, cache, rotate)
     pos, seq = positions.long(), seq_ids.long()
     if t and int((pos // ratio).max()) >= cache.shape[1] and bool(((pos + 1) % ratio == 0).any()):
         raise ValueError(f"compressor_step: entry p // r exceeds the cache capacity Ncap={cache.shape[1]}")
@@ -114,6 +134,11 @@ def compressor_step(x, wkv, wgate, ape, norm_weight, eps, positions, seq_ids, fr
     rows = finalize(pool(sk, ss), norm_weight, eps, ep + 1 - ratio, freqs, rotate)
     for i, (s, e) in enumerate(zip(es.tolist(), (ep // ratio).tolist())):   # a row at a time: the cache may be the
         cache[s, e] = rows[i]                                              # FP4 key cache's staging view (stride 0)
+    if keys:
+        from kernelbench.reference.indexer import fp4_key_rows
+        codes, exps = fp4_key_rows(rows)
+        key_codes[es, ep // ratio] = codes
+        key_exps[es, ep // ratio] = exps
     return emitted
 
 

@@ -276,11 +276,11 @@ def _decode_logits(model, seqs, decode_steps: int, dev):
         "(scripts/device_gpu_tests.sh rest)")])])
 def test_decoder_with_the_fp4_key_cache_equals_the_bf16_key_cache(backend, dev, tmp_path, monkeypatch):
     """KERNELBENCH_KEY_CACHE=fp4: the decoder holds the indexer keys packed (68 bytes a key; prefill packs its entries,
-    each decode step's pass compressor_step -> staging row -> fp4_pack_keys) and reads them with the fp4keys impls
+    each decode step's compressor_step emit writes them, key_codes / key_exps) and reads them with the fp4keys impls
     (triton) or the reference: the logits equal the bf16 key cache's bit for bit, through prefill and four decode
     steps with new keys emitted (positions past multiples of 4), two sequences at different lengths. The score
     launch's configs are pinned alike (the fp4keys impl's default takes 64-key blocks). The Triton decoder's glue on
-    the CPU at CI cost: test_compressor_writes_the_staging_row."""
+    the CPU at CI cost: test_compressor_key_outputs_equal_the_separate_pack."""
     from kernelbench.config import TINY
     from kernelbench.decoder import checkpoint as ck
     from kernelbench.decoder.backend import Ops
@@ -334,9 +334,10 @@ def test_key_cache_setting_is_checked(monkeypatch):
 
 
 def test_compressor_writes_the_staging_row(monkeypatch):
-    """The FP4 key cache's write path in the Triton decoder, op by op: compressor_step (impl triton, the indexer
-    compressor: Hadamard + FP4) writing through the stride-0 staging view, then fp4_pack_keys, leaves the codes and
-    exponents that packing the bf16 cache compressor_step writes gives, and the same states."""
+    """The FP4 key cache's write as two ops (session 55's decoder; since session 56 the emit writes the form itself:
+    test_compressor_key_outputs_equal_the_separate_pack): compressor_step (impl triton, the indexer compressor:
+    Hadamard + FP4) writing through the stride-0 staging view, then fp4_pack_keys, leaves the codes and exponents
+    that packing the bf16 cache compressor_step writes gives, and the same states."""
     from kernelbench.reference.indexer import fp4_key_rows
     spec = registry.get_op("compressor_step")
     comp = registry.get_impl("compressor_step", "triton")
@@ -360,3 +361,156 @@ def test_compressor_writes_the_staging_row(monkeypatch):
     want_codes, want_exps = fp4_key_rows(bf16["cache"][seq, slot])
     assert torch.equal(codes[seq, slot], want_codes) and torch.equal(exps[seq, slot], want_exps)
     assert int(exps[seq, slot].min()) > 100                              # written
+
+
+KEY_OUTPUT_PATHS = [("reference", None), ("triton", {"PATH": "one", "EMIT_MAX_T": 8}),
+                    ("triton", {"PATH": "one", "EMIT_MAX_T": 0}), ("triton", {"PATH": "split"}), ("triton_v1", None)]
+
+
+def _fused_and_separate(comp, pack, inp, p, cfg, old_codes, old_exps) -> list[tuple]:
+    """compressor_step (impl comp) through the staging view with key outputs, and without them followed by `pack`
+    (fp4_pack_keys), each from the same inputs and key bytes -> [(emitted, staged rows, codes, exponents, state_kv,
+    state_score) separate, (the same) fused]."""
+    from kernelbench.kernels import compressor as KC
+    b, ncap, _ = inp["cache"].shape
+    config = {} if cfg is None else {"config": {**KC.step_default(p), **cfg}}
+    runs = []
+    for fused in (False, True):
+        a = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+        stage = torch.zeros(b, 128, dtype=torch.bfloat16, device=old_codes.device)
+        codes, exps = old_codes.clone(), old_exps.clone()
+        a["cache"] = stage[:, None].expand(b, ncap, 128)
+        keys = {"key_codes": codes, "key_exps": exps} if fused else {}
+        emitted = comp.fn(**a, **keys, **config)
+        if not fused:
+            pack.fn(staged=stage, positions=inp["positions"], seq_ids=inp["seq_ids"], ratio=4, codes=codes,
+                    exps=exps)
+        runs.append((emitted, stage, codes, exps, a["state_kv"], a["state_score"]))
+    return runs
+
+
+@pytest.mark.parametrize("impl,cfg", KEY_OUTPUT_PATHS,
+                         ids=["reference", "one-in-step", "one-emit-launch", "split-regs", "v1-memory"])
+def test_compressor_key_outputs_equal_the_separate_pack(impl, cfg):
+    """compressor_step with key_codes / key_exps (the FP4 key cache written by the emit that finishes each entry, no
+    `fp4_pack_keys` launch) leaves every code and exponent byte, the staged rows, the states and `emitted` as the same
+    step without them followed by fp4_pack_keys: every emit path (the one launch's finishers, its emit launch, the
+    split path's register emit, triton_v1's memory emit) and the reference; the slots no token wrote keep their
+    bytes."""
+    spec = registry.get_op("compressor_step")
+    p = {"T": 6, "D": 64, "d": 128, "R": 64, "ratio": 4, "rotate": True, "ctx": 40, "ragged": True}
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(9), "cpu", "normal")
+    b, ncap, _ = inp["cache"].shape
+    gen = torch.Generator().manual_seed(1)
+    old_codes = torch.randint(0, 256, (b, ncap, 64), generator=gen, dtype=torch.uint8)
+    old_exps = torch.randint(0, 256, (b, ncap, 4), generator=gen, dtype=torch.uint8)
+    runs = _fused_and_separate(registry.get_impl("compressor_step", impl), registry.get_impl("fp4_pack_keys",
+                               "reference"), inp, p, cfg, old_codes, old_exps)
+    assert 1 < int(runs[0][0].sum()) < p["T"]
+    assert not torch.equal(runs[0][2], old_codes)                     # the pack wrote
+    for want, got in zip(*runs):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a CUDA GPU; runs on the device machine "
+                    "(scripts/device_gpu_tests.sh rest)")
+def test_gpu_compressor_key_outputs_equal_the_separate_pack():
+    """Compiled, at the Flash TP8 indexer compressor's cases (1, 16, 64 tokens): compressor_step with key outputs
+    equals the same step followed by fp4_pack_keys in every byte, on the lookup's path and each other path."""
+    spec = registry.get_op("compressor_step")
+    comp = registry.get_impl("compressor_step", "triton")
+    pack = registry.get_impl("fp4_pack_keys", "triton")
+    for p in [c for c in spec.shape_cases("flash-tp8") if c["d"] == 128]:
+        for cfg in (None, {"PATH": "one"}, {"PATH": "one", "EMIT_MAX_T": 0}, {"PATH": "split"}):
+            inp = spec.make_inputs(p, torch.Generator().manual_seed(p["T"]), "cuda", "normal")
+            b, ncap, _ = inp["cache"].shape
+            zeros = torch.zeros(b, ncap, 68, dtype=torch.uint8, device="cuda")
+            runs = _fused_and_separate(comp, pack, inp, p, cfg, zeros[..., :64], zeros[..., 64:])
+            assert int(runs[0][0].sum()) > 0, p
+            assert all(torch.equal(g, w) for w, g in zip(*runs)), (p["T"], cfg)
+
+
+def test_compressor_key_outputs_bad_inputs():
+    """key_codes / key_exps: both or neither, the indexer compressor's only (rotate), uint8 (TypeError), beside the
+    cache (ValueError), every implementation."""
+    spec = registry.get_op("compressor_step")
+    p = {"T": 2, "D": 64, "d": 128, "R": 64, "ratio": 4, "rotate": True, "ctx": 40, "ragged": False}
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(2), "cpu", "normal")
+    b, ncap, _ = inp["cache"].shape
+    codes, exps = torch.zeros(b, ncap, 64, dtype=torch.uint8), torch.zeros(b, ncap, 4, dtype=torch.uint8)
+    for impl in ("reference", "triton", "triton_v2"):
+        fn = registry.get_impl("compressor_step", impl).fn
+        with pytest.raises(ValueError, match="go together"):
+            fn(**inp, key_codes=codes)
+        with pytest.raises(ValueError, match="rotate"):
+            fn(**{**inp, "rotate": False}, key_codes=codes, key_exps=exps)
+        with pytest.raises(TypeError, match="uint8"):
+            fn(**inp, key_codes=codes.float(), key_exps=exps)
+        with pytest.raises(ValueError, match="beside cache"):
+            fn(**inp, key_codes=codes[:1], key_exps=exps[:1])
+
+
+def test_decode_bench_counts_the_packed_keys_the_compressor_writes():
+    """decode-bench's bytes of a compressor_step call with key outputs: the call's own bytes plus 68 per emitted key,
+    not the whole FP4 key cache."""
+    from kernelbench.decoder import decode_bench as db
+    spec = registry.get_op("compressor_step")
+    p = {"T": 6, "D": 64, "d": 128, "R": 64, "ratio": 4, "rotate": True, "ctx": 40, "ragged": True}
+    inp = spec.make_inputs(p, torch.Generator().manual_seed(9), "cpu", "normal")
+    b, ncap, _ = inp["cache"].shape
+    keys = {"key_codes": torch.zeros(b, ncap, 64, dtype=torch.uint8),
+            "key_exps": torch.zeros(b, ncap, 4, dtype=torch.uint8)}
+    out = torch.zeros(6, dtype=torch.bool)
+    emitted = int(((inp["positions"] + 1) % 4 == 0).sum())
+    assert emitted > 1
+    plain = db.call_bytes("compressor_step", inp, out)
+    assert db.call_bytes("compressor_step", {**inp, **keys}, out) == plain + 68 * emitted
+
+
+def test_compressor_key_outputs_fit_sm120():
+    """The emit kernels that write the FP4 key form (KEY_FP4) compile for sm_120 at the Flash TP8 indexer compressor's
+    cases (1, 16, 64 tokens) on each path a shipped config takes (the lookup's choice; the one launch, its finishers
+    up to EMIT_MAX_T 4 tokens, else its emit launch; the split path's register emit): within its shared memory,
+    without spills, at most 255 registers. (The one launch's finishers at 64 tokens, EMIT_MAX_T 64, no shipped
+    config, spill 12 B with the key form: session 56.)"""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    if not INTERPRET:
+        _check_key_output_builds()
+        return
+    # the compiler needs real JITFunctions: the check in a process without the interpreter (as the inspector does)
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    code = "import test_fp4_keys as t; t._check_key_output_builds()"
+    done = subprocess.run([sys.executable, "-c", code], cwd=pathlib.Path(__file__).parent, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _check_key_output_builds():
+    from kernelbench.harness import inspector
+    from kernelbench.kernels import compressor as KC
+    spec = registry.get_op("compressor_step")
+    comp = registry.get_impl("compressor_step", "triton").fn
+    seen = set()
+    for p in [c for c in spec.shape_cases("flash-tp8") if c["d"] == 128]:
+        for cfg in (None, {"PATH": "one"}, {"PATH": "one", "EMIT_MAX_T": 0}, {"PATH": "split"}):
+            inp = spec.make_inputs(p, torch.Generator().manual_seed(0), "cpu", "normal")
+            b, ncap, _ = inp["cache"].shape
+            with inspector.capture() as launches:
+                comp(**inp, key_codes=torch.zeros(b, ncap, 64, dtype=torch.uint8),
+                     key_exps=torch.zeros(b, ncap, 4, dtype=torch.uint8),
+                     config=None if cfg is None else {**KC.step_default(p), **cfg})
+            emits = [l for l in launches if l.kwargs.get("KEY_FP4")]
+            assert emits, (p["T"], cfg)
+            for launch in emits:
+                key = (launch.name, tuple(sorted((k, v) for k, v in launch.kwargs.items()
+                                                 if isinstance(v, (bool, int)))))
+                if key in seen:
+                    continue
+                seen.add(key)
+                rep = inspector.compile_launch(launch, 120)
+                assert not rep.error and rep.shared_bytes <= 101376 and not rep.spill_bytes, (launch.name, rep.error)
+                assert rep.registers and rep.registers <= 255, (launch.name, rep.registers)

@@ -11,7 +11,7 @@ Per layer:
                                         (KERNELBENCH_KEY_CACHE=fp4; SPEC 2's FP4 keys, reference/indexer.py):
     idx_codes [B, Ncap4, Di/2] uint8   two e2m1 codes a byte
     idx_exp   [B, Ncap4, Di/32] uint8  a UE8M0 exponent byte per 32 dims (68 bytes a key instead of 256)
-    idx_stage [B, Di]         bf16     the row the indexer compressor writes a step's entry to (fp4_pack_keys packs it)
+    idx_stage [B, Di]         bf16     the indexer compressor's scratch row for a step's entry (it writes the FP4 form)
     idx_kv / idx_score [B, 8, 2*Di]    indexer-compressor state
 Caches are replicated across TP ranks (wkv, compressors and the indexer are replicated).
 Sizes follow max_len; the WORK of a step follows each sequence's own length (the ops' contract).

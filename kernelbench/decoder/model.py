@@ -151,9 +151,10 @@ class Compressor(Part):
         return dict(wkv=self.wkv, wgate=self.wgate, ape=self.ape, norm_weight=self.norm, eps=env.cfg.norm_eps,
                     freqs=env.freqs[True], ratio=self.ratio, rotate=self.rotate)
 
-    def step(self, env: Env, x, step: Step, state_kv, state_score, cache) -> None:
+    def step(self, env: Env, x, step: Step, state_kv, state_score, cache, **keys) -> None:
+        """keys: compressor_step's FP4 key outputs (key_codes, key_exps; the indexer's FP4 key cache)."""
         env.ops.compressor_step(x=x, positions=step.positions, seq_ids=step.seq_ids, state_kv=state_kv,
-                                state_score=state_score, cache=cache, **self.args(env))
+                                state_score=state_score, cache=cache, **self.args(env), **keys)
 
     def prefill(self, env: Env, x, seq: int, state_kv, state_score, cache) -> torch.Tensor:
         """cache None: the entries are the caller's to store (the FP4 key cache)."""
@@ -195,9 +196,10 @@ class Indexer(Part):
         return w
 
     def fp4_keys(self, env: Env, x, step: Step, lc: LayerCache) -> None:
-        """The FP4 key cache's write (reference/indexer.py): a decode step's entries through the staging row of each
-        sequence (compressor_step writes there), packed by fp4_pack_keys; a prefill's entries packed by the same
-        rule (fp4_key_rows, torch ops: once a sequence)."""
+        """The FP4 key cache's write (reference/indexer.py fp4_key_rows): a decode step's entries by compressor_step's
+        emit, which finishes each entry in the staging row of its sequence (its scratch) and writes the FP4 form
+        (key_codes / key_exps: no separate pack launch); a prefill's entries packed by the same rule (torch ops: once
+        a sequence)."""
         if step.prefill:
             seq = int(step.seq_ids[0])
             entries = self.compressor.prefill(env, x, seq, lc.idx_kv, lc.idx_score, None)
@@ -205,9 +207,8 @@ class Indexer(Part):
             lc.idx_codes[seq, :entries.shape[0]] = codes
             lc.idx_exp[seq, :entries.shape[0]] = exps
             return
-        self.compressor.step(env, x, step, lc.idx_kv, lc.idx_score, lc.idx_staging())
-        env.ops.fp4_pack_keys(staged=lc.idx_stage, positions=step.positions, seq_ids=step.seq_ids, ratio=4,
-                              codes=lc.idx_codes, exps=lc.idx_exp)
+        self.compressor.step(env, x, step, lc.idx_kv, lc.idx_score, lc.idx_staging(), key_codes=lc.idx_codes,
+                             key_exps=lc.idx_exp)
 
     def query(self, env: Env, qr, step: Step) -> torch.Tensor:
         return env.ops.indexer_q(qr=qr, weight=self.wq_b, weight_scale=self.wq_b_scale, positions=step.positions,
