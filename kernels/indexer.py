@@ -1519,7 +1519,7 @@ def fp4_pack_keys(staged: torch.Tensor, positions: torch.Tensor, seq_ids: torch.
     check_dtype("fp4_pack_keys: staged", staged, torch.bfloat16)
     if staged.dim() != 2 or staged.shape[1] != DI or staged.stride(1) != 1:
         raise ValueError(f"fp4_pack_keys: staged must be [B, {DI}], contiguous in its rows, got {tuple(staged.shape)}")
-    check_fp4_keys(codes, exps)
+    check_fp4_keys(codes, exps, "fp4_pack_keys", ("codes", "exps"))
     if codes.shape[0] != staged.shape[0]:
         raise ValueError(f"fp4_pack_keys: staged has {staged.shape[0]} sequence slots, the cache {codes.shape[0]}")
     t = positions.shape[0]

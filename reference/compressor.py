@@ -89,7 +89,7 @@ def check_key_outputs(key_codes, key_exps, cache, rotate: bool) -> bool:
         raise ValueError("compressor_step: key_codes and key_exps go together")
     if not rotate:
         raise ValueError("compressor_step: the FP4 key outputs are the indexer compressor's (rotate=True)")
-    check_fp4_keys(key_codes, key_exps)
+    check_fp4_keys(key_codes, key_exps, "compressor_step", ("key_codes", "key_exps"))
     if key_codes.shape[:2] != cache.shape[:2] or key_codes.device != cache.device:
         raise ValueError(f"compressor_step: key_codes must be [B, Ncap, 64] beside cache {tuple(cache.shape)} on "
                          f"{cache.device}, got {tuple(key_codes.shape)} on {key_codes.device}")

@@ -107,17 +107,19 @@ def unpack_fp4_keys(codes: torch.Tensor, exps: torch.Tensor) -> torch.Tensor:
     return (e2m1_decode(unpack_fp4(codes)).double() * scale).to(torch.bfloat16)
 
 
-def check_fp4_keys(k_cache: torch.Tensor, k_exp: torch.Tensor) -> None:
+def check_fp4_keys(k_cache: torch.Tensor, k_exp: torch.Tensor, op: str = "indexer_topk",
+                   names: tuple[str, str] = ("k_cache", "k_exp")) -> None:
     """The FP4 key cache's form: codes [B, Ncap, 64] and exponents [B, Ncap, 4], uint8, one device (TypeError for a
-    dtype, ValueError for a shape or device)."""
+    dtype, ValueError for a shape or device); errors name `op` and the two arguments (`names`)."""
+    c, e = names
     if k_cache.dtype != torch.uint8 or k_exp.dtype != torch.uint8:
-        raise TypeError(f"indexer_topk: the FP4 key cache (k_cache codes, k_exp) must be uint8, got {k_cache.dtype} "
+        raise TypeError(f"{op}: the FP4 key cache ({c} codes, {e}) must be uint8, got {k_cache.dtype} "
                         f"and {k_exp.dtype}")
     if k_cache.dim() != 3 or k_cache.shape[2] != DI // 2:
-        raise ValueError(f"indexer_topk: the FP4 key cache's k_cache (codes) must be [B, Ncap, {DI // 2}], got "
+        raise ValueError(f"{op}: the FP4 key cache's {c} (codes) must be [B, Ncap, {DI // 2}], got "
                          f"{tuple(k_cache.shape)}")
     if k_exp.shape != (*k_cache.shape[:2], DI // KEY_GROUP) or k_exp.device != k_cache.device:
-        raise ValueError(f"indexer_topk: k_exp must be [B, Ncap, {DI // KEY_GROUP}] beside k_cache "
+        raise ValueError(f"{op}: {e} must be [B, Ncap, {DI // KEY_GROUP}] beside {c} "
                          f"{tuple(k_cache.shape)}, got {tuple(k_exp.shape)} on {k_exp.device}")
 
 
@@ -130,7 +132,7 @@ def fp4_pack_keys(staged: torch.Tensor, positions: torch.Tensor, seq_ids: torch.
     from kernelbench.reference.kv import _check_tokens     # imported late: a sibling module
     if staged.dim() != 2 or staged.shape[1] != DI or staged.dtype != torch.bfloat16:
         raise ValueError(f"fp4_pack_keys: staged must be bf16 [B, {DI}], got {tuple(staged.shape)} {staged.dtype}")
-    check_fp4_keys(codes, exps)
+    check_fp4_keys(codes, exps, "fp4_pack_keys", ("codes", "exps"))
     if codes.shape[0] != staged.shape[0]:
         raise ValueError(f"fp4_pack_keys: staged has {staged.shape[0]} sequence slots, the cache {codes.shape[0]}")
     if ratio <= 0:
