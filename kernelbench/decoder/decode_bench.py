@@ -394,7 +394,7 @@ def _out_bytes(out) -> float:
 
 
 SPARSE_ARGS = {"sparse_attention": ("kv",), "sparse_attention_wo_a": ("kv",), "indexer_topk": ("k_cache", "k_exp"),
-               "fp4_pack_keys": ("codes", "exps"), "compressor_step": ("key_codes", "key_exps"),
+               "compressor_step": ("key_codes", "key_exps"),
                "embedding": ("weight",),
                "moe_gate": ("tid2eid", "weight"), "moe_experts": ("w1", "w2", "w3", "s1", "s2", "s3"),
                "moe_layer": ("w1", "w2", "w3", "s1", "s2", "s3", "tid2eid", "weight"),
@@ -418,11 +418,9 @@ def call_bytes(op: str, kw: dict, out) -> float:
         keys = float(((kw["positions"] + 1) // kw.get("ratio", 4)).sum())
         total += sum(keys * t.shape[-1] * t.element_size() for t in (kw["k_cache"], kw.get("k_exp"))
                      if isinstance(t, torch.Tensor))
-    elif op in ("fp4_pack_keys", "compressor_step"):    # each emitting token's packed key (the FP4 key cache)
-        codes, exps = (kw.get(k) for k in SPARSE_ARGS[op])
-        if isinstance(codes, torch.Tensor):
-            emitted = float(((kw["positions"] + 1) % kw["ratio"] == 0).sum())
-            total += emitted * (codes.shape[-1] + exps.shape[-1])
+    elif op == "compressor_step" and isinstance(kw.get("key_codes"), torch.Tensor):   # the FP4 key cache's write:
+        emitted = float(((kw["positions"] + 1) % kw["ratio"] == 0).sum())        # each emitting token's packed key
+        total += emitted * (kw["key_codes"].shape[-1] + kw["key_exps"].shape[-1])
     elif op == "embedding":        # the rows of the step's ids
         w = kw["weight"]
         total += kw["ids"].numel() * w.shape[-1] * w.element_size()
